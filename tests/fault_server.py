@@ -1,0 +1,548 @@
+"""A small, deliberately misbehaving vLLM look-alike for fault-injection tests.
+
+It speaks vLLM's OpenAI wire format over raw asyncio streams (so it can drop, stall or
+truncate a connection at any byte) and runs its own event loop in a background thread:
+
+    with FaultServer() as server:
+        server.fail(429, times=2, retry_after="1")   # first two generations: 429, then normal
+        llm = unillm.connect("vllm", server.url)
+        ...
+        assert server.count() == 3
+
+Normal answers look like vLLM 0.32's: completions and chat, non-streamed or streamed as SSE
+(one chunk per text piece, the finish reason on the last piece, a usage chunk when
+``stream_options.include_usage`` is set, then ``data: [DONE]``). Errors use vLLM's layout
+``{"error": {"message", "type", "param", "code"}}``; an unknown model (or LoRA name) in a
+request gets vLLM's own 404. Faults apply to generation requests only (``/v1/completions``
+and ``/v1/chat/completions``), so discovery (``/version``, ``/v1/models``) keeps working.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from types import TracebackType
+from typing import Any, Literal
+
+import anyio
+
+COMPLETIONS = "/v1/completions"
+CHAT = "/v1/chat/completions"
+GENERATION_PATHS = (COMPLETIONS, CHAT)
+
+FaultKind = Literal[
+    "status", "drop", "stall", "bad_sse", "content_type", "stream_error", "truncate", "endless"
+]
+
+_ERROR_TYPES = {
+    400: "BadRequestError", 404: "NotFoundError", 422: "BadRequestError",
+    429: "RateLimitError", 500: "InternalServerError", 503: "ServiceUnavailableError",
+}
+
+
+@dataclass
+class Fault:
+    """What the server does to generation requests instead of answering normally.
+
+    ``times``: the fault hits the first ``times`` generation requests, later ones are served
+    normally (None: every request). ``after``: how many text chunks a stream sends before
+    the fault shows (for ``stall``, None means not even the response headers).
+    """
+
+    kind: FaultKind
+    times: int | None = None
+    after: int | None = 0
+    status: int = 500
+    retry_after: str | None = None
+    message: str = "injected fault"
+    error_type: str | None = None
+    code: int | None = None
+    body: bytes | None = None
+    content_type: str = "application/json"
+    interval: float = 0.02
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One request the server received."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class _Request:
+    method: str
+    path: str
+    headers: dict[str, str]
+    raw: bytes
+    json: Any = field(default=None)
+
+
+class FaultServer:
+    """A vLLM-compatible HTTP server on 127.0.0.1 (free port) that injects faults on demand."""
+
+    def __init__(
+        self, *, model: str = "tiny", max_model_len: int = 512, version: str = "0.32.0",
+        pieces: tuple[str, ...] = ("Hello", ",", " world", "!"),
+        loras: tuple[str, ...] = (),
+    ) -> None:
+        self.model, self.max_model_len, self.version = model, max_model_len, version
+        self.pieces, self.loras = pieces, loras
+        self.host = "127.0.0.1"
+        self.port = 0
+        self.fault: Fault | None = None
+        self.fault_hits = 0
+        self.requests: list[Seen] = []
+        self.disconnects: list[str] = []  # paths whose client left before the answer ended
+        self.errors: list[str] = []  # unexpected exceptions inside the server (a test bug)
+        self._gone = threading.Event()
+        self._ready = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
+        self._conns: set[asyncio.Task[None]] = set()
+        self._start_error: BaseException | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> FaultServer:
+        """Start serving in a background thread; returns once the port is bound."""
+        if self._thread is not None:
+            raise RuntimeError("FaultServer already started")
+        self._thread = threading.Thread(
+            target=asyncio.run, args=(self._main(),), name="fault-server", daemon=True
+        )
+        self._thread.start()
+        if not self._ready.wait(5):
+            raise RuntimeError("FaultServer did not start within 5 s")
+        if self._start_error is not None:
+            raise RuntimeError(f"FaultServer failed to start: {self._start_error!r}")
+        return self
+
+    def stop(self) -> None:
+        """Close every connection and the listening socket, and join the thread."""
+        thread, loop, stopping = self._thread, self._loop, self._stopping
+        if thread is None:
+            return
+        if loop is not None and stopping is not None and thread.is_alive():
+            with contextlib.suppress(RuntimeError):  # loop already closed
+                loop.call_soon_threadsafe(stopping.set)
+        thread.join(5)
+        if thread.is_alive():
+            raise RuntimeError("FaultServer thread did not stop within 5 s")
+        self._thread = None
+
+    def __enter__(self) -> FaultServer:
+        return self.start()
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # -- configuring faults --------------------------------------------------------------------
+    def set_fault(self, fault: Fault | None) -> FaultServer:
+        self.fault, self.fault_hits = fault, 0
+        return self
+
+    def fail(
+        self, status: int, *, times: int | None = None, retry_after: str | None = None,
+        message: str = "injected fault", error_type: str | None = None,
+    ) -> FaultServer:
+        """Answer ``status`` with a vLLM-style error body (optionally with Retry-After)."""
+        return self.set_fault(Fault("status", times=times, status=status, retry_after=retry_after,
+                                    message=message, error_type=error_type))
+
+    def fail_raw(
+        self, status: int, body: bytes, *, content_type: str = "text/plain",
+        times: int | None = None,
+    ) -> FaultServer:
+        """Answer ``status`` with an arbitrary body (e.g. a proxy's HTML page)."""
+        return self.set_fault(Fault("status", times=times, status=status, body=body,
+                                    content_type=content_type))
+
+    def drop(self, after: int = 0, *, times: int | None = None) -> FaultServer:
+        """Close the connection after ``after`` stream chunks (non-streamed: before answering)."""
+        return self.set_fault(Fault("drop", times=times, after=after))
+
+    def stall(self, after: int | None = None, *, times: int | None = None) -> FaultServer:
+        """Go silent until the client leaves: before the headers (None) or after K chunks.
+
+        For a non-streamed answer any ``after`` sends the headers and then no body.
+        """
+        return self.set_fault(Fault("stall", times=times, after=after))
+
+    def bad_sse(self, after: int = 0, *, data: str = "this is not json") -> FaultServer:
+        """After K good chunks send an SSE data line that is not JSON."""
+        return self.set_fault(Fault("bad_sse", after=after, body=data.encode()))
+
+    def wrong_content_type(self, content_type: str = "application/json") -> FaultServer:
+        """Answer a stream request with a 200 non-streamed JSON body of that content type."""
+        return self.set_fault(Fault("content_type", content_type=content_type))
+
+    def stream_error(
+        self, after: int = 0, *, code: int = 400, message: str = "injected stream error",
+        error_type: str | None = None,
+    ) -> FaultServer:
+        """After K chunks send ``data: {"error": {...}}`` then ``data: [DONE]`` (as vLLM does)."""
+        return self.set_fault(Fault("stream_error", after=after, code=code, message=message,
+                                    error_type=error_type))
+
+    def truncate(self, after: int) -> FaultServer:
+        """End the stream cleanly after K chunks: no finish reason, no usage, no [DONE]."""
+        return self.set_fault(Fault("truncate", after=after))
+
+    def endless(self, interval: float = 0.02) -> FaultServer:
+        """Stream text chunks forever, one per ``interval`` seconds, until the client leaves."""
+        return self.set_fault(Fault("endless", interval=interval))
+
+    # -- observing -------------------------------------------------------------------------
+    def count(self, path: str | None = None) -> int:
+        """Requests received for ``path`` (default: generation requests)."""
+        paths = GENERATION_PATHS if path is None else (path,)
+        return sum(1 for r in list(self.requests) if r.path in paths)
+
+    @property
+    def client_disconnected(self) -> bool:
+        return self._gone.is_set()
+
+    async def wait_disconnect(self, seconds: float = 2.0) -> bool:
+        """Wait (in a worker thread: the caller's loop runs on) until a client left mid-answer."""
+        return await anyio.to_thread.run_sync(self._gone.wait, seconds)
+
+    # -- serving ---------------------------------------------------------------------------
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        try:
+            server = await asyncio.start_server(self._serve_connection, self.host, 0)
+        except BaseException as e:
+            self._start_error = e
+            self._ready.set()
+            raise
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        try:
+            await self._stopping.wait()
+        finally:
+            server.close()
+            for task in list(self._conns):
+                task.cancel()
+            await asyncio.gather(*self._conns, return_exceptions=True)
+            await server.wait_closed()
+
+    async def _serve_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._conns.add(task)
+        try:
+            while True:
+                request = await _read_request(reader)
+                if request is None:
+                    return
+                if not await self._answer(request, reader, writer):
+                    return
+                if request.headers.get("connection", "").lower() == "close":
+                    return
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except Exception as e:  # a bug in this server: make the test see it
+            self.errors.append(repr(e))
+        finally:
+            self._conns.discard(task)
+            writer.close()
+
+    def _record(self, request: _Request) -> None:
+        self.requests.append(Seen(request.method, request.path, request.headers, request.json))
+
+    def _left(self, path: str) -> None:
+        self.disconnects.append(path)
+        self._gone.set()
+
+    async def _answer(
+        self, request: _Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
+        """Answer one request; False when the connection must be closed afterwards."""
+        self._record(request)
+        path, method = request.path, request.method
+        if method == "GET" and path == "/version":
+            return await _send_json(writer, 200, {"version": self.version})
+        if method == "GET" and path == "/v1/models":
+            return await _send_json(writer, 200, self._models())
+        if method == "GET" and path == "/health":
+            return await _send(writer, 200, b"", "application/json")
+        if method != "POST" or path not in GENERATION_PATHS:
+            return await _send_json(writer, 404, {"detail": "Not Found"})
+        body = request.json if isinstance(request.json, dict) else None
+        if body is None:
+            return await _send_json(writer, 400, _error(400, "body must be a JSON object"))
+        fault = self.fault
+        if fault is not None and (fault.times is None or self.fault_hits < fault.times):
+            self.fault_hits += 1
+            return await self._inject(fault, request, body, reader, writer)
+        name = body.get("model")
+        if name not in (self.model, *self.loras):
+            msg = f"The model `{name}` does not exist."
+            return await _send_json(writer, 404, _error(404, msg))
+        if body.get("stream"):
+            return await self._stream(request, body, reader, writer, fault=None)
+        return await _send_json(writer, 200, self._completion(path, body))
+
+    async def _inject(
+        self, fault: Fault, request: _Request, body: dict[str, Any],
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+    ) -> bool:
+        stream = bool(body.get("stream"))
+        if fault.kind == "status":
+            headers = {"retry-after": fault.retry_after} if fault.retry_after is not None else {}
+            if fault.body is not None:
+                return await _send(writer, fault.status, fault.body, fault.content_type, headers)
+            payload = _error(fault.status, fault.message, fault.error_type)
+            return await _send_json(writer, fault.status, payload, headers)
+        if fault.kind == "content_type":
+            data = json.dumps(self._completion(request.path, body)).encode()
+            return await _send(writer, 200, data, fault.content_type)
+        if fault.kind == "drop" and not stream:
+            return False  # close without a byte of answer
+        if fault.kind == "stall" and (not stream or fault.after is None):
+            if fault.after is not None:  # headers promising a body that never comes
+                data = json.dumps(self._completion(request.path, body)).encode()
+                writer.write(_head(200, {"content-type": "application/json",
+                                         "content-length": str(len(data))}))
+                await writer.drain()
+            await self._until_client_leaves(request, reader)
+            return False
+        if not stream:
+            return await _send_json(writer, 200, self._completion(request.path, body))
+        return await self._stream(request, body, reader, writer, fault=fault)
+
+    async def _until_client_leaves(self, request: _Request, reader: asyncio.StreamReader) -> None:
+        if await reader.read(1) == b"":
+            self._left(request.path)
+
+    async def _stream(
+        self, request: _Request, body: dict[str, Any], reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter, fault: Fault | None,
+    ) -> bool:
+        chat = request.path == CHAT
+        ident = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+        created = int(time.time())
+        usage_wanted = bool((body.get("stream_options") or {}).get("include_usage"))
+        watch = asyncio.ensure_future(reader.read(1))  # b"" once the client hangs up
+
+        async def emit(payload: bytes) -> bool:
+            if watch.done():
+                return False
+            try:
+                writer.write(_chunk(payload))
+                await writer.drain()
+            except ConnectionError:
+                return False
+            return True
+
+        def chunk(text: str | None, finish: str | None = None, role: bool = False) -> bytes:
+            c: dict[str, Any]
+            if chat:
+                delta: dict[str, Any] = {"role": "assistant", "content": ""} if role else {}
+                if text is not None:
+                    delta["content"] = text
+                c = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+            else:
+                c = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish,
+                     "stop_reason": None}
+            doc: dict[str, Any] = {
+                "id": ident, "object": "chat.completion.chunk" if chat else "text_completion",
+                "created": created, "model": body.get("model"), "choices": [c],
+            }
+            if usage_wanted:
+                doc["usage"] = None
+            return _sse(doc)
+
+        try:
+            writer.write(_head(200, {"content-type": "text/event-stream; charset=utf-8",
+                                     "transfer-encoding": "chunked"}))
+            await writer.drain()
+            if chat and not await emit(chunk(None, role=True)):
+                return self._hung_up(request, watch)
+            limit = len(self.pieces) if fault is None or fault.after is None else fault.after
+            n = 0
+            endless = fault is not None and fault.kind == "endless"
+            while endless or n < min(limit, len(self.pieces)):
+                text = self.pieces[n % len(self.pieces)]
+                last = fault is None and n == len(self.pieces) - 1
+                if not await emit(chunk(text, "length" if last else None)):
+                    return self._hung_up(request, watch)
+                n += 1
+                if endless and fault is not None:
+                    await asyncio.wait({watch}, timeout=fault.interval)
+            if fault is not None:
+                return await self._stream_fault(fault, request, writer, watch, emit)
+            if usage_wanted:
+                doc: dict[str, Any] = {
+                    "id": ident, "object": "chat.completion.chunk" if chat else "text_completion",
+                    "created": created, "model": body.get("model"), "choices": [],
+                    "usage": _usage(body, len(self.pieces)),
+                }
+                if not await emit(_sse(doc)):
+                    return self._hung_up(request, watch)
+            if not await emit(b"data: [DONE]\n\n"):
+                return self._hung_up(request, watch)
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+            return True
+        finally:
+            if not watch.done():
+                watch.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watch
+
+    async def _stream_fault(
+        self, fault: Fault, request: _Request, writer: asyncio.StreamWriter,
+        watch: asyncio.Future[bytes], emit: Callable[[bytes], Awaitable[bool]],
+    ) -> bool:
+        if fault.kind == "drop":
+            return False  # the caller closes the socket mid-body
+        if fault.kind == "stall":
+            if await watch == b"":
+                self._left(request.path)
+            return False
+        if fault.kind == "bad_sse":
+            await emit(b"data: " + (fault.body or b"") + b"\n\n")
+        elif fault.kind == "stream_error":
+            code = fault.code or 500
+            await emit(_sse(_error(code, fault.message, fault.error_type)))
+            await emit(b"data: [DONE]\n\n")
+        elif fault.kind != "truncate":
+            raise AssertionError(f"unhandled stream fault {fault.kind}")
+        if watch.done():
+            return self._hung_up(request, watch)
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        return True
+
+    def _hung_up(self, request: _Request, watch: asyncio.Future[bytes]) -> bool:
+        # Either the client hung up (EOF seen) or writing failed because it reset the socket.
+        eof = watch.done() and not watch.cancelled() and watch.exception() is None \
+            and watch.result() == b""
+        if eof or not watch.done():
+            self._left(request.path)
+        return False
+
+    # -- vLLM-shaped bodies ----------------------------------------------------------------
+    def _models(self) -> dict[str, Any]:
+        created = int(time.time())
+        base = {"id": self.model, "object": "model", "created": created, "owned_by": "vllm",
+                "root": self.model, "parent": None, "max_model_len": self.max_model_len}
+        loras = [{"id": name, "object": "model", "created": created, "owned_by": "vllm",
+                  "root": f"/adapters/{name}", "parent": self.model, "max_model_len": None}
+                 for name in self.loras]
+        return {"object": "list", "data": [base, *loras]}
+
+    def _completion(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        text = "".join(self.pieces)
+        usage = _usage(body, len(self.pieces))
+        if path == CHAT:
+            message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None,
+                       "annotations": None, "audio": None, "function_call": None,
+                       "tool_calls": [], "reasoning_content": None}
+            return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion",
+                    "created": int(time.time()), "model": body.get("model"),
+                    "choices": [{"index": 0, "message": message, "logprobs": None,
+                                 "finish_reason": "length", "stop_reason": None}],
+                    "usage": usage, "prompt_logprobs": None, "kv_transfer_params": None}
+        return {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion",
+                "created": int(time.time()), "model": body.get("model"),
+                "choices": [{"index": 0, "text": text, "logprobs": None,
+                             "finish_reason": "length", "stop_reason": None,
+                             "prompt_logprobs": None}],
+                "usage": usage, "system_fingerprint": None, "kv_transfer_params": None}
+
+
+def _usage(body: dict[str, Any], completion_tokens: int) -> dict[str, Any]:
+    prompt = body.get("prompt")
+    if prompt is None:
+        prompt = " ".join(str(m.get("content", "")) for m in body.get("messages") or ())
+    prompt_tokens = max(1, len(str(prompt).split()))
+    return {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + completion_tokens,
+            "completion_tokens": completion_tokens, "prompt_tokens_details": None}
+
+
+def _error(status: int, message: str, error_type: str | None = None) -> dict[str, Any]:
+    kind = error_type or _ERROR_TYPES.get(status, "InternalServerError")
+    return {"error": {"message": message, "type": kind, "param": None, "code": status}}
+
+
+def _head(status: int, headers: dict[str, str]) -> bytes:
+    lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", "server: uvicorn",
+             f"date: {time.strftime('%a, %d %b %Y %H:%M:%S GMT', time.gmtime())}",
+             *(f"{k}: {v}" for k, v in headers.items())]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def _chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+def _sse(doc: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(doc).encode() + b"\n\n"
+
+
+async def _send(
+    writer: asyncio.StreamWriter, status: int, data: bytes, content_type: str,
+    headers: dict[str, str] | None = None,
+) -> bool:
+    head = {"content-type": content_type, "content-length": str(len(data)), **(headers or {})}
+    writer.write(_head(status, head) + data)
+    await writer.drain()
+    return True
+
+
+async def _send_json(
+    writer: asyncio.StreamWriter, status: int, doc: Any, headers: dict[str, str] | None = None
+) -> bool:
+    return await _send(writer, status, json.dumps(doc).encode(), "application/json", headers)
+
+
+async def _read_request(reader: asyncio.StreamReader) -> _Request | None:
+    """One HTTP/1.1 request (Content-Length bodies only), or None at a clean EOF."""
+    line = await reader.readline()
+    if not line:
+        return None
+    method, target, _version = line.decode("latin-1").rstrip("\r\n").split(" ", 2)
+    headers: dict[str, str] = {}
+    while True:
+        raw = await reader.readline()
+        if raw in (b"\r\n", b"\n", b""):
+            break
+        name, _, value = raw.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    size = int(headers.get("content-length", "0"))
+    data = await reader.readexactly(size) if size else b""
+    parsed: Any = None
+    if data:
+        with contextlib.suppress(ValueError):
+            parsed = json.loads(data)
+    return _Request(method, target.split("?", 1)[0], headers, data, parsed)
+
+
+@contextlib.contextmanager
+def running(**kwargs: Any) -> Iterator[FaultServer]:
+    """``with running() as server:`` — a started FaultServer, stopped on exit."""
+    server = FaultServer(**kwargs)
+    with server:
+        yield server

@@ -1,0 +1,185 @@
+"""The ``unillm`` command: ``engines`` and ``launch --dry-run`` (nothing is started)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+import unillm.entrypoints
+from unillm.capabilities import Feature
+from unillm.cli import main
+from unillm.supervisor import Launch
+
+PY = "/usr/bin/python3"
+GENERATED = "generated-key-0123456789"
+ENTRY = f"{PY} -m vllm.entrypoints.openai.api_server"
+
+
+@pytest.fixture(autouse=True)
+def _fixed_port_and_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make dry-run output deterministic: port 8000 and a known generated key."""
+    monkeypatch.setattr("unillm.supervisor.free_port", lambda host="127.0.0.1": 8000)
+    monkeypatch.setattr("unillm.supervisor.secrets.token_urlsafe", lambda n=None: GENERATED)
+
+
+def dry_run(*args: str) -> list[str]:
+    return ["launch", "vllm", "--model", "M", "--dry-run", "--python", PY, *args]
+
+
+# -- engines ---------------------------------------------------------------------------------
+
+def test_engines_prints_a_table_with_vllm_and_every_feature(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["engines"]) == 0
+    out = capsys.readouterr().out
+    header = out.splitlines()[0].split()
+    assert header[0] == "feature"
+    assert "vLLM" in header
+    for feature in Feature:
+        assert feature.value in out
+
+
+def test_engines_table_marks_native_support_with_yes(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["engines"])
+    lines = capsys.readouterr().out.splitlines()
+    [regex] = [line for line in lines if line.startswith(Feature.REGEX.value)]
+    assert regex.split()[-1] == "yes"
+
+
+def test_engines_json_is_valid_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["engines", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert "vllm" in data
+    assert set(data["vllm"]) == {f.value for f in Feature}
+    assert data["vllm"][Feature.JSON_SCHEMA.value] == {"level": "native", "why": "",
+                                                       "alternative": ""}
+
+
+# -- launch --dry-run ----------------------------------------------------------------------------
+
+def test_dry_run_prints_the_exact_command_with_the_key_masked(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(dry_run("--max-model-len", "512", "--lora", "a=/x", "--", "--enforce-eager"))
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert out == (f"VLLM_API_KEY='***' {ENTRY} --model M --host 127.0.0.1 --port 8000 "
+                   "--max-model-len 512 --enable-lora --lora-modules a=/x --enforce-eager\n")
+    assert GENERATED not in out + err
+
+
+def test_dry_run_never_prints_an_explicit_key(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(dry_run("--api-key", "sk-cli-secret-42")) == 0
+    out, err = capsys.readouterr()
+    assert "sk-cli-secret-42" not in out + err
+    assert out == f"VLLM_API_KEY='***' {ENTRY} --model M --host 127.0.0.1 --port 8000\n"
+
+
+def test_dry_run_with_api_key_none_has_no_key(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(dry_run("--api-key", "none")) == 0
+    assert capsys.readouterr().out == f"{ENTRY} --model M --host 127.0.0.1 --port 8000\n"
+
+
+def test_default_api_key_is_generated_not_the_word_auto(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    launches: list[Launch] = []
+    real = unillm.entrypoints.launch
+
+    def spy(*args: Any, **kwargs: Any) -> Launch:
+        launches.append(real(*args, **kwargs))
+        return launches[-1]
+
+    monkeypatch.setattr(unillm.entrypoints, "launch", spy)
+    assert main(dry_run()) == 0
+    [run] = launches
+    assert run.spec.key() == GENERATED
+    assert run.command().env["VLLM_API_KEY"] == GENERATED
+
+
+def test_dry_run_maps_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(dry_run(
+        "--api-key", "none", "--port", "9000", "--host", "0.0.0.0", "--served-name", "tiny",
+        "--dtype", "bfloat16", "--max-num-seqs", "8", "--memory-fraction", "0.5",
+        "--quantization", "awq", "--tensor-parallel", "2", "--pipeline-parallel", "2",
+        "--data-parallel", "2", "--expert-parallel", "--no-prefix-caching",
+        "--lora", "a=/x", "--lora", "b=/y", "--max-lora-rank", "16", "--max-loras", "2",
+        "--runtime-lora", "--speculative", "ngram", "--speculative-tokens", "3",
+        "--env", "FOO=bar",
+    ))
+    assert code == 0
+    assert capsys.readouterr().out == (
+        "FOO=bar VLLM_ALLOW_RUNTIME_LORA_UPDATING=True "
+        f"{ENTRY} --model M --host 0.0.0.0 --port 9000 --served-model-name tiny "
+        "--tensor-parallel-size 2 --pipeline-parallel-size 2 --data-parallel-size 2 "
+        "--enable-expert-parallel --dtype bfloat16 --max-num-seqs 8 "
+        "--gpu-memory-utilization 0.5 --quantization awq --no-enable-prefix-caching "
+        "--enable-lora --lora-modules a=/x b=/y --max-lora-rank 16 --max-loras 2 "
+        "--speculative-config "
+        """'{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3}'\n"""
+    )
+
+
+def test_dry_run_with_draft_model(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(dry_run("--api-key", "none", "--speculative", "draft",
+                        "--draft-model", "/models/d")) == 0
+    out = capsys.readouterr().out
+    config = """'{"method": "draft_model", "num_speculative_tokens": 4, "model": "/models/d"}'"""
+    assert config in out
+
+
+@pytest.mark.parametrize("value", ["a", "=/x", "a:/x"])
+def test_bad_lora_value_exits_2_with_a_message(
+    value: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(dry_run("--lora", value)) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "--lora" in err
+    assert repr(value) in err
+
+
+def test_bad_env_value_exits_2_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(dry_run("--env", "NOVALUE")) == 2
+    assert "--env" in capsys.readouterr().err
+
+
+def test_bad_launch_setting_exits_2_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(dry_run("--max-model-len", "long")) == 2
+    assert "max_model_len" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args", [
+    ("--speculative", "draft"),            # draft needs --draft-model
+    ("--speculative", "medusa"),           # unknown method
+    ("--speculative", "ngram", "--speculative-tokens", "0"),
+    ("--tensor-parallel", "0"),
+])
+def test_bad_speculative_or_parallel_setting_exits_2_with_a_message(
+    args: tuple[str, ...], capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(dry_run(*args)) == 2
+    assert "unillm:" in capsys.readouterr().err
+
+
+def test_unknown_engine_exits_2_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["launch", "nope", "--model", "M", "--dry-run", "--python", PY]) == 2
+    err = capsys.readouterr().err
+    assert "UnknownEngine" in err
+    assert "nope" in err
+
+
+def test_launch_without_model_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["launch", "vllm", "--dry-run"])
+    assert info.value.code == 2
+    assert "--model" in capsys.readouterr().err
+
+
+def test_no_command_is_a_usage_error() -> None:
+    with pytest.raises(SystemExit) as info:
+        main([])
+    assert info.value.code == 2

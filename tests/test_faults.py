@@ -1,0 +1,394 @@
+"""Fault injection: how unillm behaves when the engine misbehaves on the wire.
+
+Every test runs against :class:`fault_server.FaultServer`, a vLLM look-alike that drops,
+stalls, truncates, rate-limits or garbles its answers on demand and counts what it received.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+from fault_server import COMPLETIONS, FaultServer
+
+import unillm
+from unillm import RetryPolicy, Timeouts
+
+PIECES = ("Hello", ",", " world", "!")
+TEXT = "".join(PIECES)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def server() -> Iterator[FaultServer]:
+    with FaultServer(model="tiny", pieces=PIECES, loras=("sql",)) as s:
+        yield s
+    assert s.errors == [], f"the fault server itself failed: {s.errors}"
+
+
+def connect(url: str, *, attempts: int = 3, read: float = 1.0, **kw: Any) -> unillm.LLM:
+    """Fast retries (waits capped at 50 ms, whatever Retry-After says) and short timeouts."""
+    return unillm.connect(
+        "vllm", url, model=kw.pop("model", "tiny"),
+        retry=RetryPolicy(attempts=attempts, initial_wait=0.01, max_wait=0.05, max_total=5),
+        timeouts=Timeouts(connect=1, read=read), **kw,
+    )
+
+
+async def collect(llm: unillm.LLM, prompt: str | None = "hi", **options: Any) -> list[str]:
+    """Consume a whole stream inside ``async with``; the text of every delta."""
+    if "messages" in options:
+        prompt = None
+    texts = []
+    async with llm.stream(prompt, max_tokens=8, **options) as s:
+        async for d in s:
+            texts.append(d.text)
+    return texts
+
+
+# -- the server itself answers like vLLM -------------------------------------------------------
+async def test_healthy_server_generate_and_stream_complete(server: FaultServer) -> None:
+    async with connect(server.url) as llm:
+        r = await llm.generate("hi", max_tokens=8)
+        assert r.text == TEXT
+        assert r.finish_reason == "length"
+        async with llm.stream("hi", max_tokens=8) as s:
+            deltas = [d async for d in s]
+        assert s.text == TEXT
+        assert deltas[-1].usage is not None
+        assert deltas[-1].usage.completion_tokens == len(PIECES)
+        chat = await llm.generate(messages=[{"role": "user", "content": "hi"}], max_tokens=8)
+        assert chat.text == TEXT
+        async with llm.stream(messages=[{"role": "user", "content": "hi"}], max_tokens=8) as s:
+            assert await s.collect() == TEXT
+
+
+# -- dropped connections -----------------------------------------------------------------------
+async def test_drop_mid_stream_raises_stream_interrupted_with_partial_text(
+    server: FaultServer,
+) -> None:
+    server.drop(after=2)
+    async with connect(server.url) as llm:
+        with pytest.raises(unillm.StreamInterrupted) as info:
+            await collect(llm)
+    assert info.value.partial_text == "Hello,"
+
+
+async def test_drop_mid_chat_stream_keeps_partial_text(server: FaultServer) -> None:
+    server.drop(after=3)
+    async with connect(server.url) as llm:
+        with pytest.raises(unillm.StreamInterrupted) as info:
+            await collect(llm, messages=[{"role": "user", "content": "hi"}])
+    assert info.value.partial_text == "Hello, world"
+
+
+async def test_stream_is_never_retried_once_started(server: FaultServer) -> None:
+    server.drop(after=1)
+    async with connect(server.url, attempts=4) as llm:
+        with pytest.raises(unillm.StreamInterrupted):
+            await collect(llm)
+    assert server.count(COMPLETIONS) == 1
+
+
+async def test_drop_before_answer_on_generate_is_engine_unavailable_not_retried(
+    server: FaultServer,
+) -> None:
+    server.drop()
+    async with connect(server.url, attempts=4) as llm:
+        with pytest.raises(unillm.EngineUnavailable) as info:
+            await llm.generate("hi", max_tokens=8)
+    assert not isinstance(info.value, unillm.EngineTimeout)
+    assert server.count() == 1  # a POST that may have reached the engine is not resent
+
+
+async def test_stream_ending_without_finish_or_done_is_interrupted(server: FaultServer) -> None:
+    server.truncate(after=3)
+    async with connect(server.url) as llm:
+        with pytest.raises(unillm.StreamInterrupted) as info:
+            await collect(llm)
+    assert info.value.partial_text == "Hello, world"
+
+
+async def test_connection_refused_is_engine_unavailable_after_attempts() -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    async with connect(f"http://127.0.0.1:{port}", attempts=3) as llm:
+        with pytest.raises(unillm.EngineUnavailable) as info:
+            await llm.generate("hi", max_tokens=8)
+    assert not isinstance(info.value, unillm.EngineTimeout)
+    assert "3 attempt" in str(info.value)
+
+
+# -- overload and Retry-After ------------------------------------------------------------------
+@pytest.mark.parametrize("status", [429, 503])
+async def test_overloaded_then_success_is_retried(server: FaultServer, status: int) -> None:
+    server.fail(status, times=2, retry_after="1", message="busy")
+    async with connect(server.url, attempts=4) as llm:
+        r = await llm.generate("hi", max_tokens=8)
+    assert r.text == TEXT
+    assert server.count() == 3
+
+
+@pytest.mark.parametrize("status", [429, 503])
+async def test_overloaded_stream_is_retried_before_it_starts(
+    server: FaultServer, status: int,
+) -> None:
+    server.fail(status, times=1, retry_after="1")
+    async with connect(server.url, attempts=3) as llm:
+        assert "".join(await collect(llm)) == TEXT
+    assert server.count() == 2
+
+
+async def test_overloaded_on_every_attempt_raises_overloaded_with_retry_after(
+    server: FaultServer,
+) -> None:
+    server.fail(429, retry_after="7", message="Too many requests: queue is full")
+    async with connect(server.url, attempts=3) as llm:
+        with pytest.raises(unillm.Overloaded) as info:
+            await llm.generate("hi", max_tokens=8)
+    assert info.value.retry_after == 7.0
+    assert info.value.status == 429
+    assert info.value.engine_message == "Too many requests: queue is full"
+    assert server.count() == 3
+
+
+async def test_overloaded_stream_on_every_attempt_raises_overloaded(server: FaultServer) -> None:
+    server.fail(503, retry_after="2", message="engine is draining")
+    async with connect(server.url, attempts=2) as llm:
+        with pytest.raises(unillm.Overloaded) as info:
+            await collect(llm)
+    assert info.value.retry_after == 2.0
+    assert info.value.engine_message == "engine is draining"
+    assert server.count() == 2
+
+
+async def test_retries_disabled_raise_overloaded_after_one_request(server: FaultServer) -> None:
+    server.fail(429, times=1, retry_after="1", message="slow down")
+    async with connect(server.url, attempts=1) as llm:
+        with pytest.raises(unillm.Overloaded) as info:
+            await llm.generate("hi", max_tokens=8)
+    assert info.value.retry_after == 1.0
+    assert info.value.engine_message == "slow down"
+    assert server.count() == 1
+
+
+async def test_overloaded_without_retry_after_has_none(server: FaultServer) -> None:
+    server.fail(503, message="no capacity")
+    async with connect(server.url, attempts=2) as llm:
+        with pytest.raises(unillm.Overloaded) as info:
+            await llm.generate("hi", max_tokens=8)
+    assert info.value.retry_after is None
+    assert server.count() == 2
+
+
+# -- malformed answers ------------------------------------------------------------------------
+async def test_non_json_sse_event_is_malformed_response(server: FaultServer) -> None:
+    server.bad_sse(after=1)
+    async with connect(server.url) as llm:
+        with pytest.raises(unillm.MalformedResponse):
+            await collect(llm)
+
+
+async def test_stream_with_wrong_content_type_is_malformed_response(server: FaultServer) -> None:
+    server.wrong_content_type("application/json")
+    async with connect(server.url) as llm:
+        with pytest.raises(unillm.MalformedResponse):
+            await collect(llm)
+
+
+async def test_non_json_body_on_generate_is_malformed_response(server: FaultServer) -> None:
+    server.fail_raw(200, b"<html>hello from a proxy</html>", content_type="text/html")
+    async with connect(server.url) as llm:
+        with pytest.raises(unillm.MalformedResponse):
+            await llm.generate("hi", max_tokens=8)
+
+
+async def test_json_without_choices_on_generate_is_malformed_response(
+    server: FaultServer,
+) -> None:
+    server.fail_raw(200, b'{"object": "text_completion"}', content_type="application/json")
+    async with connect(server.url) as llm:
+        with pytest.raises(unillm.MalformedResponse):
+            await llm.generate("hi", max_tokens=8)
+
+
+# -- stalls and timeouts ----------------------------------------------------------------------
+async def test_stall_before_any_byte_on_generate_is_engine_timeout(server: FaultServer) -> None:
+    server.stall()
+    async with connect(server.url, read=0.3) as llm:
+        with pytest.raises(unillm.EngineTimeout):
+            await llm.generate("hi", max_tokens=8)
+    assert server.count() == 1  # a timed-out POST is not resent
+
+
+async def test_stall_after_headers_on_generate_is_engine_timeout(server: FaultServer) -> None:
+    server.stall(after=0)
+    async with connect(server.url, read=0.3) as llm:
+        with pytest.raises(unillm.EngineTimeout):
+            await llm.generate("hi", max_tokens=8)
+
+
+async def test_per_request_timeout_overrides_read_timeout(server: FaultServer) -> None:
+    server.stall()
+    async with connect(server.url, read=30) as llm:
+        with pytest.raises(unillm.EngineTimeout):
+            await llm.generate("hi", max_tokens=8, timeout=0.3)
+
+
+async def test_stall_before_stream_headers_is_engine_timeout(server: FaultServer) -> None:
+    server.stall()
+    async with connect(server.url, read=0.3) as llm:
+        with pytest.raises(unillm.EngineTimeout):
+            await collect(llm)
+    assert server.count() == 1
+
+
+async def test_stall_mid_stream_is_stream_interrupted(server: FaultServer) -> None:
+    server.stall(after=2)
+    async with connect(server.url, read=0.3) as llm:
+        with pytest.raises(unillm.StreamInterrupted) as info:
+            await collect(llm)
+    assert info.value.partial_text == "Hello,"
+    assert server.count() == 1
+
+
+# -- engine errors ----------------------------------------------------------------------------
+async def test_400_is_invalid_request_with_engine_message(server: FaultServer) -> None:
+    message = "This model's maximum context length is 512 tokens."
+    server.fail(400, message=message)
+    async with connect(server.url) as llm:
+        with pytest.raises(unillm.InvalidRequest) as info:
+            await llm.generate("hi", max_tokens=8)
+    assert info.value.engine_message == message
+    assert info.value.status == 400
+    assert server.count() == 1
+
+
+async def test_400_on_stream_is_invalid_request(server: FaultServer) -> None:
+    server.fail(400, message="bad stop sequence")
+    async with connect(server.url) as llm:
+        with pytest.raises(unillm.InvalidRequest) as info:
+            await collect(llm)
+    assert info.value.engine_message == "bad stop sequence"
+
+
+async def test_404_for_unloaded_lora_is_unknown_adapter(server: FaultServer) -> None:
+    async with connect(server.url) as llm:
+        with pytest.raises(unillm.UnknownAdapter) as info:
+            await llm.generate("hi", max_tokens=8, lora="not-loaded")
+    assert "not-loaded" in info.value.engine_message
+    assert info.value.status == 404
+
+
+async def test_loaded_lora_is_served(server: FaultServer) -> None:
+    async with connect(server.url) as llm:
+        r = await llm.generate("hi", max_tokens=8, lora="sql")
+    assert r.text == TEXT
+    assert server.requests[-1].body["model"] == "sql"
+
+
+async def test_404_for_unknown_model_is_unknown_model(server: FaultServer) -> None:
+    async with connect(server.url, model="no-such-model") as llm:
+        with pytest.raises(unillm.UnknownModel) as info:
+            await llm.generate("hi", max_tokens=8)
+    assert info.value.engine_message == "The model `no-such-model` does not exist."
+
+
+async def test_404_missing_route_on_generate_is_not_found(server: FaultServer) -> None:
+    # What FastAPI answers for a route it does not have (e.g. a wrong base_url prefix).
+    server.fail_raw(404, b'{"detail":"Not Found"}', content_type="application/json")
+    async with connect(server.url) as llm:
+        with pytest.raises(unillm.NotFound) as info:
+            await llm.generate("hi", max_tokens=8)
+    assert info.value.engine_message == "Not Found"
+
+
+async def test_500_is_engine_internal_error_not_retried(server: FaultServer) -> None:
+    server.fail(500, message="EngineCore encountered an issue")
+    async with connect(server.url, attempts=4) as llm:
+        with pytest.raises(unillm.EngineInternalError) as info:
+            await llm.generate("hi", max_tokens=8)
+    assert info.value.engine_message == "EngineCore encountered an issue"
+    assert server.count() == 1
+
+
+async def test_non_json_502_is_engine_internal_error_with_body_text(server: FaultServer) -> None:
+    server.fail_raw(502, b"Bad Gateway", content_type="text/plain")
+    async with connect(server.url) as llm:
+        with pytest.raises(unillm.EngineInternalError) as info:
+            await llm.generate("hi", max_tokens=8)
+    assert info.value.engine_message == "Bad Gateway"
+
+
+async def test_error_event_in_stream_is_typed_error(server: FaultServer) -> None:
+    server.stream_error(after=2, code=400, message="invalid token id 99999")
+    async with connect(server.url) as llm:
+        s = llm.stream("hi", max_tokens=8)
+        with pytest.raises(unillm.InvalidRequest) as info:
+            await s.collect()
+    assert info.value.engine_message == "invalid token id 99999"
+    assert s.text == "Hello,"
+
+
+async def test_internal_error_event_in_stream_is_engine_internal_error(
+    server: FaultServer,
+) -> None:
+    server.stream_error(after=0, code=500, message="EngineDeadError")
+    async with connect(server.url) as llm:
+        with pytest.raises(unillm.EngineInternalError) as info:
+            await collect(llm)
+    assert info.value.engine_message == "EngineDeadError"
+
+
+# -- cancellation closes the connection -------------------------------------------------------
+async def test_breaking_out_of_stream_closes_connection(server: FaultServer) -> None:
+    server.endless()
+    async with connect(server.url) as llm:
+        async with llm.stream("hi", max_tokens=8) as s:
+            async for _ in s:
+                break
+        assert await server.wait_disconnect()
+    assert server.disconnects == [COMPLETIONS]
+
+
+async def test_cancelling_stream_consumer_closes_connection(server: FaultServer) -> None:
+    server.stall(after=2)
+    async with connect(server.url, read=30) as llm:
+        got: list[str] = []
+        with anyio.CancelScope() as scope:
+            async for d in llm.stream("hi", max_tokens=8):
+                got.append(d.text)
+                if len(got) == 2:
+                    scope.cancel()
+        assert scope.cancelled_caught
+        assert await server.wait_disconnect()
+    assert got == ["Hello", ","]
+
+
+async def test_cancelling_generate_closes_connection(server: FaultServer) -> None:
+    server.stall()
+    async with connect(server.url, read=30) as llm:
+        await llm.info()
+        with anyio.move_on_after(0.2) as scope:
+            await llm.generate("hi", max_tokens=8)
+        assert scope.cancelled_caught
+        assert await server.wait_disconnect()
+
+
+async def test_llm_still_works_after_an_interrupted_stream(server: FaultServer) -> None:
+    server.drop(after=1, times=1)
+    async with connect(server.url) as llm:
+        with pytest.raises(unillm.StreamInterrupted):
+            await collect(llm)
+        assert "".join(await collect(llm)) == TEXT
+        assert (await llm.generate("hi", max_tokens=8)).text == TEXT

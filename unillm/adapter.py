@@ -1,0 +1,176 @@
+"""The seam between unillm's core and an engine: pure translation, no I/O.
+
+An adapter turns a :class:`~unillm.options.Request` into an :class:`HttpCall` and the engine's
+answers back into typed results; it builds launch commands and declares capabilities. The
+core sends the calls, supervises the processes and applies the checks. Adapters are found
+through the entry-point group ``unillm.adapters``::
+
+    [project.entry-points."unillm.adapters"]
+    myengine = "my_package:MyEngineAdapter"
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, ClassVar, Protocol
+
+from unillm.capabilities import Capabilities, Feature
+from unillm.errors import UnillmError, UnknownEngine
+from unillm.launch_spec import LaunchCommand, LaunchSpec
+from unillm.options import Request
+from unillm.results import AdapterInfo, Completion, Delta
+
+ENTRY_POINT_GROUP = "unillm.adapters"
+
+
+@dataclass(frozen=True, slots=True)
+class HttpCall:
+    """One HTTP request for the core to send."""
+
+    method: str
+    path: str
+    json: Mapping[str, Any] | None = None
+    stream: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class EngineInfo:
+    """What discovery learnt about a running engine."""
+
+    engine: str
+    model: str
+    version: str | None = None
+    max_model_len: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EngineInstall:
+    """How to install an engine into its own virtual environment."""
+
+    packages: tuple[str, ...]
+    remove_after: tuple[str, ...] = ()
+    python: str | None = None  # e.g. "3.11"; None: the caller's
+
+
+class StreamDecoder(Protocol):
+    """Turns each SSE ``data`` payload of one stream into deltas (pure, stateful per stream)."""
+
+    def feed(self, data: str) -> list[Delta]:
+        """Decode one event's data; raise an EngineError if the event reports one."""
+
+    @property
+    def done(self) -> bool:
+        """True once the engine signalled the regular end of the stream."""
+
+
+class Adapter(ABC):
+    """Translation table for one engine. Subclasses must stay free of I/O."""
+
+    name: ClassVar[str]
+    display_name: ClassVar[str]
+    engine_module: ClassVar[str | None] = None  # importable when the engine is installed
+
+    @abstractmethod
+    def capabilities(self, version: str | None = None) -> Capabilities:
+        """The features honoured by ``version`` (None: the newest the adapter knows)."""
+
+    @abstractmethod
+    def discovery(self) -> Mapping[str, HttpCall]:
+        """Calls whose answers :meth:`parse_info` needs (failed calls give None)."""
+
+    @abstractmethod
+    def parse_info(self, answers: Mapping[str, Any], model: str | None) -> EngineInfo:
+        """Engine version and served model from the discovery answers."""
+
+    @abstractmethod
+    def build(self, request: Request, info: EngineInfo) -> HttpCall:
+        """The HTTP call that performs ``request``."""
+
+    @abstractmethod
+    def parse(self, body: Any, request: Request, info: EngineInfo) -> Completion[Any]:
+        """A completion from a non-streamed JSON answer (timings filled in by the core)."""
+
+    @abstractmethod
+    def decoder(self, request: Request, info: EngineInfo) -> StreamDecoder:
+        """A fresh decoder for one streamed answer."""
+
+    @abstractmethod
+    def parse_error(
+        self, status: int, body: bytes, request: Request | None, info: EngineInfo | None
+    ) -> UnillmError:
+        """The typed error for an error answer, carrying the engine's own message."""
+
+    @abstractmethod
+    def command(self, spec: LaunchSpec) -> LaunchCommand:
+        """The argv and environment that start the engine for ``spec``."""
+
+    def install(self, *, gpu: bool) -> EngineInstall:
+        """How ``unillm setup`` installs the engine into its own environment."""
+        raise NotImplementedError(f"{self.name}: no managed install; install it yourself")
+
+    def health_path(self) -> str:
+        """Where the core polls for readiness."""
+        return "/health"
+
+    def metrics_path(self) -> str:
+        """Where the engine serves Prometheus metrics."""
+        return "/metrics"
+
+    def lora_error(self, status: int, body: bytes, info: EngineInfo | None) -> UnillmError:
+        """The typed error for a failed LoRA load/unload/list call."""
+        return self.parse_error(status, body, None, info)
+
+    def load_lora(self, name: str, path: str) -> HttpCall:
+        """The call that loads a LoRA adapter at runtime."""
+        raise self._no_runtime_lora()
+
+    def unload_lora(self, name: str) -> HttpCall:
+        """The call that unloads a LoRA adapter at runtime."""
+        raise self._no_runtime_lora()
+
+    def list_loras(self) -> HttpCall:
+        """The call whose answer :meth:`parse_loras` reads."""
+        raise self._no_runtime_lora()
+
+    def parse_loras(self, body: Any) -> list[AdapterInfo]:
+        """The adapters the engine serves."""
+        return []
+
+    def _no_runtime_lora(self) -> Exception:
+        try:
+            self.capabilities().require(Feature.LORA_RUNTIME)
+        except Exception as e:
+            return e
+        return NotImplementedError(f"{self.name}: runtime LoRA declared but not implemented")
+
+
+@cache
+def _entry_points() -> dict[str, Any]:
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def installed_engines() -> list[str]:
+    """Names of every engine whose adapter is installed."""
+    return sorted(_entry_points())
+
+
+@cache
+def get_adapter(engine: str) -> Adapter:
+    """The adapter registered for ``engine`` (e.g. "vllm")."""
+    ep = _entry_points().get(engine.lower())
+    if ep is None:
+        have = ", ".join(installed_engines()) or "none"
+        raise UnknownEngine(
+            f"no unillm adapter is installed for engine {engine!r} (installed: {have}). "
+            f"Install it, e.g. pip install 'unillm[{engine.lower()}]'"
+        )
+    cls = ep.load()
+    adapter = cls() if isinstance(cls, type) else cls
+    if not isinstance(adapter, Adapter):
+        raise UnknownEngine(f"entry point {ep.value!r} for {engine!r} is not a unillm Adapter")
+    return adapter

@@ -1,0 +1,128 @@
+"""Blocking twins of the async API, written once for every engine.
+
+The async ``LLM`` runs on an event loop in a private thread, so these calls also work where
+a loop is already running (Jupyter, or a sync function called from async code).
+
+    llm = unillm.connect("vllm", "http://127.0.0.1:8000").blocking()
+    print(llm.generate("Hi", max_tokens=8).text)
+    for d in llm.stream("Once upon", max_tokens=16):
+        print(d.text, end="")
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractContextManager
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from typing_extensions import Self, Unpack
+
+from unillm.options import Options, OutputSpec
+from unillm.results import AdapterInfo, Completion, Delta
+
+if TYPE_CHECKING:
+    from unillm.adapter import EngineInfo
+    from unillm.llm import LLM, Messages
+    from unillm.metrics import EngineMetrics
+
+R = TypeVar("R")
+
+
+class _Loop:
+    """A private event loop thread shared by one blocking object and its children."""
+
+    def __init__(self) -> None:
+        self._cm: AbstractContextManager[BlockingPortal] = start_blocking_portal()
+        self.portal = self._cm.__enter__()
+
+    def call(self, fn: Callable[..., Awaitable[R]], *args: Any) -> R:
+        return self.portal.call(fn, *args)
+
+    def close(self) -> None:
+        self._cm.__exit__(None, None, None)
+
+
+class BlockingLLM:
+    """The blocking face of an :class:`~unillm.llm.LLM`; close it (or use ``with``) when done."""
+
+    def __init__(self, llm: LLM, loop: _Loop | None = None) -> None:
+        self.llm = llm
+        self._owns_loop = loop is None
+        self._loop = loop or _Loop()
+        self.adapters = BlockingAdapters(self)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close connections (and the private loop thread, if this object owns it)."""
+        self._loop.call(self.llm.aclose)
+        if self._owns_loop:
+            self._loop.close()
+
+    def _run(self, fn: Callable[..., Awaitable[R]], *args: Any, **kwargs: Any) -> R:
+        async def call() -> R:
+            return await fn(*args, **kwargs)
+
+        return self._loop.call(call)
+
+    def info(self) -> EngineInfo:
+        """See :meth:`LLM.info`."""
+        return self._run(self.llm.info)
+
+    def health(self) -> bool:
+        """See :meth:`LLM.health`."""
+        return self._run(self.llm.health)
+
+    def metrics(self) -> EngineMetrics:
+        """See :meth:`LLM.metrics`."""
+        return self._run(self.llm.metrics)
+
+    def generate(
+        self, prompt: str | None = None, *, messages: Messages | None = None,
+        output: OutputSpec | None = None, **options: Unpack[Options],
+    ) -> Completion[Any]:
+        """See :meth:`LLM.generate`."""
+        return self._run(self.llm.generate, prompt, messages=messages, output=output, **options)
+
+    def stream(
+        self, prompt: str | None = None, *, messages: Messages | None = None,
+        output: OutputSpec | None = None, **options: Unpack[Options],
+    ) -> Iterator[Delta]:
+        """See :meth:`LLM.stream`; leaving the loop early closes the stream."""
+        agen: AsyncIterator[Delta] = aiter(
+            self.llm.stream(prompt, messages=messages, output=output, **options))
+        try:
+            while True:
+                try:
+                    yield self._loop.call(agen.__anext__)
+                except StopAsyncIteration:
+                    return
+        finally:
+            self._loop.call(agen.aclose)  # type: ignore[attr-defined]
+
+
+class BlockingAdapters:
+    """Blocking twin of :class:`~unillm.llm.LoraAdapters`."""
+
+    def __init__(self, owner: BlockingLLM) -> None:
+        self._owner = owner
+
+    def load(self, name: str, path: str) -> None:
+        """Load a LoRA adapter at runtime."""
+        self._owner._run(self._owner.llm.adapters.load, name, path)
+
+    def unload(self, name: str) -> None:
+        """Unload a LoRA adapter."""
+        self._owner._run(self._owner.llm.adapters.unload, name)
+
+    def list(self) -> list[AdapterInfo]:
+        """Adapters served now."""
+        return self._owner._run(self._owner.llm.adapters.list)

@@ -1,0 +1,128 @@
+"""What each engine can honour, declared by its adapter and checked before anything is sent.
+
+    caps = llm.capabilities            # after the first request, for the detected version
+    caps.supports(Feature.REGEX)       # True / False
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from unillm.errors import UnsupportedFeature
+from unillm.options import Choice, Grammar, JsonSchema, Regex, Request
+
+
+class Feature(str, Enum):
+    """A unified option or launch setting whose support differs between engines."""
+
+    COMPLETION = "prompt completion"
+    CHAT = "chat messages"
+    STREAM = "streaming"
+    JSON_SCHEMA = "output=JSON schema"
+    REGEX = "output=Regex"
+    CHOICE = "output=Choice"
+    GRAMMAR = "output=Grammar (EBNF)"
+    GRAMMAR_LARK = "output=Grammar (Lark)"
+    LORA = "lora= per request"
+    LORA_RUNTIME = "adapters.load/unload at runtime"
+    N = "n > 1"
+    LOGPROBS = "logprobs"
+    TOP_K = "top_k"
+    MIN_P = "min_p"
+    REPETITION_PENALTY = "repetition_penalty"
+    PRESENCE_PENALTY = "presence_penalty"
+    FREQUENCY_PENALTY = "frequency_penalty"
+    SEED = "seed"
+    STOP = "stop"
+    SPEC_NGRAM = "speculative ngram"
+    SPEC_DRAFT = "speculative draft model"
+    SPEC_EAGLE = "speculative eagle/eagle3"
+    SPEC_MTP = "speculative mtp"
+    TENSOR_PARALLEL = "tensor parallel"
+    PIPELINE_PARALLEL = "pipeline parallel"
+    DATA_PARALLEL = "data parallel"
+    EXPERT_PARALLEL = "expert parallel"
+
+
+Level = Literal["native", "emulated", "no"]
+
+
+class Support(BaseModel):
+    """How an engine supports one feature: natively, emulated by unillm, or not at all."""
+
+    model_config = ConfigDict(frozen=True)
+
+    level: Level = "native"
+    why: str = ""
+    alternative: str = ""
+
+
+NATIVE = Support()
+
+
+def unsupported(why: str, alternative: str = "") -> Support:
+    """Shorthand for a feature the engine cannot honour."""
+    return Support(level="no", why=why, alternative=alternative)
+
+
+class Capabilities(BaseModel):
+    """The features of one engine (at one version); anything not listed is unsupported."""
+
+    model_config = ConfigDict(frozen=True)
+
+    engine: str
+    version: str | None = None
+    features: dict[Feature, Support]
+
+    def support(self, feature: Feature) -> Support:
+        """How ``feature`` is supported (``level="no"`` when undeclared)."""
+        return self.features.get(feature) or unsupported("not declared by the adapter")
+
+    def supports(self, feature: Feature) -> bool:
+        """True when the feature is honoured natively or emulated."""
+        return self.support(feature).level != "no"
+
+    def require(self, feature: Feature) -> None:
+        """Raise :class:`UnsupportedFeature` unless the feature is honoured."""
+        s = self.support(feature)
+        if s.level == "no":
+            raise UnsupportedFeature(
+                self.engine, feature.value, version=self.version, why=s.why,
+                alternative=s.alternative,
+            )
+
+
+_OUTPUT_FEATURE = {JsonSchema: Feature.JSON_SCHEMA, Regex: Feature.REGEX, Choice: Feature.CHOICE}
+_OPTION_FEATURE = {
+    "top_k": Feature.TOP_K, "min_p": Feature.MIN_P, "seed": Feature.SEED, "stop": Feature.STOP,
+    "repetition_penalty": Feature.REPETITION_PENALTY, "logprobs": Feature.LOGPROBS,
+    "presence_penalty": Feature.PRESENCE_PENALTY, "frequency_penalty": Feature.FREQUENCY_PENALTY,
+}
+
+
+def features_of(request: Request) -> list[Feature]:
+    """Every feature a request relies on."""
+    used = [Feature.CHAT if request.messages is not None else Feature.COMPLETION]
+    if request.stream:
+        used.append(Feature.STREAM)
+    out = request.output
+    if isinstance(out, Grammar):
+        used.append(Feature.GRAMMAR_LARK if out.syntax == "lark" else Feature.GRAMMAR)
+    elif out is not None:
+        used.append(_OUTPUT_FEATURE[type(out)])
+    if request.lora is not None:
+        used.append(Feature.LORA)
+    if request.n is not None and request.n > 1:
+        used.append(Feature.N)
+    used += [f for name, f in _OPTION_FEATURE.items()
+             if (v := getattr(request, name)) is not None and v is not False]
+    return used
+
+
+def check(capabilities: Capabilities, request: Request) -> None:
+    """Refuse, before sending, any request the engine cannot honour."""
+    for feature in features_of(request):
+        capabilities.require(feature)

@@ -1,0 +1,147 @@
+"""Pick the engine in configuration, not in code: TOML, YAML or a dict, with UNILLM_* overrides.
+
+    # unillm.toml
+    engine = "vllm"                     # the only line to change to swap backends
+    base_url = "http://gpu-1:8000"      # connect to a running engine ... or start one:
+    # [launch]
+    # model = "Qwen/Qwen2.5-0.5B-Instruct"
+    [defaults]
+    max_tokens = 128
+
+    async with unillm.from_config("unillm.toml") as llm:
+        r = await llm.generate("Hi")
+
+Environment overrides: ``UNILLM_ENGINE``, ``UNILLM_BASE_URL``, ``UNILLM_MODEL``,
+``UNILLM_API_KEY``, and ``UNILLM_<SECTION>__<KEY>`` for nested keys (values read as JSON when
+they parse, e.g. ``UNILLM_DEFAULTS__MAX_TOKENS=64``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from unillm.errors import ConfigError, InvalidOptions
+from unillm.llm import LLM
+from unillm.options import make_request
+from unillm.supervisor import Launch
+from unillm.transport import RetryPolicy, Timeouts
+
+_PREFIX = "UNILLM_"
+
+
+class Config(BaseModel):
+    """A validated unillm configuration."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    engine: str
+    base_url: str | None = None
+    model: str | None = None
+    api_key: SecretStr | None = None
+    defaults: dict[str, Any] = {}
+    launch: dict[str, Any] | None = Field(None, repr=False)
+    timeouts: dict[str, float] = {}
+    retry: dict[str, float] = {}
+
+
+def load_config(source: str | Path | Mapping[str, Any],
+                env: Mapping[str, str] | None = None) -> Config:
+    """Read and validate a config file (``.toml``, ``.yaml``/``.yml``) or mapping."""
+    data = copy.deepcopy(dict(source)) if isinstance(source, Mapping) else _read(Path(source))
+    _apply_env(data, os.environ if env is None else env)
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, x['loc'])) or '(top)'}: {x['msg']}"
+                             for x in e.errors())
+        raise ConfigError(f"invalid unillm config: {problems}") from None
+    if (config.base_url is None) == (config.launch is None):
+        raise ConfigError("the config needs exactly one of base_url = '...' (connect to a running "
+                          "engine) or a [launch] table (start one)")
+    try:
+        make_request("", None, None, config.defaults, stream=False)
+    except InvalidOptions as e:
+        raise ConfigError(f"invalid [defaults]: {e}") from None
+    return config
+
+
+def from_config(source: str | Path | Mapping[str, Any],
+                env: Mapping[str, str] | None = None) -> LLM | Launch:
+    """An LLM (``base_url``) or a Launch (``[launch]``); ``async with`` either gives an LLM."""
+    config = load_config(source, env)
+    key = config.api_key.get_secret_value() if config.api_key else None
+    try:
+        timeouts, retry = Timeouts(**config.timeouts), RetryPolicy(**config.retry)  # type: ignore[arg-type]
+    except TypeError as e:
+        raise ConfigError(f"invalid [timeouts] or [retry]: {e}") from None
+    common: dict[str, Any] = {"defaults": config.defaults, "timeouts": timeouts, "retry": retry}
+    if config.base_url is not None:
+        return LLM(config.engine, config.base_url, model=config.model, api_key=key, **common)
+    from unillm.entrypoints import launch
+    from unillm.supervisor import build_spec
+
+    settings = dict(config.launch or {})
+    if config.model and "model" not in settings:
+        settings["model"] = config.model
+    if key and "api_key" not in settings:
+        settings["api_key"] = key
+    try:
+        spec = build_spec(None, settings)
+    except InvalidOptions as e:
+        raise ConfigError(f"invalid [launch]: {e}") from None
+    return launch(config.engine, spec, **common)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    text = path.read_text()
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            try:
+                import yaml
+            except ImportError:
+                raise ConfigError("YAML configs need PyYAML: pip install 'unillm[yaml]'") from None
+            data = yaml.safe_load(text)
+        elif path.suffix == ".toml":
+            if sys.version_info >= (3, 11):
+                import tomllib
+            else:  # pragma: no cover
+                import tomli as tomllib
+            data = tomllib.loads(text)
+        else:
+            raise ConfigError(f"{path}: use a .toml, .yaml or .yml file")
+    except ConfigError:
+        raise
+    except Exception as e:
+        raise ConfigError(f"{path} does not parse: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a table/mapping at the top level")
+    return data
+
+
+def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
+    for name, raw in env.items():
+        path = name[len(_PREFIX):].lower().split("__")
+        if not name.startswith(_PREFIX) or path[0] not in Config.model_fields:
+            continue  # e.g. UNILLM_CACHE belongs to something else
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        if path[0] in ("base_url", "model", "api_key", "engine"):
+            value = raw
+        target = data
+        for part in path[:-1]:
+            target = target.setdefault(part, {})
+            if not isinstance(target, dict):
+                raise ConfigError(f"{name}: {part} is not a table in the config")
+        target[path[-1]] = value

@@ -1,0 +1,93 @@
+"""Engines in their own virtual environments, installed and found by unillm.
+
+Engines pin heavy, conflicting dependencies (torch builds, kernels), so each one gets its own
+venv under ``$UNILLM_CACHE/envs/<engine>`` (default ``~/.cache/unillm``)::
+
+    $ unillm setup vllm            # once; picks the CPU or GPU build
+    >>> unillm.launch("vllm", model=...)   # then finds that interpreter by itself
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from unillm.adapter import EngineInstall, get_adapter
+from unillm.errors import LaunchError
+
+_MARKER = "unillm-install.json"
+
+
+def cache_root() -> Path:
+    """Where unillm keeps engine envs, test models and logs."""
+    return Path(os.environ.get("UNILLM_CACHE") or Path.home() / ".cache" / "unillm")
+
+
+def env_dir(engine: str) -> Path:
+    """The managed venv folder of ``engine``."""
+    return cache_root() / "envs" / engine
+
+
+def _python_in(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+def managed_python(engine: str) -> Path | None:
+    """The interpreter of the engine's managed env, if ``unillm setup`` completed there."""
+    venv = env_dir(engine)
+    return _python_in(venv) if (venv / _MARKER).is_file() else None
+
+
+def has_gpu() -> bool:
+    """True when an NVIDIA driver is visible."""
+    return shutil.which("nvidia-smi") is not None
+
+
+def setup_engine(
+    engine: str, *, gpu: bool | None = None, pip_args: Sequence[str] = (),
+    log: Callable[[str], None] = print,
+) -> Path:
+    """Install ``engine`` into its managed venv (idempotent) and return its interpreter."""
+    plan = get_adapter(engine).install(gpu=has_gpu() if gpu is None else gpu)
+    venv = env_dir(engine)
+    wanted = json.dumps({"packages": plan.packages, "remove": plan.remove_after,
+                         "pip_args": list(pip_args)}, sort_keys=True)
+    marker = venv / _MARKER
+    if marker.is_file() and marker.read_text() == wanted:
+        log(f"[unillm] {engine} is already set up in {venv}")
+        return _python_in(venv)
+    if venv.exists():
+        shutil.rmtree(venv)
+    base = _base_python(plan)
+    log(f"[unillm] creating {venv} with {base} and installing {' '.join(plan.packages)} "
+        "(this takes a few minutes)")
+    _run([base, "-m", "venv", str(venv)])
+    py = str(_python_in(venv))
+    _run([py, "-m", "pip", "install", "--quiet", *pip_args, *plan.packages])
+    if plan.remove_after:
+        _run([py, "-m", "pip", "uninstall", "--yes", "--quiet", *plan.remove_after])
+    marker.write_text(wanted)
+    log(f"[unillm] {engine} is ready: {py}")
+    return Path(py)
+
+
+def _base_python(plan: EngineInstall) -> str:
+    if plan.python is None:
+        return sys.executable
+    found = shutil.which(f"python{plan.python}")
+    if found is None:
+        raise LaunchError(f"python{plan.python} is needed to install this engine but is not "
+                          "on PATH", command="(setup)", log_tail=[])
+    return found
+
+
+def _run(argv: list[str]) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        lines = [ln for ln in (done.stdout + done.stderr).splitlines() if "is ignored" not in ln]
+        raise LaunchError("engine setup failed", command=" ".join(argv), log_tail=lines[-50:])

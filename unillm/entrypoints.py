@@ -1,0 +1,48 @@
+"""The two ways in: connect to a running engine, or launch one.
+
+    llm = unillm.connect("vllm", "http://gpu-1:8000", api_key="...")
+    async with unillm.launch("vllm", model="/models/tiny", max_model_len=512) as llm: ...
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from unillm.launch_spec import LaunchSpec
+from unillm.llm import LLM
+from unillm.options import Options
+from unillm.supervisor import Launch, ProgressHook, build_spec, print_progress
+from unillm.transport import RetryPolicy, Timeouts
+
+
+def connect(
+    engine: str, base_url: str, *, model: str | None = None, api_key: str | None = None,
+    defaults: Options | None = None, timeouts: Timeouts = Timeouts(),
+    retry: RetryPolicy = RetryPolicy(),
+) -> LLM:
+    """Talk to a running engine: ``unillm.connect("vllm", "http://127.0.0.1:8000")``.
+
+    ``model`` defaults to the engine's served model; ``defaults`` are options applied to every
+    request (overridden per call). Nothing is sent until the first request.
+    """
+    return LLM(engine, base_url, model=model, api_key=api_key, defaults=defaults,
+               timeouts=timeouts, retry=retry)
+
+
+def launch(
+    engine: str, spec: LaunchSpec | None = None, *, progress: ProgressHook | None = print_progress,
+    log_path: Path | None = None, defaults: Options | None = None,
+    timeouts: Timeouts = Timeouts(), retry: RetryPolicy = RetryPolicy(), **settings: Any,
+) -> Launch:
+    """Start an engine; ``async with`` the result to get a connected LLM, stopped on exit.
+
+        async with unillm.launch("vllm", model="Qwen/Qwen2.5-0.5B-Instruct",
+                                 parallel=unillm.Parallel(tensor=2)) as llm:
+            ...
+
+    ``settings`` are :class:`~unillm.launch_spec.LaunchSpec` fields (model, lora, speculative,
+    python, env, extra_args, ...).
+    """
+    return Launch(engine, build_spec(spec, settings), progress=progress, log_path=log_path,
+                  defaults=defaults, timeouts=timeouts, retry=retry)

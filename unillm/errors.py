@@ -1,0 +1,132 @@
+"""Typed errors: each says what happened, why, and what to do.
+
+Every error unillm raises derives from :class:`UnillmError`. Errors that come from an
+engine carry the engine's own message in ``engine_message``.
+
+    try:
+        await llm.generate("hi", output=unillm.Grammar("root ::= 'a'"))
+    except unillm.UnsupportedFeature as e:
+        print(e.engine, e.feature, e.alternative)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class UnillmError(Exception):
+    """Base class of every error raised by unillm."""
+
+
+class InvalidOptions(UnillmError, ValueError):
+    """The caller's options are malformed; nothing was sent."""
+
+
+class ConfigError(UnillmError, ValueError):
+    """A configuration file or mapping is invalid; nothing was started."""
+
+
+class UnknownEngine(UnillmError, LookupError):
+    """No adapter is installed for the engine name."""
+
+
+class UnsupportedFeature(UnillmError):
+    """The engine (or its detected version) cannot honour an option; nothing was sent."""
+
+    def __init__(
+        self, engine: str, feature: str, *, version: str | None = None, why: str = "",
+        alternative: str = "",
+    ) -> None:
+        self.engine, self.feature, self.version = engine, feature, version
+        self.why, self.alternative = why, alternative
+        who = f"{engine} {version}" if version else engine
+        msg = f"{who} cannot honour {feature}"
+        if why:
+            msg += f": {why}"
+        if alternative:
+            msg += f". {alternative}"
+        super().__init__(msg)
+
+
+class EngineError(UnillmError):
+    """The engine answered with an error status; ``engine_message`` is its own text."""
+
+    def __init__(
+        self, message: str, *, engine: str, status: int | None = None,
+        engine_message: str = "",
+    ) -> None:
+        self.engine, self.status, self.engine_message = engine, status, engine_message
+        super().__init__(message)
+
+
+class InvalidRequest(EngineError):
+    """The engine rejected the request as invalid (HTTP 400/422)."""
+
+
+class NotFound(EngineError):
+    """The engine does not know what the request named (HTTP 404)."""
+
+
+class UnknownModel(NotFound):
+    """The requested model is not served by this engine."""
+
+
+class UnknownAdapter(NotFound):
+    """The requested LoRA adapter is not loaded on this engine."""
+
+
+class Overloaded(EngineError):
+    """The engine is overloaded (HTTP 429/503) and retries ran out."""
+
+    def __init__(
+        self, message: str, *, engine: str, status: int | None = None,
+        engine_message: str = "", retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, engine=engine, status=status, engine_message=engine_message)
+        self.retry_after = retry_after
+
+
+class EngineInternalError(EngineError):
+    """The engine failed while serving the request (HTTP 5xx)."""
+
+
+class EngineUnavailable(UnillmError):
+    """The engine could not be reached (connection refused, reset or timed out)."""
+
+
+class EngineTimeout(EngineUnavailable):
+    """The engine stopped answering within the configured timeout."""
+
+
+class MalformedResponse(UnillmError):
+    """The engine's answer is not what its protocol promises (bad JSON, broken SSE)."""
+
+
+class StreamInterrupted(UnillmError):
+    """A stream ended before the engine finished; ``partial_text`` holds what arrived."""
+
+    def __init__(self, message: str, *, partial_text: Sequence[str]) -> None:
+        self.partial_texts = list(partial_text)
+        super().__init__(message)
+
+    @property
+    def partial_text(self) -> str:
+        """Text received for the first choice before the interruption."""
+        return self.partial_texts[0] if self.partial_texts else ""
+
+
+class OutputParseError(UnillmError, ValueError):
+    """The engine's constrained answer did not parse or validate (e.g. cut by max_tokens)."""
+
+    def __init__(self, message: str, *, text: str, finish_reason: str | None) -> None:
+        self.text, self.finish_reason = text, finish_reason
+        super().__init__(message)
+
+
+class LaunchError(UnillmError):
+    """An engine failed to start; carries the command and the last lines of its log."""
+
+    def __init__(self, message: str, *, command: str, log_tail: Sequence[str]) -> None:
+        self.command, self.log_tail = command, list(log_tail)
+        tail = "\n".join(f"  | {line}" for line in self.log_tail)
+        super().__init__(f"{message}\ncommand: {command}\nlast log lines:\n{tail or '  (none)'}")

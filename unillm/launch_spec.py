@@ -1,0 +1,110 @@
+"""The unified launch settings every adapter turns into its engine's command line.
+
+    spec = LaunchSpec(model="/models/qwen", parallel=Parallel(tensor=2),
+                      lora={"sql": "/adapters/sql"},
+                      speculative=Speculative(method="ngram", num_tokens=4))
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+
+class Parallel(BaseModel):
+    """How to split the model across devices: ``Parallel(tensor=2)``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tensor: int = Field(1, ge=1)
+    pipeline: int = Field(1, ge=1)
+    data: int = Field(1, ge=1)
+    expert: bool = False
+
+
+SpeculativeMethod = Literal["ngram", "draft", "eagle", "eagle3", "mtp", "suffix"]
+
+
+class Speculative(BaseModel):
+    """Speculative decoding: ``Speculative(method="ngram", num_tokens=4)``.
+
+    ``draft`` and ``eagle``/``eagle3`` need ``draft_model`` (a path or model id).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    method: SpeculativeMethod
+    num_tokens: int = Field(4, ge=1)
+    draft_model: str | None = None
+    lookup_max: int | None = Field(None, ge=1, description="ngram: longest n-gram to match")
+    lookup_min: int | None = Field(None, ge=1, description="ngram: shortest n-gram to match")
+
+    @model_validator(mode="after")
+    def _needs_draft(self) -> Speculative:
+        if self.method in ("draft", "eagle", "eagle3") and not self.draft_model:
+            raise ValueError(f"speculative method {self.method!r} needs draft_model=...")
+        return self
+
+
+class LaunchSpec(BaseModel):
+    """Everything needed to start an engine; unset fields keep the engine's defaults.
+
+    ``python`` is the interpreter of the environment the engine is installed in (engines pin
+    heavy dependencies, so they often live in their own venv); ``prefix`` goes before the
+    whole command (e.g. ``["docker", "exec", "box"]``). ``api_key="auto"`` generates one.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str
+    served_name: str | None = None
+    host: str = "127.0.0.1"
+    port: int | None = Field(None, ge=1, le=65535)
+    api_key: Literal["auto"] | SecretStr | None = Field("auto", union_mode="left_to_right")
+    parallel: Parallel = Parallel()
+    dtype: str | None = None
+    max_model_len: int | None = Field(None, ge=1)
+    max_num_seqs: int | None = Field(None, ge=1)
+    memory_fraction: float | None = Field(None, gt=0, le=1)
+    quantization: str | None = None
+    prefix_caching: bool | None = None
+    lora: dict[str, str] = {}
+    max_lora_rank: int | None = Field(None, ge=1)
+    max_loras: int | None = Field(None, ge=1)
+    runtime_lora: bool = False
+    speculative: Speculative | None = None
+    python: str | None = None
+    prefix: list[str] = []
+    env: dict[str, str] = {}
+    extra_args: list[str] = []
+    ready_timeout: float = Field(900, gt=0)
+
+    def key(self) -> str | None:
+        """The API key in clear text (None when auth is off or not yet generated)."""
+        return self.api_key.get_secret_value() if isinstance(self.api_key, SecretStr) else None
+
+
+@dataclass(frozen=True)
+class LaunchCommand:
+    """What an adapter returns for a spec: the argv, extra environment and health path."""
+
+    argv: list[str]
+    env: Mapping[str, str] = field(default_factory=dict)
+    health_path: str = "/health"
+    secrets: tuple[str, ...] = ()
+
+    def render(self) -> str:
+        """The command as a shell line, with every secret masked."""
+        env = " ".join(f"{k}={shlex.quote(self._mask(v))}" for k, v in sorted(self.env.items()))
+        line = shlex.join([self._mask(a) for a in self.argv])
+        return f"{env} {line}" if env else line
+
+    def _mask(self, text: str) -> str:
+        for s in self.secrets:
+            if s:
+                text = text.replace(s, "***")
+        return text

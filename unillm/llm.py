@@ -1,0 +1,363 @@
+"""The one object callers use: ``LLM``, the same on every engine.
+
+    llm = unillm.connect("vllm", "http://127.0.0.1:8000")
+    r = await llm.generate("What is 1+1?", max_tokens=16)
+    async for d in llm.stream(messages=[{"role": "user", "content": "hi"}]):
+        print(d.text, end="")
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+import anyio
+import httpx
+from pydantic import BaseModel
+from typing_extensions import Self, Unpack
+
+from unillm.adapter import Adapter, EngineInfo, HttpCall, get_adapter
+from unillm.capabilities import Capabilities, check
+from unillm.errors import (
+    EngineError,
+    InvalidOptions,
+    MalformedResponse,
+    StreamInterrupted,
+    UnillmError,
+)
+from unillm.metrics import EngineMetrics
+from unillm.options import Message, Options, OutputSpec, Request, make_request
+from unillm.outputs import attach_parsed
+from unillm.results import AdapterInfo, Completion, Delta, Timings
+from unillm.transport import RetryPolicy, Timeouts, Transport, json_body
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+    from unillm.blocking import BlockingLLM
+
+M = TypeVar("M", bound=BaseModel)
+Messages = Sequence[Message | Mapping[str, str]]
+
+
+class LLM:
+    """A connection to one running engine. Create it with :func:`unillm.connect`.
+
+    Discovery (served model, engine version, capabilities) happens on first use and is
+    cached; ``await llm.info()`` forces it. Use ``async with`` to close the connections.
+    """
+
+    def __init__(
+        self, engine: str | Adapter, base_url: str, *, model: str | None = None,
+        api_key: str | None = None, defaults: Options | None = None,
+        timeouts: Timeouts = Timeouts(), retry: RetryPolicy = RetryPolicy(),
+    ) -> None:
+        self.adapter = get_adapter(engine) if isinstance(engine, str) else engine
+        self.engine = self.adapter.name
+        self.base_url = base_url.rstrip("/")
+        self.defaults: Options = dict(defaults or {})  # type: ignore[assignment]
+        make_request("", None, None, self.defaults, stream=False)  # validate defaults now
+        self._model, self._api_key = model, api_key
+        self._timeouts, self._retry = timeouts, retry
+        self._transport = Transport(
+            self.base_url, api_key=api_key, timeouts=timeouts, retry=retry, engine=self.engine
+        )
+        self._info: EngineInfo | None = None
+        self._caps: Capabilities | None = None
+        self._lock: anyio.Lock | None = None
+        self.adapters = LoraAdapters(self)
+
+    def __repr__(self) -> str:
+        model = self._info.model if self._info else self._model
+        return f"LLM(engine={self.engine!r}, base_url={self.base_url!r}, model={model!r})"
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the pooled connections."""
+        await self._transport.aclose()
+
+    def clone(self) -> LLM:
+        """A new LLM for the same engine with its own connection pool (e.g. another loop)."""
+        twin = LLM(self.adapter, self.base_url, model=self._model, api_key=self._api_key,
+                   defaults=self.defaults, timeouts=self._timeouts, retry=self._retry)
+        twin._info, twin._caps = self._info, self._caps
+        return twin
+
+    def blocking(self) -> BlockingLLM:
+        """A blocking twin for scripts; it also works inside a running loop (Jupyter)."""
+        from unillm.blocking import BlockingLLM
+
+        return BlockingLLM(self.clone())
+
+    # -- discovery -------------------------------------------------------------------------
+    async def info(self, *, refresh: bool = False) -> EngineInfo:
+        """Served model, engine version and limits, discovered once and cached."""
+        if self._info is not None and not refresh:
+            return self._info
+        self._lock = self._lock or anyio.Lock()
+        async with self._lock:
+            if self._info is None or refresh:
+                answers: dict[str, Any] = {}
+                for key, call in self.adapter.discovery().items():
+                    answers[key] = await self._get_json_or_none(call)
+                info = self.adapter.parse_info(answers, self._model)
+                self._caps = self.adapter.capabilities(info.version)
+                self._info = info
+        return self._info
+
+    async def capabilities(self) -> Capabilities:
+        """What this engine, at its detected version, can honour."""
+        await self.info()
+        assert self._caps is not None
+        return self._caps
+
+    async def health(self) -> bool:
+        """True when the engine answers its health check with 200."""
+        try:
+            response = await self._transport.send(HttpCall("GET", self.adapter.health_path()))
+        except EngineError:
+            return False
+        return response.status_code == 200
+
+    async def metrics(self) -> EngineMetrics:
+        """The engine's Prometheus metrics (engine-specific names; see ``.names()``).
+
+            (await llm.metrics()).value("vllm:num_requests_running")
+        """
+        response = await self._transport.send(HttpCall("GET", self.adapter.metrics_path()))
+        if response.status_code != 200:
+            raise self.adapter.parse_error(response.status_code, response.content, None, self._info)
+        return EngineMetrics.parse(response.text)
+
+    def openai(self) -> AsyncOpenAI:
+        """An ``openai.AsyncOpenAI`` client for the same endpoint (needs ``unillm[openai]``)."""
+        try:
+            from openai import AsyncOpenAI
+        except ImportError:
+            raise InvalidOptions(
+                "llm.openai() needs the openai package: pip install 'unillm[openai]'") from None
+        return AsyncOpenAI(base_url=f"{self.base_url}/v1", api_key=self._api_key or "unused")
+
+    # -- generation ------------------------------------------------------------------------
+    @overload
+    async def generate(
+        self, prompt: str | None = None, *, messages: Messages | None = None,
+        output: type[M], **options: Unpack[Options],
+    ) -> Completion[M]: ...
+
+    @overload
+    async def generate(
+        self, prompt: str | None = None, *, messages: Messages | None = None,
+        output: OutputSpec | None = None, **options: Unpack[Options],
+    ) -> Completion[Any]: ...
+
+    async def generate(
+        self, prompt: str | None = None, *, messages: Messages | None = None,
+        output: OutputSpec | None = None, **options: Unpack[Options],
+    ) -> Completion[Any]:
+        """Generate a whole answer: ``await llm.generate("Hi", max_tokens=8)``.
+
+        ``output=`` constrains the answer (pydantic class, JSON-schema dict, Regex, Choice,
+        Grammar) and fills ``.parsed``. Unsupported options raise UnsupportedFeature first.
+        """
+        request = make_request(prompt, messages, output, {**self.defaults, **options}, stream=False)
+        info, call = await self._prepare(request)
+        started = time.perf_counter()
+        response = await self._transport.send(call, request.timeout)
+        if response.status_code >= 400:
+            raise self._error(response, request)
+        completion = self.adapter.parse(json_body(response, self.engine), request, info)
+        total = time.perf_counter() - started
+        tokens = completion.usage.completion_tokens
+        completion.timings = Timings(total_s=total, tokens_per_s=tokens / total if total else None)
+        if request.output is not None:
+            attach_parsed(completion, request.output, self.engine)
+        return completion
+
+    def stream(
+        self, prompt: str | None = None, *, messages: Messages | None = None,
+        output: OutputSpec | None = None, **options: Unpack[Options],
+    ) -> Stream:
+        """Stream an answer as deltas; the last delta carries usage, timings and finish reason.
+
+            async with llm.stream("Once upon", max_tokens=32) as s:
+                async for d in s:
+                    print(d.text, end="")
+
+        Leaving the loop early (or cancelling) closes the HTTP stream, so the engine stops.
+        """
+        request = make_request(prompt, messages, output, {**self.defaults, **options}, stream=True)
+        return Stream(self, request)
+
+    async def _prepare(self, request: Request) -> tuple[EngineInfo, HttpCall]:
+        info = await self.info()
+        assert self._caps is not None
+        check(self._caps, request)
+        return info, self.adapter.build(request, info)
+
+    def _error(self, response: httpx.Response, request: Request | None) -> UnillmError:
+        from unillm.errors import Overloaded
+        from unillm.transport import retry_after_seconds
+
+        error = self.adapter.parse_error(response.status_code, response.content, request, self._info)
+        if isinstance(error, Overloaded):
+            error.retry_after = retry_after_seconds(response.headers.get("retry-after"))
+        return error
+
+    async def _get_json_or_none(self, call: HttpCall) -> Any:
+        response = await self._transport.send(call)
+        if response.status_code != 200:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            return None
+
+    async def _lora_call(self, call: HttpCall) -> Any:
+        info = await self.info()
+        response = await self._transport.send(call)
+        if response.status_code >= 400:
+            raise self.adapter.lora_error(response.status_code, response.content, info)
+        try:
+            return response.json()
+        except ValueError:
+            return response.text
+
+
+class Stream:
+    """An answer arriving as :class:`~unillm.results.Delta` s; iterate it with ``async for``.
+
+    ``text`` holds what arrived so far for choice 0. ``async with`` (or ``aclose()``) ends it
+    deterministically; breaking out of a bare ``async for`` closes it when it is collected.
+    """
+
+    def __init__(self, llm: LLM, request: Request) -> None:
+        self._llm, self._request = llm, request
+        self._texts: dict[int, list[str]] = {}
+        self._iter: AsyncIterator[Delta] | None = None
+
+    @property
+    def text(self) -> str:
+        """Text received so far for choice 0."""
+        return "".join(self._texts.get(0, ()))
+
+    def __aiter__(self) -> AsyncIterator[Delta]:
+        if self._iter is None:
+            self._iter = self._run()
+        return self._iter
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop the stream and close its HTTP response."""
+        if self._iter is not None:
+            await self._iter.aclose()  # type: ignore[attr-defined]
+
+    async def collect(self) -> str:
+        """Consume the whole stream and return choice 0's text."""
+        async for _ in self:
+            pass
+        return self.text
+
+    def _partial(self) -> list[str]:
+        return ["".join(self._texts[i]) for i in sorted(self._texts)]
+
+    async def _run(self) -> AsyncIterator[Delta]:
+        from httpx_sse import EventSource, SSEError
+
+        llm, request = self._llm, self._request
+        info, call = await llm._prepare(request)
+        decoder = llm.adapter.decoder(request, info)
+        started = time.perf_counter()
+        first: float | None = None
+        finish: str | None = None
+        final_sent = False
+        async with llm._transport.open(call, request.timeout) as response:
+            if response.status_code >= 400:
+                await response.aread()
+                raise llm._error(response, request)
+            try:
+                async for event in EventSource(response).aiter_sse():
+                    for delta in decoder.feed(event.data):
+                        if delta.text:
+                            self._texts.setdefault(delta.index, []).append(delta.text)
+                            if first is None:
+                                first = time.perf_counter() - started
+                        if delta.index == 0 and delta.finish_reason:
+                            finish = delta.finish_reason
+                        if delta.usage is not None:
+                            delta.timings = _timings(started, first, delta.usage.completion_tokens)
+                            final_sent = True
+                        yield delta
+                    if decoder.done:
+                        break
+            except SSEError as e:
+                raise MalformedResponse(f"{llm.engine}: malformed event stream: {e}") from None
+            except httpx.TimeoutException as e:
+                raise StreamInterrupted(
+                    f"{llm.engine} stopped sending for longer than the read timeout "
+                    f"({llm._timeouts.read:g}s) in the middle of the stream",
+                    partial_text=self._partial()) from e
+            except httpx.TransportError as e:
+                raise StreamInterrupted(
+                    f"the connection to {llm.engine} broke mid-stream ({type(e).__name__})",
+                    partial_text=self._partial()) from e
+        if not decoder.done and finish is None:
+            raise StreamInterrupted(
+                f"{llm.engine} ended the stream before finishing the answer",
+                partial_text=self._partial())
+        if not final_sent:
+            yield Delta(finish_reason=finish, timings=_timings(started, first, None))
+
+
+def _timings(started: float, first: float | None, tokens: int | None) -> Timings:
+    total = time.perf_counter() - started
+    return Timings(total_s=total, first_token_s=first, tokens_per_s=tokens / total if tokens else None)
+
+
+class LoraAdapters:
+    """LoRA adapters of one engine: ``await llm.adapters.load("sql", "/adapters/sql")``."""
+
+    def __init__(self, llm: LLM) -> None:
+        self._llm = llm
+
+    async def load(self, name: str, path: str) -> None:
+        """Load an adapter at runtime under ``name`` (then use ``lora=name``)."""
+        _check_name(name)
+        if not isinstance(path, str) or not path:
+            raise InvalidOptions("adapter path must be a non-empty string (a path on the engine's host)")
+        await self._llm._lora_call(self._llm.adapter.load_lora(name, path))
+
+    async def unload(self, name: str) -> None:
+        """Unload the adapter ``name``."""
+        _check_name(name)
+        await self._llm._lora_call(self._llm.adapter.unload_lora(name))
+
+    async def list(self) -> list[AdapterInfo]:
+        """Adapters the engine serves now."""
+        body = await self._llm._lora_call(self._llm.adapter.list_loras())
+        return self._llm.adapter.parse_loras(body)
+
+
+def _check_name(name: str) -> None:
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidOptions("adapter name must be a non-empty string")
+
+
+__all__ = ["LLM", "LoraAdapters", "Stream"]

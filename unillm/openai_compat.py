@@ -1,0 +1,254 @@
+"""The OpenAI-compatible wire mapping every engine shares, written once.
+
+Engine adapters subclass :class:`OpenAICompatAdapter` and override only what differs:
+where constraints go, which extra sampling fields exist, how LoRA is named.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from unillm.adapter import Adapter, EngineInfo, HttpCall
+from unillm.errors import (
+    EngineError,
+    EngineInternalError,
+    InvalidRequest,
+    MalformedResponse,
+    NotFound,
+    Overloaded,
+    UnillmError,
+    UnknownAdapter,
+    UnknownModel,
+)
+from unillm.options import Constraint, Request
+from unillm.results import (
+    Completion,
+    CompletionChoice,
+    Delta,
+    Timings,
+    TokenLogprob,
+    TopLogprob,
+    Usage,
+)
+
+CHAT_PATH = "/v1/chat/completions"
+COMPLETIONS_PATH = "/v1/completions"
+_ZERO = Timings(total_s=0.0)
+
+
+class OpenAICompatAdapter(Adapter):
+    """Shared mapping for engines that speak the OpenAI completions and chat APIs."""
+
+    # -- hooks for subclasses ------------------------------------------------------------
+    def model_field(self, request: Request, info: EngineInfo) -> str:
+        """The ``model`` field: the served model, or the LoRA name when one is asked for."""
+        return request.lora or info.model
+
+    def constraint_fields(self, output: Constraint, info: EngineInfo) -> dict[str, Any]:
+        """Body fields that enforce ``output`` (capabilities have already been checked)."""
+        raise NotImplementedError
+
+    def extra_sampling(self, request: Request) -> dict[str, Any]:
+        """Body fields for non-OpenAI sampling options (top_k, min_p, ...)."""
+        return {}
+
+    # -- requests --------------------------------------------------------------------------
+    def build(self, request: Request, info: EngineInfo) -> HttpCall:
+        chat = request.messages is not None
+        body: dict[str, Any] = {"model": self.model_field(request, info)}
+        if chat:
+            body["messages"] = list(request.messages or ())
+        else:
+            body["prompt"] = request.prompt
+        for key in ("max_tokens", "temperature", "top_p", "seed", "presence_penalty",
+                    "frequency_penalty", "n"):
+            value = getattr(request, key)
+            if value is not None:
+                body[key] = value
+        if request.stop is not None:
+            body["stop"] = list(request.stop)
+        if request.logprobs:
+            if chat:
+                body["logprobs"] = True
+                if request.top_logprobs is not None:
+                    body["top_logprobs"] = request.top_logprobs
+            else:
+                body["logprobs"] = request.top_logprobs or 0
+        body.update(self.extra_sampling(request))
+        if request.output is not None:
+            body.update(self.constraint_fields(request.output, info))
+        if request.stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        if request.extra_body:
+            body.update(request.extra_body)
+        return HttpCall("POST", CHAT_PATH if chat else COMPLETIONS_PATH, body, request.stream)
+
+    # -- answers ---------------------------------------------------------------------------
+    def parse(self, body: Any, request: Request, info: EngineInfo) -> Completion[Any]:
+        try:
+            raw_choices = body["choices"]
+            choices = [
+                CompletionChoice[Any](
+                    index=c.get("index", i),
+                    text=_choice_text(c),
+                    finish_reason=c.get("finish_reason"),
+                    logprobs=parse_logprobs(c.get("logprobs")),
+                )
+                for i, c in enumerate(raw_choices)
+            ]
+            usage = parse_usage(body.get("usage"))
+        except (KeyError, TypeError, AttributeError) as e:
+            raise MalformedResponse(f"{self.name}: unexpected completion body ({e!r})") from None
+        choices.sort(key=lambda c: c.index)
+        return Completion[Any](
+            choices=choices, usage=usage, timings=_ZERO, engine=self.name,
+            engine_version=info.version, model=body.get("model") or info.model,
+        )
+
+    def decoder(self, request: Request, info: EngineInfo) -> OpenAIStreamDecoder:
+        return OpenAIStreamDecoder(self.name)
+
+    def parse_error(
+        self, status: int, body: bytes, request: Request | None, info: EngineInfo | None
+    ) -> UnillmError:
+        message = error_message(body)
+        return error_for_status(self.name, status, message, request)
+
+
+class OpenAIStreamDecoder:
+    """Decodes OpenAI-style SSE chunks (chat or completions) into deltas."""
+
+    __slots__ = ("_engine", "_finish", "done")
+
+    def __init__(self, engine: str) -> None:
+        self._engine = engine
+        self._finish: dict[int, str] = {}
+        self.done = False
+
+    def feed(self, data: str) -> list[Delta]:
+        if data == "[DONE]":
+            self.done = True
+            return []
+        try:
+            chunk = json.loads(data)
+        except json.JSONDecodeError:
+            raise MalformedResponse(f"{self._engine}: stream event is not JSON: {data[:200]!r}") from None
+        if not isinstance(chunk, dict):
+            raise MalformedResponse(f"{self._engine}: stream event is not an object: {data[:200]!r}")
+        if "error" in chunk:
+            raise error_for_status(self._engine, _status_of(chunk), error_message(chunk), None)
+        deltas = []
+        for c in chunk.get("choices") or ():
+            index = c.get("index", 0)
+            delta = c.get("delta")
+            text = (delta.get("content") or "") if delta is not None else (c.get("text") or "")
+            finish = c.get("finish_reason")
+            if finish:
+                self._finish[index] = finish
+            logprobs = parse_logprobs(c.get("logprobs"))
+            if text or finish or logprobs:
+                deltas.append(Delta(index=index, text=text, finish_reason=finish, logprobs=logprobs))
+        usage = chunk.get("usage")
+        if usage and not chunk.get("choices"):
+            deltas.append(Delta(finish_reason=self._finish.get(0), usage=parse_usage(usage)))
+        return deltas
+
+
+def _choice_text(choice: Mapping[str, Any]) -> str:
+    message = choice.get("message")
+    if message is not None:
+        return str(message.get("content") or "")
+    return str(choice["text"])
+
+
+def parse_usage(usage: Mapping[str, Any] | None) -> Usage:
+    """Usage from an OpenAI ``usage`` object (absent counts as zero)."""
+    if not usage:
+        return Usage()
+    return Usage(
+        prompt_tokens=usage.get("prompt_tokens") or 0,
+        completion_tokens=usage.get("completion_tokens") or 0,
+    )
+
+
+def parse_logprobs(raw: Any) -> list[TokenLogprob] | None:
+    """Token logprobs from either the chat (``content`` list) or completions layout."""
+    if not raw:
+        return None
+    if "content" in raw:
+        return [
+            TokenLogprob(
+                token=t["token"], logprob=_finite(t["logprob"]),
+                top=[TopLogprob(token=a["token"], logprob=_finite(a["logprob"]))
+                     for a in t.get("top_logprobs") or ()],
+            )
+            for t in raw["content"] or ()
+        ]
+    tops = raw.get("top_logprobs") or [None] * len(raw["tokens"])
+    return [
+        TokenLogprob(
+            token=tok, logprob=_finite(lp),
+            top=[TopLogprob(token=k, logprob=_finite(v)) for k, v in (top or {}).items()],
+        )
+        for tok, lp, top in zip(raw["tokens"], raw["token_logprobs"], tops, strict=False)
+    ]
+
+
+def _finite(value: Any) -> float:
+    return float("-inf") if value is None else float(value)
+
+
+def error_message(body: bytes | Mapping[str, Any]) -> str:
+    """The engine's own message from the common error layouts (or the raw text)."""
+    if isinstance(body, (bytes, bytearray)):
+        try:
+            data: Any = json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return body.decode("utf-8", "replace").strip()[:2000]
+    else:
+        data = body
+    if isinstance(data, Mapping):
+        err = data.get("error", data)
+        if isinstance(err, str):
+            return err
+        if isinstance(err, Mapping):
+            for key in ("message", "detail", "error"):
+                if isinstance(err.get(key), str):
+                    return str(err[key])
+            if isinstance(err.get("detail"), list):
+                return json.dumps(err["detail"])
+    return json.dumps(data)[:2000]
+
+
+def _status_of(chunk: Mapping[str, Any]) -> int:
+    err = chunk.get("error")
+    code = err.get("code") if isinstance(err, Mapping) else None
+    return code if isinstance(code, int) else 500
+
+
+def error_for_status(
+    engine: str, status: int, message: str, request: Request | None,
+    retry_after: float | None = None,
+) -> EngineError:
+    """Map an HTTP status and the engine's message to unillm's typed errors."""
+    text = f"{engine} answered {status}: {message}"
+    kw: dict[str, Any] = {"engine": engine, "status": status, "engine_message": message}
+    if status in (400, 422):
+        return InvalidRequest(text, **kw)
+    if status == 404:
+        lowered = message.lower()
+        if request is not None and request.lora and request.lora in message:
+            return UnknownAdapter(
+                f"{text}. The LoRA adapter {request.lora!r} is not loaded: see "
+                "llm.adapters.list(), or load it with llm.adapters.load(name, path)", **kw)
+        if "model" in lowered:
+            return UnknownModel(f"{text}. See the served models with llm.info()", **kw)
+        return NotFound(text, **kw)
+    if status in (429, 503):
+        return Overloaded(f"{text} (retries exhausted)", retry_after=retry_after, **kw)
+    if status >= 500:
+        return EngineInternalError(text, **kw)
+    return EngineError(text, **kw)

@@ -1,0 +1,245 @@
+"""What a caller can ask for: sampling options, output constraints, and the validated Request.
+
+    await llm.generate("Date?", output=unillm.Regex(r"\\d{4}-\\d{2}-\\d{2}"), max_tokens=12)
+    await llm.generate("Ok?", output=unillm.Choice(["yes", "no"]))
+    await llm.generate("Answer:", output=Answer)   # a pydantic model class, or a JSON-schema dict
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypedDict, Union
+
+from pydantic import BaseModel
+
+from unillm.errors import InvalidOptions
+
+
+@dataclass(frozen=True, slots=True)
+class JsonSchema:
+    """Constrain the answer to JSON that validates against ``schema``.
+
+    ``model`` (set when built from a pydantic class) is used to parse ``Completion.parsed``.
+        JsonSchema({"type": "object", "properties": {"n": {"type": "integer"}}})
+    """
+
+    schema: Mapping[str, Any]
+    name: str = "output"
+    model: type[BaseModel] | None = field(default=None, compare=False)
+
+    @classmethod
+    def from_model(cls, model: type[BaseModel]) -> JsonSchema:
+        """Build the constraint from a pydantic model class."""
+        return cls(model.model_json_schema(), name=model.__name__, model=model)
+
+
+@dataclass(frozen=True, slots=True)
+class Regex:
+    """Constrain the answer to match ``pattern`` in full: ``Regex(r"[0-9]{3}")``."""
+
+    pattern: str
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """Constrain the answer to exactly one of ``options``: ``Choice(["yes", "no"])``."""
+
+    options: tuple[str, ...]
+
+    def __init__(self, options: Sequence[str]) -> None:
+        values = () if isinstance(options, str) else tuple(options)
+        if not values:
+            raise InvalidOptions("Choice needs a non-empty list of strings, e.g. Choice(['yes', 'no'])")
+        if not all(isinstance(o, str) for o in values):
+            raise InvalidOptions("Choice options must all be strings")
+        object.__setattr__(self, "options", values)
+
+
+@dataclass(frozen=True, slots=True)
+class Grammar:
+    """Constrain the answer to a context-free grammar (EBNF/GBNF by default, or Lark).
+
+        Grammar('root ::= "yes" | "no"')
+    """
+
+    text: str
+    syntax: Literal["ebnf", "lark"] = "ebnf"
+
+
+Constraint = Union[JsonSchema, Regex, Choice, Grammar]  # noqa: UP007 (runtime alias on 3.10)
+OutputSpec = Union[Constraint, type[BaseModel], Mapping[str, Any]]  # noqa: UP007
+
+
+class Message(TypedDict):
+    """One chat message: ``{"role": "user", "content": "hi"}``."""
+
+    role: str
+    content: str
+
+
+class Options(TypedDict, total=False):
+    """Sampling and routing options accepted by ``generate`` and ``stream`` on every engine."""
+
+    max_tokens: int
+    temperature: float
+    top_p: float
+    top_k: int
+    min_p: float
+    stop: str | Sequence[str]
+    seed: int
+    presence_penalty: float
+    frequency_penalty: float
+    repetition_penalty: float
+    n: int
+    logprobs: bool
+    top_logprobs: int
+    lora: str
+    extra_body: Mapping[str, Any]
+    timeout: float
+
+
+SAMPLING_FIELDS: tuple[str, ...] = (
+    "max_tokens", "temperature", "top_p", "top_k", "min_p", "stop", "seed",
+    "presence_penalty", "frequency_penalty", "repetition_penalty", "n", "logprobs",
+    "top_logprobs",
+)
+_ALL_OPTIONS = frozenset(Options.__annotations__)
+
+
+def to_constraint(output: OutputSpec | None) -> Constraint | None:
+    """Normalise ``output=`` (pydantic class, JSON-schema dict or constraint) to a Constraint."""
+    if isinstance(output, JsonSchema):
+        _check_schema(output.schema)
+        return output
+    if output is None or isinstance(output, (Regex, Choice, Grammar)):
+        return output
+    if isinstance(output, type) and issubclass(output, BaseModel):
+        return JsonSchema.from_model(output)
+    if isinstance(output, Mapping):
+        _check_schema(output)
+        return JsonSchema(output)
+    raise InvalidOptions(
+        f"output={output!r} is not a constraint: pass a pydantic model class, a JSON-schema "
+        "dict, unillm.Regex, unillm.Choice or unillm.Grammar"
+    )
+
+
+def _check_schema(schema: Mapping[str, Any]) -> None:
+    from jsonschema import validators
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        validators.validator_for(schema).check_schema(schema)
+    except SchemaError as e:
+        raise InvalidOptions(f"output schema is not a valid JSON schema: {e.message}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One validated request, as adapters see it. Built once per call by :func:`make_request`."""
+
+    prompt: str | None
+    messages: tuple[Message, ...] | None
+    stream: bool
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    stop: tuple[str, ...] | None = None
+    seed: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    repetition_penalty: float | None = None
+    n: int | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    output: Constraint | None = None
+    lora: str | None = None
+    extra_body: Mapping[str, Any] | None = None
+    timeout: float | None = None
+
+    def sampling(self) -> dict[str, Any]:
+        """The sampling options that were set, by unified name."""
+        return {k: v for k in SAMPLING_FIELDS if (v := getattr(self, k)) is not None}
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "max_tokens": (int,), "top_k": (int,), "seed": (int,), "n": (int,), "top_logprobs": (int,),
+    "temperature": (int, float), "top_p": (int, float), "min_p": (int, float),
+    "presence_penalty": (int, float), "frequency_penalty": (int, float),
+    "repetition_penalty": (int, float), "timeout": (int, float), "logprobs": (bool,),
+    "lora": (str,),
+}
+_RANGES: dict[str, tuple[float, float]] = {
+    "max_tokens": (1, float("inf")), "n": (1, float("inf")), "top_logprobs": (0, float("inf")),
+    "temperature": (0, float("inf")), "top_p": (0, 1), "min_p": (0, 1),
+    "presence_penalty": (-2, 2), "frequency_penalty": (-2, 2),
+    "repetition_penalty": (0, float("inf")), "timeout": (0, float("inf")),
+}
+
+
+def make_request(
+    prompt: str | None,
+    messages: Sequence[Message | Mapping[str, str]] | None,
+    output: OutputSpec | None,
+    options: Mapping[str, Any],
+    *,
+    stream: bool,
+) -> Request:
+    """Validate the caller's arguments once and freeze them into a :class:`Request`."""
+    if (prompt is None) == (messages is None):
+        raise InvalidOptions("pass exactly one of a prompt string or messages=[...]")
+    if prompt is not None and not isinstance(prompt, str):
+        raise InvalidOptions(f"prompt must be a string, got {type(prompt).__name__}")
+    unknown = set(options) - _ALL_OPTIONS
+    if unknown:
+        raise InvalidOptions(
+            f"unknown option(s) {sorted(unknown)}; known options: {sorted(_ALL_OPTIONS)}"
+        )
+    values = {k: v for k, v in options.items() if v is not None}
+    for key, value in values.items():
+        types = _TYPES.get(key)
+        if types and (not isinstance(value, types) or (bool not in types and isinstance(value, bool))):
+            raise InvalidOptions(f"{key} must be {' or '.join(t.__name__ for t in types)}, got {value!r}")
+        lo, hi = _RANGES.get(key, (None, None))
+        if lo is not None and hi is not None and not lo <= value <= hi:
+            raise InvalidOptions(f"{key}={value!r} is out of range [{lo}, {hi}]")
+    if "stop" in values:
+        stop = values["stop"]
+        if not isinstance(stop, (str, Sequence)):
+            raise InvalidOptions(f"stop must be a string or a list of strings, got {stop!r}")
+        stop = (stop,) if isinstance(stop, str) else tuple(stop)
+        if not all(isinstance(s, str) and s for s in stop):
+            raise InvalidOptions("stop must be a non-empty string or a list of them")
+        values["stop"] = stop
+    if values.get("top_logprobs") is not None and not values.get("logprobs"):
+        values["logprobs"] = True
+    if "extra_body" in values:
+        if not isinstance(values["extra_body"], Mapping):
+            raise InvalidOptions("extra_body must be a mapping of extra request fields")
+        try:
+            json.dumps(values["extra_body"])
+        except TypeError as e:
+            raise InvalidOptions(f"extra_body must be JSON-serialisable: {e}") from None
+    return Request(
+        prompt=prompt,
+        messages=None if messages is None else _messages(messages),
+        stream=stream,
+        output=to_constraint(output),
+        **values,
+    )
+
+
+def _messages(messages: Sequence[Message | Mapping[str, str]]) -> tuple[Message, ...]:
+    if isinstance(messages, (str, bytes)) or not messages:
+        raise InvalidOptions('messages must be a non-empty list like [{"role": "user", "content": "hi"}]')
+    out: list[Message] = []
+    for i, m in enumerate(messages):
+        role, content = (m.get("role"), m.get("content")) if isinstance(m, Mapping) else (None, None)
+        if not isinstance(role, str) or not isinstance(content, str):
+            raise InvalidOptions(f"messages[{i}] needs string 'role' and 'content', got {m!r}")
+        out.append({"role": role, "content": content})
+    return tuple(out)

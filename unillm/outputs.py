@@ -1,0 +1,71 @@
+"""Turns constrained answers into ``parsed`` values, and says clearly when one does not fit."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pydantic import ValidationError
+
+from unillm.errors import OutputParseError
+from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex
+from unillm.results import Completion, CompletionChoice
+
+
+def attach_parsed(completion: Completion[Any], output: Constraint, engine: str) -> None:
+    """Fill ``parsed`` on every choice, or raise OutputParseError naming the cause."""
+    for choice in completion.choices:
+        choice.parsed = _parse(choice, output, engine)
+
+
+def _parse(choice: CompletionChoice[Any], output: Constraint, engine: str) -> Any:
+    text, finish = choice.text, choice.finish_reason
+    hint = (" The answer was cut at max_tokens: raise max_tokens." if finish == "length"
+            else f" {engine} may not have enforced the constraint.")
+    if isinstance(output, JsonSchema):
+        try:
+            if output.model is not None:
+                return output.model.model_validate_json(text)
+            value = json.loads(text)
+        except (ValidationError, json.JSONDecodeError) as e:
+            raise OutputParseError(
+                f"choice {choice.index}: the answer is not valid JSON for the schema "
+                f"({_first_line(e)}).{hint}",
+                text=text, finish_reason=finish) from None
+        _validate(value, output, choice, engine, hint)
+        return value
+    if isinstance(output, Choice):
+        if text not in output.options:
+            raise OutputParseError(
+                f"choice {choice.index}: {text!r} is not one of {list(output.options)}.{hint}",
+                text=text, finish_reason=finish)
+        return text
+    if isinstance(output, Regex):
+        try:
+            pattern = re.compile(output.pattern)
+        except re.error:
+            return text  # an engine-dialect pattern Python cannot read: trust the engine
+        if pattern.fullmatch(text) is None:
+            raise OutputParseError(
+                f"choice {choice.index}: {text!r} does not fully match {output.pattern!r}.{hint}",
+                text=text, finish_reason=finish)
+        return text
+    assert isinstance(output, Grammar)
+    return text
+
+
+def _validate(value: Any, output: JsonSchema, choice: CompletionChoice[Any], engine: str,
+              hint: str) -> None:
+    from jsonschema import validators
+
+    validator = validators.validator_for(output.schema)(output.schema)
+    error = next(iter(validator.iter_errors(value)), None)
+    if error is not None:
+        raise OutputParseError(
+            f"choice {choice.index}: the JSON does not validate: {error.message}.{hint}",
+            text=choice.text, finish_reason=choice.finish_reason)
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__

@@ -1,0 +1,312 @@
+"""Start an engine, wait until it really answers, and never leave it behind.
+
+    async with unillm.launch("vllm", model="/models/tiny", max_model_len=512) as llm:
+        print((await llm.generate("Hi", max_tokens=8)).text)
+
+Ready means: the health check answers 200 *and* one tiny request is answered. While
+waiting, progress (elapsed time, last log line) goes to stderr. Teardown sends SIGTERM, then
+SIGKILL, to the engine's whole process group on exit, error, cancellation, Ctrl-C and at
+interpreter exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib.util
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+import httpx
+from pydantic import SecretStr, ValidationError
+
+from unillm.adapter import Adapter, get_adapter
+from unillm.errors import InvalidOptions, LaunchError, UnillmError
+from unillm.launch_spec import LaunchCommand, LaunchSpec
+from unillm.options import Options
+from unillm.transport import RetryPolicy, Timeouts
+
+if TYPE_CHECKING:
+    from unillm.blocking import BlockingLLM
+    from unillm.llm import LLM
+
+LOG_TAIL = 50
+_LIVE_GROUPS: set[int] = set()
+
+
+@dataclass(frozen=True)
+class LaunchProgress:
+    """One progress report while an engine starts."""
+
+    engine: str
+    elapsed_s: float
+    phase: Literal["starting", "warming up", "ready"]
+    last_line: str
+
+
+ProgressHook = Callable[[LaunchProgress], None]
+
+
+def print_progress(p: LaunchProgress) -> None:
+    """Default progress output: one updating line on a terminal, a line every 10 s otherwise."""
+    line = f"[unillm] {p.engine}: {p.phase} {p.elapsed_s:5.1f}s | {p.last_line[:100]}"
+    if sys.stderr.isatty():
+        end = "\n" if p.phase == "ready" else ""
+        sys.stderr.write(f"\r\x1b[2K{line}{end}")
+    elif p.phase == "ready" or int(p.elapsed_s) % 10 == 0:
+        sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free on ``host`` right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def resolve_spec(adapter: Adapter, spec: LaunchSpec) -> LaunchSpec:
+    """Fill in port, API key and engine interpreter so the command is final."""
+    update: dict[str, Any] = {}
+    if spec.port is None:
+        update["port"] = free_port(spec.host)
+    if spec.api_key == "auto":
+        update["api_key"] = SecretStr(secrets.token_urlsafe(24))
+    if spec.python is None and not spec.prefix:
+        update["python"] = engine_python(adapter)
+    return spec.model_copy(update=update) if update else spec
+
+
+def engine_python(adapter: Adapter) -> str | None:
+    """The interpreter that has the engine: its managed env, or this one if it can import it."""
+    from unillm.engine_env import managed_python
+
+    managed = managed_python(adapter.name)
+    if managed is not None:
+        return str(managed)
+    module = adapter.engine_module
+    if module is None or importlib.util.find_spec(module) is not None:
+        return sys.executable
+    return None
+
+
+def build_spec(spec: LaunchSpec | None, settings: dict[str, Any]) -> LaunchSpec:
+    """A LaunchSpec from an explicit spec and/or keyword settings, with readable errors."""
+    try:
+        if spec is None:
+            return LaunchSpec(**settings)
+        return spec.model_copy(update=settings) if settings else spec
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
+        raise InvalidOptions(f"invalid launch settings: {problems}") from None
+
+
+class Launch:
+    """An engine to start; ``async with`` it to get a connected :class:`~unillm.llm.LLM`.
+
+    Create it with :func:`unillm.launch`. ``command()`` shows what will run (secrets
+    masked by ``render()``) without starting anything.
+    """
+
+    def __init__(
+        self, engine: str | Adapter, spec: LaunchSpec, *, progress: ProgressHook | None = print_progress,
+        log_path: Path | None = None, defaults: Options | None = None,
+        timeouts: Timeouts = Timeouts(), retry: RetryPolicy = RetryPolicy(),
+    ) -> None:
+        self.adapter = get_adapter(engine) if isinstance(engine, str) else engine
+        self.spec = resolve_spec(self.adapter, spec)
+        self.progress = progress
+        self.log_path = log_path or Path(tempfile.gettempdir()) / (
+            f"unillm-{self.adapter.name}-{self.spec.port}.log")
+        self._connect = {"defaults": defaults, "timeouts": timeouts, "retry": retry}
+        self._cmd = self.adapter.command(self.spec)
+        self._cmd = LaunchCommand(
+            argv=[*self.spec.prefix, *self._cmd.argv], env={**self._cmd.env, **self.spec.env},
+            health_path=self._cmd.health_path,
+            secrets=(*self._cmd.secrets, *([k] if (k := self.spec.key()) else [])),
+        )
+        self._tail: deque[str] = deque(maxlen=LOG_TAIL)
+        self._process: subprocess.Popen[bytes] | None = None
+        self._reader: threading.Thread | None = None
+        self._llm: LLM | None = None
+
+    @property
+    def base_url(self) -> str:
+        """Where the engine listens."""
+        host = "127.0.0.1" if self.spec.host in ("0.0.0.0", "") else self.spec.host
+        return f"http://{host}:{self.spec.port}"
+
+    def command(self) -> LaunchCommand:
+        """The exact command and environment that will run (``.render()`` masks secrets)."""
+        return self._cmd
+
+    @property
+    def log_tail(self) -> list[str]:
+        """The last lines the engine printed."""
+        return list(self._tail)
+
+    async def __aenter__(self) -> LLM:
+        from unillm.llm import LLM
+
+        try:
+            self._start()
+            self._llm = LLM(self.adapter, self.base_url, model=self.spec.served_name,
+                            api_key=self.spec.key(), **self._connect)  # type: ignore[arg-type]
+            await self._wait_ready(self._llm)
+        except BaseException:
+            await self._stop()
+            raise
+        return self._llm
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._stop()
+
+    def blocking(self) -> contextlib.AbstractContextManager[BlockingLLM]:
+        """Start the engine from blocking code: ``with unillm.launch(...).blocking() as llm:``."""
+        return _blocking_launch(self)
+
+    # -- process ---------------------------------------------------------------------------
+    def _start(self) -> None:
+        if self.spec.python is None and not self.spec.prefix:
+            raise LaunchError(
+                f"{self.adapter.name} is not installed where unillm can find it. Run `unillm "
+                f"setup {self.adapter.name}` to install it in its own environment, or pass "
+                "python=<interpreter of the env that has it> (or prefix=[...] for a container)",
+                command=self._cmd.render(), log_tail=[])
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **self._cmd.env}
+        try:
+            self._process = subprocess.Popen(
+                self._cmd.argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        except OSError as e:
+            raise LaunchError(f"could not start {self.adapter.name}: {e}",
+                              command=self._cmd.render(), log_tail=[]) from e
+        _LIVE_GROUPS.add(self._process.pid)
+        self._reader = threading.Thread(
+            target=self._read_log, args=(self._process,), daemon=True, name="unillm-engine-log")
+        self._reader.start()
+
+    def _read_log(self, process: subprocess.Popen[bytes]) -> None:
+        assert process.stdout is not None
+        with self.log_path.open("ab") as log:
+            for raw in process.stdout:
+                log.write(raw)
+                log.flush()
+                for line in raw.replace(b"\r", b"\n").split(b"\n"):
+                    if line.strip():
+                        self._tail.append(line.decode("utf-8", "replace").rstrip())
+
+    def _report(self, started: float, phase: Literal["starting", "warming up", "ready"]) -> None:
+        if self.progress is not None:
+            last = self._tail[-1] if self._tail else ""
+            self.progress(LaunchProgress(self.adapter.name, time.monotonic() - started, phase, last))
+
+    def _fail(self, message: str) -> LaunchError:
+        return LaunchError(f"{message} (full log: {self.log_path})",
+                           command=self._cmd.render(), log_tail=self.log_tail)
+
+    async def _wait_ready(self, llm: LLM) -> None:
+        started = time.monotonic()
+        deadline = started + self.spec.ready_timeout
+        health = self.base_url + self._cmd.health_path
+        next_report = 0.0
+        async with httpx.AsyncClient(timeout=5.0) as probe:
+            while True:
+                self._check_alive()
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await probe.get(health)).status_code == 200:
+                        break
+                now = time.monotonic()
+                if now > deadline:
+                    raise self._fail(f"{self.adapter.name} was not healthy within "
+                                     f"{self.spec.ready_timeout:g}s")
+                if now >= next_report:
+                    self._report(started, "starting")
+                    next_report = now + 1.0
+                await anyio.sleep(0.25)
+        self._report(started, "warming up")
+        try:
+            with anyio.fail_after(max(deadline - time.monotonic(), 1.0)):
+                await llm.generate("Hello", max_tokens=1)
+        except TimeoutError:
+            raise self._fail(f"{self.adapter.name} is healthy but did not answer a first "
+                             "request in time") from None
+        except UnillmError as e:
+            await anyio.sleep(1.0)  # let the log reader catch the engine's last words
+            raise self._fail(f"{self.adapter.name} is healthy but failed its first request: "
+                             f"{e}") from e
+        self._report(started, "ready")
+
+    def _check_alive(self) -> None:
+        code = self._process.poll() if self._process is not None else None
+        if code is not None:
+            if self._reader is not None:
+                self._reader.join(timeout=2.0)  # the engine's last words
+            raise self._fail(f"{self.adapter.name} exited with code {code} before it was ready")
+
+    async def _stop(self) -> None:
+        with anyio.CancelScope(shield=True):
+            if self._llm is not None:
+                await self._llm.aclose()
+            if self._process is not None:
+                await terminate_group(self._process)
+
+
+async def terminate_group(process: subprocess.Popen[bytes], grace: float = 15.0) -> None:
+    """SIGTERM the process group, wait up to ``grace`` s, then SIGKILL whatever is left."""
+    pgid = process.pid
+    if process.poll() is None:
+        _signal_group(pgid, signal.SIGTERM)
+        with anyio.move_on_after(grace):
+            while process.poll() is None:
+                await anyio.sleep(0.05)
+    _signal_group(pgid, signal.SIGKILL)  # stragglers in the group, even if the leader left
+    while process.poll() is None:
+        await anyio.sleep(0.05)
+    _LIVE_GROUPS.discard(pgid)
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for pgid in list(_LIVE_GROUPS):
+        _signal_group(pgid, signal.SIGTERM)
+    if _LIVE_GROUPS:
+        time.sleep(1.0)
+    for pgid in list(_LIVE_GROUPS):
+        _signal_group(pgid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def _blocking_launch(launch: Launch) -> Iterator[BlockingLLM]:
+    from unillm.blocking import BlockingLLM, _Loop
+
+    loop = _Loop()
+    try:
+        with loop.portal.wrap_async_context_manager(launch) as llm:
+            blocking = BlockingLLM(llm, loop)
+            yield blocking
+    finally:
+        loop.close()

@@ -1,0 +1,186 @@
+"""HTTP to an engine: one pooled httpx client, timeouts, and retries only where they are safe.
+
+Retries happen for a refused/failed connection and for 429/503 answers received before any
+byte of a body was read, honouring ``Retry-After``; never once a stream has started.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any, TypeVar
+
+import anyio
+import httpx
+
+from unillm.adapter import HttpCall
+from unillm.errors import EngineTimeout, EngineUnavailable
+
+R = TypeVar("R")
+RETRY_STATUSES = frozenset({429, 503})
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often and how long to retry safe failures. ``RetryPolicy(attempts=1)`` disables it."""
+
+    attempts: int = 4
+    initial_wait: float = 0.25
+    max_wait: float = 10.0
+    max_total: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Seconds to connect, and to wait for the next bytes of an answer (a stall)."""
+
+    connect: float = 10.0
+    read: float = 600.0
+
+
+class _Retryable(Exception):
+    def __init__(self, cause: BaseException | None, response: httpx.Response | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(str(cause or response))
+        self.cause, self.response, self.retry_after = cause, response, retry_after
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """Parse a Retry-After header (seconds or an HTTP date)."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        import datetime as dt
+
+        when = parsedate_to_datetime(value)
+        return max(0.0, (when - dt.datetime.now(when.tzinfo)).total_seconds())
+    except (TypeError, ValueError):
+        return None
+
+
+class Transport:
+    """Sends :class:`HttpCall` s to one engine over a shared connection pool."""
+
+    def __init__(
+        self, base_url: str, *, api_key: str | None = None, timeouts: Timeouts = Timeouts(),
+        retry: RetryPolicy = RetryPolicy(), engine: str = "engine",
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.base_url, self.retry, self.timeouts, self.engine = base_url, retry, timeouts, engine
+        self._client = httpx.AsyncClient(
+            base_url=base_url, headers=headers,
+            timeout=httpx.Timeout(timeouts.read, connect=timeouts.connect),
+            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
+        )
+
+    async def aclose(self) -> None:
+        """Close every pooled connection."""
+        await self._client.aclose()
+
+    def _request(self, call: HttpCall, timeout: float | None) -> httpx.Request:
+        content = None if call.json is None else json.dumps(call.json).encode()
+        headers = {"Content-Type": "application/json"} if content is not None else None
+        ext = None
+        if timeout is not None:
+            ext = {"timeout": httpx.Timeout(timeout, connect=self.timeouts.connect).as_dict()}
+        return self._client.build_request(
+            call.method, call.path, content=content, headers=headers, extensions=ext
+        )
+
+    async def send(self, call: HttpCall, timeout: float | None = None) -> httpx.Response:
+        """Send and read the whole answer; raise EngineUnavailable if it cannot be reached."""
+
+        async def attempt() -> httpx.Response:
+            response = await self._client.send(self._request(call, timeout))
+            return self._check_retry(response)
+
+        return await self._retrying(attempt)
+
+    @asynccontextmanager
+    async def open(self, call: HttpCall, timeout: float | None = None) -> AsyncIterator[httpx.Response]:
+        """Open a streamed answer; retries happen only before its body is read."""
+
+        async def attempt() -> httpx.Response:
+            response = await self._client.send(self._request(call, timeout), stream=True)
+            if response.status_code in RETRY_STATUSES:
+                await response.aread()
+            return self._check_retry(response)
+
+        response = await self._retrying(attempt)
+        try:
+            yield response
+        finally:
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+
+    def _check_retry(self, response: httpx.Response) -> httpx.Response:
+        if response.status_code in RETRY_STATUSES and self.retry.attempts > 1:
+            raise _Retryable(None, response, retry_after_seconds(response.headers.get("retry-after")))
+        return response
+
+    async def _once(self, attempt: Callable[[], Awaitable[R]]) -> R:
+        try:
+            return await attempt()
+        except (httpx.ConnectError, httpx.ConnectTimeout) as e:
+            raise _Retryable(e) from e
+        except httpx.TimeoutException as e:
+            raise EngineTimeout(
+                f"{self.engine} at {self.base_url} did not answer in time ({type(e).__name__}); "
+                "raise timeout= or check the engine's load"
+            ) from e
+        except httpx.TransportError as e:
+            raise EngineUnavailable(f"{self.engine} at {self.base_url}: {e!r}") from e
+
+    async def _retrying(self, attempt: Callable[[], Awaitable[httpx.Response]]) -> httpx.Response:
+        try:
+            return await self._once(attempt)
+        except _Retryable as first:
+            if self.retry.attempts <= 1:
+                return self._give_up(first)
+            last = first
+        import stamina  # only paid for when a retry is needed
+
+        def backoff(exc: Exception) -> bool | float:
+            if not isinstance(exc, _Retryable):
+                return False
+            return min(exc.retry_after, self.retry.max_wait) if exc.retry_after is not None else True
+
+        await anyio.sleep(min(last.retry_after or self.retry.initial_wait, self.retry.max_wait))
+        try:
+            async for trial in stamina.retry_context(
+                on=backoff, attempts=self.retry.attempts - 1, timeout=self.retry.max_total,
+                wait_initial=self.retry.initial_wait, wait_max=self.retry.max_wait,
+                wait_jitter=self.retry.initial_wait,
+            ):
+                with trial:
+                    return await self._once(attempt)
+        except _Retryable as e:
+            last = e
+        return self._give_up(last)
+
+    def _give_up(self, failure: _Retryable) -> httpx.Response:
+        if failure.response is not None:
+            return failure.response
+        raise EngineUnavailable(
+            f"cannot reach {self.engine} at {self.base_url} ({failure.cause!r}) after "
+            f"{self.retry.attempts} attempt(s); is the engine running and listening there?"
+        ) from failure.cause
+
+
+def json_body(response: httpx.Response, engine: str) -> Any:
+    """The decoded JSON of an answer, or a MalformedResponse naming the engine."""
+    from unillm.errors import MalformedResponse
+
+    try:
+        return json.loads(response.content)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise MalformedResponse(
+            f"{engine} answered {response.status_code} with non-JSON: {response.text[:200]!r}"
+        ) from None
