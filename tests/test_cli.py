@@ -66,7 +66,7 @@ def test_dry_run_prints_the_exact_command_with_the_key_masked(
     code = main(dry_run("--max-model-len", "512", "--lora", "a=/x", "--", "--enforce-eager"))
     out, err = capsys.readouterr()
     assert code == 0
-    assert out == (f"VLLM_API_KEY='***' {ENTRY} --model M --host 127.0.0.1 --port 8000 "
+    assert out == (f"VLLM_API_KEY=*** {ENTRY} --model M --host 127.0.0.1 --port 8000 "
                    "--max-model-len 512 --enable-lora --lora-modules a=/x --enforce-eager\n")
     assert GENERATED not in out + err
 
@@ -75,7 +75,7 @@ def test_dry_run_never_prints_an_explicit_key(capsys: pytest.CaptureFixture[str]
     assert main(dry_run("--api-key", "sk-cli-secret-42")) == 0
     out, err = capsys.readouterr()
     assert "sk-cli-secret-42" not in out + err
-    assert out == f"VLLM_API_KEY='***' {ENTRY} --model M --host 127.0.0.1 --port 8000\n"
+    assert out == f"VLLM_API_KEY=*** {ENTRY} --model M --host 127.0.0.1 --port 8000\n"
 
 
 def test_dry_run_with_api_key_none_has_no_key(capsys: pytest.CaptureFixture[str]) -> None:

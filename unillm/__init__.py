@@ -36,6 +36,7 @@ _EXPORTS = {
     "UnsupportedFeature": "unillm.errors", "EngineError": "unillm.errors",
     "InvalidRequest": "unillm.errors", "NotFound": "unillm.errors",
     "UnknownModel": "unillm.errors", "UnknownAdapter": "unillm.errors",
+    "Unauthorized": "unillm.errors",
     "Overloaded": "unillm.errors", "EngineInternalError": "unillm.errors",
     "EngineUnavailable": "unillm.errors", "EngineTimeout": "unillm.errors",
     "MalformedResponse": "unillm.errors", "StreamInterrupted": "unillm.errors",
@@ -80,6 +81,7 @@ if TYPE_CHECKING:
     from unillm.errors import Overloaded as Overloaded
     from unillm.errors import StreamInterrupted as StreamInterrupted
     from unillm.errors import UnillmError as UnillmError
+    from unillm.errors import Unauthorized as Unauthorized
     from unillm.errors import UnknownAdapter as UnknownAdapter
     from unillm.errors import UnknownEngine as UnknownEngine
     from unillm.errors import UnknownModel as UnknownModel

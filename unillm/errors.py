@@ -63,6 +63,10 @@ class InvalidRequest(EngineError):
     """The engine rejected the request as invalid (HTTP 400/422)."""
 
 
+class Unauthorized(EngineError):
+    """The engine refused the API key (HTTP 401/403)."""
+
+
 class NotFound(EngineError):
     """The engine does not know what the request named (HTTP 404)."""
 

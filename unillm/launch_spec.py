@@ -99,9 +99,9 @@ class LaunchCommand:
 
     def render(self) -> str:
         """The command as a shell line, with every secret masked."""
-        env = " ".join(f"{k}={shlex.quote(self._mask(v))}" for k, v in sorted(self.env.items()))
-        line = shlex.join([self._mask(a) for a in self.argv])
-        return f"{env} {line}" if env else line
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
+        line = shlex.join(self.argv)
+        return self._mask(f"{env} {line}" if env else line)
 
     def _mask(self, text: str) -> str:
         for s in self.secrets:

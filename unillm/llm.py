@@ -53,6 +53,7 @@ class LLM:
         self, engine: str | Adapter, base_url: str, *, model: str | None = None,
         api_key: str | None = None, defaults: Options | None = None,
         timeouts: Timeouts = Timeouts(), retry: RetryPolicy = RetryPolicy(),
+        http_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.adapter = get_adapter(engine) if isinstance(engine, str) else engine
         self.engine = self.adapter.name
@@ -60,9 +61,10 @@ class LLM:
         self.defaults: Options = dict(defaults or {})  # type: ignore[assignment]
         make_request("", None, None, self.defaults, stream=False)  # validate defaults now
         self._model, self._api_key = model, api_key
-        self._timeouts, self._retry = timeouts, retry
+        self._timeouts, self._retry, self._http_transport = timeouts, retry, http_transport
         self._transport = Transport(
-            self.base_url, api_key=api_key, timeouts=timeouts, retry=retry, engine=self.engine
+            self.base_url, api_key=api_key, timeouts=timeouts, retry=retry, engine=self.engine,
+            http_transport=http_transport,
         )
         self._info: EngineInfo | None = None
         self._caps: Capabilities | None = None
@@ -89,7 +91,8 @@ class LLM:
     def clone(self) -> LLM:
         """A new LLM for the same engine with its own connection pool (e.g. another loop)."""
         twin = LLM(self.adapter, self.base_url, model=self._model, api_key=self._api_key,
-                   defaults=self.defaults, timeouts=self._timeouts, retry=self._retry)
+                   defaults=self.defaults, timeouts=self._timeouts, retry=self._retry,
+                   http_transport=self._http_transport)
         twin._info, twin._caps = self._info, self._caps
         return twin
 
@@ -216,6 +219,8 @@ class LLM:
 
     async def _get_json_or_none(self, call: HttpCall) -> Any:
         response = await self._transport.send(call)
+        if response.status_code in (401, 403):
+            raise self._error(response, None)
         if response.status_code != 200:
             return None
         try:
@@ -306,6 +311,7 @@ class Stream:
                             final_sent = True
                         yield delta
                     if decoder.done:
+                        await _drain(response)  # lets the connection go back to the pool
                         break
             except SSEError as e:
                 raise MalformedResponse(f"{llm.engine}: malformed event stream: {e}") from None
@@ -324,6 +330,15 @@ class Stream:
                 partial_text=self._partial())
         if not final_sent:
             yield Delta(finish_reason=finish, timings=_timings(started, first, None))
+
+
+async def _drain(response: httpx.Response) -> None:
+    with anyio.move_on_after(1.0):
+        try:
+            async for _ in response.stream:  # type: ignore[union-attr]
+                pass
+        except httpx.HTTPError:
+            pass
 
 
 def _timings(started: float, first: float | None, tokens: int | None) -> Timings:

@@ -20,6 +20,7 @@ from unillm.errors import (
     Overloaded,
     UnillmError,
     UnknownAdapter,
+    Unauthorized,
     UnknownModel,
 )
 from unillm.options import Constraint, Request
@@ -33,6 +34,8 @@ from unillm.results import (
     Usage,
 )
 
+_Choice = CompletionChoice[Any]  # parametrise once: pydantic rebuilds collected generics
+_Completion = Completion[Any]
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
 _ZERO = Timings(total_s=0.0)
@@ -91,7 +94,7 @@ class OpenAICompatAdapter(Adapter):
         try:
             raw_choices = body["choices"]
             choices = [
-                CompletionChoice[Any](
+                _Choice(
                     index=c.get("index", i),
                     text=_choice_text(c),
                     finish_reason=c.get("finish_reason"),
@@ -103,7 +106,7 @@ class OpenAICompatAdapter(Adapter):
         except (KeyError, TypeError, AttributeError) as e:
             raise MalformedResponse(f"{self.name}: unexpected completion body ({e!r})") from None
         choices.sort(key=lambda c: c.index)
-        return Completion[Any](
+        return _Completion(
             choices=choices, usage=usage, timings=_ZERO, engine=self.name,
             engine_version=info.version, model=body.get("model") or info.model,
         )
@@ -238,6 +241,8 @@ def error_for_status(
     kw: dict[str, Any] = {"engine": engine, "status": status, "engine_message": message}
     if status in (400, 422):
         return InvalidRequest(text, **kw)
+    if status in (401, 403):
+        return Unauthorized(f"{text}. Check the api_key passed to unillm.connect()", **kw)
     if status == 404:
         lowered = message.lower()
         if request is not None and request.lora and request.lora in message:

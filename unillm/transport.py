@@ -66,11 +66,16 @@ def retry_after_seconds(value: str | None) -> float | None:
 
 
 class Transport:
-    """Sends :class:`HttpCall` s to one engine over a shared connection pool."""
+    """Sends :class:`HttpCall` s to one engine over a shared connection pool.
+
+    ``http_transport`` replaces the network with any ``httpx.AsyncBaseTransport`` (e.g. an
+    engine running inside this process).
+    """
 
     def __init__(
         self, base_url: str, *, api_key: str | None = None, timeouts: Timeouts = Timeouts(),
         retry: RetryPolicy = RetryPolicy(), engine: str = "engine",
+        http_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.base_url, self.retry, self.timeouts, self.engine = base_url, retry, timeouts, engine
@@ -78,6 +83,7 @@ class Transport:
             base_url=base_url, headers=headers,
             timeout=httpx.Timeout(timeouts.read, connect=timeouts.connect),
             limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
+            transport=http_transport,
         )
 
     async def aclose(self) -> None:

@@ -1,0 +1,92 @@
+"""Launch supervision against the real vLLM: readiness, failures with log tails, no orphans."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import anyio
+import pytest
+
+import unillm
+from conftest import Server
+from unillm.testing.engines import cpu_launch_settings
+from unillm.testing.tiny_model import TinyModel
+
+pytestmark = [pytest.mark.anyio, pytest.mark.engine]
+
+
+def processes_mentioning(marker: str) -> list[int]:
+    """PIDs whose command line contains ``marker``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in cmdline:
+            found.append(int(pid))
+    return found
+
+
+async def test_ngram_speculative_decoding_gives_the_same_greedy_text(
+    vllm_server: Server, tiny: TinyModel, workdir: Path
+) -> None:
+    prompts = ["The quick brown fox", "1 2 3 4 1 2 3 4 1 2 3 4"]
+    async with vllm_server.connect() as plain:
+        expected = [(await plain.generate(p, max_tokens=24, temperature=0)).text for p in prompts]
+    spec = unillm.Speculative(method="ngram", num_tokens=3, lookup_min=1)
+    settings = cpu_launch_settings("vllm", tiny, workdir / "spec", speculative=spec)
+    async with unillm.launch("vllm", **settings, progress=None) as llm:
+        got = [(await llm.generate(p, max_tokens=24, temperature=0)).text for p in prompts]
+        metrics = await llm.metrics()
+        assert any(n.startswith("vllm:spec_decode") for n in metrics.names())
+        with pytest.raises(unillm.UnsupportedFeature, match="VLLM_ALLOW_RUNTIME_LORA_UPDATING"):
+            await llm.adapters.load("poem", str(tiny.loras["poem"]))  # not enabled on this one
+    assert got == expected
+
+
+async def test_a_bad_model_path_fails_the_launch_with_the_log_tail(
+    tiny: TinyModel, workdir: Path
+) -> None:
+    settings = cpu_launch_settings("vllm", tiny, workdir / "bad", model="/nonexistent/model")
+    with pytest.raises(unillm.LaunchError) as caught:
+        async with unillm.launch("vllm", **settings, progress=None):
+            pass
+    error = caught.value
+    assert "exited with code" in str(error)
+    assert "/nonexistent/model" in error.command
+    assert error.log_tail
+    assert any("nonexistent" in line for line in error.log_tail)
+
+
+async def test_the_api_key_never_appears_in_the_rendered_command(vllm_server: Server) -> None:
+    rendered = vllm_server.launch.command().render()
+    assert vllm_server.api_key
+    assert vllm_server.api_key not in rendered
+    assert "VLLM_API_KEY=***" in rendered
+    assert vllm_server.api_key not in repr(vllm_server.launch.spec)
+
+
+async def test_progress_is_reported_while_the_engine_starts(tiny: TinyModel, workdir: Path) -> None:
+    seen: list[unillm.LaunchProgress] = []
+    settings = cpu_launch_settings("vllm", tiny, workdir / "progress", model="/nonexistent/model")
+    with pytest.raises(unillm.LaunchError):
+        async with unillm.launch("vllm", **settings, progress=seen.append):
+            pass
+    assert seen
+    assert seen[0].phase == "starting"
+    assert seen[-1].elapsed_s >= seen[0].elapsed_s
+
+
+async def test_launch_then_cancel_twenty_times_leaves_no_process(
+    tiny: TinyModel, workdir: Path
+) -> None:
+    marker = f"cancel-{uuid.uuid4().hex[:8]}"
+    settings = cpu_launch_settings("vllm", tiny, workdir / "cancel", served_name=marker)
+    for i in range(20):
+        with anyio.move_on_after(0.3 + (i % 5) * 0.4):
+            async with unillm.launch("vllm", **settings, progress=None):
+                pytest.fail("the engine cannot be ready this fast")
+    assert processes_mentioning(marker) == []
