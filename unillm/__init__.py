@@ -80,8 +80,8 @@ if TYPE_CHECKING:
     from unillm.errors import OutputParseError as OutputParseError
     from unillm.errors import Overloaded as Overloaded
     from unillm.errors import StreamInterrupted as StreamInterrupted
-    from unillm.errors import UnillmError as UnillmError
     from unillm.errors import Unauthorized as Unauthorized
+    from unillm.errors import UnillmError as UnillmError
     from unillm.errors import UnknownAdapter as UnknownAdapter
     from unillm.errors import UnknownEngine as UnknownEngine
     from unillm.errors import UnknownModel as UnknownModel

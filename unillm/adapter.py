@@ -15,13 +15,16 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from unillm.capabilities import Capabilities, Feature
-from unillm.errors import UnillmError, UnknownEngine
+from unillm.errors import UnillmError, UnknownEngine, UnsupportedFeature
 from unillm.launch_spec import LaunchCommand, LaunchSpec
 from unillm.options import Request
 from unillm.results import AdapterInfo, Completion, Delta
+
+if TYPE_CHECKING:
+    import httpx
 
 ENTRY_POINT_GROUP = "unillm.adapters"
 
@@ -110,6 +113,11 @@ class Adapter(ABC):
     def install(self, *, gpu: bool) -> EngineInstall:
         """How ``unillm setup`` installs the engine into its own environment."""
         raise NotImplementedError(f"{self.name}: no managed install; install it yourself")
+
+    def in_process(self, spec: LaunchSpec) -> httpx.AsyncBaseTransport:
+        """An engine inside this process, answering the adapter's own HTTP API."""
+        raise UnsupportedFeature(self.name, "in-process mode",
+                                 alternative=f'Launch it as a server: unillm.launch("{self.name}", ...)')
 
     def health_path(self) -> str:
         """Where the core polls for readiness."""

@@ -56,6 +56,7 @@ class LaunchSpec(BaseModel):
     ``python`` is the interpreter of the environment the engine is installed in (engines pin
     heavy dependencies, so they often live in their own venv); ``prefix`` goes before the
     whole command (e.g. ``["docker", "exec", "box"]``). ``api_key="auto"`` generates one.
+    ``in_process=True`` runs the engine inside this process (adapters that support it).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -77,6 +78,7 @@ class LaunchSpec(BaseModel):
     max_loras: int | None = Field(None, ge=1)
     runtime_lora: bool = False
     speculative: Speculative | None = None
+    in_process: bool = False
     python: str | None = None
     prefix: list[str] = []
     env: dict[str, str] = {}

@@ -18,9 +18,9 @@ from unillm.errors import (
     MalformedResponse,
     NotFound,
     Overloaded,
+    Unauthorized,
     UnillmError,
     UnknownAdapter,
-    Unauthorized,
     UnknownModel,
 )
 from unillm.options import Constraint, Request

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from unillm.llm import LLM
 
 LOG_TAIL = 50
+IN_PROCESS_URL = "http://in-process"
 _LIVE_GROUPS: set[int] = set()
 
 
@@ -86,7 +87,7 @@ def resolve_spec(adapter: Adapter, spec: LaunchSpec) -> LaunchSpec:
         update["port"] = free_port(spec.host)
     if spec.api_key == "auto":
         update["api_key"] = SecretStr(secrets.token_urlsafe(24))
-    if spec.python is None and not spec.prefix:
+    if spec.python is None and not spec.prefix and not spec.in_process:
         update["python"] = engine_python(adapter)
     return spec.model_copy(update=update) if update else spec
 
@@ -133,7 +134,8 @@ class Launch:
         self.log_path = log_path or Path(tempfile.gettempdir()) / (
             f"unillm-{self.adapter.name}-{self.spec.port}.log")
         self._connect = {"defaults": defaults, "timeouts": timeouts, "retry": retry}
-        self._cmd = self.adapter.command(self.spec)
+        self._cmd = (LaunchCommand(argv=["(in-process)"]) if self.spec.in_process
+                     else self.adapter.command(self.spec))
         self._cmd = LaunchCommand(
             argv=[*self.spec.prefix, *self._cmd.argv], env={**self._cmd.env, **self.spec.env},
             health_path=self._cmd.health_path,
@@ -162,6 +164,11 @@ class Launch:
     async def __aenter__(self) -> LLM:
         from unillm.llm import LLM
 
+        if self.spec.in_process:
+            transport = self.adapter.in_process(self.spec)
+            self._llm = LLM(self.adapter, IN_PROCESS_URL, model=self.spec.served_name,
+                            http_transport=transport, **self._connect)  # type: ignore[arg-type]
+            return self._llm
         try:
             self._start()
             self._llm = LLM(self.adapter, self.base_url, model=self.spec.served_name,

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from conftest import Server
 
 import unillm
-from conftest import Server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import anyio
 import pytest
+from conftest import Server
 
 import unillm
-from conftest import Server
 from unillm.testing.engines import cpu_launch_settings
 from unillm.testing.tiny_model import TinyModel
 
