@@ -119,6 +119,18 @@ class Adapter(ABC):
         raise UnsupportedFeature(self.name, "in-process mode",
                                  alternative=f'Launch it as a server: unillm.launch("{self.name}", ...)')
 
+    def preflight(self, request: Request, info: EngineInfo) -> HttpCall | None:
+        """A call to make before sending ``request`` (e.g. count its tokens); None: nothing."""
+        return None
+
+    def check_preflight(self, answer: Any, request: Request, info: EngineInfo) -> None:
+        """Refuse ``request`` from the preflight's JSON answer (None when that call failed)."""
+        return None
+
+    def parse_headers(self, headers: Mapping[str, str], completion: Completion[Any]) -> Completion[Any]:
+        """Complete a parsed answer with what the engine sends only in response headers."""
+        return completion
+
     def health_path(self) -> str:
         """Where the core polls for readiness."""
         return "/health"

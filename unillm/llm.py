@@ -180,6 +180,7 @@ class LLM:
         if response.status_code >= 400:
             raise self._error(response, request)
         completion = self.adapter.parse(json_body(response, self.engine), request, info)
+        completion = self.adapter.parse_headers(response.headers, completion)
         total = time.perf_counter() - started
         tokens = completion.usage.completion_tokens
         completion.timings = Timings(total_s=total, tokens_per_s=tokens / total if total else None)
@@ -206,7 +207,11 @@ class LLM:
         info = await self.info()
         assert self._caps is not None
         check(self._caps, request)
-        return info, self.adapter.build(request, info)
+        call = self.adapter.build(request, info)
+        preflight = self.adapter.preflight(request, info)
+        if preflight is not None:
+            self.adapter.check_preflight(await self._get_json_or_none(preflight), request, info)
+        return info, call
 
     def _error(self, response: httpx.Response, request: Request | None) -> UnillmError:
         from unillm.errors import Overloaded
@@ -318,7 +323,7 @@ class Stream:
             except httpx.TimeoutException as e:
                 raise StreamInterrupted(
                     f"{llm.engine} stopped sending for longer than the read timeout "
-                    f"({llm._timeouts.read:g}s) in the middle of the stream",
+                    f"({request.timeout or llm._timeouts.read:g}s) in the middle of the stream",
                     partial_text=self._partial()) from e
             except httpx.TransportError as e:
                 raise StreamInterrupted(

@@ -110,7 +110,7 @@ def build_spec(spec: LaunchSpec | None, settings: dict[str, Any]) -> LaunchSpec:
     try:
         if spec is None:
             return LaunchSpec(**settings)
-        return spec.model_copy(update=settings) if settings else spec
+        return LaunchSpec.model_validate({**spec.model_dump(), **settings}) if settings else spec
     except ValidationError as e:
         problems = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
         raise InvalidOptions(f"invalid launch settings: {problems}") from None

@@ -1,0 +1,32 @@
+"""Launch settings are validated once, whichever way they arrive."""
+
+from __future__ import annotations
+
+import pytest
+
+import unillm
+from unillm.supervisor import build_spec
+
+
+def test_settings_layered_on_a_spec_are_validated() -> None:
+    spec = unillm.LaunchSpec(model="m")
+    with pytest.raises(unillm.InvalidOptions, match="max_model_len"):
+        build_spec(spec, {"max_model_len": 0})
+
+
+def test_settings_layered_on_a_spec_keep_its_secret_key() -> None:
+    spec = unillm.LaunchSpec(model="m", api_key="k3y")
+    merged = build_spec(spec, {"max_num_seqs": 4})
+    assert merged.key() == "k3y"
+    assert merged.max_num_seqs == 4
+
+
+def test_unknown_launch_settings_are_refused_by_name() -> None:
+    with pytest.raises(unillm.InvalidOptions, match="tensor_parallel"):
+        unillm.launch("vllm", model="m", tensor_parallel=2, python="/usr/bin/python3")
+
+
+def test_a_draft_method_without_a_draft_model_is_refused() -> None:
+    with pytest.raises(unillm.InvalidOptions, match="draft_model"):
+        unillm.launch("vllm", model="m", python="/usr/bin/python3",
+                      speculative={"method": "eagle", "num_tokens": 3})
