@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from unillm.errors import UnillmError
+
+if TYPE_CHECKING:
+    from unillm.supervisor import Launch
 
 _SCALAR_FLAGS = ("served_name", "host", "port", "dtype", "max_model_len", "max_num_seqs",
                  "memory_fraction", "quantization", "max_lora_rank", "max_loras", "python",
@@ -132,16 +136,33 @@ def _launch(args: argparse.Namespace) -> int:
         print(run.command().render())
         return 0
 
+    def stop_on_sigterm(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # same clean teardown as Ctrl-C
+
+    signal.signal(signal.SIGTERM, stop_on_sigterm)
+
     async def serve() -> None:
         async with run as llm:
             info = await llm.info()
             print(f"[unillm] {llm.engine} {info.version or ''} serving {info.model!r} at "
-                  f"{run.base_url} (API key: {'set' if run.spec.key() else 'none'}; "
-                  f"log: {run.log_path}). Ctrl-C stops it.", file=sys.stderr)
+                  f"{run.base_url} ({_key_note(run)}; log: {run.log_path}). Ctrl-C stops it.",
+                  file=sys.stderr)
             await anyio.sleep_forever()
 
     anyio.run(serve)
     return 0
+
+
+def _key_note(run: Launch) -> str:
+    """Where a generated API key can be read (never printed): a 0600 file beside the log."""
+    key = run.spec.key()
+    if key is None:
+        return "no API key"
+    path = run.log_path.with_suffix(".key")
+    path.touch(mode=0o600)
+    path.chmod(0o600)
+    path.write_text(key + "\n")
+    return f"API key in {path}"
 
 
 def _setup(args: argparse.Namespace) -> int:
@@ -156,19 +177,24 @@ def _engines(args: argparse.Namespace) -> int:
     from unillm.capabilities import Feature
 
     names = installed_engines()
-    tables = {n: get_adapter(n).capabilities() for n in names}
+    columns = []  # (json key, column label, capabilities): one per engine mode (e.g. MLX in-process)
+    for n in names:
+        adapter = get_adapter(n)
+        for i, (label, version) in enumerate(adapter.modes().items()):
+            columns.append((n if i == 0 else f"{n} ({label})", label, adapter.capabilities(version)))
     if args.json:
-        print(json.dumps({n: {f.value: c.support(f).model_dump() for f in Feature}
-                          for n, c in tables.items()}, indent=2))
+        print(json.dumps({key: {f.value: c.support(f).model_dump() for f in Feature}
+                          for key, _, c in columns}, indent=2))
         return 0
     if not names:
         print("no unillm adapters installed (pip install 'unillm[vllm]')")
         return 0
     marks = {"native": "yes", "emulated": "unillm", "no": "-"}
     width = max(len(f.value) for f in Feature)
-    print("feature".ljust(width), *(get_adapter(n).display_name.ljust(8) for n in names))
+    print("feature".ljust(width), *(label.ljust(max(8, len(label))) for _, label, _ in columns))
     for f in Feature:
-        print(f.value.ljust(width), *(marks[tables[n].support(f).level].ljust(8) for n in names))
+        print(f.value.ljust(width),
+              *(marks[c.support(f).level].ljust(max(8, len(label))) for _, label, c in columns))
     print("\nyes = the engine does it; unillm = unillm provides it; - = refused before sending")
     return 0
 

@@ -166,12 +166,12 @@ class Launch:
 
         if self.spec.in_process:
             transport = self.adapter.in_process(self.spec)
-            self._llm = LLM(self.adapter, IN_PROCESS_URL, model=self.spec.served_name,
+            self._llm = LLM(self.adapter.bind(self.spec), IN_PROCESS_URL, model=self.spec.served_name,
                             http_transport=transport, **self._connect)  # type: ignore[arg-type]
             return self._llm
         try:
             self._start()
-            self._llm = LLM(self.adapter, self.base_url, model=self.spec.served_name,
+            self._llm = LLM(self.adapter.bind(self.spec), self.base_url, model=self.spec.served_name,
                             api_key=self.spec.key(), **self._connect)  # type: ignore[arg-type]
             await self._wait_ready(self._llm)
         except BaseException:
@@ -201,7 +201,7 @@ class Launch:
         try:
             self._process = subprocess.Popen(
                 self._cmd.argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, start_new_session=True,
+                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent(),
             )
         except OSError as e:
             raise LaunchError(f"could not start {self.adapter.name}: {e}",
@@ -289,6 +289,21 @@ async def terminate_group(process: subprocess.Popen[bytes], grace: float = 15.0)
     while process.poll() is None:
         await anyio.sleep(0.05)
     _LIVE_GROUPS.discard(pgid)
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A pre-exec hook making the engine get SIGTERM if this process dies (Linux), even by SIGKILL."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved before fork: nothing imports after
+    pr_set_pdeathsig = 1
+
+    def hook() -> None:
+        prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+    return hook
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

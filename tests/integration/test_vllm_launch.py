@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -90,3 +93,28 @@ async def test_launch_then_cancel_twenty_times_leaves_no_process(
             async with unillm.launch("vllm", **settings, progress=None):
                 pytest.fail("the engine cannot be ready this fast")
     assert processes_mentioning(marker) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+async def test_killing_the_launching_process_takes_the_engine_down(
+    tiny: TinyModel, workdir: Path, sig: signal.Signals
+) -> None:
+    marker = f"orphan-{sig.name}-{uuid.uuid4().hex[:8]}"
+    settings = cpu_launch_settings("vllm", tiny, workdir / marker)
+    cli = [sys.executable, "-m", "unillm.cli", "launch", "vllm", "--model", settings["model"],
+           "--served-name", marker, "--max-model-len", "512",
+           *(f"--env={k}={v}" for k, v in settings["env"].items()), "--", "--enforce-eager"]
+    parent = subprocess.Popen(cli, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with anyio.fail_after(60):
+            while not [p for p in processes_mentioning(marker) if p != parent.pid]:
+                await anyio.sleep(0.2)
+        parent.send_signal(sig)
+        parent.wait(timeout=30)
+        with anyio.fail_after(30):
+            while processes_mentioning(marker):
+                await anyio.sleep(0.2)
+    finally:
+        parent.kill()
+        for pid in processes_mentioning(marker):
+            os.kill(pid, signal.SIGKILL)
