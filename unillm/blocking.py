@@ -11,6 +11,8 @@ a loop is already running (Jupyter, or a sync function called from async code).
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractContextManager
 from types import TracebackType
@@ -36,12 +38,25 @@ class _Loop:
     def __init__(self) -> None:
         self._cm: AbstractContextManager[BlockingPortal] = start_blocking_portal()
         self.portal = self._cm.__enter__()
+        self._closed = False
+        # The portal thread is not a daemon: stop it before the interpreter joins threads at exit
+        # (as concurrent.futures does), so a forgotten close() cannot hang the exit.
+        ref = weakref.ref(self)
+
+        def close_at_exit() -> None:
+            loop = ref()
+            if loop is not None:
+                loop.close()
+
+        threading._register_atexit(close_at_exit)  # type: ignore[attr-defined]
 
     def call(self, fn: Callable[..., Awaitable[R]], *args: Any) -> R:
         return self.portal.call(fn, *args)
 
     def close(self) -> None:
-        self._cm.__exit__(None, None, None)
+        if not self._closed:
+            self._closed = True
+            self._cm.__exit__(None, None, None)
 
 
 class BlockingLLM:

@@ -1,0 +1,33 @@
+"""The blocking twin needs no event loop of the caller's and never hangs the interpreter."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from fault_server import FaultServer
+
+import unillm
+
+
+def test_blocking_generate_and_stream_work_without_an_event_loop() -> None:
+    with FaultServer() as server, unillm.connect("vllm", server.url).blocking() as llm:
+        whole = llm.generate("hi", max_tokens=4)
+        streamed = "".join(d.text for d in llm.stream("hi", max_tokens=4))
+    assert whole.text
+    assert streamed == whole.text
+
+
+def test_blocking_errors_are_the_same_typed_errors() -> None:
+    with FaultServer() as server, unillm.connect("vllm", server.url).blocking() as llm:
+        server.fail(400, message="nope")
+        with pytest.raises(unillm.InvalidRequest, match="nope"):
+            llm.generate("hi", max_tokens=4)
+
+
+def test_a_forgotten_blocking_client_does_not_hang_interpreter_exit() -> None:
+    code = "import unillm; unillm.connect('vllm', 'http://127.0.0.1:9').blocking(); print('ok')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0
+    assert done.stdout.strip() == "ok"
