@@ -131,6 +131,17 @@ class Adapter(ABC):
         """Complete a parsed answer with what the engine sends only in response headers."""
         return completion
 
+    def bind(self, spec: LaunchSpec) -> Adapter:
+        """The adapter to talk to an engine started from ``spec`` (default: this one).
+
+        Adapters whose requests need launch facts (MLX sends LoRA *paths*) return a configured copy.
+        """
+        return self
+
+    def modes(self) -> dict[str, str | None]:
+        """Columns of ``unillm engines``: label -> the version whose capabilities it shows."""
+        return {self.display_name: None}
+
     def health_path(self) -> str:
         """Where the core polls for readiness."""
         return "/health"
@@ -142,6 +153,13 @@ class Adapter(ABC):
     def lora_error(self, status: int, body: bytes, info: EngineInfo | None) -> UnillmError:
         """The typed error for a failed LoRA load/unload/list call."""
         return self.parse_error(status, body, None, info)
+
+    def check_lora(self, name: str, config: Mapping[str, Any] | None, info: EngineInfo) -> None:
+        """Refuse, before sending, an adapter the engine cannot load (default: no check).
+
+        ``config`` is the adapter's ``adapter_config.json`` when its path is readable here.
+        """
+        return None
 
     def load_lora(self, name: str, path: str) -> HttpCall:
         """The call that loads a LoRA adapter at runtime."""

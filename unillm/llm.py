@@ -362,6 +362,7 @@ class LoraAdapters:
         _check_name(name)
         if not isinstance(path, str) or not path:
             raise InvalidOptions("adapter path must be a non-empty string (a path on the engine's host)")
+        self._llm.adapter.check_lora(name, _local_adapter_config(path), await self._llm.info())
         await self._llm._lora_call(self._llm.adapter.load_lora(name, path))
 
     async def unload(self, name: str) -> None:
@@ -373,6 +374,18 @@ class LoraAdapters:
         """Adapters the engine serves now."""
         body = await self._llm._lora_call(self._llm.adapter.list_loras())
         return self._llm.adapter.parse_loras(body)
+
+
+def _local_adapter_config(path: str) -> dict[str, Any] | None:
+    """The adapter's ``adapter_config.json`` when ``path`` is a folder on this host, else None."""
+    import json
+    from pathlib import Path
+
+    try:
+        config = json.loads((Path(path) / "adapter_config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return config if isinstance(config, dict) else None
 
 
 def _check_name(name: str) -> None:
