@@ -1,6 +1,7 @@
 """unillm demo: launch a real engine on this machine and use the whole SDK against it.
 
-    ./run demo                 # vLLM (CPU build) with a tiny model built locally
+    ./run demo                 # vLLM (CPU build) with a tiny model built locally; MLX on Apple Silicon
+    ./run demo --engine mlx    # MLX in-process (mlx-lm in this process, constraints by unillm)
     python examples/demo.py --model /path/to/hf-model --no-speculative
 
 What it shows: generate, stream, JSON -> pydantic, regex, choice, grammar, a LoRA switch (at
@@ -22,6 +23,7 @@ from pydantic import BaseModel, Field
 
 import unillm
 from unillm.testing.engines import cpu_launch_settings
+from unillm.testing.mlx_recipe import default_demo_engine
 from unillm.testing.tiny_model import build_tiny_model
 
 
@@ -60,7 +62,7 @@ async def tour(llm: unillm.LLM, tiny_loras: dict[str, Path]) -> str:
                       f"{d.usage.completion_tokens} tokens, finish={d.finish_reason}")
     print(f"   same text as generate(): {s.text == base.text}")
 
-    print("\n3. constrained output (enforced by the engine while decoding)")
+    print("\n3. constrained output (enforced while decoding: by the engine, or by unillm on MLX)")
     r = await llm.generate("New ticket:", output=Ticket, max_tokens=60, temperature=0)
     print(f"  pydantic           {r.parsed!r}")
     r = await llm.generate("Due date:", output=unillm.Regex(r"20\d{2}-[01]\d-[0-3]\d"), max_tokens=16)
@@ -88,7 +90,8 @@ async def tour(llm: unillm.LLM, tiny_loras: dict[str, Path]) -> str:
         print(f"  UnknownAdapter:    {str(e)[:110]}...")
 
     m = await llm.metrics()
-    prompt, generated = m.value("vllm:prompt_tokens_total"), m.value("vllm:generation_tokens_total")
+    prompt = m.value(f"{llm.engine}:prompt_tokens_total")
+    generated = m.value(f"{llm.engine}:generation_tokens_total")
     print(f"\n6. metrics: {len(m.names())} series; tokens so far: {prompt:.0f} prompt, "
           f"{generated:.0f} generated")
     return base.text
@@ -96,7 +99,8 @@ async def tour(llm: unillm.LLM, tiny_loras: dict[str, Path]) -> str:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--engine", default="vllm")
+    parser.add_argument("--engine", default=default_demo_engine(),
+                        help="vllm (default) or mlx (default on Apple Silicon)")
     parser.add_argument("--model", help="a model folder (default: the tiny model built here)")
     parser.add_argument("--no-speculative", action="store_true", help="skip the second launch")
     args = parser.parse_args()
@@ -105,8 +109,11 @@ async def main() -> None:
     tiny = build_tiny_model()
     print(f"tiny model ready in {time.perf_counter() - t0:.1f}s: {tiny.path}")
     with tempfile.TemporaryDirectory(prefix="unillm-demo-") as tmp:
-        settings = cpu_launch_settings(args.engine, tiny, Path(tmp), lora={"sql": str(tiny.loras["sql"])},
-                                       max_lora_rank=8, max_loras=2, runtime_lora=True)
+        lora_settings: dict[str, Any] = {"lora": {"sql": str(tiny.loras["sql"])}, "max_loras": 2,
+                                         "runtime_lora": True}
+        if args.engine != "mlx":
+            lora_settings["max_lora_rank"] = 8  # mlx-lm reads the rank from each adapter
+        settings = cpu_launch_settings(args.engine, tiny, Path(tmp), **lora_settings)
         if args.model:
             settings["model"] = args.model
         t0 = time.perf_counter()
@@ -116,18 +123,22 @@ async def main() -> None:
 
         if args.no_speculative:
             return
-        print("\n7. speculative decoding (ngram, 4 tokens), launched with the same model")
-        spec = unillm.Speculative(method="ngram", num_tokens=4, lookup_min=1)
+        if args.engine == "mlx":  # mlx-lm speculates with a draft model: here the model itself
+            print("\n7. speculative decoding (draft model, 3 tokens), launched with the same model")
+            spec = unillm.Speculative(method="draft", draft_model=settings["model"], num_tokens=3)
+        else:
+            print("\n7. speculative decoding (ngram, 4 tokens), launched with the same model")
+            spec = unillm.Speculative(method="ngram", num_tokens=4, lookup_min=1)
         settings.update(speculative=spec, lora={}, runtime_lora=False)
-        settings.pop("max_lora_rank"), settings.pop("max_loras")
+        settings.pop("max_lora_rank", None), settings.pop("max_loras")
         async with unillm.launch(args.engine, **settings) as llm:
             r = await llm.generate("The capital of France is", max_tokens=16, temperature=0)
             show("speculative", r)
             print(f"  same greedy text as without: {r.text == plain}")
             await llm.generate("1 2 3 4 1 2 3 4 1 2 3 4 1 2 3 4", max_tokens=32, temperature=0)
             m = await llm.metrics()
-            drafts = m.value("vllm:spec_decode_num_draft_tokens_total")
-            accepted = m.value("vllm:spec_decode_num_accepted_tokens_total")
+            drafts = m.value(f"{args.engine}:spec_decode_num_draft_tokens_total")
+            accepted = m.value(f"{args.engine}:spec_decode_num_accepted_tokens_total")
             print(f"  draft tokens proposed {drafts}, accepted {accepted}")
     print("\nall engines stopped.")
 

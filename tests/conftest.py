@@ -9,14 +9,12 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import unillm
-from unillm.testing.engines import cpu_launch_settings
+from unillm.testing.engines import RunningEngine, cpu_launch_settings
 from unillm.testing.tiny_model import TinyModel, build_tiny_model
 
 
@@ -30,18 +28,6 @@ def tiny() -> TinyModel:
     return build_tiny_model()
 
 
-@dataclass(frozen=True)
-class Server:
-    """A running engine: where it is and how to reach it."""
-
-    base_url: str
-    api_key: str | None
-    launch: unillm.Launch
-
-    def connect(self, **kwargs: Any) -> unillm.LLM:
-        return unillm.connect("vllm", self.base_url, api_key=self.api_key, **kwargs)
-
-
 @pytest.fixture(scope="session")
 def workdir() -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="unillm-tests-") as d:
@@ -49,7 +35,7 @@ def workdir() -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session")
-def vllm_server(tiny: TinyModel, workdir: Path) -> Iterator[Server]:
+def vllm_server(tiny: TinyModel, workdir: Path) -> Iterator[RunningEngine]:
     """vLLM with the tiny model, the 'sql' LoRA at launch, and runtime LoRA loading on."""
     launch = unillm.launch(
         "vllm", **cpu_launch_settings("vllm", tiny, workdir / "main", lora={"sql": str(tiny.loras["sql"])},
@@ -57,11 +43,11 @@ def vllm_server(tiny: TinyModel, workdir: Path) -> Iterator[Server]:
         log_path=workdir / "vllm-main.log",
     )
     with launch.blocking():
-        yield Server(launch.base_url, launch.spec.key(), launch)
+        yield RunningEngine(launch)
 
 
 @pytest.fixture
-async def llm(vllm_server: Server) -> AsyncIterator[unillm.LLM]:
+async def llm(vllm_server: RunningEngine) -> AsyncIterator[unillm.LLM]:
     async with vllm_server.connect() as client:
         yield client
 

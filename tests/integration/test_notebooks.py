@@ -6,14 +6,17 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import Server
 from nbclient import NotebookClient
+
+from unillm.testing.engines import RunningEngine
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 @pytest.mark.engine
-def test_quickstart_notebook_runs_against_vllm(vllm_server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_quickstart_notebook_runs_against_vllm(
+    vllm_server: RunningEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("UNILLM_BASE_URL", vllm_server.base_url)
     monkeypatch.setenv("UNILLM_API_KEY", vllm_server.api_key or "")
     nb = nbformat.read(NOTEBOOKS / "quickstart.ipynb", as_version=4)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from conftest import Server
 
 import unillm
+from unillm.testing.engines import RunningEngine
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 
@@ -38,13 +38,13 @@ async def test_max_tokens_beyond_the_context_is_an_invalid_request(llm: unillm.L
         await llm.generate("x", max_tokens=100_000)
 
 
-async def test_unknown_model_is_unknown_model(vllm_server: Server) -> None:
+async def test_unknown_model_is_unknown_model(vllm_server: RunningEngine) -> None:
     async with vllm_server.connect(model="no-such-model") as llm:
         with pytest.raises(unillm.UnknownModel, match="no-such-model"):
             await llm.generate("x", max_tokens=4)
 
 
-async def test_a_wrong_api_key_is_unauthorized(vllm_server: Server) -> None:
+async def test_a_wrong_api_key_is_unauthorized(vllm_server: RunningEngine) -> None:
     async with unillm.connect("vllm", vllm_server.base_url, api_key="wrong") as llm:
         with pytest.raises(unillm.Unauthorized) as caught:
             await llm.generate("x", max_tokens=4)

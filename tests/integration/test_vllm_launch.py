@@ -6,15 +6,16 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
 import pytest
-from conftest import Server
 
 import unillm
-from unillm.testing.engines import cpu_launch_settings
+from unillm.testing.engines import RunningEngine, cpu_launch_settings
 from unillm.testing.tiny_model import TinyModel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
@@ -34,7 +35,7 @@ def processes_mentioning(marker: str) -> list[int]:
 
 
 async def test_ngram_speculative_decoding_gives_the_same_greedy_text(
-    vllm_server: Server, tiny: TinyModel, workdir: Path
+    vllm_server: RunningEngine, tiny: TinyModel, workdir: Path
 ) -> None:
     prompts = ["The quick brown fox", "1 2 3 4 1 2 3 4 1 2 3 4"]
     async with vllm_server.connect() as plain:
@@ -64,7 +65,7 @@ async def test_a_bad_model_path_fails_the_launch_with_the_log_tail(
     assert any("nonexistent" in line for line in error.log_tail)
 
 
-async def test_the_api_key_never_appears_in_the_rendered_command(vllm_server: Server) -> None:
+async def test_the_api_key_never_appears_in_the_rendered_command(vllm_server: RunningEngine) -> None:
     rendered = vllm_server.launch.command().render()
     assert vllm_server.api_key
     assert vllm_server.api_key not in rendered
@@ -95,8 +96,15 @@ async def test_launch_then_cancel_twenty_times_leaves_no_process(
     assert processes_mentioning(marker) == []
 
 
+def wait_until(condition: Callable[[], bool], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"still not true after {seconds}s"
+        time.sleep(0.2)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
-async def test_killing_the_launching_process_takes_the_engine_down(
+def test_killing_the_launching_process_takes_the_engine_down(
     tiny: TinyModel, workdir: Path, sig: signal.Signals
 ) -> None:
     marker = f"orphan-{sig.name}-{uuid.uuid4().hex[:8]}"
@@ -106,14 +114,10 @@ async def test_killing_the_launching_process_takes_the_engine_down(
            *(f"--env={k}={v}" for k, v in settings["env"].items()), "--", "--enforce-eager"]
     parent = subprocess.Popen(cli, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        with anyio.fail_after(60):
-            while not [p for p in processes_mentioning(marker) if p != parent.pid]:
-                await anyio.sleep(0.2)
+        wait_until(lambda: bool(set(processes_mentioning(marker)) - {parent.pid}), 60)
         parent.send_signal(sig)
         parent.wait(timeout=30)
-        with anyio.fail_after(30):
-            while processes_mentioning(marker):
-                await anyio.sleep(0.2)
+        wait_until(lambda: not processes_mentioning(marker), 30)
     finally:
         parent.kill()
         for pid in processes_mentioning(marker):

@@ -1,0 +1,265 @@
+"""mlx-lm inside the test process, through unillm.launch(..., in_process=True), with the tiny model.
+
+The model has random weights: every constrained answer below is valid only because unillm's
+llguidance processor constrains decoding.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import time
+from typing import Any, Literal
+
+import anyio
+import jsonschema
+import pytest
+from pydantic import BaseModel, Field
+
+import unillm
+from unillm.testing.tiny_model import TinyModel
+
+pytestmark = [pytest.mark.anyio, pytest.mark.engine]
+PROMPT = "The capital of France is"
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "nested": {"type": "object", "properties": {"user": {"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 8},
+        "address": {"type": "object", "properties": {"zip": {"type": "string", "pattern": "^[0-9]{5}$"}},
+                    "required": ["zip"], "additionalProperties": False}},
+        "required": ["name", "address"], "additionalProperties": False}},
+        "required": ["user"], "additionalProperties": False},
+    "arrays": {"type": "object", "properties": {
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 5}, "minItems": 1, "maxItems": 3},
+        "scores": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9},
+                   "minItems": 2, "maxItems": 2}},
+        "required": ["tags", "scores"], "additionalProperties": False},
+    "enums": {"type": "object", "properties": {"color": {"enum": ["red", "green", "blue"]},
+                                               "size": {"type": "string", "enum": ["S", "M", "L"]},
+                                               "ok": {"type": "boolean"}},
+              "required": ["color", "size", "ok"], "additionalProperties": False},
+    "integer_bounds": {"type": "object", "properties": {
+        "n": {"type": "integer", "minimum": 10, "maximum": 99},
+        "k": {"type": "integer", "minimum": -5, "maximum": 5},
+        "big": {"type": "integer", "exclusiveMinimum": 1000, "maximum": 1010}},
+        "required": ["n", "k", "big"], "additionalProperties": False},
+    "optional_and_null": {"type": "object", "properties": {
+        "note": {"anyOf": [{"type": "string", "maxLength": 4}, {"type": "null"}]},
+        "rank": {"type": "integer", "minimum": 1, "maximum": 3}},
+        "required": ["note"], "additionalProperties": False},
+}
+
+
+class Ticket(BaseModel):
+    priority: Literal["low", "normal", "urgent"]
+    eta_days: int = Field(ge=0, le=30)
+    tags: list[Literal["a", "b"]] = Field(max_length=2)
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+async def test_mlx_inproc_json_schema_answers_validate(name: str, inproc_settings: dict[str, Any]) -> None:
+    schema = SCHEMAS[name]
+    async with unillm.launch("mlx", **inproc_settings) as llm:
+        for prompt in (PROMPT, "Answer in JSON:"):
+            r = await llm.generate(prompt, output=schema, max_tokens=120, temperature=0)
+            assert r.finish_reason == "stop", r.text
+            jsonschema.validate(json.loads(r.text), schema)
+            assert r.parsed == json.loads(r.text)
+
+
+async def test_mlx_inproc_pydantic_output_parses_even_when_sampling(inproc_settings: dict[str, Any]) -> None:
+    async with unillm.launch("mlx", **inproc_settings) as llm:
+        for seed in range(3):
+            r = await llm.generate("New ticket:", output=Ticket, max_tokens=80, temperature=1.0, seed=seed)
+            assert isinstance(r.parsed, Ticket)
+
+
+async def test_mlx_inproc_regex_matches_in_full(inproc_settings: dict[str, Any]) -> None:
+    pattern = r"20\d{2}-[01]\d-[0-3]\d"
+    async with unillm.launch("mlx", **inproc_settings) as llm:
+        r = await llm.generate("Due date:", output=unillm.Regex(pattern), max_tokens=16)
+        chat = await llm.generate(messages=[{"role": "user", "content": "code?"}],
+                                  output=unillm.Regex(r"[A-Z]{3}-[0-9]{3}"), max_tokens=16)
+    assert re.fullmatch(pattern, r.text) and r.finish_reason == "stop"
+    assert re.fullmatch(r"[A-Z]{3}-[0-9]{3}", chat.text)
+
+
+async def test_mlx_inproc_choice_is_one_of_the_options(inproc_settings: dict[str, Any]) -> None:
+    options = ["yes", "no", "later, maybe"]
+    async with unillm.launch("mlx", **inproc_settings) as llm:
+        for temperature in (0.0, 1.5):
+            r = await llm.generate("Ship it?", output=unillm.Choice(options), max_tokens=8,
+                                   temperature=temperature, seed=7)
+            assert r.text in options and r.parsed == r.text
+
+
+@pytest.mark.parametrize("grammar", [
+    unillm.Grammar('root ::= "(" expr ")"\nexpr ::= num | num "+" expr\nnum ::= [0-9] | [1-9] [0-9]'),
+    unillm.Grammar('start: "(" expr ")"\nexpr: NUM | NUM "+" expr\nNUM: /[0-9]|[1-9][0-9]/', syntax="lark"),
+])
+async def test_mlx_inproc_grammar_output_follows_the_grammar(
+    grammar: unillm.Grammar, inproc_settings: dict[str, Any]
+) -> None:
+    async with unillm.launch("mlx", **inproc_settings) as llm:
+        r = await llm.generate("Sum:", output=grammar, max_tokens=40)
+    inner = re.fullmatch(r"\((.*)\)", r.text)
+    assert inner, r.text
+    assert all(re.fullmatch(r"[0-9]|[1-9][0-9]", n) for n in inner.group(1).split("+"))
+
+
+async def test_mlx_inproc_event_loop_keeps_ticking_while_generating(inproc_settings: dict[str, Any]) -> None:
+    ticks: list[float] = []
+
+    async def ticker() -> None:
+        while True:
+            ticks.append(time.perf_counter())
+            await anyio.sleep(0.01)
+
+    async with unillm.launch("mlx", **inproc_settings) as llm:
+        await llm.generate("warm up", max_tokens=2)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ticker)
+            started = time.perf_counter()
+            r = await llm.generate(PROMPT, max_tokens=400, output=unillm.Regex("[a-z ]{400}"))
+            deltas = [d async for d in llm.stream(PROMPT, max_tokens=400)]
+            elapsed = time.perf_counter() - started
+            tg.cancel_scope.cancel()
+    gaps = [b - a for a, b in itertools.pairwise(ticks)]
+    assert re.fullmatch("[a-z ]{400}", r.text) and len(deltas) > 200
+    # Blocking the loop for one whole generation would leave a gap of ~elapsed/2 (>0.5 s here).
+    assert max(gaps) < 0.2, (max(gaps), elapsed)
+    assert len(ticks) > elapsed / 0.01 * 0.3, (len(ticks), elapsed)
+
+
+async def test_mlx_inproc_stream_delivers_tokens_as_they_come(inproc_settings: dict[str, Any]) -> None:
+    async with unillm.launch("mlx", **inproc_settings) as llm:
+        whole = await llm.generate(PROMPT, max_tokens=64)
+        arrivals: list[float] = []
+        texts: list[str] = []
+        async with llm.stream(PROMPT, max_tokens=64) as s:
+            async for d in s:
+                arrivals.append(time.perf_counter())
+                texts.append(d.text)
+        last = d
+    assert "".join(texts) == whole.text and len(arrivals) > 32
+    assert last.usage is not None and last.usage.completion_tokens == 64 and last.finish_reason == "length"
+    assert last.timings is not None and last.timings.first_token_s is not None
+    assert last.timings.first_token_s < last.timings.total_s
+
+
+async def test_mlx_inproc_leaving_a_stream_early_stops_it_and_the_engine_goes_on(
+    inproc_settings: dict[str, Any]
+) -> None:
+    async with unillm.launch("mlx", **inproc_settings) as llm:
+        async with llm.stream(PROMPT, max_tokens=500) as s:
+            async for _ in s:
+                break
+        r = await llm.generate(PROMPT, max_tokens=4)
+    assert r.usage.completion_tokens == 4
+
+
+async def test_mlx_inproc_lora_by_name_and_at_runtime_change_greedy_output(
+    tiny: TinyModel, inproc_settings: dict[str, Any]
+) -> None:
+    async with unillm.launch("mlx", **inproc_settings) as llm:
+        base = await llm.generate(PROMPT, max_tokens=16)
+        sql = await llm.generate(PROMPT, max_tokens=16, lora="sql")
+        await llm.adapters.load("poem", str(tiny.loras["poem"]))
+        assert {a.name for a in await llm.adapters.list()} == {"sql", "poem"}
+        poem = await llm.generate(PROMPT, max_tokens=16, lora="poem")
+        sql_constrained = await llm.generate(PROMPT, max_tokens=40, lora="sql", output=SCHEMAS["enums"])
+        await llm.adapters.unload("poem")
+        with pytest.raises(unillm.UnknownAdapter):
+            await llm.generate(PROMPT, max_tokens=4, lora="poem")
+        again = await llm.generate(PROMPT, max_tokens=16)
+    assert len({base.text, sql.text, poem.text}) == 3 and again.text == base.text
+    jsonschema.validate(json.loads(sql_constrained.text), SCHEMAS["enums"])
+
+
+async def test_mlx_inproc_matches_the_server_for_base_and_lora(
+    mlx_server: Any, inproc_settings: dict[str, Any]
+) -> None:
+    async with unillm.launch("mlx", **inproc_settings) as local, mlx_server.connect() as remote:
+        for lora in (None, "sql"):
+            options: dict[str, Any] = {"max_tokens": 16, "temperature": 0}
+            if lora:
+                options["lora"] = lora
+            mine, theirs = await local.generate(PROMPT, **options), await remote.generate(PROMPT, **options)
+            assert mine.text == theirs.text
+
+
+async def test_mlx_inproc_draft_speculation_keeps_greedy_and_constrained_output(
+    tiny: TinyModel, inproc_settings: dict[str, Any]
+) -> None:
+    spec = unillm.Speculative(method="draft", draft_model=str(tiny.path), num_tokens=3)
+    async with unillm.launch("mlx", **inproc_settings) as plain, \
+            unillm.launch("mlx", **inproc_settings, speculative=spec) as fast:
+        for output in (None, SCHEMAS["integer_bounds"], unillm.Regex(r"[a-z ]{5,20}")):
+            want = await plain.generate(PROMPT, output=output, max_tokens=40)
+            got = await fast.generate(PROMPT, output=output, max_tokens=40)
+            assert got.text == want.text
+        accepted = (await fast.metrics()).value("mlx:spec_decode_num_accepted_tokens_total")
+        assert accepted is not None and accepted > 0  # the draft did propose the tokens
+        assert (await plain.metrics()).value("mlx:spec_decode_num_accepted_tokens_total") == 0
+
+
+async def test_mlx_inproc_metrics_count_requests_and_tokens(inproc_settings: dict[str, Any]) -> None:
+    async with unillm.launch("mlx", **inproc_settings) as llm:
+        r = await llm.generate(PROMPT, max_tokens=5)
+        m = await llm.metrics()
+    assert m.value("mlx:requests_total") == 1 and m.value("mlx:generation_tokens_total") == 5
+    assert m.value("mlx:prompt_tokens_total") == r.usage.prompt_tokens
+    assert m.value("mlx:num_requests_running") == 0
+
+
+async def test_mlx_inproc_capabilities_mark_constraints_as_provided_by_unillm(
+    inproc_settings: dict[str, Any]
+) -> None:
+    async with unillm.launch("mlx", **inproc_settings) as llm:
+        caps = await llm.capabilities()
+    assert caps.version is not None and caps.version.endswith("+in-process")
+    for feature in (unillm.Feature.JSON_SCHEMA, unillm.Feature.REGEX, unillm.Feature.CHOICE,
+                    unillm.Feature.GRAMMAR, unillm.Feature.GRAMMAR_LARK):
+        assert caps.support(feature).level == "emulated"
+
+
+async def test_mlx_inproc_sampling_options_logprobs_n_and_stop(inproc_settings: dict[str, Any]) -> None:
+    async with unillm.launch("mlx", **inproc_settings) as llm:
+        r = await llm.generate(PROMPT, max_tokens=6, logprobs=True, top_logprobs=3)
+        many = await llm.generate(PROMPT, max_tokens=8, n=3, temperature=1.0, seed=1, top_k=20, min_p=0.01)
+        sampled = await llm.generate(PROMPT, max_tokens=8, temperature=0.9, top_p=0.9, seed=3,
+                                     repetition_penalty=1.2, presence_penalty=0.5, frequency_penalty=0.5)
+        plain = await llm.generate(PROMPT, max_tokens=20)
+        stop = plain.text[5:8]
+        stopped = await llm.generate(PROMPT, max_tokens=20, stop=[stop])
+    assert r.logprobs is not None and len(r.logprobs) == 6
+    assert all(len(t.top) == 3 and t.top[0].logprob >= t.top[-1].logprob for t in r.logprobs)
+    assert [c.index for c in many.choices] == [0, 1, 2] and many.usage.completion_tokens == 24
+    assert sampled.usage.completion_tokens == 8
+    assert stopped.finish_reason == "stop" and stopped.text == plain.text[:plain.text.find(stop)]
+
+
+async def test_mlx_inproc_errors_are_typed(inproc_settings: dict[str, Any]) -> None:
+    async with unillm.launch("mlx", **inproc_settings) as llm:
+        with pytest.raises(unillm.InvalidRequest, match="regex"):
+            await llm.generate("x", output=unillm.Regex("(("), max_tokens=4)
+        with pytest.raises(unillm.InvalidRequest, match="grammar"):
+            await llm.generate("x", output=unillm.Grammar("root ::= undefined_rule"), max_tokens=4)
+        with pytest.raises(unillm.InvalidRequest, match="unsupported field"):
+            await llm.generate("x", max_tokens=4, extra_body={"no_such_field": 1})
+        with pytest.raises(unillm.UnknownAdapter):
+            await llm.generate("x", max_tokens=4, lora="missing")
+    async with unillm.launch("mlx", **inproc_settings, max_model_len=16) as llm:
+        with pytest.raises(unillm.InvalidRequest, match="max_model_len"):
+            await llm.generate(PROMPT, max_tokens=32)
+    async with unillm.launch("mlx", model="/nonexistent/model", in_process=True) as llm:
+        with pytest.raises(unillm.UnknownModel):
+            await llm.generate("x", max_tokens=2)
+
+
+async def test_mlx_inproc_refuses_launch_settings_it_cannot_honour(tiny: TinyModel) -> None:
+    with pytest.raises(unillm.UnsupportedFeature, match="parallel"):
+        async with unillm.launch("mlx", model=str(tiny.path), in_process=True,
+                                 parallel=unillm.Parallel(tensor=2)):
+            pass

@@ -1,0 +1,315 @@
+"""MLX adapter for unillm: mlx-lm as a server (``mlx_lm.server``) or inside your process.
+
+    async with unillm.launch("mlx", model="/models/qwen-4bit") as llm: ...            # a server
+    async with unillm.launch("mlx", model="/models/qwen-4bit", in_process=True) as llm:
+        r = await llm.generate("Date?", output=unillm.Regex(r"\\d{4}-\\d{2}-\\d{2}"))  # constrained
+
+Server mode speaks mlx_lm.server's OpenAI API and handles its quirks: per-request adapters only
+apply with an explicit model path (``lora="name"`` sends both), a draft model needs the prompt
+cache off, and constrained output is refused (the server silently ignores it). In-process mode
+answers the same API from mlx-lm inside this process, with constraints enforced during decoding
+by llguidance; its discovery reports the version ``<mlx-lm version>+in-process``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from unillm.adapter import EngineInfo, EngineInstall, HttpCall
+from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsupported
+from unillm.errors import UnillmError, UnknownAdapter, UnsupportedFeature
+from unillm.launch_spec import LaunchCommand, LaunchSpec
+from unillm.openai_compat import OpenAICompatAdapter, error_for_status, error_message
+from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
+from unillm.results import AdapterInfo
+
+if TYPE_CHECKING:
+    import httpx
+
+    from unillm_mlx.peft import convert_peft_adapter as convert_peft_adapter
+    from unillm_mlx.peft import is_peft_adapter as is_peft_adapter
+
+__all__ = ["IN_PROCESS_SUFFIX", "MLXAdapter", "convert_peft_adapter", "is_in_process", "is_peft_adapter"]
+
+MLX_VERSION = "0.32.4"
+MLX_LM_VERSION = "0.32.2"
+GRAMMAR_ENGINE = "llguidance>=1.9,<2"
+IN_PROCESS_SUFFIX = "+in-process"
+DEFAULT_MODEL = "default_model"  # mlx_lm.server's name for the model given by --model
+_IN_PROCESS_HINT = ('Run MLX in-process, where unillm enforces it: '
+                    'unillm.launch("mlx", model=..., in_process=True)')
+_CONSTRAINTS = (Feature.JSON_SCHEMA, Feature.REGEX, Feature.CHOICE, Feature.GRAMMAR, Feature.GRAMMAR_LARK)
+_COMMON = (Feature.COMPLETION, Feature.CHAT, Feature.STREAM, Feature.LORA, Feature.TOP_K, Feature.MIN_P,
+           Feature.REPETITION_PENALTY, Feature.PRESENCE_PENALTY, Feature.FREQUENCY_PENALTY, Feature.SEED,
+           Feature.STOP, Feature.SPEC_DRAFT)
+_SINGLE_DEVICE = unsupported("mlx-lm runs a model on one device", "Use vLLM or SGLang to split a model")
+_DRAFT_ONLY = unsupported("mlx-lm only speculates with a draft model",
+                          'Use unillm.Speculative(method="draft", draft_model=..., num_tokens=k)')
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("convert_peft_adapter", "is_peft_adapter"):
+        from unillm_mlx import peft
+
+        return getattr(peft, name)
+    raise AttributeError(f"module 'unillm_mlx' has no attribute {name!r}")
+
+
+def is_in_process(version: str | None) -> bool:
+    """True for the version string that unillm's in-process MLX engine reports."""
+    return bool(version) and str(version).endswith(IN_PROCESS_SUFFIX)
+
+
+class MLXAdapter(OpenAICompatAdapter):
+    """mlx-lm: ``mlx_lm.server`` (server mode) or mlx-lm in this process (``in_process=True``).
+
+    ``unillm.launch`` binds the adapter to its launch settings (model path, LoRA names). To use
+    LoRA names with a server you did not start, bind them yourself::
+
+        llm = unillm.LLM(MLXAdapter(model_path="/m", loras={"sql": "/a/sql"}), "http://127.0.0.1:8080")
+    """
+
+    name = "mlx"
+    display_name = "MLX"
+    engine_module = "mlx_lm"
+
+    def __init__(self, *, model_path: str | None = None, loras: Mapping[str, str] | None = None) -> None:
+        self.model_path = model_path
+        self.loras = dict(loras or {})
+
+    def bind(self, spec: LaunchSpec) -> MLXAdapter:
+        """This adapter, knowing the launched model path and LoRA names."""
+        return MLXAdapter(model_path=spec.model, loras=spec.lora)
+
+    def modes(self) -> dict[str, str | None]:
+        """Capability-table columns: the server, and the engine inside your process."""
+        return {"MLX": None, "MLX in-proc": MLX_LM_VERSION + IN_PROCESS_SUFFIX}
+
+    # -- capabilities ----------------------------------------------------------------------
+    def capabilities(self, version: str | None = None) -> Capabilities:
+        features: dict[Feature, Support] = {f: NATIVE for f in _COMMON}
+        if is_in_process(version):
+            by_unillm = Support(level="emulated", why="enforced during decoding by unillm (llguidance)")
+            features.update({f: by_unillm for f in _CONSTRAINTS})
+            features[Feature.N] = Support(level="emulated", why="unillm generates the answers one by one")
+            features[Feature.LOGPROBS] = NATIVE
+            features[Feature.LORA_RUNTIME] = Support(level="emulated",
+                                                     why="unillm loads mlx-lm adapters by name")
+        else:
+            refused = unsupported("mlx_lm.server has no constrained decoding (it silently ignores "
+                                  "response_format)", _IN_PROCESS_HINT)
+            features.update({f: refused for f in _CONSTRAINTS})
+            features[Feature.N] = unsupported("mlx_lm.server ignores n",
+                                              "Send n requests, or run MLX in-process (in_process=True)")
+            features[Feature.LOGPROBS] = unsupported(
+                "mlx_lm.server reports logprobs without the token text and top_logprobs unsorted",
+                "Run MLX in-process (in_process=True)")
+            features[Feature.LORA_RUNTIME] = unsupported(
+                "mlx_lm.server has no adapter endpoints",
+                "Pass lora={name: path} to unillm.launch, or run MLX in-process (in_process=True)")
+        for f in (Feature.SPEC_NGRAM, Feature.SPEC_EAGLE, Feature.SPEC_MTP):
+            features[f] = _DRAFT_ONLY
+        for f in (Feature.TENSOR_PARALLEL, Feature.PIPELINE_PARALLEL, Feature.DATA_PARALLEL,
+                  Feature.EXPERT_PARALLEL):
+            features[f] = _SINGLE_DEVICE
+        return Capabilities(engine=self.name, version=version, features=features)
+
+    # -- discovery -------------------------------------------------------------------------
+    def discovery(self) -> Mapping[str, HttpCall]:
+        return {"models": HttpCall("GET", "/v1/models"), "version": HttpCall("GET", "/version")}
+
+    def parse_info(self, answers: Mapping[str, Any], model: str | None) -> EngineInfo:
+        # mlx_lm.server has no /version (None = server mode); its /v1/models may be an empty body.
+        answer = answers.get("version")
+        version = answer.get("version") if isinstance(answer, Mapping) else None
+        return EngineInfo(engine=self.name, model=model or self.model_path or DEFAULT_MODEL,
+                          version=str(version) if version else None)
+
+    # -- requests --------------------------------------------------------------------------
+    def model_field(self, request: Request, info: EngineInfo) -> str:
+        """The served model; with a LoRA, the model *path* (the server ignores adapters otherwise)."""
+        if request.lora is None or is_in_process(info.version):
+            return info.model
+        path = self.model_path or (info.model if info.model != DEFAULT_MODEL else None)
+        if path is None:
+            raise UnsupportedFeature(
+                self.name, Feature.LORA.value,
+                why="mlx_lm.server applies per-request adapters only with an explicit model path",
+                alternative="Pass model=<the server's --model path> to unillm.connect, or use "
+                            "unillm.LLM(MLXAdapter(model_path=..., loras={...}), url)")
+        return path
+
+    def extra_sampling(self, request: Request) -> dict[str, Any]:
+        return {k: v for k in ("top_k", "min_p", "repetition_penalty")
+                if (v := getattr(request, k)) is not None}
+
+    def constraint_fields(self, output: Constraint, info: EngineInfo) -> dict[str, Any]:
+        # Only reached in-process: capabilities refuse constraints in server mode before this.
+        value: Any
+        if isinstance(output, JsonSchema):
+            key, value = "json", dict(output.schema)
+        elif isinstance(output, Regex):
+            key, value = "regex", output.pattern
+        elif isinstance(output, Choice):
+            key, value = "choice", list(output.options)
+        else:
+            assert isinstance(output, Grammar)
+            key, value = ("lark" if output.syntax == "lark" else "grammar"), output.text
+        return {"structured_outputs": {key: value}}
+
+    def build(self, request: Request, info: EngineInfo) -> HttpCall:
+        call = super().build(request, info)
+        body = dict(call.json or {})
+        if request.logprobs and call.path.endswith("/completions") and "prompt" in body:
+            body["logprobs"] = True  # mlx validates logprobs as a bool on both routes
+            if request.top_logprobs is not None:
+                body["top_logprobs"] = request.top_logprobs
+        if request.lora is not None:
+            body["adapters"] = self._adapter_field(request.lora, info)
+        return HttpCall(call.method, call.path, body, call.stream)
+
+    def _adapter_field(self, lora: str, info: EngineInfo) -> str:
+        if is_in_process(info.version):
+            return lora  # the in-process engine resolves names (and paths) itself
+        path = self.loras.get(lora) or (lora if _looks_like_path(lora) else None)
+        if path is None:
+            known = ", ".join(sorted(self.loras)) or "none"
+            raise UnknownAdapter(
+                f"mlx: no LoRA adapter named {lora!r} (known: {known}). mlx_lm.server has no adapter "
+                "names: pass lora={name: path} to unillm.launch, or lora=<adapter path>",
+                engine=self.name, status=None, engine_message="")
+        return path
+
+    def parse_error(
+        self, status: int, body: bytes, request: Request | None, info: EngineInfo | None
+    ) -> UnillmError:
+        message = error_message(body)
+        if status == 404 and request is not None and request.lora is not None:
+            return UnknownAdapter(
+                f"mlx answered 404: {message}. Name adapters at launch (lora={{name: path}}; in-process "
+                "also llm.adapters.load(name, path)); mlx_lm.server needs mlx-lm's layout "
+                "(unillm_mlx.convert_peft_adapter converts PEFT adapters)",
+                engine=self.name, status=status, engine_message=message)
+        return error_for_status(self.name, status, message, request)
+
+    # -- LoRA at runtime (in-process engine only) --------------------------------------------
+    def load_lora(self, name: str, path: str) -> HttpCall:
+        return HttpCall("POST", "/v1/load_lora_adapter", {"lora_name": name, "lora_path": path})
+
+    def unload_lora(self, name: str) -> HttpCall:
+        return HttpCall("POST", "/v1/unload_lora_adapter", {"lora_name": name})
+
+    def list_loras(self) -> HttpCall:
+        return HttpCall("GET", "/v1/models")
+
+    def parse_loras(self, body: Any) -> list[AdapterInfo]:
+        return [AdapterInfo(name=m["id"], path=m.get("root"))
+                for m in (body or {}).get("data", []) if m.get("parent")]
+
+    def lora_error(self, status: int, body: bytes, info: EngineInfo | None) -> UnillmError:
+        if info is None or not is_in_process(info.version):
+            return UnsupportedFeature(
+                self.name, Feature.LORA_RUNTIME.value, version=info.version if info else None,
+                why="mlx_lm.server has no adapter endpoints",
+                alternative="Pass lora={name: path} to unillm.launch, or run MLX in-process")
+        return self.parse_error(status, body, None, info)
+
+    # -- launch ----------------------------------------------------------------------------
+    def install(self, *, gpu: bool) -> EngineInstall:
+        if sys.platform == "darwin":
+            mlx = f"mlx=={MLX_VERSION}"  # Metal is built in on Apple Silicon
+        else:
+            mlx = f"mlx[{'cuda' if gpu else 'cpu'}]=={MLX_VERSION}"
+        return EngineInstall(packages=(mlx, f"mlx-lm=={MLX_LM_VERSION}", GRAMMAR_ENGINE))
+
+    def command(self, spec: LaunchSpec) -> LaunchCommand:
+        refuse_unsupported(spec)
+        argv = [spec.python or "python", "-m", "mlx_lm", "server", "--model", spec.model,
+                "--host", spec.host]
+        if spec.port is not None:
+            argv += ["--port", str(spec.port)]
+        if spec.max_num_seqs is not None:
+            argv += ["--decode-concurrency", str(spec.max_num_seqs)]
+        no_prompt_cache = spec.prefix_caching is False
+        if spec.speculative is not None:
+            assert spec.speculative.draft_model is not None  # Speculative validates "draft"
+            argv += ["--draft-model", spec.speculative.draft_model,
+                     "--num-draft-tokens", str(spec.speculative.num_tokens)]
+            no_prompt_cache = True  # with a draft model, a prompt-cache hit gives wrong greedy output
+        if no_prompt_cache:
+            argv += ["--prompt-cache-size", "0"]
+        env: dict[str, str] = {}
+        if _looks_like_path(spec.model):
+            # A local model needs no hub: offline keeps unknown-model errors fast, and an existing
+            # HF_HUB_CACHE keeps /v1/models from answering an empty body. spec.env overrides both.
+            env = {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": spec.model}
+        argv += spec.extra_args
+        return LaunchCommand(argv=argv, env=env, health_path="/health")
+
+    def in_process(self, spec: LaunchSpec) -> httpx.AsyncBaseTransport:
+        """mlx-lm inside this process, answering this adapter's HTTP API (needs unillm-mlx[inprocess])."""
+        try:
+            from unillm_mlx.inprocess import InProcessTransport
+        except ImportError as e:
+            raise UnsupportedFeature(
+                self.name, "in-process mode", why=f"mlx-lm is not importable here ({e})",
+                alternative="pip install 'unillm-mlx[inprocess]'") from None
+        return InProcessTransport(spec)
+
+
+def refuse_unsupported(spec: LaunchSpec, *, in_process: bool = False) -> None:
+    """Raise UnsupportedFeature for launch settings mlx-lm (server or in-process) cannot honour."""
+
+    def no(setting: str, why: str, alternative: str = "") -> UnsupportedFeature:
+        return UnsupportedFeature("mlx", setting, why=why, alternative=alternative)
+
+    p = spec.parallel
+    if p.tensor > 1 or p.pipeline > 1 or p.data > 1 or p.expert:
+        raise no("parallel", "mlx-lm runs one model on one device",
+                 "Drop parallel=, or use vLLM / SGLang")
+    if spec.speculative is not None and spec.speculative.method != "draft":
+        raise no(f"speculative method {spec.speculative.method!r}",
+                 "mlx-lm only speculates with a draft model", _DRAFT_ONLY.alternative)
+    unsupported_settings = {
+        "dtype": "mlx-lm uses the dtype stored in the model",
+        "memory_fraction": "mlx-lm has no memory-fraction setting",
+        "quantization": "mlx-lm quantizes when converting, not at launch "
+                        "(mlx_lm.convert --hf-path ... -q), then launch the converted folder",
+        "max_lora_rank": "mlx-lm reads the rank from each adapter's config",
+    }
+    if not in_process:  # the in-process engine honours these itself
+        unsupported_settings.update({
+            "served_name": "mlx_lm.server serves the model under its path (or 'default_model')",
+            "max_model_len": "mlx_lm.server has no context-length setting",
+            "max_loras": "mlx_lm.server loads one adapter at a time (switching reloads the model)",
+        })
+    for setting, why in unsupported_settings.items():
+        if getattr(spec, setting) is not None:
+            raise no(setting, why, f"Drop {setting}=")
+    if in_process:
+        if spec.prefix_caching:
+            raise no("prefix_caching", "the in-process engine keeps no prompt cache", "Drop prefix_caching=")
+        return
+    if spec.runtime_lora:
+        raise no("runtime_lora", "mlx_lm.server has no adapter endpoints",
+                 "Pass lora={name: path} at launch, or run MLX in-process (in_process=True)")
+    key = spec.key()
+    if key and not _is_loopback(spec.host):
+        raise no("api_key", "mlx_lm.server has no authentication, so the key would not protect "
+                 f"{spec.host}", "Bind 127.0.0.1, or put an authenticating proxy in front")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _looks_like_path(value: str) -> bool:
+    return value.startswith(("/", "./", "../", "~"))

@@ -1,0 +1,51 @@
+"""Fixtures of the SGLang tests: a real SGLang server on this CPU machine, launched once.
+
+``sglang_server`` (session) starts SGLang 0.5.23 through ``unillm.launch`` with the tiny model,
+from the CPU env that ``cpu_env.py`` builds (cached; ~5 min the first time). It yields an
+:class:`SGLangServer` with ``base_url``, ``api_key`` and ``connect()``. A missing or broken
+engine is an error, never a skip.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import cpu_env
+import pytest
+from sglang_fixtures import SGLangServer
+
+import unillm
+from unillm.testing.tiny_model import TinyModel, build_tiny_model
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def sglang_tiny() -> TinyModel:
+    return build_tiny_model()
+
+
+@pytest.fixture(scope="session")
+def sglang_workdir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="unillm-sglang-tests-") as d:
+        yield Path(d)
+
+
+@pytest.fixture(scope="session")
+def sglang_server(sglang_tiny: TinyModel, sglang_workdir: Path) -> Iterator[SGLangServer]:
+    """SGLang on the CPU with the tiny model (served as "tiny"), an API key, float32."""
+    launch = unillm.launch("sglang", **cpu_env.launch_settings(sglang_tiny.path, sglang_workdir),
+                           log_path=sglang_workdir / "sglang.log")
+    with launch.blocking():
+        yield SGLangServer(launch)
+
+
+@pytest.fixture
+async def sglang_llm(sglang_server: SGLangServer) -> AsyncIterator[unillm.LLM]:
+    async with sglang_server.connect() as llm:
+        yield llm

@@ -1,0 +1,63 @@
+"""Validate unillm's SGLang request bodies and launch argv with SGLang's own models.
+
+Runs INSIDE the SGLang env (``cpu_env.py``), so it imports SGLang itself; no GPU is needed for
+these modules. Reads ``{"name": {"kind": ..., "body" | "argv": ...}}`` as JSON on stdin and
+prints ``{"name": "ok" | "<why it was rejected>"}``.
+
+Kinds: ``generate`` (``/generate``: the ``sglang.api.v1`` wire contract, which rejects unknown
+sampling keys, and ``GenerateReqInput``), ``completions`` / ``chat`` (the OpenAI server's
+pydantic request models; every key must be a declared field), ``load_lora`` / ``unload_lora``
+(the msgspec request structs) and ``argv`` (``launch_server``'s argument parser).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from importlib import import_module
+from typing import Any
+
+
+def _sglang(module: str, name: str) -> Any:
+    return getattr(import_module(f"sglang.{module}"), name)
+
+
+def check(kind: str, case: dict[str, Any]) -> None:
+    if kind == "generate":
+        _sglang("api.v1.api_types", "GenerateRequest").from_json_value(case["body"])
+        _sglang("srt.managers.io_struct", "GenerateReqInput")(**case["body"])
+    elif kind in ("completions", "chat"):
+        name = "CompletionRequest" if kind == "completions" else "ChatCompletionRequest"
+        model = _sglang("srt.entrypoints.openai.protocol", name)
+        unknown = set(case["body"]) - set(model.model_fields)
+        if unknown:
+            raise ValueError(f"fields {sorted(unknown)} are not in {name}")
+        model.model_validate(case["body"])
+    elif kind in ("load_lora", "unload_lora"):
+        name = "LoadLoRAAdapterReqInput" if kind == "load_lora" else "UnloadLoRAAdapterReqInput"
+        # a keyword-only struct: unknown or missing fields raise TypeError
+        _sglang("srt.managers.io_struct", name)(**case["body"])
+    elif kind == "argv":
+        args = _sglang("srt.server_args", "prepare_server_args")(case["argv"])
+        for attr, want in case.get("expect", {}).items():
+            got = getattr(args, attr)
+            if got != want and str(got) != str(want):
+                raise ValueError(f"{attr}={got!r}, expected {want!r}")
+    else:
+        raise ValueError(f"unknown kind {kind!r}")
+
+
+def main() -> None:
+    cases = json.load(sys.stdin)
+    results = {}
+    for name, case in cases.items():
+        try:
+            check(case["kind"], case)
+            results[name] = "ok"
+        except BaseException as e:  # argparse exits (SystemExit): every rejection is a result
+            results[name] = f"{type(e).__name__}: {e}"[:1000]
+    json.dump(results, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""unillm's SGLang requests and launch commands, checked by SGLang's own request models and parser.
+
+Covers what cannot run on this CPU (LoRA, speculative decoding, parallelism) as well as
+everything else: each body the adapter builds is validated in the SGLang env by the installed
+package itself (``sglang.api.v1`` contract and ``GenerateReqInput`` for ``/generate``, the OpenAI
+server's pydantic models, the LoRA request structs), and each launch argv is parsed by
+``launch_server``'s own argument parser. See ``sglang_contract_check.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import cpu_env
+import pytest
+from pydantic import BaseModel, SecretStr
+from unillm_sglang import SGLangAdapter, SGLangInfo
+
+from unillm.launch_spec import LaunchSpec, Parallel, Speculative
+from unillm.options import Choice, Grammar, Regex, make_request
+
+pytestmark = pytest.mark.engine
+CHECKER = Path(__file__).with_name("sglang_contract_check.py")
+INFO = SGLangInfo(engine="sglang", model="base", version="0.5.23", served_names=("base",), lora_enabled=True)
+SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+ALL_SAMPLING: dict[str, Any] = {
+    "max_tokens": 8, "temperature": 0.7, "top_p": 0.9, "top_k": 20, "min_p": 0.05, "stop": ["\n", "END"],
+    "seed": 3, "presence_penalty": 0.1, "frequency_penalty": 0.2, "repetition_penalty": 1.1, "n": 2,
+}
+
+
+class Pet(BaseModel):
+    kind: str
+    age: int
+
+
+OUTPUTS: dict[str, Any] = {"json": SCHEMA, "pydantic": Pet, "regex": Regex(r"\d+"),
+                           "choice": Choice(["a.b", "(c)"]), "ebnf": Grammar('root ::= "x" | "y"')}
+VARIANTS: dict[str, dict[str, Any]] = {
+    "plain": {"max_tokens": 4},
+    "all-sampling": ALL_SAMPLING,
+    "lora": {"lora": "sql", "max_tokens": 4},
+    "stream-logprobs": {"stream": True, "top_logprobs": 2, "max_tokens": 4},
+    **{f"output-{k}": {"output": v, "max_tokens": 16} for k, v in OUTPUTS.items()},
+}
+
+
+def _body(api: str, chat: bool, variant: dict[str, Any]) -> dict[str, Any]:
+    options = dict(variant)
+    output, stream = options.pop("output", None), options.pop("stream", False)
+    messages = [{"role": "user", "content": "Hi"}] if chat else None
+    request = make_request(None if chat else "Hi", messages, output, options, stream=stream)
+    call = SGLangAdapter(api).build(request, INFO)  # type: ignore[arg-type]
+    return dict(call.json or {})
+
+
+def _request_cases() -> dict[str, dict[str, Any]]:
+    cases: dict[str, dict[str, Any]] = {}
+    for name, variant in VARIANTS.items():
+        cases[f"completions/{name}"] = {"kind": "completions", "body": _body("openai", False, variant)}
+        cases[f"chat/{name}"] = {"kind": "chat", "body": _body("openai", True, variant)}
+        cases[f"generate/{name}"] = {"kind": "generate", "body": _body("native", False, variant)}
+    adapter = SGLangAdapter()
+    cases["load_lora"] = {"kind": "load_lora", "body": dict(adapter.load_lora("sql", "/a/sql").json or {})}
+    cases["unload_lora"] = {"kind": "unload_lora", "body": dict(adapter.unload_lora("sql").json or {})}
+    return cases
+
+
+LAUNCHES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "limits": ({"served_name": "tiny", "port": 30001, "dtype": "bfloat16", "max_model_len": 4096,
+                "max_num_seqs": 16, "memory_fraction": 0.85, "quantization": "fp8", "prefix_caching": False},
+               {"served_model_name": "tiny", "port": 30001, "dtype": "bfloat16", "context_length": 4096,
+                "max_running_requests": 16, "mem_fraction_static": 0.85, "quantization": "fp8",
+                "disable_radix_cache": True}),
+    "parallel": ({"parallel": Parallel(tensor=4, pipeline=2, data=2, expert=True)},
+                 {"tp_size": 4, "pp_size": 2, "dp_size": 2, "ep_size": 4}),
+    "lora": ({"lora": {"sql": "/a/sql", "poem": "/a/poem"}, "max_lora_rank": 16, "max_loras": 4},
+             {"enable_lora": True, "lora_paths": ["sql=/a/sql", "poem=/a/poem"], "max_lora_rank": 16,
+              "max_loras_per_batch": 4}),
+    "runtime-lora": ({"runtime_lora": True, "max_lora_rank": 8},
+                     {"enable_lora": True, "lora_target_modules": ["all"], "max_lora_rank": 8}),
+    "api-key": ({"api_key": SecretStr("k-1")}, {"api_key": "k-1"}),
+    "ngram": ({"speculative": Speculative(method="ngram", num_tokens=4)},
+              {"speculative_algorithm": "NGRAM", "speculative_num_draft_tokens": 4}),
+    "eagle": ({"speculative": Speculative(method="eagle", num_tokens=3, draft_model="/d/e")},
+              {"speculative_algorithm": "EAGLE", "speculative_draft_model_path": "/d/e",
+               "speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}),
+    "eagle3": ({"speculative": Speculative(method="eagle3", num_tokens=2, draft_model="/d/e3")},
+               {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 2}),
+    "draft": ({"speculative": Speculative(method="draft", num_tokens=2, draft_model="/d/small")},
+              {"speculative_algorithm": "STANDALONE", "speculative_draft_model_path": "/d/small"}),
+    "mtp": ({"speculative": Speculative(method="mtp", num_tokens=1)}, {"speculative_algorithm": "NEXTN"}),
+}
+
+
+def _launch_cases() -> dict[str, dict[str, Any]]:
+    cases = {}
+    for name, (settings, expect) in LAUNCHES.items():
+        spec = LaunchSpec(model="/models/m", **{"api_key": None, **settings})
+        argv = SGLangAdapter().command(spec).argv
+        assert argv[1:3] == ["-m", "sglang.launch_server"]
+        cases[f"argv/{name}"] = {"kind": "argv", "argv": argv[3:], "expect": expect}
+    return cases
+
+
+CONTROLS = {  # the checker must reject these, or it proves nothing
+    "control/unknown-sampling-key": {"kind": "generate",
+                                     "body": {"text": "x", "sampling_params": {"max_tokens": 3}}},
+    "control/unknown-openai-field": {"kind": "completions",
+                                     "body": {"model": "m", "prompt": "x", "guided_regex": "a"}},
+    "control/unknown-flag": {"kind": "argv", "argv": ["--model-path", "/m", "--max-model-len", "8"]},
+    "control/lora-without-path": {"kind": "load_lora", "body": {"lora_name": "x"}},
+}
+CASES = {**_request_cases(), **_launch_cases()}
+
+
+@pytest.fixture(scope="module")
+def verdicts() -> dict[str, str]:
+    python = cpu_env.ensure_env()
+    env = {**os.environ, "SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([str(python), str(CHECKER)], input=json.dumps({**CASES, **CONTROLS}),
+                          capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results: dict[str, str] = json.loads(done.stdout)
+    return results
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_sglang_accepts(case: str, verdicts: dict[str, str]) -> None:
+    assert verdicts[case] == "ok", f"{case}: {verdicts[case]}\n{json.dumps(CASES[case], indent=1)[:2000]}"
+
+
+@pytest.mark.parametrize("case", sorted(CONTROLS))
+def test_sglang_rejects_the_control(case: str, verdicts: dict[str, str]) -> None:
+    assert verdicts[case] != "ok"

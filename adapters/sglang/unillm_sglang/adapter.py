@@ -1,0 +1,332 @@
+"""SGLang adapter: picks, per request, the SGLang API that honours every option (pure).
+
+    llm = unillm.connect("sglang", "http://127.0.0.1:30000")
+    llm = unillm.LLM(SGLangAdapter(api="native"), "http://127.0.0.1:30000")   # force /generate
+
+Routing (``api="auto"``, the default):
+
+* chat messages -> ``/v1/chat/completions`` (only the OpenAI API applies the chat template);
+* a prompt -> ``/v1/completions`` when the detected version's OpenAI API honours every option,
+  else ``/generate``; ``extra_body`` keys only ``/generate`` knows (``sampling_params``,
+  ``input_ids``, ``return_logprob``, ...) select ``/generate``.
+
+Anything the chosen API cannot honour raises UnsupportedFeature before sending. An unknown
+``model`` is ignored by SGLang (HTTP 200, served by the one loaded model), so unillm checks
+the requested model against the served one at discovery and raises UnknownModel instead.
+
+Health: ``llm.health()`` asks ``/health_generate``, which answers 200 only once the scheduler has
+produced a token (it skips the probe while requests are running, so it costs nothing under load);
+launch polls the cheaper ``/health`` (503 while starting) and then proves readiness with one
+real request, like every engine.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from unillm.adapter import EngineInfo, EngineInstall, HttpCall
+from unillm.capabilities import Capabilities, Feature, Support, features_of
+from unillm.errors import MalformedResponse, UnillmError, UnknownAdapter, UnknownModel, UnsupportedFeature
+from unillm.launch_spec import LaunchCommand, LaunchSpec
+from unillm.openai_compat import OpenAICompatAdapter, OpenAIStreamDecoder, error_message
+from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
+from unillm.results import AdapterInfo, Completion
+from unillm_sglang.features import (
+    COMPLETIONS_RESPONSE_FORMAT_SINCE,
+    LORA_IN_MODEL_SINCE,
+    Api,
+    api_support,
+    at_least,
+    is_server_feature,
+    parse_version,
+    server_support,
+)
+from unillm_sglang.launch import launch_command
+from unillm_sglang.native import (
+    GENERATE_PATH,
+    NATIVE_ONLY_KEYS,
+    NativeStreamDecoder,
+    choice_regex,
+    native_body,
+    parse_native,
+)
+
+ApiChoice = Literal["auto", "openai", "native"]
+#: ``unillm setup sglang`` on a GPU machine: since 0.5 the plain package is the full CUDA runtime
+#: (sglang-kernel, flashinfer, ...); its ``[all]`` extra only adds diffusion and tracing.
+GPU_PACKAGES = ("sglang",)
+
+
+@dataclass(frozen=True, slots=True)
+class SGLangInfo(EngineInfo):
+    """What discovery learnt about an SGLang server, beyond the common fields."""
+
+    served_names: tuple[str, ...] = ()
+    lora_enabled: bool | None = None  # None: unknown (no /get_server_info answer)
+    max_lora_rank: int | None = None
+    lora_target_modules: tuple[str, ...] | None = None
+    incremental_stream: bool = False
+    deterministic: bool | None = None  # --enable-deterministic-inference: the only mode using seeds
+
+
+class SGLangAdapter(OpenAICompatAdapter):
+    """SGLang (``python -m sglang.launch_server``): its OpenAI API and its native ``/generate``.
+
+    ``api`` forces one API for every request ("openai" or "native"); "auto" picks per request.
+    """
+
+    name = "sglang"
+    display_name = "SGLang"
+    # The server runtime's kernel package: ``sglang`` alone may be the frontend-only install (the
+    # DSL extra), which cannot serve, and finding ``sglang.srt`` would import all of torch.
+    engine_module = "sgl_kernel"
+
+    def __init__(self, api: ApiChoice = "auto") -> None:
+        if api not in ("auto", "openai", "native"):
+            raise ValueError(f"api must be 'auto', 'openai' or 'native', not {api!r}")
+        self.api: ApiChoice = api
+
+    def __repr__(self) -> str:
+        return f"SGLangAdapter(api={self.api!r})"
+
+    # -- capabilities ----------------------------------------------------------------------
+    def capabilities(self, version: str | None = None) -> Capabilities:
+        v = parse_version(version)
+        features: dict[Feature, Support] = {}
+        for f in Feature:
+            if is_server_feature(f):
+                features[f] = server_support(f, v)
+            elif self.api == "auto":
+                openai, native = api_support(f, "openai", v), api_support(f, "native", v)
+                features[f] = openai if openai.level != "no" or native.level == "no" else native
+            else:
+                features[f] = api_support(f, self.api, v)
+        if features[Feature.SEED].level != "no":
+            features[Feature.SEED] = Support(why="only on servers started with "
+                                             "--enable-deterministic-inference (refused on others)")
+        return Capabilities(engine=self.name, version=version, features=features)
+
+    # -- discovery -------------------------------------------------------------------------
+    def discovery(self) -> Mapping[str, HttpCall]:
+        return {"model_info": HttpCall("GET", "/get_model_info"),
+                "server_info": HttpCall("GET", "/get_server_info"),
+                "models": HttpCall("GET", "/v1/models")}
+
+    def parse_info(self, answers: Mapping[str, Any], model: str | None) -> SGLangInfo:
+        model_info = _mapping(answers.get("model_info"))
+        server = _mapping(answers.get("server_info"))
+        cards = [m for m in _mapping(answers.get("models")).get("data") or [] if isinstance(m, Mapping)]
+        bases = [m for m in cards if not m.get("parent")]
+        served = (model_info.get("served_model_name") or server.get("served_model_name")
+                  or model_info.get("model_path") or (bases[0].get("id") if bases else None))
+        if not served:
+            raise MalformedResponse("sglang: neither /get_model_info nor /v1/models names a model; "
+                                    "is this an SGLang server?")
+        names = tuple(dict.fromkeys(str(n) for n in (served, model_info.get("model_path"),
+                                                     server.get("model_path")) if n))
+        if model is not None and model not in names:
+            raise UnknownModel(
+                f"sglang serves {names[0]!r}, not {model!r}. SGLang would silently answer with "
+                f"{names[0]!r}; connect with model={names[0]!r} (or omit model), and use lora= for "
+                "an adapter", engine=self.name, status=None, engine_message="")
+        limit = next((m.get("max_model_len") for m in bases), None) or server.get("context_length")
+        targets = server.get("lora_target_modules")
+        return SGLangInfo(
+            engine=self.name, model=names[0], version=_str_or_none(server.get("version")),
+            max_model_len=int(limit) if isinstance(limit, int) else None, served_names=names,
+            lora_enabled=bool(server.get("enable_lora") or server.get("lora_paths")) if server else None,
+            max_lora_rank=rank if isinstance(rank := server.get("max_lora_rank"), int) else None,
+            lora_target_modules=tuple(targets) if isinstance(targets, (list, tuple)) else None,
+            incremental_stream=bool(server.get("incremental_streaming_output")),
+            deterministic=bool(server.get("enable_deterministic_inference")) if server else None,
+        )
+
+    # -- routing ---------------------------------------------------------------------------
+    def route(self, request: Request, info: EngineInfo) -> Api:
+        """The API that will carry ``request``; raises UnsupportedFeature if none honours it."""
+        v = parse_version(info.version)
+        used = [f for f in features_of(request) if not is_server_feature(f)]
+        api: Api
+        if self.api != "auto":
+            api = self.api
+        elif request.messages is not None:
+            api = "openai"
+        elif request.extra_body and NATIVE_ONLY_KEYS & set(request.extra_body):
+            api = "native"
+        else:
+            api = "openai" if all(api_support(f, "openai", v).level != "no" for f in used) else "native"
+        for f in used:
+            s = api_support(f, api, v)
+            if s.level == "no":
+                raise UnsupportedFeature(self.name, f.value, version=info.version, why=s.why,
+                                         alternative=s.alternative)
+        self._check_lora(request, info)
+        if request.seed is not None and isinstance(info, SGLangInfo) and info.deterministic is False:
+            raise UnsupportedFeature(
+                self.name, Feature.SEED.value, version=info.version,
+                why="SGLang uses a seed only when started with --enable-deterministic-inference "
+                    "(otherwise it ignores it)",
+                alternative="Launch with extra_args=['--enable-deterministic-inference'], or drop seed")
+        return api
+
+    def _check_lora(self, request: Request, info: EngineInfo) -> None:
+        if request.lora is not None and isinstance(info, SGLangInfo) and info.lora_enabled is False:
+            raise UnsupportedFeature(
+                self.name, Feature.LORA.value, version=info.version,
+                why="this server was started without LoRA (--enable-lora / --lora-paths)",
+                alternative="Launch it with lora={name: path} (or runtime_lora=True, max_lora_rank=R)")
+
+    # -- requests --------------------------------------------------------------------------
+    def build(self, request: Request, info: EngineInfo) -> HttpCall:
+        v = parse_version(info.version)
+        if self.route(request, info) == "native":
+            body = native_body(request, lora=request.lora)
+            return HttpCall("POST", GENERATE_PATH, body, request.stream)
+        call = super().build(request, info)
+        body = dict(call.json or {})
+        if request.lora is not None and not at_least(v, LORA_IN_MODEL_SINCE):
+            body["lora_path"] = request.lora
+        if (isinstance(request.output, JsonSchema) and request.messages is None
+                and not at_least(v, COMPLETIONS_RESPONSE_FORMAT_SINCE)):
+            del body["response_format"]  # /v1/completions read only a JSON-string field then
+            body["json_schema"] = json.dumps(dict(request.output.schema))
+        if request.extra_body:
+            body.update(request.extra_body)
+        return HttpCall(call.method, call.path, body, call.stream)
+
+    def model_field(self, request: Request, info: EngineInfo) -> str:
+        if request.lora is not None and at_least(parse_version(info.version), LORA_IN_MODEL_SINCE):
+            return f"{info.model}:{request.lora}"
+        return info.model
+
+    def extra_sampling(self, request: Request) -> dict[str, Any]:
+        return {k: v for k in ("top_k", "min_p", "repetition_penalty")
+                if (v := getattr(request, k)) is not None}
+
+    def constraint_fields(self, output: Constraint, info: EngineInfo) -> dict[str, Any]:
+        if isinstance(output, JsonSchema):
+            return {"response_format": {"type": "json_schema", "json_schema": {
+                "name": output.name, "schema": dict(output.schema)}}}
+        if isinstance(output, Regex):
+            return {"regex": output.pattern}
+        if isinstance(output, Choice):
+            return {"regex": choice_regex(output.options)}
+        assert isinstance(output, Grammar)
+        return {"ebnf": output.text}
+
+    # -- answers ---------------------------------------------------------------------------
+    def parse(self, body: Any, request: Request, info: EngineInfo) -> Completion[Any]:
+        if self.route(request, info) == "native":
+            return parse_native(body, self.name, info.version, info.model)
+        return super().parse(body, request, info)
+
+    def decoder(  # type: ignore[override]  # the base only knows its OpenAI decoder
+        self, request: Request, info: EngineInfo
+    ) -> NativeStreamDecoder | OpenAIStreamDecoder:
+        if self.route(request, info) == "native":
+            incremental = isinstance(info, SGLangInfo) and info.incremental_stream
+            return NativeStreamDecoder(self.name, incremental=incremental)
+        return OpenAIStreamDecoder(self.name)
+
+    def parse_error(
+        self, status: int, body: bytes, request: Request | None, info: EngineInfo | None
+    ) -> UnillmError:
+        message = error_message(body)
+        if request is not None and request.lora and "not loaded" in message and request.lora in message:
+            return UnknownAdapter(
+                f"sglang answered {status}: {message}. The LoRA adapter {request.lora!r} is not "
+                "loaded: see llm.adapters.list(), or load it with llm.adapters.load(name, path)",
+                engine=self.name, status=status, engine_message=message)
+        return super().parse_error(status, body, request, info)
+
+    # -- health, LoRA ----------------------------------------------------------------------
+    def health_path(self) -> str:
+        """``/health_generate``: answers 200 only once the scheduler has produced a token."""
+        return "/health_generate"
+
+    def check_lora(self, name: str, config: Mapping[str, Any] | None, info: EngineInfo) -> None:
+        """Refuse an adapter beyond the launch-time limits (rank, target modules) before sending."""
+        if not isinstance(info, SGLangInfo):
+            return
+        if info.lora_enabled is False:
+            raise UnsupportedFeature(
+                self.name, Feature.LORA_RUNTIME.value, version=info.version,
+                why="this server was started without LoRA (--enable-lora)",
+                alternative="Launch it with runtime_lora=True and max_lora_rank=R (or lora={...})")
+        if not config:
+            return
+        rank = config.get("r")
+        if isinstance(rank, int) and info.max_lora_rank is not None and rank > info.max_lora_rank:
+            raise UnsupportedFeature(
+                self.name, f"LoRA adapter {name!r} of rank {rank}", version=info.version,
+                why=f"the server reserved rank {info.max_lora_rank} at launch (--max-lora-rank)",
+                alternative=f"Relaunch with max_lora_rank={rank} or more")
+        wanted = normalized_modules(config.get("target_modules"))
+        allowed = normalized_modules(info.lora_target_modules)
+        if wanted and allowed and "all" not in allowed and not wanted <= allowed:
+            raise UnsupportedFeature(
+                self.name, f"LoRA adapter {name!r} on {sorted(wanted - allowed)}", version=info.version,
+                why=f"the server reserved LoRA weights for {sorted(allowed)} at launch "
+                    "(--lora-target-modules)",
+                alternative="Relaunch with those modules in --lora-target-modules (extra_args), "
+                            "or pass the adapter in lora={...} at launch")
+
+    def load_lora(self, name: str, path: str) -> HttpCall:
+        return HttpCall("POST", "/load_lora_adapter", {"lora_name": name, "lora_path": path})
+
+    def unload_lora(self, name: str) -> HttpCall:
+        return HttpCall("POST", "/unload_lora_adapter", {"lora_name": name})
+
+    def list_loras(self) -> HttpCall:
+        return HttpCall("GET", "/v1/models")
+
+    def parse_loras(self, body: Any) -> list[AdapterInfo]:
+        return [AdapterInfo(name=str(m["id"]), path=m.get("root"))
+                for m in _mapping(body).get("data") or [] if isinstance(m, Mapping) and m.get("parent")]
+
+    def lora_error(self, status: int, body: bytes, info: EngineInfo | None) -> UnillmError:
+        message = error_message(body)
+        if status == 404 and message == "Not Found":  # the route itself is missing
+            return UnsupportedFeature(
+                self.name, Feature.LORA_RUNTIME.value, version=info.version if info else None,
+                why="this server has no /load_lora_adapter endpoint",
+                alternative="Upgrade SGLang (>= 0.4.9), or pass lora={name: path} at launch")
+        return self.parse_error(status, body, None, info)
+
+    # -- launch ----------------------------------------------------------------------------
+    def install(self, *, gpu: bool) -> EngineInstall:
+        if not gpu:
+            raise UnsupportedFeature(
+                self.name, "CPU install", why="SGLang's PyPI wheels need CUDA kernels (sglang-kernel, "
+                "flashinfer); the CPU kernel build is not on PyPI",
+                alternative="Run `unillm setup sglang --gpu` on a CUDA machine, or install SGLang's "
+                            "CPU build yourself and pass python=<its interpreter> to unillm.launch")
+        return EngineInstall(packages=GPU_PACKAGES)
+
+    def command(self, spec: LaunchSpec) -> LaunchCommand:
+        return launch_command(spec, self.name)
+
+
+# SGLang stores LoRA weights per fused projection (lora/utils.py get_normalized_target_modules).
+_FUSED = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj", "gate_proj": "gate_up_proj",
+          "up_proj": "gate_up_proj", "all-linear": "all"}
+
+
+def normalized_modules(modules: Any) -> set[str]:
+    """Target modules as SGLang names them internally (q/k/v_proj -> qkv_proj, ...)."""
+    if isinstance(modules, str):
+        modules = [modules]
+    if not isinstance(modules, (list, tuple, set)):
+        return set()
+    return {_FUSED.get(str(m).rsplit(".", 1)[-1], str(m).rsplit(".", 1)[-1]) for m in modules}
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _str_or_none(value: Any) -> str | None:
+    return str(value) if value is not None else None

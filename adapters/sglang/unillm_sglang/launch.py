@@ -1,0 +1,103 @@
+"""The ``python -m sglang.launch_server`` command for a unified LaunchSpec (pure).
+
+    command = launch_command(LaunchSpec(model="/models/qwen", parallel=Parallel(tensor=2)))
+    command.render()   # the API key is masked
+
+SGLang reads its API key only from ``--api-key`` (no environment variable), so the key is in
+argv: ``LaunchCommand.secrets`` masks it wherever unillm prints the command. Readiness is
+polled on ``/health`` (503 while starting); the supervisor then proves the model runs with one
+real request.
+"""
+
+from __future__ import annotations
+
+from unillm.errors import InvalidOptions, UnsupportedFeature
+from unillm.launch_spec import LaunchCommand, LaunchSpec
+
+MODULE = "sglang.launch_server"
+_ALGORITHM = {"ngram": "NGRAM", "draft": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3",
+              "mtp": "NEXTN"}
+
+
+def launch_command(spec: LaunchSpec, engine: str = "sglang") -> LaunchCommand:
+    """argv and environment that start SGLang for ``spec`` (unset fields keep SGLang's defaults)."""
+    argv = [spec.python or "python", "-m", MODULE, "--model-path", spec.model, "--host", spec.host]
+    flag = _Flags(argv)
+    flag.add("--port", spec.port)
+    flag.add("--served-model-name", spec.served_name)
+    p = spec.parallel
+    flag.add("--tp-size", p.tensor if p.tensor > 1 else None)
+    flag.add("--pp-size", p.pipeline if p.pipeline > 1 else None)
+    flag.add("--dp-size", p.data if p.data > 1 else None)
+    if p.expert:  # SGLang splits experts over the tensor-parallel group: --ep-size = --tp-size
+        if p.tensor < 2:
+            raise InvalidOptions("SGLang's expert parallelism spans the tensor-parallel ranks: "
+                                 "use Parallel(tensor=N, expert=True) with N >= 2")
+        flag.add("--ep-size", p.tensor)
+    flag.add("--dtype", spec.dtype)
+    flag.add("--context-length", spec.max_model_len)
+    flag.add("--max-running-requests", spec.max_num_seqs)
+    flag.add("--mem-fraction-static", spec.memory_fraction)
+    flag.add("--quantization", spec.quantization)
+    if spec.prefix_caching is False:
+        argv.append("--disable-radix-cache")  # RadixAttention prefix caching is on by default
+    _lora(spec, argv, flag)
+    _speculative(spec, argv, flag, engine)
+    key = spec.key()
+    flag.add("--api-key", key)
+    argv += spec.extra_args
+    return LaunchCommand(argv=argv, env={}, health_path="/health", secrets=(key,) if key else ())
+
+
+def _lora(spec: LaunchSpec, argv: list[str], flag: _Flags) -> None:
+    if not (spec.lora or spec.runtime_lora):
+        if spec.max_lora_rank is not None or spec.max_loras is not None:
+            raise InvalidOptions("max_lora_rank/max_loras need lora={name: path} or runtime_lora=True")
+        return
+    argv.append("--enable-lora")
+    if spec.lora:
+        argv += ["--lora-paths", *(f"{name}={path}" for name, path in spec.lora.items())]
+    elif spec.max_lora_rank is None:
+        # With no adapter at launch SGLang cannot infer the LoRA shapes it must reserve.
+        raise InvalidOptions("SGLang needs max_lora_rank=R to load adapters at runtime when none is "
+                             "given at launch (and targets every module it supports); pass "
+                             "max_lora_rank, or lora={name: path}")
+    else:
+        argv += ["--lora-target-modules", "all"]
+    flag.add("--max-lora-rank", spec.max_lora_rank)
+    flag.add("--max-loras-per-batch", spec.max_loras)
+
+
+def _speculative(spec: LaunchSpec, argv: list[str], flag: _Flags, engine: str) -> None:
+    s = spec.speculative
+    if s is None:
+        return
+    algorithm = _ALGORITHM.get(s.method)
+    if algorithm is None:
+        raise UnsupportedFeature(engine, f"speculative method {s.method!r}",
+                                 why="SGLang has EAGLE, EAGLE3, NEXTN (MTP), STANDALONE (draft "
+                                     "model) and NGRAM", alternative='Use method="ngram"')
+    if s.lookup_max is not None or s.lookup_min is not None:
+        raise UnsupportedFeature(engine, "speculative lookup_max/lookup_min",
+                                 why="SGLang's NGRAM matches with a trie, not a lookup window",
+                                 alternative="Tune it with extra_args=['--speculative-ngram-max-trie-"
+                                             "depth', N]")
+    argv += ["--speculative-algorithm", algorithm]
+    flag.add("--speculative-draft-model-path", s.draft_model)
+    if algorithm == "NGRAM":
+        flag.add("--speculative-num-draft-tokens", s.num_tokens)
+    else:  # a chain of num_tokens draft steps (top-k 1) verified in one pass
+        flag.add("--speculative-num-steps", s.num_tokens)
+        flag.add("--speculative-eagle-topk", 1)
+        flag.add("--speculative-num-draft-tokens", s.num_tokens + 1)
+
+
+class _Flags:
+    """Appends ``--flag value`` pairs for the settings that are set."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.argv = argv
+
+    def add(self, flag: str, value: object) -> None:
+        if value is not None:
+            self.argv += [flag, str(value)]
