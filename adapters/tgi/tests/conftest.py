@@ -1,0 +1,31 @@
+"""Fixtures for the TGI adapter's tests: the published contract and a TGI look-alike server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from tgi_openapi import MISSING, Contract
+from tgi_server import TGIServer
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def contract() -> Contract:
+    """TGI's published OpenAPI contract; skips (saying where it was looked for) when absent."""
+    loaded = Contract.load()
+    if loaded is None:
+        pytest.skip(MISSING)
+    return loaded
+
+
+@pytest.fixture
+def server() -> Iterator[TGIServer]:
+    """A TGI look-alike on a free port; the test fails if it saw a contract violation."""
+    with TGIServer(loras={"sql": ("SELECT", " 1")}) as s:
+        yield s
+    assert s.errors == [], f"TGI look-alike saw problems: {s.errors}"

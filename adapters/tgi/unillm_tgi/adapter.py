@@ -1,0 +1,221 @@
+"""The TGI adapter: unified requests to Hugging Face TGI, and TGI launch commands.
+
+    llm = unillm.connect("tgi", "http://127.0.0.1:8080")
+    async with unillm.launch("tgi", model="Qwen/Qwen2.5-0.5B-Instruct") as llm: ...
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from unillm.adapter import Adapter, EngineInfo, EngineInstall, HttpCall
+from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsupported
+from unillm.errors import InvalidRequest, MalformedResponse, UnillmError, UnknownAdapter, UnsupportedFeature
+from unillm.launch_spec import LaunchCommand, LaunchSpec
+from unillm.options import Request
+from unillm.results import Completion, Usage
+from unillm_tgi import requests as wire
+from unillm_tgi.errors import http_error
+from unillm_tgi.launch import IMAGE, Runtime, RuntimeName, command, detect_runtime, hub_cache
+from unillm_tgi.requests import TGIInfo, parse_version
+from unillm_tgi.responses import GenerateStreamDecoder, OpenAIRouteDecoder, parse_generate, parse_openai
+
+ENGINE = "tgi"
+
+
+def _since(v: tuple[int, ...] | None, minimum: tuple[int, ...], why: str = "") -> Support:
+    if v is None or v >= minimum:
+        return Support(why=why) if why else NATIVE
+    need = ".".join(map(str, minimum))
+    return unsupported(f"needs TGI >= {need}", "Upgrade TGI")
+
+
+class TGIAdapter(Adapter):
+    """Talk to or start Hugging Face TGI: ``unillm.connect("tgi", "http://host:8080")``.
+
+    Per request the API that honours every option is chosen (see ``unillm_tgi.requests``):
+    prompts go to ``/generate`` / ``/generate_stream`` (grammar, ``adapter_id``, ``top_k``,
+    logprobs, ``best_of`` for ``n``), chat messages to ``/v1/chat/completions`` (constraints in
+    ``response_format``, LoRA in ``model``). Choice becomes an escaped regex alternation; JSON
+    schemas get their local ``$ref`` inlined (recursive ones are refused). Refused before
+    sending: grammars (EBNF/Lark), runtime LoRA loading, ``min_p``, ``presence_penalty`` (TGI's
+    chat API would turn it into ``repetition_penalty = p + 2``), and ``top_k`` /
+    ``repetition_penalty`` / ``n > 1`` with chat messages, and (when unillm launched TGI) a
+    LoRA name it was not launched with, which TGI would silently serve with the base model.
+    Prompts whose UTF-8 size may
+    exceed ``/info``'s limits are counted with ``/tokenize`` first and refused if too long.
+    Answers drop the stop string TGI leaves at the end, and its finish reasons become
+    ``stop`` / ``length``.
+
+    Launch form: ``runtime="auto"`` picks ``$UNILLM_TGI_RUNTIME``, else the launcher on PATH,
+    else docker, else podman (one PATH look-up, here); pass ``runtime="docker"`` to pin it::
+
+        unillm.Launch(TGIAdapter(runtime="podman"), unillm.LaunchSpec(model="..."))
+    """
+
+    name = "tgi"
+    display_name = "TGI"
+    engine_module = None  # a Rust launcher, not a Python module
+
+    def __init__(
+        self, *, runtime: RuntimeName | Literal["auto"] = "auto", image: str = IMAGE,
+        cache_dir: str | None = None, gpus: str | None = "all", shm_size: str = "1g",
+    ) -> None:
+        name: RuntimeName = detect_runtime() if runtime == "auto" else runtime
+        self.runtime = Runtime(name=name, image=image, cache_dir=cache_dir or hub_cache(), gpus=gpus,
+                               shm_size=shm_size)
+        self.loras: frozenset[str] | None = None  # known only for a TGI unillm launched (bind)
+
+    def bind(self, spec: LaunchSpec) -> TGIAdapter:
+        """A copy that knows the LoRA adapters ``spec`` launched, so it can refuse other names.
+
+        TGI answers an ``adapter_id`` it has not loaded with the base model and no error; a
+        bound adapter refuses such a name before sending (a connected one cannot know).
+        """
+        bound = copy.copy(self)
+        bound.loras = frozenset(spec.lora)
+        return bound
+
+    def __repr__(self) -> str:
+        return f"TGIAdapter(runtime={self.runtime.name!r})"
+
+    # -- capabilities ----------------------------------------------------------------------
+    def capabilities(self, version: str | None = None) -> Capabilities:
+        v = parse_version(version)
+        grammar = "TGI has no context-free grammars (only JSON schemas and regular expressions)"
+        alt = "Use output=unillm.Regex(...) or a JSON schema, or an engine with grammars (vLLM, SGLang)"
+        chat_only = "prompts only (/generate); refused with chat messages"
+        features: dict[Feature, Support] = {
+            Feature.COMPLETION: NATIVE,
+            Feature.CHAT: _since(v, (1, 4, 0)),
+            Feature.STREAM: NATIVE,
+            Feature.JSON_SCHEMA: _since(v, (1, 4, 1), "local $ref inlined; recursive schemas refused"),
+            Feature.REGEX: _since(v, (1, 4, 1)),
+            Feature.CHOICE: _since(v, (1, 4, 1), "as an escaped regex alternation"),
+            Feature.GRAMMAR: unsupported(grammar, alt),
+            Feature.GRAMMAR_LARK: unsupported(grammar, alt),
+            Feature.LORA: _since(v, (2, 1, 0), "adapters given at launch; TGI answers an unknown "
+                                               "adapter id with the base model, so unknown names "
+                                               "are refused when unillm launched it"),
+            Feature.LORA_RUNTIME: unsupported("TGI loads LoRA adapters only at launch (--lora-adapters)",
+                                              "Launch it with lora={name: path}"),
+            Feature.N: Support(why="prompts only, not streamed, without seed: TGI's best_of "
+                                   "(n <= --max-best-of)"),
+            Feature.LOGPROBS: NATIVE,
+            Feature.TOP_K: Support(why=chat_only),
+            Feature.MIN_P: unsupported("TGI has no min_p", "Use top_p or top_k"),
+            Feature.REPETITION_PENALTY: Support(why=chat_only),
+            Feature.PRESENCE_PENALTY: unsupported(
+                "TGI has no presence penalty (its chat API turns presence_penalty p into "
+                "repetition_penalty p + 2)", "Use frequency_penalty or repetition_penalty"),
+            Feature.FREQUENCY_PENALTY: _since(v, (1, 4, 0)),
+            Feature.SEED: NATIVE,
+            Feature.STOP: NATIVE,
+            Feature.SPEC_NGRAM: Support(why="--speculate N; Medusa heads of a model are used "
+                                            "automatically"),
+            Feature.SPEC_DRAFT: unsupported("TGI has no draft-model speculation",
+                                            "Use Speculative(method='ngram') or a Medusa model"),
+            Feature.SPEC_EAGLE: unsupported("TGI has no EAGLE speculation",
+                                            "Use Speculative(method='ngram') or a Medusa model"),
+            Feature.SPEC_MTP: unsupported("TGI has no MTP speculation",
+                                          "Use Speculative(method='ngram') or a Medusa model"),
+            Feature.TENSOR_PARALLEL: Support(why="--num-shard"),
+            Feature.PIPELINE_PARALLEL: unsupported("TGI only shards tensors", "Use Parallel(tensor=N)"),
+            Feature.DATA_PARALLEL: unsupported("one TGI serves one replica",
+                                               "Launch one TGI per replica behind a router"),
+            Feature.EXPERT_PARALLEL: unsupported("TGI has no expert parallelism",
+                                                 "Use Parallel(tensor=N)"),
+        }
+        return Capabilities(engine=self.name, version=version, features=features)
+
+    # -- discovery -------------------------------------------------------------------------
+    def discovery(self) -> Mapping[str, HttpCall]:
+        return {"info": HttpCall("GET", "/info")}
+
+    def parse_info(self, answers: Mapping[str, Any], model: str | None) -> EngineInfo:
+        info = answers.get("info")
+        if not isinstance(info, Mapping) or not isinstance(info.get("model_id"), str):
+            raise MalformedResponse("tgi: GET /info did not answer with TGI's Info (model_id, "
+                                    "version, limits); is this a TGI server?")
+
+        def number(*keys: str) -> int | None:
+            value = next((info[k] for k in keys if isinstance(info.get(k), int)), None)
+            return int(value) if value is not None else None
+
+        return TGIInfo(
+            engine=self.name, model=model or info["model_id"], version=info.get("version"),
+            max_model_len=number("max_total_tokens"), model_id=info["model_id"],
+            max_input_tokens=number("max_input_tokens", "max_input_length"),
+            max_best_of=number("max_best_of"), max_stop_sequences=number("max_stop_sequences"),
+            max_client_batch_size=number("max_client_batch_size"),
+        )
+
+    # -- requests --------------------------------------------------------------------------
+    def build(self, request: Request, info: EngineInfo) -> HttpCall:
+        if request.lora is not None and self.loras is not None and request.lora not in self.loras:
+            launched = ", ".join(sorted(self.loras)) or "none"
+            raise UnknownAdapter(
+                f"tgi: LoRA adapter {request.lora!r} was not given at launch (launched: {launched}); "
+                "TGI would silently answer with the base model. Use one of those names, or relaunch "
+                "with lora={name: path}", engine=self.name)
+        return wire.build_call(request, info)
+
+    def preflight(self, request: Request, info: EngineInfo) -> HttpCall | None:
+        return wire.preflight_call(request, info)
+
+    def check_preflight(self, answer: Any, request: Request, info: EngineInfo) -> None:
+        count = wire.prompt_tokens(answer)
+        if count is None or not isinstance(info, TGIInfo):
+            return  # no tokenizer on the server: TGI itself still validates the length
+        limit, total = info.max_input_tokens, info.max_model_len
+        if limit is not None and count > limit:
+            raise InvalidRequest(
+                f"tgi: the prompt is {count} tokens; this server accepts at most {limit} "
+                "(its --max-input-tokens). Shorten the prompt, or relaunch TGI with a larger "
+                "max_model_len", engine=self.name)
+        if request.max_tokens and total and count + min(request.max_tokens, wire.CHUNK) > total:
+            raise InvalidRequest(
+                f"tgi: the prompt ({count} tokens) plus max_tokens={request.max_tokens} do not fit "
+                f"in this server's {total} tokens (its --max-total-tokens). Lower max_tokens or "
+                "shorten the prompt", engine=self.name)
+
+    # -- answers ---------------------------------------------------------------------------
+    def parse(self, body: Any, request: Request, info: EngineInfo) -> Completion[Any]:
+        try:
+            if "generated_text" in body:
+                return parse_generate(body, request, info.model, info.version)
+            return parse_openai(body, request, info.model, info.version)
+        except (KeyError, TypeError, AttributeError, ValueError) as e:
+            raise MalformedResponse(f"tgi: unexpected answer body ({e!r}): {str(body)[:200]}") from None
+
+    def parse_headers(self, headers: Mapping[str, str], completion: Completion[Any]) -> Completion[Any]:
+        """``/generate`` sends the prompt's token count only as the ``x-prompt-tokens`` header."""
+        value = headers.get("x-prompt-tokens")
+        if completion.usage.prompt_tokens == 0 and value and value.isdigit():
+            completion.usage = Usage(prompt_tokens=int(value),
+                                     completion_tokens=completion.usage.completion_tokens)
+        return completion
+
+    def decoder(self, request: Request, info: EngineInfo) -> GenerateStreamDecoder | OpenAIRouteDecoder:
+        if wire.route(request, info) == wire.GENERATE_STREAM:
+            return GenerateStreamDecoder(request)
+        return OpenAIRouteDecoder(request)
+
+    def parse_error(
+        self, status: int, body: bytes, request: Request | None, info: EngineInfo | None
+    ) -> UnillmError:
+        return http_error(status, body, request)
+
+    # -- launch ----------------------------------------------------------------------------
+    def command(self, spec: LaunchSpec) -> LaunchCommand:
+        return command(spec, self.runtime)
+
+    def install(self, *, gpu: bool) -> EngineInstall:
+        raise UnsupportedFeature(
+            self.name, "unillm setup",
+            why="TGI is not a pip package (a Rust launcher plus a CUDA Python server)",
+            alternative="Install docker or podman (unillm then runs TGI's official image), or "
+                        "build text-generation-launcher from source: "
+                        "https://github.com/huggingface/text-generation-inference")
