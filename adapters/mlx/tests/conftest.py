@@ -16,17 +16,7 @@ from unillm_mlx import MLXAdapter
 
 import unillm
 from unillm.testing.mlx_recipe import MLXServer, mlx_launch_settings
-from unillm.testing.tiny_model import TinyModel, build_tiny_model
-
-
-@pytest.fixture(scope="session")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="session")
-def tiny() -> TinyModel:
-    return build_tiny_model()
+from unillm.testing.tiny_model import TinyModel
 
 
 @pytest.fixture(scope="session")

@@ -17,17 +17,7 @@ import pytest
 from sglang_fixtures import SGLangServer
 
 import unillm
-from unillm.testing.tiny_model import TinyModel, build_tiny_model
-
-
-@pytest.fixture(scope="session")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="session")
-def sglang_tiny() -> TinyModel:
-    return build_tiny_model()
+from unillm.testing.tiny_model import TinyModel
 
 
 @pytest.fixture(scope="session")
@@ -37,9 +27,9 @@ def sglang_workdir() -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session")
-def sglang_server(sglang_tiny: TinyModel, sglang_workdir: Path) -> Iterator[SGLangServer]:
+def sglang_server(tiny: TinyModel, sglang_workdir: Path) -> Iterator[SGLangServer]:
     """SGLang on the CPU with the tiny model (served as "tiny"), an API key, float32."""
-    launch = unillm.launch("sglang", **cpu_env.launch_settings(sglang_tiny.path, sglang_workdir),
+    launch = unillm.launch("sglang", **cpu_env.launch_settings(tiny.path, sglang_workdir),
                            log_path=sglang_workdir / "sglang.log")
     with launch.blocking():
         yield SGLangServer(launch)

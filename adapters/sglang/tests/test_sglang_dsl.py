@@ -10,31 +10,32 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import jsonschema
 import pytest
 import sglang as sgl  # type: ignore[import-untyped]
 from sglang.lang.choices import unconditional_likelihood_normalized  # type: ignore[import-untyped]
-from sglang.lang.interpreter import ProgramState  # type: ignore[import-untyped]
 from sglang.lang.ir import REGEX_INT, SglSamplingParams  # type: ignore[import-untyped]
+from sglang_dsl_programs import (
+    NOTEBOOK,
+    OPTIONS,
+    SCHEMA,
+    chat,
+    few_shot_qa,
+    json_by_regex,
+    json_by_schema,
+    pick_chat,
+    pick_text,
+    program,
+    run,
+    story,
+    tips,
+)
 from unillm_sglang.dsl import UnillmBackend, gen_args
 
 import unillm
-
-# sglang ships no type hints: a typed alias keeps the decorated programs checked.
-program: Callable[[Callable[..., None]], Any] = sgl.function
-NOTEBOOK = Path(__file__).parents[3] / "notebooks" / "sglang_dsl.ipynb"
-SCHEMA = {
-    "type": "object",
-    "properties": {"color": {"type": "string", "enum": ["red", "green", "blue"]},
-                   "count": {"type": "integer", "minimum": 0, "maximum": 99}},
-    "required": ["color", "count"], "additionalProperties": False,
-}
-JSON_REGEX = r'\{"name": "[a-z]{1,8}", "age": [0-9]{1,2}\}'
-OPTIONS = ["yes", "no", "maybe"]
 
 
 # -- gen parameters -> unillm options (pure) ------------------------------------------------
@@ -132,71 +133,10 @@ def test_a_backend_never_closed_does_not_hang_interpreter_exit() -> None:
     assert done.returncode == 0, done.stderr
 
 
-# -- programs (as SGLang users write them) ----------------------------------------------------
-@program
-def few_shot_qa(s: Any, question: str) -> None:
-    s += "Q: What is 2+2?\nA: 4\n\nQ: What is the capital of France?\nA: Paris\n\n"
-    s += "Q: " + question + "\nA:" + sgl.gen("answer", max_tokens=12, stop="\n")
-
-
-@program
-def chat(s: Any) -> None:
-    s += sgl.system("You answer briefly.")
-    s += sgl.user("Hi there")
-    s += sgl.assistant(sgl.gen("first", max_tokens=8))
-    s += sgl.user("And then?")
-    s += sgl.assistant(sgl.gen("second", max_tokens=8))
-
-
-@program
-def pick(s: Any) -> None:
-    s += sgl.user("Is the sky blue?")
-    s += sgl.assistant(sgl.select("answer", choices=OPTIONS))
-
-
-@program
-def pick_text(s: Any) -> None:
-    s += "Is the sky blue? Answer: " + sgl.gen("answer", choices=OPTIONS)
-
-
-@program
-def json_by_regex(s: Any) -> None:
-    s += "A person as JSON: " + sgl.gen("person", regex=JSON_REGEX, max_tokens=40)
-
-
-@program
-def json_by_schema(s: Any) -> None:
-    s += sgl.user("Describe the box as JSON.")
-    s += sgl.assistant(sgl.gen("box", json_schema=json.dumps(SCHEMA), max_tokens=48))
-
-
-@program
-def tips(s: Any) -> None:
-    s += "Two tips for staying healthy.\n"
-    forks = s.fork(2)
-    for i, f in enumerate(forks):
-        f += f"Tip {i + 1}:" + sgl.gen("tip", max_tokens=8, stop="\n")
-    forks.join()
-    s += "Summary:" + sgl.gen("summary", max_tokens=8)
-
-
-@program
-def story(s: Any) -> None:
-    s += "Once upon a time" + sgl.gen("story", max_tokens=16)
-
-
 @pytest.fixture(scope="module")
 def backend(sglang_server: Any) -> Iterator[UnillmBackend]:
     with UnillmBackend(sglang_server.connect()) as b:
         yield b
-
-
-def run(program: Any, backend: UnillmBackend, **kwargs: Any) -> ProgramState:
-    """Run a program and fail with SGLang's stored error, if any."""
-    state = program.run(backend=backend, **kwargs)
-    state.sync()
-    assert state.error() is None, repr(state.error())
-    return state
 
 
 # -- on a real SGLang server -----------------------------------------------------------------
@@ -219,7 +159,7 @@ def test_multi_turn_chat_on_sglang_is_rendered_by_the_models_own_template(backen
     assert second["prompt_tokens"] == direct.usage.prompt_tokens
 
 
-@pytest.mark.parametrize("program", [pick, pick_text], ids=["chat", "text"])
+@pytest.mark.parametrize("program", [pick_chat, pick_text], ids=["chat", "text"])
 def test_select_on_sglang_returns_one_of_the_options(backend: UnillmBackend, program: Any) -> None:
     state = run(program, backend)
     assert state["answer"] in OPTIONS
@@ -252,7 +192,7 @@ def test_stream_on_sglang_delivers_pieces_of_the_variable(backend: UnillmBackend
     state = story.run(backend=backend, stream=True, temperature=0)
     pieces = list(state.text_iter("story"))
     assert len([p for p in pieces if p]) > 1 and "".join(pieces) == state["story"]
-    assert state.get_meta_info("story")["completion_tokens"] == 16
+    assert state.get_meta_info("story")["completion_tokens"] == 24
 
 
 def test_programs_run_on_sglangs_native_generate_api(sglang_server: Any) -> None:

@@ -287,8 +287,8 @@ async def test_native_only_extra_body_fields_reach_generate(sglang_server: SGLan
 
 
 async def test_loading_a_lora_on_a_server_without_lora_is_refused_before_sending(
-    sglang_server: SGLangServer, sglang_tiny: Any
+    sglang_server: SGLangServer, tiny: Any
 ) -> None:
     async with sglang_server.connect() as llm:
         with pytest.raises(unillm.UnsupportedFeature, match="without LoRA"):
-            await llm.adapters.load("sql", str(sglang_tiny.loras["sql"]))
+            await llm.adapters.load("sql", str(tiny.loras["sql"]))

@@ -10,11 +10,6 @@ from tgi_server import TGIServer
 
 
 @pytest.fixture(scope="session")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="session")
 def contract() -> Contract:
     """TGI's published OpenAPI contract; skips (saying where it was looked for) when absent."""
     loaded = Contract.load()

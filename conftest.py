@@ -1,4 +1,4 @@
-"""Shared fixtures: the anyio backend, the locally built tiny model, and a real vLLM server.
+"""Fixtures for every test folder: the anyio backend, the locally built tiny model, real vLLM.
 
 The vLLM server is launched once per session through ``unillm.launch`` (CPU build, in its
 managed venv from ``unillm setup vllm``). A missing engine is an error, never a skip.
@@ -50,6 +50,16 @@ def vllm_server(tiny: TinyModel, workdir: Path) -> Iterator[RunningEngine]:
 async def llm(vllm_server: RunningEngine) -> AsyncIterator[unillm.LLM]:
     async with vllm_server.connect() as client:
         yield client
+
+
+REAL_ENGINES = frozenset({"vllm_server", "sglang_server", "mlx_server", "mlx_draft_server"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses a real engine ``engine`` (``-m "not engine"`` skips them)."""
+    for item in items:
+        if REAL_ENGINES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.engine)
 
 
 def pytest_report_header() -> str:
