@@ -90,6 +90,29 @@ class LaunchSpec(BaseModel):
         return self.api_key.get_secret_value() if isinstance(self.api_key, SecretStr) else None
 
 
+class Flags:
+    """Builds an engine's argv: ``--flag value`` only for the settings that are set.
+
+        argv = ["python", "-m", "server"]
+        flags = Flags(argv)
+        flags.add("--max-model-len", spec.max_model_len)   # skipped when None
+        flags.switch("--enable-lora", bool(spec.lora))
+    """
+
+    def __init__(self, argv: list[str]) -> None:
+        self.argv = argv
+
+    def add(self, flag: str, value: object) -> None:
+        """Append ``flag value`` unless value is None."""
+        if value is not None:
+            self.argv += [flag, str(value)]
+
+    def switch(self, flag: str, on: bool) -> None:
+        """Append a bare ``flag`` when ``on``."""
+        if on:
+            self.argv.append(flag)
+
+
 @dataclass(frozen=True)
 class LaunchCommand:
     """What an adapter returns for a spec: the argv, extra environment and health path."""

@@ -135,14 +135,8 @@ class OpenAIStreamDecoder:
         if data == "[DONE]":
             self.done = True
             return []
-        try:
-            chunk = json.loads(data)
-        except json.JSONDecodeError:
-            raise MalformedResponse(f"{self._engine}: stream event is not JSON: {data[:200]!r}") from None
-        if not isinstance(chunk, dict):
-            raise MalformedResponse(f"{self._engine}: stream event is not an object: {data[:200]!r}")
-        if "error" in chunk:
-            raise error_for_status(self._engine, _status_of(chunk), error_message(chunk), None)
+        chunk = decode_event(self._engine, data)
+        raise_stream_error(self._engine, chunk)
         deltas = []
         for c in chunk.get("choices") or ():
             index = c.get("index", 0)
@@ -158,6 +152,23 @@ class OpenAIStreamDecoder:
         if usage and not chunk.get("choices"):
             deltas.append(Delta(finish_reason=self._finish.get(0), usage=parse_usage(usage)))
         return deltas
+
+
+def decode_event(engine: str, data: str) -> dict[str, Any]:
+    """One SSE ``data`` payload as a JSON object, or MalformedResponse naming the engine."""
+    try:
+        event = json.loads(data)
+    except json.JSONDecodeError:
+        raise MalformedResponse(f"{engine}: stream event is not JSON: {data[:200]!r}") from None
+    if not isinstance(event, dict):
+        raise MalformedResponse(f"{engine}: stream event is not an object: {data[:200]!r}")
+    return event
+
+
+def raise_stream_error(engine: str, event: Mapping[str, Any]) -> None:
+    """Raise the typed error an OpenAI-layout ``{"error": {...}}`` stream event carries."""
+    if "error" in event:
+        raise error_for_status(engine, _status_of(event), error_message(event), None)
 
 
 def _choice_text(choice: Mapping[str, Any]) -> str:

@@ -12,7 +12,7 @@ real request.
 from __future__ import annotations
 
 from unillm.errors import InvalidOptions, UnsupportedFeature
-from unillm.launch_spec import LaunchCommand, LaunchSpec
+from unillm.launch_spec import Flags, LaunchCommand, LaunchSpec
 
 MODULE = "sglang.launch_server"
 _ALGORITHM = {"ngram": "NGRAM", "draft": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3",
@@ -22,7 +22,7 @@ _ALGORITHM = {"ngram": "NGRAM", "draft": "STANDALONE", "eagle": "EAGLE", "eagle3
 def launch_command(spec: LaunchSpec, engine: str = "sglang") -> LaunchCommand:
     """argv and environment that start SGLang for ``spec`` (unset fields keep SGLang's defaults)."""
     argv = [spec.python or "python", "-m", MODULE, "--model-path", spec.model, "--host", spec.host]
-    flag = _Flags(argv)
+    flag = Flags(argv)
     flag.add("--port", spec.port)
     flag.add("--served-model-name", spec.served_name)
     p = spec.parallel
@@ -49,7 +49,7 @@ def launch_command(spec: LaunchSpec, engine: str = "sglang") -> LaunchCommand:
     return LaunchCommand(argv=argv, env={}, health_path="/health", secrets=(key,) if key else ())
 
 
-def _lora(spec: LaunchSpec, argv: list[str], flag: _Flags) -> None:
+def _lora(spec: LaunchSpec, argv: list[str], flag: Flags) -> None:
     if not (spec.lora or spec.runtime_lora):
         if spec.max_lora_rank is not None or spec.max_loras is not None:
             raise InvalidOptions("max_lora_rank/max_loras need lora={name: path} or runtime_lora=True")
@@ -68,7 +68,7 @@ def _lora(spec: LaunchSpec, argv: list[str], flag: _Flags) -> None:
     flag.add("--max-loras-per-batch", spec.max_loras)
 
 
-def _speculative(spec: LaunchSpec, argv: list[str], flag: _Flags, engine: str) -> None:
+def _speculative(spec: LaunchSpec, argv: list[str], flag: Flags, engine: str) -> None:
     s = spec.speculative
     if s is None:
         return
@@ -90,14 +90,3 @@ def _speculative(spec: LaunchSpec, argv: list[str], flag: _Flags, engine: str) -
         flag.add("--speculative-num-steps", s.num_tokens)
         flag.add("--speculative-eagle-topk", 1)
         flag.add("--speculative-num-draft-tokens", s.num_tokens + 1)
-
-
-class _Flags:
-    """Appends ``--flag value`` pairs for the settings that are set."""
-
-    def __init__(self, argv: list[str]) -> None:
-        self.argv = argv
-
-    def add(self, flag: str, value: object) -> None:
-        if value is not None:
-            self.argv += [flag, str(value)]

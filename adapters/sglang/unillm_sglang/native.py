@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from unillm.errors import MalformedResponse
-from unillm.openai_compat import error_for_status, error_message
+from unillm.openai_compat import decode_event, error_for_status, raise_stream_error
 from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
 from unillm.results import Completion, CompletionChoice, Delta, Timings, TokenLogprob, TopLogprob, Usage
 
@@ -163,17 +163,8 @@ class NativeStreamDecoder:
             usage = Usage(prompt_tokens=self._prompt_tokens,
                           completion_tokens=sum(self._completion.values()))
             return [Delta(finish_reason=self._finish.get(0), usage=usage)]
-        try:
-            event = json.loads(data)
-        except json.JSONDecodeError:
-            raise MalformedResponse(f"{self._engine}: stream event is not JSON: {data[:200]!r}") from None
-        if not isinstance(event, dict):
-            raise MalformedResponse(f"{self._engine}: stream event is not an object: {data[:200]!r}")
-        if "error" in event:
-            err = event["error"]
-            code = err.get("code") if isinstance(err, Mapping) else None
-            raise error_for_status(self._engine, code if isinstance(code, int) else 500,
-                                   error_message(event), None)
+        event = decode_event(self._engine, data)
+        raise_stream_error(self._engine, event)
         try:
             return [self._delta(event)]
         except (KeyError, TypeError, IndexError, AttributeError, ValueError) as e:

@@ -14,12 +14,11 @@ Two TGI habits are undone here so answers look the same on every engine:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from unillm.errors import MalformedResponse
-from unillm.openai_compat import parse_logprobs, parse_usage
+from unillm.openai_compat import decode_event, parse_logprobs, parse_usage
 from unillm.options import Request
 from unillm.results import Completion, CompletionChoice, Delta, Timings, TokenLogprob, TopLogprob, Usage
 from unillm_tgi.errors import event_error, is_error_event
@@ -133,16 +132,6 @@ def parse_openai(body: Mapping[str, Any], request: Request, model: str, version:
 
 
 # -- streams -------------------------------------------------------------------------------------
-def _load(data: str) -> Mapping[str, Any]:
-    try:
-        event = json.loads(data)
-    except json.JSONDecodeError:
-        raise MalformedResponse(f"{ENGINE}: stream event is not JSON: {data[:200]!r}") from None
-    if not isinstance(event, Mapping):
-        raise MalformedResponse(f"{ENGINE}: stream event is not an object: {data[:200]!r}")
-    return event
-
-
 class GenerateStreamDecoder:
     """Decodes ``/generate_stream`` events: one token each; the last carries ``generated_text``
     and ``details`` (finish reason, generated tokens, input length), which end the stream."""
@@ -155,7 +144,7 @@ class GenerateStreamDecoder:
         self.done = False
 
     def feed(self, data: str) -> list[Delta]:
-        event = _load(data)
+        event = decode_event(ENGINE, data)
         if is_error_event(event):
             raise event_error(event, self._request)
         try:
@@ -197,7 +186,7 @@ class OpenAIRouteDecoder:
         if data == "[DONE]":
             self.done = True
             return []
-        chunk = _load(data)
+        chunk = decode_event(ENGINE, data)
         if is_error_event(chunk):
             raise event_error(chunk, self._request)
         deltas = []

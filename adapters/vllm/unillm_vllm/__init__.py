@@ -18,7 +18,7 @@ from typing import Any
 from unillm.adapter import EngineInfo, EngineInstall, HttpCall
 from unillm.capabilities import NATIVE, Capabilities, Feature, unsupported
 from unillm.errors import MalformedResponse, UnillmError, UnsupportedFeature
-from unillm.launch_spec import LaunchCommand, LaunchSpec
+from unillm.launch_spec import Flags, LaunchCommand, LaunchSpec
 from unillm.openai_compat import OpenAICompatAdapter, error_message
 from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
 from unillm.results import AdapterInfo
@@ -126,7 +126,7 @@ class VLLMAdapter(OpenAICompatAdapter):
     def command(self, spec: LaunchSpec) -> LaunchCommand:
         argv = [spec.python or "python", "-m", "vllm.entrypoints.openai.api_server",
                 "--model", spec.model, "--host", spec.host]
-        opt = _Flags(argv)
+        opt = Flags(argv)
         opt.add("--port", spec.port)
         opt.add("--served-model-name", spec.served_name)
         p = spec.parallel
@@ -175,18 +175,3 @@ def _speculative_config(spec: LaunchSpec) -> dict[str, Any]:
         raise UnsupportedFeature("vllm", "speculative lookup_max/lookup_min",
                                  why=f"they apply to method 'ngram', not {s.method!r}")
     return config
-
-
-class _Flags:
-    """Appends ``--flag value`` pairs for the settings that are set."""
-
-    def __init__(self, argv: list[str]) -> None:
-        self.argv = argv
-
-    def add(self, flag: str, value: object) -> None:
-        if value is not None:
-            self.argv += [flag, str(value)]
-
-    def switch(self, flag: str, on: bool) -> None:
-        if on:
-            self.argv.append(flag)
