@@ -42,6 +42,9 @@ class Regex:
     pattern: str
 
 
+_REGEX_META = frozenset("\\.^$*+?{}[]()|")
+
+
 @dataclass(frozen=True, slots=True)
 class Choice:
     """Constrain the answer to exactly one of ``options``: ``Choice(["yes", "no"])``."""
@@ -55,6 +58,14 @@ class Choice:
         if not all(isinstance(o, str) for o in values):
             raise InvalidOptions("Choice options must all be strings")
         object.__setattr__(self, "options", values)
+
+    def as_regex(self) -> str:
+        """A regex matching exactly one option, for engines without a choice field: ``(yes|no)``.
+
+        Only regex metacharacters are escaped, so every engine's regex dialect reads it.
+        """
+        return "(" + "|".join("".join("\\" + c if c in _REGEX_META else c for c in o)
+                              for o in self.options) + ")"
 
 
 @dataclass(frozen=True, slots=True)

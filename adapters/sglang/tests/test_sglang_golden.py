@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from unillm_sglang import SGLangAdapter, SGLangInfo
-from unillm_sglang.native import NativeStreamDecoder, choice_regex
+from unillm_sglang.native import NativeStreamDecoder
 
 from unillm.adapter import EngineInfo, HttpCall
 from unillm.capabilities import Feature, check
@@ -201,7 +201,7 @@ def test_native_constraints(output: Any, field: str, value: str) -> None:
 
 
 def test_choice_regex_escapes_every_option() -> None:
-    assert choice_regex(("1+1", "a*", "[x]")) == r"(1\+1|a\*|\[x\])"
+    assert Choice(["1+1", "a*", "[x]"]).as_regex() == r"(1\+1|a\*|\[x\])"
 
 
 def test_native_lora_stream_and_logprobs_fields() -> None:

@@ -49,7 +49,6 @@ from unillm_sglang.native import (
     GENERATE_PATH,
     NATIVE_ONLY_KEYS,
     NativeStreamDecoder,
-    choice_regex,
     native_body,
     parse_native,
 )
@@ -213,7 +212,7 @@ class SGLangAdapter(OpenAICompatAdapter):
         if isinstance(output, Regex):
             return {"regex": output.pattern}
         if isinstance(output, Choice):
-            return {"regex": choice_regex(output.options)}
+            return {"regex": output.as_regex()}
         assert isinstance(output, Grammar)
         return {"ebnf": output.text}
 

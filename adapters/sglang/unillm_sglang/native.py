@@ -13,7 +13,6 @@ unless the server runs with ``--incremental-streaming-output``; ``meta_info`` ca
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,11 +29,6 @@ _Choice = CompletionChoice[Any]
 _Completion = Completion[Any]
 
 
-def choice_regex(options: tuple[str, ...]) -> str:
-    """A regex matching exactly one of ``options`` (SGLang has no choice field)."""
-    return "(" + "|".join(re.escape(o) for o in options) + ")"
-
-
 def constraint_sampling(output: Constraint) -> dict[str, str]:
     """The ``sampling_params`` field that enforces ``output`` on ``/generate``."""
     if isinstance(output, JsonSchema):
@@ -42,7 +36,7 @@ def constraint_sampling(output: Constraint) -> dict[str, str]:
     if isinstance(output, Regex):
         return {"regex": output.pattern}
     if isinstance(output, Choice):
-        return {"regex": choice_regex(output.options)}
+        return {"regex": output.as_regex()}
     assert isinstance(output, Grammar)
     return {"ebnf": output.text}
 

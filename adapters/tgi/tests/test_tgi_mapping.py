@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 from pydantic import BaseModel
 from unillm_tgi import TGIAdapter, TGIInfo
-from unillm_tgi.constraints import choice_regex, inline_refs
+from unillm_tgi.constraints import inline_refs
 from unillm_tgi.responses import StopTrimmer, finish_reason
 
 from unillm.adapter import EngineInfo
@@ -112,7 +112,7 @@ def test_chat_streams_ask_for_usage() -> None:
 # -- constraints ---------------------------------------------------------------------------------
 def test_choice_is_an_escaped_alternation_matching_exactly_the_options() -> None:
     options = ["yes", "a.b", "(x)", "1+1", "a|b", "[x]", "\\", "$^", "{2}", "new\nline", ""]
-    pattern = re.compile(choice_regex(options))
+    pattern = re.compile(Choice(options).as_regex())
     for o in options:
         assert pattern.fullmatch(o), o
     for other in ["aXb", "x", "11", "a", "b", "yes!", "2"]:

@@ -9,7 +9,7 @@ sending; a recursive schema cannot become a regular expression and is refused.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
 
@@ -43,7 +43,7 @@ def grammar(output: Constraint, version: str | None) -> dict[str, Any]:
     if isinstance(output, Regex):
         return {"type": "regex", "value": output.pattern}
     if isinstance(output, Choice):
-        return {"type": "regex", "value": choice_regex(output.options)}
+        return {"type": "regex", "value": output.as_regex()}
     raise UnsupportedFeature(
         ENGINE, Feature.GRAMMAR.value, version=version,
         why="TGI has no context-free grammars, only JSON schemas and regular expressions",
@@ -54,11 +54,6 @@ def grammar(output: Constraint, version: str | None) -> dict[str, Any]:
 def escape_literal(text: str) -> str:
     """``text`` as a regular expression that matches exactly it (meta characters escaped)."""
     return "".join("\\" + c if c in _REGEX_META else c for c in text)
-
-
-def choice_regex(options: Sequence[str]) -> str:
-    """A regex alternation matching exactly one of ``options``: ``(yes|no)``."""
-    return "(" + "|".join(escape_literal(o) for o in options) + ")"
 
 
 def inline_refs(schema: Mapping[str, Any], version: str | None = None) -> dict[str, Any]:
