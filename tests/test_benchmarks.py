@@ -1,0 +1,34 @@
+"""The benchmarks still run and end with their JSON line (numbers are reported, never asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def last_json_line(script: str, *args: str) -> dict[str, object]:
+    done = subprocess.run([sys.executable, str(BENCHMARKS / script), *args],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_client_overhead_benchmark_compares_every_client_in_one_run() -> None:
+    result = last_json_line("client_overhead.py", "--quick")
+    assert result["errors"] == {}
+    for key in ("per_request_vs_httpx", "per_stream_vs_httpx", "import_s",
+                "openai_per_stream_vs_httpx"):
+        assert isinstance(result[key], float)
+
+
+@pytest.mark.engine
+def test_mlx_constrained_benchmark_measures_each_grammar_engine() -> None:
+    result = last_json_line("mlx_constrained.py", "--quick")
+    assert result
