@@ -57,7 +57,7 @@ class LLM:
     ) -> None:
         self.adapter = get_adapter(engine) if isinstance(engine, str) else engine
         self.engine = self.adapter.name
-        self.base_url = base_url.rstrip("/")
+        self.base_url = _engine_root(base_url)
         self.defaults: Options = dict(defaults or {})  # type: ignore[assignment]
         make_request("", None, None, self.defaults, stream=False)  # validate defaults now
         self._model, self._api_key = model, api_key
@@ -242,6 +242,15 @@ class LLM:
             return response.json()
         except ValueError:
             return response.text
+
+
+def _engine_root(base_url: str) -> str:
+    """The engine's root URL: unillm adds every path itself, so a trailing ``/v1`` is dropped."""
+    if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+        raise InvalidOptions(f"base_url must start with http:// or https://, got {base_url!r} "
+                             "(e.g. 'http://127.0.0.1:8000')")
+    root = base_url.rstrip("/")
+    return root[: -len("/v1")] if root.endswith("/v1") else root
 
 
 class Stream:

@@ -1,0 +1,30 @@
+"""connect() accepts the URLs people actually paste, and refuses the ones that cannot work."""
+
+from __future__ import annotations
+
+import pytest
+from fault_server import FaultServer
+
+import unillm
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize("suffix", ["", "/", "/v1", "/v1/"])
+async def test_an_openai_style_base_url_reaches_the_same_engine(suffix: str) -> None:
+    with FaultServer() as server:
+        async with unillm.connect("vllm", server.url + suffix) as llm:
+            r = await llm.generate("hi", max_tokens=4)
+        assert server.requests[-1].path == "/v1/completions"
+    assert r.text
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:8000", "localhost", "", "ftp://host"])
+def test_a_base_url_without_http_is_refused_with_an_example(url: str) -> None:
+    with pytest.raises(unillm.InvalidOptions, match="http://"):
+        unillm.connect("vllm", url)
+
+
+def test_an_unknown_engine_names_the_installed_ones() -> None:
+    with pytest.raises(unillm.UnknownEngine, match="vllm"):
+        unillm.connect("vllmm", "http://127.0.0.1:8000")
