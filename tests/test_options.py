@@ -250,3 +250,8 @@ def test_request_is_frozen() -> None:
     r = req(max_tokens=3)
     with pytest.raises(AttributeError):
         r.max_tokens = 4  # type: ignore[misc]
+
+
+def test_a_misspelt_option_gets_a_did_you_mean_hint() -> None:
+    with pytest.raises(InvalidOptions, match="did you mean 'max_tokens'"):
+        make_request("x", None, None, {"max_token": 3}, stream=False)

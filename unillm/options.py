@@ -207,9 +207,11 @@ def make_request(
         raise InvalidOptions(f"prompt must be a string, got {type(prompt).__name__}")
     unknown = set(options) - _ALL_OPTIONS
     if unknown:
-        raise InvalidOptions(
-            f"unknown option(s) {sorted(unknown)}; known options: {sorted(_ALL_OPTIONS)}"
-        )
+        from difflib import get_close_matches
+
+        hints = [f"{u!r} (did you mean {m[0]!r}?)" if (m := get_close_matches(u, _ALL_OPTIONS, 1))
+                 else repr(u) for u in sorted(unknown)]
+        raise InvalidOptions(f"unknown option(s) {', '.join(hints)}; known: {sorted(_ALL_OPTIONS)}")
     values = {k: v for k, v in options.items() if v is not None}
     for key, value in values.items():
         types = _TYPES.get(key)
