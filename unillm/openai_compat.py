@@ -248,7 +248,7 @@ def error_for_status(
     retry_after: float | None = None,
 ) -> EngineError:
     """Map an HTTP status and the engine's message to unillm's typed errors."""
-    text = f"{engine} answered {status}: {message}"
+    text = f"{engine} answered {status}: {message.rstrip('.')}"
     kw: dict[str, Any] = {"engine": engine, "status": status, "engine_message": message}
     if status in (400, 422):
         return InvalidRequest(text, **kw)
