@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 import unillm
@@ -30,3 +33,31 @@ def test_a_draft_method_without_a_draft_model_is_refused() -> None:
     with pytest.raises(unillm.InvalidOptions, match="draft_model"):
         unillm.launch("vllm", model="m", python="/usr/bin/python3",
                       speculative={"method": "eagle", "num_tokens": 3})
+
+
+ECHO = "import os, sys; print(sys.argv, os.environ['VLLM_API_KEY']); sys.exit(3)"
+
+
+async def _launch_echo(tmp_path: Path) -> tuple[unillm.Launch, str]:
+    """Launch a stand-in 'engine' that prints its arguments and key (as SGLang does) and exits."""
+    launch = unillm.launch("vllm", model="m", python=sys.executable, progress=None,
+                           log_path=tmp_path / "engine.log",
+                           prefix=[sys.executable, "-c", ECHO])
+    key = launch.spec.key()
+    assert key
+    with pytest.raises(unillm.LaunchError) as caught:
+        async with launch:
+            pass
+    return launch, str(caught.value)
+
+
+@pytest.mark.anyio
+async def test_the_api_key_never_reaches_the_engine_log_or_the_error(tmp_path: Path) -> None:
+    launch, error = await _launch_echo(tmp_path)
+    key = launch.spec.key()
+    assert key is not None
+    log = (tmp_path / "engine.log").read_text()
+    assert "exited with code 3" in error
+    assert "--model" in log
+    assert key not in log
+    assert key not in error

@@ -213,8 +213,11 @@ class Launch:
 
     def _read_log(self, process: subprocess.Popen[bytes]) -> None:
         assert process.stdout is not None
+        secrets = [s.encode() for s in self._cmd.secrets if s]
         with self.log_path.open("ab") as log:
             for raw in process.stdout:
+                for secret in secrets:  # engines that echo their arguments must not leak the key
+                    raw = raw.replace(secret, b"***")
                 log.write(raw)
                 log.flush()
                 for line in raw.replace(b"\r", b"\n").split(b"\n"):
