@@ -25,6 +25,7 @@ from unillm.errors import (
 )
 from unillm.options import Constraint, Request
 from unillm.results import (
+    AdapterInfo,
     Completion,
     CompletionChoice,
     Delta,
@@ -119,6 +120,24 @@ class OpenAICompatAdapter(Adapter):
     ) -> UnillmError:
         message = error_message(body)
         return error_for_status(self.name, status, message, request)
+
+
+class RuntimeLoraEndpoints:
+    """Runtime LoRA calls in vLLM's layout (``/v1/load_lora_adapter`` ...; adapters listed in
+    ``/v1/models`` with a ``parent``), also served by unillm's in-process engines."""
+
+    def load_lora(self, name: str, path: str) -> HttpCall:
+        return HttpCall("POST", "/v1/load_lora_adapter", {"lora_name": name, "lora_path": path})
+
+    def unload_lora(self, name: str) -> HttpCall:
+        return HttpCall("POST", "/v1/unload_lora_adapter", {"lora_name": name})
+
+    def list_loras(self) -> HttpCall:
+        return HttpCall("GET", "/v1/models")
+
+    def parse_loras(self, body: Any) -> list[AdapterInfo]:
+        return [AdapterInfo(name=m["id"], path=m.get("root"))
+                for m in (body or {}).get("data", []) if m.get("parent")]
 
 
 class OpenAIStreamDecoder:

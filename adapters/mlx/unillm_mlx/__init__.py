@@ -22,9 +22,8 @@ from unillm.adapter import EngineInfo, EngineInstall, HttpCall
 from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsupported
 from unillm.errors import UnillmError, UnknownAdapter, UnsupportedFeature
 from unillm.launch_spec import LaunchCommand, LaunchSpec
-from unillm.openai_compat import OpenAICompatAdapter, error_for_status, error_message
+from unillm.openai_compat import OpenAICompatAdapter, RuntimeLoraEndpoints, error_for_status, error_message
 from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
-from unillm.results import AdapterInfo
 
 if TYPE_CHECKING:
     import httpx
@@ -63,7 +62,7 @@ def is_in_process(version: str | None) -> bool:
     return bool(version) and str(version).endswith(IN_PROCESS_SUFFIX)
 
 
-class MLXAdapter(OpenAICompatAdapter):
+class MLXAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
     """mlx-lm: ``mlx_lm.server`` (server mode) or mlx-lm in this process (``in_process=True``).
 
     ``unillm.launch`` binds the adapter to its launch settings (model path, LoRA names). To use
@@ -194,20 +193,6 @@ class MLXAdapter(OpenAICompatAdapter):
                 "(unillm_mlx.convert_peft_adapter converts PEFT adapters)",
                 engine=self.name, status=status, engine_message=message)
         return error_for_status(self.name, status, message, request)
-
-    # -- LoRA at runtime (in-process engine only) --------------------------------------------
-    def load_lora(self, name: str, path: str) -> HttpCall:
-        return HttpCall("POST", "/v1/load_lora_adapter", {"lora_name": name, "lora_path": path})
-
-    def unload_lora(self, name: str) -> HttpCall:
-        return HttpCall("POST", "/v1/unload_lora_adapter", {"lora_name": name})
-
-    def list_loras(self) -> HttpCall:
-        return HttpCall("GET", "/v1/models")
-
-    def parse_loras(self, body: Any) -> list[AdapterInfo]:
-        return [AdapterInfo(name=m["id"], path=m.get("root"))
-                for m in (body or {}).get("data", []) if m.get("parent")]
 
     def lora_error(self, status: int, body: bytes, info: EngineInfo | None) -> UnillmError:
         if info is None or not is_in_process(info.version):

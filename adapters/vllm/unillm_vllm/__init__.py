@@ -19,9 +19,8 @@ from unillm.adapter import EngineInfo, EngineInstall, HttpCall
 from unillm.capabilities import NATIVE, Capabilities, Feature, unsupported
 from unillm.errors import MalformedResponse, UnillmError, UnsupportedFeature
 from unillm.launch_spec import Flags, LaunchCommand, LaunchSpec
-from unillm.openai_compat import OpenAICompatAdapter, error_message
+from unillm.openai_compat import OpenAICompatAdapter, RuntimeLoraEndpoints, error_message
 from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
-from unillm.results import AdapterInfo
 
 __all__ = ["VLLMAdapter"]
 
@@ -39,7 +38,7 @@ def parse_version(text: str | None) -> tuple[int, ...] | None:
     return tuple(int(x or 0) for x in m.groups()) if m else None
 
 
-class VLLMAdapter(OpenAICompatAdapter):
+class VLLMAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
     """vLLM's OpenAI-compatible server (``vllm serve`` / ``vllm.entrypoints.openai.api_server``)."""
 
     name = "vllm"
@@ -101,20 +100,6 @@ class VLLMAdapter(OpenAICompatAdapter):
                 alternative="Start it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True (unillm.launch("
                             "..., runtime_lora=True)), or pass lora={name: path} at launch")
         return self.parse_error(status, body, None, info)
-
-    # -- LoRA ------------------------------------------------------------------------------
-    def load_lora(self, name: str, path: str) -> HttpCall:
-        return HttpCall("POST", "/v1/load_lora_adapter", {"lora_name": name, "lora_path": path})
-
-    def unload_lora(self, name: str) -> HttpCall:
-        return HttpCall("POST", "/v1/unload_lora_adapter", {"lora_name": name})
-
-    def list_loras(self) -> HttpCall:
-        return HttpCall("GET", "/v1/models")
-
-    def parse_loras(self, body: Any) -> list[AdapterInfo]:
-        return [AdapterInfo(name=m["id"], path=m.get("root"))
-                for m in (body or {}).get("data", []) if m.get("parent")]
 
     # -- launch ----------------------------------------------------------------------------
     def install(self, *, gpu: bool) -> EngineInstall:
