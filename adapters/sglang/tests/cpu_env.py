@@ -170,6 +170,8 @@ def launch_settings(model: str | Path, workdir: Path, **overrides: Any) -> dict[
         "extra_args": ["--device", "cpu", "--attention-backend", "torch_native",
                        "--sampling-backend", "pytorch", "--skip-server-warmup",
                        "--max-total-tokens", "4096",
+                       # random weights emit whitespace forever inside JSON unless it is disabled
+                       "--constrained-json-disable-any-whitespace",
                        # an idle scheduler otherwise busy-polls a whole core
                        "--sleep-on-idle"],
         "ready_timeout": 600,
