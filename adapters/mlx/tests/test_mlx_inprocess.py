@@ -127,9 +127,10 @@ async def test_mlx_inproc_event_loop_keeps_ticking_while_generating(inproc_setti
             tg.cancel_scope.cancel()
     gaps = [b - a for a, b in itertools.pairwise(ticks)]
     assert re.fullmatch("[a-z ]{400}", r.text) and len(deltas) > 200
-    # Blocking the loop for one whole generation would leave a gap of ~elapsed/2 (>0.5 s here).
-    assert max(gaps) < 0.2, (max(gaps), elapsed)
-    assert len(ticks) > elapsed / 0.01 * 0.3, (len(ticks), elapsed)
+    # Blocking the loop for one whole generation would leave a gap of about elapsed/2: the loop
+    # must instead have run many times during each of the two generations.
+    assert max(gaps) < elapsed / 8, (max(gaps), elapsed)
+    assert len(ticks) > 16, (len(ticks), elapsed)
 
 
 async def test_mlx_inproc_stream_delivers_tokens_as_they_come(inproc_settings: dict[str, Any]) -> None:
