@@ -13,6 +13,7 @@ from unillm.adapter import EngineInfo, HttpCall
 from unillm.capabilities import Feature
 from unillm.errors import (
     EngineInternalError,
+    InvalidOptions,
     InvalidRequest,
     MalformedResponse,
     NotFound,
@@ -527,6 +528,12 @@ def test_python_path_comes_first() -> None:
 ])
 def test_launch_flags(settings: dict[str, Any], flags: list[str]) -> None:
     assert command(**settings).argv == [*BASE_ARGV, *flags]
+
+
+@pytest.mark.parametrize("limit", [{"max_lora_rank": 8}, {"max_loras": 2}])
+def test_lora_limits_without_lora_are_refused_not_dropped(limit: dict[str, int]) -> None:
+    with pytest.raises(InvalidOptions, match="max_lora_rank/max_loras need lora"):
+        command(**limit)
 
 
 def test_host_setting() -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from unillm.adapter import EngineInfo, EngineInstall, HttpCall
 from unillm.capabilities import NATIVE, Capabilities, Feature, unsupported
-from unillm.errors import MalformedResponse, UnillmError, UnsupportedFeature
+from unillm.errors import InvalidOptions, MalformedResponse, UnillmError, UnsupportedFeature
 from unillm.launch_spec import Flags, LaunchCommand, LaunchSpec
 from unillm.openai_compat import OpenAICompatAdapter, RuntimeLoraEndpoints, error_message
 from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
@@ -134,6 +134,8 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
                 argv += ["--lora-modules", *(f"{n}={p}" for n, p in spec.lora.items())]
             opt.add("--max-lora-rank", spec.max_lora_rank)
             opt.add("--max-loras", spec.max_loras)
+        elif spec.max_lora_rank is not None or spec.max_loras is not None:
+            raise InvalidOptions("max_lora_rank/max_loras need lora={name: path} or runtime_lora=True")
         if spec.runtime_lora:
             env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
         if spec.speculative is not None:
