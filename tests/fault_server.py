@@ -5,6 +5,7 @@ truncate a connection at any byte) and runs its own event loop in a background t
 
     with FaultServer() as server:
         server.fail(429, times=2, retry_after="1")   # first two generations: 429, then normal
+        server.stop(); server.start()                # refuse connections for a while, same port
         llm = unillm.connect("vllm", server.url)
         ...
         assert server.count() == 3
@@ -36,6 +37,8 @@ import anyio
 COMPLETIONS = "/v1/completions"
 CHAT = "/v1/chat/completions"
 GENERATION_PATHS = (COMPLETIONS, CHAT)
+LOAD_LORA, UNLOAD_LORA = "/v1/load_lora_adapter", "/v1/unload_lora_adapter"
+LORA_PATHS = (LOAD_LORA, UNLOAD_LORA)
 
 FaultKind = Literal[
     "status", "drop", "stall", "bad_sse", "content_type", "stream_error", "truncate", "endless"
@@ -77,6 +80,7 @@ class Seen:
     path: str
     headers: dict[str, str]
     body: Any
+    at: float = 0.0  # time.monotonic() when it arrived
 
 
 @dataclass
@@ -94,12 +98,14 @@ class FaultServer:
     def __init__(
         self, *, model: str = "tiny", max_model_len: int = 512, version: str = "0.32.0",
         pieces: tuple[str, ...] = ("Hello", ",", " world", "!"),
-        loras: tuple[str, ...] = (),
+        loras: tuple[str, ...] = (), port: int = 0, runtime_lora: bool = False,
     ) -> None:
         self.model, self.max_model_len, self.version = model, max_model_len, version
         self.pieces, self.loras = pieces, loras
+        self.runtime_lora = runtime_lora  # serve vLLM's /v1/load_lora_adapter and unload
+        self.metrics_text: str | None = None  # served on GET /metrics when set
         self.host = "127.0.0.1"
-        self.port = 0
+        self.port = port  # 0: a free port; kept across stop() and start() (a restarted replica)
         self.fault: Fault | None = None
         self.fault_hits = 0
         self.requests: list[Seen] = []
@@ -122,6 +128,7 @@ class FaultServer:
         """Start serving in a background thread; returns once the port is bound."""
         if self._thread is not None:
             raise RuntimeError("FaultServer already started")
+        self._ready.clear()
         self._thread = threading.Thread(
             target=asyncio.run, args=(self._main(),), name="fault-server", daemon=True
         )
@@ -212,8 +219,12 @@ class FaultServer:
     # -- observing -------------------------------------------------------------------------
     def count(self, path: str | None = None) -> int:
         """Requests received for ``path`` (default: generation requests)."""
+        return len(self.seen(path))
+
+    def seen(self, path: str | None = None) -> list[Seen]:
+        """The requests received for ``path`` (default: generation requests), oldest first."""
         paths = GENERATION_PATHS if path is None else (path,)
-        return sum(1 for r in list(self.requests) if r.path in paths)
+        return [r for r in list(self.requests) if r.path in paths]
 
     @property
     def client_disconnected(self) -> bool:
@@ -228,7 +239,7 @@ class FaultServer:
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
         try:
-            server = await asyncio.start_server(self._serve_connection, self.host, 0)
+            server = await asyncio.start_server(self._serve_connection, self.host, self.port)
         except BaseException as e:
             self._start_error = e
             self._ready.set()
@@ -268,7 +279,8 @@ class FaultServer:
             writer.close()
 
     def _record(self, request: _Request) -> None:
-        self.requests.append(Seen(request.method, request.path, request.headers, request.json))
+        self.requests.append(
+            Seen(request.method, request.path, request.headers, request.json, time.monotonic()))
 
     def _left(self, path: str) -> None:
         self.disconnects.append(path)
@@ -286,6 +298,11 @@ class FaultServer:
             return await _send_json(writer, 200, self._models())
         if method == "GET" and path == "/health":
             return await _send(writer, 200, b"", "application/json")
+        if method == "GET" and path == "/metrics" and self.metrics_text is not None:
+            return await _send(writer, 200, self.metrics_text.encode(), "text/plain; version=0.0.4")
+        if method == "POST" and self.runtime_lora and path in LORA_PATHS:
+            return await self._lora(path, request.json if isinstance(request.json, dict) else {},
+                                    writer)
         if method != "POST" or path not in GENERATION_PATHS:
             return await _send_json(writer, 404, {"detail": "Not Found"})
         body = request.json if isinstance(request.json, dict) else None
@@ -302,6 +319,22 @@ class FaultServer:
         if body.get("stream"):
             return await self._stream(request, body, reader, writer, fault=None)
         return await _send_json(writer, 200, self._completion(path, body))
+
+    async def _lora(self, path: str, body: dict[str, Any], writer: asyncio.StreamWriter) -> bool:
+        """vLLM's runtime LoRA endpoints: 200 with a text body, 400 when loaded twice, 404 unknown."""
+        name = str(body.get("lora_name", ""))
+        if path == LOAD_LORA:
+            if name in self.loras:
+                msg = f"The lora adapter '{name}' has already been loaded."
+                return await _send_json(writer, 400, _error(400, msg))
+            self.loras = (*self.loras, name)
+            return await _send(writer, 200, f"Success: LoRA adapter '{name}' added successfully.".encode(),
+                               "text/plain; charset=utf-8")
+        if name not in self.loras:
+            return await _send_json(writer, 404, _error(404, f"The lora adapter '{name}' cannot be found."))
+        self.loras = tuple(n for n in self.loras if n != name)
+        return await _send(writer, 200, f"Success: LoRA adapter '{name}' removed successfully.".encode(),
+                           "text/plain; charset=utf-8")
 
     async def _inject(
         self, fault: Fault, request: _Request, body: dict[str, Any],

@@ -5,6 +5,8 @@
     llm = unillm.connect("vllm", "http://127.0.0.1:8000")
     r = await llm.generate("What is 1+1?", max_tokens=16)
 
+    fleet = unillm.connect("vllm", ["http://a:8000", "http://b:8000"], policy="prefix")
+
     async with unillm.launch("vllm", model="/models/tiny") as llm:
         r = await llm.generate("Date?", output=unillm.Regex(r"\\d{4}-\\d{2}-\\d{2}"))
 
@@ -19,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "LLM": "unillm.llm", "Stream": "unillm.llm", "connect": "unillm.entrypoints",
+    "LLM": "unillm.llm", "Stream": "unillm.llm", "Client": "unillm.client",
+    "Fleet": "unillm.fleet", "FleetStats": "unillm.fleet", "ReplicaStats": "unillm.fleet",
+    "Backoff": "unillm.routing", "connect": "unillm.entrypoints",
     "launch": "unillm.entrypoints", "from_config": "unillm.config", "load_config": "unillm.config",
     "Launch": "unillm.supervisor", "LaunchProgress": "unillm.supervisor",
     "LaunchSpec": "unillm.launch_spec", "Parallel": "unillm.launch_spec",
@@ -39,7 +43,8 @@ _EXPORTS = {
     "Unauthorized": "unillm.errors",
     "Overloaded": "unillm.errors", "EngineInternalError": "unillm.errors",
     "EngineUnavailable": "unillm.errors", "EngineTimeout": "unillm.errors",
-    "MalformedResponse": "unillm.errors", "StreamInterrupted": "unillm.errors",
+    "MalformedResponse": "unillm.errors", "ReplicaMismatch": "unillm.errors",
+    "FanOutFailed": "unillm.errors", "StreamInterrupted": "unillm.errors",
     "OutputParseError": "unillm.errors", "LaunchError": "unillm.errors",
 }
 
@@ -63,6 +68,7 @@ if TYPE_CHECKING:
     from unillm.blocking import BlockingLLM as BlockingLLM
     from unillm.capabilities import Capabilities as Capabilities
     from unillm.capabilities import Feature as Feature
+    from unillm.client import Client as Client
     from unillm.config import from_config as from_config
     from unillm.config import load_config as load_config
     from unillm.entrypoints import connect as connect
@@ -72,6 +78,7 @@ if TYPE_CHECKING:
     from unillm.errors import EngineInternalError as EngineInternalError
     from unillm.errors import EngineTimeout as EngineTimeout
     from unillm.errors import EngineUnavailable as EngineUnavailable
+    from unillm.errors import FanOutFailed as FanOutFailed
     from unillm.errors import InvalidOptions as InvalidOptions
     from unillm.errors import InvalidRequest as InvalidRequest
     from unillm.errors import LaunchError as LaunchError
@@ -79,6 +86,7 @@ if TYPE_CHECKING:
     from unillm.errors import NotFound as NotFound
     from unillm.errors import OutputParseError as OutputParseError
     from unillm.errors import Overloaded as Overloaded
+    from unillm.errors import ReplicaMismatch as ReplicaMismatch
     from unillm.errors import StreamInterrupted as StreamInterrupted
     from unillm.errors import Unauthorized as Unauthorized
     from unillm.errors import UnillmError as UnillmError
@@ -86,6 +94,9 @@ if TYPE_CHECKING:
     from unillm.errors import UnknownEngine as UnknownEngine
     from unillm.errors import UnknownModel as UnknownModel
     from unillm.errors import UnsupportedFeature as UnsupportedFeature
+    from unillm.fleet import Fleet as Fleet
+    from unillm.fleet import FleetStats as FleetStats
+    from unillm.fleet import ReplicaStats as ReplicaStats
     from unillm.launch_spec import LaunchSpec as LaunchSpec
     from unillm.launch_spec import Parallel as Parallel
     from unillm.launch_spec import Speculative as Speculative
@@ -103,6 +114,7 @@ if TYPE_CHECKING:
     from unillm.results import Delta as Delta
     from unillm.results import Timings as Timings
     from unillm.results import Usage as Usage
+    from unillm.routing import Backoff as Backoff
     from unillm.supervisor import Launch as Launch
     from unillm.supervisor import LaunchProgress as LaunchProgress
     from unillm.transport import RetryPolicy as RetryPolicy

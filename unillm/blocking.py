@@ -1,6 +1,6 @@
 """Blocking twins of the async API, written once for every engine.
 
-The async ``LLM`` runs on an event loop in a private thread, so these calls also work where
+The async ``LLM`` (or ``Fleet``) runs on an event loop in a private thread, so these calls also work where
 a loop is already running (Jupyter, or a sync function called from async code).
 
     llm = unillm.connect("vllm", "http://127.0.0.1:8000").blocking()
@@ -26,7 +26,7 @@ from unillm.results import AdapterInfo, Completion, Delta
 
 if TYPE_CHECKING:
     from unillm.adapter import EngineInfo
-    from unillm.llm import LLM, Messages
+    from unillm.client import Client, Messages
     from unillm.metrics import EngineMetrics
 
 R = TypeVar("R")
@@ -60,9 +60,10 @@ class _Loop:
 
 
 class BlockingLLM:
-    """The blocking face of an :class:`~unillm.llm.LLM`; close it (or use ``with``) when done."""
+    """The blocking face of an :class:`~unillm.llm.LLM` or a :class:`~unillm.fleet.Fleet`;
+    close it (or use ``with``) when done."""
 
-    def __init__(self, llm: LLM, loop: _Loop | None = None) -> None:
+    def __init__(self, llm: Client, loop: _Loop | None = None) -> None:
         self.llm = llm
         self._owns_loop = loop is None
         self._loop = loop or _Loop()

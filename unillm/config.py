@@ -3,6 +3,8 @@
     # unillm.toml
     engine = "vllm"                     # the only line to change to swap backends
     base_url = "http://gpu-1:8000"      # connect to a running engine ... or start one:
+    # base_url = ["http://gpu-1:8000", "http://gpu-2:8000"]   # a fleet of replicas
+    # policy = "prefix"                 # its routing: round_robin, least_load, prefix, session
     # [launch]
     # model = "Qwen/Qwen2.5-0.5B-Instruct"
     [defaults]
@@ -11,7 +13,8 @@
     async with unillm.from_config("unillm.toml") as llm:
         r = await llm.generate("Hi")
 
-Environment overrides: ``UNILLM_ENGINE``, ``UNILLM_BASE_URL``, ``UNILLM_MODEL``,
+Environment overrides: ``UNILLM_ENGINE``, ``UNILLM_BASE_URL`` (comma-separated for a fleet),
+``UNILLM_POLICY``, ``UNILLM_MODEL``,
 ``UNILLM_API_KEY``, and ``UNILLM_<SECTION>__<KEY>`` for nested keys (values read as JSON when
 they parse, e.g. ``UNILLM_DEFAULTS__MAX_TOKENS=64``).
 """
@@ -24,7 +27,7 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
@@ -33,6 +36,9 @@ from unillm.llm import LLM
 from unillm.options import make_request
 from unillm.supervisor import Launch
 from unillm.transport import RetryPolicy, Timeouts
+
+if TYPE_CHECKING:
+    from unillm.fleet import Fleet
 
 _PREFIX = "UNILLM_"
 
@@ -43,7 +49,8 @@ class Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     engine: str
-    base_url: str | None = None
+    base_url: str | list[str] | None = None
+    policy: str | None = None
     model: str | None = None
     api_key: SecretStr | None = None
     defaults: dict[str, Any] = {}
@@ -66,6 +73,9 @@ def load_config(source: str | Path | Mapping[str, Any],
     if (config.base_url is None) == (config.launch is None):
         raise ConfigError("the config needs exactly one of base_url = '...' (connect to a running "
                           "engine) or a [launch] table (start one)")
+    if config.policy is not None and not isinstance(config.base_url, list):
+        raise ConfigError("policy routes between replicas: give base_url a list of URLs "
+                          "(base_url = ['http://a:8000', 'http://b:8000'])")
     try:
         make_request("", None, None, config.defaults, stream=False)
     except InvalidOptions as e:
@@ -74,8 +84,11 @@ def load_config(source: str | Path | Mapping[str, Any],
 
 
 def from_config(source: str | Path | Mapping[str, Any],
-                env: Mapping[str, str] | None = None) -> LLM | Launch:
-    """An LLM (``base_url``) or a Launch (``[launch]``); ``async with`` either gives an LLM."""
+                env: Mapping[str, str] | None = None) -> LLM | Fleet | Launch:
+    """An LLM (``base_url``), a Fleet (a list of base URLs) or a Launch (``[launch]``).
+
+    ``async with`` any of them gives the client.
+    """
     config = load_config(source, env)
     key = config.api_key.get_secret_value() if config.api_key else None
     try:
@@ -83,6 +96,18 @@ def from_config(source: str | Path | Mapping[str, Any],
     except TypeError as e:
         raise ConfigError(f"invalid [timeouts] or [retry]: {e}") from None
     common: dict[str, Any] = {"defaults": config.defaults, "timeouts": timeouts, "retry": retry}
+    if isinstance(config.base_url, list):
+        from unillm.fleet import Fleet
+
+        if config.retry:
+            raise ConfigError("[retry] is for one engine; a fleet fails over between its replicas")
+        try:
+            return Fleet.connect(config.engine, config.base_url, model=config.model, api_key=key,
+                                 defaults=config.defaults,  # type: ignore[arg-type]
+                                 timeouts=timeouts,
+                                 policy=config.policy or "round_robin")  # type: ignore[arg-type]
+        except InvalidOptions as e:
+            raise ConfigError(f"invalid fleet config: {e}") from None
     if config.base_url is not None:
         return LLM(config.engine, config.base_url, model=config.model, api_key=key, **common)
     from unillm.entrypoints import launch
@@ -137,8 +162,10 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
             value: Any = json.loads(raw)
         except json.JSONDecodeError:
             value = raw
-        if path[0] in ("base_url", "model", "api_key", "engine"):
+        if path[0] in ("model", "api_key", "engine", "policy"):
             value = raw
+        elif path[0] == "base_url":
+            value = [u.strip() for u in raw.split(",") if u.strip()] if "," in raw else raw
         target = data
         for part in path[:-1]:
             target = target.setdefault(part, {})

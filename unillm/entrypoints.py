@@ -1,33 +1,70 @@
 """The two ways in: connect to a running engine, or launch one.
 
     llm = unillm.connect("vllm", "http://gpu-1:8000", api_key="...")
+    fleet = unillm.connect("vllm", ["http://gpu-1:8000", "http://gpu-2:8000"], policy="prefix")
     async with unillm.launch("vllm", model="/models/tiny", max_model_len=512) as llm: ...
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
+from unillm.errors import InvalidOptions
 from unillm.launch_spec import LaunchSpec
 from unillm.llm import LLM
 from unillm.options import Options
 from unillm.supervisor import Launch, ProgressHook, build_spec, print_progress
 from unillm.transport import RetryPolicy, Timeouts
 
+if TYPE_CHECKING:
+    from unillm.fleet import Fleet
+    from unillm.routing import Policy
 
+
+@overload
 def connect(
     engine: str, base_url: str, *, model: str | None = None, api_key: str | None = None,
     defaults: Options | None = None, timeouts: Timeouts = Timeouts(),
-    retry: RetryPolicy = RetryPolicy(),
-) -> LLM:
+    retry: RetryPolicy | None = None,
+) -> LLM: ...
+
+
+@overload
+def connect(
+    engine: str, base_url: list[str] | tuple[str, ...], *, model: str | None = None,
+    api_key: str | None = None, defaults: Options | None = None, timeouts: Timeouts = Timeouts(),
+    policy: Policy = "round_robin", prefix_chars: int = 256,
+) -> Fleet: ...
+
+
+def connect(
+    engine: str, base_url: str | list[str] | tuple[str, ...], *, model: str | None = None,
+    api_key: str | None = None, defaults: Options | None = None, timeouts: Timeouts = Timeouts(),
+    retry: RetryPolicy | None = None, policy: Policy | None = None, prefix_chars: int = 256,
+) -> LLM | Fleet:
     """Talk to a running engine: ``unillm.connect("vllm", "http://127.0.0.1:8000")``.
 
     ``model`` defaults to the engine's served model; ``defaults`` are options applied to every
     request (overridden per call). Nothing is sent until the first request.
+
+    A list of URLs gives a :class:`~unillm.fleet.Fleet` of replicas of one model, routed by
+    ``policy`` ("round_robin", "least_load", "prefix", "session"):
+    ``unillm.connect("vllm", ["http://a:8000", "http://b:8000"], policy="prefix")``.
     """
-    return LLM(engine, base_url, model=model, api_key=api_key, defaults=defaults,
-               timeouts=timeouts, retry=retry)
+    if isinstance(base_url, str):
+        if policy is not None:
+            raise InvalidOptions("policy= routes between replicas: pass a list of base URLs")
+        return LLM(engine, base_url, model=model, api_key=api_key, defaults=defaults,
+                   timeouts=timeouts, retry=retry or RetryPolicy())
+    if retry is not None:
+        raise InvalidOptions("retry= is for one engine; a fleet fails over between its replicas and "
+                             "cools down overloaded ones itself (see unillm.Fleet)")
+    from unillm.fleet import Fleet
+
+    return Fleet.connect(engine, base_url, policy=policy or "round_robin", model=model,
+                         api_key=api_key, defaults=defaults, timeouts=timeouts,
+                         prefix_chars=prefix_chars)
 
 
 def launch(

@@ -11,7 +11,7 @@ engine carry the engine's own message in ``engine_message``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 
 class UnillmError(Exception):
@@ -100,6 +100,27 @@ class EngineUnavailable(UnillmError):
 
 class EngineTimeout(EngineUnavailable):
     """The engine stopped answering within the configured timeout."""
+
+
+class ReplicaMismatch(UnillmError):
+    """A fleet's replicas serve different models or engines; ``replicas`` maps URL -> what it serves."""
+
+    def __init__(self, message: str, *, replicas: Mapping[str, str]) -> None:
+        self.replicas = dict(replicas)
+        super().__init__(message)
+
+
+class FanOutFailed(UnillmError):
+    """An operation sent to every replica of a fleet failed on some of them (and worked on others).
+
+    ``failures`` maps each failed replica's URL to its error; ``succeeded`` lists the others.
+    """
+
+    def __init__(
+        self, message: str, *, failures: Mapping[str, UnillmError], succeeded: Sequence[str]
+    ) -> None:
+        self.failures, self.succeeded = dict(failures), list(succeeded)
+        super().__init__(message)
 
 
 class MalformedResponse(UnillmError):

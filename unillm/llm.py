@@ -88,10 +88,18 @@ class LLM:
         """Close the pooled connections."""
         await self._transport.aclose()
 
-    def clone(self) -> LLM:
-        """A new LLM for the same engine with its own connection pool (e.g. another loop)."""
+    @property
+    def retry(self) -> RetryPolicy:
+        """How this client retries refused connections and 429/503 answers."""
+        return self._retry
+
+    def clone(self, *, retry: RetryPolicy | None = None) -> LLM:
+        """A new LLM for the same engine with its own connection pool (e.g. another loop).
+
+        ``retry`` replaces the retry policy (a Fleet's replicas use ``RetryPolicy(attempts=1)``).
+        """
         twin = LLM(self.adapter, self.base_url, model=self._model, api_key=self._api_key,
-                   defaults=self.defaults, timeouts=self._timeouts, retry=self._retry,
+                   defaults=self.defaults, timeouts=self._timeouts, retry=retry or self._retry,
                    http_transport=self._http_transport)
         twin._info, twin._caps = self._info, self._caps
         return twin
@@ -174,6 +182,10 @@ class LLM:
         Grammar) and fills ``.parsed``. Unsupported options raise UnsupportedFeature first.
         """
         request = make_request(prompt, messages, output, {**self.defaults, **options}, stream=False)
+        return await self._complete(request)
+
+    async def _complete(self, request: Request) -> Completion[Any]:
+        """Send one validated, non-streamed request and parse the answer."""
         info, call = await self._prepare(request)
         started = time.perf_counter()
         response = await self._transport.send(call, request.timeout)
@@ -264,6 +276,7 @@ class Stream:
         self._llm, self._request = llm, request
         self._texts: dict[int, list[str]] = {}
         self._iter: AsyncIterator[Delta] | None = None
+        self.started = False  # True once the engine accepted the stream (headers received)
 
     @property
     def text(self) -> str:
@@ -311,6 +324,7 @@ class Stream:
             if response.status_code >= 400:
                 await response.aread()
                 raise llm._error(response, request)
+            self.started = True
             try:
                 async for event in EventSource(response).aiter_sse():
                     for delta in decoder.feed(event.data):

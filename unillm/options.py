@@ -109,6 +109,7 @@ class Options(TypedDict, total=False):
     lora: str
     extra_body: Mapping[str, Any]
     timeout: float
+    session: str  # a Fleet sends requests with the same key to the same replica (one LLM: itself)
 
 
 SAMPLING_FIELDS: tuple[str, ...] = (
@@ -171,6 +172,7 @@ class Request:
     lora: str | None = None
     extra_body: Mapping[str, Any] | None = None
     timeout: float | None = None
+    session: str | None = None
 
     def sampling(self) -> dict[str, Any]:
         """The sampling options that were set, by unified name."""
@@ -182,7 +184,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "temperature": (int, float), "top_p": (int, float), "min_p": (int, float),
     "presence_penalty": (int, float), "frequency_penalty": (int, float),
     "repetition_penalty": (int, float), "timeout": (int, float), "logprobs": (bool,),
-    "lora": (str,),
+    "lora": (str,), "session": (str,),
 }
 _RANGES: dict[str, tuple[float, float]] = {
     "max_tokens": (1, float("inf")), "n": (1, float("inf")), "top_logprobs": (0, float("inf")),
@@ -220,6 +222,8 @@ def make_request(
         lo, hi = _RANGES.get(key, (None, None))
         if lo is not None and hi is not None and not lo <= value <= hi:
             raise InvalidOptions(f"{key}={value!r} is out of range [{lo}, {hi}]")
+    if "session" in values and not values["session"]:
+        raise InvalidOptions("session must be a non-empty string (e.g. a user or conversation id)")
     if "stop" in values:
         stop = values["stop"]
         if not isinstance(stop, (str, Sequence)):

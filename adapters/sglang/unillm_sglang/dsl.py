@@ -193,15 +193,16 @@ class UnillmBackend(BaseBackend):  # type: ignore[misc]
         state = my_program.run(question="Hi", backend=backend)
         backend.close()
 
-    ``llm`` is an async :class:`unillm.LLM` (the backend makes its own blocking twin, with one private
-    event-loop thread, and closes it in :meth:`close`) or a :class:`unillm.BlockingLLM` you own.
+    ``llm`` is an async :class:`unillm.LLM` or :class:`unillm.Fleet` (any :class:`unillm.Client`: the
+    backend makes its own blocking twin, with one private event-loop thread, and closes it in
+    :meth:`close`) or a :class:`unillm.BlockingLLM` you own.
     ``api="auto"`` sends role-based programs to the chat API (model's own chat template) and plain
     text to the completions API; ``api="completion"`` always sends text rendered with
     ``chat_template`` (an SGLang template name or object; default: matched from the model name).
     """
 
     def __init__(
-        self, llm: unillm.LLM | BlockingLLM, *, api: Api = "auto",
+        self, llm: unillm.Client | BlockingLLM, *, api: Api = "auto",
         chat_template: str | ChatTemplate | None = None,
     ) -> None:
         super().__init__()

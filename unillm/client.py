@@ -1,0 +1,120 @@
+"""The interface an ``LLM`` and a ``Fleet`` share: type code against ``unillm.Client`` to accept both.
+
+    async def summarize(llm: unillm.Client, text: str) -> str:
+        return (await llm.generate(f"Summarize: {text}", max_tokens=64)).text
+
+    await summarize(unillm.connect("vllm", "http://a:8000"), text)                        # one engine
+    await summarize(unillm.connect("vllm", ["http://a:8000", "http://b:8000"]), text)     # a fleet
+
+The blocking twin (:class:`~unillm.blocking.BlockingLLM`) and the SGLang DSL backend take a Client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
+
+from pydantic import BaseModel
+from typing_extensions import Self, Unpack
+
+from unillm.options import Message, Options, OutputSpec
+from unillm.results import AdapterInfo, Completion
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+    from unillm.adapter import EngineInfo
+    from unillm.blocking import BlockingLLM
+    from unillm.capabilities import Capabilities
+    from unillm.llm import Stream
+    from unillm.metrics import EngineMetrics
+
+M = TypeVar("M", bound=BaseModel)
+Messages = Sequence[Message | Mapping[str, str]]
+
+
+class AdapterControl(Protocol):
+    """Runtime LoRA adapters: ``await llm.adapters.load("sql", "/adapters/sql")``."""
+
+    async def load(self, name: str, path: str) -> None:
+        """Load an adapter at runtime under ``name``."""
+
+    async def unload(self, name: str) -> None:
+        """Unload the adapter ``name``."""
+
+    async def list(self) -> list[AdapterInfo]:
+        """Adapters served now."""
+
+
+class Client(Protocol):
+    """Anything that generates like :class:`~unillm.llm.LLM`: one engine, or a fleet of replicas."""
+
+    @property
+    def engine(self) -> str:
+        """The engine's adapter name ("vllm", "sglang", ...)."""
+
+    @property
+    def defaults(self) -> Options:
+        """Options applied to every request (overridden per call)."""
+
+    @property
+    def adapters(self) -> AdapterControl:
+        """Runtime LoRA adapters."""
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+
+    async def aclose(self) -> None:
+        """Close the pooled connections."""
+
+    def clone(self) -> Client:
+        """A twin with its own connection pools (e.g. for another event loop)."""
+
+    def blocking(self) -> BlockingLLM:
+        """A blocking twin for scripts and notebooks."""
+
+    async def info(self, *, refresh: bool = False) -> EngineInfo:
+        """Served model, engine version and limits."""
+
+    async def capabilities(self) -> Capabilities:
+        """What the engine, at its detected version, can honour."""
+
+    async def health(self) -> bool:
+        """True when the engine answers its health check."""
+
+    async def metrics(self) -> EngineMetrics:
+        """The engine's Prometheus metrics."""
+
+    def openai(self) -> AsyncOpenAI:
+        """An ``openai.AsyncOpenAI`` client for the same endpoint."""
+
+    @overload
+    async def generate(
+        self, prompt: str | None = None, *, messages: Messages | None = None,
+        output: type[M], **options: Unpack[Options],
+    ) -> Completion[M]: ...
+
+    @overload
+    async def generate(
+        self, prompt: str | None = None, *, messages: Messages | None = None,
+        output: OutputSpec | None = None, **options: Unpack[Options],
+    ) -> Completion[Any]: ...
+
+    async def generate(
+        self, prompt: str | None = None, *, messages: Messages | None = None,
+        output: OutputSpec | None = None, **options: Unpack[Options],
+    ) -> Completion[Any]:
+        """Generate a whole answer."""
+
+    def stream(
+        self, prompt: str | None = None, *, messages: Messages | None = None,
+        output: OutputSpec | None = None, **options: Unpack[Options],
+    ) -> Stream:
+        """Stream an answer as deltas."""
+
+
+__all__ = ["AdapterControl", "Client"]

@@ -1,0 +1,607 @@
+"""A fleet: replicas of one model behind one object with the ``LLM`` API, routed client-side.
+
+    fleet = unillm.connect("vllm", ["http://a:8000", "http://b:8000"], policy="prefix")
+    async with fleet:
+        r = await fleet.generate("You are a terse assistant. Q: 1+1?", max_tokens=8)
+        async for d in fleet.stream("Hi", session="user-42"):   # same key -> same replica
+            print(d.text, end="")
+        print(fleet.stats())    # per replica: state, in flight, requests, errors, overloads
+
+    fleet = unillm.Fleet([llm_a, llm_b], policy="least_load")    # from LLMs you built (owned)
+
+Policies (see :mod:`unillm.routing`): ``round_robin``, ``least_load`` (requests in flight, streams
+until closed, plus the engine's waiting queue from its metrics, scraped in the background at most
+every ``metrics_interval`` seconds), ``prefix`` (consistent hashing with bounded load over the
+first ``prefix_chars`` characters of the prompt or messages, so a shared prefix hits one engine's
+prefix cache) and ``session`` (``session="user-42"`` on a request; without a key, least load).
+A ``session=`` key pins its requests under every policy.
+
+Failover: a request that fails before the engine answered (connection refused or reset, a
+timeout before the headers, 429/503) is sent to another replica, each replica at most once per
+request. A stream that has started is never retried: it ends in ``StreamInterrupted`` with its
+partial text. Overload is not failure: a replica answering 429/503 gets nothing until
+``max(Retry-After, own exponential backoff)`` has passed; when every replica cools down the caller
+gets ``Overloaded`` with the earliest ``retry_after``. An unreachable replica is ejected and
+gets one trial request after a backoff (or comes back when ``health()`` sees it answer). The
+replicas' own retries are off (``RetryPolicy(attempts=1)``): the fleet decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
+
+import anyio
+import httpx
+from pydantic import BaseModel, ConfigDict
+from typing_extensions import Self, Unpack
+
+from unillm.adapter import EngineInfo
+from unillm.capabilities import Capabilities, Support, check
+from unillm.errors import (
+    EngineError,
+    EngineUnavailable,
+    FanOutFailed,
+    InvalidOptions,
+    Overloaded,
+    ReplicaMismatch,
+    StreamInterrupted,
+    UnillmError,
+    UnsupportedFeature,
+)
+from unillm.llm import LLM, Messages, Stream
+from unillm.metrics import EngineMetrics, Sample
+from unillm.options import Options, OutputSpec, Request, make_request
+from unillm.results import AdapterInfo, Completion, Delta
+from unillm.routing import Backoff, Policy, ReplicaState, Router
+from unillm.transport import RetryPolicy, Timeouts
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+    from unillm.blocking import BlockingLLM
+
+M = TypeVar("M", bound=BaseModel)
+R = TypeVar("R")
+NO_RETRY = RetryPolicy(attempts=1)
+_LEVELS = {"no": 0, "emulated": 1, "native": 2}
+
+
+class ReplicaStats(BaseModel):
+    """Counters of one replica: how the fleet's traffic is balanced and how healthy it is."""
+
+    model_config = ConfigDict(frozen=True)
+
+    url: str
+    state: ReplicaState
+    in_flight: int
+    requests: int
+    errors: int
+    overloads: int
+    available_in_s: float | None
+    waiting: float | None
+    last_error: str | None
+
+
+class FleetStats(BaseModel):
+    """Per-replica counters of a fleet: ``fleet.stats().replicas[0].requests``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    policy: str
+    replicas: list[ReplicaStats]
+
+    def replica(self, url: str) -> ReplicaStats:
+        """The counters of the replica at ``url``."""
+        for r in self.replicas:
+            if r.url == url.rstrip("/"):
+                return r
+        raise KeyError(f"{url!r} is not a replica of this fleet ({[r.url for r in self.replicas]})")
+
+
+class Fleet:
+    """Replicas of one model behind the ``LLM`` API; each request goes to one replica.
+
+    Build it with ``unillm.connect(engine, [url, ...], policy=...)`` or ``Fleet([llm, ...])``
+    (the fleet owns those LLMs: ``aclose`` closes them). Discovery (model, engine, version of
+    every replica) happens on first use; replicas serving different models raise
+    :class:`~unillm.errors.ReplicaMismatch`.
+    """
+
+    def __init__(
+        self, replicas: Sequence[LLM], *, policy: Policy = "round_robin",
+        defaults: Options | None = None, prefix_chars: int = 256, load_factor: float = 1.25,
+        cooldown: Backoff = Backoff(0.5, 30.0), ejection: Backoff = Backoff(1.0, 30.0),
+        metrics_interval: float = 1.0,
+    ) -> None:
+        given = list(replicas) if isinstance(replicas, Sequence) else []
+        if not given:
+            raise InvalidOptions("a Fleet needs at least one replica: unillm.connect(engine, "
+                                 "['http://a:8000', 'http://b:8000']) or Fleet([llm_a, llm_b])")
+        if not all(isinstance(r, LLM) for r in given):
+            raise InvalidOptions("Fleet([...]) takes unillm.LLM objects (from unillm.connect)")
+        engines = {r.base_url: r.engine for r in given}
+        if len(set(engines.values())) > 1:
+            raise ReplicaMismatch(
+                "a fleet serves one model on one engine, but its replicas use different engines: "
+                + ", ".join(f"{u} ({e})" for u, e in engines.items()), replicas=engines)
+        _refuse_duplicates([r.base_url for r in given])
+        if defaults is None:
+            defaults = given[0].defaults
+            if any(r.defaults != defaults for r in given):
+                raise InvalidOptions("the replicas have different defaults; pass Fleet(..., defaults=...)")
+        make_request("", None, None, defaults, stream=False)  # validate now
+        self._given = given
+        self.replicas: list[LLM] = [r if r.retry.attempts == 1 else r.clone(retry=NO_RETRY)
+                                    for r in given]
+        self.engine: str = given[0].engine
+        self.defaults: Options = dict(defaults)  # type: ignore[assignment]
+        self.policy: Policy = policy
+        self.metrics_interval = metrics_interval
+        self._settings: dict[str, Any] = {
+            "policy": policy, "defaults": self.defaults, "prefix_chars": prefix_chars,
+            "load_factor": load_factor, "cooldown": cooldown, "ejection": ejection,
+            "metrics_interval": metrics_interval}
+        self._router = Router([r.base_url for r in self.replicas], policy, prefix_chars=prefix_chars,
+                              load_factor=load_factor, cooldown=cooldown, ejection=ejection)
+        self._info: EngineInfo | None = None
+        self._caps: Capabilities | None = None
+        self._mixed_versions = False
+        self._verified = [False] * len(self.replicas)
+        self._lock: anyio.Lock | None = None
+        self._wants_queue = policy in ("least_load", "session")
+        self._no_queue = [False] * len(self.replicas)
+        self._scraped_at = float("-inf")
+        self._scrape: asyncio.Task[None] | None = None
+        self.adapters = FleetAdapters(self)
+
+    @classmethod
+    def connect(
+        cls, engine: str, base_urls: Sequence[str], *, policy: Policy = "round_robin",
+        model: str | None = None, api_key: str | None = None, defaults: Options | None = None,
+        timeouts: Timeouts = Timeouts(), prefix_chars: int = 256,
+    ) -> Fleet:
+        """A fleet of running replicas: ``Fleet.connect("vllm", ["http://a:8000", "http://b:8000"])``."""
+        if isinstance(base_urls, str) or not isinstance(base_urls, Sequence):
+            raise InvalidOptions(f"a fleet takes a list of base URLs, got {base_urls!r}")
+        if not base_urls:
+            raise InvalidOptions("a fleet needs at least one replica URL, got an empty list")
+        llms = [LLM(engine, url, model=model, api_key=api_key, defaults=defaults,
+                    timeouts=timeouts, retry=NO_RETRY) for url in base_urls]
+        return cls(llms, policy=policy, defaults=defaults, prefix_chars=prefix_chars)
+
+    @property
+    def base_urls(self) -> list[str]:
+        """Every replica's URL, in order."""
+        return [r.base_url for r in self.replicas]
+
+    def __repr__(self) -> str:
+        model = self._info.model if self._info else None
+        return (f"Fleet(engine={self.engine!r}, policy={self.policy!r}, model={model!r}, "
+                f"replicas={self.base_urls!r})")
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop the background metrics scrape and close every replica's connections."""
+        if self._scrape is not None:
+            self._scrape.cancel()
+            self._scrape = None
+        for llm in {id(r): r for r in (*self.replicas, *self._given)}.values():
+            await llm.aclose()
+
+    def clone(self) -> Fleet:
+        """A new fleet over the same replicas with its own connection pools and counters."""
+        twin = Fleet([r.clone() for r in self.replicas], **self._settings)
+        twin._info, twin._caps, twin._mixed_versions = self._info, self._caps, self._mixed_versions
+        twin._verified = list(self._verified)
+        return twin
+
+    def blocking(self) -> BlockingLLM:
+        """A blocking twin for scripts; it also works inside a running loop (Jupyter)."""
+        from unillm.blocking import BlockingLLM
+
+        return BlockingLLM(self.clone())
+
+    def stats(self) -> FleetStats:
+        """Per-replica counters and state, read without any I/O."""
+        now = time.monotonic()
+        out = []
+        for r in self._router.replicas:
+            state = r.state(now)
+            until = (r.ejected_until if state == "ejected" else
+                     r.cooling_until if state == "cooling" else None)
+            out.append(ReplicaStats(
+                url=r.url, state=state, in_flight=r.in_flight, requests=r.requests, errors=r.errors,
+                overloads=r.overloads, available_in_s=None if until is None else max(0.0, until - now),
+                waiting=r.waiting, last_error=r.last_error))
+        return FleetStats(policy=self.policy, replicas=out)
+
+    # -- discovery -------------------------------------------------------------------------
+    async def info(self, *, refresh: bool = False) -> EngineInfo:
+        """The model every replica serves, discovered from all of them at once and cached.
+
+        Raises ReplicaMismatch when replicas serve different models or engines, and
+        EngineUnavailable when none answers.
+        """
+        if self._info is not None and not refresh:
+            return self._info
+        self._lock = self._lock or anyio.Lock()
+        async with self._lock:
+            if self._info is None or refresh:
+                await self._discover(refresh)
+        assert self._info is not None
+        return self._info
+
+    async def _discover(self, refresh: bool) -> None:
+        now = time.monotonic()
+        asked = [i for i, r in enumerate(self._router.replicas) if r.available(now)]
+        if not asked:  # every replica is ejected since an earlier attempt: no new wait
+            raise self._nothing_available(now)
+        answers = await self._each(lambda r: r.info(refresh=refresh), asked)
+        now = time.monotonic()
+        found: dict[int, EngineInfo] = {}
+        for i, answer in zip(asked, answers, strict=True):
+            if isinstance(answer, EngineUnavailable):
+                self._router.failed(i, str(answer), now)
+            elif isinstance(answer, UnillmError):
+                raise answer
+            else:
+                found[i] = answer
+        if not found:
+            raise EngineUnavailable("no replica of the fleet answered discovery: " + "; ".join(
+                f"{self.replicas[i].base_url}: {a}" for i, a in zip(asked, answers, strict=True)))
+        served = {self.replicas[i].base_url: f"{info.engine} serving {info.model!r}"
+                  for i, info in found.items()}
+        if len(set(served.values())) > 1:
+            raise ReplicaMismatch(
+                "a fleet serves one model on one engine, but its replicas differ: "
+                + ", ".join(f"{u}: {s}" for u, s in served.items())
+                + ". Point the fleet only at replicas of the same model", replicas=served)
+        infos = list(found.values())
+        versions = {info.version for info in infos}
+        lengths = [info.max_model_len for info in infos if info.max_model_len is not None]
+        first = infos[0]
+        self._info = EngineInfo(first.engine, first.model,
+                                version=first.version if len(versions) == 1 else None,
+                                max_model_len=min(lengths) if lengths else None)
+        self._caps = _common([await self.replicas[i].capabilities() for i in found])
+        self._mixed_versions = len(versions) > 1
+        for i in found:
+            self._verified[i] = True
+
+    async def _verify(self, i: int) -> None:
+        """Check a replica that was down at discovery before its first request."""
+        assert self._info is not None and self._caps is not None
+        replica = self.replicas[i]
+        info = await replica.info()
+        if (info.engine, info.model) != (self._info.engine, self._info.model):
+            why = (f"{replica.base_url} serves {info.model!r} on {info.engine}, but the fleet serves "
+                   f"{self._info.model!r} on {self._info.engine}; it gets no requests")
+            self._router.mismatched(i, why)
+            raise ReplicaMismatch(why, replicas={replica.base_url: f"{info.engine} serving {info.model!r}"})
+        if info.version != self._info.version:
+            self._caps = _common([self._caps, await replica.capabilities()])
+            self._mixed_versions = True
+        self._verified[i] = True
+
+    async def capabilities(self) -> Capabilities:
+        """What every replica can honour (the common subset when their versions differ)."""
+        await self.info()
+        assert self._caps is not None
+        return self._caps
+
+    async def health(self) -> bool:
+        """True when at least one replica answers its health check; a replica that does is
+        taken back into rotation, one that cannot be reached is ejected."""
+        answers = await self._each(lambda r: r.health())
+        now = time.monotonic()
+        for i, answer in enumerate(answers):
+            if answer is True:
+                self._router.answered(i)
+            elif isinstance(answer, EngineUnavailable):
+                self._router.failed(i, str(answer), now)
+        return any(a is True for a in answers)
+
+    async def metrics(self) -> EngineMetrics:
+        """Every replica's metrics, each sample labelled ``replica=<url>``.
+
+            m = await fleet.metrics()
+            m.value("vllm:num_requests_running")                              # the whole fleet
+            m.value("vllm:num_requests_running", replica="http://a:8000")     # one replica
+
+        ``unillm_replica_up`` is 1 for each replica that answered, 0 for the others.
+        """
+        answers = await self._each(lambda r: r.metrics())
+        samples: list[Sample] = []
+        for llm, answer in zip(self.replicas, answers, strict=True):
+            up = isinstance(answer, EngineMetrics)
+            samples.append(Sample(name="unillm_replica_up", labels={"replica": llm.base_url},
+                                  value=1.0 if up else 0.0))
+            if isinstance(answer, EngineMetrics):
+                samples += [Sample(name=s.name, labels={**s.labels, "replica": llm.base_url},
+                                   value=s.value) for s in answer.samples]
+        if not any(isinstance(a, EngineMetrics) for a in answers):
+            raise cast(UnillmError, answers[0])
+        return EngineMetrics(samples=samples)
+
+    def openai(self) -> AsyncOpenAI:
+        """Refused: an OpenAI client talks to one URL, which would bypass the fleet."""
+        raise UnsupportedFeature(
+            self.engine, "openai() on a Fleet", why=(
+                "an OpenAI client sends every request to one URL, bypassing the fleet's routing, "
+                "failover and cooldowns"),
+            alternative=("Use fleet.replicas[i].openai() for one replica, or put a router "
+                         "(vllm-router, smg) in front of the replicas and connect to it"))
+
+    # -- generation ------------------------------------------------------------------------
+    @overload
+    async def generate(
+        self, prompt: str | None = None, *, messages: Messages | None = None,
+        output: type[M], **options: Unpack[Options],
+    ) -> Completion[M]: ...
+
+    @overload
+    async def generate(
+        self, prompt: str | None = None, *, messages: Messages | None = None,
+        output: OutputSpec | None = None, **options: Unpack[Options],
+    ) -> Completion[Any]: ...
+
+    async def generate(
+        self, prompt: str | None = None, *, messages: Messages | None = None,
+        output: OutputSpec | None = None, **options: Unpack[Options],
+    ) -> Completion[Any]:
+        """Generate on one replica (see :meth:`LLM.generate`); fails over before any answer."""
+        request = make_request(prompt, messages, output, {**self.defaults, **options}, stream=False)
+        await self._ready(request)
+        key = self._router.key_for(request)
+        tried: list[int] = []
+        while True:
+            i = self._pick(key, tried)
+            self._router.begin(i, time.monotonic())
+            try:
+                if not self._verified[i]:
+                    await self._verify(i)
+                completion = await self.replicas[i]._complete(request)
+            except BaseException as e:
+                if not self._settle(i, e, started=False):
+                    raise
+                tried.append(i)
+                continue
+            else:
+                self._router.answered(i)
+                return completion
+            finally:
+                self._router.end(i)
+
+    def stream(
+        self, prompt: str | None = None, *, messages: Messages | None = None,
+        output: OutputSpec | None = None, **options: Unpack[Options],
+    ) -> Stream:
+        """Stream from one replica (see :meth:`LLM.stream`); fails over only before it starts."""
+        request = make_request(prompt, messages, output, {**self.defaults, **options}, stream=True)
+        return FleetStream(self, request)
+
+    # -- routing ---------------------------------------------------------------------------
+    async def _ready(self, request: Request) -> None:
+        if self._info is None:
+            await self.info()
+        if self._mixed_versions:
+            assert self._caps is not None
+            check(self._caps, request)
+
+    def _pick(self, key: int | None, tried: list[int]) -> int:
+        now = time.monotonic()
+        i = self._router.pick(key, tried, now)
+        if i is None:
+            raise self._nothing_available(now)
+        if self._wants_queue and now - self._scraped_at >= self.metrics_interval:
+            self._start_scrape(now)
+        return i
+
+    def _settle(self, i: int, error: BaseException, *, started: bool) -> bool:
+        """Record how replica ``i`` failed; True when the request may go to another replica."""
+        now = time.monotonic()
+        if isinstance(error, ReplicaMismatch):
+            return not started
+        if isinstance(error, Overloaded):
+            self._router.overloaded(i, error.retry_after, now)
+            return not started
+        if isinstance(error, (EngineUnavailable, StreamInterrupted)):
+            self._router.failed(i, str(error), now)
+            return not started
+        if started or isinstance(error, EngineError):
+            self._router.answered(i)
+        return False
+
+    def _nothing_available(self, now: float) -> UnillmError:
+        wait = self._router.earliest_cooldown_end(now)
+        if wait is not None:
+            return Overloaded(
+                f"every replica of the fleet is overloaded (429/503) or unreachable; the first "
+                f"takes requests again in {wait:.2f}s: retry after e.retry_after seconds",
+                engine=self.engine, retry_after=wait)
+        probe = self._router.earliest_probe(now)
+        why = "; ".join(f"{r.url}: {r.last_error}" for r in self._router.replicas)
+        when = f" The next trial request goes out in {probe:.2f}s." if probe is not None else ""
+        return EngineUnavailable(f"no replica of the fleet can take the request ({why}).{when}")
+
+    def _start_scrape(self, now: float) -> None:
+        """Refresh the engines' waiting queues in the background (asyncio only; never awaited)."""
+        if self._scrape is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not asyncio (e.g. trio): least_load counts requests in flight only
+            return
+        self._scraped_at = now
+        self._scrape = loop.create_task(self._scrape_queues())
+
+    async def _scrape_queues(self) -> None:
+        try:
+            now = time.monotonic()
+            wanted = [i for i, r in enumerate(self._router.replicas)
+                      if not self._no_queue[i] and r.available(now)]
+            async with anyio.create_task_group() as tg:
+                for i in wanted:
+                    tg.start_soon(self._scrape_queue, i)
+        finally:
+            self._scrape = None
+
+    async def _scrape_queue(self, i: int) -> None:
+        state = self._router.replicas[i]
+        with anyio.move_on_after(max(self.metrics_interval, 0.5)):
+            try:
+                metrics = await self.replicas[i].metrics()
+            except UnillmError:
+                state.waiting = None
+                self._no_queue[i] = True  # no metrics endpoint: do not ask again
+                return
+            state.waiting = queue_length(metrics)
+            if state.waiting is None:
+                self._no_queue[i] = True  # the engine does not expose its queue
+
+    async def _each(
+        self, fn: Callable[[LLM], Awaitable[R]], which: Sequence[int] | None = None,
+    ) -> list[R | UnillmError]:
+        """``fn`` on every replica (or those in ``which``) concurrently; each result, or the
+        UnillmError it raised, in order."""
+        indices = range(len(self.replicas)) if which is None else which
+        out: dict[int, R | UnillmError] = {}
+
+        async def one(i: int) -> None:
+            try:
+                out[i] = await fn(self.replicas[i])
+            except UnillmError as e:
+                out[i] = e
+
+        async with anyio.create_task_group() as tg:
+            for i in indices:
+                tg.start_soon(one, i)
+        return [out[i] for i in indices]
+
+
+class FleetStream(Stream):
+    """A stream from one replica of a fleet; it moves to another only before the engine answers."""
+
+    def __init__(self, fleet: Fleet, request: Request) -> None:
+        self._fleet, self._request = fleet, request
+        self._texts: dict[int, list[str]] = {}
+        self._iter: AsyncIterator[Delta] | None = None
+        self.started = False
+        self.replica: str | None = None  # the URL serving it, once chosen
+
+    async def _run(self) -> AsyncIterator[Delta]:
+        fleet, request = self._fleet, self._request
+        await fleet._ready(request)
+        key = fleet._router.key_for(request)
+        tried: list[int] = []
+        while True:
+            i = fleet._pick(key, tried)
+            inner = Stream(fleet.replicas[i], request)
+            inner._texts = self._texts  # text and partial text accumulate here
+            self.replica = fleet.replicas[i].base_url
+            fleet._router.begin(i, time.monotonic())
+            try:
+                if not fleet._verified[i]:
+                    await fleet._verify(i)
+                async for delta in inner:
+                    self.started = True
+                    yield delta
+            except BaseException as e:
+                if not fleet._settle(i, e, started=inner.started):
+                    raise
+                tried.append(i)
+                continue
+            else:
+                fleet._router.answered(i)
+                return
+            finally:
+                await inner.aclose()
+                fleet._router.end(i)
+
+
+class FleetAdapters:
+    """LoRA adapters on every replica: ``await fleet.adapters.load("sql", "/adapters/sql")``."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self._fleet = fleet
+
+    async def load(self, name: str, path: str) -> None:
+        """Load an adapter on every replica (raises FanOutFailed if only some of them did)."""
+        await self._fan_out(lambda r: r.adapters.load(name, path), f"loading adapter {name!r}")
+
+    async def unload(self, name: str) -> None:
+        """Unload an adapter from every replica."""
+        await self._fan_out(lambda r: r.adapters.unload(name), f"unloading adapter {name!r}")
+
+    async def list(self) -> list[AdapterInfo]:
+        """Adapters served by every replica that answered (usable with ``lora=`` anywhere)."""
+        answers = await self._fleet._each(lambda r: r.adapters.list())
+        lists = [a for a in answers if not isinstance(a, UnillmError)]
+        if not lists:
+            raise cast(UnillmError, answers[0])
+        common = set.intersection(*({a.name for a in found} for found in lists))
+        return [a for a in lists[0] if a.name in common]
+
+    async def _fan_out(self, fn: Callable[[LLM], Awaitable[None]], what: str) -> None:
+        fleet = self._fleet
+        answers = await fleet._each(fn)
+        failures = {fleet.replicas[i].base_url: a for i, a in enumerate(answers)
+                    if isinstance(a, UnillmError)}
+        if not failures:
+            return
+        if len(failures) == len(answers):
+            raise next(iter(failures.values()))
+        succeeded = [u for u in fleet.base_urls if u not in failures]
+        raise FanOutFailed(
+            f"{what} failed on {len(failures)} of {len(answers)} replicas ("
+            + "; ".join(f"{u}: {e}" for u, e in failures.items())
+            + f") and worked on {', '.join(succeeded)}. Fix those replicas and repeat it there "
+            "(fleet.replicas[i].adapters), or undo it on the others", failures=failures,
+            succeeded=succeeded)
+
+
+def queue_length(metrics: EngineMetrics) -> float | None:
+    """Requests waiting in the engine's queue, from its normalized metrics (None: not exposed)."""
+    normalized = getattr(metrics, "normalized", None)  # added by the metrics schema
+    if normalized is None:
+        return None
+    waiting = getattr(normalized(), "waiting", None)
+    return float(waiting) if isinstance(waiting, (int, float)) else None
+
+
+def _common(caps: Sequence[Capabilities]) -> Capabilities:
+    """The features every one of ``caps`` supports (the weakest level of each)."""
+    if len(caps) == 1 or all(c == caps[0] for c in caps[1:]):
+        return caps[0]
+    features: dict[Any, Support] = {}
+    for feature in {f for c in caps for f in c.features}:
+        features[feature] = min((c.support(feature) for c in caps), key=lambda s: _LEVELS[s.level])
+    versions = sorted({c.version or "?" for c in caps})
+    return Capabilities(engine=caps[0].engine, version=" / ".join(versions), features=features)
+
+
+def _refuse_duplicates(urls: list[str]) -> None:
+    seen: dict[str, str] = {}
+    for url in urls:
+        u = httpx.URL(url)
+        port = u.port or {"http": 80, "https": 443}.get(u.scheme, 0)
+        key = f"{u.scheme}://{u.host}:{port}{u.path.rstrip('/')}"
+        if key in seen:
+            raise InvalidOptions(f"duplicate replica URL: {seen[key]!r} and {url!r} are the same "
+                                 "engine; list each replica once")
+        seen[key] = url
+
+
+__all__ = ["Fleet", "FleetAdapters", "FleetStats", "FleetStream", "ReplicaStats", "queue_length"]

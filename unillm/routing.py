@@ -1,0 +1,245 @@
+"""Which replica serves a request: routing policies and per-replica health, pure (no I/O, no clock).
+
+:class:`~unillm.fleet.Fleet` owns one :class:`Router`; every call passes ``now`` (monotonic
+seconds), so the logic is testable without sleeping::
+
+    router = Router(["http://a:8000", "http://b:8000"], policy="prefix")
+    key = router.key_for(request)                 # None unless the policy hashes something
+    i = router.pick(key, exclude=(), now=now)     # None: no replica may take a request now
+    router.begin(i, now)
+    router.answered(i) / router.overloaded(i, retry_after, now) / router.failed(i, why, now)
+    router.end(i)                                 # when the answer (or the stream) is over
+
+Policies: ``round_robin``; ``least_load`` (fewest requests in flight plus the engine's waiting
+queue when known); ``prefix`` (consistent hashing with bounded load over the first
+``prefix_chars`` characters of the prompt or of the serialized messages); ``session`` (the
+request's ``session=`` key, hashed the same way; requests without one go to the least loaded
+replica). A ``session=`` key pins its requests under every policy: the policy decides only for
+requests without one.
+
+Health: a replica answering 429/503 is *overloaded*, not broken: it cools down for
+``max(Retry-After, own exponential backoff)``. A replica that cannot be reached (refused, reset,
+timed out before answering) is *ejected* for an exponential backoff, then *half-open*: one trial
+request may go there; its answer brings the replica back, its failure ejects it again for longer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from bisect import bisect_left
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from unillm.errors import InvalidOptions
+from unillm.options import Request
+
+Policy = Literal["round_robin", "least_load", "prefix", "session"]
+POLICIES: tuple[str, ...] = get_args(Policy)
+ReplicaState = Literal["healthy", "cooling", "ejected", "half_open", "mismatched"]
+_VIRTUAL_NODES = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """An exponential backoff: ``initial`` seconds, doubling on every repeat, capped at ``max``."""
+
+    initial: float = 0.5
+    max: float = 30.0
+
+    def after(self, streak: int) -> float:
+        """Seconds to wait after the ``streak``-th failure in a row (1-based)."""
+        return min(self.max, self.initial * 2.0 ** max(0, streak - 1))
+
+
+@dataclass(slots=True)
+class Replica:
+    """Routing state and counters of one replica."""
+
+    url: str
+    in_flight: int = 0
+    requests: int = 0
+    errors: int = 0
+    overloads: int = 0
+    waiting: float | None = None
+    cooling_until: float = 0.0
+    overload_streak: int = 0
+    ejected_until: float | None = None
+    eject_streak: int = 0
+    trial: bool = False
+    mismatch: str | None = None
+    last_error: str | None = None
+
+    def state(self, now: float) -> ReplicaState:
+        """What the replica is doing right now."""
+        if self.mismatch is not None:
+            return "mismatched"
+        if self.ejected_until is not None:
+            return "half_open" if self.ejected_until <= now else "ejected"
+        return "cooling" if self.cooling_until > now else "healthy"
+
+    def available(self, now: float) -> bool:
+        """True when a request may go to this replica now."""
+        if self.mismatch is not None:
+            return False
+        if self.ejected_until is not None:
+            return self.ejected_until <= now and not self.trial
+        return self.cooling_until <= now
+
+
+def _hash(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+
+
+class Router:
+    """Picks replicas by policy and tracks their health. See the module docstring."""
+
+    def __init__(
+        self, urls: Sequence[str], policy: str = "round_robin", *, prefix_chars: int = 256,
+        load_factor: float = 1.25, cooldown: Backoff = Backoff(0.5, 30.0),
+        ejection: Backoff = Backoff(1.0, 30.0),
+    ) -> None:
+        if policy not in POLICIES:
+            raise InvalidOptions(f"unknown routing policy {policy!r}; use one of {', '.join(POLICIES)}")
+        if not isinstance(prefix_chars, int) or isinstance(prefix_chars, bool) or prefix_chars < 1:
+            raise InvalidOptions(f"prefix_chars must be a positive integer, got {prefix_chars!r}")
+        if not load_factor >= 1.0:
+            raise InvalidOptions(f"load_factor must be >= 1.0 (1.25 allows 25% above the mean), "
+                                 f"got {load_factor!r}")
+        self.policy = policy
+        self.prefix_chars, self.load_factor = prefix_chars, load_factor
+        self.cooldown, self.ejection = cooldown, ejection
+        self.replicas = [Replica(url) for url in urls]
+        self._next = 0
+        ring = sorted((_hash(f"{url}#{v}"), i) for i, url in enumerate(urls)
+                      for v in range(_VIRTUAL_NODES))
+        self._ring_points = [p for p, _ in ring]
+        self._ring_owners = [i for _, i in ring]
+
+    # -- choosing ---------------------------------------------------------------------------
+    def key_for(self, request: Request) -> int | None:
+        """The affinity hash of ``request``: its session key, else its prefix under ``prefix``."""
+        if request.session is not None:
+            return _hash("session\0" + request.session)
+        if self.policy != "prefix":
+            return None
+        if request.prompt is not None:
+            return _hash(request.prompt[: self.prefix_chars])
+        assert request.messages is not None
+        text, n = [], 0
+        for m in request.messages:
+            part = f"{m['role']}\0{m['content']}\0"
+            text.append(part)
+            n += len(part)
+            if n >= self.prefix_chars:
+                break
+        return _hash("".join(text)[: self.prefix_chars])
+
+    def pick(self, key: int | None, exclude: Collection[int], now: float) -> int | None:
+        """The replica for the next request, or None when none may take one now."""
+        replicas = self.replicas
+        candidates = [i for i, r in enumerate(replicas) if i not in exclude and r.available(now)]
+        if not candidates:
+            return None
+        if len(candidates) == 1:
+            return candidates[0]
+        if key is not None:
+            return self._ring_pick(key, candidates)
+        if self.policy == "round_robin":
+            return self._rotate(candidates)
+        return self._least_loaded(candidates)
+
+    def _rotate(self, candidates: list[int]) -> int:
+        start = self._next
+        chosen = min(candidates, key=lambda i: (i - start) % len(self.replicas))
+        self._next = chosen + 1
+        return chosen
+
+    def _least_loaded(self, candidates: list[int]) -> int:
+        start, n = self._next, len(self.replicas)
+
+        def load(i: int) -> tuple[float, int]:
+            r = self.replicas[i]
+            return (r.in_flight + (r.waiting or 0.0), (i - start) % n)
+
+        chosen = min(candidates, key=load)
+        self._next = chosen + 1
+        return chosen
+
+    def _ring_pick(self, key: int, candidates: list[int]) -> int:
+        """Consistent hashing with bounded load: the first replica clockwise under its cap."""
+        allowed = set(candidates)
+        total = sum(self.replicas[i].in_flight for i in candidates)
+        cap = math.ceil(self.load_factor * (total + 1) / len(candidates))
+        points, owners = self._ring_points, self._ring_owners
+        start = bisect_left(points, key)
+        seen: set[int] = set()
+        for step in range(len(owners)):
+            i = owners[(start + step) % len(owners)]
+            if i in seen or i not in allowed:
+                continue
+            if self.replicas[i].in_flight < cap:
+                return i
+            seen.add(i)
+            if len(seen) == len(allowed):
+                break
+        return self._least_loaded(candidates)
+
+    # -- outcomes ---------------------------------------------------------------------------
+    def begin(self, i: int, now: float) -> None:
+        """A request goes to replica ``i`` (a half-open replica's one trial)."""
+        r = self.replicas[i]
+        r.in_flight += 1
+        r.requests += 1
+        if r.ejected_until is not None:
+            r.trial = True
+
+    def end(self, i: int) -> None:
+        """The request on replica ``i`` is over (answer read, stream closed, or given up)."""
+        r = self.replicas[i]
+        r.in_flight -= 1
+        r.trial = False
+
+    def answered(self, i: int) -> None:
+        """Replica ``i`` answered (even with an error of the request's own): it is healthy."""
+        r = self.replicas[i]
+        r.ejected_until, r.eject_streak, r.overload_streak = None, 0, 0
+
+    def overloaded(self, i: int, retry_after: float | None, now: float) -> None:
+        """Replica ``i`` answered 429/503: no request until max(Retry-After, own backoff)."""
+        r = self.replicas[i]
+        r.overloads += 1
+        r.overload_streak += 1
+        r.ejected_until, r.eject_streak = None, 0
+        wait = max(retry_after or 0.0, self.cooldown.after(r.overload_streak))
+        r.cooling_until = max(r.cooling_until, now + wait)
+
+    def failed(self, i: int, why: str, now: float) -> None:
+        """Replica ``i`` could not be reached or broke: eject it for an exponential backoff."""
+        r = self.replicas[i]
+        r.errors += 1
+        r.eject_streak += 1
+        r.last_error = why
+        r.ejected_until = now + self.ejection.after(r.eject_streak)
+
+    def mismatched(self, i: int, why: str) -> None:
+        """Replica ``i`` serves another model or engine: never route to it."""
+        r = self.replicas[i]
+        r.mismatch = r.last_error = why
+
+    # -- when nothing is available ----------------------------------------------------------
+    def earliest_cooldown_end(self, now: float) -> float | None:
+        """Seconds until the first cooling replica may take requests again (None: none cools)."""
+        ends = [r.cooling_until - now for r in self.replicas
+                if r.mismatch is None and r.ejected_until is None and r.cooling_until > now]
+        return min(ends) if ends else None
+
+    def earliest_probe(self, now: float) -> float | None:
+        """Seconds until the first ejected replica gets its trial request (None: none ejected)."""
+        ends = [max(0.0, r.ejected_until - now) for r in self.replicas
+                if r.mismatch is None and r.ejected_until is not None]
+        return min(ends) if ends else None
+
+
+__all__ = ["POLICIES", "Backoff", "Policy", "Replica", "ReplicaState", "Router"]
