@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import anyio
 import pytest
 from fault_server import FaultServer
 
@@ -31,3 +32,36 @@ def test_a_forgotten_blocking_client_does_not_hang_interpreter_exit() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0
     assert done.stdout.strip() == "ok"
+
+
+def test_the_blocking_twin_has_capabilities_like_the_async_llm() -> None:
+    with FaultServer() as server:
+        async_caps = anyio.run(unillm.connect("vllm", server.url).capabilities)
+        with unillm.connect("vllm", server.url).blocking() as llm:
+            caps = llm.capabilities()
+    assert isinstance(caps, unillm.Capabilities)
+    assert caps == async_caps
+
+
+def test_the_blocking_twin_gives_a_blocking_openai_client() -> None:
+    import openai
+
+    with FaultServer(model="tiny") as server, unillm.connect("vllm", server.url).blocking() as llm:
+        client = llm.openai()
+        assert isinstance(client, openai.OpenAI)
+        answer = client.completions.create(model="tiny", prompt="hi", max_tokens=4)
+        assert answer.choices[0].text == llm.generate("hi", max_tokens=4).text
+        client.close()
+
+
+def test_the_blocking_generate_is_typed_like_the_async_one() -> None:
+    from typing_extensions import get_overloads
+
+    from unillm.blocking import BlockingLLM
+    from unillm.llm import LLM
+
+    def returns(fn: object) -> list[str]:
+        return [o.__annotations__["return"] for o in get_overloads(fn)]  # type: ignore[arg-type]
+
+    assert returns(BlockingLLM.generate) == ["Completion[M]", "Completion[Any]"]
+    assert returns(BlockingLLM.generate) == returns(LLM.generate)

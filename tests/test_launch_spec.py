@@ -61,3 +61,16 @@ async def test_the_api_key_never_reaches_the_engine_log_or_the_error(tmp_path: P
     assert "--model" in log
     assert key not in log
     assert key not in error
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "tgi"])
+def test_printing_a_launch_command_or_spec_masks_the_api_key(engine: str) -> None:
+    launch = unillm.launch(engine, model="m", python=sys.executable, progress=None)
+    key = launch.spec.key()
+    assert key
+    command = launch.command()
+    assert key in command.argv or key in command.env.values()  # the real command keeps it
+    for shown in (repr(command), str(command), f"{command}", repr([command]),
+                  repr(launch.spec), str(launch.spec), repr(launch.spec.model_dump())):
+        assert key not in shown
+    assert "***" in repr(command)

@@ -255,3 +255,41 @@ def test_request_is_frozen() -> None:
 def test_a_misspelt_option_gets_a_did_you_mean_hint() -> None:
     with pytest.raises(InvalidOptions, match="did you mean 'max_tokens'"):
         make_request("x", None, None, {"max_token": 3}, stream=False)
+
+
+# -- regressions: values that used to be sent and fail (or be ignored) at the engine ---------
+
+@pytest.mark.parametrize("lora", ["", "  "])
+def test_an_empty_lora_name_is_refused_instead_of_sending_the_base_model(lora: str) -> None:
+    with pytest.raises(InvalidOptions, match="lora must name an adapter"):
+        req(lora=lora)
+
+
+@pytest.mark.parametrize("name", ["timeout", "deadline"])
+@pytest.mark.parametrize("value", [0, 0.0, -0.5])
+def test_a_non_positive_timeout_or_deadline_is_refused_up_front(name: str, value: float) -> None:
+    with pytest.raises(InvalidOptions, match=f"{name}=.* must be a positive number of seconds"):
+        req(**{name: value})
+
+
+@pytest.mark.parametrize("name", ["temperature", "top_p", "min_p", "presence_penalty",
+                                  "frequency_penalty", "repetition_penalty", "timeout", "deadline"])
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")])
+def test_a_non_finite_number_is_refused_in_any_option(name: str, value: float) -> None:
+    with pytest.raises(InvalidOptions, match=f"{name}=.*not a finite number"):
+        req(**{name: value})
+
+
+@pytest.mark.parametrize("extra", [{"x": float("inf")}, {"a": [1.0, float("nan")]},
+                                   {"deep": {"v": float("-inf")}}])
+def test_a_non_finite_number_in_extra_body_is_refused(extra: dict[str, Any]) -> None:
+    with pytest.raises(InvalidOptions, match="extra_body must be standard JSON"):
+        req(extra_body=extra)
+
+
+def test_a_non_finite_number_in_an_output_schema_is_refused() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "number", "maximum": float("inf")}}}
+    with pytest.raises(InvalidOptions, match="schema must be standard JSON"):
+        req(schema)
+    with pytest.raises(InvalidOptions, match="schema must be standard JSON"):
+        req(JsonSchema(schema))

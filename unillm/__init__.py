@@ -33,7 +33,7 @@ _EXPORTS = {
     "Completion": "unillm.results", "Delta": "unillm.results", "Usage": "unillm.results",
     "Timings": "unillm.results", "AdapterInfo": "unillm.results",
     "Capabilities": "unillm.capabilities", "Feature": "unillm.capabilities",
-    "RetryPolicy": "unillm.transport", "Timeouts": "unillm.transport",
+    "RetryPolicy": "unillm.transport", "Timeouts": "unillm.transport", "Pool": "unillm.transport",
     "EngineMetrics": "unillm.metrics", "BlockingLLM": "unillm.blocking",
     "UnillmError": "unillm.errors", "InvalidOptions": "unillm.errors",
     "ConfigError": "unillm.errors", "UnknownEngine": "unillm.errors",
@@ -46,6 +46,7 @@ _EXPORTS = {
     "MalformedResponse": "unillm.errors", "ReplicaMismatch": "unillm.errors",
     "FanOutFailed": "unillm.errors", "StreamInterrupted": "unillm.errors",
     "OutputParseError": "unillm.errors", "LaunchError": "unillm.errors",
+    "PoolTimeout": "unillm.errors", "DeadlineExceeded": "unillm.errors",
 }
 
 __all__ = [*sorted(_EXPORTS), "__version__"]
@@ -74,6 +75,7 @@ if TYPE_CHECKING:
     from unillm.entrypoints import connect as connect
     from unillm.entrypoints import launch as launch
     from unillm.errors import ConfigError as ConfigError
+    from unillm.errors import DeadlineExceeded as DeadlineExceeded
     from unillm.errors import EngineError as EngineError
     from unillm.errors import EngineInternalError as EngineInternalError
     from unillm.errors import EngineTimeout as EngineTimeout
@@ -86,6 +88,7 @@ if TYPE_CHECKING:
     from unillm.errors import NotFound as NotFound
     from unillm.errors import OutputParseError as OutputParseError
     from unillm.errors import Overloaded as Overloaded
+    from unillm.errors import PoolTimeout as PoolTimeout
     from unillm.errors import ReplicaMismatch as ReplicaMismatch
     from unillm.errors import StreamInterrupted as StreamInterrupted
     from unillm.errors import Unauthorized as Unauthorized
@@ -117,5 +120,6 @@ if TYPE_CHECKING:
     from unillm.routing import Backoff as Backoff
     from unillm.supervisor import Launch as Launch
     from unillm.supervisor import LaunchProgress as LaunchProgress
+    from unillm.transport import Pool as Pool
     from unillm.transport import RetryPolicy as RetryPolicy
     from unillm.transport import Timeouts as Timeouts

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     import httpx
 
 ENTRY_POINT_GROUP = "unillm.adapters"
+# Engines whose adapter ships with unillm, each installed by the extra of the same name.
+FIRST_PARTY_ENGINES = ("vllm", "sglang", "tgi", "mlx")
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,13 +204,25 @@ def get_adapter(engine: str) -> Adapter:
     """The adapter registered for ``engine`` (e.g. "vllm")."""
     ep = _entry_points().get(engine.lower())
     if ep is None:
-        have = ", ".join(installed_engines()) or "none"
-        raise UnknownEngine(
-            f"no unillm adapter is installed for engine {engine!r} (installed: {have}). "
-            f"Install it, e.g. pip install 'unillm[{engine.lower()}]'"
-        )
+        raise UnknownEngine(_unknown_engine_message(engine))
     cls = ep.load()
     adapter = cls() if isinstance(cls, type) else cls
     if not isinstance(adapter, Adapter):
         raise UnknownEngine(f"entry point {ep.value!r} for {engine!r} is not a unillm Adapter")
     return adapter
+
+
+def _unknown_engine_message(engine: str) -> str:
+    from difflib import get_close_matches
+
+    name = engine.lower()
+    have = ", ".join(installed_engines()) or "none"
+    message = f"no unillm adapter is installed for engine {engine!r} (installed: {have}). "
+    if name in FIRST_PARTY_ENGINES:
+        return message + f"Install it: pip install 'unillm[{name}]'"
+    known = sorted({*FIRST_PARTY_ENGINES, *installed_engines()})
+    close = get_close_matches(name, known, 1)
+    hint = f"Did you mean {close[0]!r}? " if close else ""
+    return (message + f"{hint}unillm knows {', '.join(map(repr, known))} (pip install "
+            "'unillm[<engine>]'); another engine needs a third-party adapter registered under "
+            f"the entry-point group {ENTRY_POINT_GROUP!r}")

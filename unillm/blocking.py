@@ -16,20 +16,25 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
+from pydantic import BaseModel
 from typing_extensions import Self, Unpack
 
 from unillm.options import Options, OutputSpec
 from unillm.results import AdapterInfo, Completion, Delta
 
 if TYPE_CHECKING:
+    from openai import OpenAI
+
     from unillm.adapter import EngineInfo
+    from unillm.capabilities import Capabilities
     from unillm.client import Client, Messages
     from unillm.metrics import EngineMetrics
 
 R = TypeVar("R")
+M = TypeVar("M", bound=BaseModel)
 
 
 class _Loop:
@@ -93,6 +98,21 @@ class BlockingLLM:
         """See :meth:`LLM.info`."""
         return self._run(self.llm.info)
 
+    def capabilities(self) -> Capabilities:
+        """See :meth:`LLM.capabilities`."""
+        return self._run(self.llm.capabilities)
+
+    def openai(self) -> OpenAI:
+        """A blocking ``openai.OpenAI`` client for the same endpoint (needs ``unillm[openai]``).
+
+            client = llm.openai()
+            client.completions.create(model=llm.info().model, prompt="Hi", max_tokens=8)
+        """
+        twin = self.llm.openai()  # the same endpoint and key (a Fleet refuses, saying why)
+        from openai import OpenAI
+
+        return OpenAI(base_url=str(twin.base_url), api_key=twin.api_key)
+
     def health(self) -> bool:
         """See :meth:`LLM.health`."""
         return self._run(self.llm.health)
@@ -101,11 +121,23 @@ class BlockingLLM:
         """See :meth:`LLM.metrics`."""
         return self._run(self.llm.metrics)
 
+    @overload
+    def generate(
+        self, prompt: str | None = None, *, messages: Messages | None = None,
+        output: type[M], **options: Unpack[Options],
+    ) -> Completion[M]: ...
+
+    @overload
+    def generate(
+        self, prompt: str | None = None, *, messages: Messages | None = None,
+        output: OutputSpec | None = None, **options: Unpack[Options],
+    ) -> Completion[Any]: ...
+
     def generate(
         self, prompt: str | None = None, *, messages: Messages | None = None,
         output: OutputSpec | None = None, **options: Unpack[Options],
     ) -> Completion[Any]:
-        """See :meth:`LLM.generate`."""
+        """See :meth:`LLM.generate`; ``output=Model`` gives ``Completion[Model]``."""
         return self._run(self.llm.generate, prompt, messages=messages, output=output, **options)
 
     def stream(

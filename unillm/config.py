@@ -35,7 +35,7 @@ from unillm.errors import ConfigError, InvalidOptions
 from unillm.llm import LLM
 from unillm.options import make_request
 from unillm.supervisor import Launch
-from unillm.transport import RetryPolicy, Timeouts
+from unillm.transport import Pool, RetryPolicy, Timeouts
 
 if TYPE_CHECKING:
     from unillm.fleet import Fleet
@@ -57,6 +57,7 @@ class Config(BaseModel):
     launch: dict[str, Any] | None = Field(None, repr=False)
     timeouts: dict[str, float] = {}
     retry: dict[str, float] = {}
+    pool: dict[str, int | float] = {}
 
 
 def load_config(source: str | Path | Mapping[str, Any],
@@ -93,9 +94,11 @@ def from_config(source: str | Path | Mapping[str, Any],
     key = config.api_key.get_secret_value() if config.api_key else None
     try:
         timeouts, retry = Timeouts(**config.timeouts), RetryPolicy(**config.retry)  # type: ignore[arg-type]
-    except TypeError as e:
-        raise ConfigError(f"invalid [timeouts] or [retry]: {e}") from None
-    common: dict[str, Any] = {"defaults": config.defaults, "timeouts": timeouts, "retry": retry}
+        pool = Pool(**config.pool)  # type: ignore[arg-type]
+    except (TypeError, InvalidOptions) as e:
+        raise ConfigError(f"invalid [timeouts], [retry] or [pool]: {e}") from None
+    common: dict[str, Any] = {"defaults": config.defaults, "timeouts": timeouts, "retry": retry,
+                              "pool": pool}
     if isinstance(config.base_url, list):
         from unillm.fleet import Fleet
 
@@ -104,7 +107,7 @@ def from_config(source: str | Path | Mapping[str, Any],
         try:
             return Fleet.connect(config.engine, config.base_url, model=config.model, api_key=key,
                                  defaults=config.defaults,  # type: ignore[arg-type]
-                                 timeouts=timeouts,
+                                 timeouts=timeouts, pool=pool,
                                  policy=config.policy or "round_robin")  # type: ignore[arg-type]
         except InvalidOptions as e:
             raise ConfigError(f"invalid fleet config: {e}") from None

@@ -15,7 +15,7 @@ from unillm.launch_spec import LaunchSpec
 from unillm.llm import LLM
 from unillm.options import Options
 from unillm.supervisor import Launch, ProgressHook, build_spec, print_progress
-from unillm.transport import RetryPolicy, Timeouts
+from unillm.transport import Pool, RetryPolicy, Timeouts
 
 if TYPE_CHECKING:
     from unillm.fleet import Fleet
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 def connect(
     engine: str, base_url: str, *, model: str | None = None, api_key: str | None = None,
     defaults: Options | None = None, timeouts: Timeouts = Timeouts(),
-    retry: RetryPolicy | None = None,
+    retry: RetryPolicy | None = None, pool: Pool = Pool(),
 ) -> LLM: ...
 
 
@@ -34,7 +34,7 @@ def connect(
 def connect(
     engine: str, base_url: list[str] | tuple[str, ...], *, model: str | None = None,
     api_key: str | None = None, defaults: Options | None = None, timeouts: Timeouts = Timeouts(),
-    policy: Policy = "round_robin", prefix_chars: int = 256,
+    policy: Policy = "round_robin", prefix_chars: int = 256, pool: Pool = Pool(),
 ) -> Fleet: ...
 
 
@@ -42,11 +42,13 @@ def connect(
     engine: str, base_url: str | list[str] | tuple[str, ...], *, model: str | None = None,
     api_key: str | None = None, defaults: Options | None = None, timeouts: Timeouts = Timeouts(),
     retry: RetryPolicy | None = None, policy: Policy | None = None, prefix_chars: int = 256,
+    pool: Pool = Pool(),
 ) -> LLM | Fleet:
     """Talk to a running engine: ``unillm.connect("vllm", "http://127.0.0.1:8000")``.
 
     ``model`` defaults to the engine's served model; ``defaults`` are options applied to every
-    request (overridden per call). Nothing is sent until the first request.
+    request (overridden per call); ``pool`` sizes each engine's connection pool
+    (:class:`~unillm.Pool`). Nothing is sent until the first request.
 
     A list of URLs gives a :class:`~unillm.fleet.Fleet` of replicas of one model, routed by
     ``policy`` ("round_robin", "least_load", "prefix", "session"):
@@ -56,7 +58,7 @@ def connect(
         if policy is not None:
             raise InvalidOptions("policy= routes between replicas: pass a list of base URLs")
         return LLM(engine, base_url, model=model, api_key=api_key, defaults=defaults,
-                   timeouts=timeouts, retry=retry or RetryPolicy())
+                   timeouts=timeouts, retry=retry or RetryPolicy(), pool=pool)
     if retry is not None:
         raise InvalidOptions("retry= is for one engine; a fleet fails over between its replicas and "
                              "cools down overloaded ones itself (see unillm.Fleet)")
@@ -64,13 +66,14 @@ def connect(
 
     return Fleet.connect(engine, base_url, policy=policy or "round_robin", model=model,
                          api_key=api_key, defaults=defaults, timeouts=timeouts,
-                         prefix_chars=prefix_chars)
+                         prefix_chars=prefix_chars, pool=pool)
 
 
 def launch(
     engine: str, spec: LaunchSpec | None = None, *, progress: ProgressHook | None = print_progress,
     log_path: Path | None = None, defaults: Options | None = None,
-    timeouts: Timeouts = Timeouts(), retry: RetryPolicy = RetryPolicy(), **settings: Any,
+    timeouts: Timeouts = Timeouts(), retry: RetryPolicy = RetryPolicy(), pool: Pool = Pool(),
+    **settings: Any,
 ) -> Launch:
     """Start an engine; ``async with`` the result to get a connected LLM, stopped on exit.
 
@@ -82,4 +85,4 @@ def launch(
     python, env, extra_args, ...).
     """
     return Launch(engine, build_spec(spec, settings), progress=progress, log_path=log_path,
-                  defaults=defaults, timeouts=timeouts, retry=retry)
+                  defaults=defaults, timeouts=timeouts, retry=retry, pool=pool)

@@ -122,6 +122,28 @@ class FanOutFailed(UnillmError):
         self.failures, self.succeeded = dict(failures), list(succeeded)
         super().__init__(message)
 
+class PoolTimeout(UnillmError, TimeoutError):
+    """No pooled connection to the engine became free in time; nothing was sent.
+
+    Raise ``unillm.Pool(max_connections=..., wait=...)``, or send fewer requests at once.
+    """
+
+
+class DeadlineExceeded(UnillmError, TimeoutError):
+    """A call's ``deadline=`` passed (queueing, retries and generation included).
+
+    ``partial_text`` holds what a stream received before it was stopped ("" for generate).
+    """
+
+    def __init__(self, message: str, *, deadline: float, partial_text: Sequence[str] = ()) -> None:
+        self.deadline, self.partial_texts = deadline, list(partial_text)
+        super().__init__(message)
+
+    @property
+    def partial_text(self) -> str:
+        """Text received for the first choice before the deadline."""
+        return self.partial_texts[0] if self.partial_texts else ""
+
 
 class MalformedResponse(UnillmError):
     """The engine's answer is not what its protocol promises (bad JSON, broken SSE)."""

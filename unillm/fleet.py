@@ -41,6 +41,7 @@ from typing_extensions import Self, Unpack
 
 from unillm.adapter import EngineInfo
 from unillm.capabilities import Capabilities, Support, check
+from unillm.deadline import Deadline
 from unillm.errors import (
     EngineError,
     EngineUnavailable,
@@ -57,7 +58,7 @@ from unillm.metrics import EngineMetrics, Sample
 from unillm.options import Options, OutputSpec, Request, make_request
 from unillm.results import AdapterInfo, Completion, Delta
 from unillm.routing import Backoff, Policy, ReplicaState, Router
-from unillm.transport import RetryPolicy, Timeouts
+from unillm.transport import Pool, RetryPolicy, Timeouts
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -162,7 +163,7 @@ class Fleet:
     def connect(
         cls, engine: str, base_urls: Sequence[str], *, policy: Policy = "round_robin",
         model: str | None = None, api_key: str | None = None, defaults: Options | None = None,
-        timeouts: Timeouts = Timeouts(), prefix_chars: int = 256,
+        timeouts: Timeouts = Timeouts(), prefix_chars: int = 256, pool: Pool = Pool(),
     ) -> Fleet:
         """A fleet of running replicas: ``Fleet.connect("vllm", ["http://a:8000", "http://b:8000"])``."""
         if isinstance(base_urls, str) or not isinstance(base_urls, Sequence):
@@ -170,7 +171,7 @@ class Fleet:
         if not base_urls:
             raise InvalidOptions("a fleet needs at least one replica URL, got an empty list")
         llms = [LLM(engine, url, model=model, api_key=api_key, defaults=defaults,
-                    timeouts=timeouts, retry=NO_RETRY) for url in base_urls]
+                    timeouts=timeouts, retry=NO_RETRY, pool=pool) for url in base_urls]
         return cls(llms, policy=policy, defaults=defaults, prefix_chars=prefix_chars)
 
     @property
@@ -363,6 +364,10 @@ class Fleet:
     ) -> Completion[Any]:
         """Generate on one replica (see :meth:`LLM.generate`); fails over before any answer."""
         request = make_request(prompt, messages, output, {**self.defaults, **options}, stream=False)
+        with Deadline(request.deadline, self.engine).bound():
+            return await self._complete(request)
+
+    async def _complete(self, request: Request) -> Completion[Any]:
         await self._ready(request)
         key = self._router.key_for(request)
         tried: list[int] = []
@@ -503,18 +508,21 @@ class FleetStream(Stream):
 
     async def _run(self) -> AsyncIterator[Delta]:
         fleet, request = self._fleet, self._request
-        await fleet._ready(request)
+        deadline = Deadline(request.deadline, fleet.engine, stream=True)
+        with deadline.bound():
+            await fleet._ready(request)
         key = fleet._router.key_for(request)
         tried: list[int] = []
         while True:
             i = fleet._pick(key, tried)
-            inner = Stream(fleet.replicas[i], request)
+            inner = Stream(fleet.replicas[i], request, deadline)
             inner._texts = self._texts  # text and partial text accumulate here
             self.replica = fleet.replicas[i].base_url
             fleet._router.begin(i, time.monotonic())
             try:
                 if not fleet._verified[i]:
-                    await fleet._verify(i)
+                    with deadline.bound():
+                        await fleet._verify(i)
                 async for delta in inner:
                     self.started = True
                     yield delta

@@ -115,7 +115,11 @@ class Flags:
 
 @dataclass(frozen=True)
 class LaunchCommand:
-    """What an adapter returns for a spec: the argv, extra environment and health path."""
+    """What an adapter returns for a spec: the argv, extra environment and health path.
+
+    Printing it (``repr``, ``str``, ``render()``) masks every secret; read ``argv``/``env``
+    to get them in clear text.
+    """
 
     argv: list[str]
     env: Mapping[str, str] = field(default_factory=dict)
@@ -127,6 +131,12 @@ class LaunchCommand:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
         line = shlex.join(self.argv)
         return self._mask(f"{env} {line}" if env else line)
+
+    def __repr__(self) -> str:
+        return self._mask(
+            f"LaunchCommand(argv={self.argv!r}, env={dict(self.env)!r}, "
+            f"health_path={self.health_path!r}, secrets={('***',) * len(self.secrets)!r})"
+        )
 
     def _mask(self, text: str) -> str:
         for s in self.secrets:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -20,6 +21,7 @@ from typing_extensions import Self, Unpack
 
 from unillm.adapter import Adapter, EngineInfo, HttpCall, get_adapter
 from unillm.capabilities import Capabilities, check
+from unillm.deadline import Deadline
 from unillm.errors import (
     EngineError,
     InvalidOptions,
@@ -31,7 +33,7 @@ from unillm.metrics import EngineMetrics
 from unillm.options import Message, Options, OutputSpec, Request, make_request
 from unillm.outputs import attach_parsed
 from unillm.results import AdapterInfo, Completion, Delta, Timings
-from unillm.transport import RetryPolicy, Timeouts, Transport, json_body
+from unillm.transport import Pool, RetryPolicy, Timeouts, Transport, json_body
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -53,7 +55,7 @@ class LLM:
         self, engine: str | Adapter, base_url: str, *, model: str | None = None,
         api_key: str | None = None, defaults: Options | None = None,
         timeouts: Timeouts = Timeouts(), retry: RetryPolicy = RetryPolicy(),
-        http_transport: httpx.AsyncBaseTransport | None = None,
+        http_transport: httpx.AsyncBaseTransport | None = None, pool: Pool = Pool(),
     ) -> None:
         self.adapter = get_adapter(engine) if isinstance(engine, str) else engine
         self.engine = self.adapter.name
@@ -62,9 +64,10 @@ class LLM:
         make_request("", None, None, self.defaults, stream=False)  # validate defaults now
         self._model, self._api_key = model, api_key
         self._timeouts, self._retry, self._http_transport = timeouts, retry, http_transport
+        self._pool = pool
         self._transport = Transport(
             self.base_url, api_key=api_key, timeouts=timeouts, retry=retry, engine=self.engine,
-            http_transport=http_transport,
+            http_transport=http_transport, pool=pool,
         )
         self._info: EngineInfo | None = None
         self._caps: Capabilities | None = None
@@ -100,7 +103,7 @@ class LLM:
         """
         twin = LLM(self.adapter, self.base_url, model=self._model, api_key=self._api_key,
                    defaults=self.defaults, timeouts=self._timeouts, retry=retry or self._retry,
-                   http_transport=self._http_transport)
+                   http_transport=self._http_transport, pool=self._pool)
         twin._info, twin._caps = self._info, self._caps
         return twin
 
@@ -180,9 +183,11 @@ class LLM:
 
         ``output=`` constrains the answer (pydantic class, JSON-schema dict, Regex, Choice,
         Grammar) and fills ``.parsed``. Unsupported options raise UnsupportedFeature first.
+        ``deadline=`` seconds bound the whole call; ``timeout=`` bounds each wait for bytes.
         """
         request = make_request(prompt, messages, output, {**self.defaults, **options}, stream=False)
-        return await self._complete(request)
+        with Deadline(request.deadline, self.engine).bound():
+            return await self._complete(request)
 
     async def _complete(self, request: Request) -> Completion[Any]:
         """Send one validated, non-streamed request and parse the answer."""
@@ -272,8 +277,9 @@ class Stream:
     deterministically; breaking out of a bare ``async for`` closes it when it is collected.
     """
 
-    def __init__(self, llm: LLM, request: Request) -> None:
+    def __init__(self, llm: LLM, request: Request, deadline: Deadline | None = None) -> None:
         self._llm, self._request = llm, request
+        self._deadline = deadline  # a caller's (a Fleet's) deadline; None: one per stream
         self._texts: dict[int, list[str]] = {}
         self._iter: AsyncIterator[Delta] | None = None
         self.started = False  # True once the engine accepted the stream (headers received)
@@ -314,19 +320,28 @@ class Stream:
         from httpx_sse import EventSource, SSEError
 
         llm, request = self._llm, self._request
-        info, call = await llm._prepare(request)
+        deadline = self._deadline or Deadline(request.deadline, llm.engine, stream=True)
+        with deadline.bound():
+            info, call = await llm._prepare(request)
         decoder = llm.adapter.decoder(request, info)
         started = time.perf_counter()
         first: float | None = None
         finish: str | None = None
         final_sent = False
-        async with llm._transport.open(call, request.timeout) as response:
-            if response.status_code >= 400:
-                await response.aread()
-                raise llm._error(response, request)
+        async with AsyncExitStack() as stack:
+            with deadline.bound():
+                response = await stack.enter_async_context(llm._transport.open(call, request.timeout))
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise llm._error(response, request)
+            events = EventSource(response).aiter_sse()
             self.started = True
             try:
-                async for event in EventSource(response).aiter_sse():
+                while True:
+                    with deadline.bound(self._partial):
+                        event = await anext(events, None)
+                    if event is None:
+                        break
                     for delta in decoder.feed(event.data):
                         if delta.text:
                             self._texts.setdefault(delta.index, []).append(delta.text)

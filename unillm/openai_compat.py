@@ -204,6 +204,7 @@ def parse_usage(usage: Mapping[str, Any] | None) -> Usage:
     return Usage(
         prompt_tokens=usage.get("prompt_tokens") or 0,
         completion_tokens=usage.get("completion_tokens") or 0,
+        total_tokens=usage.get("total_tokens"),
     )
 
 

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict, Union
@@ -110,6 +111,7 @@ class Options(TypedDict, total=False):
     extra_body: Mapping[str, Any]
     timeout: float
     session: str  # a Fleet sends requests with the same key to the same replica (one LLM: itself)
+    deadline: float
 
 
 SAMPLING_FIELDS: tuple[str, ...] = (
@@ -138,10 +140,20 @@ def to_constraint(output: OutputSpec | None) -> Constraint | None:
     )
 
 
+def check_json(value: Any, what: str) -> None:
+    """Refuse ``value`` unless it is standard JSON (no NaN/Infinity, only JSON types)."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise InvalidOptions(f"{what} must be standard JSON (finite numbers, strings, lists, "
+                             f"dicts): {e}") from None
+
+
 def _check_schema(schema: Mapping[str, Any]) -> None:
     from jsonschema import validators
     from jsonschema.exceptions import SchemaError
 
+    check_json(schema, "the output schema")
     try:
         validators.validator_for(schema).check_schema(schema)
     except SchemaError as e:
@@ -173,6 +185,7 @@ class Request:
     extra_body: Mapping[str, Any] | None = None
     timeout: float | None = None
     session: str | None = None
+    deadline: float | None = None
 
     def sampling(self) -> dict[str, Any]:
         """The sampling options that were set, by unified name."""
@@ -183,14 +196,18 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "max_tokens": (int,), "top_k": (int,), "seed": (int,), "n": (int,), "top_logprobs": (int,),
     "temperature": (int, float), "top_p": (int, float), "min_p": (int, float),
     "presence_penalty": (int, float), "frequency_penalty": (int, float),
-    "repetition_penalty": (int, float), "timeout": (int, float), "logprobs": (bool,),
-    "lora": (str,), "session": (str,),
+    "repetition_penalty": (int, float), "timeout": (int, float), "deadline": (int, float),
+    "logprobs": (bool,), "lora": (str,), "session": (str,),
 }
 _RANGES: dict[str, tuple[float, float]] = {
     "max_tokens": (1, float("inf")), "n": (1, float("inf")), "top_logprobs": (0, float("inf")),
     "temperature": (0, float("inf")), "top_p": (0, 1), "min_p": (0, 1),
     "presence_penalty": (-2, 2), "frequency_penalty": (-2, 2),
-    "repetition_penalty": (0, float("inf")), "timeout": (0, float("inf")),
+    "repetition_penalty": (0, float("inf")),
+}
+_POSITIVE: dict[str, str] = {  # seconds that must be > 0, and what each one limits
+    "timeout": "the longest wait for the next bytes of an answer",
+    "deadline": "the whole call, queueing and retries included",
 }
 
 
@@ -219,6 +236,11 @@ def make_request(
         types = _TYPES.get(key)
         if types and (not isinstance(value, types) or (bool not in types and isinstance(value, bool))):
             raise InvalidOptions(f"{key} must be {' or '.join(t.__name__ for t in types)}, got {value!r}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InvalidOptions(f"{key}={value!r} is not a finite number (JSON has no {value!r})")
+        if key in _POSITIVE and value <= 0:
+            raise InvalidOptions(f"{key}={value!r} must be a positive number of seconds: it limits "
+                                 f"{_POSITIVE[key]}; leave it unset for the default")
         lo, hi = _RANGES.get(key, (None, None))
         if lo is not None and hi is not None and not lo <= value <= hi:
             raise InvalidOptions(f"{key}={value!r} is out of range [{lo}, {hi}]")
@@ -232,15 +254,15 @@ def make_request(
         if not all(isinstance(s, str) and s for s in stop):
             raise InvalidOptions("stop must be a non-empty string or a list of them")
         values["stop"] = stop
+    if "lora" in values and not values["lora"].strip():
+        raise InvalidOptions("lora must name an adapter (e.g. lora='sql'); leave it unset "
+                             "(or None) for the base model")
     if values.get("top_logprobs") is not None and not values.get("logprobs"):
         values["logprobs"] = True
     if "extra_body" in values:
         if not isinstance(values["extra_body"], Mapping):
             raise InvalidOptions("extra_body must be a mapping of extra request fields")
-        try:
-            json.dumps(values["extra_body"])
-        except TypeError as e:
-            raise InvalidOptions(f"extra_body must be JSON-serialisable: {e}") from None
+        check_json(values["extra_body"], "extra_body")
     return Request(
         prompt=prompt,
         messages=None if messages is None else _messages(messages),

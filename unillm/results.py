@@ -6,25 +6,32 @@
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 T = TypeVar("T")
 
 
 class Usage(BaseModel):
-    """Token counts reported by the engine."""
+    """Token counts reported by the engine.
+
+    ``total_tokens`` is the engine's own total when it sends one, else prompt + completion.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    total_tokens: int = 0
 
-    @property
-    def total_tokens(self) -> int:
-        """Prompt plus completion tokens."""
-        return self.prompt_tokens + self.completion_tokens
+    @model_validator(mode="before")
+    @classmethod
+    def _total(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("total_tokens") is None:
+            counts = (data.get("prompt_tokens") or 0, data.get("completion_tokens") or 0)
+            data = {**data, "total_tokens": sum(counts)}
+        return data
 
 
 class Timings(BaseModel):

@@ -38,7 +38,7 @@ from unillm.adapter import Adapter, get_adapter
 from unillm.errors import InvalidOptions, LaunchError, UnillmError
 from unillm.launch_spec import LaunchCommand, LaunchSpec
 from unillm.options import Options
-from unillm.transport import RetryPolicy, Timeouts
+from unillm.transport import Pool, RetryPolicy, Timeouts
 
 if TYPE_CHECKING:
     from unillm.blocking import BlockingLLM
@@ -126,14 +126,14 @@ class Launch:
     def __init__(
         self, engine: str | Adapter, spec: LaunchSpec, *, progress: ProgressHook | None = print_progress,
         log_path: Path | None = None, defaults: Options | None = None,
-        timeouts: Timeouts = Timeouts(), retry: RetryPolicy = RetryPolicy(),
+        timeouts: Timeouts = Timeouts(), retry: RetryPolicy = RetryPolicy(), pool: Pool = Pool(),
     ) -> None:
         self.adapter = get_adapter(engine) if isinstance(engine, str) else engine
         self.spec = resolve_spec(self.adapter, spec)
         self.progress = progress
         self.log_path = log_path or Path(tempfile.gettempdir()) / (
             f"unillm-{self.adapter.name}-{self.spec.port}.log")
-        self._connect = {"defaults": defaults, "timeouts": timeouts, "retry": retry}
+        self._connect = {"defaults": defaults, "timeouts": timeouts, "retry": retry, "pool": pool}
         self._cmd = (LaunchCommand(argv=["(in-process)"]) if self.spec.in_process
                      else self.adapter.command(self.spec))
         self._cmd = LaunchCommand(

@@ -7,6 +7,8 @@ byte of a body was read, honouring ``Retry-After``; never once a stream has star
 from __future__ import annotations
 
 import json
+import logging
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -17,7 +19,7 @@ import anyio
 import httpx
 
 from unillm.adapter import HttpCall
-from unillm.errors import EngineTimeout, EngineUnavailable
+from unillm.errors import EngineTimeout, EngineUnavailable, InvalidOptions, PoolTimeout
 
 R = TypeVar("R")
 RETRY_STATUSES = frozenset({429, 503})
@@ -35,10 +37,53 @@ class RetryPolicy:
 
 @dataclass(frozen=True, slots=True)
 class Timeouts:
-    """Seconds to connect, and to wait for the next bytes of an answer (a stall)."""
+    """Seconds to connect, and to wait for the next bytes of an answer (a stall).
+
+    ``read`` is not a limit on the whole call: pass ``deadline=`` to a call for that.
+    """
 
     connect: float = 10.0
     read: float = 600.0
+
+    def __post_init__(self) -> None:
+        _positive_seconds(self, "connect", "read")
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """The connections kept to one engine: ``unillm.connect(..., pool=unillm.Pool(64, wait=5))``.
+
+    At most ``max_connections`` requests are in flight at once; more wait up to ``wait`` seconds
+    (None: as long as the read timeout) for a free connection, then raise ``PoolTimeout``
+    having sent nothing. ``max_keepalive`` idle connections are kept ``keepalive_expiry`` s.
+    """
+
+    max_connections: int = 256
+    wait: float | None = None
+    max_keepalive: int = 64
+    keepalive_expiry: float = 5.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_connections", "max_keepalive"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise InvalidOptions(f"Pool.{name} must be a positive integer, got {value!r}")
+        _positive_seconds(self, "keepalive_expiry", *(["wait"] if self.wait is not None else []))
+
+    def limits(self) -> httpx.Limits:
+        """The same limits as httpx's."""
+        return httpx.Limits(max_connections=self.max_connections,
+                            max_keepalive_connections=self.max_keepalive,
+                            keepalive_expiry=self.keepalive_expiry)
+
+
+def _positive_seconds(owner: object, *names: str) -> None:
+    for name in names:
+        value = getattr(owner, name)
+        if (not isinstance(value, (int, float)) or isinstance(value, bool)
+                or not math.isfinite(value) or value <= 0):
+            raise InvalidOptions(f"{type(owner).__name__}.{name} must be a positive, finite number "
+                                 f"of seconds, got {value!r}")
 
 
 class _Retryable(Exception):
@@ -75,27 +120,29 @@ class Transport:
     def __init__(
         self, base_url: str, *, api_key: str | None = None, timeouts: Timeouts = Timeouts(),
         retry: RetryPolicy = RetryPolicy(), engine: str = "engine",
-        http_transport: httpx.AsyncBaseTransport | None = None,
+        http_transport: httpx.AsyncBaseTransport | None = None, pool: Pool = Pool(),
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.base_url, self.retry, self.timeouts, self.engine = base_url, retry, timeouts, engine
+        self.pool = pool
         self._client = httpx.AsyncClient(
-            base_url=base_url, headers=headers,
-            timeout=httpx.Timeout(timeouts.read, connect=timeouts.connect),
-            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
-            transport=http_transport,
+            base_url=base_url, headers=headers, timeout=self._timeout(None),
+            limits=pool.limits(), transport=http_transport,
         )
+
+    def _timeout(self, read: float | None) -> httpx.Timeout:
+        read = self.timeouts.read if read is None else read
+        wait = read if self.pool.wait is None else self.pool.wait
+        return httpx.Timeout(read, connect=self.timeouts.connect, pool=wait)
 
     async def aclose(self) -> None:
         """Close every pooled connection."""
         await self._client.aclose()
 
     def _request(self, call: HttpCall, timeout: float | None) -> httpx.Request:
-        content = None if call.json is None else json.dumps(call.json).encode()
+        content = None if call.json is None else _standard_json(call.json, self.engine)
         headers = {"Content-Type": "application/json"} if content is not None else None
-        ext = None
-        if timeout is not None:
-            ext = {"timeout": httpx.Timeout(timeout, connect=self.timeouts.connect).as_dict()}
+        ext = None if timeout is None else {"timeout": self._timeout(timeout).as_dict()}
         return self._client.build_request(
             call.method, call.path, content=content, headers=headers, extensions=ext
         )
@@ -136,6 +183,14 @@ class Transport:
             return await attempt()
         except (httpx.ConnectError, httpx.ConnectTimeout) as e:
             raise _Retryable(e) from e
+        except httpx.PoolTimeout as e:
+            wait = self.pool.wait
+            raise PoolTimeout(
+                f"no connection to {self.engine} at {self.base_url} became free"
+                f"{f' within {wait:g}s' if wait else ''}: all {self.pool.max_connections} pooled "
+                "connections were busy, and nothing was sent. Send fewer requests at once, or "
+                "raise unillm.Pool(max_connections=..., wait=...)"
+            ) from e
         except httpx.TimeoutException as e:
             raise EngineTimeout(
                 f"{self.engine} at {self.base_url} did not answer in time ({type(e).__name__}); "
@@ -152,6 +207,8 @@ class Transport:
                 return self._give_up(first)
             last = first
         import stamina  # only paid for when a retry is needed
+
+        _quiet_unconfigured_stamina_logging()
 
         def backoff(exc: Exception) -> bool | float:
             if not isinstance(exc, _Retryable):
@@ -178,6 +235,28 @@ class Transport:
             f"cannot reach {self.engine} at {self.base_url} ({failure.cause!r}) after "
             f"{self.retry.attempts} attempt(s); is the engine running and listening there?"
         ) from failure.cause
+
+
+def _quiet_unconfigured_stamina_logging() -> None:
+    """Keep stamina's retry records off stderr unless the program configured logging.
+
+    stamina logs each scheduled retry on its ``stamina`` logger; with no handler anywhere,
+    Python's last-resort handler printed a bare ``stamina.retry_scheduled`` line. A NullHandler
+    (what libraries do) stops that, while records still propagate to handlers the program sets
+    up (``logging.basicConfig()`` shows them again).
+    """
+    logger = logging.getLogger("stamina")
+    if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+        logger.addHandler(logging.NullHandler())
+
+
+def _standard_json(value: Any, engine: str) -> bytes:
+    """Encode a request body as standard JSON: NaN and Infinity are refused, never sent."""
+    try:
+        return json.dumps(value, allow_nan=False).encode()
+    except (TypeError, ValueError) as e:
+        raise InvalidOptions(f"the request for {engine} is not standard JSON ({e}); pass finite "
+                             "numbers and JSON types only. Nothing was sent") from None
 
 
 def json_body(response: httpx.Response, engine: str) -> Any:

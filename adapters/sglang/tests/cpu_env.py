@@ -4,7 +4,7 @@
 
 This is TEST INFRASTRUCTURE, never the product: ``unillm setup sglang`` installs the real
 thing on GPU machines. SGLang 0.5.23 on PyPI pulls CUDA-only kernels, so here the env is put
-together by hand (the recipe of FIELDS.md, "SGLang on this machine"):
+together by hand, in four steps (verified on a 2-core x86-64 machine without a GPU):
 
 1. a venv with CPU torch 2.13.0 (the wheel this machine keeps; elsewhere PyTorch's CPU index);
 2. ``sglang==0.5.23 --no-deps`` plus its non-CUDA dependencies, pinned by

@@ -79,6 +79,7 @@ PROMPT_OPTIONS: list[tuple[str, dict[str, Any]]] = [
     ("lora", {"lora": "sql"}),
     ("timeout (client-side)", {"timeout": 5.0}),
     ("session (a fleet routing key, never sent)", {"session": "user-42"}),
+    ("deadline (client-side)", {"deadline": 30.0}),
     ("extra_body", {"extra_body": {"typical_p": 0.9, "watermark": True, "truncate": 100}}),
     ("greedy with warpers", {"temperature": 0, "top_p": 0.5, "top_k": 5, "seed": 3}),
     ("seed=0 on completions", {"seed": 0, "max_tokens": 8, "temperature": 0.5, "top_p": 0.8,

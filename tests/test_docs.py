@@ -1,0 +1,75 @@
+"""What the README and the repository's own files say matches the code (a clone has nothing else)."""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+import typing
+from pathlib import Path
+
+import pytest
+
+import unillm
+from unillm.adapter import FIRST_PARTY_ENGINES
+from unillm.launch_spec import SpeculativeMethod
+from unillm.options import Options
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+
+
+def test_the_readme_lists_every_speculative_method() -> None:
+    listed = re.search(r"Speculative\(method=(\"ngram\" \|[^,]*),", README)
+    assert listed is not None
+    for method in typing.get_args(SpeculativeMethod):
+        assert f'"{method}"' in listed.group(1), method
+
+
+def test_the_readme_lists_every_option() -> None:
+    listed = re.search(r"The same option names work on every engine: `([^`]*)`", README)
+    assert listed is not None
+    names = {n.strip() for n in listed.group(1).split(",")}
+    assert set(Options.__annotations__) - {"extra_body"} <= names | {"output"}
+    assert "extra_body" in README
+
+
+def test_the_readme_explains_the_time_and_pool_errors() -> None:
+    section = README[README.index("## Errors"):README.index("## Engines")]
+    for name in ("PoolTimeout", "DeadlineExceeded", "EngineTimeout"):
+        assert f"`{name}`" in section and hasattr(unillm, name)
+
+
+def test_each_first_party_engine_has_the_extra_an_unknown_engine_error_suggests() -> None:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert set(FIRST_PARTY_ENGINES) <= set(extras)
+
+
+@pytest.mark.parametrize("name", ["nope", "llama.cpp", "vllmm"])
+def test_an_unknown_engine_never_suggests_an_extra_that_does_not_exist(name: str) -> None:
+    with pytest.raises(unillm.UnknownEngine) as caught:
+        unillm.connect(name, "http://127.0.0.1:8000")
+    suggested = re.findall(r"unillm\[([^\]]+)\]", str(caught.value))
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert all(s in extras or s == "<engine>" for s in suggested), suggested
+    assert "entry-point group 'unillm.adapters'" in str(caught.value)
+
+
+def test_did_you_mean_for_a_misspelt_engine() -> None:
+    with pytest.raises(unillm.UnknownEngine, match="Did you mean 'vllm'"):
+        unillm.connect("vllmm", "http://127.0.0.1:8000")
+
+
+def test_the_sglang_cpu_recipe_cites_only_files_in_the_repository() -> None:
+    path = ROOT / "adapters" / "sglang" / "tests" / "cpu_env.py"
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    cited = set(re.findall(r"[\w./-]+\.(?:md|py|txt|json|toml)\b", doc))
+    assert cited, "the recipe's docstring names its files"
+    files = {p.name for p in ROOT.rglob("*") if ".git" not in p.parts} | {
+        str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if ".git" not in p.parts}
+    assert sorted(c for c in cited if c not in files) == []
