@@ -219,3 +219,16 @@ def test_retries_print_nothing_when_logging_is_not_configured() -> None:
 
 def test_retries_are_logged_when_the_program_configures_logging() -> None:
     assert "stamina.retry_scheduled" in run_retry_program("logging").stderr
+
+
+async def test_a_fleet_honours_one_deadline_across_its_replicas(server: FaultServer) -> None:
+    with FaultServer(model="tiny", pieces=PIECES) as other:
+        server.stall()
+        other.stall()
+        fleet = unillm.connect("vllm", [server.url, other.url], model="tiny",
+                               timeouts=Timeouts(connect=1, read=30))
+        async with fleet:
+            with pytest.raises(unillm.DeadlineExceeded):
+                await fleet.generate("hi", max_tokens=4, deadline=0.3)
+            with pytest.raises(unillm.DeadlineExceeded):
+                await fleet.stream("hi", max_tokens=4, deadline=0.3).collect()
