@@ -1,4 +1,4 @@
-"""The TGI adapter held to TGI's published OpenAPI contract (../shared/engines/tgi/openapi.json).
+"""The TGI adapter held to TGI's published OpenAPI contract (tests/data/tgi_openapi.json).
 
 Every body the adapter builds, for a broad matrix of unified requests (every option alone and
 combined, with and without constraints, streamed or not, prompt and chat), validates against
@@ -178,6 +178,16 @@ def test_the_matrix_covers_every_unified_option() -> None:
 def test_contract_file_is_the_published_tgi_schema(contract: Contract) -> None:
     assert contract.version.startswith("3.3")
     assert "/generate_stream" in contract.document["paths"]
+    assert "TGI's published OpenAPI" in contract.document["info"]["x-unillm-source"]
+
+
+def test_contract_file_keeps_schemas_but_not_prose(contract: Contract) -> None:
+    schemas = contract.document["components"]["schemas"]
+    assert {"GenerateRequest", "ChatRequest", "CompletionRequest", "GenerateResponse"} <= set(schemas)
+    # a *property* named description is kept; prose keys are gone
+    assert "description" in json.dumps(schemas["FunctionDefinition"]["properties"])
+    assert '"summary"' not in json.dumps(contract.document)
+    assert all("description" not in s for s in schemas.values())
 
 
 # -- answers: fixtures valid under the answer schemas, then parsed ------------------------------

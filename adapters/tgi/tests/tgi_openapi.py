@@ -1,6 +1,6 @@
 """TGI's published OpenAPI document as JSON-schema validators for request and answer bodies.
 
-    contract = Contract.load()                 # None when the file is absent
+    contract = Contract.load()
     contract.check_request("/generate", body)  # raises jsonschema.ValidationError
     contract.check_response("/generate", 200, "application/json", answer)
 
@@ -9,6 +9,12 @@ The document is OpenAPI 3.0.3: ``nullable: true`` becomes ``anyOf [..., {"type":
 so every ``#/components/schemas/...`` reference resolves as published. Request schemas are
 made strict: TGI (serde) silently ignores fields it does not know, so a field the schema does
 not declare is a contract violation here rather than an option silently dropped there.
+
+The contract lives in the repository (``data/tgi_openapi.json``): TGI 3.3.x's published OpenAPI
+document (``docs/openapi.json`` of huggingface/text-generation-inference, version 3.3.6-dev0)
+with its prose (descriptions, summaries, examples, tags, contact) removed and every schema,
+path, status and content type kept. Refresh it from a newer published document with
+``python adapters/tgi/tests/tgi_openapi.py <openapi.json>``.
 """
 
 from __future__ import annotations
@@ -23,10 +29,10 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-# the repository's parent holds shared/engines/...: <parent>/main/adapters/tgi/tests/<this file>
-OPENAPI = Path(__file__).resolve().parents[4] / "shared" / "engines" / "tgi" / "openapi.json"
-MISSING = (f"TGI's published OpenAPI schema is not at {OPENAPI} (expected next to the "
-           "repository, in ../shared/engines/tgi/openapi.json); contract checks need it")
+OPENAPI = Path(__file__).resolve().parent / "data" / "tgi_openapi.json"
+SOURCE = ("TGI's published OpenAPI document (huggingface/text-generation-inference docs/openapi.json, "
+          "3.3.x), prose removed by adapters/tgi/tests/tgi_openapi.py")
+PROSE = frozenset({"description", "summary", "example", "examples", "tags", "contact", "license"})
 URI = "urn:tgi-openapi"
 STRICT = ("GenerateRequest", "CompatGenerateRequest", "GenerateParameters", "ChatRequest",
           "CompletionRequest", "StreamOptions", "JsonSchemaConfig")
@@ -66,8 +72,8 @@ class Contract:
         self._registry: Registry[Any] = Registry().with_resource(URI, resource)
 
     @classmethod
-    def load(cls) -> Contract | None:
-        """The contract from ``../shared/engines/tgi/openapi.json`` (None when absent)."""
+    def load(cls) -> Contract:
+        """The contract kept in the repository (``data/tgi_openapi.json``)."""
         return _load()
 
     def validator(self, *pointer: str) -> Draft202012Validator:
@@ -99,8 +105,25 @@ class Contract:
         self.validator("components", "schemas", name).validate(value)
 
 
+def without_prose(node: Any, *, names: bool = False) -> Any:
+    """The document minus prose keys; ``names``: ``node`` maps property names (all are kept)."""
+    if isinstance(node, list):
+        return [without_prose(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    return {k: without_prose(v, names=k == "properties" and not names) for k, v in node.items()
+            if names or k not in PROSE}
+
+
 @cache
-def _load() -> Contract | None:
-    if not OPENAPI.is_file():
-        return None
+def _load() -> Contract:
     return Contract(json.loads(OPENAPI.read_text()))
+
+
+if __name__ == "__main__":
+    import sys
+
+    slim = without_prose(json.loads(Path(sys.argv[1]).read_text()))
+    slim["info"]["x-unillm-source"] = SOURCE
+    OPENAPI.write_text(json.dumps(slim, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {OPENAPI} ({OPENAPI.stat().st_size} bytes)")

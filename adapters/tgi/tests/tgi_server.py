@@ -212,8 +212,6 @@ class TGIServer:
         return await self._send(writer, status, json.dumps(payload).encode(), headers=headers)
 
     def _check_answer(self, path: str, status: int, content_type: str, payload: Any) -> None:
-        if self.contract is None:
-            return
         method = "get" if path in ("/info", "/health", "/metrics") else "post"
         errors = list(self.contract.response_validator(path, status, content_type, method)
                       .iter_errors(payload))
@@ -239,12 +237,11 @@ class TGIServer:
             return await self._send(writer, 404, b"")
         if path not in (*GENERATION_PATHS, "/tokenize", "/chat_tokenize"):
             return await self._send(writer, 404, b"")
-        if self.contract is not None:
-            problems = list(self.contract.request_validator(path).iter_errors(body))
-            if problems:
-                message = f"Failed to deserialize the JSON body into the target type: {problems[0].message}"
-                self.errors.append(f"request to {path} breaks the contract: {problems[0].message}")
-                return await self._send(writer, 422, message.encode(), "text/plain; charset=utf-8")
+        problems = list(self.contract.request_validator(path).iter_errors(body))
+        if problems:
+            message = f"Failed to deserialize the JSON body into the target type: {problems[0].message}"
+            self.errors.append(f"request to {path} breaks the contract: {problems[0].message}")
+            return await self._send(writer, 422, message.encode(), "text/plain; charset=utf-8")
         assert isinstance(body, dict)
         if path == "/tokenize":
             return await self._json(writer, 200, _tokens(body["inputs"]), path)
@@ -431,8 +428,6 @@ class TGIServer:
         return {**base, "object": "text_completion", "choices": [choice]}
 
     def _check_event(self, path: str, payload: Any) -> None:
-        if self.contract is None:
-            return
         if isinstance(payload, dict) and "error" in payload:
             if isinstance(payload["error"], str):
                 self.contract.check_schema("ErrorResponse", payload)
