@@ -38,7 +38,8 @@ def workdir() -> Iterator[Path]:
 def vllm_server(tiny: TinyModel, workdir: Path) -> Iterator[RunningEngine]:
     """vLLM with the tiny model, the 'sql' LoRA at launch, and runtime LoRA loading on."""
     launch = unillm.launch(
-        "vllm", **cpu_launch_settings("vllm", tiny, workdir / "main", lora={"sql": str(tiny.loras["sql"])},
+        "vllm", **cpu_launch_settings("vllm", tiny, workdir / "main", served_name="tiny",
+                                    lora={"sql": str(tiny.loras["sql"])},
                                     max_lora_rank=8, max_loras=2, runtime_lora=True),
         log_path=workdir / "vllm-main.log",
     )

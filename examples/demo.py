@@ -22,7 +22,6 @@ import anyio
 from pydantic import BaseModel, Field
 
 import unillm
-from unillm.testing.engines import cpu_launch_settings
 from unillm.testing.mlx_recipe import default_demo_engine
 from unillm.testing.tiny_model import build_tiny_model
 
@@ -111,11 +110,13 @@ async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="unillm-demo-") as tmp:
         lora_settings: dict[str, Any] = {"lora": {"sql": str(tiny.loras["sql"])}, "max_loras": 2,
                                          "runtime_lora": True}
-        if args.engine != "mlx":
+        if args.engine == "mlx":
+            lora_settings["in_process"] = True  # mlx-lm in this process: constraints by unillm
+        else:
             lora_settings["max_lora_rank"] = 8  # mlx-lm reads the rank from each adapter
-        settings = cpu_launch_settings(args.engine, tiny, Path(tmp), **lora_settings)
-        if args.model:
-            settings["model"] = args.model
+        # the engine's CPU recipe (memory-conscious settings for a CPU-only machine)
+        settings = unillm.cpu_settings(args.engine, args.model or tiny.path, workdir=tmp,
+                                       **lora_settings)
         t0 = time.perf_counter()
         async with unillm.launch(args.engine, **settings) as llm:
             print(f"{args.engine} launched and answering in {time.perf_counter() - t0:.1f}s")

@@ -15,11 +15,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from unillm.capabilities import Capabilities, Feature
 from unillm.errors import UnillmError, UnknownEngine, UnsupportedFeature
-from unillm.launch_spec import LaunchCommand, LaunchSpec
+from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
 from unillm.options import Request
 from unillm.results import AdapterInfo, Completion, Delta
 
@@ -120,6 +121,27 @@ class Adapter(ABC):
         """An engine inside this process, answering the adapter's own HTTP API."""
         raise UnsupportedFeature(self.name, "in-process mode",
                                  alternative=f'Launch it as a server: unillm.launch("{self.name}", ...)')
+
+    def cpu_recipe(self, spec: LaunchSpec, workdir: Path) -> CpuRecipe:
+        """Settings that run the engine on a CPU-only machine for ``spec`` (pure: no I/O).
+
+        ``workdir`` is a private folder for the engine's caches and temporary files. The core
+        applies the recipe for ``unillm.launch(..., cpu=True)`` and ``unillm.cpu_settings``.
+        """
+        raise UnsupportedFeature(self.name, "a CPU launch recipe",
+                                 why="the adapter declares none",
+                                 alternative="Pass the engine's CPU settings yourself (env=, extra_args=)")
+
+    def launch_hints(self) -> Mapping[str, str]:
+        """Known causes of failed launches: a regex matched against log lines -> what to change."""
+        return {}
+
+    def expected_version(self, spec: LaunchSpec) -> str | None:
+        """The version discovery will report for an engine launched from ``spec`` (None: unknown).
+
+        ``unillm check`` uses it when the mode decides the capabilities (e.g. MLX in-process).
+        """
+        return None
 
     def preflight(self, request: Request, info: EngineInfo) -> HttpCall | None:
         """A call to make before sending ``request`` (e.g. count its tokens); None: nothing."""

@@ -1,9 +1,11 @@
-"""The ``unillm`` command.
+"""The ``unillm`` command (see ``unillm --help``).
 
     unillm engines                              # capability table of every installed adapter
     unillm setup vllm                           # install an engine into its own venv
+    unillm launch vllm --cpu --model M          # serve on a CPU-only machine until Ctrl-C
     unillm launch vllm --model M --dry-run      # print the exact command (secrets masked)
-    unillm launch vllm --model M --max-model-len 512 --lora sql=/adapters/sql -- --enforce-eager
+    unillm check unillm.toml                    # every refusal the configured engine would raise
+    unillm tiny-model --json                    # build the tiny test model, print its paths
 """
 
 from __future__ import annotations
@@ -20,9 +22,32 @@ from unillm.errors import UnillmError
 if TYPE_CHECKING:
     from unillm.supervisor import Launch
 
-_SCALAR_FLAGS = ("served_name", "host", "port", "dtype", "max_model_len", "max_num_seqs",
-                 "memory_fraction", "quantization", "max_lora_rank", "max_loras", "python",
-                 "ready_timeout")
+_DESCRIPTION = """\
+One command line for vLLM, SGLang, TGI and MLX: install, launch, check a config.
+
+examples:
+  unillm engines                              capability table of every installed adapter
+  unillm setup vllm                           install an engine into its own venv
+  unillm launch vllm --cpu --model M          serve on a CPU-only machine until Ctrl-C
+  unillm launch vllm --model M --dry-run      print the exact command (secrets masked)
+  unillm launch vllm --model M -- --enforce-eager   raw engine flags after --
+  unillm check unillm.toml                    every refusal the configured engine would raise
+  unillm tiny-model --json                    build the tiny test model, print its paths
+"""
+_SCALAR_FLAGS = {
+    "served_name": "name the engine serves the model under (default: the model path)",
+    "host": "address to bind (default 127.0.0.1)",
+    "port": "port to listen on (default: a free one)",
+    "dtype": "weights and activations dtype, e.g. bfloat16 (default: the engine's)",
+    "max_model_len": "longest context in tokens (default: the model's, or what fits with --cpu)",
+    "max_num_seqs": "most sequences decoded at once",
+    "memory_fraction": "fraction of accelerator memory the engine may take (0-1]",
+    "quantization": "quantization method, e.g. awq, fp8",
+    "max_lora_rank": "highest LoRA rank to reserve room for",
+    "max_loras": "most LoRA adapters in one batch",
+    "python": "interpreter of the env the engine is installed in (default: its managed env)",
+    "ready_timeout": "seconds to wait until the engine answers (default 900)",
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -41,49 +66,86 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from unillm.launch_spec import LaunchSpec
 
-    parser = argparse.ArgumentParser(prog="unillm", description=__doc__,
+    parser = argparse.ArgumentParser(prog="unillm", description=_DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
 
-    engines = sub.add_parser("engines", help="capability table of the installed adapters")
+    engines = sub.add_parser("engines", help="capability table of the installed adapters",
+                             description="Print which features each installed engine honours.")
     engines.add_argument("--json", action="store_true", help="machine-readable output")
     engines.set_defaults(run=_engines)
 
-    setup = sub.add_parser("setup", help="install an engine into its own managed venv")
-    setup.add_argument("engine")
+    setup = sub.add_parser("setup", help="install an engine into its own managed venv",
+                           description="Install an engine into $UNILLM_CACHE/envs/<engine>.")
+    setup.add_argument("engine", help="vllm, sglang or mlx")
     setup.add_argument("--gpu", action=argparse.BooleanOptionalAction, default=None,
                        help="force the GPU (or CPU) build; default: detect")
     setup.add_argument("--pip-arg", action="append", default=[],
                        help="extra pip argument (e.g. an index for CPU torch wheels)")
     setup.set_defaults(run=_setup)
 
-    launch = sub.add_parser("launch", help="start an engine and serve until Ctrl-C")
-    launch.add_argument("engine")
-    launch.add_argument("--model", required=True)
-    fields = LaunchSpec.model_fields
-    for name in _SCALAR_FLAGS:
-        launch.add_argument("--" + name.replace("_", "-"), dest=name,
-                            help=fields[name].description)
-    launch.add_argument("--tensor-parallel", type=int, default=1)
-    launch.add_argument("--pipeline-parallel", type=int, default=1)
-    launch.add_argument("--data-parallel", type=int, default=1)
-    launch.add_argument("--expert-parallel", action="store_true")
-    launch.add_argument("--prefix-caching", action=argparse.BooleanOptionalAction, default=None)
-    launch.add_argument("--lora", action="append", default=[], metavar="NAME=PATH")
+    launch = sub.add_parser(
+        "launch", help="start an engine and serve until Ctrl-C",
+        description="Start an engine from one unified spec and serve until Ctrl-C. Raw engine "
+                    "flags go after --.")
+    launch.add_argument("engine", help="vllm, sglang, tgi or mlx")
+    launch.add_argument("--model", required=True, help="model path or hub id")
+    launch.add_argument("--cpu", action="store_true",
+                        help="apply the engine's CPU recipe: settings that run on a CPU-only "
+                             "machine in little memory (the flags you give win)")
+    for name, text in _SCALAR_FLAGS.items():
+        launch.add_argument("--" + name.replace("_", "-"), dest=name, help=text)
+    launch.add_argument("--tensor-parallel", type=int, default=1, metavar="N",
+                        help="split each layer over N devices")
+    launch.add_argument("--pipeline-parallel", type=int, default=1, metavar="N",
+                        help="split the layers over N devices")
+    launch.add_argument("--data-parallel", type=int, default=1, metavar="N",
+                        help="N model replicas in one engine")
+    launch.add_argument("--expert-parallel", action="store_true",
+                        help="spread MoE experts over the devices")
+    launch.add_argument("--prefix-caching", action=argparse.BooleanOptionalAction, default=None,
+                        help="reuse the KV cache of shared prompt prefixes (default: the engine's)")
+    launch.add_argument("--lora", action="append", default=[], metavar="NAME=PATH",
+                        help="serve a LoRA adapter under NAME (repeatable)")
     launch.add_argument("--runtime-lora", action="store_true",
                         help="allow loading adapters at runtime")
     launch.add_argument("--speculative", metavar="METHOD",
-                        help="ngram | draft | eagle | eagle3 | mtp | suffix")
-    launch.add_argument("--speculative-tokens", type=int, default=4)
-    launch.add_argument("--draft-model")
+                        help="speculative decoding: ngram | draft | eagle | eagle3 | mtp | suffix")
+    launch.add_argument("--speculative-tokens", type=int, default=4, metavar="K",
+                        help="tokens proposed per step (default 4)")
+    launch.add_argument("--draft-model", metavar="MODEL",
+                        help="draft model for --speculative draft / eagle / eagle3")
     launch.add_argument("--api-key", default="auto",
                         help="'auto' (generated, default), 'none', or a key")
-    launch.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+    launch.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                        help="environment variable for the engine (repeatable)")
     launch.add_argument("--dry-run", action="store_true",
                         help="print the command and environment, start nothing")
     launch.set_defaults(run=_launch)
+
+    check = sub.add_parser(
+        "check", help="list every refusal a config would meet, start nothing",
+        description="Check a unillm config against its engine's declared capabilities: every "
+                    "default, declared use and launch setting the engine would refuse, at once. "
+                    "Connects to nothing and starts nothing. Exit code 1 when something would be "
+                    "refused.")
+    check.add_argument("config", help="a .toml, .yaml or .yml unillm config")
+    check.add_argument("--engine", help="check for this engine instead of the config's")
+    check.add_argument("--engine-version", metavar="VERSION",
+                       help="engine version to check against (default: the config's "
+                            "engine_version, else the newest the adapter knows)")
+    check.add_argument("--json", action="store_true", help="machine-readable output")
+    check.set_defaults(run=_check)
+
+    tiny = sub.add_parser(
+        "tiny-model", help="build the tiny test model and print its paths",
+        description="Build (once, cached, under a second) the tiny random-weight Llama with a "
+                    "locally trained tokenizer and two LoRA adapters, and print where it is. Its "
+                    "text is gibberish; constraints still hold. Needs numpy and safetensors.")
+    tiny.add_argument("--json", action="store_true", help="print {model, loras} as JSON")
+    tiny.add_argument("--force", action="store_true", help="rebuild even if cached")
+    tiny.set_defaults(run=_tiny_model)
     return parser
 
 
@@ -104,6 +166,8 @@ def _spec_settings(args: argparse.Namespace) -> dict[str, Any]:
 
     settings: dict[str, Any] = {"model": args.model}
     settings.update({k: getattr(args, k) for k in _SCALAR_FLAGS if getattr(args, k) is not None})
+    if args.cpu:
+        settings["cpu"] = True
     settings["parallel"] = Parallel(tensor=args.tensor_parallel, pipeline=args.pipeline_parallel,
                                     data=args.data_parallel, expert=args.expert_parallel)
     settings["prefix_caching"] = args.prefix_caching
@@ -169,6 +233,29 @@ def _setup(args: argparse.Namespace) -> int:
     from unillm.engine_env import setup_engine
 
     setup_engine(args.engine, gpu=args.gpu, pip_args=args.pip_arg)
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from unillm.config_check import check_config  # type: ignore[import-not-found]
+
+    report = check_config(args.config, engine=args.engine, version=args.engine_version)
+    print(report.model_dump_json(indent=2) if args.json else report.render())
+    return 0 if report.ok else 1
+
+
+def _tiny_model(args: argparse.Namespace) -> int:
+    from unillm.testing.tiny_model import build_tiny_model
+
+    tiny = build_tiny_model(force=args.force)
+    if args.json:
+        print(json.dumps({"model": str(tiny.path),
+                          "loras": {name: str(path) for name, path in tiny.loras.items()}}, indent=2))
+        return 0
+    print(f"model: {tiny.path}")
+    for name, path in tiny.loras.items():
+        print(f"lora {name}: {path}")
+    print(f"\ntry: unillm launch vllm --cpu --model {tiny.path} --lora sql={tiny.loras['sql']}")
     return 0
 
 

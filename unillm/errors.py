@@ -171,9 +171,19 @@ class OutputParseError(UnillmError, ValueError):
 
 
 class LaunchError(UnillmError):
-    """An engine failed to start; carries the command and the last lines of its log."""
+    """An engine failed to start: the command, the likely cause and the log's first errors and tail.
 
-    def __init__(self, message: str, *, command: str, log_tail: Sequence[str]) -> None:
+    ``causes`` is the advice of every known cause found (what to change), ``error_lines`` the
+    first error lines of the log, numbered (empty when they are in ``log_tail`` anyway).
+    """
+
+    def __init__(self, message: str, *, command: str, log_tail: Sequence[str],
+                 error_lines: Sequence[str] = (), causes: Sequence[str] = ()) -> None:
         self.command, self.log_tail = command, list(log_tail)
+        self.error_lines, self.causes = list(error_lines), list(causes)
+        parts = [message, *(f"likely cause: {c}" for c in self.causes), f"command: {command}"]
+        if self.error_lines:
+            parts += ["first error lines:", *(f"  {line}" for line in self.error_lines)]
         tail = "\n".join(f"  | {line}" for line in self.log_tail)
-        super().__init__(f"{message}\ncommand: {command}\nlast log lines:\n{tail or '  (none)'}")
+        parts.append(f"last log lines:\n{tail or '  (none)'}")
+        super().__init__("\n".join(parts))

@@ -8,9 +8,10 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
@@ -57,6 +58,8 @@ class LaunchSpec(BaseModel):
     heavy dependencies, so they often live in their own venv); ``prefix`` goes before the
     whole command (e.g. ``["docker", "exec", "box"]``). ``api_key="auto"`` generates one.
     ``in_process=True`` runs the engine inside this process (adapters that support it).
+    ``cpu=True`` applies the engine's CPU recipe (:func:`unillm.cpu_settings`): settings that run
+    it on a CPU-only machine within a small memory budget; the fields you set win over it.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -79,6 +82,7 @@ class LaunchSpec(BaseModel):
     runtime_lora: bool = False
     speculative: Speculative | None = None
     in_process: bool = False
+    cpu: bool = Field(False, description="apply the engine's CPU recipe (your settings win)")
     python: str | None = None
     prefix: list[str] = []
     env: dict[str, str] = {}
@@ -143,3 +147,25 @@ class LaunchCommand:
             if s:
                 text = text.replace(s, "***")
         return text
+
+
+@dataclass(frozen=True)
+class CpuRecipe:
+    """An engine's recipe for a CPU-only machine, returned by ``Adapter.cpu_recipe`` (pure).
+
+    ``settings`` are LaunchSpec fields: the caller's own fields win, ``env`` is merged (the
+    caller's keys win) and ``extra_args`` go before the caller's. The core creates ``dirs``
+    and then runs ``prepare`` (the I/O a recipe needs, e.g. converting LoRA adapters).
+    ``engine_env`` names the managed env under ``$UNILLM_CACHE/envs`` to run the engine from
+    when it is not the engine's own (``unillm setup <engine>``). A non-empty ``experimental``
+    says why the recipe is not product-grade yet (shown when it is used).
+
+        CpuRecipe(settings={"dtype": "bfloat16", "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}},
+                  dirs=(workdir / "tmp",))
+    """
+
+    settings: Mapping[str, Any]
+    dirs: tuple[Path, ...] = ()
+    engine_env: str | None = None
+    experimental: str = ""
+    prepare: Callable[[LaunchSpec], LaunchSpec] | None = None

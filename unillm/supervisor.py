@@ -23,7 +23,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ from pydantic import SecretStr, ValidationError
 
 from unillm.adapter import Adapter, get_adapter
 from unillm.errors import InvalidOptions, LaunchError, UnillmError
+from unillm.launch_log import LaunchLog
 from unillm.launch_spec import LaunchCommand, LaunchSpec
 from unillm.options import Options
 from unillm.transport import Pool, RetryPolicy, Timeouts
@@ -81,7 +81,11 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def resolve_spec(adapter: Adapter, spec: LaunchSpec) -> LaunchSpec:
-    """Fill in port, API key and engine interpreter so the command is final."""
+    """Fill in the CPU recipe, port, API key and engine interpreter so the command is final."""
+    if spec.cpu:
+        from unillm.cpu import apply_cpu_recipe
+
+        spec = apply_cpu_recipe(adapter, spec)
     update: dict[str, Any] = {}
     if spec.port is None:
         update["port"] = free_port(spec.host)
@@ -110,7 +114,9 @@ def build_spec(spec: LaunchSpec | None, settings: dict[str, Any]) -> LaunchSpec:
     try:
         if spec is None:
             return LaunchSpec(**settings)
-        return LaunchSpec.model_validate({**spec.model_dump(), **settings}) if settings else spec
+        if not settings:
+            return spec
+        return LaunchSpec.model_validate({**spec.model_dump(exclude_unset=True), **settings})
     except ValidationError as e:
         problems = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
         raise InvalidOptions(f"invalid launch settings: {problems}") from None
@@ -141,7 +147,7 @@ class Launch:
             health_path=self._cmd.health_path,
             secrets=(*self._cmd.secrets, *([k] if (k := self.spec.key()) else [])),
         )
-        self._tail: deque[str] = deque(maxlen=LOG_TAIL)
+        self._log = LaunchLog(self.adapter.launch_hints(), tail=LOG_TAIL)
         self._process: subprocess.Popen[bytes] | None = None
         self._reader: threading.Thread | None = None
         self._llm: LLM | None = None
@@ -159,7 +165,7 @@ class Launch:
     @property
     def log_tail(self) -> list[str]:
         """The last lines the engine printed."""
-        return list(self._tail)
+        return self._log.tail
 
     async def __aenter__(self) -> LLM:
         from unillm.llm import LLM
@@ -222,16 +228,18 @@ class Launch:
                 log.flush()
                 for line in raw.replace(b"\r", b"\n").split(b"\n"):
                     if line.strip():
-                        self._tail.append(line.decode("utf-8", "replace").rstrip())
+                        self._log.add(line.decode("utf-8", "replace").rstrip())
 
     def _report(self, started: float, phase: Literal["starting", "warming up", "ready"]) -> None:
         if self.progress is not None:
-            last = self._tail[-1] if self._tail else ""
+            tail = self._log.tail
+            last = tail[-1] if tail else ""
             self.progress(LaunchProgress(self.adapter.name, time.monotonic() - started, phase, last))
 
     def _fail(self, message: str) -> LaunchError:
         return LaunchError(f"{message} (full log: {self.log_path})",
-                           command=self._cmd.render(), log_tail=self.log_tail)
+                           command=self._cmd.render(), log_tail=self.log_tail,
+                           error_lines=self._log.errors, causes=self._log.causes)
 
     async def _wait_ready(self, llm: LLM) -> None:
         started = time.monotonic()
@@ -270,6 +278,10 @@ class Launch:
         if code is not None:
             if self._reader is not None:
                 self._reader.join(timeout=2.0)  # the engine's last words
+            if code == -signal.SIGKILL:
+                self._log.add_cause("The engine was killed (SIGKILL), most often by the kernel's "
+                                    "out-of-memory killer: give it less to hold (a smaller model or "
+                                    "max_model_len; on a CPU-only machine, cpu=True)")
             raise self._fail(f"{self.adapter.name} exited with code {code} before it was ready")
 
     async def _stop(self) -> None:

@@ -73,15 +73,37 @@ async def test_the_api_key_never_appears_in_the_rendered_command(vllm_server: Ru
     assert vllm_server.api_key not in repr(vllm_server.launch.spec)
 
 
-async def test_progress_is_reported_while_the_engine_starts(tiny: TinyModel, workdir: Path) -> None:
+@pytest.fixture(scope="module")
+def too_long_context(tiny: TinyModel, workdir: Path) -> tuple[unillm.LaunchError, list[unillm.LaunchProgress]]:
+    """One real launch that fails for a known reason (max_model_len above the model's 1024)."""
     seen: list[unillm.LaunchProgress] = []
-    settings = cpu_launch_settings("vllm", tiny, workdir / "progress", model="/nonexistent/model")
-    with pytest.raises(unillm.LaunchError):
-        async with unillm.launch("vllm", **settings, progress=seen.append):
-            pass
+    settings = cpu_launch_settings("vllm", tiny, workdir / "progress", max_model_len=4096)
+
+    async def fail() -> unillm.LaunchError:
+        with pytest.raises(unillm.LaunchError) as caught:
+            async with unillm.launch("vllm", **settings, progress=seen.append):
+                pass
+        return caught.value
+
+    return anyio.run(fail), seen
+
+
+def test_progress_is_reported_while_the_engine_starts(
+    too_long_context: tuple[unillm.LaunchError, list[unillm.LaunchProgress]],
+) -> None:
+    _, seen = too_long_context
     assert seen
     assert seen[0].phase == "starting"
     assert seen[-1].elapsed_s >= seen[0].elapsed_s
+
+
+def test_a_known_cause_of_a_failed_launch_says_what_to_change(
+    too_long_context: tuple[unillm.LaunchError, list[unillm.LaunchProgress]],
+) -> None:
+    error, _ = too_long_context
+    assert error.causes == ["max_model_len is above the model's own context length: lower it, "
+                            "or leave it unset"]
+    assert str(error).splitlines()[1].startswith("likely cause: max_model_len")
 
 
 async def test_launch_then_cancel_twenty_times_leaves_no_process(

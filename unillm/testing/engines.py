@@ -1,4 +1,4 @@
-"""Launch settings that make each engine run on a CPU-only machine with the tiny model.
+"""Test helpers: each engine's CPU recipe for the tiny model, and clients of a running engine.
 
     tiny = build_tiny_model()
     async with unillm.launch("vllm", **cpu_launch_settings("vllm", tiny, workdir)) as llm: ...
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from unillm.adapter import Adapter
+from unillm.cpu import cpu_settings
 from unillm.entrypoints import connect
 from unillm.llm import LLM
 from unillm.supervisor import Launch
@@ -46,32 +47,8 @@ class RunningEngine:
 
 
 def cpu_launch_settings(engine: str, tiny: TinyModel, workdir: Path, **overrides: Any) -> dict[str, Any]:
-    """LaunchSpec fields for ``engine`` on CPU; ``overrides`` win. Private dirs live in ``workdir``."""
-    if engine == "mlx":
-        from unillm.testing.mlx_recipe import mlx_launch_settings
+    """The engine's CPU recipe (:func:`unillm.cpu_settings`) for the tiny model; ``overrides`` win.
 
-        return mlx_launch_settings(tiny, workdir, **{"in_process": True, **overrides})
-    if engine != "vllm":
-        raise ValueError(f"no CPU recipe for {engine!r} (known: vllm, mlx)")
-    for sub in ("cache", "rpc", "tmp"):
-        (workdir / sub).mkdir(parents=True, exist_ok=True)
-    settings: dict[str, Any] = {
-        "model": str(tiny.path),
-        "served_name": "tiny",
-        "dtype": "bfloat16",
-        "max_model_len": 512,
-        "max_num_seqs": 8,
-        "env": {
-            "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache; whole numbers only
-            "VLLM_CACHE_ROOT": str(workdir / "cache"),
-            "VLLM_RPC_BASE_PATH": str(workdir / "rpc"),
-            "TMPDIR": str(workdir / "tmp"),
-            "HF_HUB_OFFLINE": "1",
-        },
-        # Random weights emit whitespace forever inside JSON unless the grammar forbids it;
-        # the per-request field is ignored, and the option needs an explicit backend.
-        "extra_args": ["--enforce-eager", "--structured-outputs-config",
-                       '{"backend":"xgrammar","disable_any_whitespace":true}'],
-    }
-    settings.update(overrides)
-    return settings
+    Private dirs live in ``workdir``.
+    """
+    return cpu_settings(engine, tiny.path, workdir=workdir, **overrides)

@@ -16,12 +16,14 @@ from __future__ import annotations
 import ipaddress
 import sys
 from collections.abc import Mapping
+from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from unillm.adapter import EngineInfo, EngineInstall, HttpCall
 from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsupported
 from unillm.errors import UnillmError, UnknownAdapter, UnsupportedFeature
-from unillm.launch_spec import LaunchCommand, LaunchSpec
+from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
 from unillm.openai_compat import OpenAICompatAdapter, RuntimeLoraEndpoints, error_for_status, error_message
 from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
 
@@ -233,6 +235,25 @@ class MLXAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
             env = {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": spec.model}
         argv += spec.extra_args
         return LaunchCommand(argv=argv, env=env, health_path="/health")
+
+    def cpu_recipe(self, spec: LaunchSpec, workdir: Path) -> CpuRecipe:
+        """mlx-lm on a CPU (``mlx[cpu]``, the build ``unillm setup mlx`` picks without a GPU).
+
+        MLX needs no memory settings; the recipe keeps a local model off the hub (mlx_lm.server
+        lists ``HF_HUB_CACHE`` in /v1/models, so it points at an empty folder in ``workdir``),
+        turns the unneeded API key off (mlx_lm.server has no authentication) and, in server mode,
+        converts PEFT LoRA adapters to mlx-lm's layout in ``workdir`` before launching.
+        """
+        from unillm_mlx.peft import with_mlx_loras
+
+        hub = workdir / "hf-hub"
+        env = {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(hub)} if _looks_like_path(spec.model) else {}
+        return CpuRecipe(settings={"api_key": None, "env": env}, dirs=(hub,),
+                         prepare=partial(with_mlx_loras, workdir=workdir))
+
+    def expected_version(self, spec: LaunchSpec) -> str | None:
+        """In-process mode reports ``<mlx-lm version>+in-process``; a server reports none."""
+        return MLX_LM_VERSION + IN_PROCESS_SUFFIX if spec.in_process else None
 
     def in_process(self, spec: LaunchSpec) -> httpx.AsyncBaseTransport:
         """mlx-lm inside this process, answering this adapter's HTTP API (needs unillm-mlx[inprocess])."""

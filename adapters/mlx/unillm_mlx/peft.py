@@ -19,9 +19,12 @@ import re
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["convert_peft_adapter", "is_peft_adapter"]
+if TYPE_CHECKING:
+    from unillm.launch_spec import LaunchSpec
+
+__all__ = ["convert_peft_adapter", "is_peft_adapter", "mlx_lora", "with_mlx_loras"]
 
 _KEY = re.compile(r"^(?:base_model\.model\.)?(?P<module>.+\.layers\.(?P<layer>\d+)\.(?P<sub>.+))"
                   r"\.lora_(?P<ab>[AB])(?:\.default)?\.weight$")
@@ -87,6 +90,24 @@ def convert_peft_adapter(src: str | os.PathLike[str], dst: str | os.PathLike[str
             f.unlink()
         tmp.rmdir()
     return dst
+
+
+def mlx_lora(adapter: str | os.PathLike[str], workdir: Path) -> str:
+    """The adapter folder mlx-lm can load: a PEFT adapter is converted once into ``workdir``."""
+    source = Path(adapter)
+    if not is_peft_adapter(source):
+        return str(source)
+    target = workdir / "mlx-loras" / source.name
+    if not (target / "adapters.safetensors").is_file():
+        convert_peft_adapter(source, target)
+    return str(target)
+
+
+def with_mlx_loras(spec: LaunchSpec, workdir: Path) -> LaunchSpec:
+    """``spec`` with its PEFT LoRA adapters converted for mlx_lm.server (the CPU recipe's step)."""
+    if not spec.lora or spec.in_process:  # the in-process engine converts them itself
+        return spec
+    return spec.model_copy(update={"lora": {n: mlx_lora(p, workdir) for n, p in spec.lora.items()}})
 
 
 if __name__ == "__main__":

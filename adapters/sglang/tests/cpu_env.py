@@ -155,29 +155,13 @@ def _run(argv: list[str], what: str, say: Callable[[str], None], started: float)
 def launch_settings(model: str | Path, workdir: Path, **overrides: Any) -> dict[str, Any]:
     """``unillm.launch("sglang", **launch_settings(tiny.path, workdir))`` on this CPU machine.
 
-    Builds the env first if needed. ``overrides`` (LaunchSpec fields) win.
+    SGLang's CPU recipe (``unillm.cpu_settings``) run from this env, built first if needed,
+    serving the model as "tiny". ``overrides`` (LaunchSpec fields) win.
     """
-    (workdir / "tmp").mkdir(parents=True, exist_ok=True)
-    settings: dict[str, Any] = {
-        "model": str(model),
-        "served_name": "tiny",
-        "python": str(ensure_env()),
-        "dtype": "float32",
-        "max_model_len": 1024,
-        "max_num_seqs": 8,
-        "memory_fraction": 0.05,
-        "env": {"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1", "TMPDIR": str(workdir / "tmp")},
-        "extra_args": ["--device", "cpu", "--attention-backend", "torch_native",
-                       "--sampling-backend", "pytorch", "--skip-server-warmup",
-                       "--max-total-tokens", "4096",
-                       # random weights emit whitespace forever inside JSON unless it is disabled
-                       "--constrained-json-disable-any-whitespace",
-                       # an idle scheduler otherwise busy-polls a whole core
-                       "--sleep-on-idle"],
-        "ready_timeout": 600,
-    }
-    settings.update(overrides)
-    return settings
+    import unillm
+
+    return unillm.cpu_settings("sglang", model, workdir=workdir, **{
+        "served_name": "tiny", "python": str(ensure_env()), "max_model_len": 1024, **overrides})
 
 
 if __name__ == "__main__":

