@@ -25,7 +25,8 @@ _EXPORTS = {
     "Fleet": "unillm.fleet", "FleetStats": "unillm.fleet", "ReplicaStats": "unillm.fleet",
     "Backoff": "unillm.routing", "connect": "unillm.entrypoints",
     "launch": "unillm.entrypoints", "from_config": "unillm.config", "load_config": "unillm.config",
-    "cpu_settings": "unillm.cpu",
+    "cpu_settings": "unillm.cpu", "check_config": "unillm.config_check",
+    "ConfigCheck": "unillm.config_check",
     "Launch": "unillm.supervisor", "LaunchProgress": "unillm.supervisor",
     "LaunchSpec": "unillm.launch_spec", "Parallel": "unillm.launch_spec",
     "Speculative": "unillm.launch_spec",
@@ -73,6 +74,8 @@ if TYPE_CHECKING:
     from unillm.client import Client as Client
     from unillm.config import from_config as from_config
     from unillm.config import load_config as load_config
+    from unillm.config_check import ConfigCheck as ConfigCheck
+    from unillm.config_check import check_config as check_config
     from unillm.cpu import cpu_settings as cpu_settings
     from unillm.entrypoints import connect as connect
     from unillm.entrypoints import launch as launch

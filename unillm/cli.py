@@ -237,9 +237,10 @@ def _setup(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from unillm.config_check import check_config  # type: ignore[import-not-found]
+    from unillm.config_check import check_config
 
-    report = check_config(args.config, engine=args.engine, version=args.engine_version)
+    overrides = {"engine": args.engine} if args.engine else {}
+    report = check_config(args.config, version=args.engine_version, **overrides)
     print(report.model_dump_json(indent=2) if args.json else report.render())
     return 0 if report.ok else 1
 

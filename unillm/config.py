@@ -7,16 +7,25 @@
     # policy = "prefix"                 # its routing: round_robin, least_load, prefix, session
     # [launch]
     # model = "Qwen/Qwen2.5-0.5B-Instruct"
+    # [launch.vllm]                     # applies only when engine = "vllm" (also [launch.mlx] ...)
+    # max_model_len = 4096
     [defaults]
     max_tokens = 128
 
     async with unillm.from_config("unillm.toml") as llm:
         r = await llm.generate("Hi")
+    llm = unillm.from_config("unillm.toml", engine="mlx", defaults={"max_tokens": 64})
+
+Per-engine tables (``[launch.<engine>]``, ``[defaults.<engine>]``) are merged over the common
+table when ``engine`` names them; the others are ignored. ``uses = ["json_schema", "stream"]``
+declares what the application relies on, for ``unillm check`` (:func:`unillm.check_config`),
+which lists every refusal the configured engine would raise, without starting anything.
 
 Environment overrides: ``UNILLM_ENGINE``, ``UNILLM_BASE_URL`` (comma-separated for a fleet),
 ``UNILLM_POLICY``, ``UNILLM_MODEL``,
 ``UNILLM_API_KEY``, and ``UNILLM_<SECTION>__<KEY>`` for nested keys (values read as JSON when
-they parse, e.g. ``UNILLM_DEFAULTS__MAX_TOKENS=64``).
+they parse, e.g. ``UNILLM_DEFAULTS__MAX_TOKENS=64``). Keyword overrides of ``from_config`` win
+over both.
 """
 
 from __future__ import annotations
@@ -58,13 +67,19 @@ class Config(BaseModel):
     timeouts: dict[str, float] = {}
     retry: dict[str, float] = {}
     pool: dict[str, int | float] = {}
+    uses: list[str] = Field([], description="features the app relies on (for unillm check)")
+    engine_version: str | None = Field(None, description="the version unillm check assumes")
 
 
 def load_config(source: str | Path | Mapping[str, Any],
-                env: Mapping[str, str] | None = None) -> Config:
-    """Read and validate a config file (``.toml``, ``.yaml``/``.yml``) or mapping."""
-    data = copy.deepcopy(dict(source)) if isinstance(source, Mapping) else _read(Path(source))
-    _apply_env(data, os.environ if env is None else env)
+                env: Mapping[str, str] | None = None, **overrides: Any) -> Config:
+    """Read and validate a config file (``.toml``, ``.yaml``/``.yml``) or mapping.
+
+        config = unillm.load_config("unillm.toml", engine="mlx")   # keyword overrides win
+    """
+    from unillm.config_check import feature_by_name
+
+    data = config_data(source, env, **overrides)
     try:
         config = Config.model_validate(data)
     except ValidationError as e:
@@ -79,18 +94,41 @@ def load_config(source: str | Path | Mapping[str, Any],
                           "(base_url = ['http://a:8000', 'http://b:8000'])")
     try:
         make_request("", None, None, config.defaults, stream=False)
+        for name in config.uses:
+            feature_by_name(name)
     except InvalidOptions as e:
-        raise ConfigError(f"invalid [defaults]: {e}") from None
+        raise ConfigError(f"invalid [defaults] or uses: {e}") from None
     return config
 
 
+def config_data(source: str | Path | Mapping[str, Any], env: Mapping[str, str] | None = None,
+                **overrides: Any) -> dict[str, Any]:
+    """The raw config for its engine: the file, then ``UNILLM_*`` variables, then ``overrides``,
+    with the engine's ``[launch.<engine>]`` / ``[defaults.<engine>]`` merged over the common tables."""
+    data = copy.deepcopy(dict(source)) if isinstance(source, Mapping) else _read(Path(source))
+    _apply_env(data, os.environ if env is None else env)
+    unknown = sorted(set(overrides) - set(Config.model_fields))
+    if unknown:
+        raise ConfigError(f"unknown config override(s) {unknown}; the keys are "
+                          f"{sorted(Config.model_fields)}")
+    overrides = copy.deepcopy(overrides)
+    engine = overrides.get("engine", data.get("engine"))
+    data = _for_engine(data, engine)
+    _merge_into(data, _for_engine(overrides, engine))  # overrides win over the engine's tables
+    return data
+
+
 def from_config(source: str | Path | Mapping[str, Any],
-                env: Mapping[str, str] | None = None) -> LLM | Fleet | Launch:
+                env: Mapping[str, str] | None = None, **overrides: Any) -> LLM | Fleet | Launch:
     """An LLM (``base_url``), a Fleet (a list of base URLs) or a Launch (``[launch]``).
 
-    ``async with`` any of them gives the client.
+        async with unillm.from_config("unillm.toml") as llm: ...
+        llm = unillm.from_config("unillm.toml", engine="mlx", launch={"in_process": True})
+
+    ``overrides`` are config keys; tables are merged into the file's (they win over the file
+    and over ``UNILLM_*`` variables). ``async with`` the result gives the client.
     """
-    config = load_config(source, env)
+    config = load_config(source, env, **overrides)
     key = config.api_key.get_secret_value() if config.api_key else None
     try:
         timeouts, retry = Timeouts(**config.timeouts), RetryPolicy(**config.retry)  # type: ignore[arg-type]
@@ -175,3 +213,44 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
             if not isinstance(target, dict):
                 raise ConfigError(f"{name}: {part} is not a table in the config")
         target[path[-1]] = value
+
+
+def _merge_into(target: dict[str, Any], source: Mapping[str, Any]) -> None:
+    """Merge ``source`` into ``target``, tables recursively (``source`` wins)."""
+    for key, value in source.items():
+        if isinstance(value, Mapping) and isinstance(target.get(key), dict):
+            _merge_into(target[key], value)
+        else:
+            target[key] = value
+
+
+def _for_engine(data: dict[str, Any], engine: Any) -> dict[str, Any]:
+    """Merge ``engine``'s ``[launch.<engine>]`` and ``[defaults.<engine>]`` over the common tables."""
+    from difflib import get_close_matches
+
+    from unillm.adapter import installed_engines
+    from unillm.launch_spec import LaunchSpec
+    from unillm.options import Options
+
+    installed = installed_engines()
+    for section, fields in (("launch", LaunchSpec.model_fields), ("defaults", Options.__annotations__)):
+        table = data.get(section)
+        if not isinstance(table, dict):
+            continue
+        per_engine = {k: v for k, v in table.items() if k not in fields and isinstance(v, Mapping)}
+        for name in per_engine:
+            if name not in installed:
+                close = get_close_matches(name, [*installed, *fields], 1, 0.6)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise ConfigError(
+                    f"[{section}] has a table {name!r} that is neither a {section} setting nor an "
+                    f"installed engine ({', '.join(installed)}): {hint}Per-engine tables are named "
+                    f"for an engine ([{section}.vllm]); install its adapter or remove the table")
+        merged = {k: v for k, v in table.items() if k not in per_engine}
+        chosen = per_engine.get(engine) if isinstance(engine, str) else None
+        _merge_into(merged, copy.deepcopy(dict(chosen or {})))
+        if section == "launch" and not merged:
+            del data[section]  # only other engines' tables: this engine connects instead
+        else:
+            data[section] = merged
+    return data

@@ -74,7 +74,9 @@ async def test_the_api_key_never_appears_in_the_rendered_command(vllm_server: Ru
 
 
 @pytest.fixture(scope="module")
-def too_long_context(tiny: TinyModel, workdir: Path) -> tuple[unillm.LaunchError, list[unillm.LaunchProgress]]:
+def too_long_context(
+    tiny: TinyModel, workdir: Path
+) -> tuple[unillm.LaunchError, list[unillm.LaunchProgress]]:
     """One real launch that fails for a known reason (max_model_len above the model's 1024)."""
     seen: list[unillm.LaunchProgress] = []
     settings = cpu_launch_settings("vllm", tiny, workdir / "progress", max_model_len=4096)

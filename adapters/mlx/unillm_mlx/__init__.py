@@ -213,7 +213,7 @@ class MLXAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
         return EngineInstall(packages=(mlx, f"mlx-lm=={MLX_LM_VERSION}", GRAMMAR_ENGINE))
 
     def command(self, spec: LaunchSpec) -> LaunchCommand:
-        refuse_unsupported(spec)
+        refuse_unsupported(spec, in_process=spec.in_process)  # also checks in-process specs
         argv = [spec.python or "python", "-m", "mlx_lm", "server", "--model", spec.model,
                 "--host", spec.host]
         if spec.port is not None:
