@@ -500,10 +500,8 @@ class FleetStream(Stream):
     """A stream from one replica of a fleet; it moves to another only before the engine answers."""
 
     def __init__(self, fleet: Fleet, request: Request) -> None:
-        self._fleet, self._request = fleet, request
-        self._texts: dict[int, list[str]] = {}
-        self._iter: AsyncIterator[Delta] | None = None
-        self.started = False
+        super().__init__(fleet.replicas[0], request)  # the replica is chosen when it starts
+        self._fleet = fleet
         self.replica: str | None = None  # the URL serving it, once chosen
 
     async def _run(self) -> AsyncIterator[Delta]:
