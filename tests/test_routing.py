@@ -153,3 +153,25 @@ def test_mismatched_replica_never_gets_requests() -> None:
 def test_bad_settings_are_refused(kwargs: dict[str, object], match: str) -> None:
     with pytest.raises(InvalidOptions, match=match):
         Router(URLS, **kwargs)  # type: ignore[arg-type]
+
+
+def test_prefix_key_of_content_parts_reads_text_and_image_url_ends() -> None:
+    from unillm.options import Request
+
+    router = Router(URLS, "prefix", prefix_chars=200)
+
+    def key(*parts: object, tool_call: bool = False) -> int | None:
+        messages: list[dict[str, object]] = [{"role": "user", "content": list(parts)}]
+        if tool_call:
+            messages.insert(0, {"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]})
+        return router.key_for(Request(prompt=None, messages=tuple(messages), stream=False))  # type: ignore[arg-type]
+
+    big = "data:image/png;base64," + "A" * 2_000_000
+    image = {"type": "image_url", "image_url": {"url": big + "xyz"}}
+    other = {"type": "image_url", "image_url": {"url": big + "abc"}}
+    text = {"type": "text", "text": "What is in this picture?"}
+    assert key(text, image) == key(text, image)
+    assert key(text, image) != key(text, other)
+    assert key(text, image) != key({"type": "text", "text": "Describe it."}, image)
+    assert key("plain part", image) is not None
+    assert key(text, tool_call=True) is not None

@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import math
 from bisect import bisect_left
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -88,6 +88,28 @@ class Replica:
         return self.cooling_until <= now
 
 
+def _content_text(content: object) -> str:
+    """A message's content as text for hashing: text parts as they are, an image by its URL's
+    two ends (a data URL can be megabytes; its ends tell images apart)."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, (list, tuple)):
+        return ""
+    out = []
+    for part in content:
+        if isinstance(part, str):
+            out.append(part)
+        elif isinstance(part, Mapping):
+            if isinstance(part.get("text"), str):
+                out.append(part["text"])
+            else:
+                inner = part.get(str(part.get("type")))
+                url = inner.get("url") if isinstance(inner, Mapping) else None
+                ends = f"{url[:64]}{url[-64:]}" if isinstance(url, str) else part.get("type")
+                out.append(f"\1{ends}\1")
+    return "".join(out)
+
+
 def _hash(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
 
@@ -129,7 +151,7 @@ class Router:
         assert request.messages is not None
         text, n = [], 0
         for m in request.messages:
-            part = f"{m['role']}\0{m['content']}\0"
+            part = f"{m.get('role')}\0{_content_text(m.get('content'))}\0"
             text.append(part)
             n += len(part)
             if n >= self.prefix_chars:
