@@ -444,3 +444,19 @@ def test_stats_have_a_stable_shape() -> None:
     with pytest.raises(KeyError):
         stats.replica("http://127.0.0.1:3")
     assert time.monotonic() > 0
+
+
+async def test_a_half_open_replica_is_healthy_as_soon_as_its_trial_stream_starts() -> None:
+    with servers(2) as (a, b):
+        async with fleet_of([a, b], ejection=Backoff(0.05, 0.05)) as fleet:
+            await fleet.info()
+            a.stop()
+            await fleet.generate("hi", max_tokens=4)  # a refused -> ejected, b answers
+            a.start()
+            a.endless()
+            await anyio.sleep(0.06)
+            async with fleet.stream("hi", max_tokens=4) as s:
+                async for _ in s:
+                    break
+                assert s.replica == a.url  # type: ignore[attr-defined]
+                assert fleet.stats().replica(a.url).state == "healthy"  # while the trial streams

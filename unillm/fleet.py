@@ -522,7 +522,9 @@ class FleetStream(Stream):
                     with deadline.bound():
                         await fleet._verify(i)
                 async for delta in inner:
-                    self.started = True
+                    if not self.started:  # the replica answers: healthy again if it was on trial
+                        self.started = True
+                        fleet._router.answered(i)
                     yield delta
             except BaseException as e:
                 if not fleet._settle(i, e, started=inner.started):

@@ -165,6 +165,7 @@ class Router:
         if not candidates:
             return None
         if len(candidates) == 1:
+            self._next = candidates[0] + 1
             return candidates[0]
         if key is not None:
             return self._ring_pick(key, candidates)
