@@ -460,3 +460,14 @@ async def test_a_half_open_replica_is_healthy_as_soon_as_its_trial_stream_starts
                     break
                 assert s.replica == a.url  # type: ignore[attr-defined]
                 assert fleet.stats().replica(a.url).state == "healthy"  # while the trial streams
+
+
+async def test_overloaded_retry_after_counts_an_ejected_replicas_next_trial() -> None:
+    with servers(2) as (a, b):
+        async with fleet_of([a, b], ejection=Backoff(5.0, 5.0)) as fleet:
+            await fleet.info()
+            a.fail(429, retry_after="60")
+            b.stop()
+            with pytest.raises(unillm.Overloaded) as e:
+                await fleet.generate("hi", max_tokens=4)  # a: 429, b: refused
+    assert e.value.retry_after is not None and 4 < e.value.retry_after <= 5

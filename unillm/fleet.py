@@ -431,12 +431,13 @@ class Fleet:
 
     def _nothing_available(self, now: float) -> UnillmError:
         wait = self._router.earliest_cooldown_end(now)
-        if wait is not None:
+        probe = self._router.earliest_probe(now)
+        if wait is not None:  # the earliest moment any replica takes a request (or a trial)
+            wait = min(wait, probe) if probe is not None else wait
             return Overloaded(
                 f"every replica of the fleet is overloaded (429/503) or unreachable; the first "
                 f"takes requests again in {wait:.2f}s: retry after e.retry_after seconds",
                 engine=self.engine, retry_after=wait)
-        probe = self._router.earliest_probe(now)
         why = "; ".join(f"{r.url}: {r.last_error}" for r in self._router.replicas)
         when = f" The next trial request goes out in {probe:.2f}s." if probe is not None else ""
         return EngineUnavailable(f"no replica of the fleet can take the request ({why}).{when}")
