@@ -272,6 +272,8 @@ class FaultServer:
                     return
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except asyncio.CancelledError:  # stop(): end quietly (asyncio logs a cancelled handler)
+            pass
         except Exception as e:  # a bug in this server: make the test see it
             self.errors.append(repr(e))
         finally:
