@@ -146,7 +146,65 @@ def _parser() -> argparse.ArgumentParser:
     tiny.add_argument("--json", action="store_true", help="print {model, loras} as JSON")
     tiny.add_argument("--force", action="store_true", help="rebuild even if cached")
     tiny.set_defaults(run=_tiny_model)
+    _route_parser(sub)
     return parser
+
+
+def _route_parser(sub: Any) -> None:
+    route = sub.add_parser("route", help="semantic routing: evaluate routes, import other routers' configs")
+    verbs = route.add_subparsers(required=True, metavar="VERB")
+    ev = verbs.add_parser("eval", help="accuracy, confusion matrix and thresholds on a labelled JSONL")
+    ev.add_argument("labelled", help='JSONL, one {"text": ..., "route": ...} per line')
+    ev.add_argument("--config", required=True, help="unillm.toml (or .yaml) with a [router] table")
+    ev.add_argument("--json", action="store_true", help="print the report as JSON")
+    ev.set_defaults(run=_route_eval)
+    imp = verbs.add_parser("import", help="print unillm [router] TOML from another router's config")
+    imp.add_argument("kind", choices=["vsr", "litellm"],
+                     help="vsr: vLLM Semantic Router config.yaml; litellm: auto-router route JSON")
+    imp.add_argument("file")
+    imp.add_argument("--default-model", help="litellm: the auto_router_default_model")
+    imp.set_defaults(run=_route_import)
+
+
+def _route_eval(args: argparse.Namespace) -> int:
+    import anyio
+
+    from unillm.semantic.config import router_from_config
+    from unillm.semantic.evaluate import evaluate, load_samples
+
+    samples = load_samples(args.labelled)
+    router = router_from_config(args.config)
+
+    async def run() -> str:
+        async with router:
+            report = await evaluate(router, samples)
+        return report.model_dump_json(indent=2) if args.json else report.markdown()
+
+    print(anyio.run(run))
+    return 0
+
+
+def _route_import(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from unillm.errors import ConfigError
+    from unillm.semantic.importers import from_litellm, from_vsr
+
+    path = Path(args.file)
+    if not path.is_file():
+        raise ConfigError(f"{path} does not exist")
+    if args.kind == "vsr":
+        import yaml
+
+        imported = from_vsr(yaml.safe_load(path.read_text()))
+    else:
+        imported = from_litellm(json.loads(path.read_text()), default_model=args.default_model)
+    import tomli_w
+
+    print(tomli_w.dumps(imported.to_config()), end="")
+    for line in imported.unmapped:
+        print(f"unillm: not imported: {line}", file=sys.stderr)
+    return 0
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:

@@ -48,6 +48,7 @@ from unillm.transport import Pool, RetryPolicy, Timeouts
 
 if TYPE_CHECKING:
     from unillm.fleet import Fleet
+    from unillm.semantic.router import SemanticRouter
 
 _PREFIX = "UNILLM_"
 
@@ -69,6 +70,7 @@ class Config(BaseModel):
     pool: dict[str, int | float] = {}
     uses: list[str] = Field([], description="features the app relies on (for unillm check)")
     engine_version: str | None = Field(None, description="the version unillm check assumes")
+    router: dict[str, Any] | None = Field(None, repr=False)
 
 
 def load_config(source: str | Path | Mapping[str, Any],
@@ -119,16 +121,28 @@ def config_data(source: str | Path | Mapping[str, Any], env: Mapping[str, str] |
 
 
 def from_config(source: str | Path | Mapping[str, Any],
-                env: Mapping[str, str] | None = None, **overrides: Any) -> LLM | Fleet | Launch:
+                env: Mapping[str, str] | None = None, **overrides: Any,
+                ) -> LLM | Fleet | Launch | SemanticRouter:
     """An LLM (``base_url``), a Fleet (a list of base URLs) or a Launch (``[launch]``).
 
         async with unillm.from_config("unillm.toml") as llm: ...
         llm = unillm.from_config("unillm.toml", engine="mlx", launch={"in_process": True})
 
     ``overrides`` are config keys; tables are merged into the file's (they win over the file
-    and over ``UNILLM_*`` variables). ``async with`` the result gives the client.
+    and over ``UNILLM_*`` variables). ``async with`` the result gives the client. With a
+    ``[router]`` table the result is a :class:`~unillm.semantic.SemanticRouter` whose main
+    target is that client.
     """
     config = load_config(source, env, **overrides)
+    main = _main(config)
+    if config.router is None:
+        return main
+    from unillm.semantic.config import build_router
+
+    return build_router(config.router, llm=main, env=os.environ if env is None else env)
+
+
+def _main(config: Config) -> LLM | Fleet | Launch:
     key = config.api_key.get_secret_value() if config.api_key else None
     try:
         timeouts, retry = Timeouts(**config.timeouts), RetryPolicy(**config.retry)  # type: ignore[arg-type]

@@ -96,15 +96,17 @@ class LLM:
         """How this client retries refused connections and 429/503 answers."""
         return self._retry
 
-    def clone(self, *, retry: RetryPolicy | None = None) -> LLM:
+    def clone(self, *, retry: RetryPolicy | None = None, model: str | None = None) -> LLM:
         """A new LLM for the same engine with its own connection pool (e.g. another loop).
 
-        ``retry`` replaces the retry policy (a Fleet's replicas use ``RetryPolicy(attempts=1)``).
+        ``retry`` replaces the retry policy (a Fleet's replicas use ``RetryPolicy(attempts=1)``);
+        ``model`` names another model (or LoRA adapter) the engine serves: ``llm.clone(model="sql")``.
         """
-        twin = LLM(self.adapter, self.base_url, model=self._model, api_key=self._api_key,
+        twin = LLM(self.adapter, self.base_url, model=model or self._model, api_key=self._api_key,
                    defaults=self.defaults, timeouts=self._timeouts, retry=retry or self._retry,
                    http_transport=self._http_transport, pool=self._pool)
-        twin._info, twin._caps = self._info, self._caps
+        if model is None:
+            twin._info, twin._caps = self._info, self._caps
         return twin
 
     def blocking(self) -> BlockingLLM:

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -77,6 +77,21 @@ class CompletionChoice(BaseModel, Generic[T]):
     parsed: T | None = None
 
 
+class RouteDecision(BaseModel):
+    """Which route a prompt took, and why: ``reason`` is ``matched``, ``default`` or ``fallback``
+    (the embedder failed and the router was told to fall back). ``scores`` holds the best
+    similarity per route (for routes with utterances); ``signals`` the signals that fired."""
+
+    model_config = ConfigDict(frozen=True)
+
+    route: str | None
+    reason: Literal["matched", "default", "fallback"]
+    score: float | None = None
+    scores: dict[str, float] = {}
+    signals: tuple[str, ...] = ()
+    seconds: float = 0.0
+
+
 class Completion(BaseModel, Generic[T]):
     """A finished generation. ``text``/``finish_reason``/``parsed`` are those of choice 0.
 
@@ -92,6 +107,7 @@ class Completion(BaseModel, Generic[T]):
     engine: str
     engine_version: str | None
     model: str
+    route: RouteDecision | None = None
 
     @property
     def text(self) -> str:

@@ -1,0 +1,139 @@
+"""Where a semantic router gets its embeddings: a unillm engine, or a remote endpoint.
+
+    EngineEmbedder(unillm.connect("vllm", "http://127.0.0.1:8001"))    # e.g. MiniLM, pooling runner
+    OpenAIEmbedder("https://api.example.com/v1", model="text-embedding-3-small", api_key="...")
+    OpenAIEmbedder.azure("https://res.openai.azure.com", deployment="emb", api_version="2024-10-21",
+                         api_key="...")                                   # api-key header
+
+An embedder has a ``key`` (which model, where) so route embeddings are computed once per
+embedder and model, and ``embed(texts)`` returning one vector per text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import httpx
+
+from unillm.errors import EngineUnavailable, MalformedResponse, UnillmError
+
+
+class EmbeddingError(UnillmError):
+    """The embedder failed or answered vectors the router cannot use."""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Anything that turns texts into vectors for a semantic router."""
+
+    @property
+    def key(self) -> str:
+        """Identifies the model and endpoint (route embeddings are cached under it)."""
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per text, in order."""
+
+    async def aclose(self) -> None:
+        """Release connections."""
+
+
+class EngineEmbedder:
+    """Embeddings from any unillm engine that serves them (``llm.embed``)."""
+
+    def __init__(self, llm: Any) -> None:
+        self.llm = llm
+
+    @property
+    def key(self) -> str:
+        return repr(self.llm)  # engine, URL and model
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        result = await self.llm.embed(list(texts))
+        return [list(v) for v in getattr(result, "vectors", result)]
+
+    async def aclose(self) -> None:
+        await self.llm.aclose()
+
+
+class OpenAIEmbedder:
+    """A remote OpenAI-compatible ``/v1/embeddings`` endpoint, Azure OpenAI / AI Foundry included.
+
+    ``auth="bearer"`` sends ``Authorization: Bearer <key>``; ``auth="api-key"`` sends Azure's
+    ``api-key`` header. ``api_version`` is added as the ``api-version`` query parameter.
+    ``dimensions`` asks models that support it for shorter vectors.
+    """
+
+    def __init__(
+        self, base_url: str, *, model: str | None = None, api_key: str | None = None,
+        auth: Literal["bearer", "api-key"] = "bearer", api_version: str | None = None,
+        dimensions: int | None = None, path: str = "/v1/embeddings", timeout: float = 30.0,
+        batch_size: int = 64, headers: Mapping[str, str] | None = None,
+        http_transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise EmbeddingError(f"embedder base_url must start with http:// or https://, got {base_url!r}")
+        if batch_size < 1 or (dimensions is not None and dimensions < 1):
+            raise EmbeddingError("batch_size and dimensions must be positive")
+        root = base_url.rstrip("/")
+        if path.startswith("/v1/") and root.endswith("/v1"):
+            root = root[: -len("/v1")]
+        self.url, self.model, self.dimensions, self.batch_size = root + path, model, dimensions, batch_size
+        sent = dict(headers or {})
+        if api_key:
+            sent["api-key" if auth == "api-key" else "Authorization"] = (
+                api_key if auth == "api-key" else f"Bearer {api_key}")
+        params = {"api-version": api_version} if api_version else None
+        self._client = httpx.AsyncClient(headers=sent, params=params, timeout=timeout,
+                                         transport=http_transport)
+
+    @classmethod
+    def azure(
+        cls, endpoint: str, *, deployment: str, api_version: str, api_key: str | None = None,
+        auth: Literal["bearer", "api-key"] = "api-key", dimensions: int | None = None,
+        **kwargs: Any,
+    ) -> OpenAIEmbedder:
+        """Azure OpenAI: ``{endpoint}/openai/deployments/{deployment}/embeddings?api-version=...``.
+
+        With Microsoft Entra ID pass the token as ``api_key`` and ``auth="bearer"``.
+        """
+        return cls(endpoint, model=None, api_key=api_key, auth=auth, api_version=api_version,
+                   dimensions=dimensions, path=f"/openai/deployments/{deployment}/embeddings",
+                   **kwargs)
+
+    @property
+    def key(self) -> str:
+        return f"openai:{self.url}:{self.model}:{self.dimensions}"
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            vectors += await self._batch(list(texts[start:start + self.batch_size]))
+        return vectors
+
+    async def _batch(self, texts: list[str]) -> list[list[float]]:
+        from unillm.openai_compat import error_for_status, error_message
+
+        body: dict[str, Any] = {"input": texts}
+        if self.model:
+            body["model"] = self.model
+        if self.dimensions:
+            body["dimensions"] = self.dimensions
+        try:
+            response = await self._client.post(self.url, json=body)
+        except httpx.HTTPError as e:
+            raise EngineUnavailable(f"embedder at {self.url} could not be reached: {e!r}") from e
+        if response.status_code >= 400:
+            raise error_for_status("embedder", response.status_code, error_message(response.content), None)
+        try:
+            data = sorted(response.json()["data"], key=lambda d: d.get("index", 0))
+            vectors = [[float(x) for x in d["embedding"]] for d in data]
+        except (ValueError, KeyError, TypeError) as e:
+            raise MalformedResponse(f"embedder at {self.url} answered an unexpected body ({e!r})") from None
+        if len(vectors) != len(texts):
+            raise MalformedResponse(f"embedder at {self.url} returned {len(vectors)} vectors for "
+                                    f"{len(texts)} texts")
+        return vectors
+
+    async def aclose(self) -> None:
+        await self._client.aclose()

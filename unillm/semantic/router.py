@@ -1,0 +1,277 @@
+"""A semantic router used like an ``LLM``: each prompt goes to the route that fits it.
+
+    router = SemanticRouter(
+        [Route(name="code", utterances=["How do I reverse a list in Python?"], target="coder"),
+         Route(name="chat", utterances=["Hi, how are you?"], lora="smalltalk")],
+        embedder=EngineEmbedder(unillm.connect("vllm", "http://127.0.0.1:8001")),
+        llm=unillm.connect("vllm", "http://127.0.0.1:8000"),
+        targets={"coder": unillm.connect("vllm", ["http://10.0.0.5:8000", "http://10.0.0.6:8000"])},
+        default="chat",
+    )
+    r = await router.generate(messages=[{"role": "user", "content": "Fix my SQL join"}])
+    r.route.route, r.route.score          # "code", 0.62
+
+``generate``/``stream`` embed the routing text (the last user message, or the prompt), pick a
+route and send the request to that route's target with its LoRA or model. Route embeddings
+are computed once per embedder and cached.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import AsyncIterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Literal
+
+import anyio
+from typing_extensions import Self
+
+from unillm.errors import InvalidOptions, UnillmError
+from unillm.results import Completion, Delta, RouteDecision
+from unillm.semantic.decide import SignalIndex, decide
+from unillm.semantic.embedders import Embedder, EmbeddingError
+from unillm.semantic.routes import Route, RouteSet
+
+RoutingText = Literal["last_user", "user", "all"]
+_VECTORS: dict[tuple[str, str], list[float]] = {}  # route examples, per embedder key and text
+
+
+class SemanticRouter:
+    """Routes each request to the target of the route whose examples it resembles most.
+
+    ``llm`` is the main target (routes without ``target=``, and the default when no route
+    matches and ``default`` is None); ``targets`` names the others (``LLM`` or ``Fleet``).
+    Without any target the router only decides (``route()``, evaluation).
+    ``on_embedder_error="default"`` sends requests to the default route with a warning when
+    the embedder fails; ``"raise"`` (the default) raises :class:`EmbeddingError`.
+    """
+
+    def __init__(
+        self, routes: RouteSet | Sequence[Route], *, embedder: Embedder, llm: Any = None,
+        targets: Mapping[str, Any] | None = None, default: str | None = None,
+        text: RoutingText = "last_user", on_embedder_error: Literal["default", "raise"] = "raise",
+    ) -> None:
+        if isinstance(routes, RouteSet):
+            self.routes = routes if default is None else routes.model_copy(update={"default": default})
+        else:
+            from pydantic import ValidationError
+
+            try:
+                self.routes = RouteSet(routes=tuple(routes), default=default)
+            except ValidationError as e:
+                raise InvalidOptions(f"invalid routes: {_problems(e)}") from None
+        self.embedder, self.llm, self.text, self.on_embedder_error = embedder, llm, text, on_embedder_error
+        self.targets = dict(targets or {})
+        for route in self.routes.routes:
+            if route.target is not None and route.target not in self.targets:
+                raise InvalidOptions(f"route {route.name!r} targets {route.target!r}, which is not "
+                                     f"one of the targets {sorted(self.targets)}")
+        self._launch: Any = None
+        self._siblings: dict[tuple[str | None, str], Any] = {}
+        self._lock = anyio.Lock()
+        self._index: SignalIndex | None = None
+
+    def __repr__(self) -> str:
+        return (f"SemanticRouter(routes={[r.name for r in self.routes.routes]}, "
+                f"default={self.routes.default!r}, embedder={self.embedder.key!r})")
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def __aenter__(self) -> Self:
+        from unillm.supervisor import Launch
+
+        if isinstance(self.llm, Launch):  # from a config with a [launch] table: start it now
+            self._launch, self.llm = self.llm, await self.llm.__aenter__()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the embedder and every target's connections (and stop a launched main engine)."""
+        closing = [self.embedder, *self.targets.values(), *self._siblings.values()]
+        if self.llm is not None and self._launch is None:
+            closing.append(self.llm)
+        for thing in closing:
+            await thing.aclose()
+        if self._launch is not None:
+            await self._launch.__aexit__(None, None, None)
+
+    # -- deciding --------------------------------------------------------------------------
+    async def index(self) -> SignalIndex:
+        """The route examples' embeddings, computed once per embedder (and shared by routers)."""
+        if self._index is None:
+            async with self._lock:
+                if self._index is None:
+                    signals = self.routes.embedding_signals()
+                    texts = [c for s in signals for c in s.candidates]
+                    self._index = _build_index(signals, await embed_cached(self.embedder, texts))
+        return self._index
+
+    async def route(self, prompt: str | None = None, *,
+                    messages: Sequence[Mapping[str, Any]] | None = None) -> RouteDecision:
+        """Decide the route for a prompt or chat, without generating anything."""
+        text = routing_text(prompt, messages, self.text)
+        started = time.perf_counter()
+        try:
+            index = await self.index()
+            scores: dict[str, float] = {}
+            if index.spans:
+                (vector,) = await self.embedder.embed([text])
+                if len(vector) != index.dimension:
+                    raise EmbeddingError(
+                        f"the embedder {self.embedder.key} returned a {len(vector)}-dimensional vector "
+                        f"but the routes were embedded with {index.dimension} dimensions; the embedder's "
+                        "model changed: build a new router (or clear the route cache)")
+                scores = index.scores(vector)
+        except EmbeddingError:
+            raise
+        except UnillmError as e:
+            if self.on_embedder_error == "raise":
+                raise EmbeddingError(f"the embedder {self.embedder.key} failed: {e}") from e
+            warnings.warn(f"unillm semantic router: the embedder failed ({e}); using the default "
+                          f"route {self.routes.default!r}", RuntimeWarning, stacklevel=2)
+            return RouteDecision(route=self.routes.default, reason="fallback",
+                                 seconds=time.perf_counter() - started)
+        return decide(self.routes, text, scores, seconds=time.perf_counter() - started)
+
+    def target_of(self, decision: RouteDecision) -> tuple[Any, dict[str, Any]]:
+        """The client and the option overrides (``lora``) that a decision sends a request to."""
+        route = self.routes.route(decision.route) if decision.route is not None else None
+        client = self.llm if route is None or route.target is None else self.targets[route.target]
+        if client is None:
+            raise InvalidOptions(f"route {decision.route!r} has no target: pass llm=... to the "
+                                 "router (its main target) or give the route a target=")
+        if route is not None and route.model is not None:
+            client = self._sibling(route.target, client, route.model)
+        overrides = {"lora": route.lora} if route is not None and route.lora else {}
+        return client, overrides
+
+    def _sibling(self, target: str | None, client: Any, model: str) -> Any:
+        key = (target, model)
+        if key not in self._siblings:
+            if not hasattr(client, "clone"):
+                raise InvalidOptions(f"{client!r} cannot serve another model; route with target= instead")
+            self._siblings[key] = client.clone(model=model)
+        return self._siblings[key]
+
+    # -- generation ------------------------------------------------------------------------
+    async def generate(self, prompt: str | None = None, *,
+                       messages: Sequence[Mapping[str, Any]] | None = None, **options: Any,
+                       ) -> Completion[Any]:
+        """Route, then generate on the route's target; ``.route`` on the result says where."""
+        decision = await self.route(prompt, messages=messages)
+        client, overrides = self.target_of(decision)
+        completion: Completion[Any] = await client.generate(
+            prompt, messages=messages, **{**overrides, **options})
+        completion.route = decision
+        return completion
+
+    def stream(self, prompt: str | None = None, *,
+               messages: Sequence[Mapping[str, Any]] | None = None, **options: Any) -> RoutedStream:
+        """Route, then stream from the route's target; ``stream.route`` says where (once started)."""
+        return RoutedStream(self, prompt, messages, options)
+
+    def blocking(self) -> Any:
+        """A blocking twin (``generate``/``stream`` without ``await``)."""
+        from unillm.blocking import BlockingLLM
+
+        return BlockingLLM(self)  # type: ignore[arg-type]
+
+
+class RoutedStream:
+    """A stream whose route is decided when it starts; iterate it like ``LLM.stream``."""
+
+    def __init__(self, router: SemanticRouter, prompt: str | None,
+                 messages: Sequence[Mapping[str, Any]] | None, options: Mapping[str, Any]) -> None:
+        self._router, self._prompt, self._messages, self._options = router, prompt, messages, options
+        self.route: RouteDecision | None = None
+        self._inner: Any = None
+        self._iter: AsyncIterator[Delta] | None = None
+
+    @property
+    def text(self) -> str:
+        """Text received so far for choice 0."""
+        return self._inner.text if self._inner is not None else ""
+
+    def __aiter__(self) -> AsyncIterator[Delta]:
+        if self._iter is None:
+            self._iter = self._run()
+        return self._iter
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop the stream and close its HTTP response."""
+        if self._iter is not None:
+            await self._iter.aclose()  # type: ignore[attr-defined]
+
+    async def collect(self) -> str:
+        """Consume the whole stream and return choice 0's text."""
+        async for _ in self:
+            pass
+        return self.text
+
+    async def _run(self) -> AsyncIterator[Delta]:
+        self.route = await self._router.route(self._prompt, messages=self._messages)
+        client, overrides = self._router.target_of(self.route)
+        self._inner = client.stream(self._prompt, messages=self._messages,
+                                    **{**overrides, **self._options})
+        async with self._inner:
+            async for delta in self._inner:
+                yield delta
+
+
+def routing_text(prompt: str | None, messages: Sequence[Mapping[str, Any]] | None,
+                 which: RoutingText = "last_user") -> str:
+    """The text a router embeds: the prompt, or the last / every user message (or all messages)."""
+    if prompt is not None:
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise InvalidOptions("the prompt to route must be a non-empty string")
+        return prompt
+    if not messages:
+        raise InvalidOptions("pass a prompt or messages=[...] to route")
+    picked = [m for m in messages if which == "all" or m.get("role") == "user"]
+    if which == "last_user":
+        picked = picked[-1:]
+    text = "\n".join(_content_text(m.get("content")) for m in picked).strip()
+    if not text:
+        raise InvalidOptions(f"no text to route: the messages have no {which.replace('_', ' ')} text")
+    return text
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):  # OpenAI-style content parts: keep the text parts
+        return " ".join(str(p.get("text", "")) for p in content
+                        if isinstance(p, Mapping) and p.get("type") == "text")
+    return ""
+
+
+async def embed_cached(embedder: Embedder, texts: Sequence[str]) -> list[list[float]]:
+    """Embeddings of ``texts``, asking the embedder only for those it has not embedded before."""
+    missing = sorted({t for t in texts if (embedder.key, t) not in _VECTORS})
+    if missing:
+        for text, vector in zip(missing, await embedder.embed(missing), strict=True):
+            _VECTORS[(embedder.key, text)] = vector
+    return [_VECTORS[(embedder.key, t)] for t in texts]
+
+
+def _build_index(signals: Sequence[Any], vectors: Sequence[Sequence[float]]) -> SignalIndex:
+    try:
+        return SignalIndex.build(signals, vectors)
+    except ValueError as e:
+        raise EmbeddingError(f"the embedder returned unusable vectors for the route examples: {e}") from None
+
+
+def _problems(error: Any) -> str:
+    return "; ".join(f"{'.'.join(map(str, x['loc'])) or '(routes)'}: {x['msg']}" for x in error.errors())
