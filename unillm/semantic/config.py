@@ -145,7 +145,7 @@ def build_router(data: Mapping[str, Any], *, llm: Any = None,
                           default=config.default)
     except ValidationError as e:
         raise ConfigError(f"invalid [router] routes: {e.errors()[0]['msg']}") from None
-    targets = {name: connect(t.engine, t.base_url, model=t.model,  # type: ignore[arg-type]
+    targets = {name: connect(t.engine, t.base_url, model=t.model,
                              api_key=t.api_key.get_secret_value() if t.api_key else None)
                for name, t in config.targets.items()}
     try:
