@@ -28,6 +28,11 @@ def test_client_overhead_benchmark_compares_every_client_in_one_run() -> None:
         assert isinstance(result[key], float)
 
 
+def test_semantic_routing_benchmark_measures_the_decision() -> None:
+    result = last_json_line("semantic_routing.py", "--quick")
+    assert isinstance(result["decision_us"], float) and result["routes"] == 6
+
+
 @pytest.mark.engine
 def test_mlx_constrained_benchmark_measures_each_grammar_engine() -> None:
     result = last_json_line("mlx_constrained.py", "--quick")

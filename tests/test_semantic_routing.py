@@ -299,6 +299,24 @@ async def test_a_route_can_name_another_served_model(
         assert main.requests[-1].body["model"] == "tiny"
 
 
+async def test_a_fleet_target_fails_over_when_a_replica_is_down(
+    embeddings: EmbeddingServer, engines: tuple[FaultServer, FaultServer]
+) -> None:
+    main, coder = engines
+    with FaultServer(model="coder") as gone:
+        down = gone.url
+    fleet = unillm.connect("vllm", [down, coder.url], policy="round_robin")
+    routes = [ROUTES[0].model_copy(update={"target": "coders"}), ROUTES[2]]
+    router = SemanticRouter(routes, embedder=OpenAIEmbedder(embeddings.url + "/v1", api_key="k"),
+                            llm=unillm.connect("vllm", main.url), targets={"coders": fleet},
+                            default="chat")
+    async with router:
+        for _ in range(3):
+            r = await router.generate("sort my python list")
+            assert r.route is not None and r.route.route == "code" and r.text == "Hello, world!"
+    assert coder.count() == 3 and main.count() == 0
+
+
 async def test_streams_are_routed_too(
     embeddings: EmbeddingServer, engines: tuple[FaultServer, FaultServer]
 ) -> None:
