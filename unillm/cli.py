@@ -151,17 +151,27 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _route_parser(sub: Any) -> None:
-    route = sub.add_parser("route", help="semantic routing: evaluate routes, import other routers' configs")
-    verbs = route.add_subparsers(required=True, metavar="VERB")
-    ev = verbs.add_parser("eval", help="accuracy, confusion matrix and thresholds on a labelled JSONL")
+    route = sub.add_parser(
+        "route", help="semantic routing: evaluate routes, import other routers' configs",
+        description="Semantic routing tools: measure a [router] config on labelled prompts, or "
+                    "turn vLLM Semantic Router / LiteLLM auto-router configs into unillm routes.")
+    verbs = route.add_subparsers(required=True, metavar="VERB", help="eval | import")
+    ev = verbs.add_parser(
+        "eval", help="accuracy, confusion matrix and thresholds on a labelled JSONL",
+        description="Route every labelled prompt once (embedding calls only, no generation) and "
+                    "print accuracy, the confusion matrix, a threshold suggestion per route and "
+                    "the time per decision.")
     ev.add_argument("labelled", help='JSONL, one {"text": ..., "route": ...} per line')
     ev.add_argument("--config", required=True, help="unillm.toml (or .yaml) with a [router] table")
     ev.add_argument("--json", action="store_true", help="print the report as JSON")
     ev.set_defaults(run=_route_eval)
-    imp = verbs.add_parser("import", help="print unillm [router] TOML from another router's config")
+    imp = verbs.add_parser(
+        "import", help="print unillm [router] TOML from another router's config",
+        description="Print the routes that map as a unillm [router] table (TOML) on stdout; "
+                    "everything that does not map is listed on stderr.")
     imp.add_argument("kind", choices=["vsr", "litellm"],
                      help="vsr: vLLM Semantic Router config.yaml; litellm: auto-router route JSON")
-    imp.add_argument("file")
+    imp.add_argument("file", help="the file to import")
     imp.add_argument("--default-model", help="litellm: the auto_router_default_model")
     imp.set_defaults(run=_route_import)
 
