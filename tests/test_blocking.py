@@ -65,3 +65,15 @@ def test_the_blocking_generate_is_typed_like_the_async_one() -> None:
 
     assert returns(BlockingLLM.generate) == ["Completion[M]", "Completion[Any]"]
     assert returns(BlockingLLM.generate) == returns(LLM.generate)
+
+
+def test_closing_a_client_after_its_loop_stopped_does_nothing() -> None:
+    """At interpreter exit the loop stops first (closing its clients' connections); a later close()
+    of a client on it, e.g. from another exit hook, must not raise."""
+    from unillm.blocking import BlockingLLM, _Loop
+
+    loop = _Loop()
+    llm = BlockingLLM(unillm.connect("vllm", "http://127.0.0.1:9"), loop)
+    loop.close()
+    llm.close()
+    assert loop.closed

@@ -44,6 +44,7 @@ class _Loop:
         self._cm: AbstractContextManager[BlockingPortal] = start_blocking_portal()
         self.portal = self._cm.__enter__()
         self._closed = False
+        self._clients: weakref.WeakSet[BlockingLLM] = weakref.WeakSet()  # closed before the loop
         # The portal thread is not a daemon: stop it before the interpreter joins threads at exit
         # (as concurrent.futures does), so a forgotten close() cannot hang the exit.
         ref = weakref.ref(self)
@@ -58,8 +59,19 @@ class _Loop:
     def call(self, fn: Callable[..., Awaitable[R]], *args: Any) -> R:
         return self.portal.call(fn, *args)
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
+        """Close the connections of every client on this loop, then stop the loop thread.
+
+        Whoever comes first (an explicit close, a ``with`` exit, or the hook at interpreter exit)
+        does it; later closes of the clients or the loop have nothing left to do.
+        """
         if not self._closed:
+            for client in list(self._clients):
+                client._close_connections()
             self._closed = True
             self._cm.__exit__(None, None, None)
 
@@ -72,6 +84,7 @@ class BlockingLLM:
         self.llm = llm
         self._owns_loop = loop is None
         self._loop = loop or _Loop()
+        self._loop._clients.add(self)
         self.adapters = BlockingAdapters(self)
 
     def __enter__(self) -> Self:
@@ -84,9 +97,14 @@ class BlockingLLM:
 
     def close(self) -> None:
         """Close connections (and the private loop thread, if this object owns it)."""
-        self._loop.call(self.llm.aclose)
+        self._close_connections()
         if self._owns_loop:
             self._loop.close()
+
+    def _close_connections(self) -> None:
+        if not self._loop.closed:  # a stopped loop (e.g. at interpreter exit) closed them already
+            self._loop._clients.discard(self)
+            self._loop.call(self.llm.aclose)
 
     def _run(self, fn: Callable[..., Awaitable[R]], *args: Any, **kwargs: Any) -> R:
         async def call() -> R:

@@ -43,7 +43,9 @@ How each DSL feature maps onto unillm, for every engine unillm talks to:
 * ``run(stream=True)``: ``gen`` streams through ``llm.stream``.
 
 Errors raised here happen in SGLang's worker thread: SGLang stores them in ``state.error()`` (or
-raises them directly with ``run(..., use_thread=False)``).
+raises them directly with ``run(..., use_thread=False)``). Reading a variable the failed step never
+set (``state["city"]``) raises that same error (e.g. :class:`unillm.OutputParseError`) instead of
+SGLang's bare ``KeyError``.
 """
 
 from __future__ import annotations
@@ -52,8 +54,8 @@ import dataclasses
 import json
 import re
 import threading
-import weakref
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -98,7 +100,6 @@ if TYPE_CHECKING:
 __all__ = ["Api", "GenArgs", "UnillmBackend", "gen_args"]
 
 Api = Literal["auto", "completion"]
-_OWNED: weakref.WeakSet[UnillmBackend] = weakref.WeakSet()
 _DTYPE_REGEX: dict[object, tuple[str, tuple[str, ...]]] = {
     int: (REGEX_INT, (" ", "\n")), "int": (REGEX_INT, (" ", "\n")),
     float: (REGEX_FLOAT, (" ", "\n")), "float": (REGEX_FLOAT, (" ", "\n")),
@@ -210,8 +211,6 @@ class UnillmBackend(BaseBackend):  # type: ignore[misc]
             raise InvalidOptions(f"api={api!r}: use 'auto' or 'completion'")
         self._owns = not isinstance(llm, BlockingLLM)
         self.llm: BlockingLLM = llm if isinstance(llm, BlockingLLM) else llm.blocking()
-        if self._owns:
-            _OWNED.add(self)
         self.engine: str = self.llm.llm.engine
         self.api: Api = api
         self.is_chat_model = api == "auto"
@@ -273,6 +272,12 @@ class UnillmBackend(BaseBackend):  # type: ignore[misc]
         self, s: StreamExecutor, sampling_params: SglSamplingParams, spec_var_name: str | None = None,
     ) -> tuple[str | list[str], dict[str, Any]]:
         """Run one ``sgl.gen``: returns the text (a list when n > 1) and its meta info."""
+        with _surfaced_in_variables(s):
+            return self._generate(s, sampling_params)
+
+    def _generate(
+        self, s: StreamExecutor, sampling_params: SglSamplingParams,
+    ) -> tuple[str | list[str], dict[str, Any]]:
         self._check_program(s)
         args = gen_args(sampling_params, self.engine)
         prompt, messages, api = self._prompt(s, "sgl.gen")
@@ -289,6 +294,12 @@ class UnillmBackend(BaseBackend):  # type: ignore[misc]
         self, s: StreamExecutor, sampling_params: SglSamplingParams,
     ) -> Iterator[tuple[str, dict[str, Any]]]:
         """Stream one ``sgl.gen`` as ``(text delta, meta info)`` pairs (``run(stream=True)``)."""
+        with _surfaced_in_variables(s):
+            yield from self._generate_stream(s, sampling_params)
+
+    def _generate_stream(
+        self, s: StreamExecutor, sampling_params: SglSamplingParams,
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
         self._check_program(s)
         args = gen_args(sampling_params, self.engine)
         if "n" in args.options:
@@ -312,6 +323,13 @@ class UnillmBackend(BaseBackend):  # type: ignore[misc]
         choices_method: ChoicesSamplingMethod | None = None,
     ) -> ChoicesDecision:
         """Pick one of ``choices`` by constrained decoding on the engine (see the module notes)."""
+        with _surfaced_in_variables(s):
+            return self._select(s, choices, temperature, choices_method)
+
+    def _select(
+        self, s: StreamExecutor, choices: Sequence[str], temperature: float,
+        choices_method: ChoicesSamplingMethod | None,
+    ) -> ChoicesDecision:
         self._check_program(s)
         if choices_method not in (None, token_length_normalized, greedy_token_selection):
             raise UnsupportedFeature(
@@ -379,14 +397,30 @@ class UnillmBackend(BaseBackend):  # type: ignore[misc]
         return None, messages, "chat"
 
 
-def _close_owned_backends() -> None:
-    for backend in list(_OWNED):
-        backend.close()
+class _FailedVariables(dict[str, Any]):
+    """A program's variables after a step failed: reading one it never set raises that failure."""
+
+    def __init__(self, variables: Mapping[str, Any], error: Exception) -> None:
+        super().__init__(variables)
+        self.error = error
+
+    def __missing__(self, name: str) -> Any:
+        raise self.error
 
 
-# A backend that was never closed (the usual ``sgl.set_default_backend(UnillmBackend(llm))``) would
-# keep its loop thread alive and hang interpreter exit; close it first, as concurrent.futures does.
-threading._register_atexit(_close_owned_backends)  # type: ignore[attr-defined]
+@contextmanager
+def _surfaced_in_variables(s: StreamExecutor) -> Iterator[None]:
+    """Let the user's program see why a step failed when it reads the variable the step never set.
+
+    SGLang's worker thread only warns and keeps the error in ``state.error()``, so ``state["city"]``
+    used to raise a bare ``KeyError: 'city'``; now it raises the error itself (e.g. OutputParseError).
+    """
+    try:
+        yield
+    except Exception as e:
+        if not isinstance(s.variables, _FailedVariables):
+            s.variables = _FailedVariables(s.variables, e)
+        raise
 
 
 def _squash(text: str) -> str:

@@ -1,0 +1,86 @@
+"""SGLang DSL programs (``unillm_sglang.dsl``) against the vLLM look-alike: what a user's program sees
+when a step fails, and a clean interpreter exit. (Real-engine DSL runs: adapters/sglang/tests.)
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sglang as sgl  # type: ignore[import-untyped]
+from fault_server import FaultServer
+from unillm_sglang.dsl import UnillmBackend
+
+import unillm
+
+TESTS = Path(__file__).parent
+SCHEMA = '{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}'
+
+
+@pytest.fixture
+def backend() -> Iterator[UnillmBackend]:
+    with FaultServer(model="tiny", pieces=('{"ci', 'ty": "Pa')) as server:  # JSON cut short
+        with UnillmBackend(unillm.connect("vllm", server.url)) as b:
+            yield b
+
+
+@sgl.function  # type: ignore[misc]
+def city(s: Any) -> None:
+    s += "Where? " + sgl.gen("city", max_tokens=4, json_schema=SCHEMA)
+
+
+@pytest.mark.filterwarnings("ignore:Error in stream_executor")  # SGLang's worker thread warns
+def test_reading_the_variable_of_a_cut_constrained_answer_raises_output_parse_error(
+        backend: UnillmBackend) -> None:
+    state = city.run(backend=backend)
+    with pytest.raises(unillm.OutputParseError) as caught:
+        state["city"]
+    assert caught.value.text == '{"city": "Pa'
+    assert state.error() is caught.value
+
+
+@pytest.mark.filterwarnings("ignore:Error in stream_executor")
+def test_variables_set_before_the_failing_step_stay_readable(backend: UnillmBackend) -> None:
+    @sgl.function  # type: ignore[misc]
+    def two(s: Any) -> None:
+        s += "A: " + sgl.gen("first", max_tokens=4)
+        s += " B: " + sgl.gen("second", max_tokens=4, json_schema=SCHEMA)
+
+    state = two.run(backend=backend)
+    state.sync()
+    assert state["first"] == '{"city": "Pa'  # set before the failing step: still readable
+    with pytest.raises(unillm.OutputParseError):
+        state["second"]
+
+
+EXIT_PROGRAM = """
+import sglang as sgl, unillm
+from fault_server import FaultServer
+from unillm_sglang.dsl import UnillmBackend
+
+server = FaultServer(model="tiny").start()
+sgl.set_default_backend(UnillmBackend(unillm.connect("vllm", server.url)))  # never closed
+
+@sgl.function
+def hello(s):
+    s += "Hi " + sgl.gen("a", max_tokens=4)
+
+print(hello.run()["a"])
+server.stop()
+"""
+
+
+def test_a_program_that_used_the_backend_exits_without_errors_on_stderr() -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(EXIT_PROGRAM)], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Hello, world!"
+    assert "Exception ignored" not in done.stderr
+    assert "portal is not running" not in done.stderr
