@@ -25,9 +25,9 @@ SCHEMA = '{"type": "object", "properties": {"city": {"type": "string"}}, "requir
 
 @pytest.fixture
 def backend() -> Iterator[UnillmBackend]:
-    with FaultServer(model="tiny", pieces=('{"ci', 'ty": "Pa')) as server:  # JSON cut short
-        with UnillmBackend(unillm.connect("vllm", server.url)) as b:
-            yield b
+    with (FaultServer(model="tiny", pieces=('{"ci', 'ty": "Pa')) as server,  # JSON cut short
+          UnillmBackend(unillm.connect("vllm", server.url)) as b):
+        yield b
 
 
 @sgl.function  # type: ignore[misc]
