@@ -6,13 +6,14 @@ Wire fixtures in data/ were recorded from a real mlx_lm.server 0.32.2 on this ma
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from unillm_mlx import IN_PROCESS_SUFFIX, MLXAdapter
+from unillm_mlx import IN_PROCESS_SUFFIX, SERVER_MAIN, MLXAdapter
 
 import unillm
 from unillm.adapter import EngineInfo, get_adapter
@@ -36,7 +37,7 @@ def req(prompt: str | None = "hi", output: OutputSpec | None = None, stream: boo
 def test_mlx_command_launches_mlx_lm_server_offline_for_a_local_model() -> None:
     cmd = MLXAdapter().command(LaunchSpec(model="/models/tiny", port=8080, python="/env/bin/python",
                                           api_key=None))
-    assert cmd.argv == ["/env/bin/python", "-m", "mlx_lm", "server", "--model", "/models/tiny",
+    assert cmd.argv == ["/env/bin/python", "-c", SERVER_MAIN, "--model", "/models/tiny",
                         "--host", "127.0.0.1", "--port", "8080"]
     assert cmd.env == {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": "/models/tiny"}
     assert cmd.health_path == "/health"
@@ -88,8 +89,8 @@ def test_mlx_launch_dry_run_prints_the_command(capsys: pytest.CaptureFixture[str
                  "--python", "/env/bin/python", "--speculative", "draft", "--draft-model", "/d",
                  "--speculative-tokens", "2", "--dry-run"]) == 0
     out = capsys.readouterr().out.strip()
-    assert out == ("HF_HUB_CACHE=/models/tiny HF_HUB_OFFLINE=1 /env/bin/python -m mlx_lm server --model "
-                   "/models/tiny --host 127.0.0.1 --port 8123 --draft-model /d --num-draft-tokens 2 "
+    assert out == (f"HF_HUB_CACHE=/models/tiny HF_HUB_OFFLINE=1 /env/bin/python -c {shlex.quote(SERVER_MAIN)} "
+                   "--model /models/tiny --host 127.0.0.1 --port 8123 --draft-model /d --num-draft-tokens 2 "
                    "--prompt-cache-size 0")
 
 

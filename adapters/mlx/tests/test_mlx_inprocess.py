@@ -264,3 +264,29 @@ async def test_mlx_inproc_refuses_launch_settings_it_cannot_honour(tiny: TinyMod
         async with unillm.launch("mlx", model=str(tiny.path), in_process=True,
                                  parallel=unillm.Parallel(tensor=2)):
             pass
+
+
+async def test_mlx_inproc_text_keeps_the_first_tokens_leading_space_as_vllm_does(
+        inproc_settings: dict[str, Any]) -> None:
+    """The tiny tokenizer is byte-level BPE: each token's own text carries its space ('Ġ47' -> ' 47'),
+    so the answer must be exactly the tokens' texts joined; mlx-lm's detokenizer trimmed the first."""
+    async with unillm.launch("mlx", **inproc_settings) as llm:
+        for prompt in (PROMPT, "Hello", "x ="):
+            r = await llm.generate(prompt, max_tokens=12, temperature=0, logprobs=True)
+            assert r.logprobs is not None
+            assert r.text == "".join(t.token for t in r.logprobs)
+            streamed = "".join([d.text async for d in llm.stream(prompt, max_tokens=12, temperature=0)])
+            assert streamed == r.text
+        chat = [{"role": "user", "content": "hi"}]
+        r = await llm.generate(messages=chat, max_tokens=12, temperature=0, logprobs=True)
+        assert r.logprobs is not None and r.text == "".join(t.token for t in r.logprobs)
+
+
+async def test_mlx_inproc_reports_the_context_limit_it_enforces(
+        inproc_settings: dict[str, Any], tiny: TinyModel) -> None:
+    async with unillm.launch("mlx", **inproc_settings) as llm:
+        assert (await llm.info()).max_model_len == tiny.max_position  # the model's own, as vLLM
+        with pytest.raises(unillm.InvalidRequest, match=f"max_model_len={tiny.max_position}"):
+            await llm.generate(PROMPT, max_tokens=tiny.max_position)
+    async with unillm.launch("mlx", **inproc_settings, max_model_len=16) as llm:
+        assert (await llm.info()).max_model_len == 16

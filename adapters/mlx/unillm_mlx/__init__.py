@@ -40,6 +40,21 @@ MLX_LM_VERSION = "0.32.2"
 GRAMMAR_ENGINE = "llguidance>=1.9,<2"
 IN_PROCESS_SUFFIX = "+in-process"
 DEFAULT_MODEL = "default_model"  # mlx_lm.server's name for the model given by --model
+# `python -m mlx_lm server`, except that the first generated token keeps its leading space: mlx-lm's
+# streaming detokenizers trim it, while vLLM, SGLang and unillm's in-process MLX keep it (the text is
+# the tokens' text). Where mlx-lm has no such detokenizer class, nothing is changed.
+SERVER_MAIN = """\
+import sys
+from mlx_lm import tokenizer_utils as t
+bpe, spm = getattr(t, "BPEStreamingDetokenizer", None), getattr(t, "SPMStreamingDetokenizer", None)
+if bpe is not None and hasattr(bpe, "_maybe_trim_space"):
+    bpe._maybe_trim_space = lambda self, text: text
+if spm is not None and spm.__init__.__defaults__ == (True,):
+    spm.__init__.__defaults__ = (False,)
+from mlx_lm.server import main
+sys.argv[0] = "mlx_lm.server"
+main()
+"""
 _IN_PROCESS_HINT = ('Run MLX in-process, where unillm enforces it: '
                     'unillm.launch("mlx", model=..., in_process=True)')
 _CONSTRAINTS = (Feature.JSON_SCHEMA, Feature.REGEX, Feature.CHOICE, Feature.GRAMMAR, Feature.GRAMMAR_LARK)
@@ -124,10 +139,16 @@ class MLXAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
 
     def parse_info(self, answers: Mapping[str, Any], model: str | None) -> EngineInfo:
         # mlx_lm.server has no /version (None = server mode); its /v1/models may be an empty body.
+        # The in-process engine lists its context limit in /v1/models, as vLLM does (the server has none).
         answer = answers.get("version")
         version = answer.get("version") if isinstance(answer, Mapping) else None
-        return EngineInfo(engine=self.name, model=model or self.model_path or DEFAULT_MODEL,
-                          version=str(version) if version else None)
+        served = model or self.model_path or DEFAULT_MODEL
+        models = answers.get("models")
+        data = models.get("data") if isinstance(models, Mapping) else None
+        limit = next((m.get("max_model_len") for m in data or () if isinstance(m, Mapping)
+                      and m.get("id") == served and isinstance(m.get("max_model_len"), int)), None)
+        return EngineInfo(engine=self.name, model=served, version=str(version) if version else None,
+                          max_model_len=limit)
 
     # -- requests --------------------------------------------------------------------------
     def model_field(self, request: Request, info: EngineInfo) -> str:
@@ -213,9 +234,9 @@ class MLXAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
         return EngineInstall(packages=(mlx, f"mlx-lm=={MLX_LM_VERSION}", GRAMMAR_ENGINE))
 
     def command(self, spec: LaunchSpec) -> LaunchCommand:
+        """``mlx_lm server`` (through :data:`SERVER_MAIN`) with the spec's flags."""
         refuse_unsupported(spec, in_process=spec.in_process)  # also checks in-process specs
-        argv = [spec.python or "python", "-m", "mlx_lm", "server", "--model", spec.model,
-                "--host", spec.host]
+        argv = [spec.python or "python", "-c", SERVER_MAIN, "--model", spec.model, "--host", spec.host]
         if spec.port is not None:
             argv += ["--port", str(spec.port)]
         if spec.max_num_seqs is not None:

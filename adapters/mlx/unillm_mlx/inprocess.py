@@ -336,13 +336,15 @@ class _Engine:
         self._load_error: str | None = None
         self._jobs: set[_Job] = set()
         self._counters = dict.fromkeys(_COUNTERS, 0)  # written by the worker only
+        self.max_model_len = spec.max_model_len or _model_context(spec.model)
         self._worker.submit(self._load_base)  # start loading now; requests queue behind it
 
     # -- on the event loop -----------------------------------------------------------------
     def models(self) -> list[dict[str, Any]]:
         with self._lock:
             loras = dict(self._loras)
-        return [{"id": self.model_id, "object": "model", "root": self.spec.model},
+        return [{"id": self.model_id, "object": "model", "root": self.spec.model,
+                 "max_model_len": self.max_model_len},
                 *({"id": name, "object": "model", "root": path, "parent": self.model_id}
                   for name, path in sorted(loras.items()))]
 
@@ -512,7 +514,7 @@ class _Engine:
             text = body["prompt"]
             bos = tokenizer.bos_token
             prompt = list(tokenizer.encode(text, add_special_tokens=bos is None or not text.startswith(bos)))
-        limit = self.spec.max_model_len
+        limit = self.max_model_len
         if limit is not None and len(prompt) + job.max_tokens > limit:
             raise _RequestError(400, f"prompt ({len(prompt)} tokens) + max_tokens ({job.max_tokens}) "
                                      f"exceeds max_model_len={limit}")
@@ -593,6 +595,7 @@ class _Engine:
             assert self.spec.speculative is not None
             kwargs = {"draft_model": draft, "num_draft_tokens": self.spec.speculative.num_tokens}
         stops = _StopText(job.stop)
+        words = _Detokenizer(tokenizer, prompt)
         reason, tokens = "length", 0
         for out in stream_generate(model, tokenizer, mx.array(prompt), max_tokens=job.max_tokens,
                                    sampler=sampler, logits_processors=processors, **kwargs):
@@ -605,7 +608,11 @@ class _Engine:
             logprobs = None
             if job.logprobs and not eos:
                 logprobs = [_token_logprob(tokenizer, out.token, out.logprobs, job.top_logprobs)]
-            text, stopped = stops.feed(out.text)
+            # mlx-lm's own text (out.text) drops the first token's leading space; decode as vLLM does
+            piece = "" if eos else words.add(out.token)
+            if out.finish_reason is not None:
+                piece += words.flush()
+            text, stopped = stops.feed(piece)
             if text or logprobs:
                 emit(("text", index, text, logprobs))
             if stopped:
@@ -617,6 +624,54 @@ class _Engine:
                 if tail:
                     emit(("text", index, tail, None))
         emit(("finish", index, reason, tokens))
+
+
+class _Detokenizer:
+    """Generated tokens to text the way vLLM does it, so every engine answers the same text.
+
+    Each new token is decoded after the last few tokens before it (the prompt's, at first) and
+    only the new characters are kept: a first token's leading space stays (mlx-lm's streaming
+    detokenizers trim it), and a character split across tokens waits for its last byte.
+    """
+
+    CONTEXT = 5  # prompt tokens decoded ahead of the first generated one (vLLM uses 5 too)
+
+    def __init__(self, tokenizer: Any, prompt: list[int]) -> None:
+        self._tokenizer = tokenizer
+        self._ids = list(prompt[-self.CONTEXT:])
+        self._prefix, self._read = 0, len(self._ids)
+
+    def add(self, token: int) -> str:
+        """The text that ``token`` completes ("" while a character is still incomplete)."""
+        self._ids.append(token)
+        return self._new_text(final=False)
+
+    def flush(self) -> str:
+        """Whatever is held back, at the end of the answer."""
+        return self._new_text(final=True)
+
+    def _new_text(self, *, final: bool) -> str:
+        if self._read == len(self._ids):
+            return ""
+        def decode(ids: list[int]) -> str:
+            return str(self._tokenizer.decode(ids, skip_special_tokens=True,
+                                              clean_up_tokenization_spaces=False))
+
+        before, after = decode(self._ids[self._prefix:self._read]), decode(self._ids[self._prefix:])
+        if len(after) <= len(before) or (after.endswith("\ufffd") and not final):
+            return ""
+        self._prefix, self._read = self._read, len(self._ids)
+        return after[len(before):]
+
+
+def _model_context(model: str) -> int | None:
+    """The context length a local model folder declares (vLLM's default ``max_model_len`` too)."""
+    try:
+        config = json.loads((Path(model).expanduser() / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    value = config.get("max_position_embeddings") if isinstance(config, dict) else None
+    return value if isinstance(value, int) and value > 0 else None
 
 
 def _token_logprob(tokenizer: Any, token: int, logprobs: Any, top: int) -> dict[str, Any]:
