@@ -90,7 +90,8 @@ def test_mlx_launch_dry_run_prints_the_command(capsys: pytest.CaptureFixture[str
                  "--speculative-tokens", "2", "--dry-run"]) == 0
     out = capsys.readouterr().out.strip()
     assert out == ("HF_HUB_CACHE=/models/tiny HF_HUB_OFFLINE=1 /env/bin/python -c "
-                   f"{shlex.quote(SERVER_MAIN)} --model /models/tiny --host 127.0.0.1 --port 8123 --draft-model /d --num-draft-tokens 2 "
+                   f"{shlex.quote(SERVER_MAIN)} --model /models/tiny --host 127.0.0.1 --port 8123 "
+                   "--draft-model /d --num-draft-tokens 2 "
                    "--prompt-cache-size 0")
 
 
