@@ -73,3 +73,22 @@ def test_the_sglang_cpu_recipe_cites_only_files_in_the_repository() -> None:
     files = {p.name for p in ROOT.rglob("*") if ".git" not in p.parts} | {
         str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if ".git" not in p.parts}
     assert sorted(c for c in cited if c not in files) == []
+
+
+def test_the_quickstart_notebook_connects_where_its_launch_command_serves(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    import shlex
+    from urllib.parse import urlsplit
+
+    from unillm.cli import main
+
+    cells = json.loads((ROOT / "notebooks" / "quickstart.ipynb").read_text())["cells"]
+    markdown = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    code = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    command = re.search(r"`unillm (launch [^`]+)`", markdown)
+    url = re.search(r'"base_url": "([^"]+)"', code)
+    assert command is not None and url is not None
+    assert main([*shlex.split(command.group(1)), "--dry-run", "--python", sys.executable]) == 0
+    served = shlex.split(capsys.readouterr().out)
+    assert served[served.index("--port") + 1] == str(urlsplit(url.group(1)).port)
