@@ -32,8 +32,9 @@ _CPU_MEMORY = ("Launch with cpu=True (unillm launch vllm --cpu), or set VLLM_CPU
                "in env= (e.g. 1) and a smaller max_model_len")
 LAUNCH_HINTS = {
     # vLLM CPU: with no explicit KV cache size it asks for gpu_memory_utilization of all RAM.
-    r"on kv cache allocation is less than requested memory|No available memory for the cache blocks":
-        "vLLM could not reserve its KV cache (on CPU it asks for a fraction of all RAM by default). "
+    r"on kv cache allocation is less than requested memory|is less than desired CPU memory utilization"
+    r"|No available memory for the cache blocks":
+        "vLLM could not reserve its memory (on CPU it asks for 92% of all RAM by default). "
         + _CPU_MEMORY,
     r"cache is needed, which is larger than the available KV cache memory|Cannot auto-fit max_model_len":
         "The KV cache cannot hold one sequence of max_model_len tokens: lower max_model_len, or give "
