@@ -103,3 +103,13 @@ def test_cli_launch_cpu_dry_run_prints_the_recipe(capsys: pytest.CaptureFixture[
     argv = shlex.split(capsys.readouterr().out)
     assert "VLLM_CPU_KVCACHE_SPACE=1" in argv
     assert argv[argv.index("--max-model-len") + 1] == "4096" and "-1" not in argv
+
+
+def test_cli_launch_cpu_lets_the_recipe_turn_the_key_off(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from unillm.cli import main
+
+    monkeypatch.setenv("UNILLM_CACHE", str(tmp_path))
+    assert main(["launch", "mlx", "--cpu", "--model", "/m", "--dry-run", "--python", PY]) == 0
+    out = capsys.readouterr().out
+    assert "HF_HUB_OFFLINE=1" in out and "***" not in out  # mlx_lm.server has no authentication

@@ -116,8 +116,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="tokens proposed per step (default 4)")
     launch.add_argument("--draft-model", metavar="MODEL",
                         help="draft model for --speculative draft / eagle / eagle3")
-    launch.add_argument("--api-key", default="auto",
-                        help="'auto' (generated, default), 'none', or a key")
+    launch.add_argument("--api-key",
+                        help="'auto' (generated, the default), 'none', or a key")
     launch.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                         help="environment variable for the engine (repeatable)")
     launch.add_argument("--dry-run", action="store_true",
@@ -238,11 +238,13 @@ def _spec_settings(args: argparse.Namespace) -> dict[str, Any]:
         settings["cpu"] = True
     settings["parallel"] = Parallel(tensor=args.tensor_parallel, pipeline=args.pipeline_parallel,
                                     data=args.data_parallel, expert=args.expert_parallel)
-    settings["prefix_caching"] = args.prefix_caching
+    if args.prefix_caching is not None:  # unset flags leave room for --cpu's recipe
+        settings["prefix_caching"] = args.prefix_caching
     settings["lora"] = _pairs(args.lora, "--lora")
     settings["runtime_lora"] = args.runtime_lora
     settings["env"] = _pairs(args.env, "--env")
-    settings["api_key"] = None if args.api_key == "none" else args.api_key
+    if args.api_key is not None:
+        settings["api_key"] = None if args.api_key == "none" else args.api_key
     if args.speculative:
         settings["speculative"] = Speculative(method=args.speculative,
                                               num_tokens=args.speculative_tokens,
