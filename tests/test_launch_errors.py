@@ -10,21 +10,29 @@ import pytest
 import unillm
 from unillm.launch_log import LaunchLog
 
-# A stand-in engine whose log is 170 lines long with the real cause at line 52 (as vLLM's CPU
-# build prints it) and a generic error at the end, like a failed vLLM CPU launch.
+# A stand-in engine printing a failed vLLM CPU launch as vLLM 0.32 does (172 lines): a warning that
+# mentions an error, a worker traceback logged line by line at ERROR level with the real cause at
+# line 54, shutdown chatter, and the generic "see root cause above" last.
 FAKE_ENGINE = """
 import sys
-for i in range(1, 171):
-    if i == 51:
-        print("(EngineCore pid=1) ERROR EngineCore failed to start.")
-    elif i == 52:
-        print("ValueError: Available memory on node 0 (3.1/23.4 GiB) on kv cache allocation is "
-              "less than requested memory for kv (19.2/21.1 GiB). Reduce CPU memory used by other "
-              "processes.")
-    elif i == 170:
+P = "(VllmWorker-0 pid=9) ERROR 12-01 00:34:08 [multiproc_executor.py:953] "
+for i in range(1, 173):
+    if i == 12:
+        print("(APIServer pid=6) WARNING [system_utils.py:255] This can cause fd limit errors like "
+              "`OSError: [Errno 24] Too many open files`.")
+    elif i == 36:
+        print(P + "WorkerProc failed to start.")
+    elif i == 37:
+        print(P + "Traceback (most recent call last):")
+    elif 37 < i < 54:
+        print(P + ('  File "/venv/vllm/v1/worker.py", line %d, in init' % i if i % 2 else "    init()"))
+    elif i == 54:
+        print(P + "ValueError: Available memory on node 0 (12.07/18.84 GiB) on startup is less than "
+              "desired CPU memory utilization (0.92, 17.33 GiB).")
+    elif i == 172:
         print("RuntimeError: Engine core initialization failed. See root cause above.")
     else:
-        print(f"INFO line {i}")
+        print(f"(EngineCore pid=7) INFO line {i}")
 sys.exit(1)
 """
 
@@ -42,10 +50,19 @@ async def _fail(tmp_path: Path, script: str) -> unillm.LaunchError:
 async def test_the_first_error_lines_are_shown_although_outside_the_tail(tmp_path: Path) -> None:
     error = await _fail(tmp_path, FAKE_ENGINE)
     assert not any("Available memory" in line for line in error.log_tail)
-    assert any(line.startswith("52| ValueError: Available memory") for line in error.error_lines)
-    assert any(line.startswith("51| ") for line in error.error_lines)  # with its context
-    assert "first error lines:" in str(error) and "52| ValueError" in str(error)
+    assert any(line.startswith("54| (VllmWorker-0") and "ValueError: Available memory" in line
+               for line in error.error_lines)
+    assert "first error lines:" in str(error) and "54| (VllmWorker-0" in str(error)
     assert "Engine core initialization failed" in error.log_tail[-1]
+
+
+@pytest.mark.anyio
+async def test_error_lines_start_where_it_failed_and_skip_warnings(tmp_path: Path) -> None:
+    error = await _fail(tmp_path, FAKE_ENGINE)
+    numbers = [int(line.split("|")[0]) for line in error.error_lines]
+    assert numbers[:3] == [35, 36, 37]  # the first error line, with a line of context before
+    assert 12 not in numbers  # a warning that merely mentions OSError
+    assert len(numbers) <= 20
 
 
 @pytest.mark.anyio
@@ -76,6 +93,14 @@ def test_error_lines_keep_one_line_of_context_and_are_bounded() -> None:
         log.add("Traceback (most recent call last):" if i % 5 == 0 else f"info {i}")
     assert log.errors == ["4| info 4", "5| Traceback (most recent call last):", "6| info 6",
                           "9| info 9"]
+
+
+def test_exception_messages_are_kept_after_the_first_error_lines() -> None:
+    log = LaunchLog(tail=2)
+    for i in range(1, 60):
+        log.add("ValueError: the cause" if i == 40 else "ERROR frame" if i > 10 else f"info {i}")
+    assert "40| ValueError: the cause" in log.errors
+    assert len(log.errors) < 10  # not every ERROR frame
 
 
 def test_ordinary_lines_are_not_errors() -> None:

@@ -5,10 +5,12 @@
         log.add(line)
     log.tail, log.errors, log.causes      # for LaunchError
 
-Engines often print the real cause early (vLLM: "not enough memory" at line 52) and a generic
-"see root cause above" at the end, so a tail alone misses it. ``errors`` keeps the first lines that
-look like errors (with one line of context either side, numbered); ``causes`` holds the advice of
-every known-cause pattern (from the adapter, or unillm's own) that matched a line.
+Engines often print the real cause early (vLLM: "not enough memory" at line 54) and a generic
+"see root cause above" at the end, so a tail alone misses it. ``errors`` keeps, numbered and with a
+line of context either side, the first few error-looking lines (where it started) and the first
+exception messages (``ValueError: ...``, usually the cause, even deep in a traceback whose every
+line is logged as ERROR); warnings never count. ``causes`` holds the advice of every known-cause
+pattern (the adapter's, or unillm's own) that matched a line.
 """
 
 from __future__ import annotations
@@ -22,11 +24,25 @@ __all__ = ["ERROR_LINE", "LaunchLog"]
 ERROR_LINE = re.compile(
     r"Traceback \(most recent call last\)|\b[A-Z]\w*(?:Error|Exception)\b|\b(?:ERROR|FATAL|CRITICAL)\b"
     r"|(?i:\berror:)")
+EXCEPTION_LINE = re.compile(r"\b[A-Z]\w*(?:Error|Exception): \S")  # "ValueError: not enough memory"
+_MILD = re.compile(r"\b(?:DEBUG|INFO|WARN|WARNING)\b")
+_SEVERE = re.compile(r"\b(?:ERROR|FATAL|CRITICAL)\b")
 _CONTEXT = 1
+_FIRST_ERRORS = 3  # the first error-looking lines (where it started) ...
+_FIRST_EXCEPTIONS = 6  # ... and the first exception messages (usually the cause)
+
+
+def _severity(line: str) -> int:
+    """2: an exception message, 1: an error-looking line, 0: neither (warnings never count)."""
+    if _MILD.search(line) and not _SEVERE.search(line):
+        return 0  # e.g. a warning that mentions "OSError: Too many open files" as a possibility
+    if EXCEPTION_LINE.search(line):
+        return 2
+    return 1 if ERROR_LINE.search(line) else 0
 
 
 class LaunchLog:
-    """Keeps the last ``tail`` lines, the first ``max_errors`` error lines and the matched causes."""
+    """Keeps the last ``tail`` lines, at most ``max_errors`` first error lines, the matched causes."""
 
     def __init__(self, hints: Mapping[str, str] | None = None, *, tail: int = 50,
                  max_errors: int = 20) -> None:
@@ -35,6 +51,7 @@ class LaunchLog:
         self._errors: list[tuple[int, str]] = []
         self._max_errors = max_errors
         self._after = 0  # context lines still to keep after the last error line
+        self._first = self._exceptions = 0
         self.causes: list[str] = []
         self.count = 0
 
@@ -42,10 +59,14 @@ class LaunchLog:
         """Record one line of output (already stripped of its line break)."""
         self.count += 1
         number = self.count
-        if ERROR_LINE.search(line):
-            previous = self._tail[-1] if self._tail else None
-            if previous is not None and (not self._errors or self._errors[-1][0] < previous[0]):
-                self._keep(previous)
+        severity = _severity(line)
+        wanted = (severity == 2 and self._exceptions < _FIRST_EXCEPTIONS) or (
+            severity == 1 and self._first < _FIRST_ERRORS)
+        if wanted:
+            self._exceptions += severity == 2
+            self._first += severity == 1
+            if self._tail:
+                self._keep(self._tail[-1])  # one line of context before
             self._keep((number, line))
             self._after = _CONTEXT
         elif self._after:
@@ -57,7 +78,7 @@ class LaunchLog:
         self._tail.append((number, line))
 
     def _keep(self, numbered: tuple[int, str]) -> None:
-        if len(self._errors) < self._max_errors:
+        if len(self._errors) < self._max_errors and (not self._errors or self._errors[-1][0] < numbered[0]):
             self._errors.append(numbered)
 
     def add_cause(self, advice: str) -> None:
