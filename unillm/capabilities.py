@@ -45,6 +45,8 @@ class Feature(str, Enum):
     PIPELINE_PARALLEL = "pipeline parallel"
     DATA_PARALLEL = "data parallel"
     EXPERT_PARALLEL = "expert parallel"
+    MULTI_NODE = "multi-node (nodes=)"
+    PD_DISAGGREGATION = "prefill/decode disaggregation"
 
 
 Level = Literal["native", "emulated", "no"]

@@ -51,6 +51,69 @@ class Speculative(BaseModel):
         return self
 
 
+class Nodes(BaseModel):
+    """Spread one engine over several machines: ``Nodes(count=2, rank=0, head="10.0.0.1")``.
+
+    Run the same launch on every node with its own ``rank``; rank 0 is the head (it serves
+    the API), ``head`` is its address as the other nodes reach it (``host`` or ``host:port``,
+    the port the engine's processes rendezvous on; default 29500).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    count: int = Field(ge=2)
+    rank: int = Field(0, ge=0)
+    head: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _rank_in_range(self) -> Nodes:
+        if self.rank >= self.count:
+            raise ValueError(f"rank {self.rank} is not below count {self.count} (ranks are 0-based)")
+        self.head_address()  # validates the port
+        return self
+
+    def head_address(self) -> tuple[str, int]:
+        """(host, port) of the head node."""
+        host, sep, port = self.head.rpartition(":")
+        if not sep or "]" in port:  # no port (or a bare IPv6 address)
+            return self.head, DEFAULT_RENDEZVOUS_PORT
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"head {self.head!r}: the port must be a number in 1-65535")
+        return host, int(port)
+
+
+DEFAULT_RENDEZVOUS_PORT = 29500
+TransferBackend = Literal["nixl", "mooncake"]
+
+
+class PDRole(BaseModel):
+    """This engine's part in prefill/decode disaggregation (set by :class:`Disaggregation`).
+
+    ``port`` is the KV-transfer side channel (NIXL) or bootstrap port (Mooncake, SGLang) of
+    this worker: unique per worker on a machine.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    role: Literal["prefill", "decode"]
+    transfer: TransferBackend = "nixl"
+    port: int | None = Field(None, ge=1, le=65535)
+
+
+class Disaggregation(BaseModel):
+    """Prefill/decode disaggregation: ``Disaggregation(prefill=1, decode=1, transfer="nixl")``.
+
+    ``prefill`` engines compute prompts and hand their KV cache over ``transfer`` (NIXL or
+    Mooncake) to ``decode`` engines, which generate; a router pairs them per request.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prefill: int = Field(1, ge=1)
+    decode: int = Field(1, ge=1)
+    transfer: TransferBackend = "nixl"
+
+
 class LaunchSpec(BaseModel):
     """Everything needed to start an engine; unset fields keep the engine's defaults.
 
@@ -81,6 +144,8 @@ class LaunchSpec(BaseModel):
     max_loras: int | None = Field(None, ge=1)
     runtime_lora: bool = False
     speculative: Speculative | None = None
+    nodes: Nodes | None = None
+    pd: PDRole | None = None
     in_process: bool = False
     cpu: bool = Field(False, description="apply the engine's CPU recipe (your settings win)")
     python: str | None = None

