@@ -5,6 +5,8 @@ venv under ``$UNILLM_CACHE/envs/<engine>`` (default ``~/.cache/unillm``)::
 
     $ unillm setup vllm            # once; picks the CPU or GPU build
     >>> unillm.launch("vllm", model=...)   # then finds that interpreter by itself
+
+Routers (``unillm setup vllm-router``, ``unillm setup smg``) get their own venv the same way.
 """
 
 from __future__ import annotations
@@ -52,8 +54,11 @@ def setup_engine(
     engine: str, *, gpu: bool | None = None, pip_args: Sequence[str] = (),
     log: Callable[[str], None] = print,
 ) -> Path:
-    """Install ``engine`` into its managed venv (idempotent) and return its interpreter."""
-    plan = get_adapter(engine).install(gpu=has_gpu() if gpu is None else gpu)
+    """Install ``engine`` (or a router: "vllm-router", "smg") into its managed venv (idempotent).
+
+    Returns the venv's interpreter.
+    """
+    plan = install_plan(engine, gpu=has_gpu() if gpu is None else gpu)
     venv = env_dir(engine)
     wanted = json.dumps({"packages": plan.packages, "remove": plan.remove_after,
                          "pip_args": list(pip_args)}, sort_keys=True)
@@ -74,6 +79,14 @@ def setup_engine(
     marker.write_text(wanted)
     log(f"[unillm] {engine} is ready: {py}")
     return Path(py)
+
+
+def install_plan(name: str, *, gpu: bool) -> EngineInstall:
+    """What ``unillm setup name`` installs: a router's package, or the engine adapter's plan."""
+    from unillm.routers import ROUTERS
+
+    router = ROUTERS.get(name.lower())
+    return router.install() if router is not None else get_adapter(name).install(gpu=gpu)
 
 
 def _base_python(plan: EngineInstall) -> str:
