@@ -6,6 +6,9 @@
     unillm launch vllm --model M --dry-run      # print the exact command (secrets masked)
     unillm check unillm.toml                    # every refusal the configured engine would raise
     unillm tiny-model --json                    # build the tiny test model, print its paths
+    unillm launch vllm --model M --replicas 2 --router smg --policy prefix --dry-run
+    unillm launch vllm --model M --nodes 2 --head-address 10.0.0.1 --port 8000 --dry-run
+    unillm launch vllm --model M --prefill 1 --decode 1 --router vllm-router --dry-run
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 from unillm.errors import UnillmError
 
 if TYPE_CHECKING:
+    from unillm.fleet_launch import FleetLaunch
+    from unillm.launch_spec import LaunchCommand
     from unillm.supervisor import Launch
 
 _DESCRIPTION = """\
@@ -31,6 +36,7 @@ examples:
   unillm launch vllm --cpu --model M          serve on a CPU-only machine until Ctrl-C
   unillm launch vllm --model M --dry-run      print the exact command (secrets masked)
   unillm launch vllm --model M -- --enforce-eager   raw engine flags after --
+  unillm launch vllm --model M --replicas 2 --router smg --policy prefix --dry-run
   unillm check unillm.toml                    every refusal the configured engine would raise
   unillm tiny-model --json                    build the tiny test model, print its paths
 """
@@ -66,6 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from unillm.routers import ROUTERS
+    from unillm.routing import POLICIES
 
     parser = argparse.ArgumentParser(prog="unillm", description=_DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -122,6 +130,22 @@ def _parser() -> argparse.ArgumentParser:
                         help="environment variable for the engine (repeatable)")
     launch.add_argument("--dry-run", action="store_true",
                         help="print the command and environment, start nothing")
+    fleet = launch.add_argument_group("fleets", "several engines, a router, nodes, prefill/decode")
+    fleet.add_argument("--replicas", type=int, default=1, help="engines to start (default 1)")
+    fleet.add_argument("--router", choices=sorted(ROUTERS),
+                       help="also start this router in front (install: unillm setup <router>)")
+    fleet.add_argument("--policy", choices=POLICIES, default="round_robin",
+                       help="how requests are spread over the engines")
+    fleet.add_argument("--prefill", type=int, metavar="N",
+                       help="prefill engines (prefill/decode disaggregation; needs --router)")
+    fleet.add_argument("--decode", type=int, metavar="N", help="decode engines")
+    fleet.add_argument("--kv-transfer", choices=("nixl", "mooncake"), default="nixl",
+                       help="KV-cache transfer between prefill and decode engines")
+    fleet.add_argument("--nodes", type=int, metavar="N", help="machines one engine spans")
+    fleet.add_argument("--node-rank", type=int, metavar="R",
+                       help="this machine's rank (0 = head); with --dry-run and no rank: every node")
+    fleet.add_argument("--head-address", metavar="HOST[:PORT]",
+                       help="where the nodes meet (the head node, rank 0)")
     launch.set_defaults(run=_launch)
 
     check = sub.add_parser(
@@ -262,13 +286,24 @@ def _launch(args: argparse.Namespace) -> int:
 
     try:
         settings = _spec_settings(args)
+        fleet = _fleet_settings(args)
+        ranks = _node_ranks(args, settings)
     except ValidationError as e:
         problems = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
         raise InvalidOptions(f"invalid launch settings: {problems}") from None
-    run = launch(args.engine, **settings)
-    if args.dry_run:
-        print(run.command().render())
+    if args.dry_run:  # one command as is; several (nodes, replicas, router) each labelled
+        for rank in ranks:
+            if rank is not None:
+                settings["nodes"] = settings["nodes"].model_copy(update={"rank": rank})
+            commands = _commands(launch(args.engine, **fleet, **settings))
+            for label, command in commands:
+                if len(commands) > 1 or len(ranks) > 1:
+                    print(f"# {label}" + (f", node {rank}" if rank is not None else ""))
+                print(command.render())
         return 0
+    if ranks != [None] and len(ranks) != 1:
+        raise InvalidOptions("--nodes needs --node-rank R on each machine (or --dry-run to see all)")
+    run = launch(args.engine, **fleet, **settings)
 
     def stop_on_sigterm(signum: int, frame: object) -> None:
         raise KeyboardInterrupt  # same clean teardown as Ctrl-C
@@ -279,20 +314,73 @@ def _launch(args: argparse.Namespace) -> int:
         async with run as llm:
             info = await llm.info()
             print(f"[unillm] {llm.engine} {info.version or ''} serving {info.model!r} at "
-                  f"{run.base_url} ({_key_note(run)}; log: {run.log_path}). Ctrl-C stops it.",
-                  file=sys.stderr)
+                  f"{_where(run)} ({_key_note(run)}). Ctrl-C stops it.", file=sys.stderr)
             await anyio.sleep_forever()
 
     anyio.run(serve)
     return 0
 
 
-def _key_note(run: Launch) -> str:
+def _fleet_settings(args: argparse.Namespace) -> dict[str, Any]:
+    from unillm.errors import InvalidOptions
+    from unillm.launch_spec import Disaggregation
+
+    out: dict[str, Any] = {}
+    if args.replicas != 1:
+        out["replicas"] = args.replicas
+    if args.router:
+        out["router"] = args.router
+    if args.policy != "round_robin":
+        out["policy"] = args.policy
+    if (args.prefill is None) != (args.decode is None):
+        raise InvalidOptions("prefill/decode disaggregation needs both --prefill N and --decode N")
+    if args.prefill is not None:
+        out["disaggregation"] = Disaggregation(prefill=args.prefill, decode=args.decode,
+                                               transfer=args.kv_transfer)
+    return out
+
+
+def _node_ranks(args: argparse.Namespace, settings: dict[str, Any]) -> list[int | None]:
+    """The node ranks to render: [None] without --nodes, every rank for a dry run without one."""
+    from unillm.errors import InvalidOptions
+    from unillm.launch_spec import Nodes
+
+    if args.nodes is None:
+        if args.node_rank is not None or args.head_address:
+            raise InvalidOptions("--node-rank and --head-address need --nodes N")
+        return [None]
+    if not args.head_address:
+        raise InvalidOptions("--nodes needs --head-address HOST[:PORT] (the head node, rank 0)")
+    settings["nodes"] = Nodes(count=args.nodes, rank=args.node_rank or 0, head=args.head_address)
+    if args.node_rank is None and args.dry_run:
+        return list(range(args.nodes))
+    return [args.node_rank if args.node_rank is not None else 0]
+
+
+def _commands(run: Launch | FleetLaunch) -> list[tuple[str, LaunchCommand]]:
+    from unillm.supervisor import Launch
+
+    if isinstance(run, Launch):
+        return [(run.name, run.command())]
+    return run.commands()
+
+
+def _where(run: Launch | FleetLaunch) -> str:
+    from unillm.supervisor import Launch
+
+    logs = [run.log_path] if isinstance(run, Launch) else [x.log_path for x in run.launches]
+    return f"{run.base_url}; log{'s' if len(logs) > 1 else ''}: {', '.join(map(str, logs))}"
+
+
+def _key_note(run: Launch | FleetLaunch) -> str:
     """Where a generated API key can be read (never printed): a 0600 file beside the log."""
+    from unillm.supervisor import Launch
+
     key = run.spec.key()
     if key is None:
         return "no API key"
-    path = run.log_path.with_suffix(".key")
+    log = run.log_path if isinstance(run, Launch) else run.launches[-1].log_path
+    path = log.with_suffix(".key")
     path.touch(mode=0o600)
     path.chmod(0o600)
     path.write_text(key + "\n")

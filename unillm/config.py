@@ -177,7 +177,8 @@ def _main(config: Config) -> LLM | Fleet | Launch:
         spec = build_spec(None, settings)
     except InvalidOptions as e:
         raise ConfigError(f"invalid [launch]: {e}") from None
-    return launch(config.engine, spec, **common)
+    started: Launch = launch(config.engine, spec, **common)
+    return started
 
 
 def _read(path: Path) -> dict[str, Any]:

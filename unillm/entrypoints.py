@@ -8,10 +8,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from unillm.errors import InvalidOptions
-from unillm.launch_spec import LaunchSpec
+from unillm.launch_spec import Disaggregation, LaunchSpec
 from unillm.llm import LLM
 from unillm.options import Options
 from unillm.supervisor import Launch, ProgressHook, build_spec, print_progress
@@ -19,6 +19,7 @@ from unillm.transport import Pool, RetryPolicy, Timeouts
 
 if TYPE_CHECKING:
     from unillm.fleet import Fleet
+    from unillm.fleet_launch import FleetLaunch
     from unillm.routing import Policy
 
 
@@ -69,12 +70,33 @@ def connect(
                          prefix_chars=prefix_chars, pool=pool)
 
 
+@overload
 def launch(
-    engine: str, spec: LaunchSpec | None = None, *, progress: ProgressHook | None = print_progress,
-    log_path: Path | None = None, defaults: Options | None = None,
-    timeouts: Timeouts = Timeouts(), retry: RetryPolicy = RetryPolicy(), pool: Pool = Pool(),
-    **settings: Any,
-) -> Launch:
+    engine: str, spec: LaunchSpec | None = None, *, replicas: Literal[1] = 1, router: None = None,
+    policy: Policy = "round_robin", disaggregation: None = None,
+    progress: ProgressHook | None = print_progress, log_path: Path | None = None,
+    defaults: Options | None = None, timeouts: Timeouts = Timeouts(),
+    retry: RetryPolicy = RetryPolicy(), pool: Pool = Pool(), **settings: Any,
+) -> Launch: ...
+
+
+@overload
+def launch(
+    engine: str, spec: LaunchSpec | None = None, *, replicas: int = 1, router: str | None = None,
+    policy: Policy = "round_robin", disaggregation: Disaggregation | None = None,
+    progress: ProgressHook | None = print_progress, log_path: Path | None = None,
+    defaults: Options | None = None, timeouts: Timeouts = Timeouts(),
+    retry: RetryPolicy = RetryPolicy(), pool: Pool = Pool(), **settings: Any,
+) -> Launch | FleetLaunch: ...
+
+
+def launch(
+    engine: str, spec: LaunchSpec | None = None, *, replicas: int = 1, router: str | None = None,
+    policy: Policy = "round_robin", disaggregation: Disaggregation | None = None,
+    progress: ProgressHook | None = print_progress, log_path: Path | None = None,
+    defaults: Options | None = None, timeouts: Timeouts = Timeouts(),
+    retry: RetryPolicy = RetryPolicy(), pool: Pool = Pool(), **settings: Any,
+) -> Launch | FleetLaunch:
     """Start an engine; ``async with`` the result to get a connected LLM, stopped on exit.
 
         async with unillm.launch("vllm", model="Qwen/Qwen2.5-0.5B-Instruct",
@@ -82,7 +104,20 @@ def launch(
             ...
 
     ``settings`` are :class:`~unillm.launch_spec.LaunchSpec` fields (model, lora, speculative,
-    python, env, extra_args, ...).
+    python, env, extra_args, ...). ``replicas=N`` starts N engines and gives a client-side
+    :class:`~unillm.fleet.Fleet` routed by ``policy``; ``router="vllm-router" | "smg"`` also
+    starts that router in front and gives an ``LLM`` pointed at it; ``disaggregation=`` starts
+    prefill and decode engines behind the router (see :mod:`unillm.fleet_launch`).
     """
-    return Launch(engine, build_spec(spec, settings), progress=progress, log_path=log_path,
-                  defaults=defaults, timeouts=timeouts, retry=retry, pool=pool)
+    full = build_spec(spec, settings)
+    if replicas == 1 and router is None and disaggregation is None:
+        return Launch(engine, full, progress=progress, log_path=log_path, defaults=defaults,
+                      timeouts=timeouts, retry=retry, pool=pool)
+    from unillm.fleet_launch import FleetLaunch
+
+    if log_path is not None:
+        raise InvalidOptions("a fleet writes one log per process: pass log_dir via "
+                             "unillm.fleet_launch.FleetLaunch(..., log_dir=...), not log_path")
+    return FleetLaunch(engine, full, replicas=replicas, router=router, policy=policy,
+                       disaggregation=disaggregation, progress=progress, defaults=defaults,
+                       timeouts=timeouts, retry=retry, pool=pool)

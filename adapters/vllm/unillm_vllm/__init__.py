@@ -201,10 +201,10 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
                              secrets=(key,) if key else ())
 
 
-<<<<<<< HEAD
 def _is_local(model: str) -> bool:
     return model.startswith(("/", "./", "../", "~"))
-=======
+
+
 def _nodes_flags(spec: LaunchSpec) -> list[str]:
     """vLLM's multiprocessing multi-node flags: every rank's processes meet at the head node.
 
@@ -231,7 +231,6 @@ def _kv_transfer_config(pd: PDRole) -> dict[str, Any]:
     """``--kv-transfer-config``: the connector of the transfer backend and this worker's role."""
     return {"kv_connector": _CONNECTOR[pd.transfer],
             "kv_role": "kv_producer" if pd.role == "prefill" else "kv_consumer"}
->>>>>>> da1d37d (Multi-node and prefill/decode roles: unified Nodes/PDRole rendered by the vLLM and SGLang adapters, refused by TGI and MLX; Launch takes a router's command)
 
 
 def _speculative_config(spec: LaunchSpec) -> dict[str, Any]:

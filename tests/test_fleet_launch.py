@@ -1,0 +1,152 @@
+"""Launching fleets: replicas, a router in front, prefill/decode workers (unillm.fleet_launch).
+
+Rendering is checked with plain data; supervision with stand-in engines (tests/fake_vllm_engine.py)
+that serve the vLLM look-alike, so no model loads. Real replicas: tests/integration/test_fleets.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+import unillm
+from unillm.errors import InvalidOptions, LaunchError, UnsupportedFeature
+from unillm.fleet_launch import FleetLaunch
+from unillm.launch_spec import Disaggregation, LaunchSpec, Nodes
+from unillm.supervisor import Launch
+
+FAKE_ENGINE = Path(__file__).with_name("fake_vllm_engine.py")
+pytestmark = pytest.mark.anyio
+
+
+def spec(**kw: object) -> LaunchSpec:
+    return LaunchSpec(**{"model": "M", "python": "py", **kw})  # type: ignore[arg-type]
+
+
+def value(argv: list[str], flag: str) -> str:
+    return argv[argv.index(flag) + 1]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def two_free_ports() -> int:
+    """A port P with P and P+1 free right now."""
+    for _ in range(50):
+        with socket.socket() as a, socket.socket() as b:
+            a.bind(("127.0.0.1", 0))
+            port = a.getsockname()[1]
+            with contextlib.suppress(OSError):
+                b.bind(("127.0.0.1", port + 1))
+                return int(port)
+    raise RuntimeError("no two consecutive free ports")
+
+
+def test_launch_gives_a_fleet_launch_only_for_fleet_settings() -> None:
+    assert isinstance(unillm.launch("vllm", model="M", python="py"), Launch)
+    assert isinstance(unillm.launch("vllm", model="M", python="py", replicas=2), FleetLaunch)
+
+
+def test_replicas_get_their_own_ports_and_logs_and_one_shared_key() -> None:
+    run = FleetLaunch("vllm", spec(), replicas=3, progress=None)
+    commands = [c for _, c in run.commands()]
+    ports = {value(c.argv, "--port") for c in commands}
+    assert len(ports) == 3 and len({e.log_path for e in run.engines}) == 3
+    keys = {c.env["VLLM_API_KEY"] for c in commands}
+    assert len(keys) == 1 and keys == {run.spec.key()}
+    assert [label for label, _ in run.commands()] == ["vllm replica 0", "vllm replica 1", "vllm replica 2"]
+
+
+def test_a_given_port_numbers_the_replicas_from_it() -> None:
+    run = FleetLaunch("vllm", spec(port=9000), replicas=2, progress=None)
+    assert [e.base_url for e in run.engines] == ["http://127.0.0.1:9000", "http://127.0.0.1:9001"]
+
+
+def test_a_router_is_put_in_front_of_every_replica_and_clients_go_to_it() -> None:
+    run = FleetLaunch("vllm", spec(port=7000), replicas=2, router="smg", policy="prefix",
+                      router_python="/smg/bin/python", progress=None)
+    label, router = run.commands()[-1]
+    assert label == "smg"
+    i = router.argv.index("--worker-urls")
+    assert router.argv[i + 1:i + 3] == [e.base_url for e in run.engines]
+    assert value(router.argv, "--policy") == "prefix_hash"
+    assert value(router.argv, "--port") == "7000" and run.base_url == "http://127.0.0.1:7000"
+    assert value(router.argv, "--api-key") == run.spec.key()
+    assert "7000" not in {value(e.command().argv, "--port") for e in run.engines}
+
+
+def test_a_router_without_the_policy_is_refused_before_anything_starts() -> None:
+    with pytest.raises(UnsupportedFeature, match="least_load"):
+        FleetLaunch("vllm", spec(), replicas=2, router="vllm-router", policy="least_load")
+
+
+@pytest.mark.parametrize(("transfer", "bootstrap"), [("nixl", False), ("mooncake", True)])
+def test_pd_fleet_renders_roles_unique_transfer_ports_and_the_routers_pd_flags(
+        transfer: str, bootstrap: bool) -> None:
+    pd = Disaggregation(prefill=2, decode=1, transfer=transfer)  # type: ignore[arg-type]
+    run = FleetLaunch("vllm", spec(), router="vllm-router", disaggregation=pd,
+                      router_python="/r/bin/python", progress=None)
+    labels = [label for label, _ in run.commands()]
+    assert labels == ["vllm prefill 0", "vllm prefill 1", "vllm decode 0", "vllm-router"]
+    env = {"nixl": "VLLM_NIXL_SIDE_CHANNEL_PORT", "mooncake": "VLLM_MOONCAKE_BOOTSTRAP_PORT"}[transfer]
+    ports = [e.command().env.get(env) for e in run.engines]
+    prefill_ports = ports[:2]
+    assert None not in prefill_ports and len(set(prefill_ports)) == 2
+    assert (ports[2] is None) == bootstrap  # NIXL: every worker has a side channel
+    router = run.commands()[-1][1].argv
+    assert "--vllm-pd-disaggregation" in router and value(router, "--kv-connector") == transfer
+    first = router.index("--prefill")
+    expected = [run.engines[0].base_url, *([prefill_ports[0]] if bootstrap else [])]
+    assert router[first + 1:first + 1 + len(expected)] == expected
+    assert value(router, "--decode") == run.engines[2].base_url
+
+
+async def test_pd_is_refused_on_a_machine_without_gpu_and_nothing_starts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("unillm.engine_env.has_gpu", lambda: False)
+    run = FleetLaunch("vllm", spec(), router="smg", disaggregation=Disaggregation(),
+                      router_python="/r/bin/python", progress=None)
+    with pytest.raises(UnsupportedFeature, match="no NVIDIA driver"):
+        async with run:
+            pass
+    assert all(launch.pid is None for launch in run.launches)
+
+
+@pytest.mark.parametrize(("kw", "match"), [
+    ({"disaggregation": Disaggregation()}, "needs a router"),
+    ({"disaggregation": Disaggregation(), "replicas": 2, "router": "smg"}, "not both"),
+    ({"replicas": 0}, "at least 1"),
+])
+def test_contradictory_fleet_settings_are_invalid(kw: dict[str, object], match: str) -> None:
+    with pytest.raises(InvalidOptions, match=match):
+        FleetLaunch("vllm", spec(), **kw)  # type: ignore[arg-type]
+
+
+def test_a_fleet_refuses_per_engine_topology_settings() -> None:
+    with pytest.raises(InvalidOptions, match="nodes="):
+        FleetLaunch("vllm", spec(port=8000, nodes=Nodes(count=2, head="h")), replicas=2)
+
+
+async def test_every_engine_is_stopped_when_one_fails_to_start(tmp_path: Path) -> None:
+    port = two_free_ports()
+    run = FleetLaunch(
+        "vllm", spec(model="tiny", python=None, prefix=[sys.executable, str(FAKE_ENGINE)], port=port,
+                     env={"FAKE_ENGINE_FAIL_PORT": str(port + 1)}, api_key=None, ready_timeout=60),
+        replicas=2, progress=None, log_dir=tmp_path)
+    with pytest.raises(LaunchError, match="exited with code 3") as e:
+        async with run:
+            pass
+    assert "cannot allocate the KV cache" in "\n".join(e.value.log_tail)
+    pids = [launch.pid for launch in run.engines]
+    assert None not in pids
+    assert not any(alive(pid) for pid in pids if pid is not None)

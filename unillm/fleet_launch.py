@@ -1,0 +1,256 @@
+"""Start several engines at once, optionally behind a router, and stop them all afterwards.
+
+    async with unillm.launch("vllm", model="/models/qwen", replicas=2) as fleet:
+        r = await fleet.generate("Hi", max_tokens=8)          # client-side routing
+
+    async with unillm.launch("vllm", model="/models/qwen", replicas=2, router="smg",
+                             policy="prefix") as llm:
+        r = await llm.generate("Hi", max_tokens=8)             # through the router
+
+    async with unillm.launch("vllm", model="/models/qwen", router="vllm-router",
+                             disaggregation=unillm.Disaggregation(prefill=1, decode=1)) as llm:
+        ...                                                    # prefill/decode workers (GPU)
+
+Each engine is one :class:`~unillm.supervisor.Launch` (own port and log, the same readiness,
+progress and teardown); they start concurrently. A router is supervised the same way, with its
+command from :mod:`unillm.routers`, and is ready when its health check answers and one tiny
+request went through it. Teardown stops the router and every engine, also when one failed to
+start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import tempfile
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.abc
+from pydantic import SecretStr
+
+from unillm.adapter import Adapter, get_adapter
+from unillm.errors import InvalidOptions, LaunchError, UnsupportedFeature
+from unillm.launch_spec import Disaggregation, LaunchCommand, LaunchSpec, PDRole
+from unillm.options import Options
+from unillm.routers import Policy, PrefillWorker, RouterSpec, RouterTool, get_router
+from unillm.supervisor import Launch, ProgressHook, _blocking_launch, free_port, print_progress
+from unillm.transport import Pool, RetryPolicy, Timeouts
+
+if TYPE_CHECKING:
+    from unillm.blocking import BlockingLLM
+    from unillm.fleet import Fleet
+    from unillm.llm import LLM
+
+
+class FleetLaunch:
+    """Engines (replicas, or prefill and decode workers) and maybe a router, started together.
+
+    Create it with ``unillm.launch(engine, ..., replicas=N | disaggregation=..., router=...)``.
+    ``async with`` gives a :class:`~unillm.fleet.Fleet` (no router) or an ``LLM`` pointed at
+    the router. ``commands()`` shows every command without starting anything.
+    """
+
+    def __init__(
+        self, engine: str | Adapter, spec: LaunchSpec, *, replicas: int = 1,
+        router: str | None = None, policy: Policy = "round_robin",
+        disaggregation: Disaggregation | None = None, router_python: str | None = None,
+        progress: ProgressHook | None = print_progress, log_dir: Path | None = None,
+        defaults: Options | None = None, timeouts: Timeouts = Timeouts(),
+        retry: RetryPolicy = RetryPolicy(), pool: Pool = Pool(),
+    ) -> None:
+        self.adapter = get_adapter(engine) if isinstance(engine, str) else engine
+        if replicas < 1:
+            raise InvalidOptions(f"replicas must be at least 1, got {replicas}")
+        if disaggregation is not None and replicas != 1:
+            raise InvalidOptions("give either replicas=N or disaggregation=Disaggregation(prefill=P, "
+                                 "decode=D), not both: the prefill and decode counts are the engines")
+        if disaggregation is not None and router is None:
+            raise InvalidOptions("prefill/decode disaggregation needs a router to pair each request's "
+                                 "prefill and decode: pass router='vllm-router' or router='smg'")
+        if spec.in_process or spec.nodes is not None or spec.pd is not None:
+            raise InvalidOptions("a fleet launches separate engine servers: in_process, nodes= and pd= "
+                                 "apply to one engine (use disaggregation= for prefill/decode roles)")
+        self.policy: Policy = policy
+        self.disaggregation = disaggregation
+        self.tool: RouterTool | None = get_router(router) if router is not None else None
+        if self.tool is not None:
+            self.tool.policy(policy)  # refuse a policy the router lacks before anything starts
+        self.log_dir = log_dir or Path(tempfile.gettempdir())
+        self._connect: dict[str, Any] = {"defaults": defaults, "timeouts": timeouts, "retry": retry,
+                                          "pool": pool}
+        self._progress = progress
+        if spec.api_key == "auto":  # one key for every engine (and the router in front)
+            spec = spec.model_copy(update={"api_key": SecretStr(secrets.token_urlsafe(24))})
+        self.spec = spec
+        engine_port = None if self.tool is not None else spec.port
+        count = replicas if disaggregation is None else disaggregation.prefill + disaggregation.decode
+        ports = _distinct_ports(count, spec.host, first=engine_port)
+        self.roles: list[PDRole | None] = _roles(disaggregation, spec.host, count, self.adapter.name)
+        self.engines: list[Launch] = [
+            Launch(self.adapter, spec.model_copy(update={"port": port, "pd": role}),
+                   progress=progress, **self._connect,
+                   log_path=self.log_dir / f"unillm-{self.adapter.name}-{port}.log")
+            for port, role in zip(ports, self.roles, strict=True)]
+        self.router: Launch | None = self._router_launch(router_python) if self.tool else None
+        self._fleet: Fleet | None = None
+
+    # -- rendering (no side effects) --------------------------------------------------------
+    def commands(self) -> list[tuple[str, LaunchCommand]]:
+        """Every command that will run, labelled (``.render()`` masks secrets)."""
+        out = [(self._label(i), launch.command()) for i, launch in enumerate(self.engines)]
+        if self.router is not None:
+            out.append((self.router.name, self.router.command()))
+        return out
+
+    @property
+    def launches(self) -> list[Launch]:
+        """Every supervised process: the engines, then the router."""
+        return [*self.engines, *([self.router] if self.router is not None else [])]
+
+    @property
+    def base_url(self) -> str:
+        """Where clients connect: the router, else the first engine."""
+        return (self.router or self.engines[0]).base_url
+
+    def _label(self, i: int) -> str:
+        role = self.roles[i]
+        if role is None:
+            return f"{self.adapter.name} replica {i}"
+        same = [r for r in self.roles[:i] if r is not None and r.role == role.role]
+        return f"{self.adapter.name} {role.role} {len(same)}"
+
+    def _router_launch(self, router_python: str | None) -> Launch:
+        assert self.tool is not None
+        python = router_python or _router_python(self.tool.name)
+        port = self.spec.port or free_port(self.spec.host)
+        urls = [e.base_url for e in self.engines]
+        prefill, decode = [], []
+        for url, role in zip(urls, self.roles, strict=True):
+            if role is not None and role.role == "prefill":
+                prefill.append(PrefillWorker(url, _bootstrap_port(self.adapter.name, role)))
+            elif role is not None:
+                decode.append(url)
+        key = self.spec.key()
+        rspec = RouterSpec(
+            workers=() if self.disaggregation else tuple(urls), policy=self.policy,
+            host=self.spec.host, port=port, api_key=key, python=python,
+            metrics_port=free_port(self.spec.host), prefill=tuple(prefill), decode=tuple(decode),
+            transfer=self.disaggregation.transfer if self.disaggregation else None,
+            engine=self.adapter.name)
+        command = self.tool.command(rspec)
+        lspec = LaunchSpec(model=self.spec.model, served_name=self.spec.served_name,
+                           host=self.spec.host, port=port, api_key=self.spec.api_key,
+                           python=python, ready_timeout=self.spec.ready_timeout)
+        return Launch(self.adapter, lspec, command=command, name=self.tool.name,
+                      progress=self._progress, **self._connect,
+                      log_path=self.log_dir / f"unillm-{self.tool.name}-{port}.log")
+
+    # -- lifecycle --------------------------------------------------------------------------
+    async def __aenter__(self) -> Fleet | LLM:
+        if self.disaggregation is not None:
+            _require_gpu(self.adapter.name)
+        if self.tool is not None and self.router is not None and self.router.spec.python is None:
+            raise LaunchError(f"{self.tool.name} is not installed: run `unillm setup {self.tool.name}`",
+                              command=self.router.command().render(), log_tail=[])
+        try:
+            llms = await self._start_engines()
+            if self.router is not None:
+                return await self.router.__aenter__()
+            from unillm.fleet import Fleet
+
+            self._fleet = Fleet(llms, policy=self.policy)
+            return self._fleet
+        except BaseException:
+            await self._stop()
+            raise
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._stop()
+
+    def blocking(self) -> contextlib.AbstractContextManager[BlockingLLM]:
+        """Start from blocking code: ``with unillm.launch(..., replicas=2).blocking() as llm:``."""
+        return _blocking_launch(self)
+
+    async def _start_engines(self) -> list[LLM]:
+        llms: list[LLM | None] = [None] * len(self.engines)
+        errors: list[Exception] = []
+
+        async def start(i: int, tg: anyio.abc.TaskGroup) -> None:
+            try:
+                llms[i] = await self.engines[i].__aenter__()
+            except Exception as e:  # the first failure stops the others' start
+                errors.append(e)
+                tg.cancel_scope.cancel()
+
+        async with anyio.create_task_group() as tg:
+            for i in range(len(self.engines)):
+                tg.start_soon(start, i, tg)
+        if errors:
+            raise errors[0]
+        return [llm for llm in llms if llm is not None]
+
+    async def _stop(self) -> None:
+        with anyio.CancelScope(shield=True):
+            if self._fleet is not None:
+                await self._fleet.aclose()
+            if self.router is not None:
+                await self.router.__aexit__(None, None, None)
+            async with anyio.create_task_group() as tg:
+                for launch in self.engines:
+                    tg.start_soon(launch.__aexit__, None, None, None)
+
+
+def _distinct_ports(count: int, host: str, *, first: int | None) -> list[int]:
+    """``count`` ports: ``first, first+1, ...`` when given, else distinct free ones."""
+    if first is not None:
+        return [first + i for i in range(count)]
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port(host)
+        if port not in ports:
+            ports.append(port)
+    return ports
+
+
+def _roles(pd: Disaggregation | None, host: str, count: int, engine: str) -> list[PDRole | None]:
+    """Each engine's PD role with its own KV-transfer port (none without disaggregation).
+
+    Every prefill engine runs a bootstrap / side-channel server on its port; decode engines
+    need one only for vLLM's NIXL (each worker has a side channel).
+    """
+    if pd is None:
+        return [None] * count
+    ports = _distinct_ports(count, host, first=None)
+    decode_port = engine == "vllm" and pd.transfer == "nixl"
+    roles = [PDRole(role="prefill", transfer=pd.transfer, port=port) for port in ports[:pd.prefill]]
+    return [*roles, *(PDRole(role="decode", transfer=pd.transfer, port=port if decode_port else None)
+                      for port in ports[pd.prefill:])]
+
+
+def _bootstrap_port(engine: str, role: PDRole) -> int | None:
+    """The bootstrap port a router passes with a prefill worker (NIXL on vLLM has none)."""
+    if engine == "vllm" and role.transfer == "nixl":
+        return None
+    return role.port
+
+
+def _router_python(name: str) -> str | None:
+    from unillm.engine_env import managed_python
+
+    found = managed_python(name)
+    return str(found) if found is not None else None
+
+
+def _require_gpu(engine: str) -> None:
+    from unillm.engine_env import has_gpu
+
+    if not has_gpu():
+        raise UnsupportedFeature(
+            engine, "prefill/decode disaggregation", why="its KV-cache transfer (NIXL, Mooncake) "
+            "moves GPU memory and no NVIDIA driver is visible here",
+            alternative="Run it on GPU machines; `unillm launch ... --dry-run` shows the commands")
