@@ -20,7 +20,7 @@ import pytest
 from pydantic import BaseModel, SecretStr
 from unillm_sglang import SGLangAdapter, SGLangInfo
 
-from unillm.launch_spec import LaunchSpec, Parallel, Speculative
+from unillm.launch_spec import LaunchSpec, Nodes, Parallel, PDRole, Speculative
 from unillm.options import Choice, Grammar, Regex, make_request
 
 pytestmark = pytest.mark.engine
@@ -94,6 +94,15 @@ LAUNCHES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "draft": ({"speculative": Speculative(method="draft", num_tokens=2, draft_model="/d/small")},
               {"speculative_algorithm": "STANDALONE", "speculative_draft_model_path": "/d/small"}),
     "mtp": ({"speculative": Speculative(method="mtp", num_tokens=1)}, {"speculative_algorithm": "NEXTN"}),
+    "nodes-head": ({"parallel": Parallel(tensor=4), "nodes": Nodes(count=2, head="10.0.0.1:5000")},
+                   {"nnodes": 2, "node_rank": 0, "dist_init_addr": "10.0.0.1:5000", "tp_size": 4}),
+    "nodes-worker": ({"parallel": Parallel(tensor=4), "nodes": Nodes(count=2, rank=1, head="10.0.0.1")},
+                     {"nnodes": 2, "node_rank": 1, "dist_init_addr": "10.0.0.1:29500"}),
+    "pd-prefill": ({"pd": PDRole(role="prefill", transfer="mooncake", port=8999)},
+                   {"disaggregation_mode": "prefill", "disaggregation_transfer_backend": "mooncake",
+                    "disaggregation_bootstrap_port": 8999}),
+    "pd-decode": ({"pd": PDRole(role="decode", transfer="nixl")},
+                  {"disaggregation_mode": "decode", "disaggregation_transfer_backend": "nixl"}),
 }
 
 
@@ -113,6 +122,8 @@ CONTROLS = {  # the checker must reject these, or it proves nothing
     "control/unknown-openai-field": {"kind": "completions",
                                      "body": {"model": "m", "prompt": "x", "guided_regex": "a"}},
     "control/unknown-flag": {"kind": "argv", "argv": ["--model-path", "/m", "--max-model-len", "8"]},
+    "control/unknown-pd-mode": {"kind": "argv", "argv": ["--model-path", "/m", "--disaggregation-mode",
+                                                         "encode-only"]},
     "control/lora-without-path": {"kind": "load_lora", "body": {"lora_name": "x"}},
 }
 CASES = {**_request_cases(), **_launch_cases()}
