@@ -11,6 +11,7 @@ import os
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -150,3 +151,28 @@ async def test_every_engine_is_stopped_when_one_fails_to_start(tmp_path: Path) -
     pids = [launch.pid for launch in run.engines]
     assert None not in pids
     assert not any(alive(pid) for pid in pids if pid is not None)
+
+
+def stand_in(port: int, **kw: Any) -> LaunchSpec:
+    """Settings that start tests/fake_vllm_engine.py (the vLLM look-alike) instead of vLLM."""
+    return spec(model="tiny", served_name="tiny", python=None, port=port, api_key=None,
+                prefix=[sys.executable, str(FAKE_ENGINE)], ready_timeout=60, **kw)
+
+
+async def test_stand_in_replicas_start_concurrently_as_a_client_fleet_and_all_stop(tmp_path: Path) -> None:
+    run = FleetLaunch("vllm", stand_in(two_free_ports()), replicas=2, progress=None, log_dir=tmp_path)
+    async with run as fleet:
+        assert isinstance(fleet, unillm.Fleet) and fleet.base_urls == [e.base_url for e in run.engines]
+        for _ in range(4):
+            assert (await fleet.generate("Hi", max_tokens=4)).text == "Hello, world!"
+        assert [r.requests for r in fleet.stats().replicas] == [2, 2]  # round robin
+        pids = [launch.pid for launch in run.engines]
+        assert all(pid is not None and alive(pid) for pid in pids)
+    assert not any(alive(pid) for pid in pids if pid is not None)
+
+
+def test_blocking_fleet_launch(tmp_path: Path) -> None:
+    run = FleetLaunch("vllm", stand_in(two_free_ports()), replicas=2, progress=None, log_dir=tmp_path)
+    with run.blocking() as fleet:
+        assert fleet.generate("Hi", max_tokens=4).text == "Hello, world!"
+    assert all(launch.pid is not None and not alive(launch.pid) for launch in run.engines)

@@ -40,9 +40,10 @@ def test_smg_regular_mode_argv_carries_the_key_masked() -> None:
     assert "s3cret" not in cmd.render() and "--api-key ***" in cmd.render()
 
 
-def test_vllm_router_never_gets_the_key_it_only_forwards() -> None:
+def test_vllm_router_gets_the_key_by_environment_never_in_argv() -> None:
     cmd = get_router("vllm-router").command(spec(api_key="s3cret"))
     assert "s3cret" not in cmd.argv and "--api-key" not in cmd.argv
+    assert cmd.env == {"OPENAI_API_KEY": "s3cret"}  # what it sends to PD workers
     assert "s3cret" not in cmd.render()
 
 

@@ -35,7 +35,8 @@ from unillm.adapter import Adapter, get_adapter
 from unillm.errors import InvalidOptions, LaunchError, UnsupportedFeature
 from unillm.launch_spec import Disaggregation, LaunchCommand, LaunchSpec, PDRole
 from unillm.options import Options
-from unillm.routers import Policy, PrefillWorker, RouterSpec, RouterTool, get_router
+from unillm.routers import PrefillWorker, RouterSpec, RouterTool, get_router
+from unillm.routing import Policy
 from unillm.supervisor import Launch, ProgressHook, _blocking_launch, free_port, print_progress
 from unillm.transport import Pool, RetryPolicy, Timeouts
 

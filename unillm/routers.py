@@ -23,14 +23,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar, Literal, get_args
+from typing import ClassVar
 
 from unillm.adapter import EngineInstall
 from unillm.errors import InvalidOptions, UnsupportedFeature
 from unillm.launch_spec import Flags, LaunchCommand, TransferBackend
-
-Policy = Literal["round_robin", "least_load", "prefix", "session"]
-POLICIES: tuple[str, ...] = get_args(Policy)
+from unillm.routing import POLICIES, Policy
 
 
 @dataclass(frozen=True)
@@ -119,8 +117,12 @@ class RouterTool(ABC):
         argv += self.own_flags(spec)
         argv += spec.extra_args
         key = spec.api_key
-        return LaunchCommand(argv=argv, env={}, health_path=self.health_path,
+        return LaunchCommand(argv=argv, env=self.own_env(spec), health_path=self.health_path,
                              secrets=(key,) if key else ())
+
+    def own_env(self, spec: RouterSpec) -> dict[str, str]:
+        """Environment the router reads (default: none)."""
+        return {}
 
     def pd_flags(self, spec: RouterSpec) -> list[str]:
         """The prefill/decode worker flags (``--prefill URL [BOOTSTRAP] --decode URL``)."""
@@ -146,8 +148,10 @@ class VllmRouter(RouterTool):
     ``X-Session-ID`` header (or ``session_params.session_id`` in the body). It has no
     least-load policy for regular mode (its ``power_of_two`` needs PD mode).
 
-    It checks no key itself: it forwards the client's ``Authorization`` header to the worker,
-    and the workers check it. So the key is not in its argv.
+    It checks no key itself. In regular mode it forwards the client's ``Authorization`` header
+    to the worker, which checks it; in PD mode it sends ``Bearer $OPENAI_API_KEY`` from its own
+    environment instead (its ``--api-key`` is not used there), so the key goes in that variable
+    and never in argv.
     """
 
     name = "vllm-router"
@@ -163,6 +167,9 @@ class VllmRouter(RouterTool):
         if spec.disaggregated and spec.transfer is not None:
             return ["--kv-connector", spec.transfer]
         return []
+
+    def own_env(self, spec: RouterSpec) -> dict[str, str]:
+        return {"OPENAI_API_KEY": spec.api_key} if spec.api_key else {}
 
 
 class Smg(RouterTool):
