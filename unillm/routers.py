@@ -195,7 +195,8 @@ class Smg(RouterTool):
     pd_switch = "--pd-disaggregation"
 
     def own_flags(self, spec: RouterSpec) -> list[str]:
-        flags = ["--api-key", spec.api_key] if spec.api_key else []
+        # One token: a generated key may start with "-", which argparse would take for a flag.
+        flags = [f"--api-key={spec.api_key}"] if spec.api_key else []
         # Over HTTP smg detects the workers' engine; in PD mode it must know vLLM's two-step
         # protocol (prefill with max_tokens=1, then decode) from SGLang's bootstrap rooms.
         return flags + (["--backend", spec.engine] if spec.disaggregated else [])

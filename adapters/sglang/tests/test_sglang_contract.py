@@ -84,6 +84,7 @@ LAUNCHES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "runtime-lora": ({"runtime_lora": True, "max_lora_rank": 8},
                      {"enable_lora": True, "lora_target_modules": ["all"], "max_lora_rank": 8}),
     "api-key": ({"api_key": SecretStr("k-1")}, {"api_key": "k-1"}),
+    "api-key-with-leading-dash": ({"api_key": SecretStr("-k_1")}, {"api_key": "-k_1"}),
     "ngram": ({"speculative": Speculative(method="ngram", num_tokens=4)},
               {"speculative_algorithm": "NGRAM", "speculative_num_draft_tokens": 4}),
     "eagle": ({"speculative": Speculative(method="eagle", num_tokens=3, draft_model="/d/e")},

@@ -129,9 +129,14 @@ def test_ngram_lookup_window_is_refused_with_the_sglang_knob() -> None:
 
 def test_api_key_goes_in_argv_and_is_masked_when_rendered() -> None:
     command = ADAPTER.command(LaunchSpec(model="/m", api_key=SecretStr("s3cret-key")))
-    assert command.argv[-2:] == ["--api-key", "s3cret-key"]  # SGLang reads no env variable for it
+    assert command.argv[-1] == "--api-key=s3cret-key"  # SGLang reads no env variable for it
     assert command.secrets == ("s3cret-key",)
-    assert "s3cret-key" not in command.render() and "--api-key ***" in command.render()
+    assert "s3cret-key" not in command.render() and "--api-key=***" in command.render()
+
+
+def test_a_key_starting_with_a_dash_stays_one_argument() -> None:  # generated keys may
+    command = ADAPTER.command(LaunchSpec(model="/m", api_key=SecretStr("-Xy_z")))
+    assert command.argv[-1] == "--api-key=-Xy_z"
 
 
 def test_cli_dry_run_prints_the_exact_command() -> None:
@@ -142,7 +147,7 @@ def test_cli_dry_run_prints_the_exact_command() -> None:
         capture_output=True, text=True, check=True).stdout.strip()
     assert out == ("py -m sglang.launch_server --model-path /m --host 127.0.0.1 --port 30000 --tp-size 2 "
                    "--context-length 2048 --enable-lora --lora-paths sql=/a/sql --speculative-algorithm "
-                   "NGRAM --speculative-num-draft-tokens 4 --api-key *** --device cpu")
+                   "NGRAM --speculative-num-draft-tokens 4 --api-key=*** --device cpu")
 
 
 def test_setup_installs_the_cuda_runtime_on_gpu_machines() -> None:

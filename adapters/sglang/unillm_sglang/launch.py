@@ -63,7 +63,8 @@ def launch_command(spec: LaunchSpec, engine: str = "sglang") -> LaunchCommand:
         if spec.pd.role == "prefill":  # decode workers reach the prefill worker's bootstrap server
             flag.add("--disaggregation-bootstrap-port", spec.pd.port)
     key = spec.key()
-    flag.add("--api-key", key)
+    if key:  # one token: a generated key may start with "-", which argparse would take for a flag
+        argv.append(f"--api-key={key}")
     argv += spec.extra_args
     return LaunchCommand(argv=argv, env={}, health_path="/health", secrets=(key,) if key else ())
 
