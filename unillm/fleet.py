@@ -368,8 +368,12 @@ class Fleet:
             return await self._complete(request)
 
     async def _complete(self, request: Request) -> Completion[Any]:
-        await self._ready(request)
-        key = self._router.key_for(request)
+        if self._info is None or self._mixed_versions:
+            await self._ready(request)
+        return await self._call(self._router.key_for(request), lambda llm: llm._complete(request))
+
+    async def _call(self, key: int | None, fn: Callable[[LLM], Awaitable[R]]) -> R:
+        """``fn`` on the replica the policy picks, moving on while it fails before an answer."""
         tried: list[int] = []
         while True:
             i = self._pick(key, tried)
@@ -377,7 +381,7 @@ class Fleet:
             try:
                 if not self._verified[i]:
                     await self._verify(i)
-                completion = await self.replicas[i]._complete(request)
+                result = await fn(self.replicas[i])
             except BaseException as e:
                 if not self._settle(i, e, started=False):
                     raise
@@ -385,7 +389,7 @@ class Fleet:
                 continue
             else:
                 self._router.answered(i)
-                return completion
+                return result
             finally:
                 self._router.end(i)
 
@@ -469,7 +473,7 @@ class Fleet:
         with anyio.move_on_after(max(self.metrics_interval, 0.5)):
             try:
                 metrics = await self.replicas[i].metrics()
-            except UnillmError:
+            except Exception:  # a background scrape never raises: no usable queue, stop asking
                 state.waiting = None
                 self._no_queue[i] = True  # no metrics endpoint: do not ask again
                 return

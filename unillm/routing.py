@@ -25,8 +25,8 @@ request may go there; its answer brings the replica back, its failure ejects it 
 
 from __future__ import annotations
 
-import hashlib
 import math
+import zlib
 from bisect import bisect_left
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -111,7 +111,10 @@ def _content_text(content: object) -> str:
 
 
 def _hash(text: str) -> int:
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+    """A 64-bit position on the ring, the same in every process (unlike ``hash()``), and cheap:
+    CRC-32 spread over 64 bits by a Fibonacci multiply."""
+    h = (zlib.crc32(text.encode()) * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    return h ^ (h >> 29)
 
 
 class Router:
@@ -174,8 +177,12 @@ class Router:
         return self._least_loaded(candidates)
 
     def _rotate(self, candidates: list[int]) -> int:
-        start = self._next
-        chosen = min(candidates, key=lambda i: (i - start) % len(self.replicas))
+        start, n = self._next, len(self.replicas)
+        chosen, distance = candidates[0], n
+        for i in candidates:
+            d = (i - start) % n
+            if d < distance:
+                chosen, distance = i, d
         self._next = chosen + 1
         return chosen
 
@@ -192,20 +199,22 @@ class Router:
 
     def _ring_pick(self, key: int, candidates: list[int]) -> int:
         """Consistent hashing with bounded load: the first replica clockwise under its cap."""
-        allowed = set(candidates)
-        total = sum(self.replicas[i].in_flight for i in candidates)
+        replicas = self.replicas
+        total = 0
+        for i in candidates:
+            total += replicas[i].in_flight
         cap = math.ceil(self.load_factor * (total + 1) / len(candidates))
-        points, owners = self._ring_points, self._ring_owners
-        start = bisect_left(points, key)
-        seen: set[int] = set()
-        for step in range(len(owners)):
-            i = owners[(start + step) % len(owners)]
-            if i in seen or i not in allowed:
+        owners = self._ring_owners
+        size, start = len(owners), bisect_left(self._ring_points, key)
+        seen: list[int] = []
+        for step in range(size):
+            i = owners[(start + step) % size]
+            if i in seen or i not in candidates:
                 continue
-            if self.replicas[i].in_flight < cap:
+            if replicas[i].in_flight < cap:
                 return i
-            seen.add(i)
-            if len(seen) == len(allowed):
+            seen.append(i)
+            if len(seen) == len(candidates):
                 break
         return self._least_loaded(candidates)
 
