@@ -113,3 +113,11 @@ def test_cli_launch_cpu_lets_the_recipe_turn_the_key_off(capsys: pytest.CaptureF
     assert main(["launch", "mlx", "--cpu", "--model", "/m", "--dry-run", "--python", PY]) == 0
     out = capsys.readouterr().out
     assert "HF_HUB_OFFLINE=1" in out and "***" not in out  # mlx_lm.server has no authentication
+
+
+def test_the_test_helper_takes_a_model_override(tmp_path: Path) -> None:
+    from unillm.testing.engines import cpu_launch_settings
+    from unillm.testing.tiny_model import build_tiny_model
+
+    settings = cpu_launch_settings("vllm", build_tiny_model(), tmp_path, model="/other/model")
+    assert settings["model"] == "/other/model"

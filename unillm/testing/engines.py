@@ -47,8 +47,10 @@ class RunningEngine:
 
 
 def cpu_launch_settings(engine: str, tiny: TinyModel, workdir: Path, **overrides: Any) -> dict[str, Any]:
-    """The engine's CPU recipe (:func:`unillm.cpu_settings`) for the tiny model; ``overrides`` win.
+    """The engine's CPU recipe (:func:`unillm.cpu_settings`) for the tiny model; ``overrides`` win
+    (``model=`` too).
 
     Private dirs live in ``workdir``.
     """
-    return cpu_settings(engine, tiny.path, workdir=workdir, **overrides)
+    model = overrides.pop("model", tiny.path)
+    return cpu_settings(engine, model, workdir=workdir, **overrides)
