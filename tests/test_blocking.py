@@ -77,3 +77,9 @@ def test_closing_a_client_after_its_loop_stopped_does_nothing() -> None:
     loop.close()
     llm.close()
     assert loop.closed
+
+
+def test_a_blocking_fleet_refuses_openai_like_the_async_fleet() -> None:
+    fleet = unillm.connect("vllm", ["http://127.0.0.1:9", "http://127.0.0.1:10"])
+    with fleet.blocking() as llm, pytest.raises(unillm.UnsupportedFeature, match="Fleet"):
+        llm.openai()

@@ -127,6 +127,7 @@ class BlockingLLM:
             client.completions.create(model=llm.info().model, prompt="Hi", max_tokens=8)
         """
         twin = self.llm.openai()  # the same endpoint and key (a Fleet refuses, saying why)
+        self._loop.call(twin.close)  # only its settings are needed
         from openai import OpenAI
 
         return OpenAI(base_url=str(twin.base_url), api_key=twin.api_key)
