@@ -232,3 +232,12 @@ async def test_a_fleet_honours_one_deadline_across_its_replicas(server: FaultSer
                 await fleet.generate("hi", max_tokens=4, deadline=0.3)
             with pytest.raises(unillm.DeadlineExceeded):
                 await fleet.stream("hi", max_tokens=4, deadline=0.3).collect()
+
+
+def test_the_config_check_lists_timeouts_and_pool_limits_that_cannot_work() -> None:
+    report = unillm.check_config({"engine": "vllm", "base_url": "http://127.0.0.1:9",
+                                  "timeouts": {"read": 0}, "pool": {"max_connections": 0},
+                                  "retry": {"attempts": 2}})
+    assert {p.setting for p in report.problems} == {"timeouts", "pool"}
+    assert unillm.check_config({"engine": "vllm", "base_url": "http://127.0.0.1:9",
+                                "pool": {"max_connections": 8, "wait": 2}}).ok

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from difflib import get_close_matches
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -28,6 +28,9 @@ from unillm.capabilities import Capabilities, Feature, features_of
 from unillm.errors import ConfigError, InvalidOptions, UnillmError
 from unillm.launch_spec import LaunchSpec
 from unillm.options import Choice, Grammar, JsonSchema, Regex, Request, make_request
+
+if TYPE_CHECKING:
+    from unillm.config import Config
 
 __all__ = ["ConfigCheck", "ConfigProblem", "check_config", "feature_by_name"]
 
@@ -133,9 +136,26 @@ def check_config(source: str | Path | Mapping[str, Any], env: Mapping[str, str] 
     else:
         problems.add("defaults", InvalidOptions("[defaults] must be a table of options"))
     _check_uses(adapter, caps, info, uses, routes, problems)
+    _check_client_limits(config, problems)
     if spec is not None:
         _check_launch(adapter, caps, spec, problems)
     return ConfigCheck(engine=adapter.name, version=version, problems=problems.items)
+
+
+def _check_client_limits(config: Config, problems: _Problems) -> None:
+    """``[timeouts]``, ``[retry]`` and ``[pool]``: the values from_config would refuse."""
+    from unillm.transport import Pool, RetryPolicy, Timeouts
+
+    tables: tuple[tuple[str, Callable[..., object], Mapping[str, Any]], ...] = (
+        ("timeouts", Timeouts, config.timeouts), ("retry", RetryPolicy, config.retry),
+        ("pool", Pool, config.pool))
+    for setting, build, values in tables:
+        try:
+            build(**values)
+        except TypeError as e:
+            problems.add(setting, InvalidOptions(f"[{setting}]: {e}"))
+        except (UnillmError, ValueError) as e:
+            problems.add(setting, e)
 
 
 class _Problems:
