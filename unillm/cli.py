@@ -9,6 +9,7 @@
     unillm launch vllm --model M --replicas 2 --router smg --policy prefix --dry-run
     unillm launch vllm --model M --nodes 2 --head-address 10.0.0.1 --port 8000 --dry-run
     unillm launch vllm --model M --prefill 1 --decode 1 --router vllm-router --dry-run
+    unillm bench vllm --url http://127.0.0.1:8000 --max-concurrency 1,4,16   # see `unillm bench -h`
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ examples:
   unillm launch vllm --model M --replicas 2 --router smg --policy prefix --dry-run
   unillm check unillm.toml                    every refusal the configured engine would raise
   unillm tiny-model --json                    build the tiny test model, print its paths
+  unillm bench vllm --url URL --max-concurrency 1,4,16   measure under load (vllm bench serve's definitions)
 """
 _SCALAR_FLAGS = {
     "served_name": "name the engine serves the model under (default: the model path)",
@@ -148,6 +150,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="where the nodes meet (the head node, rank 0)")
     launch.set_defaults(run=_launch)
 
+<<<<<<< HEAD
     check = sub.add_parser(
         "check", help="list every refusal a config would meet, start nothing",
         description="Check a unillm config against its engine's declared capabilities: every "
@@ -171,6 +174,10 @@ def _parser() -> argparse.ArgumentParser:
     tiny.add_argument("--force", action="store_true", help="rebuild even if cached")
     tiny.set_defaults(run=_tiny_model)
     _route_parser(sub)
+
+    from unillm.bench.cli import add_bench_parser
+
+    add_bench_parser(sub)
     return parser
 
 

@@ -192,6 +192,11 @@ class Launch:
         return self._cmd
 
     @property
+    def returncode(self) -> int | None:
+        """The engine's exit code once its process has exited; None while it runs (or in-process)."""
+        return self._process.poll() if self._process is not None else None
+
+    @property
     def log_tail(self) -> list[str]:
         """The last lines the engine printed."""
         return self._log.tail

@@ -1,0 +1,201 @@
+"""``unillm bench``: the command line over :mod:`unillm.bench` (arguments in, report files out).
+
+    unillm bench vllm --url http://127.0.0.1:8000 --num-prompts 200 --max-concurrency 1,4,16
+    unillm bench vllm --url http://a:8000 --url http://b:8000          # a fleet
+    unillm bench --config unillm.toml --request-rate 2,4,8 --goodput ttft:500 tpot:50
+    unillm bench vllm,sglang --model /models/tiny --vary prefix_caching=true,false \\
+        --vary speculative=none,ngram:4 --launch max_model_len=2048
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+from unillm.errors import InvalidOptions
+
+EXAMPLES = __doc__.split("\n\n", 1)[1] if __doc__ else ""
+
+
+def add_bench_parser(sub: Any) -> None:
+    """Add the ``bench`` subcommand to the ``unillm`` parser."""
+    p = sub.add_parser(
+        "bench", help="measure engines under load (vllm bench serve's definitions)",
+        description="Measure TTFT, TPOT, ITL, latency and throughput under load, with the "
+                    "definitions of `vllm bench serve`, and write JSON, a markdown table and plots.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("engine", nargs="?", help="engine name (several, comma-separated, to launch a matrix)")
+    t = p.add_argument_group("target (one of)")
+    t.add_argument("--url", action="append", default=[],
+                   help="a running engine; repeat for a fleet of replicas")
+    t.add_argument("--config", help="a unillm config (TOML/YAML): connect or launch as it says")
+    t.add_argument("--model", help="launch ENGINE(s) with this model, measure, stop")
+    t.add_argument("--api-key", help="API key of the running engine(s)")
+    t.add_argument("--launch", action="append", default=[], metavar="KEY=VALUE",
+                   help="launch setting for every matrix cell (LaunchSpec field; JSON values)")
+    t.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2",
+                   help="matrix axis: tensor, pipeline, data, prefix_caching, speculative "
+                        "(none | METHOD:TOKENS), max_num_seqs, ...")
+    w = p.add_argument_group("workload")
+    w.add_argument("--dataset", default="random",
+                   help="'random', 'shared-prefix', or a JSONL file of {prompt} / {messages} lines")
+    w.add_argument("--num-prompts", type=int, default=100)
+    w.add_argument("--input-len", type=int, default=128)
+    w.add_argument("--output-len", type=int, default=64)
+    w.add_argument("--range-ratio", type=float, default=0.0)
+    w.add_argument("--prefix-len", type=int, default=None,
+                   help="shared prefix tokens (shared-prefix default: 3/4 of --input-len)")
+    w.add_argument("--tokenizer", help="model folder or tokenizer.json for exact prompt lengths")
+    w.add_argument("--chat", action="store_true", help="send prompts as chat messages")
+    w.add_argument("--temperature", type=float, help="sampling temperature (engine default if unset)")
+    w.add_argument("--ignore-eos", action="store_true",
+                   help="generate exactly the requested tokens (vllm, sglang)")
+    w.add_argument("--seed", type=int, default=0)
+    a = p.add_argument_group("load")
+    a.add_argument("--request-rate", default=None,
+                   help="requests/s, comma-separated to sweep (default: inf, all at once)")
+    a.add_argument("--arrival", choices=("poisson", "fixed"), default="poisson")
+    a.add_argument("--burstiness", type=float, default=1.0, help="gamma shape of poisson arrivals")
+    a.add_argument("--max-concurrency", default=None, help="requests in flight, comma-separated to sweep")
+    a.add_argument("--warmup", type=int, default=0, help="unmeasured requests first")
+    a.add_argument("--goodput", nargs="+", default=[], metavar="KEY:MS",
+                   help="SLOs for goodput: ttft:MS tpot:MS e2el:MS")
+    a.add_argument("--percentiles", default="50,90,99")
+    o = p.add_argument_group("output")
+    o.add_argument("--out", default="bench-results", help="folder for JSON, summary.md and plots")
+    o.add_argument("--no-plots", action="store_true")
+    o.add_argument("--no-progress", action="store_true")
+    o.add_argument("--no-engine-metrics", action="store_true",
+                   help="do not sample the engine's metrics during the run")
+    p.set_defaults(run=run_bench_command)
+
+
+def run_bench_command(args: argparse.Namespace) -> int:
+    """Build targets, workload and loads from the arguments, run, write and print the report."""
+    import anyio
+
+    from unillm.bench.live import live_progress
+    from unillm.bench.report import markdown_table, write_report
+    from unillm.bench.suite import run_suite
+
+    targets = _targets(args)
+    workload = _workload(args)
+    loads = _loads(args)
+    slo = _slo(args.goodput)
+    options: dict[str, Any] = {}
+    if args.temperature is not None:
+        options["temperature"] = args.temperature
+    if args.ignore_eos:
+        engines = {getattr(t, "engine", None) for t in targets}
+        if not engines <= {"vllm", "sglang"}:
+            raise InvalidOptions("--ignore-eos is honoured by vllm and sglang only "
+                                 f"(targets: {', '.join(sorted(map(str, engines)))}); drop it")
+        options["extra_body"] = {"ignore_eos": True}
+    percentiles = [float(x) for x in args.percentiles.split(",") if x.strip()]
+
+    async def go() -> Any:
+        with live_progress(not args.no_progress) as hook:
+            return await run_suite(targets, workload, loads, options=options,  # type: ignore[arg-type]
+                                   warmup=args.warmup, slo=slo, percentiles=percentiles,
+                                   seed=args.seed, progress=hook,
+                                   sample_every_s=None if args.no_engine_metrics else 1.0)
+
+    report = anyio.run(go)
+    paths = write_report(report, args.out, plots=not args.no_plots)
+    print(markdown_table(report.runs))
+    print(f"[unillm bench] wrote {len(paths)} files to {args.out}", file=sys.stderr)
+    return 1 if all(r.error or (r.summary and not r.summary.completed) for r in report.runs) else 0
+
+
+def _targets(args: argparse.Namespace) -> list[Any]:
+    from unillm.bench.targets import Config, Fleet, Url, matrix
+
+    chosen = [bool(args.url), bool(args.config), bool(args.model)]
+    if sum(chosen) != 1:
+        raise InvalidOptions("give exactly one target: --url URL (repeat for a fleet), "
+                             "--config FILE, or --model M to launch ENGINE(s)")
+    engines = [e.strip() for e in (args.engine or "").split(",") if e.strip()]
+    if args.config:
+        return [Config(args.config)]
+    if not engines:
+        raise InvalidOptions("name the engine, e.g. `unillm bench vllm --url ...`")
+    if args.url:
+        if len(engines) != 1:
+            raise InvalidOptions("--url measures one engine; name exactly one")
+        if len(args.url) == 1:
+            return [Url(engines[0], args.url[0], api_key=args.api_key)]
+        return [Fleet(engines[0], args.url, api_key=args.api_key)]
+    base = {"model": args.model, **{k: _value(v) for k, v in _pairs(args.launch, "--launch").items()}}
+    vary = {k: [_value(x) for x in v.split(",")] for k, v in _pairs(args.vary, "--vary").items()}
+    return list(matrix(engines, base, vary))
+
+
+def _workload(args: argparse.Namespace) -> Any:
+    from pydantic import ValidationError
+
+    from unillm.bench.workload import JsonlPrompts, Synthetic
+
+    try:
+        if args.dataset in ("random", "shared-prefix"):
+            prefix = args.prefix_len
+            if prefix is None:
+                prefix = args.input_len * 3 // 4 if args.dataset == "shared-prefix" else 0
+            return Synthetic(num_prompts=args.num_prompts, input_len=args.input_len,
+                             output_len=args.output_len, range_ratio=args.range_ratio, prefix_len=prefix,
+                             tokenizer=args.tokenizer, chat=args.chat, seed=args.seed)
+        return JsonlPrompts(path=args.dataset, output_len=args.output_len, num_prompts=args.num_prompts)
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
+        raise InvalidOptions(f"invalid workload: {problems}") from None
+
+
+def _loads(args: argparse.Namespace) -> list[Any]:
+    from pydantic import ValidationError
+
+    from unillm.bench.runner import as_load_list
+
+    try:
+        rates = [math.inf if x.strip() == "inf" else float(x) for x in args.request_rate.split(",")] \
+            if args.request_rate else None
+        concurrencies = [int(x) for x in args.max_concurrency.split(",")] if args.max_concurrency else None
+        return as_load_list(rates, concurrencies, arrival=args.arrival, burstiness=args.burstiness)
+    except (ValueError, ValidationError) as e:
+        raise InvalidOptions(f"invalid load (--request-rate, --max-concurrency, --burstiness): {e}") from None
+
+
+def _slo(items: list[str]) -> Any:
+    from unillm.bench.stats import Slo
+
+    values: dict[str, float] = {}
+    for item in items:
+        key, sep, ms = item.partition(":")
+        if not sep or key not in ("ttft", "tpot", "e2el"):
+            raise InvalidOptions(f"--goodput takes ttft:MS, tpot:MS or e2el:MS, got {item!r}")
+        try:
+            values[f"{key}_ms"] = float(ms)
+        except ValueError:
+            raise InvalidOptions(f"--goodput {item!r}: {ms!r} is not a number of milliseconds") from None
+    try:
+        return Slo(**values) if values else None
+    except ValueError as e:
+        raise InvalidOptions(f"--goodput: {e}") from None
+
+
+def _pairs(items: list[str], what: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InvalidOptions(f"{what} needs KEY=VALUE, got {item!r}")
+        out[key.replace("-", "_")] = value
+    return out
+
+
+def _value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text

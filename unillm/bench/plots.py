@@ -1,0 +1,131 @@
+"""PNG plots of benchmark results (needs matplotlib: ``pip install 'unillm[bench]'``).
+
+    write_plots(report.runs, "bench-results/")
+    # latency_vs_load.png        TTFT / TPOT / E2EL percentiles against load, one line per target
+    # throughput_vs_latency.png  output tokens/s against median E2EL, one line per target
+    # replica_share.png          each replica's share of generated tokens (fleets only)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from unillm.bench.result import RunResult
+from unillm.errors import InvalidOptions
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise InvalidOptions("plots need matplotlib: pip install 'unillm[bench]' "
+                             "(or pass --no-plots)") from None
+    return plt
+
+
+def load_value(run: RunResult) -> float:
+    """The x value of a run on load plots: its concurrency, else its request rate."""
+    if run.load.max_concurrency is not None and not math.isfinite(run.load.rate):
+        return float(run.load.max_concurrency)
+    return run.load.rate if math.isfinite(run.load.rate) else float("nan")
+
+
+def load_axis(runs: Sequence[RunResult]) -> str:
+    """The x-axis label matching :func:`load_value`."""
+    if all(r.load.max_concurrency is not None and not math.isfinite(r.load.rate) for r in runs):
+        return "max concurrency"
+    return "request rate (req/s)"
+
+
+def _by_target(runs: Sequence[RunResult]) -> dict[str, list[RunResult]]:
+    groups: dict[str, list[RunResult]] = {}
+    for r in runs:
+        if r.summary is not None and r.summary.completed:
+            groups.setdefault(r.target.label, []).append(r)
+    return groups
+
+
+def write_plots(runs: Sequence[RunResult], out_dir: str | Path) -> list[Path]:
+    """Write the plots that make sense for these runs; returns their paths."""
+    plt = _pyplot()
+    out = Path(out_dir)
+    written = []
+    groups = _by_target(runs)
+    if groups:
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+        panels = (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2el", "E2EL"))
+        for ax, (metric, title) in zip(axes, panels, strict=True):
+            for label, rs in groups.items():
+                rs = sorted(rs, key=load_value)
+                xs = [load_value(r) for r in rs]
+                for key, style in ((f"median_{metric}_ms", "-o"), (f"p99_{metric}_ms", "--x")):
+                    ys = [r.metric(key) for r in rs]
+                    ax.plot(xs, [float("nan") if y is None else y for y in ys], style,
+                            label=f"{label} {'p50' if 'median' in key else 'p99'}")
+            ax.set_title(f"{title} (ms)")
+            ax.set_xlabel(load_axis(runs))
+            ax.grid(alpha=0.3)
+        axes[0].legend(fontsize=7)
+        fig.tight_layout()
+        path = out / "latency_vs_load.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+
+        fig, ax = plt.subplots(figsize=(6.5, 4.5))
+        for label, rs in groups.items():
+            rs = sorted(rs, key=load_value)
+            ax.plot([r.metric("median_e2el_ms") or float("nan") for r in rs],
+                    [r.metric("output_throughput") or float("nan") for r in rs], "-o", label=label)
+            for r in rs:
+                ax.annotate(f"{load_value(r):g}", (r.metric("median_e2el_ms") or 0,
+                                                    r.metric("output_throughput") or 0), fontsize=7)
+        ax.set_xlabel("median end-to-end latency (ms)")
+        ax.set_ylabel("output tokens/s")
+        ax.set_title("Throughput vs latency (points labelled by load)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = out / "throughput_vs_latency.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+
+    shared = [r for r in runs if len(_replica_tokens(r)) > 1]
+    if shared:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        names = sorted({k for r in shared for k in _replica_tokens(r)})
+        bottoms = [0.0] * len(shared)
+        for name in names:
+            shares = []
+            for r in shared:
+                tokens = _replica_tokens(r)
+                total = sum(tokens.values()) or 1.0
+                shares.append(tokens.get(name, 0.0) / total)
+            ax.bar(range(len(shared)), shares, bottom=bottoms, label=name)
+            bottoms = [b + s for b, s in zip(bottoms, shares, strict=True)]
+        ax.set_xticks(range(len(shared)), [f"{r.target.label}\n{r.load.label()}" for r in shared],
+                      fontsize=7)
+        ax.set_ylabel("share of generated tokens")
+        ax.set_title("Per-replica share")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = out / "replica_share.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def _replica_tokens(run: RunResult) -> dict[str, float]:
+    tokens = {k: v for k, v in run.engine.replica_generation_tokens.items() if v is not None}
+    if tokens:
+        return tokens
+    counts = run.summary.replica_counts if run.summary else {}
+    return {k: float(v) for k, v in counts.items()}

@@ -1,0 +1,214 @@
+"""Send a workload to a running target under a load and measure every request from its stream.
+
+    async with unillm.connect("vllm", url) as llm:
+        result = await run_load(llm, Synthetic(num_prompts=50).requests(), Load(max_concurrency=4))
+
+Each request is streamed; its timings are taken at the client, chunk by chunk, with the
+definitions of ``vllm bench serve`` (see :mod:`unillm.bench.stats`). The engine's metrics are
+snapshotted before and after (and sampled during the run for peaks). If the target dies
+(``alive()`` returns a reason), the requests still pending fail with that reason and the run
+ends; the result carries the reason in ``error``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from unillm.bench.arrivals import Load, send_times
+from unillm.bench.engine_stats import EngineStats, Snapshot, snapshot
+from unillm.bench.stats import DEFAULT_PERCENTILES, RequestRecord, Slo, summarize
+from unillm.bench.workload import BenchRequest
+from unillm.errors import InvalidOptions, UnillmError
+
+if TYPE_CHECKING:
+    from unillm.bench.result import RunResult, TargetInfo
+    from unillm.llm import LLM
+    from unillm.options import Options
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A progress report during a run (for live displays)."""
+
+    label: str
+    total: int
+    done: int
+    failed: int
+    elapsed_s: float
+    output_tokens: int
+    phase: str = "running"
+
+
+ProgressHook = Callable[[Progress], None]
+Alive = Callable[[], "str | None"]
+
+
+async def run_load(
+    client: LLM, requests: Sequence[BenchRequest], load: Load, *,
+    options: Options | None = None, warmup: int = 0, slo: Slo | None = None,
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES, seed: int = 0,
+    target: TargetInfo | None = None, workload: Mapping[str, Any] | None = None,
+    metric_sources: Mapping[str, LLM] | None = None, sample_every_s: float | None = 1.0,
+    alive: Alive | None = None, progress: ProgressHook | None = None,
+) -> RunResult:
+    """Run ``requests`` against ``client`` under ``load`` and return the measured result.
+
+    ``options`` are sampling options for every request (e.g. ``temperature=0``); ``warmup``
+    requests go first and are not measured. ``metric_sources`` are the engines whose metrics
+    are compared before and after (default: ``client`` itself).
+    """
+    from unillm.bench.result import RunResult, TargetInfo
+
+    if not requests:
+        raise InvalidOptions("the workload has no requests; give num_prompts >= 1 or a non-empty dataset")
+    info = target or TargetInfo(label=getattr(client, "engine", "target"),
+                                engine=getattr(client, "engine", "?"))
+    sources = dict(metric_sources) if metric_sources is not None else {info.label: client}
+    base: Options = dict(options or {})  # type: ignore[assignment]
+    label = f"{info.label} | {load.label()}"
+    if warmup:
+        if progress:
+            progress(Progress(label, warmup, 0, 0, 0.0, 0, phase="warm-up"))
+        warm = [requests[i % len(requests)] for i in range(warmup)]
+        await _run_all(client, warm, Load(max_concurrency=load.max_concurrency), base, 0, None, None)
+    before = await snapshot(sources)
+    samples: list[Snapshot] = []
+    started = time.perf_counter()
+    records, dead = await _run_all(client, requests, load, base, seed, alive, _Reporter(
+        label, len(requests), started, progress), sources, samples, sample_every_s)
+    duration = time.perf_counter() - started
+    after = await snapshot(sources) if dead is None else {}
+    summary = summarize(records, duration, percentiles=percentiles, slo=slo)
+    return RunResult.from_records(
+        records, summary, target=info, load=load, workload=dict(workload or {}), slo=slo,
+        num_prompts=len(requests), engine=EngineStats.between(before, after, samples), error=dead)
+
+
+class _Reporter:
+    def __init__(self, label: str, total: int, started: float, hook: ProgressHook | None) -> None:
+        self.label, self.total, self.started, self.hook = label, total, started, hook
+        self.done = self.failed = self.tokens = 0
+
+    def record(self, r: RequestRecord) -> None:
+        self.done += 1
+        self.failed += not r.success
+        self.tokens += r.output_tokens
+        self.report()
+
+    def report(self) -> None:
+        if self.hook is not None:
+            self.hook(Progress(self.label, self.total, self.done, self.failed,
+                               time.perf_counter() - self.started, self.tokens))
+
+
+async def _run_all(
+    client: LLM, requests: Sequence[BenchRequest], load: Load, options: Options, seed: int,
+    alive: Alive | None, reporter: _Reporter | None, sources: Mapping[str, LLM] | None = None,
+    samples: list[Snapshot] | None = None, sample_every_s: float | None = None,
+) -> tuple[list[RequestRecord], str | None]:
+    """Every request's record (in workload order) and the reason the target died, if it did."""
+    times = send_times(load, len(requests), seed=seed)
+    limit = anyio.Semaphore(load.max_concurrency) if load.max_concurrency else None
+    records: list[RequestRecord | None] = [None] * len(requests)
+    dead: str | None = None
+    t0 = time.perf_counter()
+
+    async def one(i: int) -> None:
+        if limit is None:
+            records[i] = await measure(client, requests[i], options, t0)
+        else:
+            async with limit:
+                records[i] = await measure(client, requests[i], options, t0)
+        if reporter is not None:
+            reporter.record(records[i])  # type: ignore[arg-type]
+
+    async def dispatch(tg: anyio.abc.TaskGroup) -> None:
+        for i, at in enumerate(times):
+            delay = t0 + at - time.perf_counter()
+            if delay > 0:
+                await anyio.sleep(delay)
+            tg.start_soon(one, i)
+
+    async def watch(scope: anyio.CancelScope) -> None:
+        nonlocal dead
+        while alive is not None:
+            reason = alive()
+            if reason is not None:
+                dead = reason
+                scope.cancel()
+                return
+            await anyio.sleep(0.25)
+
+    async def sample() -> None:
+        while sources and samples is not None and sample_every_s:
+            await anyio.sleep(sample_every_s)
+            samples.append(await snapshot(sources))
+
+    async with anyio.create_task_group() as outer:
+        if alive is not None:
+            outer.start_soon(watch, outer.cancel_scope)
+        if sources and samples is not None and sample_every_s:
+            outer.start_soon(sample)
+        async with anyio.create_task_group() as tg:
+            await dispatch(tg)
+        outer.cancel_scope.cancel()
+    now = time.perf_counter() - t0
+    out = [r if r is not None else RequestRecord(
+        start=now, success=False, error=f"not completed: {dead or 'cancelled'}") for r in records]
+    return out, dead
+
+
+async def measure(client: LLM, request: BenchRequest, options: Options, t0: float) -> RequestRecord:
+    """Stream one request and time it chunk by chunk (vLLM's TTFT, ITL and latency)."""
+    kwargs: dict[str, Any] = {**options, "max_tokens": request.max_tokens}
+    record = RequestRecord(start=time.perf_counter() - t0, input_tokens=request.input_len or 0)
+    sent = time.perf_counter()
+    last = sent
+    chunks = 0
+    usage = None
+    replica = None
+    try:
+        async with client.stream(request.prompt, messages=request.messages, **kwargs) as stream:
+            async for delta in stream:
+                now = time.perf_counter()
+                if delta.usage is None and delta.timings is None:  # a content chunk
+                    if chunks == 0:
+                        record.ttft = now - sent
+                    else:
+                        record.itl.append(now - last)
+                    last = now
+                    chunks += 1
+                if delta.usage is not None:
+                    usage = delta.usage
+                replica = getattr(delta, "replica", None) or replica
+    except UnillmError as e:
+        record.success = False
+        record.error = f"{type(e).__name__}: {e}"
+        return record
+    if chunks == 0:
+        record.success = False
+        record.error = "the stream ended without any chunk (no time to first token)"
+        return record
+    record.latency = last - sent
+    record.replica = replica
+    if usage is not None and usage.completion_tokens:
+        record.output_tokens = usage.completion_tokens
+    else:
+        record.output_tokens = chunks  # engines without usage in streams: one token per chunk
+    if usage is not None and usage.prompt_tokens:
+        record.input_tokens = usage.prompt_tokens
+    return record
+
+
+def as_load_list(rates: Sequence[float] | None, concurrencies: Sequence[int] | None,
+                 **common: Any) -> list[Load]:
+    """A sweep: one Load per rate, or per concurrency, or their product when both vary."""
+    rate_values = list(rates or [math.inf])
+    conc_values: list[int | None] = list(concurrencies) if concurrencies else [None]
+    return [Load(rate=r, max_concurrency=c, **common) for c in conc_values for r in rate_values]

@@ -1,0 +1,88 @@
+"""Run a whole benchmark: every target x every load, one after the other, robust to failures.
+
+    report = await run_suite([Url("vllm", url)], Synthetic(num_prompts=100),
+                             [Load(max_concurrency=c) for c in (1, 4, 8)])
+
+Every target is checked first (bad input raises before anything starts). Then each target is
+opened (connected or launched), measured under each load, and closed. A target that fails to
+start, or dies mid-run, is recorded in the results with its error, and the suite goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from unillm.bench.arrivals import Load
+from unillm.bench.result import RunResult, TargetInfo
+from unillm.bench.runner import ProgressHook, run_load
+from unillm.bench.stats import DEFAULT_PERCENTILES, Slo
+from unillm.bench.targets import Target
+from unillm.bench.workload import JsonlPrompts, Synthetic
+from unillm.errors import InvalidOptions, UnillmError
+
+if TYPE_CHECKING:
+    from unillm.options import Options
+
+
+class BenchReport(BaseModel):
+    """All runs of a benchmark, in the order they ran."""
+
+    runs: list[RunResult]
+
+
+async def run_suite(
+    targets: Sequence[Target], workload: Synthetic | JsonlPrompts, loads: Sequence[Load], *,
+    options: Options | None = None, warmup: int = 0, slo: Slo | None = None,
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES, seed: int = 0,
+    sample_every_s: float | None = 1.0, progress: ProgressHook | None = None,
+    on_result: Any = None,
+) -> BenchReport:
+    """Measure every target under every load; see the module docstring.
+
+    ``on_result(result)`` is called after each run (e.g. to save partial results).
+    """
+    if not targets:
+        raise InvalidOptions("nothing to measure: give a URL, a config, or engines to launch")
+    if not loads:
+        raise InvalidOptions("no load given: a request rate or a maximum concurrency")
+    requests = workload.requests()  # reads and validates the dataset before anything starts
+    if not requests:
+        raise InvalidOptions("the workload has no requests")
+    for target in targets:
+        await target.check()
+    described = workload.model_dump()
+    runs: list[RunResult] = []
+
+    def keep(result: RunResult) -> None:
+        runs.append(result)
+        if on_result is not None:
+            on_result(result)
+
+    for target in targets:
+        failed_info = TargetInfo(label=target.label, engine=getattr(target, "engine", "?"))
+        before = len(runs)
+        try:
+            async with target.open() as opened:
+                failed_info = opened.info
+                dead: str | None = None
+                for load in loads:
+                    if dead is not None:
+                        keep(RunResult(target=opened.info, load=load, workload=described, slo=slo,
+                                       num_prompts=len(requests), error=f"not run: {dead}"))
+                        continue
+                    result = await run_load(
+                        opened.client, requests, load, options=options, warmup=warmup, slo=slo,
+                        percentiles=percentiles, seed=seed, target=opened.info, workload=described,
+                        metric_sources=opened.sources, sample_every_s=sample_every_s,
+                        alive=opened.alive, progress=progress)
+                    dead = result.error
+                    keep(result)
+        except UnillmError as e:  # could not start, or failed while stopping: record, go on
+            error = f"{type(e).__name__}: {e}"
+            for load in loads[len(runs) - before:]:
+                keep(RunResult(target=failed_info, load=load, workload=described, slo=slo,
+                               num_prompts=len(requests), error=error))
+    return BenchReport(runs=runs)
