@@ -150,7 +150,6 @@ def _parser() -> argparse.ArgumentParser:
                        help="where the nodes meet (the head node, rank 0)")
     launch.set_defaults(run=_launch)
 
-<<<<<<< HEAD
     check = sub.add_parser(
         "check", help="list every refusal a config would meet, start nothing",
         description="Check a unillm config against its engine's declared capabilities: every "
