@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fault_server import GENERATION_PATHS, FaultServer  # noqa: E402
+from fault_server import GENERATION_PATHS, FaultServer
 
 
 def main() -> None:

@@ -100,5 +100,5 @@ def test_bad_inputs_are_refused() -> None:
         summarize(records(), duration=0)
     with pytest.raises(ValueError, match="empty"):
         percentile([], 50)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="greater than 0"):
         Slo(ttft_ms=-1)
