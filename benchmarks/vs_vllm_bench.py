@@ -1,0 +1,134 @@
+"""`unillm bench` against `vllm bench serve` on the same real vLLM-CPU engine and workload.
+
+Both tools run as separate processes, one after the other, in interleaved rounds (the order
+alternates each round), against one vLLM-CPU engine serving the tiny model:
+
+* the same synthetic workload: random prompts of ``--input-len`` tokens (the model's own
+  tokenizer), ``--output-len`` tokens generated exactly (``ignore_eos``, temperature 0), on the
+  completions API, ``--num-prompts`` requests at ``--max-concurrency``, after ``--warmups``;
+* `vllm bench serve` comes from the vLLM env (``~/.cache/unillm/envs/vllm``); its ``vllm``
+  console script cannot find the ``vllm`` distribution (the CPU build is named ``vllm-cpu``), so
+  its module is run directly (same code, same arguments);
+* per round, the medians of TTFT, TPOT and E2EL and the request and output throughputs of each
+  tool; the report gives each tool's median over rounds and unillm / vLLM.
+
+Agreement criteria (the issue's): medians within 15%, throughputs within 10%.
+
+    .venv/bin/python benchmarks/vs_vllm_bench.py                 # launches vLLM, ~4-6 min here
+    .venv/bin/python benchmarks/vs_vllm_bench.py --rounds 3 --num-prompts 32
+    .venv/bin/python benchmarks/vs_vllm_bench.py --url http://127.0.0.1:8000 --model-path /models/tiny
+
+Prints a table, then as its last line one JSON object: per-tool medians, ratios, ``agree``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cpu_engine import VLLM_PYTHON, vllm_target  # noqa: E402
+
+#: (key in both result JSONs, tolerance of unillm / vLLM)
+COMPARED = (("median_ttft_ms", 0.15), ("median_tpot_ms", 0.15), ("median_e2el_ms", 0.15),
+            ("request_throughput", 0.10), ("output_throughput", 0.10))
+VLLM_SHIM = ("from vllm.benchmarks.serve import add_cli_args, main\n"
+             "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+             "p = FlexibleArgumentParser(prog='vllm bench serve'); add_cli_args(p)\n"
+             "main(p.parse_args())\n")
+
+
+def vllm_bench(args: argparse.Namespace, engine: Any, out: Path, seed: int) -> dict[str, Any]:
+    cmd = [str(VLLM_PYTHON), "-c", VLLM_SHIM, "--backend", "openai", "--base-url", engine.url,
+           "--endpoint", "/v1/completions", "--model", engine.served_name,
+           "--served-model-name", engine.served_name, "--tokenizer", engine.model_path,
+           "--dataset-name", "random", "--random-input-len", str(args.input_len),
+           "--random-output-len", str(args.output_len), "--num-prompts", str(args.num_prompts),
+           "--max-concurrency", str(args.max_concurrency), "--request-rate", "inf",
+           "--ignore-eos", "--temperature", "0", "--num-warmups", str(args.warmups),
+           "--seed", str(seed), "--disable-tqdm", "--percentile-metrics", "ttft,tpot,itl,e2el",
+           "--metric-percentiles", "50,90,99", "--save-result", "--result-dir", str(out.parent),
+           "--result-filename", out.name]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
+    if done.returncode != 0 or not out.exists():
+        raise SystemExit(f"vllm bench serve failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return dict(json.loads(out.read_text()))
+
+
+def unillm_bench(args: argparse.Namespace, engine: Any, out: Path, seed: int) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "unillm.cli", "bench", "vllm", "--url", engine.url,
+           "--tokenizer", engine.model_path, "--dataset", "random",
+           "--input-len", str(args.input_len), "--output-len", str(args.output_len),
+           "--num-prompts", str(args.num_prompts), "--max-concurrency", str(args.max_concurrency),
+           "--ignore-eos", "--temperature", "0", "--warmup", str(args.warmups), "--seed", str(seed),
+           "--out", str(out), "--no-plots", "--no-progress", "--no-engine-metrics"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"unillm bench failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return dict(json.loads((out / "bench.json").read_text())["runs"][0])
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    rounds: dict[str, list[dict[str, Any]]] = {"vllm": [], "unillm": []}
+    async with vllm_target(args.url, args.model_path, max_num_seqs=args.max_num_seqs) as engine:
+        with tempfile.TemporaryDirectory(prefix="vs-vllm-") as d:
+            for i in range(args.rounds):
+                order = ("vllm", "unillm") if i % 2 == 0 else ("unillm", "vllm")
+                for tool in order:
+                    out = Path(d) / f"{tool}-{i}"
+                    run = vllm_bench if tool == "vllm" else unillm_bench
+                    result = await anyio.to_thread.run_sync(
+                        run, args, engine, out.with_suffix(".json") if tool == "vllm" else out, i)
+                    rounds[tool].append({k: result[k] for k, _ in COMPARED}
+                                        | {"completed": result["completed"],
+                                           "total_input_tokens": result["total_input_tokens"],
+                                           "total_output_tokens": result["total_output_tokens"]})
+                    print(f"[bench] round {i + 1}/{args.rounds} {tool}: "
+                          + ", ".join(f"{k}={result[k]:.2f}" for k, _ in COMPARED), file=sys.stderr)
+        command = engine.command
+    medians = {tool: {k: statistics.median(r[k] for r in rs) for k, _ in COMPARED}
+               for tool, rs in rounds.items()}
+    ratios = {k: medians["unillm"][k] / medians["vllm"][k] for k, _ in COMPARED}
+    agree = {k: abs(ratios[k] - 1) <= tol for k, tol in COMPARED}
+    spread = {tool: {k: [min(r[k] for r in rs), max(r[k] for r in rs)] for k, _ in COMPARED}
+              for tool, rs in rounds.items()}
+    return {"workload": {"input_len": args.input_len, "output_len": args.output_len,
+                         "num_prompts": args.num_prompts, "max_concurrency": args.max_concurrency,
+                         "warmups": args.warmups, "rounds": args.rounds, "api": "completions",
+                         "ignore_eos": True, "temperature": 0},
+            "engine_command": command, "vllm": medians["vllm"], "unillm": medians["unillm"],
+            "ratio_unillm_over_vllm": ratios, "agree": agree, "all_agree": all(agree.values()),
+            "spread": spread, "rounds_detail": rounds}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--url", help="a running vLLM (default: launch one)")
+    p.add_argument("--model-path", help="with --url: the served model's folder (tokenizer)")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--num-prompts", type=int, default=64)
+    p.add_argument("--input-len", type=int, default=64)
+    p.add_argument("--output-len", type=int, default=64)
+    p.add_argument("--max-concurrency", type=int, default=8)
+    p.add_argument("--max-num-seqs", type=int, default=64)
+    p.add_argument("--warmups", type=int, default=4)
+    args = p.parse_args()
+    result = anyio.run(main_async, args)
+    print(f"{'metric':<22}{'vllm bench serve':>18}{'unillm bench':>15}{'ratio':>8}  agree")
+    for key, tol in COMPARED:
+        print(f"{key:<22}{result['vllm'][key]:>18.2f}{result['unillm'][key]:>15.2f}"
+              f"{result['ratio_unillm_over_vllm'][key]:>8.3f}  {'yes' if result['agree'][key] else 'NO'}"
+              f" (within {tol:.0%})")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
