@@ -19,7 +19,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-VLLM_PYTHON = Path(os.environ.get("UNILLM_CACHE", Path.home() / ".cache" / "unillm")) / "envs" / "vllm" / "bin" / "python"
+CACHE = Path(os.environ.get("UNILLM_CACHE", Path.home() / ".cache" / "unillm"))
+VLLM_PYTHON = CACHE / "envs" / "vllm" / "bin" / "python"
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from typing import Any
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cpu_engine import VLLM_PYTHON, vllm_target  # noqa: E402
+from cpu_engine import VLLM_PYTHON, vllm_target
 
 #: (key in both result JSONs, tolerance of unillm / vLLM)
 COMPARED = (("median_ttft_ms", 0.15), ("median_tpot_ms", 0.15), ("median_e2el_ms", 0.15),
