@@ -1,0 +1,162 @@
+"""What `unillm bench` adds to what it measures: runs against a zero-latency look-alike engine.
+
+The look-alike (``client_overhead.py``'s loopback server, in its own process) answers every
+streamed completion at once with 64 chunks, a usage chunk and ``[DONE]`` (``--chunk-gap-us 0``),
+so whatever latency a harness reports is the harness's own (client, HTTP and event-loop time).
+Three harnesses measure the same requests in interleaved rounds:
+
+* ``raw``: the floor, a bare httpx loop timing each stream (first chunk, last chunk);
+* ``unillm``: ``unillm.bench.run_load`` (the code behind ``unillm bench``), in-process;
+* ``vllm``: `vllm bench serve` (subprocess, from the vLLM env), with ``--with-vllm``.
+
+Reported per concurrency: the median over rounds of each harness's median TTFT and E2EL (ms),
+its request throughput, and unillm's overhead over ``raw`` (E2EL difference in microseconds
+and throughput ratio), plus client CPU per request (``raw`` and ``unillm``, same process).
+
+    .venv/bin/python benchmarks/harness_overhead.py               # ~1 min
+    .venv/bin/python benchmarks/harness_overhead.py --with-vllm   # + vllm bench serve, ~3 min
+
+Last line: one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from client_overhead import Server
+from cpu_engine import VLLM_PYTHON
+
+PROMPT = "hello"
+CHUNKS = 64
+
+
+async def raw_run(url: str, n: int, concurrency: int) -> dict[str, Any]:
+    import httpx
+
+    body = {"model": "tiny", "prompt": PROMPT, "max_tokens": CHUNKS, "stream": True,
+            "stream_options": {"include_usage": True}}
+    ttfts, e2els = [], []
+    limit = asyncio.Semaphore(concurrency)
+    async with httpx.AsyncClient(base_url=url, limits=httpx.Limits(max_connections=256)) as client:
+        async def one() -> None:
+            async with limit:
+                st = time.perf_counter()
+                first = last = None
+                async with client.stream("POST", "/v1/completions", json=body) as r:
+                    async for line in r.aiter_lines():
+                        if (line.startswith("data: ") and line != "data: [DONE]"
+                                and json.loads(line[6:]).get("choices")):
+                            last = time.perf_counter()
+                            first = first or last
+                assert first is not None and last is not None
+                ttfts.append(first - st)
+                e2els.append(last - st)
+
+        await asyncio.gather(*(one() for _ in range(concurrency)))  # connect
+        ttfts.clear()
+        e2els.clear()
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(n)))
+        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    return {"median_ttft_ms": 1000 * statistics.median(ttfts),
+            "median_e2el_ms": 1000 * statistics.median(e2els),
+            "request_throughput": n / wall, "cpu_us_per_request": 1e6 * cpu / n}
+
+
+async def unillm_run(url: str, n: int, concurrency: int) -> dict[str, Any]:
+    import unillm
+    from unillm.bench import BenchRequest, Load, run_load
+
+    requests = [BenchRequest(max_tokens=CHUNKS, prompt=PROMPT)] * n
+    async with unillm.connect("vllm", url) as llm:
+        await llm.info()
+        cpu0 = time.process_time()
+        result = await run_load(llm, requests, Load(max_concurrency=concurrency), warmup=concurrency,
+                                sample_every_s=None)
+        cpu = time.process_time() - cpu0
+    assert result.summary is not None and result.summary.completed == n
+    assert set(result.output_lens) == {CHUNKS}
+    return {"median_ttft_ms": result.metric("median_ttft_ms"),
+            "median_e2el_ms": result.metric("median_e2el_ms"),
+            "request_throughput": result.metric("request_throughput"), "cpu_us_per_request": 1e6 * cpu / n}
+
+
+def vllm_run(url: str, n: int, concurrency: int, tokenizer: str) -> dict[str, Any]:
+    from vs_vllm_bench import VLLM_SHIM
+
+    with tempfile.TemporaryDirectory() as d:
+        cmd = [str(VLLM_PYTHON), "-c", VLLM_SHIM, "--backend", "openai", "--base-url", url,
+               "--endpoint", "/v1/completions", "--model", "tiny", "--tokenizer", tokenizer,
+               "--dataset-name", "random", "--random-input-len", "8", "--random-output-len", str(CHUNKS),
+               "--num-prompts", str(n), "--max-concurrency", str(concurrency), "--num-warmups",
+               str(concurrency), "--disable-tqdm", "--save-result", "--result-dir", d,
+               "--result-filename", "r.json"]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"vllm bench serve failed:\n{done.stderr[-2000:]}")
+        r = json.loads((Path(d) / "r.json").read_text())
+    return {k: r[k] for k in ("median_ttft_ms", "median_e2el_ms", "request_throughput")}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--requests", type=int, default=400)
+    p.add_argument("--concurrency", default="1,8")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--with-vllm", action="store_true")
+    args = p.parse_args()
+    tokenizer = None
+    if args.with_vllm:
+        from unillm.testing.tiny_model import build_tiny_model
+
+        tokenizer = str(build_tiny_model().path)
+    server = Server(0)
+    rows: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    try:
+        for r in range(args.rounds):
+            for c in (int(x) for x in args.concurrency.split(",")):
+                tools = ["raw", "unillm"] + (["vllm"] if args.with_vllm else [])
+                tools = tools[r % len(tools):] + tools[:r % len(tools)]
+                for tool in tools:
+                    if tool == "raw":
+                        out = asyncio.run(raw_run(server.base_url, args.requests, c))
+                    elif tool == "unillm":
+                        out = asyncio.run(unillm_run(server.base_url, args.requests, c))
+                    else:
+                        assert tokenizer is not None
+                        out = vllm_run(server.base_url, args.requests, c, tokenizer)
+                    rows.setdefault(str(c), {}).setdefault(tool, []).append(out)
+                    print(f"[bench] round {r + 1} c={c} {tool}: " + ", ".join(
+                        f"{k}={v:.3f}" for k, v in out.items()), file=sys.stderr)
+    finally:
+        server.stop()
+    result: dict[str, Any] = {"requests": args.requests, "rounds": args.rounds, "chunks": CHUNKS,
+                              "per_concurrency": {}}
+    print(f"{'c':>3} {'harness':<8}{'TTFT p50 ms':>12}{'E2EL p50 ms':>13}{'req/s':>9}{'CPU us/req':>12}")
+    for c, tools in rows.items():
+        med = {t: {k: statistics.median(x[k] for x in xs) for k in xs[0]} for t, xs in tools.items()}
+        for t, m in med.items():
+            print(f"{c:>3} {t:<8}{m['median_ttft_ms']:>12.3f}{m['median_e2el_ms']:>13.3f}"
+                  f"{m['request_throughput']:>9.0f}{m.get('cpu_us_per_request', float('nan')):>12.0f}")
+        med["unillm_overhead"] = {
+            "e2el_us": 1000 * (med["unillm"]["median_e2el_ms"] - med["raw"]["median_e2el_ms"]),
+            "ttft_us": 1000 * (med["unillm"]["median_ttft_ms"] - med["raw"]["median_ttft_ms"]),
+            "throughput_ratio": med["unillm"]["request_throughput"] / med["raw"]["request_throughput"],
+            "cpu_per_request_ratio": med["unillm"]["cpu_us_per_request"] / med["raw"]["cpu_us_per_request"],
+        }
+        result["per_concurrency"][c] = med
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
