@@ -184,9 +184,10 @@ async def measure(client: LLM, request: BenchRequest, options: Options, t0: floa
                         record.itl.append(now - last)
                     last = now
                     chunks += 1
+                    continue
                 if delta.usage is not None:
                     usage = delta.usage
-                replica = getattr(delta, "replica", None) or replica
+                replica = getattr(delta, "replica", None) or replica  # fleets name the replica
     except UnillmError as e:
         record.success = False
         record.error = f"{type(e).__name__}: {e}"
