@@ -167,3 +167,18 @@ async def test_crashed_engine_is_reported_and_the_matrix_goes_on(server: FaultSe
         assert r.error is not None and "LaunchError" in r.error and "exited with code 5" in r.error
     for r in (ok, ok_next):
         assert r.error is None and r.summary is not None and r.summary.completed == 40
+
+
+def test_plain_progress_lines_when_not_on_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    from unillm.bench.live import live_progress
+    from unillm.bench.runner import Progress
+
+    with live_progress(False) as off:
+        assert off is None
+    with live_progress(True) as hook:  # pytest's stderr is not a terminal: plain lines
+        assert hook is not None
+        hook(Progress("vllm | concurrency=4", 10, 1, 0, 0.5, 32))
+        hook(Progress("vllm | concurrency=4", 10, 10, 2, 2.0, 320))
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["[unillm bench] running vllm | concurrency=4: 1/10 done, 0 failed, 64 tok/s, 0.5 s",
+                   "[unillm bench] running vllm | concurrency=4: 10/10 done, 2 failed, 160 tok/s, 2.0 s"]

@@ -59,12 +59,12 @@ class _Bars:
 class _Lines:
     def __init__(self) -> None:
         self.next_at = 0.0
-        self.labels: set[str] = set()
+        self.labels: set[tuple[str, str]] = set()
 
     def __call__(self, p: Progress) -> None:
         now = time.monotonic()
-        first = p.label not in self.labels
-        self.labels.add(p.label)
+        first = (p.label, p.phase) not in self.labels
+        self.labels.add((p.label, p.phase))
         if first or now >= self.next_at or p.done == p.total:
             rate = p.output_tokens / p.elapsed_s if p.elapsed_s > 0 else 0.0
             print(f"[unillm bench] {p.phase} {p.label}: {p.done}/{p.total} done, {p.failed} failed, "
