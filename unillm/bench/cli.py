@@ -34,6 +34,7 @@ def add_bench_parser(sub: Any) -> None:
     t.add_argument("--config", help="a unillm config (TOML/YAML): connect or launch as it says")
     t.add_argument("--model", help="launch ENGINE(s) with this model, measure, stop")
     t.add_argument("--api-key", help="API key of the running engine(s)")
+    t.add_argument("--policy", help="fleet routing policy (round_robin, least_load, prefix, ...)")
     t.add_argument("--launch", action="append", default=[], metavar="KEY=VALUE",
                    help="launch setting for every matrix cell (LaunchSpec field; JSON values)")
     t.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2",
@@ -127,7 +128,7 @@ def _targets(args: argparse.Namespace) -> list[Any]:
             raise InvalidOptions("--url measures one engine; name exactly one")
         if len(args.url) == 1:
             return [Url(engines[0], args.url[0], api_key=args.api_key)]
-        return [Fleet(engines[0], args.url, api_key=args.api_key)]
+        return [Fleet(engines[0], args.url, api_key=args.api_key, policy=args.policy)]
     base = {"model": args.model, **{k: _value(v) for k, v in _pairs(args.launch, "--launch").items()}}
     vary = {k: [_value(x) for x in v.split(",")] for k, v in _pairs(args.vary, "--vary").items()}
     return list(matrix(engines, base, vary))

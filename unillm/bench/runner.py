@@ -56,12 +56,14 @@ async def run_load(
     target: TargetInfo | None = None, workload: Mapping[str, Any] | None = None,
     metric_sources: Mapping[str, LLM] | None = None, sample_every_s: float | None = 1.0,
     alive: Alive | None = None, progress: ProgressHook | None = None,
+    replica_requests: Callable[[], dict[str, int]] | None = None,
 ) -> RunResult:
     """Run ``requests`` against ``client`` under ``load`` and return the measured result.
 
     ``options`` are sampling options for every request (e.g. ``temperature=0``); ``warmup``
     requests go first and are not measured. ``metric_sources`` are the engines whose metrics
-    are compared before and after (default: ``client`` itself).
+    are compared before and after (default: ``client`` itself); ``replica_requests()``
+    (fleets) counts the requests each replica received, diffed over the run.
     """
     from unillm.bench.result import RunResult, TargetInfo
 
@@ -78,6 +80,7 @@ async def run_load(
         warm = [requests[i % len(requests)] for i in range(warmup)]
         await _run_all(client, warm, Load(max_concurrency=load.max_concurrency), base, 0, None, None)
     before = await snapshot(sources)
+    sent_before = replica_requests() if replica_requests else {}
     samples: list[Snapshot] = []
     started = time.perf_counter()
     records, dead = await _run_all(client, requests, load, base, seed, alive, _Reporter(
@@ -85,6 +88,9 @@ async def run_load(
     duration = time.perf_counter() - started
     after = await snapshot(sources) if dead is None else {}
     summary = summarize(records, duration, percentiles=percentiles, slo=slo)
+    if replica_requests is not None:
+        sent = replica_requests()
+        summary.replica_counts = {k: v - sent_before.get(k, 0) for k, v in sent.items()}
     return RunResult.from_records(
         records, summary, target=info, load=load, workload=dict(workload or {}), slo=slo,
         num_prompts=len(requests), engine=EngineStats.between(before, after, samples), error=dead)

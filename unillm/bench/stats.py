@@ -89,7 +89,7 @@ class Summary(BaseModel):
     total_token_throughput: float
     #: ``mean_/median_/std_/p{N}_{ttft,tpot,itl,e2el}_ms``; None when a series is empty.
     metrics: dict[str, float | None]
-    #: Successful requests per replica (fleets), when the target reports it.
+    #: Requests per replica (fleets), when the target reports it.
     replica_counts: dict[str, int] = {}
 
 

@@ -77,7 +77,8 @@ async def run_suite(
                         opened.client, requests, load, options=options, warmup=warmup, slo=slo,
                         percentiles=percentiles, seed=seed, target=opened.info, workload=described,
                         metric_sources=opened.sources, sample_every_s=sample_every_s,
-                        alive=opened.alive, progress=progress)
+                        alive=opened.alive, progress=progress,
+                        replica_requests=opened.replica_requests)
                     dead = result.error
                     keep(result)
         except UnillmError as e:  # could not start, or failed while stopping: record, go on

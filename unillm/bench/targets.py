@@ -46,6 +46,8 @@ class Opened:
     info: TargetInfo
     sources: dict[str, LLM] = field(default_factory=dict)
     alive: Callable[[], str | None] | None = None
+    #: Requests sent to each replica so far (fleets); diffed over each run.
+    replica_requests: Callable[[], dict[str, int]] | None = None
 
 
 class Target(ABC):
@@ -95,11 +97,11 @@ class Fleet(Target):
     """
 
     def __init__(self, engine: str, urls: Sequence[str], *, api_key: str | None = None,
-                 label: str | None = None) -> None:
+                 policy: str | None = None, label: str | None = None) -> None:
         if len(urls) < 2:
             raise InvalidOptions("a fleet needs at least two URLs; measure one engine with Url(...)")
-        self.engine, self.urls, self.api_key = engine, list(urls), api_key
-        self.label = label or f"{engine} fleet x{len(urls)}"
+        self.engine, self.urls, self.api_key, self.policy = engine, list(urls), api_key, policy
+        self.label = label or f"{engine} fleet x{len(urls)}" + (f" ({policy})" if policy else "")
 
     def _replicas(self) -> dict[str, LLM]:
         from unillm.llm import LLM
@@ -107,30 +109,37 @@ class Fleet(Target):
         return {u: LLM(self.engine, u, api_key=self.api_key, retry=NO_RETRY) for u in self.urls}
 
     async def check(self) -> None:
-        _fleet_client(self.engine, self.urls, self.api_key)
+        _fleet_client(self.engine, self.urls, self.api_key, self.policy)
         for url, llm in self._replicas().items():
             async with llm:
                 await reachable(llm, self.engine, url)
 
     @contextlib.asynccontextmanager
     async def open(self) -> AsyncIterator[Opened]:
-        client = _fleet_client(self.engine, self.urls, self.api_key)
+        client = _fleet_client(self.engine, self.urls, self.api_key, self.policy)
         replicas = self._replicas()
         async with contextlib.AsyncExitStack() as stack:
             for llm in replicas.values():
                 await stack.enter_async_context(llm)
             await stack.enter_async_context(client)
             info = await next(iter(replicas.values())).info()
+            stats = getattr(client, "stats", None)
+
+            def requests() -> dict[str, int]:
+                return {r.url: r.requests for r in stats().replicas} if stats else {}
+
             yield Opened(client, TargetInfo(label=self.label, engine=self.engine, urls=self.urls,
-                                            model=info.model, engine_version=info.version),
-                         sources=replicas)
+                                            model=info.model, engine_version=info.version,
+                                            settings={"policy": self.policy} if self.policy else {}),
+                         sources=replicas, replica_requests=requests if stats else None)
 
 
-def _fleet_client(engine: str, urls: list[str], api_key: str | None) -> Any:
+def _fleet_client(engine: str, urls: list[str], api_key: str | None, policy: str | None) -> Any:
     from unillm.entrypoints import connect
 
+    extra: dict[str, Any] = {"policy": policy} if policy else {}
     try:
-        return connect(engine, urls, api_key=api_key)  # type: ignore[arg-type]
+        return connect(engine, urls, api_key=api_key, **extra)  # type: ignore[arg-type]
     except InvalidOptions as e:
         raise InvalidOptions(f"this unillm cannot connect to a fleet of {len(urls)} URLs ({e}); "
                              "it needs unillm.connect(engine, [urls]) (the fleet client)") from None
