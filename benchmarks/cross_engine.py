@@ -32,6 +32,16 @@ import anyio
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "cross_engine"
 ENGINES = ("vllm", "sglang", "mlx-server", "mlx-inprocess")
+LISTS = {"input_lens", "output_lens", "ttfts", "itls", "latencies", "errors"}
+
+
+def replot() -> None:
+    """Redraw the plots from a committed results.json (no engine needed)."""
+    from unillm.bench import RunResult
+    from unillm.bench.plots import write_plots
+
+    data = json.loads((OUT / "results.json").read_text())
+    write_plots([RunResult.model_validate(r) for r in data["results"]], OUT)
 
 
 def targets(names: list[str], workdir: Path) -> tuple[list[Any], dict[str, str]]:
@@ -100,12 +110,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         for name in ("summary.md", "latency_vs_load.png", "throughput_vs_latency.png"):
             if (tmp / name).exists():
                 shutil.copy(tmp / name, OUT / name)
-    lists = {"input_lens", "output_lens", "ttfts", "itls", "latencies", "errors"}
-    runs = [{k: v for k, v in r.to_vllm_json().items() if k not in lists} for r in report.runs]
+    runs = [{k: v for k, v in r.to_vllm_json().items() if k not in LISTS} for r in report.runs]
     full_length = {r.target.label: all(n == args.output_len for n in r.output_lens if n)
                    for r in report.runs}
     result = {"workload": workload.model_dump(), "loads": [x.label() for x in loads],
-              "missing": missing, "every_answer_full_length": full_length, "runs": runs}
+              "missing": missing, "every_answer_full_length": full_length, "runs": runs,
+              "results": [r.model_dump(mode="json", exclude=LISTS) for r in report.runs]}
     (OUT / "results.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
 
@@ -118,7 +128,11 @@ def main() -> None:
     p.add_argument("--output-len", type=int, default=32)
     p.add_argument("--concurrency", default="1,4,8")
     p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--replot", action="store_true", help="only redraw the plots from results.json")
     args = p.parse_args()
+    if args.replot:
+        replot()
+        return
     result = anyio.run(main_async, args)
     print((OUT / "summary.md").read_text())
     if result["missing"]:

@@ -58,19 +58,25 @@ def write_plots(runs: Sequence[RunResult], out_dir: str | Path) -> list[Path]:
     written = []
     groups = _by_target(runs)
     if groups:
-        fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+        colors = {label: f"C{i % 10}" for i, label in enumerate(groups)}
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
         panels = (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2el", "E2EL"))
         for ax, (metric, title) in zip(axes, panels, strict=True):
+            values = []
             for label, rs in groups.items():
                 rs = sorted(rs, key=load_value)
                 xs = [load_value(r) for r in rs]
-                for key, style in ((f"median_{metric}_ms", "-o"), (f"p99_{metric}_ms", "--x")):
+                lines = ((f"median_{metric}_ms", "-o", "p50"), (f"p99_{metric}_ms", "--x", "p99"))
+                for key, style, tag in lines:
                     ys = [r.metric(key) for r in rs]
+                    values += [y for y in ys if y]
                     ax.plot(xs, [float("nan") if y is None else y for y in ys], style,
-                            label=f"{label} {'p50' if 'median' in key else 'p99'}")
-            ax.set_title(f"{title} (ms)")
+                            color=colors[label], label=f"{label} {tag}")
+            if values and max(values) / max(min(values), 1e-9) > 30:
+                ax.set_yscale("log")
+            ax.set_title(f"{title} (ms): p50 solid, p99 dashed")
             ax.set_xlabel(load_axis(runs))
-            ax.grid(alpha=0.3)
+            ax.grid(alpha=0.3, which="both")
         axes[0].legend(fontsize=7)
         fig.tight_layout()
         path = out / "latency_vs_load.png"
@@ -78,18 +84,23 @@ def write_plots(runs: Sequence[RunResult], out_dir: str | Path) -> list[Path]:
         plt.close(fig)
         written.append(path)
 
-        fig, ax = plt.subplots(figsize=(6.5, 4.5))
+        fig, ax = plt.subplots(figsize=(7, 4.8))
+        spread = []
         for label, rs in groups.items():
             rs = sorted(rs, key=load_value)
-            ax.plot([r.metric("median_e2el_ms") or float("nan") for r in rs],
-                    [r.metric("output_throughput") or float("nan") for r in rs], "-o", label=label)
-            for r in rs:
-                ax.annotate(f"{load_value(r):g}", (r.metric("median_e2el_ms") or 0,
-                                                    r.metric("output_throughput") or 0), fontsize=7)
+            xs = [r.metric("median_e2el_ms") or float("nan") for r in rs]
+            ys = [r.metric("output_throughput") or float("nan") for r in rs]
+            spread += [x for x in xs if x == x]
+            ax.plot(xs, ys, "-o", color=colors[label], label=label)
+            for r, x, y in zip(rs, xs, ys, strict=True):
+                ax.annotate(f"{load_value(r):g}", (x, y), fontsize=7, xytext=(3, 3),
+                            textcoords="offset points")
+        if spread and max(spread) / max(min(spread), 1e-9) > 30:
+            ax.set_xscale("log")
         ax.set_xlabel("median end-to-end latency (ms)")
         ax.set_ylabel("output tokens/s")
-        ax.set_title("Throughput vs latency (points labelled by load)")
-        ax.grid(alpha=0.3)
+        ax.set_title(f"Throughput vs latency (points labelled by {load_axis(runs)})")
+        ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7)
         fig.tight_layout()
         path = out / "throughput_vs_latency.png"
