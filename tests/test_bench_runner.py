@@ -182,3 +182,27 @@ def test_plain_progress_lines_when_not_on_a_terminal(capsys: pytest.CaptureFixtu
     err = capsys.readouterr().err.splitlines()
     assert err == ["[unillm bench] running vllm | concurrency=4: 1/10 done, 0 failed, 64 tok/s, 0.5 s",
                    "[unillm bench] running vllm | concurrency=4: 10/10 done, 2 failed, 160 tok/s, 2.0 s"]
+
+
+async def test_fleet_results_show_each_replica_share(tmp_path: Path) -> None:
+    with FaultServer() as a, FaultServer() as b:
+        report = await run_suite([Fleet("vllm", [a.url, b.url], policy="round_robin")],
+                                 Synthetic(num_prompts=10, output_len=4), [Load(max_concurrency=2)])
+        (run,) = report.runs
+        assert run.summary is not None and run.summary.completed == 10
+        assert run.summary.replica_counts == {a.url: 5, b.url: 5}
+        assert run.target.urls == [a.url, b.url] and run.target.settings == {"policy": "round_robin"}
+        assert a.count("/v1/completions") == b.count("/v1/completions") == 5
+        write_report(report, tmp_path)
+        assert (tmp_path / "replica_share.png").is_file()
+
+
+async def test_config_target_connects_as_the_config_says(server: FaultServer, tmp_path: Path) -> None:
+    from unillm.bench import Config
+
+    config = tmp_path / "unillm.toml"
+    config.write_text(f'engine = "vllm"\nbase_url = "{server.url}"\n[defaults]\nmax_tokens = 4\n')
+    report = await run_suite([Config(str(config))], Synthetic(num_prompts=3, output_len=6), [Load()])
+    (run,) = report.runs
+    assert run.summary is not None and run.summary.completed == 3
+    assert run.target.urls == [server.url] and run.target.model == "tiny"

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from unillm.errors import UnillmError
 
 if TYPE_CHECKING:
-    from unillm.llm import LLM
+    from unillm.client import Client
 
 Snapshot = dict[str, Any]  # replica label -> NormalizedMetrics | None
 
@@ -72,11 +72,11 @@ class EngineStats(BaseModel):
         return cls(**out)
 
 
-async def snapshot(sources: Mapping[str, LLM]) -> Snapshot:
+async def snapshot(sources: Mapping[str, Client]) -> Snapshot:
     """Normalized metrics of every source now (None for a source without usable metrics)."""
     out: Snapshot = {}
 
-    async def one(label: str, llm: LLM) -> None:
+    async def one(label: str, llm: Client) -> None:
         out[label] = await _normalized(llm)
 
     async with anyio.create_task_group() as tg:
@@ -85,7 +85,7 @@ async def snapshot(sources: Mapping[str, LLM]) -> Snapshot:
     return out
 
 
-async def _normalized(llm: LLM) -> Any:
+async def _normalized(llm: Client) -> Any:
     try:
         with anyio.fail_after(5):
             metrics = await llm.metrics()

@@ -28,7 +28,7 @@ from unillm.errors import InvalidOptions, UnillmError
 
 if TYPE_CHECKING:
     from unillm.bench.result import RunResult, TargetInfo
-    from unillm.llm import LLM
+    from unillm.client import Client
     from unillm.options import Options
 
 
@@ -50,11 +50,11 @@ Alive = Callable[[], "str | None"]
 
 
 async def run_load(
-    client: LLM, requests: Sequence[BenchRequest], load: Load, *,
+    client: Client, requests: Sequence[BenchRequest], load: Load, *,
     options: Options | None = None, warmup: int = 0, slo: Slo | None = None,
     percentiles: Sequence[float] = DEFAULT_PERCENTILES, seed: int = 0,
     target: TargetInfo | None = None, workload: Mapping[str, Any] | None = None,
-    metric_sources: Mapping[str, LLM] | None = None, sample_every_s: float | None = 1.0,
+    metric_sources: Mapping[str, Client] | None = None, sample_every_s: float | None = 1.0,
     alive: Alive | None = None, progress: ProgressHook | None = None,
     replica_requests: Callable[[], dict[str, int]] | None = None,
 ) -> RunResult:
@@ -114,8 +114,8 @@ class _Reporter:
 
 
 async def _run_all(
-    client: LLM, requests: Sequence[BenchRequest], load: Load, options: Options, seed: int,
-    alive: Alive | None, reporter: _Reporter | None, sources: Mapping[str, LLM] | None = None,
+    client: Client, requests: Sequence[BenchRequest], load: Load, options: Options, seed: int,
+    alive: Alive | None, reporter: _Reporter | None, sources: Mapping[str, Client] | None = None,
     samples: list[Snapshot] | None = None, sample_every_s: float | None = None,
 ) -> tuple[list[RequestRecord], str | None]:
     """Every request's record (in workload order) and the reason the target died, if it did."""
@@ -170,7 +170,7 @@ async def _run_all(
     return out, dead
 
 
-async def measure(client: LLM, request: BenchRequest, options: Options, t0: float) -> RequestRecord:
+async def measure(client: Client, request: BenchRequest, options: Options, t0: float) -> RequestRecord:
     """Stream one request and time it chunk by chunk (vLLM's TTFT, ITL and latency)."""
     kwargs: dict[str, Any] = {**options, "max_tokens": request.max_tokens}
     record = RequestRecord(start=time.perf_counter() - t0, input_tokens=request.input_len or 0)

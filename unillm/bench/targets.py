@@ -31,6 +31,7 @@ from unillm.errors import EngineUnavailable, InvalidOptions, UnillmError
 from unillm.transport import RetryPolicy
 
 if TYPE_CHECKING:
+    from unillm.client import Client
     from unillm.llm import LLM
     from unillm.supervisor import Launch
 
@@ -42,9 +43,9 @@ NO_RETRY = RetryPolicy(attempts=1)
 class Opened:
     """A target ready to measure: the client, the engines whose metrics count, a liveness check."""
 
-    client: LLM
+    client: Client
     info: TargetInfo
-    sources: dict[str, LLM] = field(default_factory=dict)
+    sources: dict[str, Client] = field(default_factory=dict)
     alive: Callable[[], str | None] | None = None
     #: Requests sent to each replica so far (fleets); diffed over each run.
     replica_requests: Callable[[], dict[str, int]] | None = None
@@ -116,22 +117,11 @@ class Fleet(Target):
 
     @contextlib.asynccontextmanager
     async def open(self) -> AsyncIterator[Opened]:
-        client = _fleet_client(self.engine, self.urls, self.api_key, self.policy)
-        replicas = self._replicas()
-        async with contextlib.AsyncExitStack() as stack:
-            for llm in replicas.values():
-                await stack.enter_async_context(llm)
-            await stack.enter_async_context(client)
-            info = await next(iter(replicas.values())).info()
-            stats = getattr(client, "stats", None)
-
-            def requests() -> dict[str, int]:
-                return {r.url: r.requests for r in stats().replicas} if stats else {}
-
-            yield Opened(client, TargetInfo(label=self.label, engine=self.engine, urls=self.urls,
-                                            model=info.model, engine_version=info.version,
-                                            settings={"policy": self.policy} if self.policy else {}),
-                         sources=replicas, replica_requests=requests if stats else None)
+        async with _fleet_client(self.engine, self.urls, self.api_key, self.policy) as client:
+            opened = await _opened(client, self.label, self.engine)
+            if self.policy:
+                opened.info.settings = {"policy": self.policy}
+            yield opened
 
 
 def _fleet_client(engine: str, urls: list[str], api_key: str | None, policy: str | None) -> Any:
@@ -139,7 +129,7 @@ def _fleet_client(engine: str, urls: list[str], api_key: str | None, policy: str
 
     extra: dict[str, Any] = {"policy": policy} if policy else {}
     try:
-        return connect(engine, urls, api_key=api_key, **extra)  # type: ignore[arg-type]
+        return connect(engine, urls, api_key=api_key, **extra)
     except InvalidOptions as e:
         raise InvalidOptions(f"this unillm cannot connect to a fleet of {len(urls)} URLs ({e}); "
                              "it needs unillm.connect(engine, [urls]) (the fleet client)") from None
@@ -157,31 +147,53 @@ class Config(Target):
         from unillm.llm import LLM
 
         config = load_config(self.path)
-        if config.base_url is not None:
-            key = config.api_key.get_secret_value() if config.api_key else None
-            async with LLM(config.engine, config.base_url, api_key=key, retry=NO_RETRY) as llm:
-                await reachable(llm, config.engine, config.base_url)
-        else:
+        urls = [config.base_url] if isinstance(config.base_url, str) else config.base_url or []
+        key = config.api_key.get_secret_value() if config.api_key else None
+        for url in urls:
+            async with LLM(config.engine, url, api_key=key, retry=NO_RETRY) as llm:
+                await reachable(llm, config.engine, url)
+        if not urls:
             from unillm.config import from_config
+            from unillm.supervisor import Launch
 
-            run = from_config(self.path)
-            check_launch(run)  # type: ignore[arg-type]
+            made = from_config(self.path)
+            run = getattr(made, "llm", made)  # a semantic router's main target
+            if isinstance(run, Launch):
+                check_launch(run)
 
     @contextlib.asynccontextmanager
     async def open(self) -> AsyncIterator[Opened]:
-        from unillm.config import from_config
+        from unillm.config import from_config, load_config
         from unillm.supervisor import Launch
 
-        made = from_config(self.path)
+        made: Any = from_config(self.path)
         if isinstance(made, Launch):
             async with _launched(made, self.label, {}) as opened:
                 yield opened
-        else:
-            async with made as llm:
-                info = await llm.info()
-                yield Opened(llm, TargetInfo(label=self.label, engine=llm.engine, urls=[llm.base_url],
-                                             model=info.model, engine_version=info.version),
-                             sources={self.label: llm})
+            return
+        engine = load_config(self.path).engine
+        async with made as client:
+            yield await _opened(client, self.label, engine)
+
+
+async def _opened(client: Any, label: str, engine: str) -> Opened:
+    """An Opened for a connected LLM, Fleet, or any other Client (e.g. a semantic router)."""
+    replicas = getattr(client, "replicas", None)  # a Fleet's LLMs
+    sources: dict[str, Client]
+    if replicas is not None:
+        sources = {r.base_url: r for r in replicas}
+    elif hasattr(client, "base_url"):
+        sources = {label: client}
+    else:
+        sources = {}
+    info = await client.info() if hasattr(client, "info") else None
+    stats = getattr(client, "stats", None)
+    counts = (lambda: {r.url: r.requests for r in stats().replicas}) if replicas and stats else None
+    return Opened(client, TargetInfo(label=label, engine=engine, urls=list(sources) if replicas else
+                                     ([client.base_url] if sources else []),
+                                     model=info.model if info else None,
+                                     engine_version=info.version if info else None),
+                  sources=sources, replica_requests=counts)
 
 
 class Launched(Target):
