@@ -43,10 +43,11 @@ def add_bench_parser(sub: Any) -> None:
     w = p.add_argument_group("workload")
     w.add_argument("--dataset", default="random",
                    help="'random', 'shared-prefix', or a JSONL file of {prompt} / {messages} lines")
-    w.add_argument("--num-prompts", type=int, default=100)
-    w.add_argument("--input-len", type=int, default=128)
-    w.add_argument("--output-len", type=int, default=64)
-    w.add_argument("--range-ratio", type=float, default=0.0)
+    w.add_argument("--num-prompts", type=int, default=100, help="requests to send (default 100)")
+    w.add_argument("--input-len", type=int, default=128, help="prompt tokens (synthetic; default 128)")
+    w.add_argument("--output-len", type=int, default=64, help="tokens to generate (default 64)")
+    w.add_argument("--range-ratio", type=float, default=0.0,
+                   help="draw lengths uniformly within +/- this fraction of the means")
     w.add_argument("--prefix-len", type=int, default=None,
                    help="shared prefix tokens (shared-prefix default: 3/4 of --input-len)")
     w.add_argument("--tokenizer", help="model folder or tokenizer.json for exact prompt lengths")
@@ -54,21 +55,22 @@ def add_bench_parser(sub: Any) -> None:
     w.add_argument("--temperature", type=float, help="sampling temperature (engine default if unset)")
     w.add_argument("--ignore-eos", action="store_true",
                    help="generate exactly the requested tokens (vllm, sglang)")
-    w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--seed", type=int, default=0, help="seed of prompts and arrivals")
     a = p.add_argument_group("load")
     a.add_argument("--request-rate", default=None,
                    help="requests/s, comma-separated to sweep (default: inf, all at once)")
-    a.add_argument("--arrival", choices=("poisson", "fixed"), default="poisson")
+    a.add_argument("--arrival", choices=("poisson", "fixed"), default="poisson",
+                   help="poisson (gamma with --burstiness) or fixed intervals, with --request-rate")
     a.add_argument("--burstiness", type=float, default=1.0, help="gamma shape of poisson arrivals")
     a.add_argument("--max-concurrency", default=None, help="requests in flight, comma-separated to sweep")
     a.add_argument("--warmup", type=int, default=0, help="unmeasured requests first")
     a.add_argument("--goodput", nargs="+", default=[], metavar="KEY:MS",
                    help="SLOs for goodput: ttft:MS tpot:MS e2el:MS")
-    a.add_argument("--percentiles", default="50,90,99")
+    a.add_argument("--percentiles", default="50,90,99", help="percentiles to report (default 50,90,99)")
     o = p.add_argument_group("output")
     o.add_argument("--out", default="bench-results", help="folder for JSON, summary.md and plots")
-    o.add_argument("--no-plots", action="store_true")
-    o.add_argument("--no-progress", action="store_true")
+    o.add_argument("--no-plots", action="store_true", help="skip the PNG plots (no matplotlib needed)")
+    o.add_argument("--no-progress", action="store_true", help="no live progress display")
     o.add_argument("--no-engine-metrics", action="store_true",
                    help="do not sample the engine's metrics during the run")
     p.set_defaults(run=run_bench_command)
