@@ -95,6 +95,12 @@ def test_an_unreadable_config_is_one_problem() -> None:
     assert "base_url" in report.problems[0].message
 
 
+def test_a_malformed_config_is_reported_in_one_readable_line() -> None:
+    report = unillm.check_config({"base_url": "http://h:8000"}, env={})
+    [problem] = report.problems
+    assert problem.message == "engine: Field required" and problem.error == "InvalidOptions"
+
+
 def test_cli_check_prints_every_problem_and_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", str(APP), "--engine", "mlx"]) == 1
     out = capsys.readouterr().out

@@ -116,8 +116,8 @@ def check_config(source: str | Path | Mapping[str, Any], env: Mapping[str, str] 
     uses = data.pop("uses", [])
     try:
         config = Config.model_validate(data)
-    except Exception as e:
-        return ConfigCheck(engine=engine, problems=[_problem("config", e)])
+    except ValueError as e:
+        return ConfigCheck(engine=engine, problems=[_problem("config", _readable(e))])
     if (config.base_url is None) == (launch is None):
         problems.add("config", ConfigError("the config needs exactly one of base_url = '...' or a "
                                            "[launch] table"))
