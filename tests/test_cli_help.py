@@ -44,3 +44,14 @@ def test_tiny_model_prints_a_launch_line_to_try(capsys: pytest.CaptureFixture[st
     assert main(["tiny-model"]) == 0
     out = capsys.readouterr().out
     assert "unillm launch vllm --cpu --model " in out
+
+
+def test_tiny_model_without_its_packages_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def missing(*args: object, **kwargs: object) -> None:
+        raise ModuleNotFoundError("No module named 'safetensors'")
+
+    monkeypatch.setattr("unillm.testing.tiny_model.build_tiny_model", missing)
+    assert main(["tiny-model"]) == 2
+    assert "pip install 'unillm[testing]'" in capsys.readouterr().err

@@ -168,7 +168,7 @@ def _parser() -> argparse.ArgumentParser:
         "tiny-model", help="build the tiny test model and print its paths",
         description="Build (once, cached, under a second) the tiny random-weight Llama with a "
                     "locally trained tokenizer and two LoRA adapters, and print where it is. Its "
-                    "text is gibberish; constraints still hold. Needs numpy and safetensors.")
+                    "text is gibberish; constraints still hold. Needs unillm[testing].")
     tiny.add_argument("--json", action="store_true", help="print {model, loras} as JSON")
     tiny.add_argument("--force", action="store_true", help="rebuild even if cached")
     tiny.set_defaults(run=_tiny_model)
@@ -410,9 +410,14 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _tiny_model(args: argparse.Namespace) -> int:
+    from unillm.errors import InvalidOptions
     from unillm.testing.tiny_model import build_tiny_model
 
-    tiny = build_tiny_model(force=args.force)
+    try:
+        tiny = build_tiny_model(force=args.force)
+    except ImportError as e:
+        raise InvalidOptions(f"the tiny model needs numpy, tokenizers and safetensors ({e}): "
+                             "pip install 'unillm[testing]'") from None
     if args.json:
         print(json.dumps({"model": str(tiny.path),
                           "loras": {name: str(path) for name, path in tiny.loras.items()}}, indent=2))
