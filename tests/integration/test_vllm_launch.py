@@ -133,9 +133,8 @@ def test_killing_the_launching_process_takes_the_engine_down(
 ) -> None:
     marker = f"orphan-{sig.name}-{uuid.uuid4().hex[:8]}"
     settings = cpu_launch_settings("vllm", tiny, workdir / marker)
-    cli = [sys.executable, "-m", "unillm.cli", "launch", "vllm", "--model", settings["model"],
-           "--served-name", marker, "--max-model-len", "512",
-           *(f"--env={k}={v}" for k, v in settings["env"].items()), "--", "--enforce-eager"]
+    cli = [sys.executable, "-m", "unillm.cli", "launch", "vllm", "--cpu", "--model", settings["model"],
+           "--served-name", marker, *(f"--env={k}={v}" for k, v in settings["env"].items())]
     parent = subprocess.Popen(cli, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_until(lambda: bool(set(processes_mentioning(marker)) - {parent.pid}), 60)
