@@ -33,7 +33,9 @@ _EXPORTS = {
     "JsonSchema": "unillm.options", "Regex": "unillm.options", "Choice": "unillm.options",
     "Grammar": "unillm.options", "Options": "unillm.options", "Message": "unillm.options",
     "Completion": "unillm.results", "Delta": "unillm.results", "Usage": "unillm.results",
-    "Timings": "unillm.results", "AdapterInfo": "unillm.results",
+    "Timings": "unillm.results", "AdapterInfo": "unillm.results", "ToolCall": "unillm.results",
+    "ToolCallDelta": "unillm.results", "Tool": "unillm.tools", "ToolCallAccumulator": "unillm.tools",
+    "Image": "unillm.content",
     "Capabilities": "unillm.capabilities", "Feature": "unillm.capabilities",
     "RetryPolicy": "unillm.transport", "Timeouts": "unillm.transport", "Pool": "unillm.transport",
     "EngineMetrics": "unillm.metrics", "BlockingLLM": "unillm.blocking",
@@ -76,6 +78,7 @@ if TYPE_CHECKING:
     from unillm.config import load_config as load_config
     from unillm.config_check import ConfigCheck as ConfigCheck
     from unillm.config_check import check_config as check_config
+    from unillm.content import Image as Image
     from unillm.cpu import cpu_settings as cpu_settings
     from unillm.entrypoints import connect as connect
     from unillm.entrypoints import launch as launch
@@ -121,10 +124,14 @@ if TYPE_CHECKING:
     from unillm.results import Completion as Completion
     from unillm.results import Delta as Delta
     from unillm.results import Timings as Timings
+    from unillm.results import ToolCall as ToolCall
+    from unillm.results import ToolCallDelta as ToolCallDelta
     from unillm.results import Usage as Usage
     from unillm.routing import Backoff as Backoff
     from unillm.supervisor import Launch as Launch
     from unillm.supervisor import LaunchProgress as LaunchProgress
+    from unillm.tools import Tool as Tool
+    from unillm.tools import ToolCallAccumulator as ToolCallAccumulator
     from unillm.transport import Pool as Pool
     from unillm.transport import RetryPolicy as RetryPolicy
     from unillm.transport import Timeouts as Timeouts

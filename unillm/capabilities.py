@@ -7,10 +7,11 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from unillm.content import has_images
 from unillm.errors import UnsupportedFeature
 from unillm.options import Choice, Grammar, JsonSchema, Regex, Request
 
@@ -47,6 +48,11 @@ class Feature(str, Enum):
     EXPERT_PARALLEL = "expert parallel"
     MULTI_NODE = "multi-node (nodes=)"
     PD_DISAGGREGATION = "prefill/decode disaggregation"
+    TOOLS = "tools="
+    TOOL_CHOICE_AUTO = "tool_choice='auto'"
+    TOOL_CHOICE_REQUIRED = "tool_choice='required'"
+    TOOL_CHOICE_NAMED = "tool_choice=<tool name>"
+    IMAGES = "image content parts"
 
 
 Level = Literal["native", "emulated", "no"]
@@ -98,6 +104,8 @@ class Capabilities(BaseModel):
 
 
 _OUTPUT_FEATURE = {JsonSchema: Feature.JSON_SCHEMA, Regex: Feature.REGEX, Choice: Feature.CHOICE}
+_TOOL_CHOICE_FEATURE = {"auto": Feature.TOOL_CHOICE_AUTO, "required": Feature.TOOL_CHOICE_REQUIRED,
+                        "named": Feature.TOOL_CHOICE_NAMED}
 _OPTION_FEATURE = {
     "top_k": Feature.TOP_K, "min_p": Feature.MIN_P, "seed": Feature.SEED, "stop": Feature.STOP,
     "repetition_penalty": Feature.REPETITION_PENALTY, "logprobs": Feature.LOGPROBS,
@@ -115,6 +123,11 @@ def features_of(request: Request) -> list[Feature]:
         used.append(Feature.GRAMMAR_LARK if out.syntax == "lark" else Feature.GRAMMAR)
     elif out is not None:
         used.append(_OUTPUT_FEATURE[type(out)])
+    choice = request.tool_choice
+    if request.tools and choice is not None and choice.mode != "none":
+        used += [Feature.TOOLS, _TOOL_CHOICE_FEATURE[choice.mode]]
+    if has_images(request.messages):
+        used.append(Feature.IMAGES)
     if request.lora is not None:
         used.append(Feature.LORA)
     if request.n is not None and request.n > 1:
@@ -128,3 +141,12 @@ def check(capabilities: Capabilities, request: Request) -> None:
     """Refuse, before sending, any request the engine cannot honour."""
     for feature in features_of(request):
         capabilities.require(feature)
+
+
+def check_text_only(engine: str, info: Any, request: Request) -> None:
+    """Refuse image parts for a model known to be text-only (``info``: the EngineInfo)."""
+    if has_images(request.messages):
+        raise UnsupportedFeature(
+            engine, Feature.IMAGES.value, version=getattr(info, "version", None),
+            why=f"the model {getattr(info, 'model', '?')!r} is text-only (its config has no vision "
+                "part)", alternative="Launch a vision-language model, or send text only")

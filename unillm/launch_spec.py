@@ -123,6 +123,8 @@ class LaunchSpec(BaseModel):
     ``in_process=True`` runs the engine inside this process (adapters that support it).
     ``cpu=True`` applies the engine's CPU recipe (:func:`unillm.cpu_settings`): settings that run
     it on a CPU-only machine within a small memory budget; the fields you set win over it.
+    ``tool_parser`` enables ``tool_choice="auto"`` (vLLM, SGLang); when omitted, unillm reads a
+    local model's chat template and picks ``hermes`` for ``<tool_call>`` templates.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -146,6 +148,10 @@ class LaunchSpec(BaseModel):
     speculative: Speculative | None = None
     nodes: Nodes | None = None
     pd: PDRole | None = None
+    tool_parser: str | None = Field(
+        None, description="how the engine reads tool calls in the model's output (vLLM's names: "
+                          "'hermes', 'llama3_json', 'mistral', 'pythonic', ...); None: detected from "
+                          "the model's chat template where reliable; 'none': no parser")
     in_process: bool = False
     cpu: bool = Field(False, description="apply the engine's CPU recipe (your settings win)")
     python: str | None = None
@@ -153,6 +159,10 @@ class LaunchSpec(BaseModel):
     env: dict[str, str] = {}
     extra_args: list[str] = []
     ready_timeout: float = Field(900, gt=0)
+
+    def parser(self) -> str | None:
+        """The tool parser to start the engine with (None: none)."""
+        return None if self.tool_parser in (None, "", "none") else self.tool_parser
 
     def key(self) -> str | None:
         """The API key in clear text (None when auth is off or not yet generated)."""

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from typing_extensions import Self, Unpack
 
 from unillm.adapter import Adapter, EngineInfo, HttpCall, get_adapter
-from unillm.capabilities import Capabilities, check
+from unillm.capabilities import Capabilities, check, check_text_only
 from unillm.deadline import Deadline
 from unillm.errors import (
     EngineError,
@@ -32,7 +32,8 @@ from unillm.errors import (
 from unillm.metrics import EngineMetrics
 from unillm.options import Message, Options, OutputSpec, Request, make_request
 from unillm.outputs import attach_parsed
-from unillm.results import AdapterInfo, Completion, Delta, Timings
+from unillm.results import AdapterInfo, Completion, Delta, Timings, ToolCall
+from unillm.tools import ToolCallAccumulator
 from unillm.transport import Pool, RetryPolicy, Timeouts, Transport, json_body
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from unillm.blocking import BlockingLLM
 
 M = TypeVar("M", bound=BaseModel)
-Messages = Sequence[Message | Mapping[str, str]]
+Messages = Sequence[Message | Mapping[str, Any]]
 
 
 class LLM:
@@ -73,6 +74,8 @@ class LLM:
         self._caps: Capabilities | None = None
         self._lock: anyio.Lock | None = None
         self.adapters = LoraAdapters(self)
+        #: Whether the served model reads images (known for a model unillm launched; None: unknown).
+        self.takes_images: bool | None = None
 
     def __repr__(self) -> str:
         model = self._info.model if self._info else self._model
@@ -107,6 +110,7 @@ class LLM:
                    http_transport=self._http_transport, pool=self._pool)
         if model is None:
             twin._info, twin._caps = self._info, self._caps
+        twin.takes_images = self.takes_images
         return twin
 
     def blocking(self) -> BlockingLLM:
@@ -226,6 +230,8 @@ class LLM:
         info = await self.info()
         assert self._caps is not None
         check(self._caps, request)
+        if self.takes_images is False:
+            check_text_only(self.engine, info, request)
         call = self.adapter.build(request, info)
         preflight = self.adapter.preflight(request, info)
         if preflight is not None:
@@ -283,6 +289,7 @@ class Stream:
         self._llm, self._request = llm, request
         self._deadline = deadline  # a caller's (a Fleet's) deadline; None: one per stream
         self._texts: dict[int, list[str]] = {}
+        self._calls: dict[int, ToolCallAccumulator] = {}
         self._iter: AsyncIterator[Delta] | None = None
         self.started = False  # True once the engine accepted the stream (headers received)
 
@@ -290,6 +297,12 @@ class Stream:
     def text(self) -> str:
         """Text received so far for choice 0."""
         return "".join(self._texts.get(0, ()))
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        """Choice 0's tool calls received so far, joined and validated (as ``generate`` gives)."""
+        acc = self._calls.get(0)
+        return acc.calls() if acc is not None else []
 
     def __aiter__(self) -> AsyncIterator[Delta]:
         if self._iter is None:
@@ -345,8 +358,12 @@ class Stream:
                     if event is None:
                         break
                     for delta in decoder.feed(event.data):
-                        if delta.text:
-                            self._texts.setdefault(delta.index, []).append(delta.text)
+                        if delta.tool_calls:
+                            self._calls.setdefault(
+                                delta.index, ToolCallAccumulator(request.tools or ())).add(delta.tool_calls)
+                        if delta.text or delta.tool_calls:
+                            if delta.text:
+                                self._texts.setdefault(delta.index, []).append(delta.text)
                             if first is None:
                                 first = time.perf_counter() - started
                         if delta.index == 0 and delta.finish_reason:

@@ -23,7 +23,7 @@ from unillm.errors import (
     UnknownAdapter,
     UnknownModel,
 )
-from unillm.options import Constraint, Request
+from unillm.options import Constraint, JsonSchema, Request
 from unillm.results import (
     AdapterInfo,
     Completion,
@@ -31,8 +31,19 @@ from unillm.results import (
     Delta,
     Timings,
     TokenLogprob,
+    ToolCall,
+    ToolCallDelta,
     TopLogprob,
     Usage,
+)
+from unillm.tools import (
+    ForcedCallStream,
+    Tool,
+    ToolChoice,
+    calls_from_forced_text,
+    forced_call_schema,
+    new_call_id,
+    validate_call,
 )
 
 _Choice = CompletionChoice[Any]  # parametrise once: pydantic rebuilds collected generics
@@ -58,12 +69,28 @@ class OpenAICompatAdapter(Adapter):
         """Body fields for non-OpenAI sampling options (top_k, min_p, ...)."""
         return {}
 
+    def forces_by_constraint(self, request: Request, info: EngineInfo) -> bool:
+        """True when a forced call (``required`` / a name) goes out as a JSON-schema constraint
+        that unillm turns back into a call, because the engine cannot force calls itself."""
+        return False
+
+    def tool_fields(self, request: Request, info: EngineInfo) -> dict[str, Any]:
+        """Body fields for ``tools`` / ``tool_choice`` (capabilities have already been checked)."""
+        if not request.tools or request.tool_choice is None:
+            return {}
+        tools = [t.to_openai() for t in request.tools]
+        choice = request.tool_choice
+        if self.forces_by_constraint(request, info):
+            schema = JsonSchema(forced_call_schema(request.tools, choice), name="tool_call")
+            return {"tools": tools, "tool_choice": "none", **self.constraint_fields(schema, info)}
+        return {"tools": tools, "tool_choice": choice.to_openai()}
+
     # -- requests --------------------------------------------------------------------------
     def build(self, request: Request, info: EngineInfo) -> HttpCall:
         chat = request.messages is not None
         body: dict[str, Any] = {"model": self.model_field(request, info)}
         if chat:
-            body["messages"] = list(request.messages or ())
+            body["messages"] = [dict(m) for m in request.messages or ()]
         else:
             body["prompt"] = request.prompt
         for key in ("max_tokens", "temperature", "top_p", "seed", "presence_penalty",
@@ -83,6 +110,7 @@ class OpenAICompatAdapter(Adapter):
         body.update(self.extra_sampling(request))
         if request.output is not None:
             body.update(self.constraint_fields(request.output, info))
+        body.update(self.tool_fields(request, info))
         if request.stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
@@ -92,15 +120,16 @@ class OpenAICompatAdapter(Adapter):
 
     # -- answers ---------------------------------------------------------------------------
     def parse(self, body: Any, request: Request, info: EngineInfo) -> Completion[Any]:
+        forced = request.tool_choice if self.forces_by_constraint(request, info) else None
         try:
             raw_choices = body["choices"]
             choices = [
-                _Choice(
+                with_tool_calls(_Choice(
                     index=c.get("index", i),
                     text=_choice_text(c),
                     finish_reason=c.get("finish_reason"),
                     logprobs=parse_logprobs(c.get("logprobs")),
-                )
+                ), (c.get("message") or {}).get("tool_calls"), request.tools, forced)
                 for i, c in enumerate(raw_choices)
             ]
             usage = parse_usage(body.get("usage"))
@@ -113,7 +142,8 @@ class OpenAICompatAdapter(Adapter):
         )
 
     def decoder(self, request: Request, info: EngineInfo) -> OpenAIStreamDecoder:
-        return OpenAIStreamDecoder(self.name)
+        forced = request.tool_choice if self.forces_by_constraint(request, info) else None
+        return OpenAIStreamDecoder(self.name, forced=forced)
 
     def parse_error(
         self, status: int, body: bytes, request: Request | None, info: EngineInfo | None
@@ -141,13 +171,20 @@ class RuntimeLoraEndpoints:
 
 
 class OpenAIStreamDecoder:
-    """Decodes OpenAI-style SSE chunks (chat or completions) into deltas."""
+    """Decodes OpenAI-style SSE chunks (chat or completions) into deltas.
 
-    __slots__ = ("_engine", "_finish", "done")
+    ``forced`` (a forced tool choice the engine received as a JSON-schema constraint) turns the
+    streamed text into tool-call deltas.
+    """
 
-    def __init__(self, engine: str) -> None:
+    __slots__ = ("_engine", "_finish", "_forced", "_forced_choice", "_tools", "done")
+
+    def __init__(self, engine: str, *, forced: ToolChoice | None = None) -> None:
         self._engine = engine
         self._finish: dict[int, str] = {}
+        self._tools = ToolDeltas()
+        self._forced: dict[int, ForcedCallStream] | None = {} if forced is not None else None
+        self._forced_choice = forced
         self.done = False
 
     def feed(self, data: str) -> list[Delta]:
@@ -161,16 +198,85 @@ class OpenAIStreamDecoder:
             index = c.get("index", 0)
             delta = c.get("delta")
             text = (delta.get("content") or "") if delta is not None else (c.get("text") or "")
+            calls = self._tools.feed(index, (delta or {}).get("tool_calls"))
             finish = c.get("finish_reason")
+            if self._forced is not None:
+                assert self._forced_choice is not None
+                stream = self._forced.setdefault(index, ForcedCallStream(self._forced_choice))
+                calls = (calls or []) + stream.feed(text) + (stream.finish() if finish else [])
+                calls, text = calls or None, ""
+                if calls:
+                    self._tools.seen.add(index)
             if finish:
+                finish = self._tools.finish_reason(index, finish)
                 self._finish[index] = finish
             logprobs = parse_logprobs(c.get("logprobs"))
-            if text or finish or logprobs:
-                deltas.append(Delta(index=index, text=text, finish_reason=finish, logprobs=logprobs))
+            if text or finish or logprobs or calls:
+                deltas.append(Delta(index=index, text=text, finish_reason=finish, logprobs=logprobs,
+                                    tool_calls=calls))
         usage = chunk.get("usage")
         if usage and not chunk.get("choices"):
             deltas.append(Delta(finish_reason=self._finish.get(0), usage=parse_usage(usage)))
         return deltas
+
+
+class ToolDeltas:
+    """Normalizes streamed OpenAI ``tool_calls`` deltas: each call's first delta carries its id
+    (made up when the engine sends none) and name, later ones only argument fragments."""
+
+    __slots__ = ("_started", "seen")
+
+    def __init__(self) -> None:
+        self._started: set[tuple[int, int]] = set()
+        self.seen: set[int] = set()  # choices that produced tool calls
+
+    def feed(self, choice: int, raw: Any) -> list[ToolCallDelta] | None:
+        """Deltas for one chunk's ``delta.tool_calls`` of choice ``choice`` (None: no calls)."""
+        if not raw:
+            return None
+        out = []
+        for position, call in enumerate(raw):
+            index = call.get("index", position)
+            function = call.get("function") or {}
+            arguments = function.get("arguments") or ""
+            if not isinstance(arguments, str):
+                arguments = json.dumps(arguments)
+            key = (choice, index)
+            if key in self._started:
+                if arguments:
+                    out.append(ToolCallDelta(index=index, arguments=arguments))
+                continue
+            self._started.add(key)
+            out.append(ToolCallDelta(index=index, id=call.get("id") or new_call_id(),
+                                     name=function.get("name") or "", arguments=arguments))
+        self.seen.add(choice)
+        return out or None
+
+    def finish_reason(self, choice: int, finish: str) -> str:
+        """``"tool_calls"`` for a choice that called tools and stopped (engines differ here)."""
+        return "tool_calls" if choice in self.seen and finish == "stop" else finish
+
+
+def with_tool_calls(choice: CompletionChoice[Any], raw: Any, tools: tuple[Tool, ...] | None,
+                    forced: ToolChoice | None = None) -> CompletionChoice[Any]:
+    """``choice`` with its tool calls: from the engine's ``tool_calls``, or (``forced``) from the
+    text of an answer constrained to a call; the finish reason of a call is ``"tool_calls"``."""
+    calls: list[ToolCall] = []
+    if forced is not None and tools:
+        calls, choice.text = calls_from_forced_text(choice.text, forced, tools), ""
+    elif raw:
+        for call in raw:
+            function = call.get("function") or {}
+            arguments = function.get("arguments")
+            if not isinstance(arguments, str):
+                arguments = json.dumps(arguments if arguments is not None else {})
+            calls.append(validate_call(call.get("id") or new_call_id(), str(function.get("name") or ""),
+                                       arguments, tools or ()))
+    if calls:
+        choice.tool_calls = calls
+        if choice.finish_reason == "stop":
+            choice.finish_reason = "tool_calls"
+    return choice
 
 
 def decode_event(engine: str, data: str) -> dict[str, Any]:

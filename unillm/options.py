@@ -14,8 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict, Union
 
 from pydantic import BaseModel
+from typing_extensions import Required
 
+from unillm.content import normalize_messages
 from unillm.errors import InvalidOptions
+from unillm.tools import Tool, ToolChoice, to_tool_choice, to_tools
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,11 +87,19 @@ Constraint = Union[JsonSchema, Regex, Choice, Grammar]  # noqa: UP007 (runtime a
 OutputSpec = Union[Constraint, type[BaseModel], Mapping[str, Any]]  # noqa: UP007
 
 
-class Message(TypedDict):
-    """One chat message: ``{"role": "user", "content": "hi"}``."""
+class Message(TypedDict, total=False):
+    """One chat message: ``{"role": "user", "content": "hi"}``.
 
-    role: str
-    content: str
+    ``content`` may also be a list of parts (strings, ``unillm.Image``, OpenAI-style text and
+    ``image_url`` dicts); assistant messages may carry ``tool_calls`` (``r.message()`` builds
+    one), and tool results are ``{"role": "tool", "tool_call_id": call.id, "content": "..."}``.
+    """
+
+    role: Required[str]
+    content: str | list[Any] | None
+    tool_calls: list[Any]
+    tool_call_id: str
+    name: str
 
 
 class Options(TypedDict, total=False):
@@ -112,6 +123,8 @@ class Options(TypedDict, total=False):
     timeout: float
     session: str  # a Fleet sends requests with the same key to the same replica (one LLM: itself)
     deadline: float
+    tools: Sequence[Any]
+    tool_choice: Any
 
 
 SAMPLING_FIELDS: tuple[str, ...] = (
@@ -165,7 +178,7 @@ class Request:
     """One validated request, as adapters see it. Built once per call by :func:`make_request`."""
 
     prompt: str | None
-    messages: tuple[Message, ...] | None
+    messages: tuple[dict[str, Any], ...] | None
     stream: bool
     max_tokens: int | None = None
     temperature: float | None = None
@@ -186,6 +199,8 @@ class Request:
     timeout: float | None = None
     session: str | None = None
     deadline: float | None = None
+    tools: tuple[Tool, ...] | None = None
+    tool_choice: ToolChoice | None = None
 
     def sampling(self) -> dict[str, Any]:
         """The sampling options that were set, by unified name."""
@@ -213,7 +228,7 @@ _POSITIVE: dict[str, str] = {  # seconds that must be > 0, and what each one lim
 
 def make_request(
     prompt: str | None,
-    messages: Sequence[Message | Mapping[str, str]] | None,
+    messages: Sequence[Message | Mapping[str, Any]] | None,
     output: OutputSpec | None,
     options: Mapping[str, Any],
     *,
@@ -263,22 +278,27 @@ def make_request(
         if not isinstance(values["extra_body"], Mapping):
             raise InvalidOptions("extra_body must be a mapping of extra request fields")
         check_json(values["extra_body"], "extra_body")
+    constraint = to_constraint(output)
+    _tool_values(values, constraint, chat=messages is not None)
     return Request(
         prompt=prompt,
-        messages=None if messages is None else _messages(messages),
+        messages=None if messages is None else normalize_messages(messages),
         stream=stream,
-        output=to_constraint(output),
+        output=constraint,
         **values,
     )
 
 
-def _messages(messages: Sequence[Message | Mapping[str, str]]) -> tuple[Message, ...]:
-    if isinstance(messages, (str, bytes)) or not messages:
-        raise InvalidOptions('messages must be a non-empty list like [{"role": "user", "content": "hi"}]')
-    out: list[Message] = []
-    for i, m in enumerate(messages):
-        role, content = (m.get("role"), m.get("content")) if isinstance(m, Mapping) else (None, None)
-        if not isinstance(role, str) or not isinstance(content, str):
-            raise InvalidOptions(f"messages[{i}] needs string 'role' and 'content', got {m!r}")
-        out.append({"role": role, "content": content})
-    return tuple(out)
+def _tool_values(values: dict[str, Any], output: Constraint | None, *, chat: bool) -> None:
+    """Normalize ``tools`` and ``tool_choice`` in ``values`` (in place)."""
+    if "tools" not in values:
+        if "tool_choice" in values:
+            raise InvalidOptions("tool_choice needs tools=[...]")
+        return
+    tools = values["tools"] = to_tools(values["tools"])
+    values["tool_choice"] = to_tool_choice(values.get("tool_choice"), tools)
+    if not chat:
+        raise InvalidOptions("tools need chat messages: pass messages=[...] instead of a prompt")
+    if output is not None and values["tool_choice"].mode != "none":
+        raise InvalidOptions("tools= and output= cannot be combined: a forced tool call is already "
+                             "constrained to the tool's schema; constrain either the answer or the call")

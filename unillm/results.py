@@ -67,6 +67,46 @@ class TokenLogprob(BaseModel):
     top: list[TopLogprob] = []
 
 
+class ToolCall(BaseModel):
+    """A call the model made to one of the ``tools``.
+
+    ``arguments`` is the raw JSON the engine produced. ``parsed`` holds them validated against
+    the tool's schema: an instance when the tool was a pydantic class, else a dict (a function's
+    arguments coerced to its type hints, ready for ``fn(**call.parsed)``). When they do not
+    validate (e.g. cut by ``max_tokens``), ``parsed`` is None and ``error`` says why; nothing is
+    raised, so the rest of the answer stays usable.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    id: str
+    name: str
+    arguments: str
+    parsed: Any = None
+    error: str | None = None
+
+    @property
+    def valid(self) -> bool:
+        """True when the arguments validated against the tool's schema."""
+        return self.error is None
+
+    def to_openai(self) -> dict[str, Any]:
+        """The call as an OpenAI assistant-message ``tool_calls`` entry."""
+        return {"id": self.id, "type": "function",
+                "function": {"name": self.name, "arguments": self.arguments}}
+
+
+class ToolCallDelta(BaseModel):
+    """A piece of a streamed tool call: ``id`` and ``name`` come first, then ``arguments``
+    fragments; ``index`` is the call's position in the answer. Join them with
+    :class:`unillm.tools.ToolCallAccumulator` (``Stream.tool_calls`` does it for you)."""
+
+    index: int = 0
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
 class CompletionChoice(BaseModel, Generic[T]):
     """One generated answer (there are ``n`` of them when ``n > 1``)."""
 
@@ -75,6 +115,7 @@ class CompletionChoice(BaseModel, Generic[T]):
     finish_reason: str | None
     logprobs: list[TokenLogprob] | None = None
     parsed: T | None = None
+    tool_calls: list[ToolCall] = []
 
 
 class RouteDecision(BaseModel):
@@ -129,6 +170,22 @@ class Completion(BaseModel, Generic[T]):
         """The first choice's token log-probabilities, when asked for."""
         return self.choices[0].logprobs
 
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        """The first choice's tool calls (empty when it answered with text)."""
+        return self.choices[0].tool_calls
+
+    def message(self) -> dict[str, Any]:
+        """The first choice as an assistant message, to continue the conversation:
+
+            messages += [r.message(), {"role": "tool", "tool_call_id": r.tool_calls[0].id,
+                                       "content": "18 C"}]
+        """
+        message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
+        if self.tool_calls:
+            message["tool_calls"] = [c.to_openai() for c in self.tool_calls]
+        return message
+
 
 class Delta(BaseModel):
     """A piece of a stream. The last delta carries ``usage``, ``timings`` and the finish reason."""
@@ -137,6 +194,7 @@ class Delta(BaseModel):
     text: str = ""
     finish_reason: str | None = None
     logprobs: list[TokenLogprob] | None = None
+    tool_calls: list[ToolCallDelta] | None = None
     usage: Usage | None = None
     timings: Timings | None = None
 

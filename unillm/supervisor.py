@@ -94,6 +94,10 @@ def resolve_spec(adapter: Adapter, spec: LaunchSpec) -> LaunchSpec:
         update["api_key"] = SecretStr(secrets.token_urlsafe(24))
     if spec.python is None and not spec.prefix and not spec.in_process:
         update["python"] = engine_python(adapter)
+    if spec.tool_parser is None:
+        from unillm.model_facts import detect_tool_parser
+
+        update["tool_parser"] = detect_tool_parser(spec.model) or "none"
     return spec.model_copy(update=update) if update else spec
 
 
@@ -203,16 +207,19 @@ class Launch:
 
     async def __aenter__(self) -> LLM:
         from unillm.llm import LLM
+        from unillm.model_facts import takes_images
 
         if self.spec.in_process:
             transport = self.adapter.in_process(self.spec)
             self._llm = LLM(self.adapter.bind(self.spec), IN_PROCESS_URL, model=self.spec.served_name,
                             http_transport=transport, **self._connect)  # type: ignore[arg-type]
+            self._llm.takes_images = takes_images(self.spec.model)
             return self._llm
         try:
             self._start()
             self._llm = LLM(self.adapter.bind(self.spec), self.base_url, model=self.spec.served_name,
                             api_key=self.spec.key(), **self._connect)  # type: ignore[arg-type]
+            self._llm.takes_images = takes_images(self.spec.model)
             await self._wait_ready(self._llm)
         except BaseException:
             await self._stop()

@@ -114,6 +114,15 @@ class MLXAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
             features[Feature.LOGPROBS] = NATIVE
             features[Feature.LORA_RUNTIME] = Support(level="emulated",
                                                      why="unillm loads mlx-lm adapters by name")
+            forced = Support(level="emulated", why="the call is forced by unillm (llguidance)")
+            features[Feature.TOOLS] = features[Feature.TOOL_CHOICE_REQUIRED] = forced
+            features[Feature.TOOL_CHOICE_NAMED] = forced
+            features[Feature.TOOL_CHOICE_AUTO] = unsupported(
+                "in-process MLX does not read calls out of free text",
+                "Pass tool_choice='required' or a tool's name (forced by unillm), or use server mode "
+                "with a model whose template mlx-lm has a tool parser for")
+            features[Feature.IMAGES] = unsupported("in-process MLX runs text models only",
+                                                   "Use vLLM or SGLang with a vision-language model")
         else:
             refused = unsupported("mlx_lm.server has no constrained decoding (it silently ignores "
                                   "response_format)", _IN_PROCESS_HINT)
@@ -126,6 +135,14 @@ class MLXAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
             features[Feature.LORA_RUNTIME] = unsupported(
                 "mlx_lm.server has no adapter endpoints",
                 "Pass lora={name: path} to unillm.launch, or run MLX in-process (in_process=True)")
+            features[Feature.TOOLS] = NATIVE
+            features[Feature.TOOL_CHOICE_AUTO] = Support(
+                why="tools go to the chat template; calls are read only when mlx-lm has a tool "
+                    "parser for the model's template, otherwise it answers with text (no error)")
+            no_choice = unsupported("mlx_lm.server ignores tool_choice", _IN_PROCESS_HINT)
+            features[Feature.TOOL_CHOICE_REQUIRED] = features[Feature.TOOL_CHOICE_NAMED] = no_choice
+            features[Feature.IMAGES] = Support(
+                why="only models mlx-lm has an image processor for; others answer an error")
         for f in (Feature.SPEC_NGRAM, Feature.SPEC_EAGLE, Feature.SPEC_MTP):
             features[f] = _DRAFT_ONLY
         for f in (Feature.TENSOR_PARALLEL, Feature.PIPELINE_PARALLEL, Feature.DATA_PARALLEL,
@@ -181,6 +198,10 @@ class MLXAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
             assert isinstance(output, Grammar)
             key, value = ("lark" if output.syntax == "lark" else "grammar"), output.text
         return {"structured_outputs": {key: value}}
+
+    def forces_by_constraint(self, request: Request, info: EngineInfo) -> bool:
+        choice = request.tool_choice
+        return choice is not None and choice.forces_call and is_in_process(info.version)
 
     def build(self, request: Request, info: EngineInfo) -> HttpCall:
         call = super().build(request, info)

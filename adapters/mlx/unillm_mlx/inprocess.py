@@ -41,7 +41,7 @@ _FIELDS = frozenset({
     "model", "messages", "prompt", "max_tokens", "max_completion_tokens", "temperature", "top_p",
     "top_k", "min_p", "seed", "presence_penalty", "frequency_penalty", "repetition_penalty", "n",
     "stop", "logprobs", "top_logprobs", "stream", "stream_options", "structured_outputs",
-    "response_format", "adapters", "logit_bias",
+    "response_format", "adapters", "logit_bias", "tools", "tool_choice",
 })
 DEFAULT_MAX_TOKENS = 512  # as mlx_lm.server
 DEFAULT_MAX_LORAS = 2  # adapter models kept loaded besides the base model
@@ -382,6 +382,9 @@ class _Engine:
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages:
                 raise _RequestError(400, "messages must be a non-empty list")
+            if body.get("tool_choice", "none") != "none" and body.get("tools"):
+                raise _RequestError(400, "in-process MLX reads no calls from free text: send tool_choice "
+                                         "'none' with structured_outputs forcing the call (unillm does)")
         elif not isinstance(body.get("prompt"), str):
             raise _RequestError(400, "prompt must be a string")
         stop = body.get("stop") or ()
@@ -507,7 +510,9 @@ class _Engine:
         body = job.body
         if job.chat:
             try:
-                prompt = list(tokenizer.apply_chat_template(body["messages"], add_generation_prompt=True))
+                prompt = list(tokenizer.apply_chat_template(
+                    _template_messages(body["messages"]), tools=body.get("tools") or None,
+                    add_generation_prompt=True))
             except Exception as e:
                 raise _RequestError(400, f"cannot apply the chat template: {e}") from None
         else:
@@ -672,6 +677,28 @@ def _model_context(model: str) -> int | None:
         return None
     value = config.get("max_position_embeddings") if isinstance(config, dict) else None
     return value if isinstance(value, int) and value > 0 else None
+
+
+def _template_messages(messages: list[Any]) -> list[Any]:
+    """Messages as chat templates expect them: tool-call arguments as objects, text content."""
+    out = []
+    for m in messages:
+        m = dict(m)
+        if m.get("content") is None:
+            m["content"] = ""
+        if m.get("tool_calls"):
+            m["tool_calls"] = [
+                {**c, "function": {**c["function"], "arguments": _loads(c["function"].get("arguments"))}}
+                for c in m["tool_calls"]]
+        out.append(m)
+    return out
+
+
+def _loads(arguments: Any) -> Any:
+    try:
+        return json.loads(arguments) if isinstance(arguments, str) else arguments
+    except json.JSONDecodeError:
+        return arguments
 
 
 def _token_logprob(tokenizer: Any, token: int, logprobs: Any, top: int) -> dict[str, Any]:

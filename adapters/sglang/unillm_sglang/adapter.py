@@ -70,6 +70,7 @@ class SGLangInfo(EngineInfo):
     lora_target_modules: tuple[str, ...] | None = None
     incremental_stream: bool = False
     deterministic: bool | None = None  # --enable-deterministic-inference: the only mode using seeds
+    tool_call_parser: str | None = None  # --tool-call-parser (None: none, or no /get_server_info)
 
 
 class SGLangAdapter(OpenAICompatAdapter):
@@ -104,6 +105,15 @@ class SGLangAdapter(OpenAICompatAdapter):
                 features[f] = openai if openai.level != "no" or native.level == "no" else native
             else:
                 features[f] = api_support(f, self.api, v)
+        if features[Feature.TOOL_CHOICE_AUTO].level != "no":
+            features[Feature.TOOL_CHOICE_AUTO] = Support(
+                why="needs the server started with --tool-call-parser (launch with tool_parser=...)")
+        for f in (Feature.TOOL_CHOICE_REQUIRED, Feature.TOOL_CHOICE_NAMED):
+            if features[f].level != "no":
+                features[f] = Support(why="with a tool parser natively; without one unillm forces "
+                                          "the call with a JSON schema")
+        if features[Feature.IMAGES].level != "no":
+            features[Feature.IMAGES] = Support(why="vision-language models only")
         if features[Feature.SEED].level != "no":
             features[Feature.SEED] = Support(why="only on servers started with "
                                              "--enable-deterministic-inference (refused on others)")
@@ -142,6 +152,7 @@ class SGLangAdapter(OpenAICompatAdapter):
             lora_target_modules=tuple(targets) if isinstance(targets, (list, tuple)) else None,
             incremental_stream=bool(server.get("incremental_streaming_output")),
             deterministic=bool(server.get("enable_deterministic_inference")) if server else None,
+            tool_call_parser=_str_or_none(server.get("tool_call_parser")),
         )
 
     # -- routing ---------------------------------------------------------------------------
@@ -164,6 +175,7 @@ class SGLangAdapter(OpenAICompatAdapter):
                 raise UnsupportedFeature(self.name, f.value, version=info.version, why=s.why,
                                          alternative=s.alternative)
         self._check_lora(request, info)
+        self._check_tools(request, info)
         if request.seed is not None and isinstance(info, SGLangInfo) and info.deterministic is False:
             raise UnsupportedFeature(
                 self.name, Feature.SEED.value, version=info.version,
@@ -171,6 +183,25 @@ class SGLangAdapter(OpenAICompatAdapter):
                     "(otherwise it ignores it)",
                 alternative="Launch with extra_args=['--enable-deterministic-inference'], or drop seed")
         return api
+
+    def _check_tools(self, request: Request, info: EngineInfo) -> None:
+        choice = request.tool_choice
+        if choice is None or choice.mode != "auto" or not isinstance(info, SGLangInfo):
+            return
+        if info.tool_call_parser is None and info.lora_enabled is not None:  # server info known
+            raise UnsupportedFeature(
+                self.name, Feature.TOOL_CHOICE_AUTO.value, version=info.version,
+                why="this server runs without --tool-call-parser, so SGLang would answer with text "
+                    "and never a call",
+                alternative="Launch with tool_parser='hermes' (or your model's parser), or pass "
+                            "tool_choice='required' or a tool's name, which unillm forces with a "
+                            "JSON schema")
+
+    def forces_by_constraint(self, request: Request, info: EngineInfo) -> bool:
+        """Without a tool parser SGLang neither forces nor reads calls: unillm forces them."""
+        choice = request.tool_choice
+        return (choice is not None and choice.forces_call
+                and not (isinstance(info, SGLangInfo) and info.tool_call_parser))
 
     def _check_lora(self, request: Request, info: EngineInfo) -> None:
         if request.lora is not None and isinstance(info, SGLangInfo) and info.lora_enabled is False:

@@ -25,6 +25,9 @@ CPU_EXPERIMENTAL = (
     "attention backend, a patched torchvision). Build it from a clone of unillm with "
     "`python adapters/sglang/tests/cpu_env.py` (~5 min). Dense text models only; LoRA and "
     "speculative decoding need CUDA")
+#: unillm's tool-parser names are vLLM's; SGLang names some formats differently.
+TOOL_PARSERS = {"hermes": "qwen25", "llama3_json": "llama3", "deepseek_v3": "deepseekv3",
+                "deepseek_v31": "deepseekv31", "openai": "gpt-oss"}
 _ALGORITHM = {"ngram": "NGRAM", "draft": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3",
               "mtp": "NEXTN"}
 
@@ -51,6 +54,8 @@ def launch_command(spec: LaunchSpec, engine: str = "sglang") -> LaunchCommand:
     flag.add("--quantization", spec.quantization)
     if spec.prefix_caching is False:
         argv.append("--disable-radix-cache")  # RadixAttention prefix caching is on by default
+    parser = spec.parser()
+    flag.add("--tool-call-parser", TOOL_PARSERS.get(parser, parser) if parser else None)
     _lora(spec, argv, flag)
     _speculative(spec, argv, flag, engine)
     if spec.nodes is not None:  # every node runs the same command with its own rank

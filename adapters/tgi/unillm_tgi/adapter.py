@@ -132,6 +132,11 @@ class TGIAdapter(Adapter):
             Feature.PD_DISAGGREGATION: unsupported(
                 "TGI has no prefill/decode disaggregation",
                 "Use vLLM or SGLang with unillm.Disaggregation(...)"),
+            **{f: unsupported("unillm does not map TGI's grammar-based tools yet",
+                              "Use vLLM, SGLang or MLX for tools")
+               for f in (Feature.TOOLS, Feature.TOOL_CHOICE_AUTO, Feature.TOOL_CHOICE_REQUIRED,
+                         Feature.TOOL_CHOICE_NAMED)},
+            Feature.IMAGES: Support(why="chat messages to vision-language models only"),
         }
         return Capabilities(engine=self.name, version=version, features=features)
 

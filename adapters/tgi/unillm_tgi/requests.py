@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from unillm.adapter import EngineInfo, HttpCall
+from unillm.content import text_of
 from unillm.errors import UnsupportedFeature
 from unillm.options import Request
 from unillm_tgi.constraints import grammar
@@ -287,7 +288,7 @@ def preflight_call(request: Request, info: EngineInfo) -> HttpCall | None:
     if request.extra_body and "truncate" in request.extra_body:
         return None
     if request.messages is not None:
-        size = sum(len(m["content"].encode()) for m in request.messages)
+        size = sum(len(text_of(m).encode()) for m in request.messages)
         bound = size + CHAT_SLACK + PER_MESSAGE_SLACK * len(request.messages)
         call = HttpCall("POST", CHAT_TOKENIZE, {"model": NO_ADAPTER,
                                                 "messages": [dict(m) for m in request.messages]})

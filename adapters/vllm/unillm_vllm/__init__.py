@@ -6,6 +6,13 @@
 Version notes: constrained output uses ``structured_outputs`` (vLLM >= 0.10.2); older servers
 get the ``guided_*`` fields they understood. vLLM >= 0.12 silently ignores ``guided_*``, so
 they are never sent there.
+
+Tools: vLLM answers every ``tool_choice`` but "none" with HTTP 400 unless it was started with
+``--tool-call-parser`` (``tool_parser=`` at launch, which also adds ``--enable-auto-tool-choice``).
+Without a known parser (launched without one, or connected), ``tool_choice="required"`` or a
+tool's name goes out as a structured-outputs JSON schema and unillm reads the call from the
+answer; ``"auto"`` needs the parser and is refused before sending when unillm launched the server
+without one.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from unillm.adapter import EngineInfo, EngineInstall, HttpCall
-from unillm.capabilities import NATIVE, Capabilities, Feature, unsupported
+from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsupported
 from unillm.errors import InvalidOptions, MalformedResponse, UnillmError, UnsupportedFeature
 from unillm.launch_spec import CpuRecipe, Flags, LaunchCommand, LaunchSpec, PDRole
 from unillm.openai_compat import OpenAICompatAdapter, RuntimeLoraEndpoints, error_message
@@ -65,9 +72,23 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
     display_name = "vLLM"
     engine_module = "vllm"
 
+    def __init__(self, *, tool_parser: str | None = None, launched: bool = False) -> None:
+        self.tool_parser = tool_parser
+        self.launched = launched  # True: tool_parser is known (unillm started the server)
+
+    def bind(self, spec: LaunchSpec) -> VLLMAdapter:
+        """This adapter, knowing the tool parser the server was started with."""
+        return VLLMAdapter(tool_parser=spec.parser(), launched=True)
+
     def capabilities(self, version: str | None = None) -> Capabilities:
         v = parse_version(version)
         features = {f: NATIVE for f in Feature}
+        forced = Support(why="with a tool parser natively; without one unillm forces the call "
+                             "with a structured-outputs JSON schema")
+        features[Feature.TOOL_CHOICE_REQUIRED] = features[Feature.TOOL_CHOICE_NAMED] = forced
+        features[Feature.TOOL_CHOICE_AUTO] = Support(
+            why="needs the server started with a tool parser (launch with tool_parser=...)")
+        features[Feature.IMAGES] = Support(why="vision-language models only")
         if v is not None and v < (0, 6, 0):
             old = unsupported("constrained output needs vLLM >= 0.6", "Upgrade vLLM")
             for f in (Feature.JSON_SCHEMA, Feature.REGEX, Feature.CHOICE, Feature.GRAMMAR,
@@ -111,6 +132,41 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
         if legacy:
             return {f"guided_{key}": value}
         return {"structured_outputs": {key: value}}
+
+    def forces_by_constraint(self, request: Request, info: EngineInfo) -> bool:
+        choice = request.tool_choice
+        return choice is not None and choice.forces_call and self.tool_parser is None
+
+    def build(self, request: Request, info: EngineInfo) -> HttpCall:
+        choice = request.tool_choice
+        if self.launched and self.tool_parser is None and choice is not None and choice.mode == "auto":
+            raise UnsupportedFeature(
+                self.name, Feature.TOOL_CHOICE_AUTO.value, version=info.version,
+                why="this server was started without a tool parser, so vLLM cannot find calls in "
+                    "free text (it answers HTTP 400)",
+                alternative="Launch with tool_parser='hermes' (or your model's parser), or pass "
+                            "tool_choice='required' or a tool's name, which unillm forces with "
+                            "structured outputs")
+        return super().build(request, info)
+
+    def parse_error(
+        self, status: int, body: bytes, request: Request | None, info: EngineInfo | None
+    ) -> UnillmError:
+        message = error_message(body)
+        version = info.version if info else None
+        if status == 400 and "--tool-call-parser" in message:
+            return UnsupportedFeature(
+                self.name, Feature.TOOL_CHOICE_AUTO.value, version=version,
+                why=f"the server was started without a tool parser ({message})",
+                alternative="Restart vLLM with --enable-auto-tool-choice --tool-call-parser NAME "
+                            "(unillm.launch(..., tool_parser=NAME)), or pass tool_choice='required' "
+                            "or a tool's name")
+        if status == 400 and "is not a multimodal model" in message:
+            return UnsupportedFeature(
+                self.name, Feature.IMAGES.value, version=version,
+                why=f"the served model is text-only ({message})",
+                alternative="Serve a vision-language model, or send text only")
+        return super().parse_error(status, body, request, info)
 
     def lora_error(self, status: int, body: bytes, info: EngineInfo | None) -> UnillmError:
         if status == 404 and error_message(body) == "Not Found":  # the route itself is missing
@@ -193,6 +249,8 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
             argv += ["--kv-transfer-config", json.dumps(_kv_transfer_config(spec.pd))]
             if spec.pd.port is not None:
                 env[_TRANSFER_PORT_ENV[spec.pd.transfer]] = str(spec.pd.port)
+        if spec.parser() is not None:
+            argv += ["--enable-auto-tool-choice", "--tool-call-parser", str(spec.parser())]
         key = spec.key()
         if key:
             env["VLLM_API_KEY"] = key  # in the environment, not in argv (ps shows argv)

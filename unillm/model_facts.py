@@ -1,0 +1,64 @@
+"""What a local model folder says about itself: its tool-call format and whether it reads images.
+
+    detect_tool_parser("/models/qwen2.5-7b-instruct")   # "hermes" (its template emits <tool_call>)
+    takes_images("/models/tiny")                          # False: a text-only architecture
+
+Only reliable signals are used; anything unclear answers None (unknown), never a guess.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["chat_template", "detect_tool_parser", "takes_images"]
+
+# Markers a chat template writes around tool calls -> the parser (vLLM's names) that reads them.
+_TEMPLATE_MARKERS = (("<tool_call>", "hermes"), ("[TOOL_CALLS]", "mistral"),
+                     ("<|python_tag|>", "llama3_json"))
+_VISION_KEYS = ("vision_config", "visual", "vision_tower", "mm_vision_tower", "image_token_index",
+                "image_token_id")
+
+
+def _json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def chat_template(model: str | Path) -> str | None:
+    """The chat template of a local model folder (tokenizer_config.json or chat_template.jinja)."""
+    folder = Path(model).expanduser()
+    if not folder.is_dir():
+        return None
+    try:
+        return (folder / "chat_template.jinja").read_text()
+    except OSError:
+        pass
+    template = (_json(folder / "tokenizer_config.json") or {}).get("chat_template")
+    if isinstance(template, list):  # named templates: [{"name": "default", "template": ...}, ...]
+        template = "\n".join(t.get("template", "") for t in template if isinstance(t, dict))
+    return template if isinstance(template, str) else None
+
+
+def detect_tool_parser(model: str | Path) -> str | None:
+    """The tool parser for a local model whose chat template writes tool calls in a known format."""
+    template = chat_template(model)
+    if not template or "tool" not in template:
+        return None
+    return next((parser for marker, parser in _TEMPLATE_MARKERS if marker in template), None)
+
+
+def takes_images(model: str | Path) -> bool | None:
+    """True for a vision-language model folder, False for a text-only one, None when unknown."""
+    folder = Path(model).expanduser()
+    config = _json(folder / "config.json") if folder.is_dir() else None
+    if config is None:
+        return None
+    if any(k in config for k in _VISION_KEYS) or (folder / "preprocessor_config.json").is_file():
+        return True
+    architectures = config.get("architectures") or []
+    return any("Vision" in a or "VL" in a or "Llava" in a for a in architectures)
