@@ -132,10 +132,12 @@ class TGIAdapter(Adapter):
             Feature.PD_DISAGGREGATION: unsupported(
                 "TGI has no prefill/decode disaggregation",
                 "Use vLLM or SGLang with unillm.Disaggregation(...)"),
-            **{f: unsupported("unillm does not map TGI's grammar-based tools yet",
-                              "Use vLLM, SGLang or MLX for tools")
-               for f in (Feature.TOOLS, Feature.TOOL_CHOICE_AUTO, Feature.TOOL_CHOICE_REQUIRED,
-                         Feature.TOOL_CHOICE_NAMED)},
+            Feature.TOOLS: _since(v, (2, 0, 0), "chat messages; TGI constrains calls with its "
+                                                "grammar (local $ref inlined)"),
+            Feature.TOOL_CHOICE_AUTO: _since(v, (2, 0, 0), "grammar-based: TGI adds a no-tool option "
+                                                           "the model may pick"),
+            Feature.TOOL_CHOICE_NAMED: _since(v, (2, 0, 0)),
+            Feature.TOOL_CHOICE_REQUIRED: _since(v, (3, 0, 0)),
             Feature.IMAGES: Support(why="chat messages to vision-language models only"),
         }
         return Capabilities(engine=self.name, version=version, features=features)

@@ -22,6 +22,7 @@ sampling); any other request samples (``do_sample: true``), as TGI's own OpenAI 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,7 +32,8 @@ from unillm.adapter import EngineInfo, HttpCall
 from unillm.content import text_of
 from unillm.errors import UnsupportedFeature
 from unillm.options import Request
-from unillm_tgi.constraints import grammar
+from unillm.tools import Tool
+from unillm_tgi.constraints import grammar, inline_refs
 
 ENGINE = "tgi"
 GENERATE = "/generate"
@@ -232,7 +234,7 @@ def chat_body(request: Request, info: EngineInfo) -> dict[str, Any]:
         raise _refuse(info, "output= with chat messages", "TGI's chat API takes response_format "
                       "from 2.1.0 on", "Upgrade TGI, or send a prompt (grammar on /generate)")
     body: dict[str, Any] = {"model": request.lora or NO_ADAPTER,
-                            "messages": [dict(m) for m in request.messages or ()]}
+                            "messages": [chat_message(m) for m in request.messages or ()]}
     if request.max_tokens is not None:
         body["max_tokens"] = request.max_tokens
     body.update(_sampling(request, native=False))
@@ -243,11 +245,43 @@ def chat_body(request: Request, info: EngineInfo) -> dict[str, Any]:
             body["top_logprobs"] = request.top_logprobs
     if request.output is not None:
         body["response_format"] = grammar(request.output, info.version)
+    if request.tools and request.tool_choice is not None and request.tool_choice.mode != "none":
+        body["tools"] = [tool_definition(t, info.version) for t in request.tools]
+        body["tool_choice"] = request.tool_choice.to_openai()
     if request.stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
     body.update(request.extra_body or {})
     return body
+
+
+def tool_definition(tool: Tool, version: str | None) -> dict[str, Any]:
+    """TGI's ``Tool``: the argument schema goes in ``arguments`` (TGI's published field; it reads
+    ``parameters`` only as an alias), with local ``$ref`` inlined as for ``response_format``."""
+    function: dict[str, Any] = {"name": tool.name, "arguments": inline_refs(tool.parameters, version)}
+    if tool.description:
+        function["description"] = tool.description
+    return {"type": "function", "function": function}
+
+
+def chat_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A message as TGI's ``Message``: either ``content`` or ``tool_calls`` (its schema allows one),
+    with a call's arguments as the JSON object they encode."""
+    out = dict(message)
+    calls = out.get("tool_calls")
+    if calls:
+        out.pop("content", None)
+        out["tool_calls"] = [
+            {**c, "function": {**c["function"], "arguments": _object(c["function"]["arguments"])}}
+            for c in calls]
+    return out
+
+
+def _object(arguments: str) -> Any:
+    try:
+        return json.loads(arguments)
+    except json.JSONDecodeError:
+        return arguments
 
 
 def completions_body(request: Request, info: EngineInfo) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from unillm.errors import MalformedResponse
-from unillm.openai_compat import decode_event, parse_logprobs, parse_usage
+from unillm.openai_compat import ToolDeltas, decode_event, parse_logprobs, parse_usage, with_tool_calls
 from unillm.options import Request
 from unillm.results import Completion, CompletionChoice, Delta, Timings, TokenLogprob, TopLogprob, Usage
 from unillm_tgi.errors import event_error, is_error_event
@@ -124,8 +124,9 @@ def parse_openai(body: Mapping[str, Any], request: Request, model: str, version:
         if raw == "stop_sequence":
             text = strip_stop(text, request.stop)
         logprobs = parse_logprobs(c.get("logprobs")) if request.logprobs else None
-        choices.append(_Choice(index=c.get("index", i), text=text, finish_reason=finish_reason(raw),
-                               logprobs=logprobs))
+        choices.append(with_tool_calls(
+            _Choice(index=c.get("index", i), text=text, finish_reason=finish_reason(raw), logprobs=logprobs),
+            (message or {}).get("tool_calls"), request.tools))
     choices.sort(key=lambda c: c.index)
     return _Completion(choices=choices, usage=parse_usage(body.get("usage")), timings=_ZERO,
                        engine=ENGINE, engine_version=version, model=model)
@@ -174,11 +175,12 @@ class OpenAIRouteDecoder:
     dropped there, as the non-streamed answer does.
     """
 
-    __slots__ = ("_finish", "_request", "_trim", "done")
+    __slots__ = ("_finish", "_request", "_tools", "_trim", "done")
 
     def __init__(self, request: Request) -> None:
         self._request = request
         self._trim = StopTrimmer(request.stop)
+        self._tools = ToolDeltas()
         self._finish: str | None = None
         self.done = False
 
@@ -193,18 +195,22 @@ class OpenAIRouteDecoder:
         for c in chunk.get("choices") or ():
             delta = c.get("delta")
             raw = c.get("finish_reason") or None
+            index = c.get("index", 0)
+            calls = self._tools.feed(index, (delta or {}).get("tool_calls"))
             if delta is not None:
                 text = str(delta.get("content") or "")
             else:
                 text = "" if raw == "eos_token" else str(c.get("text") or "")
             out = self._trim.push(text)
+            finish = finish_reason(raw)
             if raw:
                 out += self._trim.finish(stopped=raw == "stop_sequence")
-                self._finish = finish_reason(raw)
+                finish = self._tools.finish_reason(index, finish or "stop")
+                self._finish = finish
             logprobs = parse_logprobs(c.get("logprobs")) if self._request.logprobs else None
-            if out or raw or logprobs:
-                deltas.append(Delta(index=c.get("index", 0), text=out, finish_reason=finish_reason(raw),
-                                    logprobs=logprobs))
+            if out or raw or logprobs or calls:
+                deltas.append(Delta(index=index, text=out, finish_reason=finish, logprobs=logprobs,
+                                    tool_calls=calls))
         usage = chunk.get("usage")
         if usage:
             if deltas:
