@@ -9,6 +9,7 @@ server's pydantic models, the LoRA request structs), and each launch argv is par
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -20,6 +21,7 @@ import pytest
 from pydantic import BaseModel, SecretStr
 from unillm_sglang import SGLangAdapter, SGLangInfo
 
+from unillm.content import Image
 from unillm.launch_spec import LaunchSpec, Nodes, Parallel, PDRole, Speculative
 from unillm.options import Choice, Grammar, Regex, make_request
 
@@ -64,11 +66,38 @@ def _request_cases() -> dict[str, dict[str, Any]]:
         cases[f"completions/{name}"] = {"kind": "completions", "body": _body("openai", False, variant)}
         cases[f"chat/{name}"] = {"kind": "chat", "body": _body("openai", True, variant)}
         cases[f"generate/{name}"] = {"kind": "generate", "body": _body("native", False, variant)}
+    for parser in (None, "qwen25"):
+        info = dataclasses.replace(INFO, tool_call_parser=parser)
+        for name, options in TOOL_VARIANTS.items():
+            if name == "auto" and parser is None:
+                continue  # refused before sending: test_sglang_tools.py
+            stream = options.pop("stream", False)
+            request = make_request(None, CONVERSATION, None, options, stream=stream)
+            cases[f"chat/tools-{name}-parser-{parser}"] = {
+                "kind": "chat", "body": dict(SGLangAdapter().build(request, info).json or {})}
+            options["stream"] = stream
     adapter = SGLangAdapter()
     cases["load_lora"] = {"kind": "load_lora", "body": dict(adapter.load_lora("sql", "/a/sql").json or {})}
     cases["unload_lora"] = {"kind": "unload_lora", "body": dict(adapter.unload_lora("sql").json or {})}
     return cases
 
+
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+TOOLS = [Pet, add, {"type": "function", "function": {"name": "noop", "parameters": {"type": "object"}}}]
+TOOL_VARIANTS: dict[str, dict[str, Any]] = {
+    "auto": {"tools": TOOLS}, "required": {"tools": TOOLS, "tool_choice": "required"},
+    "named": {"tools": TOOLS, "tool_choice": "add", "stream": True},
+    "none": {"tools": TOOLS, "tool_choice": "none"},
+}
+CONVERSATION = [
+    {"role": "user", "content": ["What is on this picture?", Image(bytes.fromhex("89504e470d0a1a0a"))]},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "3"}, {"role": "user", "content": "And now?"}]
 
 LAUNCHES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "limits": ({"served_name": "tiny", "port": 30001, "dtype": "bfloat16", "max_model_len": 4096,
@@ -104,6 +133,7 @@ LAUNCHES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
                     "disaggregation_bootstrap_port": 8999}),
     "pd-decode": ({"pd": PDRole(role="decode", transfer="nixl")},
                   {"disaggregation_mode": "decode", "disaggregation_transfer_backend": "nixl"}),
+    "tool-parser": ({"tool_parser": "hermes"}, {"tool_call_parser": "qwen25"}),
 }
 
 

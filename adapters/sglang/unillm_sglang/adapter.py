@@ -260,7 +260,7 @@ class SGLangAdapter(OpenAICompatAdapter):
         if self.route(request, info) == "native":
             incremental = isinstance(info, SGLangInfo) and info.incremental_stream
             return NativeStreamDecoder(self.name, incremental=incremental)
-        return OpenAIStreamDecoder(self.name)
+        return super().decoder(request, info)
 
     def parse_error(
         self, status: int, body: bytes, request: Request | None, info: EngineInfo | None

@@ -86,7 +86,7 @@ def test_image_parts_validate_as_message_chunks(contract: Contract) -> None:
 
 def test_required_is_refused_on_tgi_before_3() -> None:
     request = make_request(None, ASK, None, {"tools": [add], "tool_choice": "required"}, stream=False)
-    with pytest.raises(UnsupportedFeature, match="TGI >= 3.0.0"):
+    with pytest.raises(UnsupportedFeature, match=r"TGI >= 3\.0\.0"):
         check(ADAPTER.capabilities("2.4.1"), request)
 
 

@@ -1,0 +1,77 @@
+"""Tool calls on a real SGLang (CPU recipe, tiny random model), and SGLang's tool routing (pure).
+
+The test server runs without ``--tool-call-parser``: SGLang would then neither force nor read
+calls, so unillm forces named and ``required`` calls with a ``response_format`` JSON schema and
+reads the call from the answer, and refuses ``auto`` before sending (``/get_server_info`` says
+there is no parser). With a parser the OpenAI tool fields go out as they are (their bodies are
+validated by SGLang's own request models in test_sglang_contract.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel
+from sglang_fixtures import SGLangServer
+from unillm_sglang import SGLangAdapter, SGLangInfo
+
+import unillm
+from unillm.options import make_request
+
+ASK = [{"role": "user", "content": "Weather in Rome?"}]
+INFO = SGLangInfo(engine="sglang", model="tiny", version="0.5.23", served_names=("tiny",), lora_enabled=False)
+
+
+class GetWeather(BaseModel):
+    """Current weather in a city."""
+
+    city: Literal["Paris", "Rome"]
+    unit: Literal["C", "F"]
+
+
+def add(a: Literal[1, 2, 3], b: Literal[1, 2, 3]) -> int:
+    """Add two small numbers."""
+    return a + b
+
+
+@pytest.mark.anyio
+@pytest.mark.engine
+async def test_sglang_forced_calls_are_valid_and_stream_like_the_whole_answer(
+    sglang_server: SGLangServer,
+) -> None:
+    async with sglang_server.connect() as llm:
+        named = await llm.generate(messages=ASK, tools=[GetWeather, add], tool_choice=GetWeather,
+                                   max_tokens=40, temperature=0)
+        assert isinstance(named.tool_calls[0].parsed, GetWeather), named.tool_calls
+        args = {"messages": ASK, "tools": [GetWeather, add], "tool_choice": "required",
+                "max_tokens": 48, "temperature": 0}
+        whole = await llm.generate(**args)  # type: ignore[arg-type]
+        (call,) = whole.tool_calls
+        assert call.valid and call.name in ("GetWeather", "add"), call
+        async with llm.stream(**args) as stream:  # type: ignore[arg-type]
+            async for _ in stream:
+                pass
+        assert [(c.name, c.arguments) for c in stream.tool_calls] == [(call.name, call.arguments)]
+        with pytest.raises(unillm.UnsupportedFeature, match="--tool-call-parser"):
+            await llm.generate(messages=ASK, tools=[add], max_tokens=4)
+
+
+def test_without_a_parser_forced_calls_go_out_as_response_format() -> None:
+    request = make_request(None, ASK, None, {"tools": [add], "tool_choice": "add"}, stream=False)
+    body = SGLangAdapter().build(request, INFO).json or {}
+    assert body["tool_choice"] == "none"
+    assert body["response_format"]["json_schema"]["schema"]["required"] == ["a", "b"]
+
+
+def test_with_a_parser_the_openai_tool_fields_go_out_as_they_are() -> None:
+    info = dataclasses.replace(INFO, tool_call_parser="qwen25")
+    request = make_request(None, ASK, None, {"tools": [add]}, stream=False)
+    body = SGLangAdapter().build(request, info).json or {}
+    assert body["tool_choice"] == "auto" and "response_format" not in body
+
+
+def test_the_parser_is_read_from_server_info() -> None:
+    answers = {"model_info": {"model_path": "tiny"}, "server_info": {"tool_call_parser": "qwen25"}}
+    assert SGLangAdapter().parse_info(answers, None).tool_call_parser == "qwen25"
