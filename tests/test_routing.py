@@ -156,22 +156,21 @@ def test_bad_settings_are_refused(kwargs: dict[str, object], match: str) -> None
 
 
 def test_prefix_key_of_content_parts_reads_text_and_image_url_ends() -> None:
-    from unillm.options import Request
+    import unillm
 
     router = Router(URLS, "prefix", prefix_chars=200)
 
-    def key(*parts: object, tool_call: bool = False) -> int | None:
-        messages: list[dict[str, object]] = [{"role": "user", "content": list(parts)}]
-        if tool_call:
-            messages.insert(0, {"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]})
-        return router.key_for(Request(prompt=None, messages=tuple(messages), stream=False))  # type: ignore[arg-type]
+    def key(*parts: object) -> int | None:
+        messages = [{"role": "user", "content": list(parts)}]
+        return router.key_for(make_request(None, messages, None, {}, stream=False))
 
-    big = "data:image/png;base64," + "A" * 2_000_000
-    image = {"type": "image_url", "image_url": {"url": big + "xyz"}}
-    other = {"type": "image_url", "image_url": {"url": big + "abc"}}
-    text = {"type": "text", "text": "What is in this picture?"}
-    assert key(text, image) == key(text, image)
-    assert key(text, image) != key(text, other)
-    assert key(text, image) != key({"type": "text", "text": "Describe it."}, image)
-    assert key("plain part", image) is not None
-    assert key(text, tool_call=True) is not None
+    big = b"\x89PNG\r\n\x1a\n" + b"0" * 2_000_000
+    image, other = unillm.Image(big + b"x"), unillm.Image(big + b"y")
+    assert key("What is in this picture?", image) == key("What is in this picture?", image)
+    assert key("What is in this picture?", image) != key("What is in this picture?", other)
+    assert key("What is in this picture?", image) != key("Describe it.", image)
+    call = {"role": "assistant", "content": None,
+            "tool_calls": [{"id": "1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+    with_call = [{"role": "user", "content": "hi"}, call,
+                 {"role": "tool", "tool_call_id": "1", "content": "ok"}]
+    assert router.key_for(make_request(None, with_call, None, {}, stream=False)) is not None
