@@ -334,3 +334,14 @@ def test_a_launched_text_only_model_refuses_images_before_sending(tmp_path: Path
     with pytest.raises(UnsupportedFeature, match="text-only"):
         check_text_only("vllm", INFO, request)
     assert unillm.Image is Image
+
+
+def test_launch_detects_the_tool_parser_of_a_local_model_unless_told(tmp_path: Path) -> None:
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(
+        {"chat_template": "{% for t in tools %}{{ t }}{% endfor %}<tool_call>"}))
+    detected = unillm.launch("vllm", model=str(tmp_path), python="python", progress=None).command().argv
+    assert detected[detected.index("--tool-call-parser") + 1] == "hermes"
+    off = unillm.launch("vllm", model=str(tmp_path), python="python", tool_parser="none", progress=None)
+    assert "--tool-call-parser" not in off.command().argv
+    sglang = unillm.launch("sglang", model=str(tmp_path), python="python", progress=None).command().argv
+    assert sglang[sglang.index("--tool-call-parser") + 1] == "qwen25"
