@@ -324,6 +324,11 @@ def test_tool_parser_and_vision_are_detected_from_the_model_folder(tmp_path: Pat
     assert detect_tool_parser(tmp_path) == "hermes" and takes_images(tmp_path) is False
     (tmp_path / "config.json").write_text(json.dumps({"architectures": ["X"], "vision_config": {}}))
     assert takes_images(tmp_path) is True
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["Phi3VForCausalLM"],
+                                                       "img_processor": {}}))
+    assert takes_images(tmp_path) is True
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["SomethingNew"]}))
+    assert takes_images(tmp_path) is None
     assert detect_tool_parser(tmp_path / "absent") is None and takes_images("org/remote-id") is None
 
 

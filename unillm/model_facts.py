@@ -17,8 +17,8 @@ __all__ = ["chat_template", "detect_tool_parser", "takes_images"]
 # Markers a chat template writes around tool calls -> the parser (vLLM's names) that reads them.
 _TEMPLATE_MARKERS = (("<tool_call>", "hermes"), ("[TOOL_CALLS]", "mistral"),
                      ("<|python_tag|>", "llama3_json"))
-_VISION_KEYS = ("vision_config", "visual", "vision_tower", "mm_vision_tower", "image_token_index",
-                "image_token_id")
+_PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json")
+_VISION_MARKERS = ("vision", "visual", "image", "img", "mm_")
 
 
 def _json(path: Path) -> dict[str, Any] | None:
@@ -53,12 +53,20 @@ def detect_tool_parser(model: str | Path) -> str | None:
 
 
 def takes_images(model: str | Path) -> bool | None:
-    """True for a vision-language model folder, False for a text-only one, None when unknown."""
+    """True for a vision-language model folder, False for a plainly text-only one, None when unknown.
+
+    Conservative: any image processor file or any config key about vision or images counts as
+    a vision model; only a causal-LM architecture with none of those is text-only.
+    """
     folder = Path(model).expanduser()
     config = _json(folder / "config.json") if folder.is_dir() else None
     if config is None:
         return None
-    if any(k in config for k in _VISION_KEYS) or (folder / "preprocessor_config.json").is_file():
+    if any((folder / name).is_file() for name in _PROCESSOR_FILES):
+        return True
+    if any(marker in key.lower() for key in config for marker in _VISION_MARKERS):
         return True
     architectures = config.get("architectures") or []
-    return any("Vision" in a or "VL" in a or "Llava" in a for a in architectures)
+    if architectures and all(isinstance(a, str) and a.endswith("ForCausalLM") for a in architectures):
+        return False
+    return None
