@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from unillm_vllm import VLLMAdapter
+from fake_adapter import FakeAdapter, registered
 
-import unillm.adapter
 from unillm.config import Config, from_config, load_config
 from unillm.errors import ConfigError
 from unillm.llm import LLM
@@ -154,34 +153,25 @@ def test_timeouts_and_retry_tables() -> None:
 
 # -- swapping engines ------------------------------------------------------------------------
 
-class ToyAdapter(VLLMAdapter):
+class ToyAdapter(FakeAdapter):
     name = "toy"
     display_name = "Toy"
 
 
-class _ToyEntryPoint:
-    name, value = "toy", "tests.test_config:ToyAdapter"
-
-    def load(self) -> type[ToyAdapter]:
-        return ToyAdapter
-
-
-def test_swapping_only_engine_changes_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = unillm.adapter._entry_points()
-    monkeypatch.setattr(unillm.adapter, "_entry_points", lambda: {**real, "toy": _ToyEntryPoint()})
+def test_swapping_only_engine_changes_the_engine() -> None:
     base = {"base_url": "http://h:8000", "model": "tiny", "defaults": {"max_tokens": 8}}
-    one, two = (from_config({**base, "engine": e}, env={}) for e in ("vllm", "toy"))
+    with registered(FakeAdapter, ToyAdapter):
+        one, two = (from_config({**base, "engine": e}, env={}) for e in ("fake", "toy"))
     assert isinstance(one, LLM)
     assert isinstance(two, LLM)
-    assert (one.engine, two.engine) == ("vllm", "toy")
+    assert (one.engine, two.engine) == ("fake", "toy")
     assert isinstance(two.adapter, ToyAdapter)
     assert (one.base_url, one.defaults) == (two.base_url, two.defaults)
 
 
-def test_swapping_engine_by_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = unillm.adapter._entry_points()
-    monkeypatch.setattr(unillm.adapter, "_entry_points", lambda: {**real, "toy": _ToyEntryPoint()})
-    llm = from_config({"engine": "vllm", "base_url": "http://h:8000"}, env={"UNILLM_ENGINE": "toy"})
+def test_swapping_engine_by_environment() -> None:
+    with registered(FakeAdapter, ToyAdapter):
+        llm = from_config({"engine": "fake", "base_url": "http://h:8000"}, env={"UNILLM_ENGINE": "toy"})
     assert isinstance(llm, LLM)
     assert llm.engine == "toy"
 

@@ -1,0 +1,63 @@
+"""SGLang passes unillm's adapter conformance kit (canned answers in SGLang 0.5's OpenAI-API layout)."""
+
+from __future__ import annotations
+
+import json
+
+from unillm_sglang import SGLangAdapter, SGLangInfo
+
+from unillm.testing.conformance import ERROR_STATUSES, AdapterConformance
+
+MODEL = "org/base-model"
+
+
+def _chunk(content: str | None, finish: str | None = None) -> str:
+    return json.dumps({"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
+                       "choices": [{"index": 0, "delta": {"role": "assistant", "content": content},
+                                    "logprobs": None, "finish_reason": finish, "matched_stop": None}],
+                       "usage": None})
+
+
+# SGLang's ErrorResponse: {"object": "error", "message": ..., "type": ..., "param": null, "code": N}.
+_ERRORS = {
+    400: "Requested token count exceeds the model's maximum context length",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "The model `nope` does not exist.",
+    422: "max_tokens: Input should be a valid integer",
+    429: "The request queue is full.",
+    500: "Internal server error",
+    502: "Bad Gateway",
+    503: "The server is draining",
+}
+
+
+ANSWER = {
+    "id": "c0", "object": "text_completion", "created": 1, "model": MODEL,
+    "choices": [{"index": 0, "text": " the sea", "logprobs": None, "finish_reason": "length",
+                 "matched_stop": None}],
+    "usage": {"prompt_tokens": 2, "total_tokens": 4, "completion_tokens": 2, "prompt_tokens_details": None},
+}
+ERROR_BODIES = {status: json.dumps({"object": "error", "message": message, "type": "Error", "param": None,
+                                    "code": status}).encode() for status, message in _ERRORS.items()}
+
+
+class TestSGLangConformance(AdapterConformance):
+    adapter = SGLangAdapter()
+    info = SGLangInfo(engine="sglang", model=MODEL, version="0.5.23", served_names=(MODEL,),
+                      lora_enabled=True)
+    answer_body = ANSWER
+    answer_text = " the sea"
+    stream_events = (
+        _chunk("Hel"), _chunk("lo"), _chunk(None, "length"),
+        json.dumps({"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
+                    "choices": [], "usage": {"prompt_tokens": 9, "total_tokens": 11,
+                                             "completion_tokens": 2}}),
+        "[DONE]",
+    )
+    stream_text = "Hello"
+    error_bodies = ERROR_BODIES
+    capability_versions = (None, "0.5.23", "0.4.9", "0.3.6")
+
+
+assert set(_ERRORS) == set(ERROR_STATUSES)

@@ -1,0 +1,194 @@
+"""The adapter conformance kit: the fake adapter passes it, and each check catches a broken adapter."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from fake_adapter import FakeAdapter, registered
+
+from unillm.adapter import EngineInfo, HttpCall, get_adapter
+from unillm.capabilities import Capabilities, Feature, Support
+from unillm.errors import EngineInternalError, UnillmError, UnknownEngine
+from unillm.launch_spec import LaunchCommand, LaunchSpec
+from unillm.openai_compat import OpenAIStreamDecoder
+from unillm.options import Request
+from unillm.results import Completion
+from unillm.testing.conformance import (
+    ERROR_STATUSES,
+    AdapterConformance,
+    IOAttempted,
+    blocked_io,
+    openai_error,
+    sse_payloads,
+)
+
+MODEL = "tiny"
+ANSWER = {"id": "c", "object": "text_completion", "model": MODEL,
+          "choices": [{"index": 0, "text": " there", "finish_reason": "length"}],
+          "usage": {"prompt_tokens": 1, "completion_tokens": 1}}
+RECORDED_STREAM = """\
+: a comment line
+
+data: {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hel"}}]}
+
+data: {"choices": [{"index": 0, "delta": {"content": "lo"}, "finish_reason": "stop"}]}
+
+data: [DONE]
+
+"""
+ERROR_BODIES = {status: openai_error(f"failed with {status}", status) for status in ERROR_STATUSES}
+
+
+class FakeKit(AdapterConformance):
+    adapter = FakeAdapter()
+    info = EngineInfo(engine="fake", model=MODEL, version="1.0")
+    answer_body = ANSWER
+    answer_text = " there"
+    stream_events = sse_payloads(RECORDED_STREAM)
+    stream_text = "Hello"
+    error_bodies = ERROR_BODIES
+
+
+class TestFakeAdapterConformance(FakeKit):
+    """The fake engine core tests use is itself a conforming adapter."""
+
+
+def kit_for(adapter: FakeAdapter) -> FakeKit:
+    return type("BrokenKit", (FakeKit,), {"adapter": adapter})()
+
+
+# -- each check catches what it is for -----------------------------------------------------------
+class OpensFiles(FakeAdapter):
+    def build(self, request: Request, info: EngineInfo) -> HttpCall:
+        with open(os.devnull) as f:
+            f.read()
+        return super().build(request, info)
+
+
+class Connects(FakeAdapter):
+    def parse(self, body: Any, request: Request, info: EngineInfo) -> Completion[Any]:
+        socket.create_connection(("127.0.0.1", 9))
+        return super().parse(body, request, info)
+
+
+def test_io_in_a_translation_method_fails() -> None:
+    with pytest.raises(IOAttempted, match="open"):
+        kit_for(OpensFiles()).test_builds_a_json_call("prompt")
+    with pytest.raises(IOAttempted, match="create_connection"):
+        kit_for(Connects()).test_translation_does_no_io()
+
+
+def test_blocked_io_is_undone_after_the_block() -> None:
+    with blocked_io(), pytest.raises(IOAttempted):
+        open(os.devnull)  # noqa: SIM115
+    with open(os.devnull) as f:
+        assert f.read() == ""
+
+
+class SendsNaN(FakeAdapter):
+    def build(self, request: Request, info: EngineInfo) -> HttpCall:
+        call = super().build(request, info)
+        body = {**(call.json or {}), "temperature": float("nan")}
+        return HttpCall(call.method, call.path, body, call.stream)
+
+
+def test_a_body_json_cannot_send_fails() -> None:
+    with pytest.raises(ValueError, match="JSON compliant"):
+        kit_for(SendsNaN()).test_builds_a_json_call("chat")
+
+
+class ForgetsAFeature(FakeAdapter):
+    def capabilities(self, version: str | None = None) -> Capabilities:
+        caps = super().capabilities(version)
+        return caps.model_copy(update={"features": {k: v for k, v in caps.features.items()
+                                                    if k is not Feature.SEED}})
+
+
+class RefusesSilently(FakeAdapter):
+    def capabilities(self, version: str | None = None) -> Capabilities:
+        caps = super().capabilities(version)
+        return caps.model_copy(update={"features": {**caps.features, Feature.SEED: Support(level="no")}})
+
+
+@pytest.mark.parametrize(("adapter", "message"), [(ForgetsAFeature(), "undeclared: ..SEED"),
+                                                  (RefusesSilently(), "without saying why: ..SEED")])
+def test_an_undeclared_or_unexplained_feature_fails(adapter: FakeAdapter, message: str) -> None:
+    with pytest.raises(AssertionError, match=message):
+        kit_for(adapter).test_declares_every_feature()
+
+
+class LeaksTheKey(FakeAdapter):
+    def command(self, spec: LaunchSpec) -> LaunchCommand:
+        return LaunchCommand(argv=[*super().command(spec).argv, "--api-key", str(spec.key())])
+
+
+class DropsTheKey(FakeAdapter):
+    def command(self, spec: LaunchSpec) -> LaunchCommand:
+        return super().command(spec.model_copy(update={"api_key": None}))
+
+
+def test_a_printed_or_dropped_key_fails() -> None:
+    with pytest.raises(AssertionError, match="the API key is printed"):
+        kit_for(LeaksTheKey()).test_masks_the_api_key_in_printed_commands()
+    with pytest.raises(AssertionError, match="not passed to the engine"):
+        kit_for(DropsTheKey()).test_masks_the_api_key_in_printed_commands()
+
+
+class AllErrorsInternal(FakeAdapter):
+    def parse_error(self, status: int, body: bytes, request: Request | None,
+                    info: EngineInfo | None) -> UnillmError:
+        return EngineInternalError(f"fake answered {status}", engine=self.name, status=status,
+                                   engine_message="x")
+
+
+def test_a_wrong_error_type_fails() -> None:
+    kit = kit_for(AllErrorsInternal())
+    kit.test_maps_error_answers_to_typed_errors(500)
+    with pytest.raises(AssertionError, match="400 -> EngineInternalError, not InvalidRequest"):
+        kit.test_maps_error_answers_to_typed_errors(400)
+
+
+class NeverDone(OpenAIStreamDecoder):
+    def feed(self, data: str) -> Any:
+        return [] if data == "[DONE]" else super().feed(data)
+
+
+class MissesTheEnd(FakeAdapter):
+    def decoder(self, request: Request, info: EngineInfo) -> NeverDone:
+        return NeverDone(self.name)
+
+
+def test_a_stream_without_its_end_fails() -> None:
+    with pytest.raises(AssertionError, match="did not see the end"):
+        kit_for(MissesTheEnd()).test_decodes_the_canned_stream()
+
+
+def test_a_wrong_answer_text_fails() -> None:
+    kit = type("WrongText", (FakeKit,), {"answer_text": " here"})()
+    with pytest.raises(AssertionError):
+        kit.test_parses_the_canned_answer()
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+def test_sse_payloads_keeps_data_and_drops_comments() -> None:
+    assert sse_payloads(RECORDED_STREAM)[-1] == "[DONE]"
+    assert [json.loads(p)["choices"][0]["delta"]["content"] for p in sse_payloads(RECORDED_STREAM)[:2]] == [
+        "Hel", "lo"]
+    assert sse_payloads("data: a\ndata: b\r\n\r\nevent: x\n\n") == ["a\nb"]
+
+
+def test_registered_makes_the_fake_findable_only_inside_the_block() -> None:
+    with registered(FakeAdapter):
+        assert isinstance(get_adapter("fake"), FakeAdapter)
+    with pytest.raises(UnknownEngine):
+        get_adapter("fake")
+
+
+def test_error_bodies_cover_every_status() -> None:
+    bodies: Mapping[int, bytes] = FakeKit.error_bodies
+    assert set(bodies) == set(ERROR_STATUSES)
