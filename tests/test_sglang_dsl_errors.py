@@ -13,11 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sglang as sgl  # type: ignore[import-untyped]
 from fault_server import FaultServer
-from unillm_sglang.dsl import UnillmBackend
 
 import unillm
+
+# About the SGLang adapter's DSL backend: it needs that adapter with its `dsl` extra.
+sgl = pytest.importorskip("sglang", reason="SGLang's DSL is not installed: pip install 'unillm[sglang-dsl]'")
+UnillmBackend = pytest.importorskip(
+    "unillm_sglang.dsl", reason="the SGLang adapter is not installed: pip install 'unillm[sglang-dsl]'",
+).UnillmBackend
 
 TESTS = Path(__file__).parent
 SCHEMA = '{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}'

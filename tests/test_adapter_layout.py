@@ -1,0 +1,81 @@
+"""The adapter layout conventions that let `./run`, mypy and CI find adapters without lists.
+
+Every ``adapters/<engine>/`` package declares a ``dev`` extra (`./run` installs it), registers an
+entry point, keeps its code in ``unillm_<engine>/`` (mypy's ``files`` glob) and its tests, with a
+conformance-kit subclass, in ``tests/``; and the core tests collect with no adapter importable.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from unillm.adapter import ENTRY_POINT_GROUP, FIRST_PARTY_ENGINES
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+ADAPTERS = sorted(p.parent for p in ROOT.glob("adapters/*/pyproject.toml"))
+
+
+def pyproject(folder: Path) -> dict[str, Any]:
+    return tomllib.loads((folder / "pyproject.toml").read_text())
+
+
+def test_the_first_party_adapters_are_all_there() -> None:
+    assert sorted(p.name for p in ADAPTERS) == sorted(FIRST_PARTY_ENGINES)
+
+
+@pytest.mark.parametrize("folder", ADAPTERS, ids=lambda p: p.name)
+def test_an_adapter_package_follows_the_layout(folder: Path) -> None:
+    project = pyproject(folder)["project"]
+    assert "dev" in project.get("optional-dependencies", {}), "declare a `dev` extra (may be [])"
+    entry_points = project["entry-points"][ENTRY_POINT_GROUP]
+    assert list(entry_points) == [folder.name], "one entry point, named like the folder"
+    package = entry_points[folder.name].split(":")[0].split(".")[0]
+    assert package.startswith("unillm_") and (folder / package / "py.typed").is_file()
+    assert list((folder / "tests").glob("test_*_conformance.py")), "subclass the conformance kit"
+
+
+def test_the_root_extras_name_every_first_party_adapter() -> None:
+    extras = pyproject(ROOT)["project"]["optional-dependencies"]
+    for folder in ADAPTERS:
+        dist = pyproject(folder)["project"]["name"]
+        assert any(req.startswith(dist) for req in extras[folder.name]), f"unillm[{folder.name}]"
+
+
+def test_mypy_checks_every_adapter_without_a_list() -> None:
+    mypy = pyproject(ROOT)["tool"]["mypy"]
+    assert mypy["strict"] is True
+    assert "packages" not in mypy and "adapters/*/unillm_*" in mypy["files"]
+
+
+def test_core_tests_collect_with_no_engine_adapter_importable() -> None:
+    blocked = sorted({pyproject(f)["project"]["entry-points"][ENTRY_POINT_GROUP][f.name].split(":")[0]
+                      for f in ADAPTERS})
+    program = textwrap.dedent(f"""
+        import importlib.abc, sys
+        import pytest
+
+        class NoAdapters(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in {blocked!r}:
+                    raise ModuleNotFoundError(f"no module named {{name!r}} (blocked)", name=name)
+                return None
+
+        sys.meta_path.insert(0, NoAdapters())
+        sys.exit(pytest.main(["--collect-only", "-q", "-m", "not engine", "-p", "no:cacheprovider",
+                              "tests"]))
+    """)
+    run = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert " collected" in run.stdout or "tests collected" in run.stdout, run.stdout[-500:]
