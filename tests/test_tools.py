@@ -9,7 +9,6 @@ from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel
-from unillm_vllm import VLLMAdapter
 
 import unillm
 from unillm.adapter import EngineInfo
@@ -33,6 +32,9 @@ from unillm.tools import (
     validate_call,
 )
 
+# Several tests below read vLLM's tool wire format (bodies, parser flags).
+VLLMAdapter = pytest.importorskip("unillm_vllm", reason="the vLLM adapter is not installed: "
+                                  "pip install 'unillm[vllm]'").VLLMAdapter
 ASK = [{"role": "user", "content": "weather?"}]
 INFO = EngineInfo(engine="vllm", model="m", version="0.32.0")
 PNG = bytes.fromhex("89504e470d0a1a0a") + b"\x00" * 8
