@@ -7,6 +7,7 @@ conformance-kit subclass, in ``tests/``; and the core tests collect with no adap
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -79,3 +80,16 @@ def test_core_tests_collect_with_no_engine_adapter_importable() -> None:
                          timeout=300)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert " collected" in run.stdout or "tests collected" in run.stdout, run.stdout[-500:]
+
+
+def test_the_adapter_guide_names_every_hook() -> None:
+    from unillm.adapter import Adapter
+    from unillm.openai_compat import OpenAICompatAdapter
+
+    guide = (ROOT / "docs" / "ADAPTERS.md").read_text()
+    hooks = {name for cls in (Adapter, OpenAICompatAdapter) for name in vars(cls)
+             if not name.startswith("_") and callable(getattr(cls, name))}
+    assert hooks, "no hooks found"
+    named = set(re.findall(r"`(\w+)[`(]", guide))
+    assert sorted(hooks - named) == []
+    assert "docs/ADAPTERS.md" in (ROOT / "README.md").read_text()
