@@ -192,3 +192,10 @@ def test_registered_makes_the_fake_findable_only_inside_the_block() -> None:
 def test_error_bodies_cover_every_status() -> None:
     bodies: Mapping[int, bytes] = FakeKit.error_bodies
     assert set(bodies) == set(ERROR_STATUSES)
+
+
+def test_a_declared_refusal_that_does_not_happen_fails() -> None:
+    kit = type("ClaimsRefusal", (FakeKit,), {"refused_requests": {"chat": "no chat"}})()
+    kit.test_builds_a_json_call("prompt")
+    with pytest.raises(AssertionError, match="refused_requests says"):
+        kit.test_builds_a_json_call("chat")

@@ -60,6 +60,7 @@ EXPECTED_ERROR: dict[int, type[UnillmError]] = {
     429: Overloaded, 500: EngineInternalError, 502: EngineInternalError, 503: Overloaded,
 }
 ERROR_STATUSES = tuple(EXPECTED_ERROR)
+REQUEST_KINDS = ("prompt", "chat", "prompt-stream", "chat-stream")
 
 
 class IOAttempted(AssertionError):
@@ -113,7 +114,7 @@ class AdapterConformance:
     (the SSE ``data`` payloads answering ``stream_request``), ``error_bodies`` (the body the
     engine sends with each status of :data:`ERROR_STATUSES`). Optional: ``launch_spec`` (it must
     carry an API key), ``capability_versions`` (versions whose capability tables are checked),
-    ``passes_api_key``.
+    ``passes_api_key``, ``refused_requests``.
     """
 
     adapter: ClassVar[Adapter]
@@ -129,23 +130,41 @@ class AdapterConformance:
     launch_spec: ClassVar[LaunchSpec] = LaunchSpec(model="/models/tiny", port=8000,
                                                    api_key=SecretStr(SECRET))
     capability_versions: ClassVar[Sequence[str | None]] = (None,)
+    # Request kinds (REQUEST_KINDS) the adapter refuses with UnsupportedFeature -> why.
+    refused_requests: ClassVar[Mapping[str, str]] = {}
     # False for an engine without authentication that ignores a key on a loopback address.
     passes_api_key: ClassVar[bool] = True
 
     # -- requests ------------------------------------------------------------------------------
-    @pytest.mark.parametrize("kind", ["prompt", "chat", "prompt-stream", "chat-stream"])
+    @pytest.mark.parametrize("kind", REQUEST_KINDS)
     def test_builds_a_json_call(self, kind: str) -> None:
-        chat = kind.startswith("chat")
-        request = make_request(None if chat else "Hi", [{"role": "user", "content": "Hi"}] if chat else None,
-                               None, {"max_tokens": 4, "temperature": 0.0}, stream=kind.endswith("stream"))
+        request = self._request(kind)
         with blocked_io():
-            call = self.adapter.build(request, self.info)
+            call = self._build_or_refusal(request)
+        if kind in self.refused_requests:
+            assert isinstance(call, UnsupportedFeature), (
+                f"refused_requests says the adapter refuses a {kind} ({self.refused_requests[kind]}), "
+                f"but build() returned {call!r}")
+            assert call.engine == self.adapter.name and call.why, f"the refusal names no reason: {call}"
+            return
         assert isinstance(call, HttpCall), f"build() returned {call!r}, not an HttpCall"
         assert call.method in ("GET", "POST") and call.path.startswith("/"), f"not a call to send: {call}"
         assert call.stream is request.stream, f"call.stream={call.stream} for stream={request.stream}"
         assert call.json is not None, "a generation call carries a JSON body"
         text = json.dumps(call.json, allow_nan=False)  # what the transport sends
         assert "Hi" in text, f"the {kind} is not in the body: {text}"
+
+    @staticmethod
+    def _request(kind: str) -> Request:
+        chat = kind.startswith("chat")
+        return make_request(None if chat else "Hi", [{"role": "user", "content": "Hi"}] if chat else None,
+                            None, {"max_tokens": 4, "temperature": 0.0}, stream=kind.endswith("stream"))
+
+    def _build_or_refusal(self, request: Request) -> HttpCall | UnsupportedFeature:
+        try:
+            return self.adapter.build(request, self.info)
+        except UnsupportedFeature as refusal:
+            return refusal
 
     # -- answers -------------------------------------------------------------------------------
     def test_parses_the_canned_answer(self) -> None:
@@ -219,11 +238,9 @@ class AdapterConformance:
             open(os.devnull)  # noqa: SIM115
 
     def test_translation_does_no_io(self) -> None:
-        chat = [{"role": "user", "content": "Hi"}]
         with blocked_io():
-            for stream in (False, True):
-                self.adapter.build(make_request("Hi", None, None, {}, stream=stream), self.info)
-                self.adapter.build(make_request(None, chat, None, {}, stream=stream), self.info)
+            for kind in REQUEST_KINDS:
+                self._build_or_refusal(self._request(kind))
             self.adapter.parse(self.answer_body, self.answer_request, self.info)
             decoder = self.adapter.decoder(self.stream_request, self.info)
             for data in self.stream_events:

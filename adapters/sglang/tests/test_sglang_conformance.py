@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from types import MappingProxyType
 
 from unillm_sglang import SGLangAdapter, SGLangInfo
 
+from unillm.options import make_request
 from unillm.testing.conformance import ERROR_STATUSES, AdapterConformance
 
 MODEL = "org/base-model"
@@ -61,3 +63,25 @@ class TestSGLangConformance(AdapterConformance):
 
 
 assert set(_ERRORS) == set(ERROR_STATUSES)
+
+
+def _native_event(text: str, tokens: int, finish: dict[str, object] | None = None) -> str:
+    return json.dumps({"text": text, "output_ids": list(range(tokens)), "meta_info": {
+        "id": "r1", "prompt_tokens": 2, "completion_tokens": tokens, "finish_reason": finish}})
+
+
+NATIVE_ANSWER = {"text": " the sea", "output_ids": [5, 6],
+                 "meta_info": {"id": "r0", "prompt_tokens": 2, "completion_tokens": 2,
+                               "finish_reason": {"type": "length", "length": 2}}}
+
+
+class TestSGLangNativeConformance(TestSGLangConformance):
+    """The same checks through SGLang's native /generate route (cumulative stream text)."""
+
+    adapter = SGLangAdapter("native")
+    answer_body = NATIVE_ANSWER
+    stream_request = make_request("Hi", None, None, {"max_tokens": 8}, stream=True)
+    refused_requests = MappingProxyType({kind: "/generate takes a rendered prompt, not messages"
+                                         for kind in ("chat", "chat-stream")})
+    stream_events = (_native_event("Hel", 1), _native_event("Hello", 2, {"type": "stop", "matched": 2}),
+                     "[DONE]")
