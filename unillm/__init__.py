@@ -38,7 +38,8 @@ _EXPORTS = {
     "Image": "unillm.content",
     "Capabilities": "unillm.capabilities", "Feature": "unillm.capabilities",
     "RetryPolicy": "unillm.transport", "Timeouts": "unillm.transport", "Pool": "unillm.transport",
-    "EngineMetrics": "unillm.metrics", "BlockingLLM": "unillm.blocking",
+    "EngineMetrics": "unillm.metrics", "NormalizedMetrics": "unillm.metrics",
+    "MetricNames": "unillm.metrics", "BlockingLLM": "unillm.blocking",
     "UnillmError": "unillm.errors", "InvalidOptions": "unillm.errors",
     "ConfigError": "unillm.errors", "UnknownEngine": "unillm.errors",
     "UnsupportedFeature": "unillm.errors", "EngineError": "unillm.errors",
@@ -53,10 +54,14 @@ _EXPORTS = {
     "PoolTimeout": "unillm.errors", "DeadlineExceeded": "unillm.errors",
 }
 
-__all__ = [*sorted(_EXPORTS), "__version__"]
+_SUBMODULES = ("metrics",)  # ``unillm.metrics.merge(...)`` without importing it first
+
+__all__ = [*sorted(_EXPORTS), *_SUBMODULES, "__version__"]
 
 
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return import_module(f"unillm.{name}")
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'unillm' has no attribute {name!r}")
@@ -70,6 +75,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from unillm import metrics as metrics
     from unillm.blocking import BlockingLLM as BlockingLLM
     from unillm.capabilities import Capabilities as Capabilities
     from unillm.capabilities import Feature as Feature
@@ -114,6 +120,8 @@ if TYPE_CHECKING:
     from unillm.llm import LLM as LLM
     from unillm.llm import Stream as Stream
     from unillm.metrics import EngineMetrics as EngineMetrics
+    from unillm.metrics import MetricNames as MetricNames
+    from unillm.metrics import NormalizedMetrics as NormalizedMetrics
     from unillm.options import Choice as Choice
     from unillm.options import Grammar as Grammar
     from unillm.options import JsonSchema as JsonSchema

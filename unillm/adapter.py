@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from unillm.capabilities import Capabilities, Feature
 from unillm.errors import UnillmError, UnknownEngine, UnsupportedFeature
 from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
+from unillm.metrics import MetricNames
 from unillm.options import Request
 from unillm.results import AdapterInfo, Completion, Delta
 
@@ -173,6 +174,17 @@ class Adapter(ABC):
     def metrics_path(self) -> str:
         """Where the engine serves Prometheus metrics."""
         return "/metrics"
+
+    def metric_names(self, version: str | None) -> MetricNames:
+        """How this engine's Prometheus names (at ``version``) map onto unillm's metrics schema.
+
+        Leave a signal None when the engine does not expose it. Raise ``UnsupportedFeature``
+        when the engine (in this mode) has no metrics endpoint: ``llm.metrics()`` then refuses
+        before sending. The default maps nothing (raw samples only)::
+
+            return MetricNames(waiting="myengine_queue_size", ttft="myengine_ttft_seconds")
+        """
+        return MetricNames()
 
     def lora_error(self, status: int, body: bytes, info: EngineInfo | None) -> UnillmError:
         """The typed error for a failed LoRA load/unload/list call."""

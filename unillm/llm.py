@@ -150,14 +150,20 @@ class LLM:
         return response.status_code == 200
 
     async def metrics(self) -> EngineMetrics:
-        """The engine's Prometheus metrics (engine-specific names; see ``.names()``).
+        """The engine's Prometheus metrics: raw samples, and ``.normalized()`` for every engine.
 
-            (await llm.metrics()).value("vllm:num_requests_running")
+            m = await llm.metrics()
+            m.value("vllm:num_requests_running")      # raw, engine-specific names (m.names())
+            m.normalized().waiting                    # unillm's schema (see unillm.metrics)
+
+        Raises UnsupportedFeature, before sending, for an engine without a metrics endpoint.
         """
+        info = await self.info()
+        mapping = self.adapter.metric_names(info.version)
         response = await self._transport.send(HttpCall("GET", self.adapter.metrics_path()))
         if response.status_code != 200:
             raise self.adapter.parse_error(response.status_code, response.content, None, self._info)
-        return EngineMetrics.parse(response.text)
+        return EngineMetrics.parse(response.text, engine=self.engine, mapping=mapping)
 
     def openai(self) -> AsyncOpenAI:
         """An ``openai.AsyncOpenAI`` client for the same endpoint (needs ``unillm[openai]``)."""

@@ -24,6 +24,7 @@ from unillm.adapter import EngineInfo, EngineInstall, HttpCall
 from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsupported
 from unillm.errors import UnillmError, UnknownAdapter, UnsupportedFeature
 from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
+from unillm.metrics import MetricNames
 from unillm.openai_compat import OpenAICompatAdapter, RuntimeLoraEndpoints, error_for_status, error_message
 from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
 
@@ -149,6 +150,23 @@ class MLXAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
                   Feature.EXPERT_PARALLEL, Feature.MULTI_NODE, Feature.PD_DISAGGREGATION):
             features[f] = _SINGLE_DEVICE
         return Capabilities(engine=self.name, version=version, features=features)
+
+    # -- metrics ---------------------------------------------------------------------------
+    def metric_names(self, version: str | None) -> MetricNames:
+        """In-process: unillm's own counters. Server mode: refused (mlx_lm.server has no /metrics)."""
+        if not is_in_process(version):
+            raise UnsupportedFeature(
+                self.name, "engine metrics (/metrics)", version=version,
+                why="mlx_lm.server has no metrics endpoint",
+                alternative="Use the client timings every answer carries (r.timings: ttft_s, itl_s, "
+                            "tpot_s), or run MLX in-process (in_process=True), which serves request "
+                            "and token counters")
+        return MetricNames(
+            running="mlx:num_requests_running",  # queued or running: one worker decodes
+            spec_accepted_tokens="mlx:spec_decode_num_accepted_tokens_total",
+            prompt_tokens="mlx:prompt_tokens_total",
+            generation_tokens="mlx:generation_tokens_total",
+        )
 
     # -- discovery -------------------------------------------------------------------------
     def discovery(self) -> Mapping[str, HttpCall]:

@@ -14,7 +14,8 @@ from unillm.errors import InvalidOptions, UnsupportedFeature
 from unillm.launch_spec import LaunchSpec, Parallel, Speculative
 
 ADAPTER = SGLangAdapter()
-BASE = ["python", "-m", "sglang.launch_server", "--model-path", "/m", "--host", "127.0.0.1"]
+BASE = ["python", "-m", "sglang.launch_server", "--model-path", "/m", "--host", "127.0.0.1",
+        "--enable-metrics"]
 
 
 def argv_of(**settings: Any) -> list[str]:
@@ -145,9 +146,10 @@ def test_cli_dry_run_prints_the_exact_command() -> None:
          "--port", "30000", "--tensor-parallel", "2", "--max-model-len", "2048", "--lora", "sql=/a/sql",
          "--speculative", "ngram", "--api-key", "k-123", "--dry-run", "--", "--device", "cpu"],
         capture_output=True, text=True, check=True).stdout.strip()
-    assert out == ("py -m sglang.launch_server --model-path /m --host 127.0.0.1 --port 30000 --tp-size 2 "
-                   "--context-length 2048 --enable-lora --lora-paths sql=/a/sql --speculative-algorithm "
-                   "NGRAM --speculative-num-draft-tokens 4 --api-key=*** --device cpu")
+    assert out == ("py -m sglang.launch_server --model-path /m --host 127.0.0.1 --enable-metrics "
+                   "--port 30000 --tp-size 2 --context-length 2048 --enable-lora --lora-paths sql=/a/sql "
+                   "--speculative-algorithm NGRAM --speculative-num-draft-tokens 4 --api-key=*** "
+                   "--device cpu")
 
 
 def test_setup_installs_the_cuda_runtime_on_gpu_machines() -> None:

@@ -32,6 +32,7 @@ from unillm.adapter import EngineInfo, EngineInstall, HttpCall
 from unillm.capabilities import Capabilities, Feature, Support, features_of
 from unillm.errors import MalformedResponse, UnillmError, UnknownAdapter, UnknownModel, UnsupportedFeature
 from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
+from unillm.metrics import MetricNames
 from unillm.openai_compat import OpenAICompatAdapter, OpenAIStreamDecoder, error_message
 from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
 from unillm.results import AdapterInfo, Completion
@@ -272,6 +273,33 @@ class SGLangAdapter(OpenAICompatAdapter):
                 "loaded: see llm.adapters.list(), or load it with llm.adapters.load(name, path)",
                 engine=self.name, status=status, engine_message=message)
         return super().parse_error(status, body, request, info)
+
+    # -- metrics ---------------------------------------------------------------------------
+    def metric_names(self, version: str | None) -> MetricNames:
+        """SGLang's names (as of 0.5.x; served with ``--enable-metrics``, which launch passes).
+
+        The prefix-cache ratio comes from cached / prompt token counters (the
+        ``sglang:cache_hit_rate`` gauge when the counter is missing); speculative acceptance
+        comes from SGLang's own gauges (it counts verification steps, not draft tokens).
+        """
+        return MetricNames(
+            ttft="sglang:time_to_first_token_seconds",
+            itl="sglang:inter_token_latency_seconds",
+            tpot="sglang:request_time_per_output_token_seconds",
+            e2e="sglang:e2e_request_latency_seconds",
+            queue="sglang:queue_time_seconds",
+            running="sglang:num_running_reqs",
+            waiting="sglang:num_queue_reqs",
+            kv_cache_usage="sglang:token_usage",
+            prefix_cache_hits="sglang:cached_tokens_total",
+            prefix_cache_queries="sglang:prompt_tokens_total",
+            prefix_cache_hit_ratio="sglang:cache_hit_rate",
+            spec_drafts="sglang:spec_verify_calls_total",
+            spec_acceptance_rate="sglang:spec_accept_rate",
+            spec_acceptance_length="sglang:spec_accept_length",
+            prompt_tokens="sglang:prompt_tokens_total",
+            generation_tokens="sglang:generation_tokens_total",
+        )
 
     # -- health, LoRA ----------------------------------------------------------------------
     def health_path(self) -> str:

@@ -34,7 +34,10 @@ _ALGORITHM = {"ngram": "NGRAM", "draft": "STANDALONE", "eagle": "EAGLE", "eagle3
 
 def launch_command(spec: LaunchSpec, engine: str = "sglang") -> LaunchCommand:
     """argv and environment that start SGLang for ``spec`` (unset fields keep SGLang's defaults)."""
-    argv = [spec.python or "python", "-m", MODULE, "--model-path", spec.model, "--host", spec.host]
+    # --enable-metrics: SGLang serves /metrics only when asked (vLLM always does); unillm's
+    # normalized metrics, fleets and benchmarks read it, and it costs little.
+    argv = [spec.python or "python", "-m", MODULE, "--model-path", spec.model, "--host", spec.host,
+            "--enable-metrics"]
     flag = Flags(argv)
     flag.add("--port", spec.port)
     flag.add("--served-model-name", spec.served_name)

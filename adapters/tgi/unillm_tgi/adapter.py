@@ -14,6 +14,7 @@ from unillm.adapter import Adapter, EngineInfo, EngineInstall, HttpCall
 from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsupported
 from unillm.errors import InvalidRequest, MalformedResponse, UnillmError, UnknownAdapter, UnsupportedFeature
 from unillm.launch_spec import LaunchCommand, LaunchSpec
+from unillm.metrics import MetricNames
 from unillm.options import Request
 from unillm.results import Completion, Usage
 from unillm_tgi import requests as wire
@@ -141,6 +142,26 @@ class TGIAdapter(Adapter):
             Feature.IMAGES: Support(why="chat messages to vision-language models only"),
         }
         return Capabilities(engine=self.name, version=version, features=features)
+
+    # -- metrics ---------------------------------------------------------------------------
+    def metric_names(self, version: str | None) -> MetricNames:
+        """TGI's documented names (docs/source/reference/metrics.md, TGI 3.x).
+
+        TGI measures no time to first token nor per-token gaps (use the client timings);
+        ``tgi_request_mean_time_per_token_duration`` is its per-request TPOT. Token totals are
+        the sums of its per-request histograms; ``tgi_request_skipped_tokens`` counts the
+        tokens speculation produced, with no count of proposals, so no acceptance rate.
+        """
+        return MetricNames(
+            tpot="tgi_request_mean_time_per_token_duration",
+            e2e="tgi_request_duration",
+            queue="tgi_request_queue_duration",
+            running="tgi_batch_current_size",
+            waiting="tgi_queue_size",
+            spec_accepted_tokens="tgi_request_skipped_tokens_sum",
+            prompt_tokens="tgi_request_input_length_sum",
+            generation_tokens="tgi_request_generated_tokens_sum",
+        )
 
     # -- discovery -------------------------------------------------------------------------
     def discovery(self) -> Mapping[str, HttpCall]:

