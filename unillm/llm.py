@@ -345,10 +345,13 @@ class Stream:
         with deadline.bound():
             info, call = await llm._prepare(request)
         decoder = llm.adapter.decoder(request, info)
-        started = time.perf_counter()
-        first: float | None = None
+        clock = time.perf_counter
+        started = clock()
+        timer = _StreamClock(started)
         finish: str | None = None
-        final_sent = False
+        # A delta carrying a finish reason or usage is held until the next one arrives: engines
+        # send the finish, then the usage in a chunk of its own; they leave as one final delta.
+        held: Delta | None = None
         async with AsyncExitStack() as stack:
             with deadline.bound():
                 response = await stack.enter_async_context(llm._transport.open(call, request.timeout))
@@ -370,15 +373,27 @@ class Stream:
                         if delta.text or delta.tool_calls:
                             if delta.text:
                                 self._texts.setdefault(delta.index, []).append(delta.text)
-                            if first is None:
-                                first = time.perf_counter() - started
+                            if delta.index == 0:
+                                timer.chunk(clock())
+                        if delta.finish_reason is None and delta.usage is None:
+                            if held is not None:
+                                yield held
+                                held = None
+                            yield delta
+                            continue
                         if delta.index == 0 and delta.finish_reason:
                             finish = delta.finish_reason
                         if delta.usage is not None:
-                            delta.timings = _timings(started, first, delta.usage.completion_tokens)
-                            final_sent = True
-                        yield delta
+                            timer.tokens = delta.usage.completion_tokens
+                        if held is not None and _merges(held, delta):
+                            held.usage = delta.usage
+                            held.finish_reason = held.finish_reason or delta.finish_reason
+                        else:
+                            if held is not None:
+                                yield held
+                            held = delta
                     if decoder.done:
+                        timer.ended = clock()
                         await _drain(response)  # lets the connection go back to the pool
                         break
             except SSEError as e:
@@ -396,8 +411,46 @@ class Stream:
             raise StreamInterrupted(
                 f"{llm.engine} ended the stream before finishing the answer",
                 partial_text=self._partial())
-        if not final_sent:
-            yield Delta(finish_reason=finish, timings=_timings(started, first, None))
+        final = held if held is not None else Delta(finish_reason=finish)
+        final.timings = timer.timings(clock(), one_choice=(request.n or 1) == 1)
+        yield final
+
+
+def _merges(held: Delta, delta: Delta) -> bool:
+    """True when ``delta`` only adds the usage to the held finish delta."""
+    return (held.usage is None and delta.usage is not None and not delta.text and not delta.logprobs
+            and not delta.tool_calls)
+
+
+class _StreamClock:
+    """Content-chunk times of one stream (choice 0), turned into :class:`Timings` at its end."""
+
+    __slots__ = ("ended", "first", "gaps", "last", "started", "tokens")
+
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.first: float | None = None
+        self.last = 0.0
+        self.gaps: list[float] = []
+        self.ended: float | None = None
+        self.tokens: int | None = None
+
+    def chunk(self, now: float) -> None:
+        if self.first is None:
+            self.first = now
+        else:
+            self.gaps.append(now - self.last)
+        self.last = now
+
+    def timings(self, now: float, *, one_choice: bool) -> Timings:
+        total = (self.ended or now) - self.started
+        ttft = None if self.first is None else self.first - self.started
+        tokens = self.tokens
+        tpot = ((total - ttft) / (tokens - 1)
+                if one_choice and ttft is not None and tokens is not None and tokens > 1 else None)
+        return Timings.model_construct(
+            total_s=total, ttft_s=ttft, itl_s=tuple(self.gaps), tpot_s=tpot,
+            tokens_per_s=tokens / total if tokens and total > 0 else None)
 
 
 async def _drain(response: httpx.Response) -> None:
@@ -407,11 +460,6 @@ async def _drain(response: httpx.Response) -> None:
                 pass
         except httpx.HTTPError:
             pass
-
-
-def _timings(started: float, first: float | None, tokens: int | None) -> Timings:
-    total = time.perf_counter() - started
-    return Timings(total_s=total, first_token_s=first, tokens_per_s=tokens / total if tokens else None)
 
 
 class LoraAdapters:

@@ -35,17 +35,34 @@ class Usage(BaseModel):
 
 
 class Timings(BaseModel):
-    """Client-side timings in seconds.
+    """Client-side timings in seconds, measured as ``vllm bench serve`` defines them.
 
-    ``first_token_s`` is measured on streams (time to the first text); it is ``None`` for a
-    non-streamed answer, which arrives all at once.
+    * ``total_s``: end-to-end latency, from sending the request to the end of the answer.
+    * ``ttft_s``: time to the first content chunk, text or tool-call piece (streams; ``None``
+      for a non-streamed answer, which arrives all at once).
+    * ``itl_s``: every gap between consecutive content chunks (streams), in order. An engine may
+      pack several tokens in one chunk (speculative decoding, stream intervals): these are
+      chunk gaps, not token gaps.
+    * ``tpot_s``: time per output token after the first, ``(total_s - ttft_s) /
+      (output tokens - 1)`` with the engine's token count (streams of one choice with at
+      least 2 output tokens).
+    * ``tokens_per_s``: output tokens / ``total_s``.
+
+    Streams measure choice 0 (the text of ``Stream.text``).
     """
 
     model_config = ConfigDict(frozen=True)
 
     total_s: float
-    first_token_s: float | None = None
+    ttft_s: float | None = None
+    itl_s: tuple[float, ...] = ()
+    tpot_s: float | None = None
     tokens_per_s: float | None = None
+
+    @property
+    def first_token_s(self) -> float | None:
+        """Same as ``ttft_s`` (the name of earlier versions)."""
+        return self.ttft_s
 
 
 class TopLogprob(BaseModel):

@@ -13,6 +13,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 import unillm
+from unillm.testing.streams import final_delta
 from unillm.testing.tiny_model import TinyModel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
@@ -42,7 +43,7 @@ async def test_stream_deltas_concatenate_to_the_greedy_generate_text(llm: unillm
     whole = await llm.generate(**args, max_tokens=24, temperature=0)  # type: ignore[arg-type]
     deltas = [d async for d in llm.stream(**args, max_tokens=24, temperature=0)]  # type: ignore[arg-type]
     assert "".join(d.text for d in deltas) == whole.text
-    last = deltas[-1]
+    last = final_delta(deltas)  # the only delta with usage and timings
     assert last.usage == whole.usage and last.finish_reason == "length"
     assert last.timings is not None and last.timings.first_token_s is not None
 

@@ -18,6 +18,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 import unillm
+from unillm.testing.streams import final_delta
 from unillm.testing.tiny_model import TinyModel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
@@ -138,12 +139,15 @@ async def test_mlx_inproc_stream_delivers_tokens_as_they_come(inproc_settings: d
         whole = await llm.generate(PROMPT, max_tokens=64)
         arrivals: list[float] = []
         texts: list[str] = []
+        deltas = []
         async with llm.stream(PROMPT, max_tokens=64) as s:
             async for d in s:
                 arrivals.append(time.perf_counter())
                 texts.append(d.text)
+                deltas.append(d)
         last = d
     assert "".join(texts) == whole.text and len(arrivals) > 32
+    final_delta(deltas)  # the only delta with usage and timings
     assert last.usage is not None and last.usage.completion_tokens == 64 and last.finish_reason == "length"
     assert last.timings is not None and last.timings.first_token_s is not None
     assert last.timings.first_token_s < last.timings.total_s

@@ -11,6 +11,7 @@ import pytest
 import unillm
 from unillm.options import OutputSpec, make_request
 from unillm.testing.mlx_recipe import MLXServer
+from unillm.testing.streams import final_delta
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 PROMPT = "The capital of France is"
@@ -31,7 +32,7 @@ async def test_mlx_server_stream_matches_generate_and_ends_with_usage(mlx_server
         whole = await llm.generate(PROMPT, max_tokens=10, temperature=0)
         deltas = [d async for d in llm.stream(PROMPT, max_tokens=10, temperature=0)]
     assert "".join(d.text for d in deltas) == whole.text
-    last = deltas[-1]
+    last = final_delta(deltas)  # the only delta with usage and timings
     assert last.usage is not None and last.usage.completion_tokens == 10
     assert last.finish_reason == "length" and last.timings is not None
 

@@ -18,6 +18,7 @@ from unillm_sglang import SGLangAdapter
 
 import unillm
 from unillm.options import make_request
+from unillm.testing.streams import final_delta
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 APIS = ["openai", "native"]
@@ -75,7 +76,7 @@ async def test_stream_deltas_add_up_to_the_greedy_answer(sglang_server: SGLangSe
         whole = await llm.generate("Once upon a time", max_tokens=16, temperature=0)
         deltas = [d async for d in llm.stream("Once upon a time", max_tokens=16, temperature=0)]
     assert "".join(d.text for d in deltas) == whole.text  # native text is cumulative: diffed
-    last = deltas[-1]
+    last = final_delta(deltas)  # the only delta with usage and timings
     assert last.usage is not None and last.usage.completion_tokens == 16
     assert last.usage.prompt_tokens == whole.usage.prompt_tokens
     assert last.finish_reason == "length"

@@ -25,6 +25,7 @@ from unillm.errors import (
     Unauthorized,
     UnsupportedFeature,
 )
+from unillm.testing.streams import final_delta
 
 pytestmark = pytest.mark.anyio
 TEXT = "Hello, world!"
@@ -76,7 +77,7 @@ async def test_stream_yields_tokens_and_a_last_delta_with_usage(server: TGIServe
     async with connect(server) as llm:
         deltas = await collect(llm.stream("Hi", max_tokens=16))
     assert "".join(d.text for d in deltas) == TEXT  # </s> is special: no text
-    last = deltas[-1]
+    last = final_delta(deltas)  # the only delta with usage and timings
     assert last.finish_reason == "stop" and last.usage is not None and last.timings is not None
     assert (last.usage.prompt_tokens, last.usage.completion_tokens) == (2, 5)
     assert server.requests[-1].path == "/generate_stream"
