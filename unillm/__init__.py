@@ -40,6 +40,7 @@ _EXPORTS = {
     "RetryPolicy": "unillm.transport", "Timeouts": "unillm.transport", "Pool": "unillm.transport",
     "EngineMetrics": "unillm.metrics", "NormalizedMetrics": "unillm.metrics",
     "MetricNames": "unillm.metrics", "BlockingLLM": "unillm.blocking",
+    "instrument": "unillm.otel", "uninstrument": "unillm.otel",
     "UnillmError": "unillm.errors", "InvalidOptions": "unillm.errors",
     "ConfigError": "unillm.errors", "UnknownEngine": "unillm.errors",
     "UnsupportedFeature": "unillm.errors", "EngineError": "unillm.errors",
@@ -54,7 +55,7 @@ _EXPORTS = {
     "PoolTimeout": "unillm.errors", "DeadlineExceeded": "unillm.errors",
 }
 
-_SUBMODULES = ("metrics",)  # ``unillm.metrics.merge(...)`` without importing it first
+_SUBMODULES = ("metrics", "observe")  # ``unillm.observe.add(...)`` without importing them first
 
 __all__ = [*sorted(_EXPORTS), *_SUBMODULES, "__version__"]
 
@@ -76,6 +77,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from unillm import metrics as metrics
+    from unillm import observe as observe
     from unillm.blocking import BlockingLLM as BlockingLLM
     from unillm.capabilities import Capabilities as Capabilities
     from unillm.capabilities import Feature as Feature
@@ -128,6 +130,8 @@ if TYPE_CHECKING:
     from unillm.options import Message as Message
     from unillm.options import Options as Options
     from unillm.options import Regex as Regex
+    from unillm.otel import instrument as instrument
+    from unillm.otel import uninstrument as uninstrument
     from unillm.results import AdapterInfo as AdapterInfo
     from unillm.results import Completion as Completion
     from unillm.results import Delta as Delta

@@ -19,6 +19,7 @@ import httpx
 from pydantic import BaseModel
 from typing_extensions import Self, Unpack
 
+from unillm import observe
 from unillm.adapter import Adapter, EngineInfo, HttpCall, get_adapter
 from unillm.capabilities import Capabilities, check, check_text_only
 from unillm.deadline import Deadline
@@ -202,7 +203,12 @@ class LLM:
             return await self._complete(request)
 
     async def _complete(self, request: Request) -> Completion[Any]:
-        """Send one validated, non-streamed request and parse the answer."""
+        """Send one validated, non-streamed request and parse the answer (seen by unillm.observe)."""
+        if observe.OBSERVERS:
+            return await observe.generate(self, request, self._send_and_parse)
+        return await self._send_and_parse(request)
+
+    async def _send_and_parse(self, request: Request) -> Completion[Any]:
         info, call = await self._prepare(request)
         started = time.perf_counter()
         response = await self._transport.send(call, request.timeout)
@@ -312,8 +318,12 @@ class Stream:
 
     def __aiter__(self) -> AsyncIterator[Delta]:
         if self._iter is None:
-            self._iter = self._run()
+            self._iter = self._observed(self._run()) if observe.OBSERVERS else self._run()
         return self._iter
+
+    def _observed(self, deltas: AsyncIterator[Delta]) -> AsyncIterator[Delta]:
+        """``deltas`` as the registered observers see them (unillm.observe)."""
+        return observe.stream(self._llm, self, deltas)
 
     async def __aenter__(self) -> Self:
         return self

@@ -139,6 +139,7 @@ class OpenAICompatAdapter(Adapter):
         return _Completion(
             choices=choices, usage=usage, timings=_ZERO, engine=self.name,
             engine_version=info.version, model=body.get("model") or info.model,
+            id=body.get("id") if isinstance(body.get("id"), str) else None,
         )
 
     def decoder(self, request: Request, info: EngineInfo) -> OpenAIStreamDecoder:

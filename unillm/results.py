@@ -166,6 +166,7 @@ class Completion(BaseModel, Generic[T]):
     engine_version: str | None
     model: str
     route: RouteDecision | None = None
+    id: str | None = None  # the engine's response id, when it sends one
 
     @property
     def text(self) -> str:
