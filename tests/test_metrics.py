@@ -1,6 +1,6 @@
 """Engine metrics normalized onto one schema: real captured /metrics text, TGI's documented names.
 
-Fixtures in tests/data/metrics: ``vllm-*.prom`` (and ``sglang-*.prom``) were captured from the real
+Fixtures in tests/data/metrics: ``vllm-*.prom`` and ``sglang-*.prom`` were captured from the real
 engines running here by ``tests/data/metrics/capture.py`` (engine version in the file name and
 header); ``tgi-3.3-documented.prom`` is hand-written from TGI's metrics reference (TGI cannot run here).
 """
@@ -23,7 +23,7 @@ from unillm.metrics import EngineMetrics, Histogram, MetricNames, NormalizedMetr
 DATA = Path(__file__).parent / "data" / "metrics"
 VLLM_FILE = next(DATA.glob("vllm-*.prom"))
 VLLM_VERSION = VLLM_FILE.stem.removeprefix("vllm-")
-SGLANG_FILES = sorted(DATA.glob("sglang-*.prom"))
+SGLANG_FILE = next(DATA.glob("sglang-*.prom"))
 
 
 def requests_in(path: Path) -> int:
@@ -153,11 +153,9 @@ def test_speculative_signals_of_an_engine_without_speculation_are_none() -> None
     assert (n.spec_drafts, n.spec_acceptance_rate, n.spec_acceptance_length) == (None, None, None)
 
 
-# -- SGLang (captured when its CPU env was available) -------------------------------------------
-@pytest.mark.skipif(not SGLANG_FILES, reason="no SGLang capture committed (its CPU env was not built "
-                                            "when the fixtures were captured)")
+# -- SGLang (captured) ----------------------------------------------------------------------------
 def test_sglang_capture_normalizes_to_the_raw_values() -> None:
-    path = SGLANG_FILES[-1]
+    path = SGLANG_FILE
     m = EngineMetrics.parse(path.read_text(), engine="sglang",
                             mapping=SGLangAdapter().metric_names(path.stem.removeprefix("sglang-")))
     n = m.normalized()
@@ -169,6 +167,16 @@ def test_sglang_capture_normalizes_to_the_raw_values() -> None:
     assert n.ttft.count == n.e2e.count == requests_in(path)
     assert n.itl is not None and n.itl.count > n.ttft.count
     assert n.spec_acceptance_rate is None and n.spec_acceptance_length is None  # not speculating
+    cached, prompt = m.value("sglang:cached_tokens_total"), m.value("sglang:prompt_tokens_total")
+    assert cached and prompt and n.prefix_cache_hit_ratio == pytest.approx(cached / prompt)
+
+
+def test_sglang_speculation_comes_from_its_gauges() -> None:
+    text = ("sglang:spec_verify_calls_total 10\nsglang:spec_accept_length 2.5\n"
+            "sglang:spec_accept_rate 0.5\n")
+    mapping = SGLangAdapter().metric_names("0.5.23")
+    n = EngineMetrics.parse(text, engine="sglang", mapping=mapping).normalized()
+    assert (n.spec_drafts, n.spec_acceptance_length, n.spec_acceptance_rate) == (10, 2.5, 0.5)
 
 
 # -- TGI (documented names) -----------------------------------------------------------------------

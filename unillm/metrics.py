@@ -283,7 +283,7 @@ def _with_ratios(fields: dict[str, Any], *, gauges: Mapping[str, Any]) -> dict[s
     """Ratios from the counters when the engine exposes them, else its own gauges.
 
     Exposed counters with nothing to divide (no lookups, no drafts: speculation off, or an
-    idle window) give None, not 0.
+    idle window) give None, not 0; so does an acceptance-length gauge of 0 (nothing speculated).
     """
     out = dict(fields)
     hits, queries = fields["prefix_cache_hits"], fields["prefix_cache_queries"]
@@ -305,6 +305,8 @@ def _with_ratios(fields: dict[str, Any], *, gauges: Mapping[str, Any]) -> dict[s
         out["spec_acceptance_length"] = None if per_draft is None else 1 + per_draft
     else:
         out["spec_acceptance_length"] = gauges.get("spec_acceptance_length")
+        if out["spec_acceptance_length"] == 0:  # at least 1 whenever anything was speculated:
+            out["spec_acceptance_rate"] = out["spec_acceptance_length"] = None  # (SGLang, spec off)
     return out
 
 

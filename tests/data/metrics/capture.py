@@ -37,7 +37,8 @@ def settings(engine: str, workdir: Path) -> dict[str, Any]:
     sys.path.insert(0, str(HERE.parents[2] / "adapters" / "sglang" / "tests"))
     import cpu_env
 
-    return dict(cpu_env.launch_settings(tiny.path, workdir))
+    # a larger static fraction than the test recipe's: SGLang counts other processes' memory too
+    return dict(cpu_env.launch_settings(tiny.path, workdir, memory_fraction=0.3))
 
 
 async def capture(engine: str) -> Path:
