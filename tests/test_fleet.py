@@ -384,6 +384,30 @@ async def test_metrics_are_labelled_per_replica() -> None:
     assert partial.value("vllm:num_requests_running") == 2
 
 
+def _vllm_metrics(waiting: int, ttft_count: int, tokens: int) -> str:
+    return (f"vllm:num_requests_waiting {waiting}\nvllm:generation_tokens_total {tokens}\n"
+            "# TYPE vllm:time_to_first_token_seconds histogram\n"
+            f'vllm:time_to_first_token_seconds_bucket{{le="0.1"}} {ttft_count}\n'
+            f'vllm:time_to_first_token_seconds_bucket{{le="+Inf"}} {ttft_count}\n'
+            f"vllm:time_to_first_token_seconds_sum {0.05 * ttft_count}\n"
+            f"vllm:time_to_first_token_seconds_count {ttft_count}\n")
+
+
+async def test_metrics_normalize_per_replica_and_merged() -> None:
+    with servers(2) as (a, b):
+        a.metrics_text = _vllm_metrics(waiting=1, ttft_count=2, tokens=10)
+        b.metrics_text = _vllm_metrics(waiting=4, ttft_count=6, tokens=30)
+        async with fleet_of([a, b]) as fleet:
+            m = await fleet.metrics()
+    per = m.per_replica()
+    assert (per[a.url].waiting, per[b.url].waiting) == (1, 4)
+    merged = m.normalized()
+    assert merged == unillm.metrics.merge([per[a.url], per[b.url]])
+    assert (merged.waiting, merged.generation_tokens) == (5, 40)
+    assert merged.ttft is not None and merged.ttft.count == 8 and merged.ttft.mean == pytest.approx(0.05)
+    assert merged.running is None  # not exposed by these replicas: None, not 0
+
+
 async def test_info_and_capabilities_are_the_replicas() -> None:
     with servers(2) as (a, b):
         async with fleet_of([a, b]) as fleet:

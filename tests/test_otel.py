@@ -193,6 +193,18 @@ async def test_attributes_from_the_calling_context_reach_the_span(telemetry: Tel
     assert "unillm.fleet.replica" not in dict(plain.attributes or {})
 
 
+async def test_a_fleet_records_one_span_per_replica_call(telemetry: Telemetry) -> None:
+    replicas = [unillm.LLM("vllm", f"http://replica-{i}.example:80{i}0",
+                           http_transport=httpx.MockTransport(answer)) for i in (1, 2)]
+    async with unillm.Fleet(replicas, policy="round_robin") as fleet:
+        await fleet.generate("Hi")
+        assert "".join([d.text async for d in fleet.stream("Hi")]) == "".join(PIECES)
+    spans = telemetry.spans()
+    assert [s.name for s in spans] == ["text_completion tiny", "text_completion tiny"]
+    ports = {dict(s.attributes or {})["server.port"] for s in spans}
+    assert ports == {8010, 8020}  # each span names the replica that answered
+
+
 # -- content, only when asked --------------------------------------------------------------------
 async def test_content_in_older_conventions_goes_to_span_events(telemetry: Telemetry) -> None:
     unillm.uninstrument()

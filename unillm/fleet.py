@@ -54,7 +54,7 @@ from unillm.errors import (
     UnsupportedFeature,
 )
 from unillm.llm import LLM, Messages, Stream
-from unillm.metrics import EngineMetrics, Sample
+from unillm.metrics import CombinedMetrics, EngineMetrics, Sample
 from unillm.options import Options, OutputSpec, Request, make_request
 from unillm.results import AdapterInfo, Completion, Delta
 from unillm.routing import Backoff, Policy, ReplicaState, Router
@@ -314,14 +314,16 @@ class Fleet:
                 self._router.failed(i, str(answer), now)
         return any(a is True for a in answers)
 
-    async def metrics(self) -> EngineMetrics:
+    async def metrics(self) -> CombinedMetrics:
         """Every replica's metrics, each sample labelled ``replica=<url>``.
 
             m = await fleet.metrics()
             m.value("vllm:num_requests_running")                              # the whole fleet
             m.value("vllm:num_requests_running", replica="http://a:8000")     # one replica
+            m.normalized().waiting, m.per_replica()["http://a:8000"].ttft     # unillm's schema
 
-        ``unillm_replica_up`` is 1 for each replica that answered, 0 for the others.
+        ``unillm_replica_up`` is 1 for each replica that answered, 0 for the others; the
+        normalized views cover the replicas that answered.
         """
         answers = await self._each(lambda r: r.metrics())
         samples: list[Sample] = []
@@ -334,7 +336,9 @@ class Fleet:
                                    value=s.value) for s in answer.samples]
         if not any(isinstance(a, EngineMetrics) for a in answers):
             raise cast(UnillmError, answers[0])
-        return EngineMetrics(samples=samples)
+        return CombinedMetrics(samples=samples, engine=self.replicas[0].engine, replicas={
+            llm.base_url: a for llm, a in zip(self.replicas, answers, strict=True)
+            if isinstance(a, EngineMetrics)})
 
     def openai(self) -> AsyncOpenAI:
         """Refused: an OpenAI client talks to one URL, which would bypass the fleet."""
@@ -508,6 +512,9 @@ class FleetStream(Stream):
         super().__init__(fleet.replicas[0], request)  # the replica is chosen when it starts
         self._fleet = fleet
         self.replica: str | None = None  # the URL serving it, once chosen
+
+    def _observed(self, deltas: AsyncIterator[Delta]) -> AsyncIterator[Delta]:
+        return deltas  # observers see each replica's Stream (one observation per attempt)
 
     async def _run(self) -> AsyncIterator[Delta]:
         fleet, request = self._fleet, self._request

@@ -275,6 +275,30 @@ class EngineMetrics(BaseModel):
         return NormalizedMetrics(**_with_ratios(fields, gauges=fields))
 
 
+class CombinedMetrics(EngineMetrics):
+    """Several engines' metrics (a fleet's replicas): raw samples labelled ``replica=<url>``.
+
+        m = await fleet.metrics()
+        m.value("vllm:num_requests_running", replica="http://a:8000")   # raw, one replica
+        m.normalized()                  # merged: counters and histograms summed (see merge())
+        m.per_replica()["http://a:8000"].waiting
+
+    ``replicas`` holds the metrics of the replicas that answered.
+    """
+
+    replicas: dict[str, EngineMetrics] = {}
+
+    def normalized(self, mapping: MetricNames | None = None) -> NormalizedMetrics:
+        """All replicas in one view (``merge`` of ``per_replica()``)."""
+        if mapping is not None or not self.replicas:
+            return super().normalized(mapping)
+        return merge(self.per_replica().values())
+
+    def per_replica(self) -> dict[str, NormalizedMetrics]:
+        """Each replica's normalized view, by URL."""
+        return {url: m.normalized() for url, m in self.replicas.items()}
+
+
 def _ratio(num: float | None, den: float | None) -> float | None:
     return num / den if num is not None and den else None
 
@@ -357,4 +381,5 @@ def merge(views: Iterable[NormalizedMetrics]) -> NormalizedMetrics:
     return NormalizedMetrics(**_with_ratios(fields, gauges=gauges))
 
 
-__all__ = ["EngineMetrics", "Histogram", "MetricNames", "NormalizedMetrics", "Sample", "diff", "merge"]
+__all__ = ["CombinedMetrics", "EngineMetrics", "Histogram", "MetricNames", "NormalizedMetrics", "Sample",
+           "diff", "merge"]
