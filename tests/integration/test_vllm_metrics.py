@@ -56,3 +56,31 @@ async def test_client_timings_of_a_real_stream(llm: unillm.LLM) -> None:
     assert t is not None and t.ttft_s is not None and t.tpot_s is not None
     assert last.usage is not None and last.usage.completion_tokens == 12
     assert len(t.itl_s) == sum(1 for d in deltas if d.text) - 1
+
+
+async def test_opentelemetry_span_and_metrics_of_a_real_stream(llm: unillm.LLM) -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    spans, reader, tracer = InMemorySpanExporter(), InMemoryMetricReader(), TracerProvider()
+    tracer.add_span_processor(SimpleSpanProcessor(spans))
+    unillm.instrument(tracer_provider=tracer, meter_provider=MeterProvider(metric_readers=[reader]))
+    try:
+        deltas = [d async for d in llm.stream(messages=[{"role": "user", "content": "hi"}], max_tokens=5)]
+    finally:
+        unillm.uninstrument()
+    last = final_delta(deltas)
+    [span] = spans.get_finished_spans()
+    a = dict(span.attributes or {})
+    assert span.name == "chat tiny" and a["gen_ai.system"] == "vllm"
+    assert a["server.port"] == int(llm.base_url.rsplit(":", 1)[1])
+    assert last.usage is not None and a["gen_ai.usage.output_tokens"] == last.usage.completion_tokens == 5
+    assert a["gen_ai.response.finish_reasons"] == ("length",)
+    data = reader.get_metrics_data()
+    names = {m.name for rm in (data.resource_metrics if data else ()) for sm in rm.scope_metrics
+             for m in sm.metrics}
+    assert {"gen_ai.client.operation.duration", "gen_ai.client.token.usage",
+            "gen_ai.client.operation.time_to_first_chunk"} <= names
