@@ -11,6 +11,7 @@ import json
 import re
 from typing import Any
 
+import anyio
 import pytest
 from pydantic import BaseModel, Field
 from sglang_fixtures import SGLangServer
@@ -82,6 +83,19 @@ async def test_stream_deltas_add_up_to_the_greedy_answer(sglang_server: SGLangSe
     assert last.finish_reason == "length"
     assert last.timings is not None and last.timings.first_token_s is not None
     assert sum(1 for d in deltas if d.text) > 1
+
+
+async def test_metrics_are_served_and_normalize(sglang_server: SGLangServer) -> None:
+    async with sglang_server.connect() as llm:
+        before = (await llm.metrics()).normalized()  # launched with --enable-metrics
+        r = await llm.generate("Once upon a time", max_tokens=4, temperature=0)
+        with anyio.fail_after(10):  # SGLang records a request's stats just after answering it
+            while ((window := (await llm.metrics()).normalized() - before).e2e is None
+                   or window.e2e.count < 1):
+                await anyio.sleep(0.1)
+    assert window.generation_tokens == r.usage.completion_tokens and window.ttft is not None
+    assert window.waiting is not None and window.kv_cache_usage is not None
+    assert window.spec_acceptance_rate is None  # not speculating: None, not SGLang's 0 gauge
 
 
 async def test_chat_generate_and_stream_use_the_chat_template(sglang_server: SGLangServer) -> None:
