@@ -183,14 +183,13 @@ async def measure(client: Client, request: BenchRequest, options: Options, t0: f
         async with client.stream(request.prompt, messages=request.messages, **kwargs) as stream:
             async for delta in stream:
                 now = time.perf_counter()
-                if delta.usage is None and delta.timings is None:  # a content chunk
+                if delta.text:  # a content chunk (the final delta may carry text and usage)
                     if chunks == 0:
                         record.ttft = now - sent
                     else:
                         record.itl.append(now - last)
                     last = now
                     chunks += 1
-                    continue
                 if delta.usage is not None:
                     usage = delta.usage
                 replica = getattr(delta, "replica", None) or replica  # fleets name the replica
