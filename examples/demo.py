@@ -56,9 +56,11 @@ async def tour(llm: unillm.LLM, tiny_loras: dict[str, Path]) -> str:
         print("  ", end="")
         async for d in s:
             print(d.text, end="|", flush=True)
-            if d.usage is not None and d.timings is not None:
-                print(f"\n   first token after {d.timings.first_token_s * 1000:.0f} ms, "
-                      f"{d.usage.completion_tokens} tokens, finish={d.finish_reason}")
+            if d.usage is not None and d.timings is not None:  # the final delta
+                t = d.timings
+                print(f"\n   first token after {ms(t.ttft_s)}, then {ms(t.tpot_s)} per token "
+                      f"({len(t.itl_s)} gaps between chunks), {d.usage.completion_tokens} tokens, "
+                      f"finish={d.finish_reason}")
     print(f"   same text as generate(): {s.text == base.text}")
 
     print("\n3. constrained output (enforced while decoding: by the engine, or by unillm on MLX)")
@@ -89,11 +91,22 @@ async def tour(llm: unillm.LLM, tiny_loras: dict[str, Path]) -> str:
         print(f"  UnknownAdapter:    {str(e)[:110]}...")
 
     m = await llm.metrics()
-    prompt = m.value(f"{llm.engine}:prompt_tokens_total")
-    generated = m.value(f"{llm.engine}:generation_tokens_total")
-    print(f"\n6. metrics: {len(m.names())} series; tokens so far: {prompt:.0f} prompt, "
-          f"{generated:.0f} generated")
+    n = m.normalized()  # the same schema on every engine; None where an engine measures nothing
+    print(f"\n6. metrics: {len(m.names())} series; tokens so far: {num(n.prompt_tokens)} prompt, "
+          f"{num(n.generation_tokens)} generated; engine-side TTFT p50 "
+          f"{ms(n.ttft.p50 if n.ttft else None)}, waiting {num(n.waiting)}")
     return base.text
+
+
+def ms(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds * 1000:.0f} ms"
+
+
+def num(value: float | None) -> str:
+    """A normalized metric for display: "n/a" when the engine does not expose it."""
+    if value is None:
+        return "n/a"
+    return f"{value:.0f}" if value == int(value) else f"{value:.2f}"
 
 
 async def main() -> None:
@@ -137,10 +150,10 @@ async def main() -> None:
             show("speculative", r)
             print(f"  same greedy text as without: {r.text == plain}")
             await llm.generate("1 2 3 4 1 2 3 4 1 2 3 4 1 2 3 4", max_tokens=32, temperature=0)
-            m = await llm.metrics()
-            drafts = m.value(f"{args.engine}:spec_decode_num_draft_tokens_total")
-            accepted = m.value(f"{args.engine}:spec_decode_num_accepted_tokens_total")
-            print(f"  draft tokens proposed {drafts}, accepted {accepted}")
+            n = (await llm.metrics()).normalized()
+            print(f"  draft tokens proposed {num(n.spec_draft_tokens)}, accepted "
+                  f"{num(n.spec_accepted_tokens)}, acceptance rate {num(n.spec_acceptance_rate)}, "
+                  f"tokens per step {num(n.spec_acceptance_length)}")
     print("\nall engines stopped.")
 
 
