@@ -317,6 +317,31 @@ async def test_a_fleet_target_fails_over_when_a_replica_is_down(
     assert coder.count() == 3 and main.count() == 0
 
 
+async def test_each_decision_is_recorded_on_the_opentelemetry_span(
+    embeddings: EmbeddingServer, engines: tuple[FaultServer, FaultServer]
+) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    unillm.instrument(tracer_provider=provider)
+    try:
+        main, coder = engines
+        async with _router(embeddings, main, coder) as router:
+            await router.generate("please sort my python list")
+            async with router.stream("hello how are you") as s:
+                await s.collect()
+    finally:
+        unillm.uninstrument()
+    routed = [dict(span.attributes or {}) for span in spans.get_finished_spans()]
+    assert [(a["unillm.route.name"], a["unillm.route.reason"]) for a in routed] == [
+        ("code", "matched"), ("chat", "matched")]
+    assert all(a["unillm.route.decision_seconds"] > 0 and "unillm.route.score" in a for a in routed)
+
+
 async def test_streams_are_routed_too(
     embeddings: EmbeddingServer, engines: tuple[FaultServer, FaultServer]
 ) -> None:

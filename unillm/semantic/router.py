@@ -13,7 +13,8 @@
 
 ``generate``/``stream`` embed the routing text (the last user message, or the prompt), pick a
 route and send the request to that route's target with its LoRA or model. Route embeddings
-are computed once per embedder and cached.
+are computed once per embedder and cached. Each routed call carries the decision as
+``unillm.route.*`` attributes, so OpenTelemetry spans (``unillm.instrument()``) show it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any, Literal
 import anyio
 from typing_extensions import Self
 
+from unillm import observe
 from unillm.errors import InvalidOptions, UnillmError
 from unillm.results import Completion, Delta, RouteDecision
 from unillm.semantic.decide import SignalIndex, decide
@@ -164,8 +166,9 @@ class SemanticRouter:
         """Route, then generate on the route's target; ``.route`` on the result says where."""
         decision = await self.route(prompt, messages=messages)
         client, overrides = self.target_of(decision)
-        completion: Completion[Any] = await client.generate(
-            prompt, messages=messages, **{**overrides, **options})
+        with observe.attributes(route_attributes(decision)):
+            completion: Completion[Any] = await client.generate(
+                prompt, messages=messages, **{**overrides, **options})
         completion.route = decision
         return completion
 
@@ -226,8 +229,26 @@ class RoutedStream:
         self._inner = client.stream(self._prompt, messages=self._messages,
                                     **{**overrides, **self._options})
         async with self._inner:
-            async for delta in self._inner:
+            deltas = self._inner.__aiter__()
+            with observe.attributes(route_attributes(self.route)):  # seen when the call starts
+                try:
+                    first = await deltas.__anext__()
+                except StopAsyncIteration:
+                    return
+            yield first
+            async for delta in deltas:
                 yield delta
+
+
+def route_attributes(decision: RouteDecision) -> dict[str, Any]:
+    """The decision as attributes of the call it routes (OpenTelemetry spans record them)."""
+    attributes: dict[str, Any] = {"unillm.route.reason": decision.reason,
+                                  "unillm.route.decision_seconds": decision.seconds}
+    if decision.route is not None:
+        attributes["unillm.route.name"] = decision.route
+    if decision.score is not None:
+        attributes["unillm.route.score"] = decision.score
+    return attributes
 
 
 def routing_text(prompt: str | None, messages: Sequence[Mapping[str, Any]] | None,
