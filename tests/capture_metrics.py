@@ -1,12 +1,12 @@
 """Capture real ``/metrics`` text from engines running here, as test fixtures (run by hand).
 
-    .venv/bin/python tests/data/metrics/capture.py vllm      # writes vllm-<version>.prom
-    .venv/bin/python tests/data/metrics/capture.py sglang    # needs the SGLang CPU test env
+    .venv/bin/python tests/capture_metrics.py vllm      # adapters/vllm/tests/data/metrics-vllm-<version>.prom
+    .venv/bin/python tests/capture_metrics.py sglang    # the same for SGLang (needs its CPU test env)
 
 Each engine is launched through unillm with the tiny model (vLLM with ngram speculative
 decoding), answers a fixed set of requests (a repeated prompt for prefix-cache hits, streamed
 and not, a repetitive prompt the ngram drafter can predict), and its metrics text is saved
-with a header naming the engine version. ``tests/test_metrics.py`` normalizes these files.
+with a header naming the engine version. Each adapter's ``test_*_metric_names.py`` normalizes them.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import unillm
 from unillm.testing.engines import cpu_launch_settings
 from unillm.testing.tiny_model import build_tiny_model
 
-HERE = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[1]
 LONG = " ".join(f"item {i} of the list;" for i in range(20))  # > 1 KV block (vLLM CPU: 128 tokens)
 PROMPTS = ["The capital of France is", LONG, LONG, "1 2 3 4 1 2 3 4 1 2 3 4 1 2 3 4"]
 
@@ -34,7 +34,7 @@ def settings(engine: str, workdir: Path) -> dict[str, Any]:
     if engine == "vllm":
         return cpu_launch_settings("vllm", tiny, workdir, speculative=unillm.Speculative(
             method="ngram", num_tokens=4, lookup_min=1))
-    sys.path.insert(0, str(HERE.parents[2] / "adapters" / "sglang" / "tests"))
+    sys.path.insert(0, str(ROOT / "adapters" / "sglang" / "tests"))
     import cpu_env
 
     # a larger static fraction than the test recipe's: SGLang counts other processes' memory too
@@ -51,8 +51,8 @@ async def capture(engine: str) -> Path:
             await llm.generate(messages=[{"role": "user", "content": "hi"}], max_tokens=8)
             info = await llm.info()
             text = (await llm._transport.send(unillm.adapter.HttpCall("GET", "/metrics"))).text
-    out = HERE / f"{engine}-{info.version}.prom"
-    out.write_text(f"# Captured by tests/data/metrics/capture.py from {engine} {info.version} (tiny "
+    out = ROOT / "adapters" / engine / "tests" / "data" / f"metrics-{engine}-{info.version}.prom"
+    out.write_text(f"# Captured by tests/capture_metrics.py from {engine} {info.version} (tiny "
                    f"random-weight Llama on CPU) after {REQUESTS} requests (launch's readiness probe "
                    f"included)\n" + text)
     return out
