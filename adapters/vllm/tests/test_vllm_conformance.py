@@ -1,13 +1,19 @@
-"""vLLM passes unillm's adapter conformance kit (canned answers in vLLM 0.32's OpenAI-server layout)."""
+"""vLLM passes unillm's adapter conformance kit: canned answers in vLLM 0.32's OpenAI-server layout
+(every status), then the same checks with answers recorded from the real vLLM server (engine tests).
+"""
 
 from __future__ import annotations
 
 import json
 
+import httpx
+import pytest
 from unillm_vllm import VLLMAdapter
 
 from unillm.adapter import EngineInfo
-from unillm.testing.conformance import ERROR_STATUSES, AdapterConformance
+from unillm.options import make_request
+from unillm.testing.conformance import ERROR_STATUSES, AdapterConformance, sse_payloads
+from unillm.testing.engines import RunningEngine
 
 MODEL = "/models/tiny"
 
@@ -64,3 +70,55 @@ class TestVLLMConformance(AdapterConformance):
 
 
 assert set(_ERRORS) == set(ERROR_STATUSES)
+
+
+# -- the same checks fed with answers recorded now from the real vLLM (the session's server) ------
+CHAT_HI = [{"role": "user", "content": "Hi"}]
+
+
+@pytest.fixture(scope="module")
+def live(vllm_server: RunningEngine) -> TestVLLMConformance:
+    """The kit with vLLM's own answers: a greedy chat answer, its stream, and real error bodies."""
+    adapter = VLLMAdapter()
+    headers = {"Authorization": f"Bearer {vllm_server.api_key}"}
+    with httpx.Client(base_url=vllm_server.base_url, headers=headers, timeout=120) as http:
+        answers = {name: http.get(call.path).json() for name, call in adapter.discovery().items()}
+        info = adapter.parse_info(answers, "tiny")
+        options = {"max_tokens": 8, "temperature": 0.0}
+        request = make_request(None, CHAT_HI, None, options, stream=False)
+        stream_request = make_request(None, CHAT_HI, None, options, stream=True)
+        call, stream_call = adapter.build(request, info), adapter.build(stream_request, info)
+        answer = http.post(call.path, json=call.json).raise_for_status().json()
+        streamed = http.post(stream_call.path, json=stream_call.json).raise_for_status().text
+        errors = {
+            400: http.post("/v1/completions", json={"model": "tiny", "prompt": "Hi", "max_tokens": -1}),
+            401: http.post(call.path, json=call.json, headers={"Authorization": "Bearer wrong"}),
+            404: http.post("/v1/completions", json={"model": "nope", "prompt": "Hi"}),
+        }
+    assert {status: r.status_code for status, r in errors.items()} == {400: 400, 401: 401, 404: 404}
+    text = answer["choices"][0]["message"]["content"]  # read directly, not through the adapter
+    assert text, "vLLM answered no text"
+    kit = type("LiveVLLMConformance", (TestVLLMConformance,), {
+        "info": info, "answer_request": request, "answer_body": answer, "answer_text": text,
+        "stream_request": stream_request, "stream_events": sse_payloads(streamed),
+        "stream_text": text,  # greedy: the stream spells the same answer
+        "error_bodies": {status: r.content for status, r in errors.items()},
+    })
+    return kit()
+
+
+def test_real_vllm_answer_parses(live: TestVLLMConformance) -> None:
+    live.test_parses_the_canned_answer()
+
+
+def test_real_vllm_stream_decodes_to_the_same_greedy_answer(live: TestVLLMConformance) -> None:
+    live.test_decodes_the_canned_stream()
+
+
+@pytest.mark.parametrize("status", [400, 401, 404])
+def test_real_vllm_errors_map_to_typed_errors(live: TestVLLMConformance, status: int) -> None:
+    live.test_maps_error_answers_to_typed_errors(status)
+
+
+def test_real_vllm_answers_need_no_io_to_translate(live: TestVLLMConformance) -> None:
+    live.test_translation_does_no_io()
