@@ -171,37 +171,48 @@ async def _run_all(
 
 
 async def measure(client: Client, request: BenchRequest, options: Options, t0: float) -> RequestRecord:
-    """Stream one request and time it chunk by chunk (vLLM's TTFT, ITL and latency)."""
+    """Stream one request and time it chunk by chunk (vLLM's TTFT, ITL and latency).
+
+    Each text delta is timed here; the stream's own chunk clock (``Timings.ttft_s``/``itl_s`` on
+    its final delta, taken as each chunk is decoded) replaces it when it saw the same chunks.
+    Latency ends at the last content chunk, as in vLLM: ``ttft + sum(itl)``.
+    """
     kwargs: dict[str, Any] = {**options, "max_tokens": request.max_tokens}
     record = RequestRecord(start=time.perf_counter() - t0, input_tokens=request.input_len or 0)
     sent = time.perf_counter()
+    first: float | None = None
     last = sent
+    gaps: list[float] = []
     chunks = 0
-    usage = None
-    replica = None
+    usage = timings = replica = None
     try:
         async with client.stream(request.prompt, messages=request.messages, **kwargs) as stream:
             async for delta in stream:
-                now = time.perf_counter()
-                if delta.text:  # a content chunk (the final delta may carry text and usage)
-                    if chunks == 0:
-                        record.ttft = now - sent
-                    else:
-                        record.itl.append(now - last)
-                    last = now
+                if delta.text:
                     chunks += 1
-                if delta.usage is not None:
-                    usage = delta.usage
-                replica = getattr(delta, "replica", None) or replica  # fleets name the replica
+                    now = time.perf_counter()
+                    if first is None:
+                        first = now - sent
+                    else:
+                        gaps.append(now - last)
+                    last = now
+                if delta.usage is not None or delta.timings is not None:
+                    usage = delta.usage or usage
+                    timings = delta.timings or timings
+                    replica = getattr(delta, "replica", None) or replica  # fleets name the replica
     except UnillmError as e:
         record.success = False
         record.error = f"{type(e).__name__}: {e}"
         return record
-    if chunks == 0:
+    stream_gaps = getattr(timings, "itl_s", None)  # the stream's own chunk clock, when it has one
+    if stream_gaps is not None and len(stream_gaps) == len(gaps) and timings is not None:
+        first, gaps = getattr(timings, "ttft_s", None) or first, list(stream_gaps)
+    if chunks == 0 or first is None:
         record.success = False
-        record.error = "the stream ended without any chunk (no time to first token)"
+        record.error = "the stream ended without any text (no time to first token)"
         return record
-    record.latency = last - sent
+    record.ttft, record.itl = first, gaps
+    record.latency = first + math.fsum(gaps)
     record.replica = replica
     if usage is not None and usage.completion_tokens:
         record.output_tokens = usage.completion_tokens
