@@ -99,7 +99,8 @@ def vllm_run(url: str, n: int, concurrency: int, tokenizer: str) -> dict[str, An
                "--endpoint", "/v1/completions", "--model", "tiny", "--tokenizer", tokenizer,
                "--dataset-name", "random", "--random-input-len", "8", "--random-output-len", str(CHUNKS),
                "--num-prompts", str(n), "--max-concurrency", str(concurrency), "--num-warmups",
-               str(concurrency), "--disable-tqdm", "--save-result", "--result-dir", d,
+               str(concurrency), "--disable-tqdm", "--percentile-metrics", "ttft,tpot,itl,e2el",
+               "--save-result", "--result-dir", d,
                "--result-filename", "r.json"]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
         if done.returncode != 0:
