@@ -42,6 +42,9 @@ from typing import Any
 CLIENTS = ("httpx", "unillm", "openai", "litellm")
 CHILD_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR"}
 PROMPT = "Tell me a long story about a lighthouse keeper and the sea."
+#: Idle connections are dropped by the client before uvicorn's 5 s keep-alive closes them (a
+#: pooled connection the server has just closed fails the next request with a read error).
+KEEPALIVE_S = 2.0
 
 
 # ------------------------------------------------------------------------------------------------
@@ -55,8 +58,8 @@ def make_client(name: str, url: str, model: str) -> Any:
     if name == "httpx":
         import httpx
 
-        client = httpx.AsyncClient(base_url=url, timeout=600,
-                                   limits=httpx.Limits(max_connections=256, max_keepalive_connections=256))
+        client = httpx.AsyncClient(base_url=url, timeout=600, limits=httpx.Limits(
+            max_connections=256, max_keepalive_connections=256, keepalive_expiry=KEEPALIVE_S))
 
         async def stream_one(tokens: int) -> tuple[int, int]:
             body = {"model": model, "messages": messages, "max_tokens": tokens, "temperature": 0,
@@ -76,7 +79,8 @@ def make_client(name: str, url: str, model: str) -> Any:
     if name == "unillm":
         import unillm
 
-        llm = unillm.connect("vllm", url, model=model)
+        llm = unillm.connect("vllm", url, model=model,
+                             pool=unillm.Pool(max_keepalive=256, keepalive_expiry=KEEPALIVE_S))
 
         async def stream_one(tokens: int) -> tuple[int, int]:
             used = chunks = 0
@@ -90,9 +94,13 @@ def make_client(name: str, url: str, model: str) -> Any:
             return used, chunks
         return stream_one
     if name == "openai":
+        import httpx
         from openai import AsyncOpenAI
 
-        oai = AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=600)
+        oai = AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=600,
+                          http_client=httpx.AsyncClient(timeout=600, limits=httpx.Limits(
+                              max_connections=256, max_keepalive_connections=256,
+                              keepalive_expiry=KEEPALIVE_S)))
 
         async def stream_one(tokens: int) -> tuple[int, int]:
             used = chunks = 0
@@ -132,18 +140,24 @@ async def measure(stream_one: Any, requests: int, concurrency: int, tokens: int)
     limit = asyncio.Semaphore(concurrency)
     results: list[tuple[int, int]] = []
 
+    errors: list[str] = []
+
     async def one() -> None:
         async with limit:
-            results.append(await stream_one(tokens))
+            try:
+                results.append(await stream_one(tokens))
+            except Exception as e:  # counted and reported, never hidden
+                errors.append(f"{type(e).__name__}: {e}"[:200])
 
     cpu0, t0 = time.process_time(), time.perf_counter()
     await asyncio.gather(*(one() for _ in range(requests)))
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-    bad = sum(used != tokens for used, _ in results)
+    bad = sum(used != tokens for used, _ in results) + len(errors)
     total = sum(used for used, _ in results)
     chunks = sum(c for _, c in results)
     return {"tokens_per_s": total / wall, "wall_s": wall, "tokens": total, "chunks": chunks,
-            "client_cpu_us_per_token": 1e6 * cpu / max(total, 1), "bad_streams": bad}
+            "client_cpu_us_per_token": 1e6 * cpu / max(total, 1), "bad_streams": bad,
+            "errors": errors[:3]}
 
 
 def worker(name: str, url: str, model: str, cpus: str | None) -> None:
