@@ -31,5 +31,9 @@ async def test_short_bench_on_real_vllm(vllm_server: RunningEngine, tiny: TinyMo
         value = run.metric(key)
         assert value is not None and value > 0
     assert run.target.engine_version and run.target.model == "tiny"
+    # the engine's own counters over the measured window (warm-up excluded) match the client's
+    assert run.engine.generation_tokens == run.summary.total_output_tokens
+    assert run.engine.prompt_tokens == run.summary.total_input_tokens
+    assert run.engine.prefix_cache_queries is not None and run.engine.mean_queue_time_ms is not None
     files = {p.name for p in write_report(report, tmp_path)}
     assert {"bench.json", "summary.md", "latency_vs_load.png"} <= files
