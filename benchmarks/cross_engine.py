@@ -41,7 +41,24 @@ def replot() -> None:
     from unillm.bench.plots import write_plots
 
     data = json.loads((OUT / "results.json").read_text())
-    write_plots([RunResult.model_validate(r) for r in data["results"]], OUT)
+    if "results" in data:
+        runs = [RunResult.model_validate(r) for r in data["results"]]
+    else:  # an older file: rebuild each run from its vLLM-layout aggregates
+        runs = [from_vllm_layout(r) for r in data["runs"]]
+    write_plots(runs, OUT)
+
+
+def from_vllm_layout(r: dict[str, Any]) -> Any:
+    """A RunResult (aggregates only) from a run's vLLM-layout JSON without the per-request lists."""
+    from unillm.bench import Load, RunResult, Summary, TargetInfo
+
+    fields = ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
+              "request_throughput", "request_goodput", "output_throughput", "total_token_throughput")
+    metrics = {k: v for k, v in r.items() if k.endswith("_ms")}
+    return RunResult(target=TargetInfo.model_validate(r["unillm_target"]),
+                     load=Load.model_validate(r["unillm_load"]), workload=r["unillm_workload"],
+                     num_prompts=r["num_prompts"], error=r.get("unillm_error"),
+                     summary=Summary(**{k: r[k] for k in fields}, metrics=metrics))
 
 
 def targets(names: list[str], workdir: Path) -> tuple[list[Any], dict[str, str]]:
