@@ -495,3 +495,35 @@ async def test_overloaded_retry_after_counts_an_ejected_replicas_next_trial() ->
             with pytest.raises(unillm.Overloaded) as e:
                 await fleet.generate("hi", max_tokens=4)  # a: 429, b: refused
     assert e.value.retry_after is not None and 4 < e.value.retry_after <= 5
+
+
+async def test_least_load_counts_the_engines_waiting_queue_from_its_metrics() -> None:
+    with FaultServer(model="tiny") as a, FaultServer(model="tiny") as b:
+        a.metrics_text = "vllm:num_requests_waiting 5\nvllm:num_requests_running 8\n"
+        b.metrics_text = "vllm:num_requests_waiting 0\nvllm:num_requests_running 1\n"
+        llms = [unillm.connect("vllm", s.url, timeouts=Timeouts(connect=1, read=2)) for s in (a, b)]
+        async with Fleet(llms, policy="least_load") as fleet:
+            await fleet.generate("hi", max_tokens=4)  # starts the first background scrape
+            for _ in range(200):  # until the scrape has landed (bounded)
+                if fleet.stats().replica(a.url).waiting is not None:
+                    break
+                await anyio.sleep(0.01)
+            assert [r.waiting for r in fleet.stats().replicas] == [5, 0]
+            before = a.count()
+            for _ in range(4):
+                await fleet.generate("hi", max_tokens=4)
+        assert a.count() == before  # a's queue of 5 outweighs b's single request in flight
+        assert a.count("/metrics") >= 1 and b.count("/metrics") >= 1
+
+
+async def test_least_load_without_engine_metrics_counts_requests_in_flight_only() -> None:
+    with servers(2) as (a, b):  # no /metrics: a 404, asked once, then never again
+        async with fleet_of([a, b], policy="least_load", metrics_interval=0.0) as fleet:
+            for _ in range(8):  # every pick may start a scrape (interval 0), after the last one
+                await fleet.generate("hi", max_tokens=4)
+                for _ in range(200):
+                    if fleet._scrape is None:
+                        break
+                    await anyio.sleep(0.01)
+        assert (a.count(), b.count()) == (4, 4)
+        assert a.count("/metrics") == b.count("/metrics") == 1

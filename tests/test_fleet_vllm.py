@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import anyio
 import pytest
 from fault_server import FaultServer
 
@@ -81,3 +82,17 @@ async def test_runtime_lora_load_fans_out_to_the_real_engine(
             await fleet.adapters.unload("poem-fleet")
         async with vllm_server.connect() as real:
             assert "poem-fleet" not in {a.name for a in await real.adapters.list()}
+
+
+async def test_least_load_reads_the_real_engines_waiting_queue(
+    vllm_server: RunningEngine, twin: FaultServer,
+) -> None:
+    async with fleet_of(vllm_server, twin, policy="least_load") as fleet:
+        await fleet.generate("Hello", max_tokens=2)  # starts the background scrape
+        for _ in range(300):  # bounded: until the scrape of the real engine landed
+            if fleet.stats().replica(vllm_server.base_url).waiting is not None:
+                break
+            await anyio.sleep(0.01)
+        stats = fleet.stats()
+    assert stats.replica(vllm_server.base_url).waiting == 0  # vllm:num_requests_waiting, idle
+    assert stats.replica(twin.url).waiting is None  # the look-alike serves no metrics

@@ -47,6 +47,7 @@ from unillm.errors import (
     EngineUnavailable,
     FanOutFailed,
     InvalidOptions,
+    NotFound,
     Overloaded,
     ReplicaMismatch,
     StreamInterrupted,
@@ -474,16 +475,16 @@ class Fleet:
 
     async def _scrape_queue(self, i: int) -> None:
         state = self._router.replicas[i]
+        waiting: float | None = None
         with anyio.move_on_after(max(self.metrics_interval, 0.5)):
             try:
-                metrics = await self.replicas[i].metrics()
-            except Exception:  # a background scrape never raises: no usable queue, stop asking
-                state.waiting = None
-                self._no_queue[i] = True  # no metrics endpoint: do not ask again
-                return
-            state.waiting = queue_length(metrics)
-            if state.waiting is None:
-                self._no_queue[i] = True  # the engine does not expose its queue
+                waiting = (await self.replicas[i].metrics()).normalized().waiting
+                self._no_queue[i] = waiting is None  # no queue gauge: stop asking
+            except (UnsupportedFeature, NotFound, ValueError):  # no (usable) metrics endpoint
+                self._no_queue[i] = True
+            except Exception:  # a background scrape never raises; the next refresh tries again
+                pass
+        state.waiting = waiting
 
     async def _each(
         self, fn: Callable[[LLM], Awaitable[R]], which: Sequence[int] | None = None,
@@ -592,15 +593,6 @@ class FleetAdapters:
             succeeded=succeeded)
 
 
-def queue_length(metrics: EngineMetrics) -> float | None:
-    """Requests waiting in the engine's queue, from its normalized metrics (None: not exposed)."""
-    normalized = getattr(metrics, "normalized", None)  # added by the metrics schema
-    if normalized is None:
-        return None
-    waiting = getattr(normalized(), "waiting", None)
-    return float(waiting) if isinstance(waiting, (int, float)) else None
-
-
 def _common(caps: Sequence[Capabilities]) -> Capabilities:
     """The features every one of ``caps`` supports (the weakest level of each)."""
     if len(caps) == 1 or all(c == caps[0] for c in caps[1:]):
@@ -624,4 +616,4 @@ def _refuse_duplicates(urls: list[str]) -> None:
         seen[key] = url
 
 
-__all__ = ["Fleet", "FleetAdapters", "FleetStats", "FleetStream", "ReplicaStats", "queue_length"]
+__all__ = ["Fleet", "FleetAdapters", "FleetStats", "FleetStream", "ReplicaStats"]
