@@ -37,3 +37,11 @@ def test_semantic_routing_benchmark_measures_the_decision() -> None:
 def test_mlx_constrained_benchmark_measures_each_grammar_engine() -> None:
     result = last_json_line("mlx_constrained.py", "--quick")
     assert result
+
+
+def test_routing_benchmark_compares_the_fleet_with_a_direct_client() -> None:
+    result = last_json_line("routing.py", "--quick", "--no-engines")
+    for key in ("fleet_per_request_vs_direct", "fleet_per_stream_vs_direct",
+                "fleet_prefix_per_request_vs_direct"):
+        assert isinstance(result[key], float)
+    assert result["requests_per_s"] == {}  # --no-engines: the real-replica part is left out

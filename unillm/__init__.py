@@ -29,7 +29,8 @@ _EXPORTS = {
     "ConfigCheck": "unillm.config_check",
     "Launch": "unillm.supervisor", "LaunchProgress": "unillm.supervisor",
     "LaunchSpec": "unillm.launch_spec", "Parallel": "unillm.launch_spec",
-    "Speculative": "unillm.launch_spec",
+    "Speculative": "unillm.launch_spec", "Nodes": "unillm.launch_spec",
+    "Disaggregation": "unillm.launch_spec", "FleetLaunch": "unillm.fleet_launch",
     "JsonSchema": "unillm.options", "Regex": "unillm.options", "Choice": "unillm.options",
     "Grammar": "unillm.options", "Options": "unillm.options", "Message": "unillm.options",
     "Completion": "unillm.results", "Delta": "unillm.results", "Usage": "unillm.results",
@@ -116,7 +117,10 @@ if TYPE_CHECKING:
     from unillm.fleet import Fleet as Fleet
     from unillm.fleet import FleetStats as FleetStats
     from unillm.fleet import ReplicaStats as ReplicaStats
+    from unillm.fleet_launch import FleetLaunch as FleetLaunch
+    from unillm.launch_spec import Disaggregation as Disaggregation
     from unillm.launch_spec import LaunchSpec as LaunchSpec
+    from unillm.launch_spec import Nodes as Nodes
     from unillm.launch_spec import Parallel as Parallel
     from unillm.launch_spec import Speculative as Speculative
     from unillm.llm import LLM as LLM

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -33,7 +34,7 @@ from pydantic import SecretStr
 
 from unillm.adapter import Adapter, get_adapter
 from unillm.errors import InvalidOptions, LaunchError, UnsupportedFeature
-from unillm.launch_spec import Disaggregation, LaunchCommand, LaunchSpec, PDRole
+from unillm.launch_spec import Disaggregation, LaunchCommand, LaunchSpec, PDRole, TransferBackend
 from unillm.options import Options
 from unillm.routers import PrefillWorker, RouterSpec, RouterTool, get_router
 from unillm.routing import Policy
@@ -125,8 +126,6 @@ class FleetLaunch:
 
     def _router_launch(self, router_python: str | None) -> Launch:
         assert self.tool is not None
-        python = router_python or _router_python(self.tool.name)
-        port = self.spec.port or free_port(self.spec.host)
         urls = [e.base_url for e in self.engines]
         prefill, decode = [], []
         for url, role in zip(urls, self.roles, strict=True):
@@ -134,20 +133,13 @@ class FleetLaunch:
                 prefill.append(PrefillWorker(url, _bootstrap_port(self.adapter.name, role)))
             elif role is not None:
                 decode.append(url)
-        key = self.spec.key()
-        rspec = RouterSpec(
-            workers=() if self.disaggregation else tuple(urls), policy=self.policy,
-            host=self.spec.host, port=port, api_key=key, python=python,
-            metrics_port=free_port(self.spec.host), prefill=tuple(prefill), decode=tuple(decode),
+        return router_launch(
+            self.adapter, self.tool.name, () if self.disaggregation else urls, policy=self.policy,
+            prefill=prefill, decode=decode,
             transfer=self.disaggregation.transfer if self.disaggregation else None,
-            engine=self.adapter.name)
-        command = self.tool.command(rspec)
-        lspec = LaunchSpec(model=self.spec.model, served_name=self.spec.served_name,
-                           host=self.spec.host, port=port, api_key=self.spec.api_key,
-                           python=python, ready_timeout=self.spec.ready_timeout)
-        return Launch(self.adapter, lspec, command=command, name=self.tool.name,
-                      progress=self._progress, **self._connect,
-                      log_path=self.log_dir / f"unillm-{self.tool.name}-{port}.log")
+            spec=self.spec.model_copy(update={"port": self.spec.port or free_port(self.spec.host)}),
+            router_python=router_python, progress=self._progress, log_dir=self.log_dir,
+            **self._connect)
 
     # -- lifecycle --------------------------------------------------------------------------
     async def __aenter__(self) -> Fleet | LLM:
@@ -204,6 +196,39 @@ class FleetLaunch:
             async with anyio.create_task_group() as tg:
                 for launch in self.engines:
                     tg.start_soon(launch.__aexit__, None, None, None)
+
+
+def router_launch(
+    engine: str | Adapter, router: str, workers: Sequence[str] = (), *, spec: LaunchSpec,
+    policy: Policy = "round_robin", prefill: Sequence[PrefillWorker] = (),
+    decode: Sequence[str] = (), transfer: TransferBackend | None = None,
+    router_python: str | None = None, progress: ProgressHook | None = print_progress,
+    log_dir: Path | None = None, **connect: Any,
+) -> Launch:
+    """A router in front of engines that already run; ``async with`` gives an LLM pointed at it.
+
+        run = router_launch("vllm", "smg", ["http://a:8000", "http://b:8000"], policy="prefix",
+                            spec=LaunchSpec(model="m", api_key=SecretStr(key), port=30000))
+        async with run as llm: ...
+
+    ``spec`` gives the model (and served name) the engines serve, the key they require, and the
+    router's host, port (None: a free one) and ready timeout. Supervised like an engine: ready
+    once its health check answers and one tiny request went through it.
+    """
+    adapter = get_adapter(engine) if isinstance(engine, str) else engine
+    tool = get_router(router)
+    python = router_python or _router_python(tool.name)
+    port = spec.port or free_port(spec.host)
+    rspec = RouterSpec(
+        workers=tuple(workers), policy=policy, host=spec.host, port=port, api_key=spec.key(),
+        python=python, metrics_port=free_port(spec.host), prefill=tuple(prefill),
+        decode=tuple(decode), transfer=transfer, engine=adapter.name)
+    command = tool.command(rspec)
+    lspec = LaunchSpec(model=spec.model, served_name=spec.served_name, host=spec.host, port=port,
+                       api_key=spec.api_key, python=python, ready_timeout=spec.ready_timeout)
+    log_dir = log_dir or Path(tempfile.gettempdir())
+    return Launch(adapter, lspec, command=command, name=tool.name, progress=progress,
+                  log_path=log_dir / f"unillm-{tool.name}-{port}.log", **connect)
 
 
 def _distinct_ports(count: int, host: str, *, first: int | None) -> list[int]:

@@ -1,0 +1,271 @@
+"""Two real vLLM-CPU replicas of the tiny model, launched as one fleet, in three set-ups: the
+client-side fleet, vllm-router and smg in front.
+
+* A replica killed under load (200 requests, 16 at a time, half streamed): with the client fleet
+  every request that had not started streaming completes on the other replica, started streams
+  end in ``StreamInterrupted`` with their partial text; the routers' outcomes are recorded (they
+  retry on another worker). Nothing hangs; no process survives teardown.
+* A look-alike replica answering 429 ``Retry-After: 5``: the client fleet sends it nothing for
+  5 s; what vllm-router and smg do is recorded.
+* A shared-prefix workload: ``prefix`` routing raises vLLM's own prefix-cache hit ratio over
+  ``round_robin``.
+
+Replicas are module-scoped; a killed one is started again (same port) in the background while
+the overload tests use the other, for the next set-up.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import string
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+import unillm
+from unillm.errors import StreamInterrupted, UnillmError
+from unillm.fleet_launch import FleetLaunch, router_launch
+from unillm.supervisor import Launch
+from unillm.testing.engines import cpu_launch_settings
+from unillm.testing.tiny_model import TinyModel
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the look-alike server
+from fault_server import GENERATION_PATHS, FaultServer
+
+pytestmark = [pytest.mark.anyio, pytest.mark.engine]
+LOAD, CONCURRENCY, KILL_AFTER = 200, 16, 40  # requests, at a time, answered before the kill
+MAX_TOKENS = 24
+RECORD: dict[str, Any] = {}  # what the routers did, printed at the end of the module
+
+
+@dataclass
+class Replicas:
+    """The module's fleet launch: its engines (restartable) and the shared API key.
+
+    The launch lives on its own event loop (``portal``), which also restarts a killed replica.
+    """
+
+    run: FleetLaunch
+    portal: BlockingPortal
+    pids: list[int] = field(default_factory=list)
+    restarting: Future[None] | None = None
+
+    @property
+    def urls(self) -> list[str]:
+        return [e.base_url for e in self.run.engines]
+
+    @property
+    def key(self) -> str | None:
+        return self.run.spec.key()
+
+    def fleet(self, **kw: Any) -> unillm.Fleet:
+        return unillm.connect("vllm", self.urls, api_key=self.key, model="tiny", **kw)
+
+    def restart_soon(self, i: int) -> None:
+        """Start replica ``i`` again on its port after it was killed, in the background (on the
+        launch's loop), while tests that need only replica 0 run; ``ready()`` waits for it."""
+        self.restarting = self.portal.start_task_soon(self._restart, i)
+
+    async def ready(self) -> None:
+        """Wait until a restart started by ``restart_soon`` has finished."""
+        if self.restarting is not None:
+            await anyio.to_thread.run_sync(self.restarting.result)
+            self.restarting = None
+
+    async def _restart(self, i: int) -> None:
+        old = self.run.engines[i]
+        await old.__aexit__(None, None, None)
+        new = Launch("vllm", old.spec, progress=None, log_path=old.log_path)
+        self.run.engines[i] = new
+        await new.__aenter__()
+        assert new.pid is not None
+        self.pids.append(new.pid)
+
+
+@pytest.fixture(scope="module")
+def replicas(tiny: TinyModel, workdir: Path) -> Iterator[Replicas]:
+    settings = cpu_launch_settings("vllm", tiny, workdir / "fleet", served_name="tiny",
+                                   max_num_seqs=4, prefix_caching=True)
+    run = FleetLaunch("vllm", unillm.LaunchSpec(**settings), replicas=2, log_dir=workdir)
+    with start_blocking_portal() as portal, portal.wrap_async_context_manager(run):
+        state = Replicas(run, portal, [e.pid for e in run.engines if e.pid is not None])
+        yield state
+        if state.restarting is not None:
+            state.restarting.result()
+    survivors = [pid for pid in state.pids if _alive(pid)]
+    print(f"\n[fleet record] {RECORD}")
+    assert not survivors, f"processes survived teardown: {survivors}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@dataclass
+class Outcomes:
+    completed: int = 0
+    interrupted: list[StreamInterrupted] = field(default_factory=list)
+    errors: Counter[str] = field(default_factory=Counter)
+    started_then_failed: int = 0  # a stream that had text, then ended in something else
+    partial_mismatches: int = 0  # StreamInterrupted whose partial_text is not what was received
+
+
+async def load_with_a_kill(client: Any, victim: Launch) -> Outcomes:
+    """LOAD requests (every other one streamed), CONCURRENCY at a time; kill ``victim``
+    (SIGKILL to its process group) once KILL_AFTER have been answered."""
+    out = Outcomes()
+    answered = anyio.Event()
+    done = 0
+    limit = anyio.Semaphore(CONCURRENCY)
+
+    async def one(i: int) -> None:
+        nonlocal done
+        async with limit:
+            prompt = f"request {i}: " + "".join(random.choices(string.ascii_lowercase, k=20))
+            text = ""
+            try:
+                if i % 2:
+                    async for d in client.stream(prompt, max_tokens=MAX_TOKENS, temperature=0):
+                        text += d.text
+                else:
+                    await client.generate(prompt, max_tokens=MAX_TOKENS, temperature=0)
+                out.completed += 1
+            except StreamInterrupted as e:
+                out.interrupted.append(e)
+                out.partial_mismatches += e.partial_text != text  # must be what it delivered
+            except UnillmError as e:
+                out.errors[type(e).__name__] += 1
+                if text:
+                    out.started_then_failed += 1
+            done += 1
+            if done >= KILL_AFTER:
+                answered.set()
+
+    async def killer() -> None:
+        await answered.wait()
+        assert victim.pid is not None
+        os.killpg(victim.pid, 9)
+
+    with anyio.fail_after(240):  # nothing hangs
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(killer)
+            for i in range(LOAD):
+                tg.start_soon(one, i)
+    return out
+
+
+# -- shared prefix: prefix routing raises vLLM's own prefix-cache hit ratio --------------------
+async def _hit_ratio(fleet: unillm.Fleet, tag: str) -> float:
+    async def counters() -> tuple[float, float]:
+        hits = queries = 0.0
+        for llm in fleet.replicas:
+            m = await llm.metrics()
+            hits += m.value("vllm:prefix_cache_hits_total") or 0.0
+            queries += m.value("vllm:prefix_cache_queries_total") or 0.0
+        return hits, queries
+
+    before = await counters()
+    rng = random.Random(tag)
+    prefixes = ["".join(rng.choices(string.ascii_lowercase + " ", k=600)) for _ in range(6)]
+
+    async def conversation(shared: str) -> None:  # ~300 shared tokens, then a question
+        for j in range(8):
+            await fleet.generate(f"{shared} question {j}?", max_tokens=1)
+
+    async with anyio.create_task_group() as tg:  # six conversations at a time
+        for shared in prefixes:
+            tg.start_soon(conversation, shared)
+    after = await counters()
+    return (after[0] - before[0]) / max(after[1] - before[1], 1.0)
+
+
+async def test_prefix_routing_raises_the_engines_prefix_cache_hit_ratio(replicas: Replicas) -> None:
+    ratios = {}
+    for policy in ("round_robin", "prefix"):
+        async with replicas.fleet(policy=policy) as fleet:
+            ratios[policy] = await _hit_ratio(fleet, policy)
+    RECORD["prefix_cache_hit_ratio"] = ratios
+    assert ratios["prefix"] > ratios["round_robin"], ratios
+
+
+# -- a replica killed under load ------------------------------------------------------------------
+async def test_client_fleet_survives_a_killed_replica(replicas: Replicas) -> None:
+    async with replicas.fleet(policy="round_robin") as fleet:
+        out = await load_with_a_kill(fleet, replicas.run.engines[1])
+    RECORD["client fleet"] = _summary(out)
+    assert not out.errors, f"requests that had not started streaming must complete: {out.errors}"
+    assert out.completed + len(out.interrupted) == LOAD
+    assert out.interrupted, "streams in flight on the killed replica end in StreamInterrupted"
+    assert out.partial_mismatches == 0, "StreamInterrupted.partial_text is the text received"
+    replicas.restart_soon(1)  # while the overload tests use replica 0
+
+
+# -- overload: 429 Retry-After: 5 from a look-alike next to a real replica ----------------------
+async def _requests_to_overloaded(send: Any, server: FaultServer, seconds: float) -> list[float]:
+    """Send requests for ``seconds``; the times (since start) the look-alike received them."""
+    t0 = time.monotonic()
+    first = len(server.requests)
+    while time.monotonic() - t0 < seconds:
+        await send()
+    return [s.at - t0 for s in server.requests[first:] if s.path in GENERATION_PATHS]
+
+
+async def test_client_fleet_sends_an_overloaded_replica_nothing_for_its_retry_after(
+        replicas: Replicas) -> None:
+    with FaultServer(model="tiny") as busy:
+        busy.fail(429, retry_after="5")
+        urls = [replicas.urls[0], busy.url]
+        async with unillm.connect("vllm", urls, api_key=replicas.key, model="tiny") as fleet:
+            times = await _requests_to_overloaded(
+                lambda: fleet.generate("Hi", max_tokens=2), busy, seconds=4.5)
+    assert len(times) == 1, f"requests reached the 429 replica at {times}"
+
+
+@pytest.mark.parametrize("router", ["vllm-router", "smg"])
+async def test_routers_with_an_overloaded_replica(router: str, replicas: Replicas, workdir: Path) -> None:
+    with FaultServer(model="tiny") as busy:
+        busy.fail(429, retry_after="5")
+        spec = unillm.LaunchSpec(model="tiny", served_name="tiny", api_key=replicas.run.spec.api_key)
+        async with router_launch("vllm", router, [replicas.urls[0], busy.url], spec=spec,
+                                 progress=None, log_dir=workdir) as llm:
+            times = await _requests_to_overloaded(
+                lambda: llm.generate("Hi", max_tokens=2), busy, seconds=4.5)
+    # Documented: both retry a 429 on another worker, so every request above succeeded.
+    RECORD[f"{router}: requests reaching the 429 replica within 5 s"] = len(times)
+
+
+@pytest.mark.parametrize("router", ["vllm-router", "smg"])
+async def test_router_with_a_killed_replica(router: str, replicas: Replicas, workdir: Path) -> None:
+    await replicas.ready()
+    spec = unillm.LaunchSpec(model="tiny", served_name="tiny", api_key=replicas.run.spec.api_key)
+    launch = router_launch("vllm", router, replicas.urls, spec=spec, progress=None, log_dir=workdir)
+    async with launch as llm:
+        assert launch.pid is not None
+        replicas.pids.append(launch.pid)
+        out = await load_with_a_kill(llm, replicas.run.engines[1])
+    RECORD[router] = _summary(out)
+    assert out.completed + len(out.interrupted) + sum(out.errors.values()) == LOAD
+    assert out.completed >= LOAD // 2
+    if router != "smg":
+        replicas.restart_soon(1)
+
+
+def _summary(out: Outcomes) -> dict[str, Any]:
+    return {"completed": out.completed, "stream_interrupted": len(out.interrupted),
+            "errors": dict(out.errors), "started_then_failed": out.started_then_failed}
+
