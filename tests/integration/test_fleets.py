@@ -97,7 +97,9 @@ class Replicas:
 def replicas(tiny: TinyModel, workdir: Path) -> Iterator[Replicas]:
     settings = cpu_launch_settings("vllm", tiny, workdir / "fleet", served_name="tiny",
                                    max_num_seqs=4, prefix_caching=True)
-    run = FleetLaunch("vllm", unillm.LaunchSpec(**settings), replicas=2, log_dir=workdir)
+    cores = os.cpu_count() or 1  # each replica's compute threads on a core of its own
+    run = FleetLaunch("vllm", unillm.LaunchSpec(**settings), replicas=2, log_dir=workdir,
+                      replica_env=[{"VLLM_CPU_OMP_THREADS_BIND": str(i % cores)} for i in range(2)])
     with start_blocking_portal() as portal, portal.wrap_async_context_manager(run):
         state = Replicas(run, portal, [e.pid for e in run.engines if e.pid is not None])
         yield state
