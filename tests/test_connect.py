@@ -28,3 +28,11 @@ def test_a_base_url_without_http_is_refused_with_an_example(url: str) -> None:
 def test_an_unknown_engine_names_the_installed_ones() -> None:
     with pytest.raises(unillm.UnknownEngine, match="vllm"):
         unillm.connect("vllmm", "http://127.0.0.1:8000")
+
+
+@pytest.mark.parametrize("engine", [None, 42])
+def test_an_engine_that_is_not_a_name_is_refused_typed(engine: object) -> None:
+    with pytest.raises(unillm.InvalidOptions, match="engine must be an engine name"):
+        unillm.connect(engine, "http://127.0.0.1:8000")  # type: ignore[call-overload]
+    with pytest.raises(unillm.InvalidOptions, match="engine must be an engine name"):
+        unillm.launch(engine, model="m")  # type: ignore[arg-type]

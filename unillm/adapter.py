@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from unillm.capabilities import Capabilities, Feature
-from unillm.errors import UnillmError, UnknownEngine, UnsupportedFeature
+from unillm.errors import InvalidOptions, UnillmError, UnknownEngine, UnsupportedFeature
 from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
 from unillm.metrics import MetricNames
 from unillm.options import Request
@@ -231,6 +231,16 @@ def _entry_points() -> dict[str, Any]:
 def installed_engines() -> list[str]:
     """Names of every engine whose adapter is installed."""
     return sorted(_entry_points())
+
+
+def adapter_for(engine: str | Adapter) -> Adapter:
+    """The adapter for an engine name (e.g. "vllm") or an :class:`Adapter` instance, as is."""
+    if isinstance(engine, Adapter):
+        return engine
+    if not isinstance(engine, str):
+        raise InvalidOptions(f"engine must be an engine name such as 'vllm' (installed: "
+                             f"{', '.join(installed_engines()) or 'none'}) or an Adapter, got {engine!r}")
+    return get_adapter(engine)
 
 
 @cache

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from typing_extensions import Self, Unpack
 
 from unillm import observe
-from unillm.adapter import Adapter, EngineInfo, HttpCall, get_adapter
+from unillm.adapter import Adapter, EngineInfo, HttpCall, adapter_for
 from unillm.capabilities import Capabilities, check, check_text_only
 from unillm.deadline import Deadline
 from unillm.errors import (
@@ -59,7 +59,7 @@ class LLM:
         timeouts: Timeouts = Timeouts(), retry: RetryPolicy = RetryPolicy(),
         http_transport: httpx.AsyncBaseTransport | None = None, pool: Pool = Pool(),
     ) -> None:
-        self.adapter = get_adapter(engine) if isinstance(engine, str) else engine
+        self.adapter = adapter_for(engine)
         self.engine = self.adapter.name
         self.base_url = _engine_root(base_url)
         self.defaults: Options = dict(defaults or {})  # type: ignore[assignment]

@@ -33,7 +33,7 @@ import anyio
 import httpx
 from pydantic import SecretStr, ValidationError
 
-from unillm.adapter import Adapter, get_adapter
+from unillm.adapter import Adapter, adapter_for
 from unillm.capabilities import Feature
 from unillm.errors import InvalidOptions, LaunchError, UnillmError
 from unillm.launch_log import LaunchLog
@@ -153,7 +153,7 @@ class Launch:
     ) -> None:
         """``command`` replaces the adapter's (e.g. a router in front of engines that speaks
         the adapter's API); ``name`` labels progress, log file and errors (default: the engine)."""
-        self.adapter = get_adapter(engine) if isinstance(engine, str) else engine
+        self.adapter = adapter_for(engine)
         self.name = name or self.adapter.name
         self.spec = resolve_spec(self.adapter, spec) if command is None else spec
         self.progress = progress
