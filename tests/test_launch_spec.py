@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,3 +75,14 @@ def test_printing_a_launch_command_or_spec_masks_the_api_key(engine: str) -> Non
                   repr(launch.spec), str(launch.spec), repr(launch.spec.model_dump())):
         assert key not in shown
     assert "***" in repr(command)
+
+
+@pytest.mark.parametrize(("build", "match"), [
+    (lambda: unillm.Parallel(tensor=0), "invalid Parallel: tensor"),
+    (lambda: unillm.Speculative(method="medusa"), "invalid Speculative: method"),
+    (lambda: unillm.Speculative(method="draft"), "needs draft_model"),
+])
+def test_bad_settings_objects_raise_invalid_options(build: Any, match: str) -> None:
+    # Users build Parallel/Speculative themselves: a typo is a unillm error, not pydantic's.
+    with pytest.raises(unillm.InvalidOptions, match=match):
+        build()

@@ -13,10 +13,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+
+from unillm.errors import InvalidOptions
 
 
-class Parallel(BaseModel):
+class _Settings(BaseModel):
+    """A settings model whose bad arguments raise :class:`InvalidOptions`, like the rest of unillm."""
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as e:
+            problems = "; ".join(
+                ": ".join(filter(None, (".".join(map(str, x["loc"])),
+                                        x["msg"].removeprefix("Value error, "))))
+                for x in e.errors())
+            raise InvalidOptions(f"invalid {type(self).__name__}: {problems}") from None
+
+
+class Parallel(_Settings):
     """How to split the model across devices: ``Parallel(tensor=2)``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -30,7 +46,7 @@ class Parallel(BaseModel):
 SpeculativeMethod = Literal["ngram", "draft", "eagle", "eagle3", "mtp", "suffix"]
 
 
-class Speculative(BaseModel):
+class Speculative(_Settings):
     """Speculative decoding: ``Speculative(method="ngram", num_tokens=4)``.
 
     ``draft`` and ``eagle``/``eagle3`` need ``draft_model`` (a path or model id).
@@ -51,7 +67,7 @@ class Speculative(BaseModel):
         return self
 
 
-class Nodes(BaseModel):
+class Nodes(_Settings):
     """Spread one engine over several machines: ``Nodes(count=2, rank=0, head="10.0.0.1")``.
 
     Run the same launch on every node with its own ``rank``; rank 0 is the head (it serves
@@ -86,7 +102,7 @@ DEFAULT_RENDEZVOUS_PORT = 29500
 TransferBackend = Literal["nixl", "mooncake"]
 
 
-class PDRole(BaseModel):
+class PDRole(_Settings):
     """This engine's part in prefill/decode disaggregation (set by :class:`Disaggregation`).
 
     ``port`` is the KV-transfer side channel (NIXL) or bootstrap port (Mooncake, SGLang) of
@@ -100,7 +116,7 @@ class PDRole(BaseModel):
     port: int | None = Field(None, ge=1, le=65535)
 
 
-class Disaggregation(BaseModel):
+class Disaggregation(_Settings):
     """Prefill/decode disaggregation: ``Disaggregation(prefill=1, decode=1, transfer="nixl")``.
 
     ``prefill`` engines compute prompts and hand their KV cache over ``transfer`` (NIXL or
