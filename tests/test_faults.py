@@ -6,6 +6,7 @@ stalls, truncates, rate-limits or garbles its answers on demand and counts what 
 
 from __future__ import annotations
 
+import gc
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -359,6 +360,38 @@ async def test_breaking_out_of_stream_closes_connection(server: FaultServer) -> 
                 break
         assert await server.wait_disconnect()
     assert server.disconnects == [COMPLETIONS]
+
+
+async def test_breaking_out_of_a_bare_async_for_closes_connection_without_the_gc(
+    server: FaultServer,
+) -> None:
+    # A Stream and its generator form a reference cycle: only the garbage collector would
+    # close a bare loop's stream, at some unknown later time. Leaving the loop must close it.
+    server.endless()
+    gc.disable()
+    try:
+        async with connect(server.url) as llm:
+            async for _ in llm.stream("hi", max_tokens=8):
+                break
+            assert await server.wait_disconnect(10)  # as soon as it happens; slow on a busy machine
+    finally:
+        gc.enable()
+    assert server.disconnects == [COMPLETIONS]
+
+
+async def test_a_stream_held_open_by_its_iterator_stays_open_until_closed(
+    server: FaultServer,
+) -> None:
+    server.endless()
+    async with connect(server.url) as llm:
+        s = llm.stream("hi", max_tokens=8)
+        deltas = aiter(s)
+        await anext(deltas)
+        await anext(deltas)  # still open: a held iterator is not a loop left early
+        assert not server.client_disconnected
+        await s.aclose()
+        await s.aclose()  # closing twice is fine
+        assert await server.wait_disconnect(10)  # as soon as it happens; slow on a busy machine
 
 
 async def test_cancelling_stream_consumer_closes_connection(server: FaultServer) -> None:

@@ -115,8 +115,8 @@ async def test_least_load_counts_open_streams_until_they_close() -> None:
         b.endless()
         async with fleet_of([a, b], policy="least_load") as fleet:
             stream = fleet.stream("hi", max_tokens=4)
-            async for _ in stream:
-                break  # started and held open
+            deltas = aiter(stream)
+            await anext(deltas)  # started and held open (leaving an `async for` would close it)
             busy = stream.replica  # type: ignore[attr-defined]
             idle = b if busy == a.url else a
             assert fleet.stats().replica(busy).in_flight == 1
@@ -155,9 +155,9 @@ async def test_prefix_policy_spills_over_when_the_favourite_is_full() -> None:
         async with fleet_of([a, b], policy="prefix") as fleet:
             shared = "the same shared prefix, longer than prefix_chars. " * 6
             streams = [fleet.stream(shared + str(n), max_tokens=4) for n in range(6)]
-            for s in streams:
-                async for _ in s:
-                    break
+            held = [aiter(s) for s in streams]  # started and held open
+            for deltas in held:
+                await anext(deltas)
             spread = sorted(r.in_flight for r in fleet.stats().replicas)
             for s in streams:
                 await s.aclose()
@@ -480,8 +480,8 @@ async def test_a_half_open_replica_is_healthy_as_soon_as_its_trial_stream_starts
             a.endless()
             await anyio.sleep(0.06)
             async with fleet.stream("hi", max_tokens=4) as s:
-                async for _ in s:
-                    break
+                deltas = aiter(s)
+                await anext(deltas)  # started and held open
                 assert s.replica == a.url  # type: ignore[attr-defined]
                 assert fleet.stats().replica(a.url).state == "healthy"  # while the trial streams
 

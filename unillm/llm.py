@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack
@@ -294,7 +295,7 @@ class Stream:
     """An answer arriving as :class:`~unillm.results.Delta` s; iterate it with ``async for``.
 
     ``text`` holds what arrived so far for choice 0. ``async with`` (or ``aclose()``) ends it
-    deterministically; breaking out of a bare ``async for`` closes it when it is collected.
+    deterministically; breaking out of a bare ``async for`` closes it right after (asyncio).
     """
 
     def __init__(self, llm: LLM, request: Request, deadline: Deadline | None = None) -> None:
@@ -303,6 +304,7 @@ class Stream:
         self._texts: dict[int, list[str]] = {}
         self._calls: dict[int, ToolCallAccumulator] = {}
         self._iter: AsyncIterator[Delta] | None = None
+        self._closing: asyncio.Future[None] | None = None
         self.started = False  # True once the engine accepted the stream (headers received)
 
     @property
@@ -319,7 +321,7 @@ class Stream:
     def __aiter__(self) -> AsyncIterator[Delta]:
         if self._iter is None:
             self._iter = self._observed(self._run()) if observe.OBSERVERS else self._run()
-        return self._iter
+        return _Deltas(self, self._iter)
 
     def _observed(self, deltas: AsyncIterator[Delta]) -> AsyncIterator[Delta]:
         """``deltas`` as the registered observers see them (unillm.observe)."""
@@ -334,9 +336,29 @@ class Stream:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Stop the stream and close its HTTP response."""
-        if self._iter is not None:
+        """Stop the stream and close its HTTP response (once, however many callers ask)."""
+        if self._iter is None:
+            return
+        if self._closing is not None:  # already closing (a loop left early): wait for it
+            await asyncio.wait([self._closing])
+            return
+        self._closing = asyncio.get_running_loop().create_future()
+        try:
             await self._iter.aclose()  # type: ignore[attr-defined]
+        finally:
+            self._closing.set_result(None)
+
+    def _close_soon(self) -> None:
+        """Close from a loop left early: the generator and this Stream form a reference cycle,
+        which the garbage collector would otherwise close at some later, unknown time."""
+        if self._iter is None or self._closing is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no running asyncio loop (e.g. interpreter exit): nothing to await on
+            return
+        self._closing = loop.create_task(self._iter.aclose())  # type: ignore[attr-defined]
+        self._closing.add_done_callback(_retrieve)
 
     async def collect(self) -> str:
         """Consume the whole stream and return choice 0's text."""
@@ -461,6 +483,37 @@ class _StreamClock:
         return Timings.model_construct(
             total_s=total, ttft_s=ttft, itl_s=tuple(self.gaps), tpot_s=tpot,
             tokens_per_s=tokens / total if tokens and total > 0 else None)
+
+
+class _Deltas:
+    """What ``async for`` iterates: when a loop is left early it is dropped, closing the stream."""
+
+    __slots__ = ("_gen", "_over", "_stream")
+
+    def __init__(self, stream: Stream, gen: AsyncIterator[Delta]) -> None:
+        self._stream, self._gen, self._over = stream, gen, False
+
+    def __aiter__(self) -> _Deltas:
+        return self
+
+    async def __anext__(self) -> Delta:
+        try:
+            return await self._gen.__anext__()
+        except BaseException:
+            self._over = True  # finished, failed or cancelled: the generator has closed itself
+            raise
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    def __del__(self) -> None:
+        if not self._over:
+            self._stream._close_soon()
+
+
+def _retrieve(task: asyncio.Future[None]) -> None:
+    if not task.cancelled():
+        task.exception()  # a failure while closing is not the caller's error; do not warn
 
 
 async def _drain(response: httpx.Response) -> None:
