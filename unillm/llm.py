@@ -12,6 +12,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack
+from itertools import pairwise
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -379,7 +380,10 @@ class Stream:
         decoder = llm.adapter.decoder(request, info)
         clock = time.perf_counter
         started = clock()
-        timer = _StreamClock(started)
+        stamps: list[float] = []  # arrival of each content chunk of choice 0 (Timings at the end)
+        stamp = stamps.append
+        ended: float | None = None
+        tokens: int | None = None
         finish: str | None = None
         # A delta carrying a finish reason or usage is held until the next one arrives: engines
         # send the finish, then the usage in a chunk of its own; they leave as one final delta.
@@ -406,7 +410,7 @@ class Stream:
                             if delta.text:
                                 self._texts.setdefault(delta.index, []).append(delta.text)
                             if delta.index == 0:
-                                timer.chunk(clock())
+                                stamp(clock())
                         if delta.finish_reason is None and delta.usage is None:
                             if held is not None:
                                 yield held
@@ -416,7 +420,7 @@ class Stream:
                         if delta.index == 0 and delta.finish_reason:
                             finish = delta.finish_reason
                         if delta.usage is not None:
-                            timer.tokens = delta.usage.completion_tokens
+                            tokens = delta.usage.completion_tokens
                         if held is not None and _merges(held, delta):
                             held.usage = delta.usage
                             held.finish_reason = held.finish_reason or delta.finish_reason
@@ -425,7 +429,7 @@ class Stream:
                                 yield held
                             held = delta
                     if decoder.done:
-                        timer.ended = clock()
+                        ended = clock()
                         await _drain(response)  # lets the connection go back to the pool
                         break
             except SSEError as e:
@@ -444,7 +448,8 @@ class Stream:
                 f"{llm.engine} ended the stream before finishing the answer",
                 partial_text=self._partial())
         final = held if held is not None else Delta(finish_reason=finish)
-        final.timings = timer.timings(clock(), one_choice=(request.n or 1) == 1)
+        final.timings = _stream_timings(started, stamps, ended or clock(), tokens,
+                                        one_choice=(request.n or 1) == 1)
         yield final
 
 
@@ -454,35 +459,17 @@ def _merges(held: Delta, delta: Delta) -> bool:
             and not delta.tool_calls)
 
 
-class _StreamClock:
-    """Content-chunk times of one stream (choice 0), turned into :class:`Timings` at its end."""
-
-    __slots__ = ("ended", "first", "gaps", "last", "started", "tokens")
-
-    def __init__(self, started: float) -> None:
-        self.started = started
-        self.first: float | None = None
-        self.last = 0.0
-        self.gaps: list[float] = []
-        self.ended: float | None = None
-        self.tokens: int | None = None
-
-    def chunk(self, now: float) -> None:
-        if self.first is None:
-            self.first = now
-        else:
-            self.gaps.append(now - self.last)
-        self.last = now
-
-    def timings(self, now: float, *, one_choice: bool) -> Timings:
-        total = (self.ended or now) - self.started
-        ttft = None if self.first is None else self.first - self.started
-        tokens = self.tokens
-        tpot = ((total - ttft) / (tokens - 1)
-                if one_choice and ttft is not None and tokens is not None and tokens > 1 else None)
-        return Timings.model_construct(
-            total_s=total, ttft_s=ttft, itl_s=tuple(self.gaps), tpot_s=tpot,
-            tokens_per_s=tokens / total if tokens and total > 0 else None)
+def _stream_timings(
+    started: float, stamps: list[float], ended: float, tokens: int | None, *, one_choice: bool,
+) -> Timings:
+    """:class:`Timings` from the arrival times of choice 0's content chunks (vllm bench serve's way)."""
+    total = ended - started
+    ttft = stamps[0] - started if stamps else None
+    gaps = tuple(b - a for a, b in pairwise(stamps))
+    tpot = ((total - ttft) / (tokens - 1)
+            if one_choice and ttft is not None and tokens is not None and tokens > 1 else None)
+    return Timings(total_s=total, ttft_s=ttft, itl_s=gaps, tpot_s=tpot,
+                   tokens_per_s=tokens / total if tokens and total > 0 else None)
 
 
 class _Deltas:
