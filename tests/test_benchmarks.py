@@ -45,3 +45,10 @@ def test_routing_benchmark_compares_the_fleet_with_a_direct_client() -> None:
                 "fleet_prefix_per_request_vs_direct"):
         assert isinstance(result[key], float)
     assert result["requests_per_s"] == {}  # --no-engines: the real-replica part is left out
+
+
+def test_harness_overhead_benchmark_compares_unillm_bench_with_a_bare_loop() -> None:
+    result = last_json_line("harness_overhead.py", "--rounds", "1", "--requests", "40",
+                            "--concurrency", "2")
+    overhead = result["per_concurrency"]["2"]["unillm_overhead"]  # type: ignore[index]
+    assert isinstance(overhead["throughput_ratio"], float) and isinstance(overhead["e2el_us"], float)
