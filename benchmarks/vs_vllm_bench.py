@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -46,6 +47,13 @@ VLLM_SHIM = ("from vllm.benchmarks.serve import add_cli_args, main\n"
              "main(p.parse_args())\n")
 
 
+def run_client(cmd: list[str], args: argparse.Namespace) -> subprocess.CompletedProcess[str]:
+    """Run one harness; with ``--nice N`` both harnesses get the same priority (0: unchanged)."""
+    raise_priority = (lambda: os.nice(args.nice)) if args.nice else None
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False,
+                          preexec_fn=raise_priority)
+
+
 def vllm_bench(args: argparse.Namespace, engine: Any, out: Path, seed: int) -> dict[str, Any]:
     cmd = [str(VLLM_PYTHON), "-c", VLLM_SHIM, "--backend", "openai", "--base-url", engine.url,
            "--endpoint", "/v1/completions", "--model", engine.served_name,
@@ -57,7 +65,7 @@ def vllm_bench(args: argparse.Namespace, engine: Any, out: Path, seed: int) -> d
            "--seed", str(seed), "--disable-tqdm", "--percentile-metrics", "ttft,tpot,itl,e2el",
            "--metric-percentiles", "50,90,99", "--save-result", "--result-dir", str(out.parent),
            "--result-filename", out.name]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
+    done = run_client(cmd, args)
     if done.returncode != 0 or not out.exists():
         raise SystemExit(f"vllm bench serve failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return dict(json.loads(out.read_text()))
@@ -70,7 +78,7 @@ def unillm_bench(args: argparse.Namespace, engine: Any, out: Path, seed: int) ->
            "--num-prompts", str(args.num_prompts), "--max-concurrency", str(args.max_concurrency),
            "--ignore-eos", "--temperature", "0", "--warmup", str(args.warmups), "--seed", str(seed),
            "--out", str(out), "--no-plots", "--no-progress", "--no-engine-metrics"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
+    done = run_client(cmd, args)
     if done.returncode != 0:
         raise SystemExit(f"unillm bench failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return dict(json.loads((out / "bench.json").read_text())["runs"][0])
@@ -103,7 +111,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     return {"workload": {"input_len": args.input_len, "output_len": args.output_len,
                          "num_prompts": args.num_prompts, "max_concurrency": args.max_concurrency,
                          "warmups": args.warmups, "rounds": args.rounds, "api": "completions",
-                         "ignore_eos": True, "temperature": 0},
+                         "ignore_eos": True, "temperature": 0, "client_nice": args.nice},
             "engine_command": command, "vllm": medians["vllm"], "unillm": medians["unillm"],
             "ratio_unillm_over_vllm": ratios, "agree": agree, "all_agree": all(agree.values()),
             "spread": spread, "rounds_detail": rounds}
@@ -120,6 +128,9 @@ def main() -> None:
     p.add_argument("--max-concurrency", type=int, default=8)
     p.add_argument("--max-num-seqs", type=int, default=64)
     p.add_argument("--warmups", type=int, default=4)
+    p.add_argument("--nice", type=int, default=0,
+                   help="niceness for both harness processes (e.g. -5 as root: shields both "
+                        "clients alike from other jobs on a shared machine)")
     args = p.parse_args()
     result = anyio.run(main_async, args)
     print(f"{'metric':<22}{'vllm bench serve':>18}{'unillm bench':>15}{'ratio':>8}  agree")
