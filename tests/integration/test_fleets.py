@@ -212,7 +212,8 @@ async def test_client_fleet_survives_a_killed_replica(replicas: Replicas) -> Non
     RECORD["client fleet"] = _summary(out)
     assert not out.errors, f"requests that had not started streaming must complete: {out.errors}"
     assert out.completed + len(out.interrupted) == LOAD
-    assert out.interrupted, "streams in flight on the killed replica end in StreamInterrupted"
+    # Streams that had started on the killed replica (how many depends on timing: possibly none)
+    # end in StreamInterrupted carrying exactly the text they delivered.
     assert out.partial_mismatches == 0, "StreamInterrupted.partial_text is the text received"
     replicas.restart_soon(1)  # while the overload tests use replica 0
 
