@@ -61,7 +61,7 @@ class Pool:
     max_connections: int = 256
     wait: float | None = None
     max_keepalive: int = 64
-    keepalive_expiry: float = 5.0
+    keepalive_expiry: float = 4.0  # below uvicorn's 5 s (vLLM, SGLang): never reuse a closing one
 
     def __post_init__(self) -> None:
         for name in ("max_connections", "max_keepalive"):
