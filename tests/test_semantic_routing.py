@@ -463,6 +463,14 @@ utterances = ["hello"]
         unillm.from_config(config, env={})
 
 
+def test_the_example_routes_without_an_embedder_say_how_to_add_one() -> None:
+    # examples/routes.toml (what the README points `unillm route eval` at) has no embedder.
+    from unillm.semantic.config import router_from_config
+
+    with pytest.raises(unillm.ConfigError, match=r"embedder: Field required\. Add a \[router\.embedder\]"):
+        router_from_config(ROOT / "examples" / "routes.toml")
+
+
 def test_cli_import_prints_routes_and_reports_what_did_not_map(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

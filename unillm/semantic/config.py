@@ -128,6 +128,11 @@ def parse_router_config(data: Mapping[str, Any]) -> RouterConfig:
     except ValidationError as e:
         problems = "; ".join(f"{'.'.join(map(str, x['loc'])) or '(router)'}: {x['msg']}"
                              for x in e.errors())
+        if any(x["loc"] == ("embedder",) and x["type"] == "missing" for x in e.errors()):
+            problems += (". Add a [router.embedder] table saying where vectors come from: "
+                         'url = "http://host:port/v1" (any OpenAI-compatible /v1/embeddings), '
+                         'engine = "vllm" + base_url = "..." (an engine serving an embedding '
+                         "model), or azure_endpoint + deployment + api_version")
         raise ConfigError(f"invalid [router]: {problems}") from None
 
 
