@@ -121,6 +121,14 @@ def test_pool_limits_are_validated() -> None:
             Pool(**bad)
 
 
+@pytest.mark.parametrize("bad", [{"attempts": 0}, {"attempts": 2.5}, {"attempts": float("inf")},
+                                 {"max_wait": -1}, {"initial_wait": float("nan")}])
+def test_retry_policy_is_validated(bad: dict[str, Any]) -> None:
+    # attempts=0 used to be accepted and gave "cannot reach ... after 0 attempt(s)".
+    with pytest.raises(unillm.InvalidOptions, match="RetryPolicy"):
+        unillm.RetryPolicy(**bad)
+
+
 def test_pool_limits_can_be_set_from_connect_launch_and_config(tmp_path: Path) -> None:
     pool = Pool(max_connections=8, wait=2.5, max_keepalive=4)
     assert unillm.connect("vllm", "http://127.0.0.1:9", pool=pool)._pool == pool

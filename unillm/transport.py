@@ -34,6 +34,15 @@ class RetryPolicy:
     max_wait: float = 10.0
     max_total: float = 60.0
 
+    def __post_init__(self) -> None:
+        attempts = self.attempts
+        if (not isinstance(attempts, (int, float)) or isinstance(attempts, bool)
+                or not math.isfinite(attempts) or attempts != int(attempts) or attempts < 1):
+            raise InvalidOptions(f"RetryPolicy.attempts counts the first try too: a whole number, "
+                                 f"1 or more (1 turns retries off), got {attempts!r}")
+        object.__setattr__(self, "attempts", int(attempts))  # config tables may give 1.0
+        _positive_seconds(self, "initial_wait", "max_wait", "max_total")
+
 
 @dataclass(frozen=True, slots=True)
 class Timeouts:
