@@ -115,3 +115,15 @@ def test_hints_match_anywhere_and_are_reported_once() -> None:
     for line in ("a", "x: out of memory", "b", "y: out of memory", "c"):
         log.add(line)
     assert log.causes == ["buy more"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("cpu", [False, True])
+async def test_a_model_path_that_does_not_exist_is_refused_before_starting(cpu: bool) -> None:
+    # vLLM used to start for ~30 s, then fail with a hub-id validation traceback.
+    launch = unillm.launch("vllm", model="/nonexistent/unillm-model", cpu=cpu, python=sys.executable,
+                           progress=None, api_key=None)
+    with pytest.raises(unillm.InvalidOptions, match=r"does not exist on this machine.*tiny-model"):
+        async with launch:
+            pass
+    assert launch.pid is None  # nothing was started

@@ -174,6 +174,7 @@ class Launch:
             secrets=(*self._cmd.secrets, *([k] if (k := self.spec.key()) else [])),
         )
         self._log = LaunchLog(self.adapter.launch_hints() if command is None else {}, tail=LOG_TAIL)
+        self._own_command = command is None  # an engine's command (not a router's) reads the model
         self._process: subprocess.Popen[bytes] | None = None
         self._reader: threading.Thread | None = None
         self._llm: LLM | None = None
@@ -243,6 +244,13 @@ class Launch:
                 f"setup {self.name}` to install it in its own environment, or pass "
                 "python=<interpreter of the env that has it> (or prefix=[...] for a container)",
                 command=self._cmd.render(), log_tail=[])
+        model = self.spec.model
+        if (self._own_command and not self.spec.prefix and model.startswith(("/", "./", "../", "~"))
+                and not Path(model).expanduser().exists()):
+            raise InvalidOptions(  # before the engine spends a minute starting, then fails on it
+                f"{self.name}: model {model!r} does not exist on this machine. Pass the folder of "
+                "a model (its config.json and weights; `unillm tiny-model` prints a tiny one) "
+                "or a hub id such as 'Qwen/Qwen2.5-0.5B-Instruct'")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **self._cmd.env}
         try:
