@@ -95,6 +95,12 @@ def test_an_unreadable_config_is_one_problem() -> None:
     assert "base_url" in report.problems[0].message
 
 
+def test_a_missing_config_file_does_not_print_a_question_mark_for_the_engine(tmp_path: Path) -> None:
+    report = unillm.check_config(tmp_path / "nope.toml")
+    assert settings(report) == ["config"] and "does not exist" in report.problems[0].message
+    assert "?" not in report.render().splitlines()[0]
+
+
 def test_a_malformed_config_is_reported_in_one_readable_line() -> None:
     report = unillm.check_config({"base_url": "http://h:8000"}, env={})
     [problem] = report.problems

@@ -73,7 +73,9 @@ class ConfigCheck(BaseModel):
 
     def render(self) -> str:
         """A human-readable report, one problem per line."""
-        who = f"{self.engine} {self.version}" if self.version else f"{self.engine} (newest known)"
+        who = (f"{self.engine} {self.version}" if self.version
+               else "the config (its engine is unknown: it could not be read)" if self.engine == "?"
+               else f"{self.engine} (newest known)")
         if self.ok:
             return f"ok: {who} honours every default, use and launch setting in this config"
         lines = [f"{len(self.problems)} problem(s) for {who}:"]
