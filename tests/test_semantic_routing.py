@@ -6,6 +6,7 @@ The accuracy proof with a real embedding model lives in tests/integration/test_s
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -351,6 +352,21 @@ async def test_streams_are_routed_too(
             text = await s.collect()
         assert text == "Hello, world!" and s.route is not None and s.route.route == "code"
         assert coder.count() == 1
+
+
+async def test_breaking_out_of_a_routed_stream_closes_it_without_the_gc(
+    embeddings: EmbeddingServer, engines: tuple[FaultServer, FaultServer]
+) -> None:
+    main, coder = engines
+    coder.endless()
+    gc.disable()  # only the garbage collector would otherwise break the stream's reference cycle
+    try:
+        async with _router(embeddings, main, coder) as router:
+            async for _ in router.stream("git merge my branch"):
+                break
+            assert await coder.wait_disconnect(10)
+    finally:
+        gc.enable()
 
 
 async def test_route_embeddings_are_computed_once_per_embedder(

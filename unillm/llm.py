@@ -292,49 +292,14 @@ def _engine_root(base_url: str) -> str:
     return root[: -len("/v1")] if root.endswith("/v1") else root
 
 
-class Stream:
-    """An answer arriving as :class:`~unillm.results.Delta` s; iterate it with ``async for``.
-
-    ``text`` holds what arrived so far for choice 0. ``async with`` (or ``aclose()``) ends it
-    deterministically; breaking out of a bare ``async for`` closes it right after (asyncio).
+class ClosingStream:
+    """What every stream shares: ``aclose()`` runs once however many callers ask, and a loop left
+    early closes the stream at once (``_close_soon``) instead of whenever the garbage collector
+    breaks the stream/generator reference cycle. Subclasses set ``_iter`` when iteration starts.
     """
 
-    def __init__(self, llm: LLM, request: Request, deadline: Deadline | None = None) -> None:
-        self._llm, self._request = llm, request
-        self._deadline = deadline  # a caller's (a Fleet's) deadline; None: one per stream
-        self._texts: dict[int, list[str]] = {}
-        self._calls: dict[int, ToolCallAccumulator] = {}
-        self._iter: AsyncIterator[Delta] | None = None
-        self._closing: asyncio.Future[None] | None = None
-        self.started = False  # True once the engine accepted the stream (headers received)
-
-    @property
-    def text(self) -> str:
-        """Text received so far for choice 0."""
-        return "".join(self._texts.get(0, ()))
-
-    @property
-    def tool_calls(self) -> list[ToolCall]:
-        """Choice 0's tool calls received so far, joined and validated (as ``generate`` gives)."""
-        acc = self._calls.get(0)
-        return acc.calls() if acc is not None else []
-
-    def __aiter__(self) -> AsyncIterator[Delta]:
-        if self._iter is None:
-            self._iter = self._observed(self._run()) if observe.OBSERVERS else self._run()
-        return _Deltas(self, self._iter)
-
-    def _observed(self, deltas: AsyncIterator[Delta]) -> AsyncIterator[Delta]:
-        """``deltas`` as the registered observers see them (unillm.observe)."""
-        return observe.stream(self._llm, self, deltas)
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
+    _iter: AsyncIterator[Delta] | None = None
+    _closing: asyncio.Future[None] | None = None
 
     async def aclose(self) -> None:
         """Stop the stream and close its HTTP response (once, however many callers ask)."""
@@ -360,6 +325,53 @@ class Stream:
             return
         self._closing = loop.create_task(self._iter.aclose())  # type: ignore[attr-defined]
         self._closing.add_done_callback(_retrieve)
+
+    def _deltas(self, gen: AsyncIterator[Delta]) -> AsyncIterator[Delta]:
+        """What ``async for`` iterates over ``gen`` (set as ``_iter`` first)."""
+        return _Deltas(self, gen)
+
+
+class Stream(ClosingStream):
+    """An answer arriving as :class:`~unillm.results.Delta` s; iterate it with ``async for``.
+
+    ``text`` holds what arrived so far for choice 0. ``async with`` (or ``aclose()``) ends it
+    deterministically; breaking out of a bare ``async for`` closes it right after (asyncio).
+    """
+
+    def __init__(self, llm: LLM, request: Request, deadline: Deadline | None = None) -> None:
+        self._llm, self._request = llm, request
+        self._deadline = deadline  # a caller's (a Fleet's) deadline; None: one per stream
+        self._texts: dict[int, list[str]] = {}
+        self._calls: dict[int, ToolCallAccumulator] = {}
+        self.started = False  # True once the engine accepted the stream (headers received)
+
+    @property
+    def text(self) -> str:
+        """Text received so far for choice 0."""
+        return "".join(self._texts.get(0, ()))
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        """Choice 0's tool calls received so far, joined and validated (as ``generate`` gives)."""
+        acc = self._calls.get(0)
+        return acc.calls() if acc is not None else []
+
+    def __aiter__(self) -> AsyncIterator[Delta]:
+        if self._iter is None:
+            self._iter = self._observed(self._run()) if observe.OBSERVERS else self._run()
+        return self._deltas(self._iter)
+
+    def _observed(self, deltas: AsyncIterator[Delta]) -> AsyncIterator[Delta]:
+        """``deltas`` as the registered observers see them (unillm.observe)."""
+        return observe.stream(self._llm, self, deltas)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
 
     async def collect(self) -> str:
         """Consume the whole stream and return choice 0's text."""
@@ -477,7 +489,7 @@ class _Deltas:
 
     __slots__ = ("_gen", "_over", "_stream")
 
-    def __init__(self, stream: Stream, gen: AsyncIterator[Delta]) -> None:
+    def __init__(self, stream: ClosingStream, gen: AsyncIterator[Delta]) -> None:
         self._stream, self._gen, self._over = stream, gen, False
 
     def __aiter__(self) -> _Deltas:
@@ -554,4 +566,4 @@ def _check_name(name: str) -> None:
         raise InvalidOptions("adapter name must be a non-empty string")
 
 
-__all__ = ["LLM", "LoraAdapters", "Stream"]
+__all__ = ["LLM", "ClosingStream", "LoraAdapters", "Stream"]

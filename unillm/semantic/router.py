@@ -30,6 +30,7 @@ from typing_extensions import Self
 
 from unillm import observe
 from unillm.errors import InvalidOptions, UnillmError
+from unillm.llm import ClosingStream
 from unillm.results import Completion, Delta, RouteDecision
 from unillm.semantic.decide import SignalIndex, decide
 from unillm.semantic.embedders import Embedder, EmbeddingError
@@ -184,7 +185,7 @@ class SemanticRouter:
         return BlockingLLM(self)  # type: ignore[arg-type]
 
 
-class RoutedStream:
+class RoutedStream(ClosingStream):
     """A stream whose route is decided when it starts; iterate it like ``LLM.stream``."""
 
     def __init__(self, router: SemanticRouter, prompt: str | None,
@@ -192,7 +193,6 @@ class RoutedStream:
         self._router, self._prompt, self._messages, self._options = router, prompt, messages, options
         self.route: RouteDecision | None = None
         self._inner: Any = None
-        self._iter: AsyncIterator[Delta] | None = None
 
     @property
     def text(self) -> str:
@@ -202,7 +202,7 @@ class RoutedStream:
     def __aiter__(self) -> AsyncIterator[Delta]:
         if self._iter is None:
             self._iter = self._run()
-        return self._iter
+        return self._deltas(self._iter)
 
     async def __aenter__(self) -> Self:
         return self
@@ -211,11 +211,6 @@ class RoutedStream:
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.aclose()
-
-    async def aclose(self) -> None:
-        """Stop the stream and close its HTTP response."""
-        if self._iter is not None:
-            await self._iter.aclose()  # type: ignore[attr-defined]
 
     async def collect(self) -> str:
         """Consume the whole stream and return choice 0's text."""
