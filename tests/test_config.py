@@ -376,3 +376,12 @@ def test_api_key_is_not_in_repr_of_the_launch_spec() -> None:
     assert isinstance(run, Launch)
     assert SECRET not in repr(run.spec)
     assert SECRET not in repr(run)
+
+
+def test_launch_variables_do_not_turn_a_connect_config_into_a_launch() -> None:
+    config = load_config({"engine": "vllm", "base_url": "http://127.0.0.1:8000"},
+                         env={"UNILLM_LAUNCH__VLLM__MAX_MODEL_LEN": "2048"})
+    assert config.launch is None and config.base_url == "http://127.0.0.1:8000"
+    launched = load_config({"engine": "vllm", "launch": {"model": "/m"}},
+                           env={"UNILLM_LAUNCH__MAX_MODEL_LEN": "2048"})
+    assert launched.launch == {"model": "/m", "max_model_len": 2048}

@@ -24,8 +24,8 @@ which lists every refusal the configured engine would raise, without starting an
 Environment overrides: ``UNILLM_ENGINE``, ``UNILLM_BASE_URL`` (comma-separated for a fleet),
 ``UNILLM_POLICY``, ``UNILLM_MODEL``,
 ``UNILLM_API_KEY``, and ``UNILLM_<SECTION>__<KEY>`` for nested keys (values read as JSON when
-they parse, e.g. ``UNILLM_DEFAULTS__MAX_TOKENS=64``). Keyword overrides of ``from_config`` win
-over both.
+they parse, e.g. ``UNILLM_DEFAULTS__MAX_TOKENS=64``; ``UNILLM_LAUNCH__*`` only tune a config
+that has a ``[launch]`` table). Keyword overrides of ``from_config`` win over both.
 """
 
 from __future__ import annotations
@@ -214,6 +214,8 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
         path = name[len(_PREFIX):].lower().split("__")
         if not name.startswith(_PREFIX) or path[0] not in Config.model_fields:
             continue  # e.g. UNILLM_CACHE belongs to something else
+        if path[0] == "launch" and len(path) > 1 and "launch" not in data:
+            continue  # tunes a [launch] table; a config that connects (base_url) has none
         try:
             value: Any = json.loads(raw)
         except json.JSONDecodeError:

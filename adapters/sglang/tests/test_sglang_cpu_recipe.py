@@ -36,3 +36,10 @@ def test_a_python_given_by_the_caller_wins(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setenv("UNILLM_CACHE", str(tmp_path))
     run = unillm.launch("sglang", model="/m", cpu=True, python="/opt/sglang/bin/python")
     assert run.command().argv[0] == "/opt/sglang/bin/python"
+
+
+@pytest.mark.parametrize("setting", [{"lora": {"sql": "/a/sql"}}, {"runtime_lora": True},
+                                     {"speculative": unillm.Speculative(method="ngram")}])
+def test_lora_and_speculation_are_refused_on_a_cpu(setting: dict[str, object]) -> None:
+    with pytest.raises(unillm.UnsupportedFeature, match="on a CPU: SGLang runs them with CUDA"):
+        unillm.launch("sglang", model="/m", cpu=True, python="/opt/sglang/bin/python", **setting)

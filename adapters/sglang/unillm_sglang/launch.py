@@ -123,6 +123,12 @@ def _speculative(spec: LaunchSpec, argv: list[str], flag: Flags, engine: str) ->
 def cpu_recipe(spec: LaunchSpec, workdir: Path) -> CpuRecipe:
     """SGLang on a CPU (experimental, see ``CPU_EXPERIMENTAL``): pure-PyTorch backends, float32,
     a small static memory pool (4096 tokens), compact JSON, and no busy-polling when idle."""
+    for wanted, feature in ((spec.lora or spec.runtime_lora, "LoRA"),
+                            (spec.speculative is not None, "speculative decoding")):
+        if wanted:
+            raise UnsupportedFeature("sglang", f"{feature} on a CPU", why="SGLang runs them with CUDA "
+                                     "kernels only", alternative="Drop cpu=True and run SGLang on a GPU, "
+                                     'or use unillm.launch("vllm", ..., cpu=True)')
     env = {"SGLANG_USE_CPU_ENGINE": "1", "TMPDIR": str(workdir / "tmp")}
     if spec.model.startswith(("/", "./", "../", "~")):
         env["HF_HUB_OFFLINE"] = "1"
