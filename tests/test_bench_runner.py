@@ -110,8 +110,9 @@ async def test_unknown_engine_is_refused_before_anything_starts() -> None:
 
 async def test_unreachable_target_says_what_to_do() -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    with pytest.raises(EngineUnavailable, match=r"cannot reach vllm at .*Start the engine"):
+    with pytest.raises(EngineUnavailable, match=r"cannot reach vllm at .*Start the engine") as caught:
         await run_suite([Url("vllm", url)], Synthetic(num_prompts=1), [Load()])
+    assert str(caught.value).count("cannot reach") == 1  # said once, not nested
 
 
 async def test_impossible_layout_is_refused_before_any_engine_starts(server: FaultServer) -> None:

@@ -323,8 +323,8 @@ async def reachable(llm: LLM, engine: str, url: str) -> None:
         raise EngineUnavailable(f"{engine} at {url} did not answer within 15 s; is it running "
                                 "and is the URL right?") from None
     except EngineUnavailable as e:
-        raise EngineUnavailable(f"cannot reach {engine} at {url} ({e}). Start the engine (or "
-                                "`unillm launch ...`), or check the URL") from None
+        raise EngineUnavailable(f"{e}. Start the engine (or `unillm launch ...`), or check the "
+                                "URL") from None
     except UnillmError:
         raise
 
