@@ -32,6 +32,7 @@ import os
 import shutil
 import tempfile
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,7 +60,7 @@ SPECIAL_TOKENS = ("<s>", "</s>", "<pad>")  # ids 0, 1, 2
 BOS_ID, EOS_ID, PAD_ID = 0, 1, 2
 MODEL_SEED = 1234
 LORA_SEEDS = {"sql": 4242, "poem": 777}
-_MANIFEST = "tiny_model.json"
+MANIFEST = "tiny_model.json"
 
 CHAT_TEMPLATE = (
     "{{ bos_token }}"
@@ -79,12 +80,15 @@ class TinyModel:
         loras: Adapter name (``"sql"``, ``"poem"``) -> PEFT adapter folder.
         vocab_size: Vocabulary size of model and tokenizer.
         max_position: ``max_position_embeddings`` of the model.
+        trained: True for the trained variant (:mod:`unillm.testing.trained_model`), whose
+            greedy answers make sense; False for random weights.
     """
 
     path: Path
     loras: dict[str, Path]
     vocab_size: int
     max_position: int
+    trained: bool = False
 
 
 def default_cache_dir() -> Path:
@@ -106,18 +110,28 @@ def build_tiny_model(cache_dir: Path | None = None, *, force: bool = False) -> T
         assert (tiny.path / "config.json").is_file()
     """
     root = (cache_dir if cache_dir is not None else default_cache_dir()).expanduser()
-    models = root / "models"
-    final = models / f"tiny-llama-v{RECIPE_VERSION}"
-    if not force and (final / _MANIFEST).is_file():
-        return _describe(final)
+    final = root / "models" / f"tiny-llama-v{RECIPE_VERSION}"
+    return _describe(publish(final, _write_all, force=force))
 
-    models.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=models))
+
+def publish(final: Path, write: Callable[[Path, Path], None], *, force: bool = False) -> Path:
+    """Return the cached folder ``final``, first building it with ``write(tmp, final)`` if needed.
+
+    ``write`` fills a fresh temporary sibling folder and must write :data:`MANIFEST` last; the
+    folder is then renamed into place, so concurrent or interrupted builds never expose a
+    half-written model. With ``force`` a cached copy is rebuilt and replaced.
+
+        folder = publish(cache / "models" / "my-model-v1", write_my_model)
+    """
+    if not force and (final / MANIFEST).is_file():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
     try:
-        _write_all(tmp, final)
+        write(tmp, final)
         tmp.chmod(0o755)  # mkdtemp creates 0700
         if force and final.exists():
-            trash = models / f".{final.name}.old-{uuid.uuid4().hex}"
+            trash = final.parent / f".{final.name}.old-{uuid.uuid4().hex}"
             try:
                 final.rename(trash)
             except FileNotFoundError:
@@ -128,16 +142,16 @@ def build_tiny_model(cache_dir: Path | None = None, *, force: bool = False) -> T
             tmp.rename(final)
         except OSError:
             # Another process published first (target exists and is not empty).
-            if not (final / _MANIFEST).is_file():
+            if not (final / MANIFEST).is_file():
                 raise
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    return _describe(final)
+    return final
 
 
 def _describe(folder: Path) -> TinyModel:
-    manifest = json.loads((folder / _MANIFEST).read_text())
+    manifest = json.loads((folder / MANIFEST).read_text())
     return TinyModel(
         path=folder / "model",
         loras={name: folder / f"lora-{name}" for name in manifest["loras"]},
@@ -150,7 +164,7 @@ def _write_all(tmp: Path, final: Path) -> None:
     """Write model, tokenizer, adapters and (last) the manifest into ``tmp``."""
     model_dir = tmp / "model"
     model_dir.mkdir()
-    suppressed = _write_tokenizer(model_dir)
+    suppressed = write_tokenizer(model_dir)
     _write_model(model_dir, suppressed)
     for name, seed in LORA_SEEDS.items():
         lora_dir = tmp / f"lora-{name}"
@@ -161,16 +175,21 @@ def _write_all(tmp: Path, final: Path) -> None:
         "vocab_size": VOCAB_SIZE,
         "max_position": MAX_POSITION,
         "loras": sorted(LORA_SEEDS),
-        "sha256": {
-            str(p.relative_to(tmp)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(tmp.rglob("*"))
-            if p.is_file()
-        },
+        "sha256": file_hashes(tmp),
     }
-    _dump_json(tmp / _MANIFEST, manifest)
+    dump_json(tmp / MANIFEST, manifest)
 
 
-def _dump_json(path: Path, obj: Any) -> None:
+def file_hashes(folder: Path) -> dict[str, str]:
+    """sha256 of every file under ``folder``, by relative path (recorded in manifests)."""
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def dump_json(path: Path, obj: Any) -> None:
     path.write_text(json.dumps(obj, indent=2, sort_keys=False) + "\n", encoding="utf-8")
 
 
@@ -208,7 +227,7 @@ def _corpus() -> list[str]:
     return sentences * 4 + json_lines * 4 + numbers + symbols
 
 
-def _write_tokenizer(model_dir: Path) -> list[int]:
+def write_tokenizer(model_dir: Path) -> list[int]:
     """Train and save the tokenizer; return ids greedy decoding should never pick."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
@@ -239,7 +258,7 @@ def _write_tokenizer(model_dir: Path) -> list[int]:
     ]
 
     bos, eos, pad = SPECIAL_TOKENS
-    _dump_json(
+    dump_json(
         model_dir / "tokenizer_config.json",
         {
             "tokenizer_class": "PreTrainedTokenizerFast",
@@ -251,11 +270,11 @@ def _write_tokenizer(model_dir: Path) -> list[int]:
             "chat_template": CHAT_TEMPLATE,
         },
     )
-    _dump_json(
+    dump_json(
         model_dir / "special_tokens_map.json",
         {"bos_token": bos, "eos_token": eos, "pad_token": pad},
     )
-    _dump_json(
+    dump_json(
         model_dir / "generation_config.json",
         {"bos_token_id": BOS_ID, "eos_token_id": EOS_ID, "pad_token_id": PAD_ID},
     )
@@ -290,7 +309,7 @@ def _write_model(model_dir: Path, suppressed: list[int]) -> None:
     save_file(tensors, str(model_dir / "model.safetensors"), metadata={"format": "pt"})
 
     rope = {"rope_type": "default", "rope_theta": 10000.0}
-    _dump_json(
+    dump_json(
         model_dir / "config.json",
         {
             "architectures": ["LlamaForCausalLM"],
@@ -340,7 +359,7 @@ def _write_lora(lora_dir: Path, seed: int, *, base: Path) -> None:
             tensors[key + ".lora_A.weight"] = normal(LORA_RANK, HIDDEN)
             tensors[key + ".lora_B.weight"] = normal(out, LORA_RANK)
     save_file(tensors, str(lora_dir / "adapter_model.safetensors"), metadata={"format": "pt"})
-    _dump_json(
+    dump_json(
         lora_dir / "adapter_config.json",
         {
             "peft_type": "LORA",

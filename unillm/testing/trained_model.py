@@ -1,0 +1,242 @@
+"""A tiny Llama *trained* on the spot, so greedy answers make sense: ``What is 2+3?`` -> ``5``.
+
+The same architecture as the random tiny model (vLLM, SGLang and MLX load it), a little larger,
+trained for a couple of minutes on 2 CPU cores on the synthetic corpus of
+:mod:`unillm.testing.tiny_corpus` (arithmetic, capitals, JSON answers, hermes-style tool calls),
+with fixed seeds. Built once and cached under ``$UNILLM_CACHE/models/tiny-llama-trained-v<N>``
+(or ``~/.cache/unillm``) like :func:`~unillm.testing.tiny_model.build_tiny_model`.
+
+    from unillm.testing.trained_model import build_trained_model
+
+    model = build_trained_model()       # minutes the first time, then instant
+    async with unillm.launch("vllm", **cpu_launch_settings("vllm", model, workdir)) as llm:
+        (await llm.generate(messages=[{"role": "user", "content": "What is 2+3?"}])).text  # "5"
+
+Training needs torch and transformers, which unillm's own venv does not carry: the trainer
+(:mod:`unillm.testing.torch_trainer`) runs as a subprocess of the first interpreter that has
+them: ``$UNILLM_TRAIN_PYTHON``, this one, or the managed vLLM env (``unillm setup vllm``), which
+every machine that runs vLLM has anyway. The tokenizer, the corpus and the chat template are
+made here. The chat template is hermes-style, so vLLM's ``--tool-call-parser hermes`` reads the
+model's tool calls (see :mod:`unillm.testing.tiny_corpus` for the tools it knows).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from unillm.testing.tiny_corpus import (
+    BOS,
+    CHAT_TEMPLATE,
+    EOS,
+    TOOL_CALL_CLOSE,
+    TOOL_CALL_OPEN,
+    compile_template,
+    corpus,
+    render,
+)
+from unillm.testing.tiny_model import (
+    MANIFEST,
+    TinyModel,
+    default_cache_dir,
+    dump_json,
+    file_hashes,
+    publish,
+)
+
+__all__ = ["build_trained_model", "torch_python"]
+
+#: Bump whenever the corpus, tokenizer, model shape or training changes (the cache folder name).
+RECIPE_VERSION = 1
+
+VOCAB_SIZE = 1024
+MAX_POSITION = 1024
+HIDDEN = 128
+INTERMEDIATE = 256
+LAYERS = 2
+HEADS = 4
+KV_HEADS = 2
+HEAD_DIM = 32
+SPECIAL_TOKENS = (BOS, EOS, "<pad>")  # ids 0, 1, 2
+BOS_ID, EOS_ID, PAD_ID = 0, 1, 2
+CORPUS_SEED, EVAL_SEED, TRAIN_SEED = 7, 8, 1234
+TRAIN_ARGS = {"seed": TRAIN_SEED, "steps": 1500, "batch": 32, "lr": 4e-3, "warmup": 50,
+              "eval_every": 150, "target_exact": 0.99, "threads": 1}
+
+
+def build_trained_model(cache_dir: Path | None = None, *, force: bool = False,
+                        python: str | Path | None = None) -> TinyModel:
+    """Build (or reuse from cache) the tiny trained model; training prints progress to stderr.
+
+    ``python`` is an interpreter with torch and transformers (default: see :func:`torch_python`).
+
+        model = build_trained_model()
+        assert model.trained and (model.path / "config.json").is_file()
+    """
+    root = (cache_dir if cache_dir is not None else default_cache_dir()).expanduser()
+    final = root / "models" / f"tiny-llama-trained-v{RECIPE_VERSION}"
+
+    def write(tmp: Path, _final: Path) -> None:
+        _write_all(tmp, Path(python) if python else torch_python())
+
+    folder = publish(final, write, force=force)
+    manifest = json.loads((folder / MANIFEST).read_text())
+    return TinyModel(path=folder / "model", loras={}, vocab_size=int(manifest["vocab_size"]),
+                     max_position=int(manifest["max_position"]), trained=True)
+
+
+def torch_python() -> Path:
+    """An interpreter with torch and transformers: ``$UNILLM_TRAIN_PYTHON``, this one, or vLLM's env."""
+    from unillm.engine_env import managed_python
+
+    if env := os.environ.get("UNILLM_TRAIN_PYTHON"):
+        return Path(env)
+    if importlib.util.find_spec("torch") and importlib.util.find_spec("transformers"):
+        return Path(sys.executable)
+    vllm = managed_python("vllm")
+    if vllm is not None:
+        return vllm
+    raise RuntimeError(
+        "training the tiny model needs torch and transformers: run `unillm setup vllm` (its env has "
+        "both), install them here, or set UNILLM_TRAIN_PYTHON to an interpreter that has them"
+    )
+
+
+def _write_all(tmp: Path, python: Path) -> None:
+    """Tokenizer, chat template and config here; weights by the torch trainer; manifest last."""
+    model_dir = tmp / "model"
+    model_dir.mkdir()
+    template = compile_template()
+    train = [render(e, template) for e in corpus(seed=CORPUS_SEED)]
+    evaluation = [render(e, template) for e in corpus(seed=EVAL_SEED, size=200)]
+    tokenizer = _write_tokenizer(model_dir, [text for text, _ in train])
+    _write_config(model_dir)
+    work = tmp / "train"
+    work.mkdir()
+    for name, rows in (("train.jsonl", train), ("eval.jsonl", evaluation)):
+        with (work / name).open("w") as f:
+            for text, spans in rows:
+                f.write(json.dumps(_tokenize(tokenizer, text, spans)) + "\n")
+    dump_json(work / "train_args.json", TRAIN_ARGS)
+    for name in ("config.json",):
+        (work / name).write_bytes((model_dir / name).read_bytes())
+    trainer = Path(__file__).with_name("torch_trainer.py")
+    t0 = time.perf_counter()
+    print(f"[unillm] training the tiny model with {python} (a few minutes, once; cached)",
+          file=sys.stderr, flush=True)
+    done = subprocess.run([str(python), str(trainer), str(work)], check=False,
+                          env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    if done.returncode != 0:
+        raise RuntimeError(f"training the tiny model failed (exit {done.returncode}); see the log above")
+    (model_dir / "model.safetensors").write_bytes((work / "model.safetensors").read_bytes())
+    report = json.loads((work / "train_report.json").read_text())
+    print(f"[unillm] tiny model trained in {time.perf_counter() - t0:.0f}s: {report}",
+          file=sys.stderr, flush=True)
+    manifest = {
+        "recipe_version": RECIPE_VERSION,
+        "vocab_size": VOCAB_SIZE,
+        "max_position": MAX_POSITION,
+        "loras": [],
+        "training": report,
+        "sha256": file_hashes(model_dir),
+    }
+    import shutil
+
+    shutil.rmtree(work)
+    dump_json(tmp / MANIFEST, manifest)
+
+
+def _tokenize(tokenizer: Any, text: str, spans: list[tuple[int, int]]) -> dict[str, list[int]]:
+    enc = tokenizer.encode(text, add_special_tokens=False)
+    mask = [int(any(a <= start < b for a, b in spans)) for start, _ in enc.offsets]
+    return {"ids": list(enc.ids), "mask": mask}
+
+
+def _write_tokenizer(model_dir: Path, texts: list[str]) -> Any:
+    """Train a byte-level BPE on the corpus, with ``<tool_call>`` tags as whole tokens."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    tags = [TOOL_CALL_OPEN, TOOL_CALL_CLOSE]
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB_SIZE - len(tags),
+        min_frequency=2,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    stripped = [t.replace(TOOL_CALL_OPEN, " ").replace(TOOL_CALL_CLOSE, " ") for t in texts]
+    tokenizer.train_from_iterator(stripped, trainer=trainer)
+    tokenizer.add_tokens([AddedToken(tag, special=False, normalized=False) for tag in tags])
+    if tokenizer.get_vocab_size() != VOCAB_SIZE:
+        raise RuntimeError(f"tokenizer has {tokenizer.get_vocab_size()} tokens, not {VOCAB_SIZE}")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B", special_tokens=[(BOS, BOS_ID)]
+    )
+    tokenizer.save(str(model_dir / "tokenizer.json"), pretty=True)
+    bos, eos, pad = SPECIAL_TOKENS
+    dump_json(model_dir / "tokenizer_config.json", {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": bos, "eos_token": eos, "pad_token": pad,
+        "model_max_length": MAX_POSITION,
+        "clean_up_tokenization_spaces": False,
+        "chat_template": CHAT_TEMPLATE,
+    })
+    dump_json(model_dir / "special_tokens_map.json", {"bos_token": bos, "eos_token": eos, "pad_token": pad})
+    dump_json(model_dir / "generation_config.json",
+              {"bos_token_id": BOS_ID, "eos_token_id": EOS_ID, "pad_token_id": PAD_ID})
+    return tokenizer
+
+
+def _write_config(model_dir: Path) -> None:
+    rope = {"rope_type": "default", "rope_theta": 10000.0}
+    dump_json(model_dir / "config.json", {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": HIDDEN,
+        "intermediate_size": INTERMEDIATE,
+        "num_hidden_layers": LAYERS,
+        "num_attention_heads": HEADS,
+        "num_key_value_heads": KV_HEADS,
+        "head_dim": HEAD_DIM,
+        "hidden_act": "silu",
+        "max_position_embeddings": MAX_POSITION,
+        "vocab_size": VOCAB_SIZE,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": rope["rope_theta"],
+        "rope_parameters": rope,
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "mlp_bias": False,
+        "initializer_range": 0.02,
+        "tie_word_embeddings": False,
+        "bos_token_id": BOS_ID,
+        "eos_token_id": EOS_ID,
+        "pad_token_id": PAD_ID,
+        "use_cache": True,
+        "torch_dtype": "float32",
+        "dtype": "float32",
+    })
+
+
+def _main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Build the unillm tiny trained model.")
+    parser.add_argument("--cache-dir", type=Path, default=None)
+    parser.add_argument("--force", action="store_true")
+    args = parser.parse_args()
+    model = build_trained_model(args.cache_dir, force=args.force)
+    print(json.dumps({"path": str(model.path), "vocab_size": model.vocab_size}, indent=2))
+
+
+if __name__ == "__main__":
+    _main()
