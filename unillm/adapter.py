@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from unillm.capabilities import Capabilities, Feature
+from unillm.embeddings import EmbedBatch, EmbedRequest, TokenizeRequest
 from unillm.errors import InvalidOptions, UnillmError, UnknownEngine, UnsupportedFeature
 from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
 from unillm.metrics import MetricNames
 from unillm.options import Request
-from unillm.results import AdapterInfo, Completion, Delta
+from unillm.results import AdapterInfo, Completion, Delta, Tokens
 
 if TYPE_CHECKING:
     import httpx
@@ -152,6 +153,22 @@ class Adapter(ABC):
         """Refuse ``request`` from the preflight's JSON answer (None when that call failed)."""
         return None
 
+    def embed_call(self, request: EmbedRequest, info: EngineInfo) -> HttpCall:
+        """The call that embeds one batch of texts (declare ``Feature.EMBEDDINGS`` to enable)."""
+        raise self._missing(Feature.EMBEDDINGS)
+
+    def parse_embeddings(self, body: Any, request: EmbedRequest, info: EngineInfo) -> EmbedBatch:
+        """The vectors (in input order) and prompt tokens of one embedding answer."""
+        raise self._missing(Feature.EMBEDDINGS)
+
+    def tokenize_call(self, request: TokenizeRequest, info: EngineInfo) -> HttpCall:
+        """The call that tokenizes a text or chat messages (declare ``Feature.TOKENIZE``)."""
+        raise self._missing(Feature.TOKENIZE)
+
+    def parse_tokens(self, body: Any, request: TokenizeRequest, info: EngineInfo) -> Tokens:
+        """The token ids from a tokenize answer."""
+        raise self._missing(Feature.TOKENIZE)
+
     def parse_headers(self, headers: Mapping[str, str], completion: Completion[Any]) -> Completion[Any]:
         """Complete a parsed answer with what the engine sends only in response headers."""
         return completion
@@ -213,12 +230,16 @@ class Adapter(ABC):
         """The adapters the engine serves."""
         return []
 
-    def _no_runtime_lora(self) -> Exception:
+    def _missing(self, feature: Feature) -> Exception:
+        """The error for a hook the adapter does not implement: its capability refusal if any."""
         try:
-            self.capabilities().require(Feature.LORA_RUNTIME)
+            self.capabilities().require(feature)
         except Exception as e:
             return e
-        return NotImplementedError(f"{self.name}: runtime LoRA declared but not implemented")
+        return NotImplementedError(f"{self.name}: {feature.value} declared but not implemented")
+
+    def _no_runtime_lora(self) -> Exception:
+        return self._missing(Feature.LORA_RUNTIME)
 
 
 @cache

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -22,8 +22,9 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from pydantic import BaseModel
 from typing_extensions import Self, Unpack
 
+from unillm.embeddings import DEFAULT_BATCH_SIZE
 from unillm.options import Options, OutputSpec
-from unillm.results import AdapterInfo, Completion, Delta
+from unillm.results import AdapterInfo, Completion, Delta, Embeddings, Tokens
 
 if TYPE_CHECKING:
     from openai import OpenAI
@@ -158,6 +159,20 @@ class BlockingLLM:
     ) -> Completion[Any]:
         """See :meth:`LLM.generate`; ``output=Model`` gives ``Completion[Model]``."""
         return self._run(self.llm.generate, prompt, messages=messages, output=output, **options)
+
+    def embed(
+        self, texts: str | Sequence[str], *, batch_size: int = DEFAULT_BATCH_SIZE,
+        dimensions: int | None = None, concurrency: int = 4, timeout: float | None = None,
+    ) -> Embeddings:
+        """See :meth:`LLM.embed`."""
+        return self._run(self.llm.embed, texts, batch_size=batch_size, dimensions=dimensions,
+                         concurrency=concurrency, timeout=timeout)
+
+    def tokenize(
+        self, text: str | None = None, *, messages: Messages | None = None, timeout: float | None = None,
+    ) -> Tokens:
+        """See :meth:`LLM.tokenize`."""
+        return self._run(self.llm.tokenize, text, messages=messages, timeout=timeout)
 
     def stream(
         self, prompt: str | None = None, *, messages: Messages | None = None,

@@ -53,6 +53,8 @@ class Feature(str, Enum):
     TOOL_CHOICE_REQUIRED = "tool_choice='required'"
     TOOL_CHOICE_NAMED = "tool_choice=<tool name>"
     IMAGES = "image content parts"
+    EMBEDDINGS = "embed()"
+    TOKENIZE = "tokenize()"
 
 
 Level = Literal["native", "emulated", "no"]

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 from pydantic import BaseModel
 from typing_extensions import Self, Unpack
 
+from unillm.embeddings import DEFAULT_BATCH_SIZE
 from unillm.options import Message, Options, OutputSpec
-from unillm.results import AdapterInfo, Completion
+from unillm.results import AdapterInfo, Completion, Embeddings, Tokens
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -115,6 +116,17 @@ class Client(Protocol):
         output: OutputSpec | None = None, **options: Unpack[Options],
     ) -> Stream:
         """Stream an answer as deltas."""
+
+    async def embed(
+        self, texts: str | Sequence[str], *, batch_size: int = DEFAULT_BATCH_SIZE,
+        dimensions: int | None = None, concurrency: int = 4, timeout: float | None = None,
+    ) -> Embeddings:
+        """One vector per text."""
+
+    async def tokenize(
+        self, text: str | None = None, *, messages: Messages | None = None, timeout: float | None = None,
+    ) -> Tokens:
+        """Token ids of a text or of rendered chat messages."""
 
 
 __all__ = ["AdapterControl", "Client"]

@@ -42,6 +42,7 @@ from typing_extensions import Self, Unpack
 from unillm.adapter import EngineInfo
 from unillm.capabilities import Capabilities, Support, check
 from unillm.deadline import Deadline
+from unillm.embeddings import DEFAULT_BATCH_SIZE
 from unillm.errors import (
     EngineError,
     EngineUnavailable,
@@ -57,7 +58,7 @@ from unillm.errors import (
 from unillm.llm import LLM, Messages, Stream
 from unillm.metrics import CombinedMetrics, EngineMetrics, Sample
 from unillm.options import Options, OutputSpec, Request, make_request
-from unillm.results import AdapterInfo, Completion, Delta
+from unillm.results import AdapterInfo, Completion, Delta, Embeddings, Tokens
 from unillm.routing import Backoff, Policy, ReplicaState, Router
 from unillm.transport import Pool, RetryPolicy, Timeouts
 
@@ -405,6 +406,25 @@ class Fleet:
         """Stream from one replica (see :meth:`LLM.stream`); fails over only before it starts."""
         request = make_request(prompt, messages, output, {**self.defaults, **options}, stream=True)
         return FleetStream(self, request)
+
+    # -- embeddings and tokens ---------------------------------------------------------------
+    async def embed(
+        self, texts: str | Sequence[str], *, batch_size: int = DEFAULT_BATCH_SIZE,
+        dimensions: int | None = None, concurrency: int = 4, timeout: float | None = None,
+    ) -> Embeddings:
+        """Embed on one replica (see :meth:`LLM.embed`); fails over before any answer."""
+        if self._info is None:
+            await self.info()
+        return await self._call(None, lambda llm: llm.embed(
+            texts, batch_size=batch_size, dimensions=dimensions, concurrency=concurrency, timeout=timeout))
+
+    async def tokenize(
+        self, text: str | None = None, *, messages: Messages | None = None, timeout: float | None = None,
+    ) -> Tokens:
+        """Tokenize on one replica (see :meth:`LLM.tokenize`); fails over before any answer."""
+        if self._info is None:
+            await self.info()
+        return await self._call(None, lambda llm: llm.tokenize(text, messages=messages, timeout=timeout))
 
     # -- routing ---------------------------------------------------------------------------
     async def _ready(self, request: Request) -> None:

@@ -141,12 +141,15 @@ class LaunchSpec(BaseModel):
     it on a CPU-only machine within a small memory budget; the fields you set win over it.
     ``tool_parser`` enables ``tool_choice="auto"`` (vLLM, SGLang); when omitted, unillm reads a
     local model's chat template and picks ``hermes`` for ``<tool_call>`` templates.
+    ``task="embed"`` serves an embedding model for ``llm.embed()`` (vLLM's pooling runner,
+    SGLang's embedding mode); engines without one refuse it.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     model: str
     served_name: str | None = None
+    task: Literal["generate", "embed"] = "generate"
     host: str = "127.0.0.1"
     port: int | None = Field(None, ge=1, le=65535)
     api_key: Literal["auto"] | SecretStr | None = Field("auto", union_mode="left_to_right")

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack
@@ -23,8 +24,15 @@ from typing_extensions import Self, Unpack
 
 from unillm import observe
 from unillm.adapter import Adapter, EngineInfo, HttpCall, adapter_for
-from unillm.capabilities import Capabilities, check, check_text_only
+from unillm.capabilities import Capabilities, Feature, check, check_text_only
 from unillm.deadline import Deadline
+from unillm.embeddings import (
+    DEFAULT_BATCH_SIZE,
+    EmbedBatch,
+    check_batch,
+    embed_batches,
+    tokenize_request,
+)
 from unillm.errors import (
     EngineError,
     InvalidOptions,
@@ -35,9 +43,12 @@ from unillm.errors import (
 from unillm.metrics import EngineMetrics
 from unillm.options import Message, Options, OutputSpec, Request, make_request
 from unillm.outputs import attach_parsed
-from unillm.results import AdapterInfo, Completion, Delta, Timings, ToolCall
+from unillm.results import AdapterInfo, Completion, Delta, Embeddings, Timings, Tokens, ToolCall, Usage
 from unillm.tools import ToolCallAccumulator
 from unillm.transport import Pool, RetryPolicy, Timeouts, Transport, json_body
+
+if sys.version_info < (3, 11):
+    from exceptiongroup import BaseExceptionGroup
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -240,6 +251,81 @@ class LLM:
         request = make_request(prompt, messages, output, {**self.defaults, **options}, stream=True)
         return Stream(self, request)
 
+    # -- embeddings and tokens ---------------------------------------------------------------
+    async def embed(
+        self, texts: str | Sequence[str], *, batch_size: int = DEFAULT_BATCH_SIZE,
+        dimensions: int | None = None, concurrency: int = 4, timeout: float | None = None,
+    ) -> Embeddings:
+        """Embed texts, one vector each: ``(await llm.embed(["a cat", "a dog"])).vectors``.
+
+        Texts go in batches of ``batch_size`` (up to ``concurrency`` batches at a time) and come
+        back in order; every vector has the same length (``.dimensions``), checked.
+        ``dimensions=`` asks the engine for shorter vectors (Matryoshka models only). Engines
+        without an embeddings API raise UnsupportedFeature before sending; an engine that
+        serves one needs an embedding model (``unillm.launch(..., task="embed")``).
+        """
+        requests = embed_batches(texts, batch_size=batch_size, dimensions=dimensions, timeout=timeout)
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise InvalidOptions(f"concurrency must be a positive integer, got {concurrency!r}")
+        info = await self.info()
+        assert self._caps is not None
+        self._caps.require(Feature.EMBEDDINGS)
+        calls = [self.adapter.embed_call(r, info) for r in requests]  # every batch built before sending
+        batches: list[EmbedBatch | None] = [None] * len(requests)
+        started = time.perf_counter()
+
+        async def run(i: int) -> None:
+            response = await self._transport.send(calls[i], requests[i].timeout)
+            if response.status_code >= 400:
+                raise self._error(response, None)
+            batches[i] = self.adapter.parse_embeddings(json_body(response, self.engine), requests[i], info)
+
+        if len(requests) == 1:
+            await run(0)
+        else:
+            limiter = anyio.CapacityLimiter(concurrency)
+
+            async def limited(i: int) -> None:
+                async with limiter:
+                    await run(i)
+
+            try:
+                async with anyio.create_task_group() as group:
+                    for i in range(len(requests)):
+                        group.start_soon(limited, i)
+            except BaseExceptionGroup as group_error:
+                raise _first_error(group_error) from None
+        vectors: list[list[float]] = []
+        size, tokens = dimensions, 0
+        for batch, request in zip(batches, requests, strict=True):
+            assert batch is not None
+            size = check_batch(batch, request, self.engine, size)
+            vectors += batch.vectors
+            tokens += batch.prompt_tokens
+        assert size is not None
+        return Embeddings(vectors=vectors, dimensions=size, usage=Usage(prompt_tokens=tokens),
+                          timings=Timings(total_s=time.perf_counter() - started), engine=self.engine,
+                          engine_version=info.version, model=info.model)
+
+    async def tokenize(
+        self, text: str | None = None, *, messages: Messages | None = None, timeout: float | None = None,
+    ) -> Tokens:
+        """Token ids of a text, or of chat messages as the model's chat template renders them.
+
+            (await llm.tokenize("Hello world")).count
+            (await llm.tokenize(messages=[{"role": "user", "content": "hi"}])).ids
+
+        Messages are rendered with the generation prompt, i.e. what a chat request would send.
+        """
+        request = tokenize_request(text, messages)
+        info = await self.info()
+        assert self._caps is not None
+        self._caps.require(Feature.TOKENIZE)
+        response = await self._transport.send(self.adapter.tokenize_call(request, info), timeout)
+        if response.status_code >= 400:
+            raise self._error(response, None)
+        return self.adapter.parse_tokens(json_body(response, self.engine), request, info)
+
     async def _prepare(self, request: Request) -> tuple[EngineInfo, HttpCall]:
         info = await self.info()
         assert self._caps is not None
@@ -281,6 +367,14 @@ class LLM:
             return response.json()
         except ValueError:
             return response.text
+
+
+def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first leaf error of a task group (so callers can catch unillm's typed errors)."""
+    error: BaseException = group
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
 
 
 def _engine_root(base_url: str) -> str:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from unillm.adapter import Adapter, EngineInfo, HttpCall
+from unillm.embeddings import EmbedBatch, EmbedRequest, TokenizeRequest, float_vectors
 from unillm.errors import (
     EngineError,
     EngineInternalError,
@@ -31,6 +32,7 @@ from unillm.results import (
     Delta,
     Timings,
     TokenLogprob,
+    Tokens,
     ToolCall,
     ToolCallDelta,
     TopLogprob,
@@ -50,6 +52,8 @@ _Choice = CompletionChoice[Any]  # parametrise once: pydantic rebuilds collected
 _Completion = Completion[Any]
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
+EMBEDDINGS_PATH = "/v1/embeddings"
+TOKENIZE_PATH = "/tokenize"
 _ZERO = Timings(total_s=0.0)
 
 
@@ -169,6 +173,49 @@ class RuntimeLoraEndpoints:
     def parse_loras(self, body: Any) -> list[AdapterInfo]:
         return [AdapterInfo(name=m["id"], path=m.get("root"))
                 for m in (body or {}).get("data", []) if m.get("parent")]
+
+
+class OpenAIEmbeddings:
+    """Embeddings through the OpenAI ``/v1/embeddings`` API (vLLM's pooling runner, SGLang)."""
+
+    name: ClassVar[str]
+
+    def embed_call(self, request: EmbedRequest, info: EngineInfo) -> HttpCall:
+        body: dict[str, Any] = {"model": info.model, "input": list(request.texts),
+                                "encoding_format": "float"}
+        if request.dimensions is not None:
+            body["dimensions"] = request.dimensions
+        return HttpCall("POST", EMBEDDINGS_PATH, body)
+
+    def parse_embeddings(self, body: Any, request: EmbedRequest, info: EngineInfo) -> EmbedBatch:
+        try:
+            data = sorted(body["data"], key=lambda d: d["index"])
+            vectors = float_vectors([d["embedding"] for d in data], self.name)
+            usage = parse_usage(body.get("usage"))
+        except (KeyError, TypeError, AttributeError) as e:
+            raise MalformedResponse(f"{self.name}: unexpected embeddings body ({e!r})") from None
+        return EmbedBatch(vectors=vectors, prompt_tokens=usage.prompt_tokens)
+
+
+class TokenizeEndpoint:
+    """Token counting through vLLM's ``/tokenize`` layout (also SGLang's, and unillm's in-process MLX)."""
+
+    name: ClassVar[str]
+
+    def tokenize_call(self, request: TokenizeRequest, info: EngineInfo) -> HttpCall:
+        body: dict[str, Any] = {"model": info.model}
+        if request.messages is not None:
+            body.update(messages=list(request.messages), add_generation_prompt=True)
+        else:
+            body["prompt"] = request.text
+        return HttpCall("POST", TOKENIZE_PATH, body)
+
+    def parse_tokens(self, body: Any, request: TokenizeRequest, info: EngineInfo) -> Tokens:
+        try:
+            ids, limit = body["tokens"], body.get("max_model_len")
+            return Tokens(ids=ids, max_model_len=limit, engine=self.name, model=info.model)
+        except (KeyError, TypeError, AttributeError, ValueError) as e:
+            raise MalformedResponse(f"{self.name}: unexpected tokenize body ({e!r})") from None
 
 
 class OpenAIStreamDecoder:

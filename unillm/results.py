@@ -225,3 +225,51 @@ class AdapterInfo(BaseModel):
     name: str
     path: str | None = None
 
+
+
+class Embeddings(BaseModel):
+    """Embedding vectors, one per input text and in the same order, all of ``dimensions`` floats.
+
+        e = await llm.embed(["a cat", "a kitten"])
+        e.vectors[0], e.dimensions, e.usage.prompt_tokens, e.cosine(0, 1)
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    vectors: list[list[float]]
+    dimensions: int
+    usage: Usage
+    timings: Timings
+    engine: str
+    engine_version: str | None
+    model: str
+
+    def __len__(self) -> int:
+        return len(self.vectors)
+
+    def cosine(self, i: int, j: int) -> float:
+        """Cosine similarity of vectors ``i`` and ``j`` (0.0 when either is all zeros)."""
+        a, b = self.vectors[i], self.vectors[j]
+        dot = sum(x * y for x, y in zip(a, b, strict=True))
+        norm = (sum(x * x for x in a) * sum(y * y for y in b)) ** 0.5
+        return dot / norm if norm else 0.0
+
+
+class Tokens(BaseModel):
+    """How the engine's tokenizer splits a text (or renders and splits chat messages).
+
+        t = await llm.tokenize("Hello world")
+        t.count, t.ids, t.max_model_len
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    ids: list[int]
+    max_model_len: int | None = None
+    engine: str
+    model: str
+
+    @property
+    def count(self) -> int:
+        """How many tokens."""
+        return len(self.ids)

@@ -312,7 +312,10 @@ class Launch:
         self._report(started, "warming up")
         try:
             with anyio.fail_after(max(deadline - time.monotonic(), 1.0)):
-                await llm.generate("Hello", max_tokens=1)
+                if self.spec.task == "embed":
+                    await llm.embed("Hello")
+                else:
+                    await llm.generate("Hello", max_tokens=1)
         except TimeoutError:
             raise self._fail(f"{self.name} is healthy but did not answer a first "
                              "request in time") from None

@@ -25,7 +25,13 @@ from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsuppor
 from unillm.errors import UnillmError, UnknownAdapter, UnsupportedFeature
 from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
 from unillm.metrics import MetricNames
-from unillm.openai_compat import OpenAICompatAdapter, RuntimeLoraEndpoints, error_for_status, error_message
+from unillm.openai_compat import (
+    OpenAICompatAdapter,
+    RuntimeLoraEndpoints,
+    TokenizeEndpoint,
+    error_for_status,
+    error_message,
+)
 from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
 
 if TYPE_CHECKING:
@@ -63,6 +69,9 @@ _COMMON = (Feature.COMPLETION, Feature.CHAT, Feature.STREAM, Feature.LORA, Featu
            Feature.REPETITION_PENALTY, Feature.PRESENCE_PENALTY, Feature.FREQUENCY_PENALTY, Feature.SEED,
            Feature.STOP, Feature.SPEC_DRAFT)
 _SINGLE_DEVICE = unsupported("mlx-lm runs a model on one device", "Use vLLM or SGLang to split a model")
+_NO_EMBEDDINGS = unsupported("mlx-lm serves generative models and has no embeddings API",
+                             'Serve the embedding model with unillm.launch("vllm", ..., task="embed") '
+                             'or "sglang"')
 _DRAFT_ONLY = unsupported("mlx-lm only speculates with a draft model",
                           'Use unillm.Speculative(method="draft", draft_model=..., num_tokens=k)')
 
@@ -80,7 +89,7 @@ def is_in_process(version: str | None) -> bool:
     return bool(version) and str(version).endswith(IN_PROCESS_SUFFIX)
 
 
-class MLXAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
+class MLXAdapter(RuntimeLoraEndpoints, TokenizeEndpoint, OpenAICompatAdapter):
     """mlx-lm: ``mlx_lm.server`` (server mode) or mlx-lm in this process (``in_process=True``).
 
     ``unillm.launch`` binds the adapter to its launch settings (model path, LoRA names). To use
@@ -124,6 +133,7 @@ class MLXAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
                 "with a model whose template mlx-lm has a tool parser for")
             features[Feature.IMAGES] = unsupported("in-process MLX runs text models only",
                                                    "Use vLLM or SGLang with a vision-language model")
+            features[Feature.TOKENIZE] = NATIVE
         else:
             refused = unsupported("mlx_lm.server has no constrained decoding (it silently ignores "
                                   "response_format)", _IN_PROCESS_HINT)
@@ -144,6 +154,9 @@ class MLXAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
             features[Feature.TOOL_CHOICE_REQUIRED] = features[Feature.TOOL_CHOICE_NAMED] = no_choice
             features[Feature.IMAGES] = Support(
                 why="only models mlx-lm has an image processor for; others answer an error")
+            features[Feature.TOKENIZE] = unsupported("mlx_lm.server has no tokenize endpoint",
+                                                     "Run MLX in-process (in_process=True)")
+        features[Feature.EMBEDDINGS] = _NO_EMBEDDINGS
         for f in (Feature.SPEC_NGRAM, Feature.SPEC_EAGLE, Feature.SPEC_MTP):
             features[f] = _DRAFT_ONLY
         for f in (Feature.TENSOR_PARALLEL, Feature.PIPELINE_PARALLEL, Feature.DATA_PARALLEL,
@@ -332,6 +345,8 @@ def refuse_unsupported(spec: LaunchSpec, *, in_process: bool = False) -> None:
     def no(setting: str, why: str, alternative: str = "") -> UnsupportedFeature:
         return UnsupportedFeature("mlx", setting, why=why, alternative=alternative)
 
+    if spec.task == "embed":
+        raise no('task="embed"', _NO_EMBEDDINGS.why, _NO_EMBEDDINGS.alternative)
     p = spec.parallel
     if p.tensor > 1 or p.pipeline > 1 or p.data > 1 or p.expert:
         raise no("parallel", "mlx-lm runs one model on one device",

@@ -29,6 +29,7 @@ from typing import Any
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
+import anyio.to_thread
 import httpx
 from anyio.streams.memory import MemoryObjectReceiveStream
 
@@ -109,6 +110,8 @@ class InProcessTransport(httpx.AsyncBaseTransport):
                 chat = path.endswith("/chat/completions")
                 job = self._engine.parse(_body(await request.aread()), chat=chat)
                 return await self._generate(request, job)
+            if method == "POST" and path == "/tokenize":
+                return _json(200, await self._engine.tokenize(_body(await request.aread())))
             if method == "POST" and path == "/v1/load_lora_adapter":
                 body = _body(await request.aread())
                 self._engine.add_lora(_str(body, "lora_name"), _str(body, "lora_path"))
@@ -371,6 +374,25 @@ class _Engine:
             if self._loras.pop(name, None) is None:
                 raise _RequestError(404, f"no LoRA adapter named {name!r} is loaded")
 
+    async def tokenize(self, body: dict[str, Any]) -> dict[str, Any]:
+        """vLLM's ``/tokenize``: ``{"prompt": ...}`` or ``{"messages": [...]}`` -> tokens and count."""
+        chat = body.get("messages") is not None
+        if chat == (body.get("prompt") is not None):
+            raise _RequestError(400, "pass exactly one of prompt or messages")
+        if chat and (not isinstance(body["messages"], list) or not body["messages"]):
+            raise _RequestError(400, "messages must be a non-empty list")
+        if not chat and not isinstance(body["prompt"], str):
+            raise _RequestError(400, "prompt must be a string")
+
+        def work() -> list[int]:
+            if self._load_error is not None:
+                raise _RequestError(404, self._load_error)
+            _model, tokenizer = self._model_for(None)
+            return _prompt_ids(tokenizer, body, chat=chat)
+
+        ids = await anyio.to_thread.run_sync(lambda: self._worker.submit(work).result())
+        return {"tokens": ids, "count": len(ids), "max_model_len": self.max_model_len}
+
     def parse(self, body: dict[str, Any], *, chat: bool) -> _Job:
         unknown = sorted(set(body) - _FIELDS)
         if unknown:
@@ -507,18 +529,7 @@ class _Engine:
         if self._load_error is not None:
             raise _RequestError(404, self._load_error)
         model, tokenizer = self._model_for(job.adapter)
-        body = job.body
-        if job.chat:
-            try:
-                prompt = list(tokenizer.apply_chat_template(
-                    _template_messages(body["messages"]), tools=body.get("tools") or None,
-                    add_generation_prompt=True))
-            except Exception as e:
-                raise _RequestError(400, f"cannot apply the chat template: {e}") from None
-        else:
-            text = body["prompt"]
-            bos = tokenizer.bos_token
-            prompt = list(tokenizer.encode(text, add_special_tokens=bos is None or not text.startswith(bos)))
+        prompt = _prompt_ids(tokenizer, job.body, chat=job.chat)
         limit = self.max_model_len
         if limit is not None and len(prompt) + job.max_tokens > limit:
             raise _RequestError(400, f"prompt ({len(prompt)} tokens) + max_tokens ({job.max_tokens}) "
@@ -716,6 +727,20 @@ def _token_logprob(tokenizer: Any, token: int, logprobs: Any, top: int) -> dict[
 
 def _finite(value: float) -> float | None:
     return None if math.isinf(value) or math.isnan(value) else value
+
+
+def _prompt_ids(tokenizer: Any, body: dict[str, Any], *, chat: bool) -> list[int]:
+    """The prompt's token ids: chat messages through the chat template, or the prompt text."""
+    if chat:
+        try:
+            return list(tokenizer.apply_chat_template(
+                _template_messages(body["messages"]), tools=body.get("tools") or None,
+                add_generation_prompt=True))
+        except Exception as e:
+            raise _RequestError(400, f"cannot apply the chat template: {e}") from None
+    text = body["prompt"]
+    bos = tokenizer.bos_token
+    return list(tokenizer.encode(text, add_special_tokens=bos is None or not text.startswith(bos)))
 
 
 class _StopText:

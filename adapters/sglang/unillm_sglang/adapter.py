@@ -33,7 +33,13 @@ from unillm.capabilities import Capabilities, Feature, Support, features_of
 from unillm.errors import MalformedResponse, UnillmError, UnknownAdapter, UnknownModel, UnsupportedFeature
 from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
 from unillm.metrics import MetricNames
-from unillm.openai_compat import OpenAICompatAdapter, OpenAIStreamDecoder, error_message
+from unillm.openai_compat import (
+    OpenAICompatAdapter,
+    OpenAIEmbeddings,
+    OpenAIStreamDecoder,
+    TokenizeEndpoint,
+    error_message,
+)
 from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
 from unillm.results import AdapterInfo, Completion
 from unillm_sglang.features import (
@@ -74,7 +80,7 @@ class SGLangInfo(EngineInfo):
     tool_call_parser: str | None = None  # --tool-call-parser (None: none, or no /get_server_info)
 
 
-class SGLangAdapter(OpenAICompatAdapter):
+class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
     """SGLang (``python -m sglang.launch_server``): its OpenAI API and its native ``/generate``.
 
     ``api`` forces one API for every request ("openai" or "native"); "auto" picks per request.

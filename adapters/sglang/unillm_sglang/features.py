@@ -24,6 +24,8 @@ LORA_IN_MODEL_SINCE: Version = (0, 5, 6)
 #: ``response_format`` on ``/v1/completions`` (older releases read a ``json_schema`` string).
 COMPLETIONS_RESPONSE_FORMAT_SINCE: Version = (0, 5, 2)
 LORA_RUNTIME_SINCE: Version = (0, 4, 9)
+#: ``/tokenize`` (vLLM's layout) arrived after 0.5.2 (sgl-project/sglang#9545); 0.5.23 also takes messages.
+TOKENIZE_SINCE: Version = (0, 5, 3)
 
 # First release whose API honours the feature; absent means "since OLDEST_KNOWN".
 _SINCE: dict[Api, dict[Feature, Version]] = {
@@ -43,7 +45,8 @@ _LARK = unsupported("SGLang's grammar backends read EBNF (xgrammar), not Lark",
 _SERVER_FEATURES = (Feature.LORA_RUNTIME, Feature.SPEC_NGRAM, Feature.SPEC_DRAFT,
                     Feature.SPEC_EAGLE, Feature.SPEC_MTP, Feature.TENSOR_PARALLEL,
                     Feature.PIPELINE_PARALLEL, Feature.DATA_PARALLEL, Feature.EXPERT_PARALLEL,
-                    Feature.MULTI_NODE, Feature.PD_DISAGGREGATION)
+                    Feature.MULTI_NODE, Feature.PD_DISAGGREGATION, Feature.EMBEDDINGS,
+                    Feature.TOKENIZE)
 
 
 def parse_version(text: str | None) -> Version | None:
@@ -82,6 +85,8 @@ def server_support(feature: Feature, version: Version | None) -> Support:
     if feature is Feature.LORA_RUNTIME and not at_least(version, LORA_RUNTIME_SINCE):
         return unsupported(f"/load_lora_adapter exists since SGLang {_fmt(LORA_RUNTIME_SINCE)}",
                            "Upgrade SGLang, or pass lora={name: path} at launch")
+    if feature is Feature.TOKENIZE and not at_least(version, TOKENIZE_SINCE):
+        return unsupported(f"/tokenize exists since SGLang {_fmt(TOKENIZE_SINCE)}", "Upgrade SGLang")
     return NATIVE
 
 

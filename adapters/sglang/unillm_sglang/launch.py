@@ -41,6 +41,7 @@ def launch_command(spec: LaunchSpec, engine: str = "sglang") -> LaunchCommand:
     flag = Flags(argv)
     flag.add("--port", spec.port)
     flag.add("--served-model-name", spec.served_name)
+    flag.switch("--is-embedding", spec.task == "embed")
     p = spec.parallel
     flag.add("--tp-size", p.tensor if p.tensor > 1 else None)
     flag.add("--pp-size", p.pipeline if p.pipeline > 1 else None)

@@ -12,14 +12,23 @@ from typing import Any, Literal
 
 from unillm.adapter import Adapter, EngineInfo, EngineInstall, HttpCall
 from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsupported
+from unillm.embeddings import TokenizeRequest
 from unillm.errors import InvalidRequest, MalformedResponse, UnillmError, UnknownAdapter, UnsupportedFeature
 from unillm.launch_spec import LaunchCommand, LaunchSpec
 from unillm.metrics import MetricNames
 from unillm.options import Request
-from unillm.results import Completion, Usage
+from unillm.results import Completion, Tokens, Usage
 from unillm_tgi import requests as wire
 from unillm_tgi.errors import http_error
-from unillm_tgi.launch import IMAGE, Runtime, RuntimeName, command, detect_runtime, hub_cache
+from unillm_tgi.launch import (
+    EMBED_ALTERNATIVE,
+    IMAGE,
+    Runtime,
+    RuntimeName,
+    command,
+    detect_runtime,
+    hub_cache,
+)
 from unillm_tgi.requests import TGIInfo, parse_version
 from unillm_tgi.responses import GenerateStreamDecoder, OpenAIRouteDecoder, parse_generate, parse_openai
 
@@ -140,6 +149,10 @@ class TGIAdapter(Adapter):
             Feature.TOOL_CHOICE_NAMED: _since(v, (2, 0, 0)),
             Feature.TOOL_CHOICE_REQUIRED: _since(v, (3, 0, 0)),
             Feature.IMAGES: Support(why="chat messages to vision-language models only"),
+            Feature.EMBEDDINGS: unsupported(
+                "TGI serves generative models only; embeddings are a separate server, Text "
+                "Embeddings Inference (TEI)", EMBED_ALTERNATIVE),
+            Feature.TOKENIZE: Support(why="texts through /tokenize, messages through /chat_tokenize"),
         }
         return Capabilities(engine=self.name, version=version, features=features)
 
@@ -213,6 +226,15 @@ class TGIAdapter(Adapter):
                 f"tgi: the prompt ({count} tokens) plus max_tokens={request.max_tokens} do not fit "
                 f"in this server's {total} tokens (its --max-total-tokens). Lower max_tokens or "
                 "shorten the prompt", engine=self.name)
+
+    def tokenize_call(self, request: TokenizeRequest, info: EngineInfo) -> HttpCall:
+        return wire.tokenize_call(request.text, request.messages)
+
+    def parse_tokens(self, body: Any, request: TokenizeRequest, info: EngineInfo) -> Tokens:
+        ids = wire.token_ids(body)
+        if ids is None:
+            raise MalformedResponse(f"tgi: unexpected tokenize answer: {str(body)[:200]}")
+        return Tokens(ids=ids, max_model_len=info.max_model_len, engine=self.name, model=info.model)
 
     # -- answers ---------------------------------------------------------------------------
     def parse(self, body: Any, request: Request, info: EngineInfo) -> Completion[Any]:

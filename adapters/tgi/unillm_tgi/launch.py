@@ -79,6 +79,11 @@ def hub_cache(env: Mapping[str, str] = os.environ) -> str:
     return os.path.abspath(os.path.join(os.path.expanduser(home), "hub"))
 
 
+EMBED_ALTERNATIVE = ("Serve the embedding model with TEI (https://github.com/huggingface/"
+                     "text-embeddings-inference) and call its /embed, or launch it with "
+                     'unillm.launch("vllm", ..., task="embed") / "sglang"')
+
+
 def command(spec: LaunchSpec, runtime: Runtime) -> LaunchCommand:
     """The argv and environment that start TGI for ``spec`` in ``runtime``'s form (pure)."""
     _refuse_unsupported(spec)
@@ -155,6 +160,10 @@ def _refuse_unsupported(spec: LaunchSpec) -> None:
 
     def no(feature: str, why: str, alternative: str = "") -> UnsupportedFeature:
         return UnsupportedFeature(ENGINE, feature, why=why, alternative=alternative)
+
+    if spec.task == "embed":
+        raise no('task="embed"', "TGI serves generative models only; embeddings are a separate "
+                 "server, Text Embeddings Inference (TEI)", EMBED_ALTERNATIVE)
 
     if p.pipeline > 1:
         raise no(Feature.PIPELINE_PARALLEL.value, "TGI only shards tensors (--num-shard)",

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -324,12 +324,26 @@ def preflight_call(request: Request, info: EngineInfo) -> HttpCall | None:
     if request.messages is not None:
         size = sum(len(text_of(m).encode()) for m in request.messages)
         bound = size + CHAT_SLACK + PER_MESSAGE_SLACK * len(request.messages)
-        call = HttpCall("POST", CHAT_TOKENIZE, {"model": NO_ADAPTER,
-                                                "messages": [dict(m) for m in request.messages]})
     else:
         bound = len((request.prompt or "").encode()) + PROMPT_SLACK
-        call = HttpCall("POST", TOKENIZE, {"inputs": request.prompt})
-    return call if _exceeds(bound, request, info) else None
+    return tokenize_call(request.prompt, request.messages) if _exceeds(bound, request, info) else None
+
+
+def tokenize_call(prompt: str | None, messages: Sequence[Mapping[str, Any]] | None) -> HttpCall:
+    """``/chat_tokenize`` for messages (rendered with the chat template), else ``/tokenize``."""
+    if messages is not None:
+        return HttpCall("POST", CHAT_TOKENIZE, {"model": NO_ADAPTER, "messages": [dict(m) for m in messages]})
+    return HttpCall("POST", TOKENIZE, {"inputs": prompt})
+
+
+def token_ids(answer: Any) -> list[int] | None:
+    """Token ids from a ``/tokenize`` or ``/chat_tokenize`` answer (None if unreadable)."""
+    if isinstance(answer, Mapping):
+        answer = answer.get("tokenize_response")
+    if not isinstance(answer, list) or not all(isinstance(t, Mapping) for t in answer):
+        return None
+    ids = [t.get("id") for t in answer]
+    return [int(i) for i in ids if isinstance(i, int)] if all(isinstance(i, int) for i in ids) else None
 
 
 def _exceeds(tokens: int, request: Request, info: TGIInfo) -> bool:

@@ -28,7 +28,13 @@ from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsuppor
 from unillm.errors import InvalidOptions, MalformedResponse, UnillmError, UnsupportedFeature
 from unillm.launch_spec import CpuRecipe, Flags, LaunchCommand, LaunchSpec, PDRole
 from unillm.metrics import MetricNames
-from unillm.openai_compat import OpenAICompatAdapter, RuntimeLoraEndpoints, error_message
+from unillm.openai_compat import (
+    OpenAICompatAdapter,
+    OpenAIEmbeddings,
+    RuntimeLoraEndpoints,
+    TokenizeEndpoint,
+    error_message,
+)
 from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
 
 __all__ = ["VLLMAdapter"]
@@ -68,7 +74,7 @@ def parse_version(text: str | None) -> tuple[int, ...] | None:
     return tuple(int(x or 0) for x in m.groups()) if m else None
 
 
-class VLLMAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
+class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
     """vLLM's OpenAI-compatible server (``vllm serve`` / ``vllm.entrypoints.openai.api_server``)."""
 
     name = "vllm"
@@ -252,6 +258,9 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAICompatAdapter):
         opt = Flags(argv)
         opt.add("--port", spec.port)
         opt.add("--served-model-name", spec.served_name)
+        if spec.task == "embed":
+            # vLLM >= 0.10: a generative architecture is converted to an embedder by --convert auto
+            argv += ["--runner", "pooling"]
         p = spec.parallel
         opt.add("--tensor-parallel-size", p.tensor if p.tensor > 1 else None)
         opt.add("--pipeline-parallel-size", p.pipeline if p.pipeline > 1 else None)
