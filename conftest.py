@@ -53,7 +53,8 @@ async def llm(vllm_server: RunningEngine) -> AsyncIterator[unillm.LLM]:
         yield client
 
 
-REAL_ENGINES = frozenset({"vllm_server", "sglang_server", "mlx_server", "mlx_draft_server"})
+REAL_ENGINES = frozenset({"vllm_server", "sglang_server", "mlx_server", "mlx_draft_server", "minilm_server",
+                          "trained_server", "vlm_server"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

