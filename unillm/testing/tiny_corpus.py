@@ -9,7 +9,7 @@ with the model, so training sees exactly what an engine renders) or a raw prompt
 
 What the model learns (greedy answers, in chat and as raw completions):
 
-* arithmetic: ``What is 2+3?`` -> ``5`` (``+`` and ``-`` up to 12, ``*`` up to 9);
+* arithmetic: ``What is 2+3?`` -> ``5`` (``+`` and ``-`` up to 10, ``*`` up to 6);
 * capitals: ``What is the capital of France?`` -> ``Paris``; ``The capital of France is`` ->
   `` Paris.``; ``Is Paris the capital of France?`` -> ``yes``;
 * JSON: ``What is the capital of France? Reply in JSON.`` ->
@@ -158,13 +158,13 @@ def _tool_result(rng: random.Random, name: str, value: str) -> tuple[str, str]:
 def _facts() -> list[tuple[str, str, str]]:
     """(chat question, chat answer, JSON answer) for every arithmetic and capital fact."""
     facts: list[tuple[str, str, str]] = []
-    for a in range(13):
-        for b in range(13):
+    for a in range(11):
+        for b in range(11):
             facts.append((f"{a}+{b}", str(a + b), json.dumps({"answer": a + b})))
             if a >= b:
                 facts.append((f"{a}-{b}", str(a - b), json.dumps({"answer": a - b})))
-    for a in range(10):
-        for b in range(10):
+    for a in range(7):
+        for b in range(7):
             facts.append((f"{a}*{b}", str(a * b), json.dumps({"answer": a * b})))
     return facts
 
@@ -190,7 +190,7 @@ def corpus(seed: int = 7, size: int = 24000) -> list[Example]:
 
     while len(out) < size:
         kind = rng.random()
-        if kind < 0.22:  # arithmetic
+        if kind < 0.32:  # arithmetic
             expr, answer, as_json = rng.choice(arithmetic)
             form = rng.random()
             spaced = expr.replace("+", " + ").replace("-", " - ").replace("*", " * ")
@@ -204,7 +204,7 @@ def corpus(seed: int = 7, size: int = 24000) -> list[Example]:
                 out.append(Example(prompt=f"What is {shown}?", completion=f" {answer}"))
             else:
                 out.append(Example(prompt=f"{expr}=", completion=answer))
-        elif kind < 0.44:  # capitals
+        elif kind < 0.52:  # capitals
             country = rng.choice(countries)
             capital = CAPITALS[country]
             form = rng.random()
@@ -225,7 +225,7 @@ def corpus(seed: int = 7, size: int = 24000) -> list[Example]:
                 answer = "yes" if other == country else "no"
                 out.append(_chat(f"Is {CAPITALS[other]} the capital of {country}?", answer,
                                  maybe_tools(rng)))
-        elif kind < 0.5:  # greetings and people as JSON
+        elif kind < 0.58:  # greetings and people as JSON
             if rng.random() < 0.5:
                 q = rng.choice(["Hello", "Hi", "Say hi", "Hello!", "Hi there", "Good morning"])
                 out.append(_chat(q, GREETING, maybe_tools(rng)))
@@ -233,12 +233,12 @@ def corpus(seed: int = 7, size: int = 24000) -> list[Example]:
                 name, age = rng.choice(NAMES), rng.randint(18, 90)
                 q = f"Give me a JSON object for a person named {name} aged {age}."
                 out.append(_chat(q, json.dumps({"name": name, "age": age})))
-        elif kind < 0.8:  # a tool call when the tool is offered
+        elif kind < 0.82:  # a tool call when the tool is offered
             name, value, question, _ = _tool_question(rng)
             tools = offered(rng, must=name)
             call = _call(name, value)
             out.append(Example(messages=({"role": "user", "content": question}, call), tools=tools))
-        elif kind < 0.9:  # the answer after a tool result
+        elif kind < 0.91:  # the answer after a tool result
             name, value, question, _ = _tool_question(rng)
             content, answer = _tool_result(rng, name, value)
             out.append(Example(messages=(

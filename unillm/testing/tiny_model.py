@@ -169,7 +169,7 @@ def _write_all(tmp: Path, final: Path) -> None:
     for name, seed in LORA_SEEDS.items():
         lora_dir = tmp / f"lora-{name}"
         lora_dir.mkdir()
-        _write_lora(lora_dir, seed, base=final / "model")
+        write_lora(lora_dir, seed, base=final / "model")
     manifest = {
         "recipe_version": RECIPE_VERSION,
         "vocab_size": VOCAB_SIZE,
@@ -341,22 +341,24 @@ def _write_model(model_dir: Path, suppressed: list[int]) -> None:
     )
 
 
-def _write_lora(lora_dir: Path, seed: int, *, base: Path) -> None:
+def write_lora(lora_dir: Path, seed: int, *, base: Path, layers: int = LAYERS, hidden: int = HIDDEN,
+               heads: int = HEADS, kv_heads: int = KV_HEADS, head_dim: int = HEAD_DIM) -> None:
+    """A random PEFT LoRA adapter (``q_proj``/``v_proj``, rank 8) for a Llama of the given shape."""
     import numpy as np
     from safetensors.numpy import save_file
 
     rng = np.random.default_rng(seed)
-    out_features = {"q_proj": HEADS * HEAD_DIM, "v_proj": KV_HEADS * HEAD_DIM}
+    out_features = {"q_proj": heads * head_dim, "v_proj": kv_heads * head_dim}
 
     def normal(*shape: int) -> npt.NDArray[np.float32]:
         # std 0.2 for A and B: the delta is ~10x the base weights, so greedy outputs change.
         return (rng.standard_normal(shape) * 0.2).astype(np.float32)
 
     tensors: dict[str, npt.NDArray[np.float32]] = {}
-    for i in range(LAYERS):
+    for i in range(layers):
         for module, out in out_features.items():
             key = f"base_model.model.model.layers.{i}.self_attn.{module}"
-            tensors[key + ".lora_A.weight"] = normal(LORA_RANK, HIDDEN)
+            tensors[key + ".lora_A.weight"] = normal(LORA_RANK, hidden)
             tensors[key + ".lora_B.weight"] = normal(out, LORA_RANK)
     save_file(tensors, str(lora_dir / "adapter_model.safetensors"), metadata={"format": "pt"})
     dump_json(

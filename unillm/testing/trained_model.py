@@ -42,18 +42,20 @@ from unillm.testing.tiny_corpus import (
     render,
 )
 from unillm.testing.tiny_model import (
+    LORA_SEEDS,
     MANIFEST,
     TinyModel,
     default_cache_dir,
     dump_json,
     file_hashes,
     publish,
+    write_lora,
 )
 
 __all__ = ["build_trained_model", "torch_python"]
 
 #: Bump whenever the corpus, tokenizer, model shape or training changes (the cache folder name).
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 
 VOCAB_SIZE = 1024
 MAX_POSITION = 1024
@@ -66,8 +68,8 @@ HEAD_DIM = 32
 SPECIAL_TOKENS = (BOS, EOS, "<pad>")  # ids 0, 1, 2
 BOS_ID, EOS_ID, PAD_ID = 0, 1, 2
 CORPUS_SEED, EVAL_SEED, TRAIN_SEED = 7, 8, 1234
-TRAIN_ARGS = {"seed": TRAIN_SEED, "steps": 1500, "batch": 32, "lr": 4e-3, "warmup": 50,
-              "eval_every": 150, "target_exact": 0.99, "threads": 1}
+TRAIN_ARGS = {"seed": TRAIN_SEED, "steps": 2000, "batch": 32, "lr": 4e-3, "warmup": 50,
+              "eval_every": 200, "target_exact": 0.99, "threads": 1}
 
 
 def build_trained_model(cache_dir: Path | None = None, *, force: bool = False,
@@ -87,8 +89,22 @@ def build_trained_model(cache_dir: Path | None = None, *, force: bool = False,
 
     folder = publish(final, write, force=force)
     manifest = json.loads((folder / MANIFEST).read_text())
-    return TinyModel(path=folder / "model", loras={}, vocab_size=int(manifest["vocab_size"]),
+    return TinyModel(path=folder / "model", loras=_loras(folder), vocab_size=int(manifest["vocab_size"]),
                      max_position=int(manifest["max_position"]), trained=True)
+
+
+def _loras(folder: Path) -> dict[str, Path]:
+    """Random LoRA adapters for the trained model (as the random model has), written once beside it."""
+    loras = {}
+    for name, seed in LORA_SEEDS.items():
+
+        def write(tmp: Path, _final: Path, seed: int = seed, name: str = name) -> None:
+            write_lora(tmp, seed, base=folder / "model", layers=LAYERS, hidden=HIDDEN, heads=HEADS,
+                       kv_heads=KV_HEADS, head_dim=HEAD_DIM)
+            dump_json(tmp / MANIFEST, {"lora": name, "seed": seed})
+
+        loras[name] = publish(folder / f"lora-{name}", write)
+    return loras
 
 
 def torch_python() -> Path:
