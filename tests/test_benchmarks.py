@@ -52,3 +52,8 @@ def test_harness_overhead_benchmark_compares_unillm_bench_with_a_bare_loop() -> 
                             "--concurrency", "2")
     overhead = result["per_concurrency"]["2"]["unillm_overhead"]  # type: ignore[index]
     assert isinstance(overhead["throughput_ratio"], float) and isinstance(overhead["e2el_us"], float)
+
+
+def test_embed_overhead_benchmark_compares_unillm_with_httpx() -> None:
+    result = last_json_line("embed_overhead.py", "--quick")
+    assert isinstance(result["embed_vs_httpx"], float) and result["dimensions"] == 384

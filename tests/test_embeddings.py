@@ -112,7 +112,7 @@ def test_the_openai_answer_is_read_in_input_order_whatever_its_order() -> None:
             "usage": {"prompt_tokens": 7}}
     batch = adapter.parse_embeddings(body, EmbedRequest(("a", "b")), info)
     assert batch == EmbedBatch([[1.5, 1.0], [2.0, 2.0]], 7)
-    with pytest.raises(MalformedResponse, match="not a list of numbers"):
+    with pytest.raises(MalformedResponse, match="lists of numbers"):
         adapter.parse_embeddings({"data": [{"index": 0, "embedding": "AAAA"}]}, EmbedRequest(("a",)), info)
 
 
@@ -137,6 +137,18 @@ async def test_dimensions_are_sent_and_checked() -> None:
         with pytest.raises(MalformedResponse, match="expected 5"):
             await llm.embed(["a"], dimensions=5)
     assert [r.get("dimensions") for r in sent] == [2, 5]
+
+
+async def test_vectors_with_strings_or_booleans_in_them_are_malformed() -> None:
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/embeddings":
+            data = [{"index": 0, "embedding": [0.5, "0.25"]}, {"index": 1, "embedding": [True, 1]}]
+            return httpx.Response(200, json={"data": data})
+        return vllm_like([])(request)
+
+    async with client(handle) as llm:
+        with pytest.raises(MalformedResponse, match="not all numbers"):
+            await llm.embed(["a", "b"])
 
 
 async def test_batches_of_different_lengths_are_malformed() -> None:

@@ -97,14 +97,9 @@ def tokenize_request(text: str | None, messages: Sequence[Any] | None) -> Tokeni
 
 
 def float_vectors(rows: Any, engine: str) -> list[list[float]]:
-    """Embedding rows from JSON as lists of floats; anything else is a malformed answer."""
-    if not isinstance(rows, list):
-        raise MalformedResponse(f"{engine}: embeddings must be a list, got {type(rows).__name__}")
-    out = []
-    for row in rows:
-        if not isinstance(row, list) or not all(
-                isinstance(x, (int, float)) and not isinstance(x, bool) for x in row):
-            raise MalformedResponse(f"{engine}: an embedding is not a list of numbers (ask for "
-                                    "encoding_format='float')")
-        out.append([float(x) for x in row])
-    return out
+    """Embedding rows from JSON, checked for shape only: the numbers are validated once, when
+    :class:`~unillm.results.Embeddings` is built (strictly, at pydantic-core speed)."""
+    if type(rows) is not list or not all(type(row) is list for row in rows):
+        raise MalformedResponse(f"{engine}: embeddings must be lists of numbers (ask for "
+                                "encoding_format='float')")
+    return rows

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import anyio
 import httpx
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from typing_extensions import Self, Unpack
 
 from unillm import observe
@@ -303,9 +303,13 @@ class LLM:
             vectors += batch.vectors
             tokens += batch.prompt_tokens
         assert size is not None
-        return Embeddings(vectors=vectors, dimensions=size, usage=Usage(prompt_tokens=tokens),
-                          timings=Timings(total_s=time.perf_counter() - started), engine=self.engine,
-                          engine_version=info.version, model=info.model)
+        try:
+            return Embeddings(vectors=vectors, dimensions=size, usage=Usage(prompt_tokens=tokens),
+                              timings=Timings(total_s=time.perf_counter() - started), engine=self.engine,
+                              engine_version=info.version, model=info.model)
+        except ValidationError as e:
+            raise MalformedResponse(f"{self.engine}: embeddings are not all numbers "
+                                    f"({e.errors()[0]['msg']})") from None
 
     async def tokenize(
         self, text: str | None = None, *, messages: Messages | None = None, timeout: float | None = None,

@@ -234,7 +234,7 @@ class Embeddings(BaseModel):
         e.vectors[0], e.dimensions, e.usage.prompt_tokens, e.cosine(0, 1)
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, strict=True)  # numbers only: no strings, no booleans
 
     vectors: list[list[float]]
     dimensions: int
