@@ -4,34 +4,46 @@
     ./run demo --engine mlx    # MLX in-process (mlx-lm in this process, constraints by unillm)
     python examples/demo.py --model /path/to/hf-model --no-speculative
 
-What it shows: generate, stream, JSON -> pydantic, regex, choice, grammar, a LoRA switch (at
+What it shows: generate, stream, token counting, JSON -> pydantic, regex, choice, grammar, a
+tool call the model decides to make and its answer from the tool's result, a LoRA switch (at
 launch and loaded at runtime), engine metrics, and ngram speculative decoding giving the same
-greedy text as plain decoding, with timings. The tiny model has random weights, so the text is
-gibberish; the constraints still hold because the engine enforces them while decoding.
+greedy text as plain decoding, with timings. The model is tiny (2 layers) and trained here on
+a synthetic corpus (a few minutes the first time, then cached), so greedy answers make sense
+for what it learnt: small sums, capitals, JSON, and calls of get_weather / get_time.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 import unillm
 from unillm.testing.mlx_recipe import default_demo_engine
 from unillm.testing.tiny_model import build_tiny_model
+from unillm.testing.trained_model import build_trained_model
 
 
-class Ticket(BaseModel):
-    """A support ticket, as the model must answer it."""
+class Capital(BaseModel):
+    """A country and its capital, as the model must answer."""
 
-    priority: Literal["low", "normal", "urgent"]
-    team: Literal["billing", "infra", "sales"]
-    eta_days: int = Field(ge=0, le=30)
+    country: str
+    capital: str
+
+
+def get_weather(city: str) -> str:
+    """Get the current weather in a city."""
+    return json.dumps({"city": city, "forecast": "sunny", "temperature": 21})
+
+
+def ask(question: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": question}]
 
 
 def show(label: str, r: unillm.Completion[Any]) -> None:
@@ -40,7 +52,7 @@ def show(label: str, r: unillm.Completion[Any]) -> None:
           f"{t.total_s * 1000:.0f} ms]")
 
 
-async def tour(llm: unillm.LLM, tiny_loras: dict[str, Path]) -> str:
+async def tour(llm: unillm.LLM, tiny_loras: dict[str, Path], tool_choice: str) -> str:
     info = await llm.info()
     print(f"\nconnected: {llm.engine} {info.version}, model {info.model!r}, "
           f"context {info.max_model_len}")
@@ -48,8 +60,11 @@ async def tour(llm: unillm.LLM, tiny_loras: dict[str, Path]) -> str:
     print("\n1. generate (prompt and chat)")
     base = await llm.generate("The capital of France is", max_tokens=16, temperature=0)
     show("prompt", base)
-    show("chat", await llm.generate(messages=[{"role": "user", "content": "Say hi"}],
-                                    max_tokens=12, temperature=0))
+    for question in ("What is 2+3?", "What is the capital of Japan?", "Hello"):
+        show(question, await llm.generate(messages=ask(question), max_tokens=12, temperature=0))
+    tokens = await llm.tokenize(messages=ask("What is 2+3?"))
+    print(f"  tokenize(messages) {tokens.count} tokens as the chat template renders them: "
+          f"{tokens.ids[:8]}...")
 
     print("\n2. stream")
     async with llm.stream("The capital of France is", max_tokens=16, temperature=0) as s:
@@ -64,17 +79,31 @@ async def tour(llm: unillm.LLM, tiny_loras: dict[str, Path]) -> str:
     print(f"   same text as generate(): {s.text == base.text}")
 
     print("\n3. constrained output (enforced while decoding: by the engine, or by unillm on MLX)")
-    r = await llm.generate("New ticket:", output=Ticket, max_tokens=60, temperature=0)
+    r = await llm.generate(messages=ask("What is the capital of Kenya? Reply in JSON."), output=Capital,
+                           max_tokens=40, temperature=0)
     print(f"  pydantic           {r.parsed!r}")
-    r = await llm.generate("Due date:", output=unillm.Regex(r"20\d{2}-[01]\d-[0-3]\d"), max_tokens=16)
+    r = await llm.generate(messages=ask("What is 4+5?"), output=unillm.Regex(r"\d{1,3}"), max_tokens=4,
+                           temperature=0)
     print(f"  regex              {r.parsed!r}")
-    r = await llm.generate("Ship it?", output=unillm.Choice(["yes", "no", "later"]), max_tokens=4)
+    r = await llm.generate(messages=ask("Is Paris the capital of France?"), max_tokens=4,
+                           output=unillm.Choice(["yes", "no"]), temperature=0)
     print(f"  choice             {r.parsed!r}")
-    r = await llm.generate("Vote:", output=unillm.Grammar('root ::= ("aye" | "nay") " x" [0-9]'),
-                           max_tokens=8)
+    r = await llm.generate(messages=ask("What is the capital of Italy?"), max_tokens=8, temperature=0,
+                           output=unillm.Grammar('root ::= [A-Z] [a-z]+'))
     print(f"  grammar            {r.parsed!r}")
 
-    print("\n4. LoRA adapters")
+    print(f"\n4. tools (tool_choice={tool_choice!r}): the model decides to call, then answers")
+    msgs = ask("What is the weather in Paris?")
+    r = await llm.generate(messages=msgs, tools=[get_weather], tool_choice=tool_choice, max_tokens=60,
+                           temperature=0)
+    for call in r.tool_calls:
+        print(f"  tool call          {call.name}({call.parsed})  [{r.finish_reason}]")
+        msgs += [r.message(), {"role": "tool", "tool_call_id": call.id,
+                               "content": get_weather(**(call.parsed or {}))}]
+        answer = await llm.generate(messages=msgs, tools=[get_weather], max_tokens=40, temperature=0)
+        show("after the result", answer)
+
+    print("\n5. LoRA adapters")
     show("base", base)
     show("lora='sql'", await llm.generate("The capital of France is", max_tokens=16,
                                           temperature=0, lora="sql"))
@@ -84,7 +113,7 @@ async def tour(llm: unillm.LLM, tiny_loras: dict[str, Path]) -> str:
     print(f"  adapters now:      {[a.name for a in await llm.adapters.list()]}")
     await llm.adapters.unload("poem")
 
-    print("\n5. typed errors carry the engine's own message")
+    print("\n6. typed errors carry the engine's own message")
     try:
         await llm.generate("x", lora="missing", max_tokens=4)
     except unillm.UnknownAdapter as e:
@@ -92,7 +121,7 @@ async def tour(llm: unillm.LLM, tiny_loras: dict[str, Path]) -> str:
 
     m = await llm.metrics()
     n = m.normalized()  # the same schema on every engine; None where an engine measures nothing
-    print(f"\n6. metrics: {len(m.names())} series; tokens so far: {num(n.prompt_tokens)} prompt, "
+    print(f"\n7. metrics: {len(m.names())} series; tokens so far: {num(n.prompt_tokens)} prompt, "
           f"{num(n.generation_tokens)} generated; engine-side TTFT p50 "
           f"{ms(n.ttft.p50 if n.ttft else None)}, waiting {num(n.waiting)}")
     return base.text
@@ -118,7 +147,11 @@ async def main() -> None:
     args = parser.parse_args()
 
     t0 = time.perf_counter()
-    tiny = build_tiny_model()
+    try:
+        tiny = build_trained_model()  # trained once on this machine (a few minutes), then cached
+    except RuntimeError as e:  # no interpreter with torch here (e.g. only MLX is set up)
+        print(f"cannot train the tiny model ({e}); using the random-weight one (gibberish text)")
+        tiny = build_tiny_model()
     print(f"tiny model ready in {time.perf_counter() - t0:.1f}s: {tiny.path}")
     with tempfile.TemporaryDirectory(prefix="unillm-demo-") as tmp:
         lora_settings: dict[str, Any] = {"lora": {"sql": str(tiny.loras["sql"])}, "max_loras": 2,
@@ -133,15 +166,17 @@ async def main() -> None:
         t0 = time.perf_counter()
         async with unillm.launch(args.engine, **settings) as llm:
             print(f"{args.engine} launched and answering in {time.perf_counter() - t0:.1f}s")
-            plain = await tour(llm, tiny.loras)
+            # in-process MLX forces calls itself ("required"); reading them from text needs a parser
+            auto = tiny.trained and args.engine != "mlx"
+            plain = await tour(llm, tiny.loras, "auto" if auto else "required")
 
         if args.no_speculative:
             return
         if args.engine == "mlx":  # mlx-lm speculates with a draft model: here the model itself
-            print("\n7. speculative decoding (draft model, 3 tokens), launched with the same model")
+            print("\n8. speculative decoding (draft model, 3 tokens), launched with the same model")
             spec = unillm.Speculative(method="draft", draft_model=settings["model"], num_tokens=3)
         else:
-            print("\n7. speculative decoding (ngram, 4 tokens), launched with the same model")
+            print("\n8. speculative decoding (ngram, 4 tokens), launched with the same model")
             spec = unillm.Speculative(method="ngram", num_tokens=4, lookup_min=1)
         settings.update(speculative=spec, lora={}, runtime_lora=False)
         settings.pop("max_lora_rank", None), settings.pop("max_loras")

@@ -238,3 +238,20 @@ def test_capability_table_has_embedding_and_tokenize_rows() -> None:
         assert (caps.supports(unillm.Feature.EMBEDDINGS), caps.supports(unillm.Feature.TOKENIZE)) == (
             embed, tokenize), engine
     assert not get_adapter("sglang").capabilities("0.5.2").supports(unillm.Feature.TOKENIZE)
+
+
+async def test_a_fleet_forwards_embed_and_tokenize_to_a_replica_and_fails_over() -> None:
+    sent: list[dict[str, Any]] = []
+    good = vllm_like(sent)
+
+    def down(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    replicas = [unillm.LLM("vllm", f"http://replica-{i}", http_transport=httpx.MockTransport(h),
+                           retry=unillm.RetryPolicy(attempts=1), model="emb")
+                for i, h in enumerate((down, good))]
+    async with unillm.Fleet(replicas) as fleet:
+        e = await fleet.embed(["a", "bb"])
+        t = await fleet.tokenize("abc")
+    assert [v[0] for v in e.vectors] == [1.0, 2.0] and t.count == 4
+    assert [r["path"] for r in sent] == ["/v1/embeddings", "/tokenize"]
