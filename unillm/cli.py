@@ -171,6 +171,9 @@ def _parser() -> argparse.ArgumentParser:
                     "text is gibberish; constraints still hold. Needs unillm[testing].")
     tiny.add_argument("--json", action="store_true", help="print {model, loras} as JSON")
     tiny.add_argument("--force", action="store_true", help="rebuild even if cached")
+    tiny.add_argument("--trained", action="store_true",
+                      help="the tiny *trained* Llama instead (sensible greedy answers and hermes tool "
+                           "calls; trained once in a few minutes, needs torch: the vLLM env has it)")
     tiny.set_defaults(run=_tiny_model)
     _route_parser(sub)
 
@@ -412,9 +415,12 @@ def _check(args: argparse.Namespace) -> int:
 def _tiny_model(args: argparse.Namespace) -> int:
     from unillm.errors import InvalidOptions
     from unillm.testing.tiny_model import build_tiny_model
+    from unillm.testing.trained_model import build_trained_model
 
     try:
-        tiny = build_tiny_model(force=args.force)
+        tiny = build_trained_model(force=args.force) if args.trained else build_tiny_model(force=args.force)
+    except RuntimeError as e:
+        raise InvalidOptions(str(e)) from None
     except ImportError as e:
         raise InvalidOptions(f"the tiny model needs numpy, tokenizers and safetensors ({e}): "
                              "pip install 'unillm[testing]'") from None
