@@ -27,7 +27,7 @@ from pydantic import BaseModel
 import unillm
 from unillm.testing.mlx_recipe import default_demo_engine
 from unillm.testing.tiny_model import build_tiny_model
-from unillm.testing.trained_model import build_trained_model
+from unillm.testing.trained_model import VLLM_JSON_ARGS, build_trained_model
 
 
 class Capital(BaseModel):
@@ -160,6 +160,8 @@ async def main() -> None:
             lora_settings["in_process"] = True  # mlx-lm in this process: constraints by unillm
         else:
             lora_settings["max_lora_rank"] = 8  # mlx-lm reads the rank from each adapter
+            if tiny.trained:  # JSON with the spaces the model learnt (the recipe forbids them)
+                lora_settings["extra_args"] = VLLM_JSON_ARGS
         # the engine's CPU recipe (memory-conscious settings for a CPU-only machine)
         settings = unillm.cpu_settings(args.engine, args.model or tiny.path, workdir=tmp,
                                        **lora_settings)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -26,33 +24,26 @@ def vlm_server(workdir: Path) -> Iterator[RunningEngine]:
         yield RunningEngine(launch)
 
 
-def image_part(rgb: tuple[int, int, int]) -> dict[str, Any]:
-    url = "data:image/png;base64," + base64.b64encode(solid_png(16, 12, rgb)).decode()
-    return {"type": "image_url", "image_url": {"url": url}}
+def image(rgb: tuple[int, int, int]) -> unillm.Image:
+    return unillm.Image(solid_png(16, 12, rgb))
 
 
 async def test_an_image_part_is_processed_into_image_tokens(vlm_server: RunningEngine) -> None:
-    text = {"type": "text", "text": "What is in the image?"}
     async with vlm_server.connect() as llm:
-        client = llm.openai()
-        with_image = await client.chat.completions.create(
-            model="tiny-vlm", messages=[{"role": "user", "content": [text, image_part((255, 0, 0))]}],
-            max_tokens=3, temperature=0)
-        without = await client.chat.completions.create(
-            model="tiny-vlm", messages=[{"role": "user", "content": [text]}], max_tokens=3, temperature=0)
-    assert with_image.usage is not None and without.usage is not None
+        with_image = await llm.generate(messages=[{"role": "user", "content": [
+            "What is in the image?", image((255, 0, 0))]}], max_tokens=3, temperature=0)
+        without = await llm.generate(messages=[{"role": "user", "content": ["What is in the image?"]}],
+                                     max_tokens=3, temperature=0)
     assert with_image.usage.prompt_tokens >= without.usage.prompt_tokens + IMAGE_TOKENS
-    assert with_image.choices[0].finish_reason == "length"
+    assert with_image.finish_reason == "length"
 
 
 async def test_the_vision_tower_sees_the_pixels(vlm_server: RunningEngine) -> None:
+    answers = set()
     async with vlm_server.connect() as llm:
-        client = llm.openai()
-        answers = set()
         for rgb in ((255, 0, 0), (0, 0, 255)):
-            r = await client.chat.completions.create(
-                model="tiny-vlm", messages=[{"role": "user", "content": [image_part(rgb)]}],
-                max_tokens=8, temperature=0, logprobs=True)
-            assert r.choices[0].logprobs is not None and r.choices[0].logprobs.content
-            answers.add(tuple(round(t.logprob, 4) for t in r.choices[0].logprobs.content))
+            r = await llm.generate(messages=[{"role": "user", "content": [image(rgb)]}], max_tokens=8,
+                                   temperature=0, logprobs=True)
+            assert r.logprobs
+            answers.add(tuple(round(t.logprob, 4) for t in r.logprobs))
     assert len(answers) == 2  # different images, different greedy log-probabilities

@@ -53,6 +53,10 @@ def cpu_launch_settings(engine: str, tiny: TinyModel, workdir: Path, **overrides
     Private dirs live in ``workdir``.
     """
     model = overrides.pop("model", tiny.path)
+    if tiny.trained and engine == "vllm":
+        from unillm.testing.trained_model import VLLM_JSON_ARGS
+
+        overrides["extra_args"] = [*VLLM_JSON_ARGS, *overrides.get("extra_args", ())]
     return cpu_settings(engine, model, workdir=workdir, **overrides)
 
 
