@@ -42,6 +42,11 @@ def get_weather(city: str) -> str:
     return json.dumps({"city": city, "forecast": "sunny", "temperature": 21})
 
 
+def get_time(city: str) -> str:
+    """Get the local time in a city."""
+    return json.dumps({"city": city, "time": "09:30"})
+
+
 def ask(question: str) -> list[dict[str, Any]]:
     return [{"role": "user", "content": question}]
 
@@ -60,9 +65,9 @@ async def tour(llm: unillm.LLM, tiny_loras: dict[str, Path], tool_choice: str) -
     print("\n1. generate (prompt and chat)")
     base = await llm.generate("The capital of France is", max_tokens=16, temperature=0)
     show("prompt", base)
-    for question in ("What is 2+3?", "What is the capital of Japan?", "Hello"):
+    for question in ("What is 5+3?", "What is the capital of Japan?", "Hello"):
         show(question, await llm.generate(messages=ask(question), max_tokens=12, temperature=0))
-    tokens = await llm.tokenize(messages=ask("What is 2+3?"))
+    tokens = await llm.tokenize(messages=ask("What is 5+3?"))
     print(f"  tokenize(messages) {tokens.count} tokens as the chat template renders them: "
           f"{tokens.ids[:8]}...")
 
@@ -93,14 +98,14 @@ async def tour(llm: unillm.LLM, tiny_loras: dict[str, Path], tool_choice: str) -
     print(f"  grammar            {r.parsed!r}")
 
     print(f"\n4. tools (tool_choice={tool_choice!r}): the model decides to call, then answers")
-    msgs = ask("What is the weather in Paris?")
-    r = await llm.generate(messages=msgs, tools=[get_weather], tool_choice=tool_choice, max_tokens=60,
+    msgs, tools = ask("What is the weather in Paris?"), [get_weather, get_time]
+    r = await llm.generate(messages=msgs, tools=tools, tool_choice=tool_choice, max_tokens=60,
                            temperature=0)
     for call in r.tool_calls:
         print(f"  tool call          {call.name}({call.parsed})  [{r.finish_reason}]")
         msgs += [r.message(), {"role": "tool", "tool_call_id": call.id,
                                "content": get_weather(**(call.parsed or {}))}]
-        answer = await llm.generate(messages=msgs, tools=[get_weather], max_tokens=40, temperature=0)
+        answer = await llm.generate(messages=msgs, tools=tools, max_tokens=40, temperature=0)
         show("after the result", answer)
 
     print("\n5. LoRA adapters")
