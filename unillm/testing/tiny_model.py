@@ -342,7 +342,8 @@ def _write_model(model_dir: Path, suppressed: list[int]) -> None:
 
 
 def write_lora(lora_dir: Path, seed: int, *, base: Path, layers: int = LAYERS, hidden: int = HIDDEN,
-               heads: int = HEADS, kv_heads: int = KV_HEADS, head_dim: int = HEAD_DIM) -> None:
+               heads: int = HEADS, kv_heads: int = KV_HEADS, head_dim: int = HEAD_DIM,
+               std: float = 0.2) -> None:
     """A random PEFT LoRA adapter (``q_proj``/``v_proj``, rank 8) for a Llama of the given shape."""
     import numpy as np
     from safetensors.numpy import save_file
@@ -352,7 +353,7 @@ def write_lora(lora_dir: Path, seed: int, *, base: Path, layers: int = LAYERS, h
 
     def normal(*shape: int) -> npt.NDArray[np.float32]:
         # std 0.2 for A and B: the delta is ~10x the base weights, so greedy outputs change.
-        return (rng.standard_normal(shape) * 0.2).astype(np.float32)
+        return (rng.standard_normal(shape) * std).astype(np.float32)
 
     tensors: dict[str, npt.NDArray[np.float32]] = {}
     for i in range(layers):

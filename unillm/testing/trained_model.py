@@ -103,7 +103,7 @@ def _loras(folder: Path) -> dict[str, Path]:
 
         def write(tmp: Path, _final: Path, seed: int = seed, name: str = name) -> None:
             write_lora(tmp, seed, base=folder / "model", layers=LAYERS, hidden=HIDDEN, heads=HEADS,
-                       kv_heads=KV_HEADS, head_dim=HEAD_DIM)
+                       kv_heads=KV_HEADS, head_dim=HEAD_DIM, std=0.6)  # strong enough to change answers
             dump_json(tmp / MANIFEST, {"lora": name, "seed": seed})
 
         loras[name] = publish(folder / f"lora-{name}", write)
