@@ -51,18 +51,20 @@ async def test_ngram_speculative_decoding_gives_the_same_greedy_text(
     assert got == expected
 
 
-async def test_a_bad_model_path_fails_the_launch_with_the_log_tail(
+async def test_a_folder_that_is_not_a_model_fails_the_launch_with_the_log_tail(
     tiny: TinyModel, workdir: Path
 ) -> None:
-    settings = cpu_launch_settings("vllm", tiny, workdir / "bad", model="/nonexistent/model")
+    empty = workdir / "not-a-model"  # exists (a missing path is refused before starting)
+    empty.mkdir(parents=True, exist_ok=True)
+    settings = cpu_launch_settings("vllm", tiny, workdir / "bad", model=str(empty))
     with pytest.raises(unillm.LaunchError) as caught:
         async with unillm.launch("vllm", **settings, progress=None):
             pass
     error = caught.value
     assert "exited with code" in str(error)
-    assert "/nonexistent/model" in error.command
+    assert str(empty) in error.command
     assert error.log_tail
-    assert any("nonexistent" in line for line in error.log_tail)
+    assert any("not-a-model" in line for line in error.log_tail)
 
 
 async def test_the_api_key_never_appears_in_the_rendered_command(vllm_server: RunningEngine) -> None:

@@ -48,7 +48,7 @@ async def test_launch_detects_version_served_model_and_context(sglang_server: SG
 def test_launch_command_masks_the_api_key(sglang_server: SGLangServer) -> None:
     rendered = sglang_server.launch.command().render()
     assert sglang_server.api_key and sglang_server.api_key not in rendered
-    assert "--api-key ***" in rendered
+    assert "--api-key=***" in rendered
     assert "-m sglang.launch_server" in rendered
 
 
