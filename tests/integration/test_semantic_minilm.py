@@ -6,17 +6,17 @@ the same server; and a routed generation on the real tiny vLLM.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import tomllib
 from embedding_server import EmbeddingServer
+from unillm.testing.embedding_model import build_embedding_model
 
 import unillm
 from unillm.semantic import EngineEmbedder, OpenAIEmbedder, Route, SemanticRouter, evaluate, load_samples
-from unillm.testing.embedding_model import build_embedding_model
 from unillm.testing.engines import RunningEngine
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
