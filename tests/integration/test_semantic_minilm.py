@@ -6,17 +6,20 @@ the same server; and a routed generation on the real tiny vLLM.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import tomllib
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the look-alike endpoint
 from embedding_server import EmbeddingServer
-from unillm.testing.embedding_model import build_embedding_model
 
 import unillm
 from unillm.semantic import EngineEmbedder, OpenAIEmbedder, Route, SemanticRouter, evaluate, load_samples
+from unillm.testing.embedding_model import build_embedding_model
 from unillm.testing.engines import RunningEngine
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]

@@ -22,8 +22,8 @@ _EXPORTS = {
     "Condition": "unillm.semantic.routes",
     "Embedder": "unillm.semantic.embedders", "EngineEmbedder": "unillm.semantic.embedders",
     "OpenAIEmbedder": "unillm.semantic.embedders", "EmbeddingError": "unillm.semantic.embedders",
-    "evaluate": "unillm.semantic.evaluate", "load_samples": "unillm.semantic.evaluate",
-    "EvalReport": "unillm.semantic.evaluate",
+    "evaluate": "unillm.semantic.evaluation", "load_samples": "unillm.semantic.evaluation",
+    "EvalReport": "unillm.semantic.evaluation",
     "from_vsr": "unillm.semantic.importers", "from_litellm": "unillm.semantic.importers",
     "router_from_config": "unillm.semantic.config",
 }
@@ -43,9 +43,9 @@ if TYPE_CHECKING:
     from unillm.semantic.embedders import EmbeddingError as EmbeddingError
     from unillm.semantic.embedders import EngineEmbedder as EngineEmbedder
     from unillm.semantic.embedders import OpenAIEmbedder as OpenAIEmbedder
-    from unillm.semantic.evaluate import EvalReport as EvalReport
-    from unillm.semantic.evaluate import evaluate as evaluate
-    from unillm.semantic.evaluate import load_samples as load_samples
+    from unillm.semantic.evaluation import EvalReport as EvalReport
+    from unillm.semantic.evaluation import evaluate as evaluate
+    from unillm.semantic.evaluation import load_samples as load_samples
     from unillm.semantic.importers import from_litellm as from_litellm
     from unillm.semantic.importers import from_vsr as from_vsr
     from unillm.semantic.router import RoutedStream as RoutedStream
