@@ -399,6 +399,28 @@ class ClosingStream:
     _iter: AsyncIterator[Delta] | None = None
     _closing: asyncio.Future[None] | None = None
 
+    @property
+    def text(self) -> str:
+        """Text received so far for choice 0."""
+        raise NotImplementedError
+
+    def __aiter__(self) -> AsyncIterator[Delta]:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def collect(self) -> str:
+        """Consume the whole stream and return choice 0's text."""
+        async for _ in self:
+            pass
+        return self.text
+
     async def aclose(self) -> None:
         """Stop the stream and close its HTTP response (once, however many callers ask)."""
         if self._iter is None:
@@ -462,20 +484,6 @@ class Stream(ClosingStream):
     def _observed(self, deltas: AsyncIterator[Delta]) -> AsyncIterator[Delta]:
         """``deltas`` as the registered observers see them (unillm.observe)."""
         return observe.stream(self._llm, self, deltas)
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
-    async def collect(self) -> str:
-        """Consume the whole stream and return choice 0's text."""
-        async for _ in self:
-            pass
-        return self.text
 
     def _partial(self) -> list[str]:
         return ["".join(self._texts[i]) for i in sorted(self._texts)]

@@ -204,20 +204,6 @@ class RoutedStream(ClosingStream):
             self._iter = self._run()
         return self._deltas(self._iter)
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
-    async def collect(self) -> str:
-        """Consume the whole stream and return choice 0's text."""
-        async for _ in self:
-            pass
-        return self.text
-
     async def _run(self) -> AsyncIterator[Delta]:
         self.route = await self._router.route(self._prompt, messages=self._messages)
         client, overrides = self._router.target_of(self.route)

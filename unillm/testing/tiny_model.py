@@ -308,37 +308,42 @@ def _write_model(model_dir: Path, suppressed: list[int]) -> None:
     tensors["lm_head.weight"] = lm_head
     save_file(tensors, str(model_dir / "model.safetensors"), metadata={"format": "pt"})
 
+    dump_json(model_dir / "config.json", llama_config(
+        hidden=HIDDEN, intermediate=INTERMEDIATE, layers=LAYERS, heads=HEADS, kv_heads=KV_HEADS,
+        head_dim=HEAD_DIM, max_position=MAX_POSITION, vocab_size=VOCAB_SIZE))
+
+
+def llama_config(*, hidden: int, intermediate: int, layers: int, heads: int, kv_heads: int,
+                 head_dim: int, max_position: int, vocab_size: int) -> dict[str, Any]:
+    """A float32 ``LlamaForCausalLM`` config.json of this shape (special ids 0, 1, 2)."""
     rope = {"rope_type": "default", "rope_theta": 10000.0}
-    dump_json(
-        model_dir / "config.json",
-        {
-            "architectures": ["LlamaForCausalLM"],
-            "model_type": "llama",
-            "hidden_size": HIDDEN,
-            "intermediate_size": INTERMEDIATE,
-            "num_hidden_layers": LAYERS,
-            "num_attention_heads": HEADS,
-            "num_key_value_heads": KV_HEADS,
-            "head_dim": HEAD_DIM,
-            "hidden_act": "silu",
-            "max_position_embeddings": MAX_POSITION,
-            "vocab_size": VOCAB_SIZE,
-            "rms_norm_eps": 1e-5,
-            "rope_theta": rope["rope_theta"],
-            "rope_parameters": rope,
-            "attention_bias": False,
-            "attention_dropout": 0.0,
-            "mlp_bias": False,
-            "initializer_range": 0.02,
-            "tie_word_embeddings": False,
-            "bos_token_id": BOS_ID,
-            "eos_token_id": EOS_ID,
-            "pad_token_id": PAD_ID,
-            "use_cache": True,
-            "torch_dtype": "float32",
-            "dtype": "float32",
-        },
-    )
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": hidden,
+        "intermediate_size": intermediate,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "head_dim": head_dim,
+        "hidden_act": "silu",
+        "max_position_embeddings": max_position,
+        "vocab_size": vocab_size,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": rope["rope_theta"],
+        "rope_parameters": rope,
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "mlp_bias": False,
+        "initializer_range": 0.02,
+        "tie_word_embeddings": False,
+        "bos_token_id": BOS_ID,
+        "eos_token_id": EOS_ID,
+        "pad_token_id": PAD_ID,
+        "use_cache": True,
+        "torch_dtype": "float32",
+        "dtype": "float32",
+    }
 
 
 def write_lora(lora_dir: Path, seed: int, *, base: Path, layers: int = LAYERS, hidden: int = HIDDEN,

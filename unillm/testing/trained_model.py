@@ -48,6 +48,7 @@ from unillm.testing.tiny_model import (
     default_cache_dir,
     dump_json,
     file_hashes,
+    llama_config,
     publish,
     write_lora,
 )
@@ -216,34 +217,9 @@ def _write_tokenizer(model_dir: Path, texts: list[str]) -> Any:
 
 
 def _write_config(model_dir: Path) -> None:
-    rope = {"rope_type": "default", "rope_theta": 10000.0}
-    dump_json(model_dir / "config.json", {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "hidden_size": HIDDEN,
-        "intermediate_size": INTERMEDIATE,
-        "num_hidden_layers": LAYERS,
-        "num_attention_heads": HEADS,
-        "num_key_value_heads": KV_HEADS,
-        "head_dim": HEAD_DIM,
-        "hidden_act": "silu",
-        "max_position_embeddings": MAX_POSITION,
-        "vocab_size": VOCAB_SIZE,
-        "rms_norm_eps": 1e-5,
-        "rope_theta": rope["rope_theta"],
-        "rope_parameters": rope,
-        "attention_bias": False,
-        "attention_dropout": 0.0,
-        "mlp_bias": False,
-        "initializer_range": 0.02,
-        "tie_word_embeddings": False,
-        "bos_token_id": BOS_ID,
-        "eos_token_id": EOS_ID,
-        "pad_token_id": PAD_ID,
-        "use_cache": True,
-        "torch_dtype": "float32",
-        "dtype": "float32",
-    })
+    dump_json(model_dir / "config.json", llama_config(
+        hidden=HIDDEN, intermediate=INTERMEDIATE, layers=LAYERS, heads=HEADS, kv_heads=KV_HEADS,
+        head_dim=HEAD_DIM, max_position=MAX_POSITION, vocab_size=VOCAB_SIZE))
 
 
 def _main() -> None:
