@@ -98,12 +98,21 @@ class Adapter(ABC):
         """The HTTP call that performs ``request``."""
 
     @abstractmethod
-    def parse(self, body: Any, request: Request, info: EngineInfo) -> Completion[Any]:
-        """A completion from a non-streamed JSON answer (timings filled in by the core)."""
+    def parse(
+        self, body: Any, request: Request, info: EngineInfo, call: HttpCall | None = None
+    ) -> Completion[Any]:
+        """A completion from a non-streamed JSON answer (timings filled in by the core).
+
+        ``call`` is what :meth:`build` returned for ``request``: read the route it took from
+        ``call.path`` instead of deciding again. The core always passes it; it is None only
+        when a caller parses an answer on its own (then decide from ``request``).
+        """
 
     @abstractmethod
-    def decoder(self, request: Request, info: EngineInfo) -> StreamDecoder:
-        """A fresh decoder for one streamed answer."""
+    def decoder(
+        self, request: Request, info: EngineInfo, call: HttpCall | None = None
+    ) -> StreamDecoder:
+        """A fresh decoder for one streamed answer to ``call`` (as for :meth:`parse`)."""
 
     @abstractmethod
     def parse_error(
@@ -240,6 +249,35 @@ class Adapter(ABC):
 
     def _no_runtime_lora(self) -> Exception:
         return self._missing(Feature.LORA_RUNTIME)
+
+
+def parse_answer(
+    adapter: Adapter, body: Any, request: Request, info: EngineInfo, call: HttpCall
+) -> Completion[Any]:
+    """``adapter.parse`` with the call it built (an adapter written before ``call=`` existed
+    gets the three arguments it knows)."""
+    if accepts_call(type(adapter), "parse"):
+        return adapter.parse(body, request, info, call=call)
+    return adapter.parse(body, request, info)
+
+
+def open_decoder(adapter: Adapter, request: Request, info: EngineInfo, call: HttpCall) -> StreamDecoder:
+    """``adapter.decoder`` with the call it built (see :func:`parse_answer`)."""
+    if accepts_call(type(adapter), "decoder"):
+        return adapter.decoder(request, info, call=call)
+    return adapter.decoder(request, info)
+
+
+@cache
+def accepts_call(cls: type[Adapter], method: str) -> bool:
+    """True when ``cls.<method>`` accepts ``call=`` (once per class: not on the hot path)."""
+    import inspect
+
+    try:
+        params = inspect.signature(getattr(cls, method)).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "call" or p.kind is p.VAR_KEYWORD for p in params)
 
 
 @cache

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from typing_extensions import Self, Unpack
 
 from unillm import observe
-from unillm.adapter import Adapter, EngineInfo, HttpCall, adapter_for
+from unillm.adapter import Adapter, EngineInfo, HttpCall, adapter_for, open_decoder, parse_answer
 from unillm.capabilities import Capabilities, Feature, check, check_text_only
 from unillm.deadline import Deadline
 from unillm.embeddings import (
@@ -227,7 +227,7 @@ class LLM:
         response = await self._transport.send(call, request.timeout)
         if response.status_code >= 400:
             raise self._error(response, request)
-        completion = self.adapter.parse(json_body(response, self.engine), request, info)
+        completion = parse_answer(self.adapter, json_body(response, self.engine), request, info, call)
         completion = self.adapter.parse_headers(response.headers, completion)
         total = time.perf_counter() - started
         tokens = completion.usage.completion_tokens
@@ -495,7 +495,7 @@ class Stream(ClosingStream):
         deadline = self._deadline or Deadline(request.deadline, llm.engine, stream=True)
         with deadline.bound():
             info, call = await llm._prepare(request)
-        decoder = llm.adapter.decoder(request, info)
+        decoder = open_decoder(llm.adapter, request, info, call)
         clock = time.perf_counter
         started = clock()
         stamps: list[float] = []  # arrival of each content chunk of choice 0 (Timings at the end)

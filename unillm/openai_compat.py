@@ -123,14 +123,17 @@ class OpenAICompatAdapter(Adapter):
         return HttpCall("POST", CHAT_PATH if chat else COMPLETIONS_PATH, body, request.stream)
 
     # -- answers ---------------------------------------------------------------------------
-    def parse(self, body: Any, request: Request, info: EngineInfo) -> Completion[Any]:
+    def parse(
+        self, body: Any, request: Request, info: EngineInfo, call: HttpCall | None = None
+    ) -> Completion[Any]:
         forced = request.tool_choice if self.forces_by_constraint(request, info) else None
+        chat = is_chat(call, request)
         try:
             raw_choices = body["choices"]
             choices = [
                 with_tool_calls(_Choice(
                     index=c.get("index", i),
-                    text=_choice_text(c),
+                    text=str((c["message"] or {}).get("content") or "") if chat else str(c["text"]),
                     finish_reason=c.get("finish_reason"),
                     logprobs=parse_logprobs(c.get("logprobs")),
                 ), (c.get("message") or {}).get("tool_calls"), request.tools, forced)
@@ -146,9 +149,11 @@ class OpenAICompatAdapter(Adapter):
             id=body.get("id") if isinstance(body.get("id"), str) else None,
         )
 
-    def decoder(self, request: Request, info: EngineInfo) -> OpenAIStreamDecoder:
+    def decoder(
+        self, request: Request, info: EngineInfo, call: HttpCall | None = None
+    ) -> OpenAIStreamDecoder:
         forced = request.tool_choice if self.forces_by_constraint(request, info) else None
-        return OpenAIStreamDecoder(self.name, forced=forced)
+        return OpenAIStreamDecoder(self.name, forced=forced, chat=is_chat(call, request))
 
     def parse_error(
         self, status: int, body: bytes, request: Request | None, info: EngineInfo | None
@@ -222,13 +227,15 @@ class OpenAIStreamDecoder:
     """Decodes OpenAI-style SSE chunks (chat or completions) into deltas.
 
     ``forced`` (a forced tool choice the engine received as a JSON-schema constraint) turns the
-    streamed text into tool-call deltas.
+    streamed text into tool-call deltas. ``chat`` says which API streams (chat: ``delta``
+    objects; completions: ``text``); None reads it from each chunk.
     """
 
-    __slots__ = ("_engine", "_finish", "_forced", "_forced_choice", "_tools", "done")
+    __slots__ = ("_chat", "_engine", "_finish", "_forced", "_forced_choice", "_tools", "done")
 
-    def __init__(self, engine: str, *, forced: ToolChoice | None = None) -> None:
+    def __init__(self, engine: str, *, forced: ToolChoice | None = None, chat: bool | None = None) -> None:
         self._engine = engine
+        self._chat = chat
         self._finish: dict[int, str] = {}
         self._tools = ToolDeltas()
         self._forced: dict[int, ForcedCallStream] | None = {} if forced is not None else None
@@ -244,9 +251,12 @@ class OpenAIStreamDecoder:
         deltas = []
         for c in chunk.get("choices") or ():
             index = c.get("index", 0)
-            delta = c.get("delta")
-            text = (delta.get("content") or "") if delta is not None else (c.get("text") or "")
-            calls = self._tools.feed(index, (delta or {}).get("tool_calls"))
+            delta = c.get("delta") if self._chat is not False else None
+            if delta is not None:
+                text = delta.get("content") or ""
+                calls = self._tools.feed(index, delta.get("tool_calls"))
+            else:
+                text, calls = c.get("text") or "", None
             finish = c.get("finish_reason")
             if self._forced is not None:
                 assert self._forced_choice is not None
@@ -344,11 +354,12 @@ def raise_stream_error(engine: str, event: Mapping[str, Any]) -> None:
         raise error_for_status(engine, _status_of(event), error_message(event), None)
 
 
-def _choice_text(choice: Mapping[str, Any]) -> str:
-    message = choice.get("message")
-    if message is not None:
-        return str(message.get("content") or "")
-    return str(choice["text"])
+def is_chat(call: HttpCall | None, request: Request) -> bool:
+    """True when the answer comes from the chat API: the path of ``call`` says (the route the
+    adapter took), else whether ``request`` carries messages."""
+    if call is not None:
+        return call.path.endswith(CHAT_PATH)
+    return request.messages is not None
 
 
 def parse_usage(usage: Mapping[str, Any] | None) -> Usage:

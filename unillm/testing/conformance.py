@@ -36,7 +36,7 @@ from unittest import mock
 import pytest
 from pydantic import SecretStr
 
-from unillm.adapter import Adapter, EngineInfo, HttpCall
+from unillm.adapter import Adapter, EngineInfo, HttpCall, accepts_call, open_decoder, parse_answer
 from unillm.capabilities import Feature
 from unillm.errors import (
     EngineInternalError,
@@ -167,22 +167,46 @@ class AdapterConformance:
             return refusal
 
     # -- answers -------------------------------------------------------------------------------
+    # The core hands ``parse`` and ``decoder`` the call ``build`` made (``call=``), as here.
     def test_parses_the_canned_answer(self) -> None:
         body = json.loads(json.dumps(self.answer_body))  # as it comes off the wire
         with blocked_io():
-            completion = self.adapter.parse(body, self.answer_request, self.info)
+            call = self.adapter.build(self.answer_request, self.info)
+            completion = parse_answer(self.adapter, body, self.answer_request, self.info, call)
         assert completion.engine == self.adapter.name, f"engine={completion.engine!r}"
         assert completion.text == self.answer_text, f"parsed {completion.text!r}, not {self.answer_text!r}"
         assert completion.choices[0].finish_reason is not None, "the finish reason is lost"
 
     def test_decodes_the_canned_stream(self) -> None:
         with blocked_io():
-            decoder = self.adapter.decoder(self.stream_request, self.info)
+            call = self.adapter.build(self.stream_request, self.info)
+            decoder = open_decoder(self.adapter, self.stream_request, self.info, call)
             deltas = [d for data in self.stream_events for d in decoder.feed(data)]
         text = "".join(d.text for d in deltas if d.index == 0)
         assert text == self.stream_text, f"the deltas spell {text!r}, not {self.stream_text!r}"
         assert decoder.done, "the decoder did not see the end of the stream"
         assert any(d.finish_reason for d in deltas), "no delta carries the finish reason"
+
+    def test_reads_the_route_from_the_call(self) -> None:
+        """``parse``/``decoder`` take ``call=`` (the route ``build`` chose) and, called without
+        it (by a caller parsing on its own), decide the same route from the request."""
+        for method in ("parse", "decoder"):
+            assert accepts_call(type(self.adapter), method), (
+                f"{type(self.adapter).__name__}.{method} takes no call= argument: the core then "
+                "cannot tell it the route build() chose")
+        body = json.loads(json.dumps(self.answer_body))
+        with blocked_io():
+            call = self.adapter.build(self.answer_request, self.info)
+            given = self.adapter.parse(body, self.answer_request, self.info, call=call)
+            alone = self.adapter.parse(body, self.answer_request, self.info)
+            stream_call = self.adapter.build(self.stream_request, self.info)
+            texts = []
+            for decoder in (self.adapter.decoder(self.stream_request, self.info, call=stream_call),
+                            self.adapter.decoder(self.stream_request, self.info)):
+                texts.append("".join(d.text for data in self.stream_events for d in decoder.feed(data)
+                                     if d.index == 0))
+        assert given.text == alone.text, f"with the call: {given.text!r}, without: {alone.text!r}"
+        assert texts[0] == texts[1], f"with the call: {texts[0]!r}, without: {texts[1]!r}"
 
     # -- errors --------------------------------------------------------------------------------
     @pytest.mark.parametrize("status", ERROR_STATUSES)
@@ -241,8 +265,10 @@ class AdapterConformance:
         with blocked_io():
             for kind in REQUEST_KINDS:
                 self._build_or_refusal(self._request(kind))
-            self.adapter.parse(self.answer_body, self.answer_request, self.info)
-            decoder = self.adapter.decoder(self.stream_request, self.info)
+            call = self.adapter.build(self.answer_request, self.info)
+            parse_answer(self.adapter, self.answer_body, self.answer_request, self.info, call)
+            call = self.adapter.build(self.stream_request, self.info)
+            decoder = open_decoder(self.adapter, self.stream_request, self.info, call)
             for data in self.stream_events:
                 decoder.feed(data)
             for status, body in self.error_bodies.items():

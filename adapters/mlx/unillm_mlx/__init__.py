@@ -26,6 +26,7 @@ from unillm.errors import UnillmError, UnknownAdapter, UnsupportedFeature
 from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
 from unillm.metrics import MetricNames
 from unillm.openai_compat import (
+    COMPLETIONS_PATH,
     OpenAICompatAdapter,
     RuntimeLoraEndpoints,
     TokenizeEndpoint,
@@ -237,7 +238,7 @@ class MLXAdapter(RuntimeLoraEndpoints, TokenizeEndpoint, OpenAICompatAdapter):
     def build(self, request: Request, info: EngineInfo) -> HttpCall:
         call = super().build(request, info)
         body = dict(call.json or {})
-        if request.logprobs and call.path.endswith("/completions") and "prompt" in body:
+        if request.logprobs and call.path == COMPLETIONS_PATH:
             body["logprobs"] = True  # mlx validates logprobs as a bool on both routes
             if request.top_logprobs is not None:
                 body["top_logprobs"] = request.top_logprobs

@@ -256,18 +256,22 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
         return {"ebnf": output.text}
 
     # -- answers ---------------------------------------------------------------------------
-    def parse(self, body: Any, request: Request, info: EngineInfo) -> Completion[Any]:
-        if self.route(request, info) == "native":
+    def parse(
+        self, body: Any, request: Request, info: EngineInfo, call: HttpCall | None = None
+    ) -> Completion[Any]:
+        call = call or self.build(request, info)
+        if call.path == GENERATE_PATH:
             return parse_native(body, self.name, info.version, info.model)
-        return super().parse(body, request, info)
+        return super().parse(body, request, info, call)
 
     def decoder(  # type: ignore[override]  # the base only knows its OpenAI decoder
-        self, request: Request, info: EngineInfo
+        self, request: Request, info: EngineInfo, call: HttpCall | None = None
     ) -> NativeStreamDecoder | OpenAIStreamDecoder:
-        if self.route(request, info) == "native":
+        call = call or self.build(request, info)
+        if call.path == GENERATE_PATH:
             incremental = isinstance(info, SGLangInfo) and info.incremental_stream
             return NativeStreamDecoder(self.name, incremental=incremental)
-        return super().decoder(request, info)
+        return super().decoder(request, info, call)
 
     def parse_error(
         self, status: int, body: bytes, request: Request | None, info: EngineInfo | None

@@ -237,9 +237,12 @@ class TGIAdapter(Adapter):
         return Tokens(ids=ids, max_model_len=info.max_model_len, engine=self.name, model=info.model)
 
     # -- answers ---------------------------------------------------------------------------
-    def parse(self, body: Any, request: Request, info: EngineInfo) -> Completion[Any]:
+    def parse(
+        self, body: Any, request: Request, info: EngineInfo, call: HttpCall | None = None
+    ) -> Completion[Any]:
+        path = call.path if call is not None else wire.route(request, info)
         try:
-            if "generated_text" in body:
+            if path == wire.GENERATE:
                 return parse_generate(body, request, info.model, info.version)
             return parse_openai(body, request, info.model, info.version)
         except (KeyError, TypeError, AttributeError, ValueError) as e:
@@ -253,8 +256,11 @@ class TGIAdapter(Adapter):
                                      completion_tokens=completion.usage.completion_tokens)
         return completion
 
-    def decoder(self, request: Request, info: EngineInfo) -> GenerateStreamDecoder | OpenAIRouteDecoder:
-        if wire.route(request, info) == wire.GENERATE_STREAM:
+    def decoder(
+        self, request: Request, info: EngineInfo, call: HttpCall | None = None
+    ) -> GenerateStreamDecoder | OpenAIRouteDecoder:
+        path = call.path if call is not None else wire.route(request, info)
+        if path == wire.GENERATE_STREAM:
             return GenerateStreamDecoder(request)
         return OpenAIRouteDecoder(request)
 
