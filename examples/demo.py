@@ -112,17 +112,17 @@ async def tour(llm: unillm.LLM, tiny_loras: dict[str, Path], tool_choice: str) -
     show("base", base)
     show("lora='sql'", await llm.generate("The capital of France is", max_tokens=16,
                                           temperature=0, lora="sql"))
-    await llm.adapters.load("poem", str(tiny_loras["poem"]))
+    await llm.loras.load("poem", str(tiny_loras["poem"]))
     show("loaded 'poem'", await llm.generate("The capital of France is", max_tokens=16,
                                              temperature=0, lora="poem"))
-    print(f"  adapters now:      {[a.name for a in await llm.adapters.list()]}")
-    await llm.adapters.unload("poem")
+    print(f"  adapters now:      {[a.name for a in await llm.loras.list()]}")
+    await llm.loras.unload("poem")
 
     print("\n6. typed errors carry the engine's own message")
     try:
         await llm.generate("x", lora="missing", max_tokens=4)
-    except unillm.UnknownAdapter as e:
-        print(f"  UnknownAdapter:    {str(e)[:110]}...")
+    except unillm.UnknownLora as e:
+        print(f"  UnknownLora:    {str(e)[:110]}...")
 
     m = await llm.metrics()
     n = m.normalized()  # the same schema on every engine; None where an engine measures nothing

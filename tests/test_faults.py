@@ -285,7 +285,7 @@ async def test_400_on_stream_is_invalid_request(server: FaultServer) -> None:
 
 async def test_404_for_unloaded_lora_is_unknown_adapter(server: FaultServer) -> None:
     async with connect(server.url) as llm:
-        with pytest.raises(unillm.UnknownAdapter) as info:
+        with pytest.raises(unillm.UnknownLora) as info:
             await llm.generate("hi", max_tokens=8, lora="not-loaded")
     assert "not-loaded" in info.value.engine_message
     assert info.value.status == 404

@@ -349,11 +349,11 @@ async def test_a_replica_down_at_discovery_is_checked_before_it_serves() -> None
 async def test_adapters_load_and_unload_fan_out_to_every_replica() -> None:
     with servers(2, runtime_lora=True) as (a, b):
         async with fleet_of([a, b]) as fleet:
-            await fleet.adapters.load("sql", "/adapters/sql")
+            await fleet.loras.load("sql", "/adapters/sql")
             assert a.loras == b.loras == ("sql",)
-            assert [x.name for x in await fleet.adapters.list()] == ["sql"]
+            assert [x.name for x in await fleet.loras.list()] == ["sql"]
             await fleet.generate("hi", max_tokens=4, lora="sql")
-            await fleet.adapters.unload("sql")
+            await fleet.loras.unload("sql")
             assert a.loras == b.loras == ()
 
 
@@ -362,8 +362,8 @@ async def test_adapter_load_failing_on_some_replicas_names_them() -> None:
         b.loras = ("sql",)
         async with fleet_of([a, b]) as fleet:
             with pytest.raises(unillm.FanOutFailed, match="1 of 2 replicas") as e:
-                await fleet.adapters.load("sql", "/adapters/sql")
-            assert await fleet.adapters.list() == [unillm.AdapterInfo(name="sql", path="/adapters/sql")]
+                await fleet.loras.load("sql", "/adapters/sql")
+            assert await fleet.loras.list() == [unillm.LoraInfo(name="sql", path="/adapters/sql")]
         assert list(e.value.failures) == [b.url]
         assert isinstance(e.value.failures[b.url], unillm.InvalidRequest)
         assert e.value.succeeded == [a.url]

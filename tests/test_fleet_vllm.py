@@ -71,17 +71,17 @@ async def test_runtime_lora_load_fans_out_to_the_real_engine(
     vllm_server: RunningEngine, twin: FaultServer, tiny: TinyModel,
 ) -> None:
     async with fleet_of(vllm_server, twin) as fleet:
-        await fleet.adapters.load("poem-fleet", str(tiny.loras["poem"]))
+        await fleet.loras.load("poem-fleet", str(tiny.loras["poem"]))
         try:
             assert "poem-fleet" in twin.loras
-            assert {"sql", "poem-fleet"} <= {a.name for a in await fleet.adapters.list()}
+            assert {"sql", "poem-fleet"} <= {a.name for a in await fleet.loras.list()}
             answers = [await fleet.generate("Roses", max_tokens=3, lora="poem-fleet") for _ in range(2)]
             assert [b.body["model"] for b in twin.seen()] == ["poem-fleet"]
             assert sorted(a.usage.completion_tokens for a in answers) == [3, 4]  # real: 3, twin: 4
         finally:
-            await fleet.adapters.unload("poem-fleet")
+            await fleet.loras.unload("poem-fleet")
         async with vllm_server.connect() as real:
-            assert "poem-fleet" not in {a.name for a in await real.adapters.list()}
+            assert "poem-fleet" not in {a.name for a in await real.loras.list()}
 
 
 async def test_least_load_reads_the_real_engines_waiting_queue(

@@ -34,7 +34,7 @@ _EXPORTS = {
     "JsonSchema": "unillm.options", "Regex": "unillm.options", "Choice": "unillm.options",
     "Grammar": "unillm.options", "Options": "unillm.options", "Message": "unillm.options",
     "Completion": "unillm.results", "Delta": "unillm.results", "Usage": "unillm.results",
-    "Timings": "unillm.results", "AdapterInfo": "unillm.results", "ToolCall": "unillm.results",
+    "Timings": "unillm.results", "LoraInfo": "unillm.results", "ToolCall": "unillm.results",
     "ToolCallDelta": "unillm.results", "Tool": "unillm.tools", "ToolCallAccumulator": "unillm.tools",
     "Image": "unillm.content",
     "Embeddings": "unillm.results", "Tokens": "unillm.results",
@@ -47,7 +47,9 @@ _EXPORTS = {
     "ConfigError": "unillm.errors", "UnknownEngine": "unillm.errors",
     "UnsupportedFeature": "unillm.errors", "EngineError": "unillm.errors",
     "InvalidRequest": "unillm.errors", "NotFound": "unillm.errors",
-    "UnknownModel": "unillm.errors", "UnknownAdapter": "unillm.errors",
+    "UnknownModel": "unillm.errors", "UnknownLora": "unillm.errors",
+    # deprecated aliases of UnknownLora and LoraInfo ("adapter" names engine adapters)
+    "UnknownAdapter": "unillm.errors", "AdapterInfo": "unillm.results",
     "Unauthorized": "unillm.errors",
     "Overloaded": "unillm.errors", "EngineInternalError": "unillm.errors",
     "EngineUnavailable": "unillm.errors", "EngineTimeout": "unillm.errors",
@@ -113,6 +115,7 @@ if TYPE_CHECKING:
     from unillm.errors import UnillmError as UnillmError
     from unillm.errors import UnknownAdapter as UnknownAdapter
     from unillm.errors import UnknownEngine as UnknownEngine
+    from unillm.errors import UnknownLora as UnknownLora
     from unillm.errors import UnknownModel as UnknownModel
     from unillm.errors import UnsupportedFeature as UnsupportedFeature
     from unillm.fleet import Fleet as Fleet
@@ -141,6 +144,7 @@ if TYPE_CHECKING:
     from unillm.results import Completion as Completion
     from unillm.results import Delta as Delta
     from unillm.results import Embeddings as Embeddings
+    from unillm.results import LoraInfo as LoraInfo
     from unillm.results import Timings as Timings
     from unillm.results import Tokens as Tokens
     from unillm.results import ToolCall as ToolCall

@@ -24,7 +24,7 @@ from unillm.errors import InvalidOptions, UnillmError, UnknownEngine, Unsupporte
 from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
 from unillm.metrics import MetricNames
 from unillm.options import Request
-from unillm.results import AdapterInfo, Completion, Delta, Tokens
+from unillm.results import Completion, Delta, LoraInfo, Tokens
 
 if TYPE_CHECKING:
     import httpx
@@ -235,7 +235,7 @@ class Adapter(ABC):
         """The call whose answer :meth:`parse_loras` reads."""
         raise self._no_runtime_lora()
 
-    def parse_loras(self, body: Any) -> list[AdapterInfo]:
+    def parse_loras(self, body: Any) -> list[LoraInfo]:
         """The adapters the engine serves."""
         return []
 

@@ -24,7 +24,7 @@ from typing_extensions import Self, Unpack
 
 from unillm.embeddings import DEFAULT_BATCH_SIZE
 from unillm.options import Options, OutputSpec
-from unillm.results import AdapterInfo, Completion, Delta, Embeddings, Tokens
+from unillm.results import Completion, Delta, Embeddings, LoraInfo, Tokens
 
 if TYPE_CHECKING:
     from openai import OpenAI
@@ -86,10 +86,15 @@ class BlockingLLM:
         self._owns_loop = loop is None
         self._loop = loop or _Loop()
         self._loop._clients.add(self)
-        self.adapters = BlockingAdapters(self)
+        self.loras = BlockingLoras(self)
 
     def __enter__(self) -> Self:
         return self
+
+    @property
+    def adapters(self) -> BlockingLoras:
+        """Deprecated alias of :attr:`loras` (the word "adapter" names engine adapters)."""
+        return self.loras
 
     def __exit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
@@ -191,20 +196,23 @@ class BlockingLLM:
             self._loop.call(agen.aclose)  # type: ignore[attr-defined]
 
 
-class BlockingAdapters:
-    """Blocking twin of :class:`~unillm.llm.LoraAdapters`."""
+class BlockingLoras:
+    """Blocking twin of :class:`~unillm.llm.Loras`."""
 
     def __init__(self, owner: BlockingLLM) -> None:
         self._owner = owner
 
     def load(self, name: str, path: str) -> None:
         """Load a LoRA adapter at runtime."""
-        self._owner._run(self._owner.llm.adapters.load, name, path)
+        self._owner._run(self._owner.llm.loras.load, name, path)
 
     def unload(self, name: str) -> None:
         """Unload a LoRA adapter."""
-        self._owner._run(self._owner.llm.adapters.unload, name)
+        self._owner._run(self._owner.llm.loras.unload, name)
 
-    def list(self) -> list[AdapterInfo]:
+    def list(self) -> list[LoraInfo]:
         """Adapters served now."""
-        return self._owner._run(self._owner.llm.adapters.list)
+        return self._owner._run(self._owner.llm.loras.list)
+
+
+BlockingAdapters = BlockingLoras  # deprecated alias

@@ -28,7 +28,7 @@ class Feature(str, Enum):
     GRAMMAR = "output=Grammar (EBNF)"
     GRAMMAR_LARK = "output=Grammar (Lark)"
     LORA = "lora= per request"
-    LORA_RUNTIME = "adapters.load/unload at runtime"
+    LORA_RUNTIME = "loras.load/unload at runtime"
     N = "n > 1"
     LOGPROBS = "logprobs"
     TOP_K = "top_k"

@@ -20,7 +20,7 @@ from typing_extensions import Self, Unpack
 
 from unillm.embeddings import DEFAULT_BATCH_SIZE
 from unillm.options import Message, Options, OutputSpec
-from unillm.results import AdapterInfo, Completion, Embeddings, Tokens
+from unillm.results import Completion, Embeddings, LoraInfo, Tokens
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -35,8 +35,8 @@ M = TypeVar("M", bound=BaseModel)
 Messages = Sequence[Message | Mapping[str, str]]
 
 
-class AdapterControl(Protocol):
-    """Runtime LoRA adapters: ``await llm.adapters.load("sql", "/adapters/sql")``."""
+class LoraControl(Protocol):
+    """Runtime LoRA adapters: ``await llm.loras.load("sql", "/adapters/sql")``."""
 
     async def load(self, name: str, path: str) -> None:
         """Load an adapter at runtime under ``name``."""
@@ -44,8 +44,11 @@ class AdapterControl(Protocol):
     async def unload(self, name: str) -> None:
         """Unload the adapter ``name``."""
 
-    async def list(self) -> list[AdapterInfo]:
+    async def list(self) -> list[LoraInfo]:
         """Adapters served now."""
+
+
+AdapterControl = LoraControl  # deprecated alias (the word "adapter" names engine adapters)
 
 
 class Client(Protocol):
@@ -60,8 +63,12 @@ class Client(Protocol):
         """Options applied to every request (overridden per call)."""
 
     @property
-    def adapters(self) -> AdapterControl:
+    def loras(self) -> LoraControl:
         """Runtime LoRA adapters."""
+
+    @property
+    def adapters(self) -> LoraControl:
+        """Deprecated alias of :attr:`loras`."""
 
     async def __aenter__(self) -> Self: ...
 
@@ -129,4 +136,4 @@ class Client(Protocol):
         """Token ids of a text or of rendered chat messages."""
 
 
-__all__ = ["AdapterControl", "Client"]
+__all__ = ["LoraControl", "Client"]

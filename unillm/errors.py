@@ -75,8 +75,11 @@ class UnknownModel(NotFound):
     """The requested model is not served by this engine."""
 
 
-class UnknownAdapter(NotFound):
+class UnknownLora(NotFound):
     """The requested LoRA adapter is not loaded on this engine."""
+
+
+UnknownAdapter = UnknownLora  # deprecated alias (the word "adapter" is for engine adapters)
 
 
 class Overloaded(EngineError):

@@ -58,7 +58,7 @@ from unillm.errors import (
 from unillm.llm import LLM, Messages, Stream
 from unillm.metrics import CombinedMetrics, EngineMetrics, Sample
 from unillm.options import Options, OutputSpec, Request, make_request
-from unillm.results import AdapterInfo, Completion, Delta, Embeddings, Tokens
+from unillm.results import Completion, Delta, Embeddings, LoraInfo, Tokens
 from unillm.routing import Backoff, Policy, ReplicaState, Router
 from unillm.transport import Pool, RetryPolicy, Timeouts
 
@@ -159,7 +159,12 @@ class Fleet:
         self._no_queue = [False] * len(self.replicas)
         self._scraped_at = float("-inf")
         self._scrape: asyncio.Task[None] | None = None
-        self.adapters = FleetAdapters(self)
+        self.loras = FleetLoras(self)
+
+    @property
+    def adapters(self) -> FleetLoras:
+        """Deprecated alias of :attr:`loras` (the word "adapter" names engine adapters)."""
+        return self.loras
 
     @classmethod
     def connect(
@@ -572,23 +577,23 @@ class FleetStream(Stream):
                 fleet._router.end(i)
 
 
-class FleetAdapters:
-    """LoRA adapters on every replica: ``await fleet.adapters.load("sql", "/adapters/sql")``."""
+class FleetLoras:
+    """LoRA adapters on every replica: ``await fleet.loras.load("sql", "/adapters/sql")``."""
 
     def __init__(self, fleet: Fleet) -> None:
         self._fleet = fleet
 
     async def load(self, name: str, path: str) -> None:
         """Load an adapter on every replica (raises FanOutFailed if only some of them did)."""
-        await self._fan_out(lambda r: r.adapters.load(name, path), f"loading adapter {name!r}")
+        await self._fan_out(lambda r: r.loras.load(name, path), f"loading adapter {name!r}")
 
     async def unload(self, name: str) -> None:
         """Unload an adapter from every replica."""
-        await self._fan_out(lambda r: r.adapters.unload(name), f"unloading adapter {name!r}")
+        await self._fan_out(lambda r: r.loras.unload(name), f"unloading adapter {name!r}")
 
-    async def list(self) -> list[AdapterInfo]:
+    async def list(self) -> list[LoraInfo]:
         """Adapters served by every replica that answered (usable with ``lora=`` anywhere)."""
-        answers = await self._fleet._each(lambda r: r.adapters.list())
+        answers = await self._fleet._each(lambda r: r.loras.list())
         lists = [a for a in answers if not isinstance(a, UnillmError)]
         if not lists:
             raise cast(UnillmError, answers[0])
@@ -609,8 +614,11 @@ class FleetAdapters:
             f"{what} failed on {len(failures)} of {len(answers)} replicas ("
             + "; ".join(f"{u}: {e}" for u, e in failures.items())
             + f") and worked on {', '.join(succeeded)}. Fix those replicas and repeat it there "
-            "(fleet.replicas[i].adapters), or undo it on the others", failures=failures,
+            "(fleet.replicas[i].loras), or undo it on the others", failures=failures,
             succeeded=succeeded)
+
+
+FleetAdapters = FleetLoras  # deprecated alias
 
 
 def _common(caps: Sequence[Capabilities]) -> Capabilities:
@@ -636,4 +644,4 @@ def _refuse_duplicates(urls: list[str]) -> None:
         seen[key] = url
 
 
-__all__ = ["Fleet", "FleetAdapters", "FleetStats", "FleetStream", "ReplicaStats"]
+__all__ = ["Fleet", "FleetLoras", "FleetStats", "FleetStream", "ReplicaStats"]

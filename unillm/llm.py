@@ -43,7 +43,7 @@ from unillm.errors import (
 from unillm.metrics import EngineMetrics
 from unillm.options import Message, Options, OutputSpec, Request, make_request
 from unillm.outputs import attach_parsed
-from unillm.results import AdapterInfo, Completion, Delta, Embeddings, Timings, Tokens, ToolCall, Usage
+from unillm.results import Completion, Delta, Embeddings, LoraInfo, Timings, Tokens, ToolCall, Usage
 from unillm.tools import ToolCallAccumulator
 from unillm.transport import Pool, RetryPolicy, Timeouts, Transport, json_body
 
@@ -87,13 +87,18 @@ class LLM:
         self._info: EngineInfo | None = None
         self._caps: Capabilities | None = None
         self._lock: anyio.Lock | None = None
-        self.adapters = LoraAdapters(self)
+        self.loras = Loras(self)
         #: Whether the served model reads images (known for a model unillm launched; None: unknown).
         self.takes_images: bool | None = None
 
     def __repr__(self) -> str:
         model = self._info.model if self._info else self._model
         return f"LLM(engine={self.engine!r}, base_url={self.base_url!r}, model={model!r})"
+
+    @property
+    def adapters(self) -> Loras:
+        """Deprecated alias of :attr:`loras` (the word "adapter" names engine adapters)."""
+        return self.loras
 
     # -- lifecycle -------------------------------------------------------------------------
     async def __aenter__(self) -> Self:
@@ -630,8 +635,8 @@ async def _drain(response: httpx.Response) -> None:
             pass
 
 
-class LoraAdapters:
-    """LoRA adapters of one engine: ``await llm.adapters.load("sql", "/adapters/sql")``."""
+class Loras:
+    """LoRA adapters of one engine: ``await llm.loras.load("sql", "/adapters/sql")``."""
 
     def __init__(self, llm: LLM) -> None:
         self._llm = llm
@@ -649,10 +654,13 @@ class LoraAdapters:
         _check_name(name)
         await self._llm._lora_call(self._llm.adapter.unload_lora(name))
 
-    async def list(self) -> list[AdapterInfo]:
+    async def list(self) -> list[LoraInfo]:
         """Adapters the engine serves now."""
         body = await self._llm._lora_call(self._llm.adapter.list_loras())
         return self._llm.adapter.parse_loras(body)
+
+
+LoraAdapters = Loras  # deprecated alias
 
 
 def _local_adapter_config(path: str) -> dict[str, Any] | None:
@@ -672,4 +680,4 @@ def _check_name(name: str) -> None:
         raise InvalidOptions("adapter name must be a non-empty string")
 
 
-__all__ = ["LLM", "ClosingStream", "LoraAdapters", "Stream"]
+__all__ = ["LLM", "ClosingStream", "LoraAdapters", "Loras", "Stream"]

@@ -21,15 +21,15 @@ from unillm.errors import (
     Overloaded,
     Unauthorized,
     UnillmError,
-    UnknownAdapter,
+    UnknownLora,
     UnknownModel,
 )
 from unillm.options import Constraint, JsonSchema, Request
 from unillm.results import (
-    AdapterInfo,
     Completion,
     CompletionChoice,
     Delta,
+    LoraInfo,
     Timings,
     TokenLogprob,
     Tokens,
@@ -175,8 +175,8 @@ class RuntimeLoraEndpoints:
     def list_loras(self) -> HttpCall:
         return HttpCall("GET", "/v1/models")
 
-    def parse_loras(self, body: Any) -> list[AdapterInfo]:
-        return [AdapterInfo(name=m["id"], path=m.get("root"))
+    def parse_loras(self, body: Any) -> list[LoraInfo]:
+        return [LoraInfo(name=m["id"], path=m.get("root"))
                 for m in (body or {}).get("data", []) if m.get("parent")]
 
 
@@ -442,9 +442,9 @@ def error_for_status(
     if status == 404:
         lowered = message.lower()
         if request is not None and request.lora and request.lora in message:
-            return UnknownAdapter(
+            return UnknownLora(
                 f"{text}. The LoRA adapter {request.lora!r} is not loaded: see "
-                "llm.adapters.list(), or load it with llm.adapters.load(name, path)", **kw)
+                "llm.loras.list(), or load it with llm.loras.load(name, path)", **kw)
         if "model" in lowered:
             return UnknownModel(f"{text}. See the served models with llm.info()", **kw)
         return NotFound(text, **kw)

@@ -217,13 +217,16 @@ class Delta(BaseModel):
     timings: Timings | None = None
 
 
-class AdapterInfo(BaseModel):
-    """A LoRA adapter the engine currently serves."""
+class LoraInfo(BaseModel):
+    """A LoRA adapter the engine currently serves (``await llm.loras.list()``)."""
 
     model_config = ConfigDict(frozen=True)
 
     name: str
     path: str | None = None
+
+
+AdapterInfo = LoraInfo  # deprecated alias (the word "adapter" is for engine adapters)
 
 
 

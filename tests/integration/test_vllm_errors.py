@@ -23,7 +23,7 @@ async def test_bad_regex_is_an_invalid_request_with_the_engine_message(llm: unil
 
 
 async def test_unknown_adapter_is_unknown_adapter(llm: unillm.LLM) -> None:
-    with pytest.raises(unillm.UnknownAdapter, match="not-loaded"):
+    with pytest.raises(unillm.UnknownLora, match="not-loaded"):
         await llm.generate("x", lora="not-loaded", max_tokens=4)
 
 

@@ -173,24 +173,24 @@ async def test_lora_per_request_changes_the_greedy_output(llm: unillm.LLM) -> No
 
 
 async def test_runtime_lora_load_use_list_and_unload(llm: unillm.LLM, tiny: TinyModel) -> None:
-    await llm.adapters.load("poem-rt", str(tiny.loras["poem"]))
+    await llm.loras.load("poem-rt", str(tiny.loras["poem"]))
     try:
-        assert "poem-rt" in [a.name for a in await llm.adapters.list()]
+        assert "poem-rt" in [a.name for a in await llm.loras.list()]
         base = await llm.generate(PROMPT, max_tokens=16, temperature=0)
         tuned = await llm.generate(PROMPT, max_tokens=16, temperature=0, lora="poem-rt")
         assert tuned.text != base.text
         with pytest.raises(unillm.InvalidRequest):
-            await llm.adapters.load("poem-rt", str(tiny.loras["poem"]))  # same name twice
+            await llm.loras.load("poem-rt", str(tiny.loras["poem"]))  # same name twice
     finally:
-        await llm.adapters.unload("poem-rt")
-    assert "poem-rt" not in [a.name for a in await llm.adapters.list()]
-    with pytest.raises(unillm.UnknownAdapter):
+        await llm.loras.unload("poem-rt")
+    assert "poem-rt" not in [a.name for a in await llm.loras.list()]
+    with pytest.raises(unillm.UnknownLora):
         await llm.generate(PROMPT, max_tokens=4, lora="poem-rt")
 
 
 async def test_loading_an_adapter_from_a_missing_path_is_not_found(llm: unillm.LLM) -> None:
     with pytest.raises(unillm.NotFound):
-        await llm.adapters.load("ghost", "/nonexistent/adapter")
+        await llm.loras.load("ghost", "/nonexistent/adapter")
 
 
 async def test_breaking_out_of_a_stream_frees_the_engine(llm: unillm.LLM) -> None:

@@ -47,7 +47,7 @@ async def test_ngram_speculative_decoding_gives_the_same_greedy_text(
         metrics = await llm.metrics()
         assert any(n.startswith("vllm:spec_decode") for n in metrics.names())
         with pytest.raises(unillm.UnsupportedFeature, match="VLLM_ALLOW_RUNTIME_LORA_UPDATING"):
-            await llm.adapters.load("poem", str(tiny.loras["poem"]))  # not enabled on this one
+            await llm.loras.load("poem", str(tiny.loras["poem"]))  # not enabled on this one
     assert got == expected
 
 

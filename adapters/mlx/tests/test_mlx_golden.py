@@ -173,7 +173,7 @@ def test_mlx_build_lora_by_name_sends_the_model_path_and_the_adapter_path() -> N
 
 def test_mlx_build_lora_without_launch_facts_needs_a_path_and_the_model() -> None:
     adapter = MLXAdapter()
-    with pytest.raises(unillm.UnknownAdapter, match="no LoRA adapter named 'sql'"):
+    with pytest.raises(unillm.UnknownLora, match="no LoRA adapter named 'sql'"):
         adapter.build(req(lora="sql"), EngineInfo(engine="mlx", model="/m"))
     with pytest.raises(unillm.UnsupportedFeature, match="explicit model path"):
         adapter.build(req(lora="/adapters/sql"), SERVER)
@@ -228,7 +228,7 @@ async def test_mlx_stream_skips_keepalive_comments_and_reads_the_usage_chunk() -
 
 @pytest.mark.parametrize(("status", "body", "request_options", "error"), [
     (400, b'{"error": "top_p must be at most 1"}', {}, unillm.InvalidRequest),
-    (404, b'{"error": "The adapter path does not exist: /x"}', {"lora": "/x"}, unillm.UnknownAdapter),
+    (404, b'{"error": "The adapter path does not exist: /x"}', {"lora": "/x"}, unillm.UnknownLora),
     (404, b'{"error": "Repository Not Found for url: ... model x"}', {}, unillm.UnknownModel),
     (404, b"Not Found", {}, unillm.NotFound),
     (411, b'{"error": "Content-Length header is required"}', {}, unillm.EngineError),

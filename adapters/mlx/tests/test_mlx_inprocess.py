@@ -170,12 +170,12 @@ async def test_mlx_inproc_lora_by_name_and_at_runtime_change_greedy_output(
     async with unillm.launch("mlx", **inproc_settings) as llm:
         base = await llm.generate(PROMPT, max_tokens=16)
         sql = await llm.generate(PROMPT, max_tokens=16, lora="sql")
-        await llm.adapters.load("poem", str(tiny.loras["poem"]))
-        assert {a.name for a in await llm.adapters.list()} == {"sql", "poem"}
+        await llm.loras.load("poem", str(tiny.loras["poem"]))
+        assert {a.name for a in await llm.loras.list()} == {"sql", "poem"}
         poem = await llm.generate(PROMPT, max_tokens=16, lora="poem")
         sql_constrained = await llm.generate(PROMPT, max_tokens=40, lora="sql", output=SCHEMAS["enums"])
-        await llm.adapters.unload("poem")
-        with pytest.raises(unillm.UnknownAdapter):
+        await llm.loras.unload("poem")
+        with pytest.raises(unillm.UnknownLora):
             await llm.generate(PROMPT, max_tokens=4, lora="poem")
         again = await llm.generate(PROMPT, max_tokens=16)
     assert len({base.text, sql.text, poem.text}) == 3 and again.text == base.text
@@ -253,7 +253,7 @@ async def test_mlx_inproc_errors_are_typed(inproc_settings: dict[str, Any]) -> N
             await llm.generate("x", output=unillm.Grammar("root ::= undefined_rule"), max_tokens=4)
         with pytest.raises(unillm.InvalidRequest, match="unsupported field"):
             await llm.generate("x", max_tokens=4, extra_body={"no_such_field": 1})
-        with pytest.raises(unillm.UnknownAdapter):
+        with pytest.raises(unillm.UnknownLora):
             await llm.generate("x", max_tokens=4, lora="missing")
     async with unillm.launch("mlx", **inproc_settings, max_model_len=16) as llm:
         with pytest.raises(unillm.InvalidRequest, match="max_model_len"):

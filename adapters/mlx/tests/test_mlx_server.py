@@ -94,10 +94,10 @@ async def test_mlx_server_maps_its_error_answers_to_typed_errors(mlx_server: MLX
         with pytest.raises(unillm.InvalidRequest, match="temperature") as bad:
             await llm.generate("x", max_tokens=2, extra_body={"temperature": "hot"})
         assert bad.value.status == 400 and "temperature" in bad.value.engine_message
-        with pytest.raises(unillm.UnknownAdapter) as missing:
+        with pytest.raises(unillm.UnknownLora) as missing:
             await llm.generate("x", max_tokens=2, lora="/nonexistent/adapter")
         assert missing.value.status == 404
-        with pytest.raises(unillm.UnknownAdapter, match="known: poem, sql"):
+        with pytest.raises(unillm.UnknownLora, match="known: poem, sql"):
             await llm.generate("x", max_tokens=2, lora="nope")  # refused before sending
     async with mlx_server.connect(model="/nonexistent/model") as llm:
         with pytest.raises(unillm.UnknownModel) as unknown:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from unillm.adapter import EngineInfo, EngineInstall, HttpCall
 from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsupported
-from unillm.errors import UnillmError, UnknownAdapter, UnsupportedFeature
+from unillm.errors import UnillmError, UnknownLora, UnsupportedFeature
 from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
 from unillm.metrics import MetricNames
 from unillm.openai_compat import (
@@ -252,7 +252,7 @@ class MLXAdapter(RuntimeLoraEndpoints, TokenizeEndpoint, OpenAICompatAdapter):
         path = self.loras.get(lora) or (lora if _looks_like_path(lora) else None)
         if path is None:
             known = ", ".join(sorted(self.loras)) or "none"
-            raise UnknownAdapter(
+            raise UnknownLora(
                 f"mlx: no LoRA adapter named {lora!r} (known: {known}). mlx_lm.server has no adapter "
                 "names: pass lora={name: path} to unillm.launch, or lora=<adapter path>",
                 engine=self.name, status=None, engine_message="")
@@ -263,9 +263,9 @@ class MLXAdapter(RuntimeLoraEndpoints, TokenizeEndpoint, OpenAICompatAdapter):
     ) -> UnillmError:
         message = error_message(body)
         if status == 404 and request is not None and request.lora is not None:
-            return UnknownAdapter(
+            return UnknownLora(
                 f"mlx answered 404: {message}. Name adapters at launch (lora={{name: path}}; in-process "
-                "also llm.adapters.load(name, path)); mlx_lm.server needs mlx-lm's layout "
+                "also llm.loras.load(name, path)); mlx_lm.server needs mlx-lm's layout "
                 "(unillm_mlx.convert_peft_adapter converts PEFT adapters)",
                 engine=self.name, status=status, engine_message=message)
         return error_for_status(self.name, status, message, request)

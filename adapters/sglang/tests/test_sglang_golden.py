@@ -15,12 +15,12 @@ from unillm.errors import (
     InvalidRequest,
     MalformedResponse,
     Unauthorized,
-    UnknownAdapter,
+    UnknownLora,
     UnknownModel,
     UnsupportedFeature,
 )
 from unillm.options import Choice, Grammar, JsonSchema, Regex, Request, make_request
-from unillm.results import AdapterInfo, Usage
+from unillm.results import LoraInfo, Usage
 
 AUTO, OPENAI, NATIVE = SGLangAdapter(), SGLangAdapter("openai"), SGLangAdapter("native")
 MODEL = "org/base-model"
@@ -345,7 +345,7 @@ def test_401_is_unauthorized() -> None:
 def test_unloaded_lora_is_unknown_adapter() -> None:
     body = json.dumps({"object": "error", "message": "The following requested LoRA adapters are not "
                        "loaded: sql\nLoaded adapters: odict_keys([])."}).encode()
-    assert isinstance(AUTO.parse_error(400, body, prompt_request(lora="sql"), INFO), UnknownAdapter)
+    assert isinstance(AUTO.parse_error(400, body, prompt_request(lora="sql"), INFO), UnknownLora)
 
 
 # -- discovery -------------------------------------------------------------------------------
@@ -434,7 +434,7 @@ def test_runtime_lora_calls() -> None:
 
 
 def test_parse_loras_lists_adapters_not_the_base() -> None:
-    assert AUTO.parse_loras(MODELS) == [AdapterInfo(name="sql", path="/adapters/sql")]
+    assert AUTO.parse_loras(MODELS) == [LoraInfo(name="sql", path="/adapters/sql")]
 
 
 def test_failed_load_is_an_invalid_request_with_sglangs_message() -> None:

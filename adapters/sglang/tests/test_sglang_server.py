@@ -306,4 +306,4 @@ async def test_loading_a_lora_on_a_server_without_lora_is_refused_before_sending
 ) -> None:
     async with sglang_server.connect() as llm:
         with pytest.raises(unillm.UnsupportedFeature, match="without LoRA"):
-            await llm.adapters.load("sql", str(tiny.loras["sql"]))
+            await llm.loras.load("sql", str(tiny.loras["sql"]))

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from unillm.adapter import EngineInfo, EngineInstall, HttpCall
 from unillm.capabilities import Capabilities, Feature, Support, features_of
-from unillm.errors import MalformedResponse, UnillmError, UnknownAdapter, UnknownModel, UnsupportedFeature
+from unillm.errors import MalformedResponse, UnillmError, UnknownLora, UnknownModel, UnsupportedFeature
 from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
 from unillm.metrics import MetricNames
 from unillm.openai_compat import (
@@ -41,7 +41,7 @@ from unillm.openai_compat import (
     error_message,
 )
 from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
-from unillm.results import AdapterInfo, Completion
+from unillm.results import Completion, LoraInfo
 from unillm_sglang.features import (
     COMPLETIONS_RESPONSE_FORMAT_SINCE,
     LORA_IN_MODEL_SINCE,
@@ -278,9 +278,9 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
     ) -> UnillmError:
         message = error_message(body)
         if request is not None and request.lora and "not loaded" in message and request.lora in message:
-            return UnknownAdapter(
+            return UnknownLora(
                 f"sglang answered {status}: {message}. The LoRA adapter {request.lora!r} is not "
-                "loaded: see llm.adapters.list(), or load it with llm.adapters.load(name, path)",
+                "loaded: see llm.loras.list(), or load it with llm.loras.load(name, path)",
                 engine=self.name, status=status, engine_message=message)
         return super().parse_error(status, body, request, info)
 
@@ -352,8 +352,8 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
     def list_loras(self) -> HttpCall:
         return HttpCall("GET", "/v1/models")
 
-    def parse_loras(self, body: Any) -> list[AdapterInfo]:
-        return [AdapterInfo(name=str(m["id"]), path=m.get("root"))
+    def parse_loras(self, body: Any) -> list[LoraInfo]:
+        return [LoraInfo(name=str(m["id"]), path=m.get("root"))
                 for m in _mapping(body).get("data") or [] if isinstance(m, Mapping) and m.get("parent")]
 
     def lora_error(self, status: int, body: bytes, info: EngineInfo | None) -> UnillmError:

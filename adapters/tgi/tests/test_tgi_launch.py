@@ -17,7 +17,7 @@ from unillm_tgi.launch import IMAGE, command
 
 import unillm
 from unillm.adapter import get_adapter
-from unillm.errors import UnknownAdapter, UnsupportedFeature
+from unillm.errors import UnknownLora, UnsupportedFeature
 from unillm.launch_spec import LaunchSpec, Parallel, Speculative
 from unillm.supervisor import Launch
 
@@ -104,7 +104,7 @@ def test_dtype_names_map_to_tgis(dtype: str, flag: str | None) -> None:
     ({"speculative": Speculative(method="eagle3", draft_model="/d")}, "speculative eagle3"),
     ({"speculative": Speculative(method="mtp")}, "speculative mtp"),
     ({"speculative": Speculative(method="ngram", lookup_max=4)}, "lookup_max"),
-    ({"runtime_lora": True}, "adapters.load/unload"),
+    ({"runtime_lora": True}, "loras.load/unload"),
     ({"max_lora_rank": 16}, "max_lora_rank"),
     ({"dtype": "float32"}, "dtype=float32"),
     ({"dtype": "bfloat16", "quantization": "awq"}, "dtype together with quantization"),
@@ -182,7 +182,7 @@ async def test_launch_supervises_the_launcher_process(launcher_on_path: str, tmp
         r = await llm.generate("Hi", max_tokens=3)
         assert r.engine == "tgi" and r.usage.prompt_tokens == 2 and r.finish_reason == "length"
         assert r.model == "tiny"  # served_name: TGI has no such flag, unillm reports it
-        with pytest.raises(UnknownAdapter, match="not given at launch"):
+        with pytest.raises(UnknownLora, match="not given at launch"):
             await llm.generate("Hi", lora="poem")  # TGI would answer with the base model
         process = launch._process
         assert process is not None and process.poll() is None

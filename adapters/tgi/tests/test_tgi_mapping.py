@@ -19,7 +19,7 @@ from unillm.errors import (
     InvalidRequest,
     MalformedResponse,
     StreamInterrupted,
-    UnknownAdapter,
+    UnknownLora,
     UnsupportedFeature,
 )
 from unillm.launch_spec import LaunchSpec
@@ -234,9 +234,9 @@ def test_chat_constraints_need_tgi_2_1() -> None:
 def test_a_launched_tgi_refuses_lora_names_it_was_not_started_with() -> None:
     bound = ADAPTER.bind(LaunchSpec(model="m", lora={"sql": "/adapters/sql"}))
     assert bound.build(prompt(lora="sql"), INFO).json is not None
-    with pytest.raises(UnknownAdapter, match="launched: sql"):
+    with pytest.raises(UnknownLora, match="launched: sql"):
         bound.build(prompt(lora="poem"), INFO)
-    with pytest.raises(UnknownAdapter, match="launched: none"):
+    with pytest.raises(UnknownLora, match="launched: none"):
         ADAPTER.bind(LaunchSpec(model="m")).build(chat(lora="sql"), INFO)
     assert ADAPTER.loras is None  # connected (unbound): TGI's own behaviour applies
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from unillm.adapter import Adapter, EngineInfo, EngineInstall, HttpCall
 from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsupported
 from unillm.embeddings import TokenizeRequest
-from unillm.errors import InvalidRequest, MalformedResponse, UnillmError, UnknownAdapter, UnsupportedFeature
+from unillm.errors import InvalidRequest, MalformedResponse, UnillmError, UnknownLora, UnsupportedFeature
 from unillm.launch_spec import LaunchCommand, LaunchSpec
 from unillm.metrics import MetricNames
 from unillm.options import Request
@@ -202,7 +202,7 @@ class TGIAdapter(Adapter):
     def build(self, request: Request, info: EngineInfo) -> HttpCall:
         if request.lora is not None and self.loras is not None and request.lora not in self.loras:
             launched = ", ".join(sorted(self.loras)) or "none"
-            raise UnknownAdapter(
+            raise UnknownLora(
                 f"tgi: LoRA adapter {request.lora!r} was not given at launch (launched: {launched}); "
                 "TGI would silently answer with the base model. Use one of those names, or relaunch "
                 "with lora={name: path}", engine=self.name)

@@ -18,13 +18,13 @@ from unillm.errors import (
     MalformedResponse,
     NotFound,
     Overloaded,
-    UnknownAdapter,
+    UnknownLora,
     UnknownModel,
     UnsupportedFeature,
 )
 from unillm.launch_spec import LaunchCommand, LaunchSpec, Parallel, Speculative
 from unillm.options import Choice, Grammar, JsonSchema, Regex, Request, make_request
-from unillm.results import AdapterInfo, TokenLogprob, TopLogprob, Usage
+from unillm.results import LoraInfo, TokenLogprob, TopLogprob, Usage
 
 ADAPTER = VLLMAdapter()
 MODEL = "base-model"
@@ -384,7 +384,7 @@ def test_404_unknown_model_is_unknown_model() -> None:
 def test_404_naming_the_requested_lora_is_unknown_adapter() -> None:
     body = _error_body("The model `sql` does not exist.", 404, "NotFoundError")
     error = ADAPTER.parse_error(404, body, chat_request(lora="sql"), INFO)
-    assert isinstance(error, UnknownAdapter)
+    assert isinstance(error, UnknownLora)
     assert "sql" in str(error)
 
 
@@ -459,8 +459,8 @@ def test_parse_info_without_models_raises_malformed_response() -> None:
 
 
 def test_parse_loras_lists_only_entries_with_a_parent() -> None:
-    assert ADAPTER.parse_loras(MODELS) == [AdapterInfo(name="sql", path="/adapters/sql"),
-                                           AdapterInfo(name="chat", path="/adapters/chat")]
+    assert ADAPTER.parse_loras(MODELS) == [LoraInfo(name="sql", path="/adapters/sql"),
+                                           LoraInfo(name="chat", path="/adapters/chat")]
 
 
 def test_parse_loras_of_an_empty_answer() -> None:
