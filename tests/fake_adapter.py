@@ -18,11 +18,12 @@ import pytest
 
 import unillm.adapter
 from unillm.adapter import Adapter, EngineInfo, HttpCall
+from unillm.adapter_helpers import EXTRA_SAMPLING
 from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsupported
 from unillm.errors import MalformedResponse
 from unillm.launch_spec import Flags, LaunchCommand, LaunchSpec
 from unillm.openai_compat import OpenAICompatAdapter
-from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
+from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex
 
 _NOT_HERE = unsupported("the fake engine runs on one device", "Use a real engine")
 _SINGLE_DEVICE = (Feature.TENSOR_PARALLEL, Feature.PIPELINE_PARALLEL, Feature.DATA_PARALLEL,
@@ -34,6 +35,7 @@ class FakeAdapter(OpenAICompatAdapter):
 
     name = "fake"
     display_name = "Fake"
+    extra_sampling_fields = EXTRA_SAMPLING
 
     def capabilities(self, version: str | None = None) -> Capabilities:
         features: dict[Feature, Support] = {f: NATIVE for f in Feature}
@@ -54,10 +56,6 @@ class FakeAdapter(OpenAICompatAdapter):
             model = str(models[0]["id"])
         version = (answers.get("version") or {}).get("version")
         return EngineInfo(engine=self.name, model=model, version=version)
-
-    def extra_sampling(self, request: Request) -> dict[str, Any]:
-        return {k: v for k in ("top_k", "min_p", "repetition_penalty")
-                if (v := getattr(request, k)) is not None}
 
     def constraint_fields(self, output: Constraint, info: EngineInfo) -> dict[str, Any]:
         if isinstance(output, Choice):

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from unillm.adapter import Adapter, EngineInfo, HttpCall
+from unillm.adapter_helpers import sampling_fields
 from unillm.embeddings import EmbedBatch, EmbedRequest, TokenizeRequest, float_vectors
 from unillm.errors import (
     EngineError,
@@ -24,7 +25,7 @@ from unillm.errors import (
     UnknownLora,
     UnknownModel,
 )
-from unillm.options import Constraint, JsonSchema, Request
+from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
 from unillm.results import (
     Completion,
     CompletionChoice,
@@ -60,6 +61,9 @@ _ZERO = Timings(total_s=0.0)
 class OpenAICompatAdapter(Adapter):
     """Shared mapping for engines that speak the OpenAI completions and chat APIs."""
 
+    #: Non-OpenAI sampling options the engine reads under unillm's names (e.g. EXTRA_SAMPLING).
+    extra_sampling_fields: ClassVar[tuple[str, ...]] = ()
+
     # -- hooks for subclasses ------------------------------------------------------------
     def model_field(self, request: Request, info: EngineInfo) -> str:
         """The ``model`` field: the served model, or the LoRA name when one is asked for."""
@@ -70,8 +74,8 @@ class OpenAICompatAdapter(Adapter):
         raise NotImplementedError
 
     def extra_sampling(self, request: Request) -> dict[str, Any]:
-        """Body fields for non-OpenAI sampling options (top_k, min_p, ...)."""
-        return {}
+        """Body fields for non-OpenAI sampling options (default: ``extra_sampling_fields``)."""
+        return sampling_fields(request, self.extra_sampling_fields) if self.extra_sampling_fields else {}
 
     def forces_by_constraint(self, request: Request, info: EngineInfo) -> bool:
         """True when a forced call (``required`` / a name) goes out as a JSON-schema constraint
@@ -160,6 +164,23 @@ class OpenAICompatAdapter(Adapter):
     ) -> UnillmError:
         message = error_message(body)
         return error_for_status(self.name, status, message, request)
+
+
+def structured_output(output: Constraint, *, lark_key: str = "grammar") -> tuple[str, Any]:
+    """The key and value of ``output`` in vLLM's ``structured_outputs`` layout (``json``,
+    ``regex``, ``choice``, ``grammar``; a Lark grammar under ``lark_key``), which unillm's
+    in-process engines read too::
+
+        key, value = structured_output(unillm.Regex("a+"))    # ("regex", "a+")
+    """
+    if isinstance(output, JsonSchema):
+        return "json", dict(output.schema)
+    if isinstance(output, Regex):
+        return "regex", output.pattern
+    if isinstance(output, Choice):
+        return "choice", list(output.options)
+    assert isinstance(output, Grammar)
+    return (lark_key if output.syntax == "lark" else "grammar"), output.text
 
 
 class RuntimeLoraEndpoints:

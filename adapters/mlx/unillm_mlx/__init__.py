@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from unillm.adapter import EngineInfo, EngineInstall, HttpCall
+from unillm.adapter_helpers import EXTRA_SAMPLING
 from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsupported
 from unillm.errors import UnillmError, UnknownLora, UnsupportedFeature
 from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
@@ -32,8 +33,9 @@ from unillm.openai_compat import (
     TokenizeEndpoint,
     error_for_status,
     error_message,
+    structured_output,
 )
-from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
+from unillm.options import Constraint, Request
 
 if TYPE_CHECKING:
     import httpx
@@ -102,6 +104,7 @@ class MLXAdapter(RuntimeLoraEndpoints, TokenizeEndpoint, OpenAICompatAdapter):
     name = "mlx"
     display_name = "MLX"
     engine_module = "mlx_lm"
+    extra_sampling_fields = EXTRA_SAMPLING
 
     def __init__(self, *, model_path: str | None = None, loras: Mapping[str, str] | None = None) -> None:
         self.model_path = model_path
@@ -213,22 +216,9 @@ class MLXAdapter(RuntimeLoraEndpoints, TokenizeEndpoint, OpenAICompatAdapter):
                             "unillm.LLM(MLXAdapter(model_path=..., loras={...}), url)")
         return path
 
-    def extra_sampling(self, request: Request) -> dict[str, Any]:
-        return {k: v for k in ("top_k", "min_p", "repetition_penalty")
-                if (v := getattr(request, k)) is not None}
-
     def constraint_fields(self, output: Constraint, info: EngineInfo) -> dict[str, Any]:
         # Only reached in-process: capabilities refuse constraints in server mode before this.
-        value: Any
-        if isinstance(output, JsonSchema):
-            key, value = "json", dict(output.schema)
-        elif isinstance(output, Regex):
-            key, value = "regex", output.pattern
-        elif isinstance(output, Choice):
-            key, value = "choice", list(output.options)
-        else:
-            assert isinstance(output, Grammar)
-            key, value = ("lark" if output.syntax == "lark" else "grammar"), output.text
+        key, value = structured_output(output, lark_key="lark")
         return {"structured_outputs": {key: value}}
 
     def forces_by_constraint(self, request: Request, info: EngineInfo) -> bool:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from unillm.adapter import EngineInfo, EngineInstall, HttpCall
+from unillm.adapter_helpers import EXTRA_SAMPLING, missing_route
 from unillm.capabilities import Capabilities, Feature, Support, features_of
 from unillm.errors import MalformedResponse, UnillmError, UnknownLora, UnknownModel, UnsupportedFeature
 from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
@@ -40,7 +41,7 @@ from unillm.openai_compat import (
     TokenizeEndpoint,
     error_message,
 )
-from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
+from unillm.options import Constraint, JsonSchema, Request
 from unillm.results import Completion, LoraInfo
 from unillm_sglang.features import (
     COMPLETIONS_RESPONSE_FORMAT_SINCE,
@@ -57,6 +58,7 @@ from unillm_sglang.native import (
     GENERATE_PATH,
     NATIVE_ONLY_KEYS,
     NativeStreamDecoder,
+    constraint_sampling,
     native_body,
     parse_native,
 )
@@ -91,6 +93,7 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
     # The server runtime's kernel package: ``sglang`` alone may be the frontend-only install (the
     # DSL extra), which cannot serve, and finding ``sglang.srt`` would import all of torch.
     engine_module = "sgl_kernel"
+    extra_sampling_fields = EXTRA_SAMPLING
 
     def __init__(self, api: ApiChoice = "auto") -> None:
         if api not in ("auto", "openai", "native"):
@@ -240,20 +243,11 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
             return f"{info.model}:{request.lora}"
         return info.model
 
-    def extra_sampling(self, request: Request) -> dict[str, Any]:
-        return {k: v for k in ("top_k", "min_p", "repetition_penalty")
-                if (v := getattr(request, k)) is not None}
-
     def constraint_fields(self, output: Constraint, info: EngineInfo) -> dict[str, Any]:
         if isinstance(output, JsonSchema):
             return {"response_format": {"type": "json_schema", "json_schema": {
                 "name": output.name, "schema": dict(output.schema)}}}
-        if isinstance(output, Regex):
-            return {"regex": output.pattern}
-        if isinstance(output, Choice):
-            return {"regex": output.as_regex()}
-        assert isinstance(output, Grammar)
-        return {"ebnf": output.text}
+        return constraint_sampling(output)  # regex / ebnf: the same fields as /generate's
 
     # -- answers ---------------------------------------------------------------------------
     def parse(
@@ -357,13 +351,11 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
                 for m in _mapping(body).get("data") or [] if isinstance(m, Mapping) and m.get("parent")]
 
     def lora_error(self, status: int, body: bytes, info: EngineInfo | None) -> UnillmError:
-        message = error_message(body)
-        if status == 404 and message == "Not Found":  # the route itself is missing
-            return UnsupportedFeature(
-                self.name, Feature.LORA_RUNTIME.value, version=info.version if info else None,
-                why="this server has no /load_lora_adapter endpoint",
-                alternative="Upgrade SGLang (>= 0.4.9), or pass lora={name: path} at launch")
-        return self.parse_error(status, body, None, info)
+        return missing_route(
+            self.name, status, body, Feature.LORA_RUNTIME, info.version if info else None,
+            why="this server has no /load_lora_adapter endpoint",
+            alternative="Upgrade SGLang (>= 0.4.9), or pass lora={name: path} at launch",
+        ) or self.parse_error(status, body, None, info)
 
     # -- launch ----------------------------------------------------------------------------
     def install(self, *, gpu: bool) -> EngineInstall:

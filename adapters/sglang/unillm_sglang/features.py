@@ -10,13 +10,15 @@ that has it. Versions older than 0.3.6 are assumed to behave like 0.3.6.
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
+from unillm.adapter_helpers import Version, at_least, parse_version
 from unillm.capabilities import NATIVE, Feature, Support, unsupported
 
+__all__ = ["Api", "Version", "api_support", "at_least", "is_server_feature", "parse_version",
+           "server_support"]
+
 Api = Literal["openai", "native"]
-Version = tuple[int, int, int]
 
 OLDEST_KNOWN: Version = (0, 3, 6)
 #: ``model="<served>:<adapter>"`` on the OpenAI API (older releases read ``lora_path``).
@@ -47,19 +49,6 @@ _SERVER_FEATURES = (Feature.LORA_RUNTIME, Feature.SPEC_NGRAM, Feature.SPEC_DRAFT
                     Feature.PIPELINE_PARALLEL, Feature.DATA_PARALLEL, Feature.EXPERT_PARALLEL,
                     Feature.MULTI_NODE, Feature.PD_DISAGGREGATION, Feature.EMBEDDINGS,
                     Feature.TOKENIZE)
-
-
-def parse_version(text: str | None) -> Version | None:
-    """(major, minor, patch) from a version string such as "0.5.23.post1"."""
-    if not text:
-        return None
-    m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
-    return (int(m[1]), int(m[2]), int(m[3] or 0)) if m else None
-
-
-def at_least(version: Version | None, since: Version) -> bool:
-    """True when ``version`` (None: the newest) is ``since`` or newer."""
-    return version is None or version >= since
 
 
 def _fmt(v: Version) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from unillm.adapter import Adapter, EngineInfo, EngineInstall, HttpCall
+from unillm.adapter_helpers import Version, parse_version, since
 from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsupported
 from unillm.embeddings import TokenizeRequest
 from unillm.errors import InvalidRequest, MalformedResponse, UnillmError, UnknownLora, UnsupportedFeature
@@ -29,17 +30,14 @@ from unillm_tgi.launch import (
     detect_runtime,
     hub_cache,
 )
-from unillm_tgi.requests import TGIInfo, parse_version
+from unillm_tgi.requests import TGIInfo
 from unillm_tgi.responses import GenerateStreamDecoder, OpenAIRouteDecoder, parse_generate, parse_openai
 
 ENGINE = "tgi"
 
 
-def _since(v: tuple[int, ...] | None, minimum: tuple[int, ...], why: str = "") -> Support:
-    if v is None or v >= minimum:
-        return Support(why=why) if why else NATIVE
-    need = ".".join(map(str, minimum))
-    return unsupported(f"needs TGI >= {need}", "Upgrade TGI")
+def _since(v: Version | None, minimum: Version, why: str = "") -> Support:
+    return since(v, minimum, "TGI", why)
 
 
 class TGIAdapter(Adapter):

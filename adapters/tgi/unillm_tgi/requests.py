@@ -23,12 +23,12 @@ sampling); any other request samples (``do_sample: true``), as TGI's own OpenAI 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from unillm.adapter import EngineInfo, HttpCall
+from unillm.adapter_helpers import Version, parse_version
 from unillm.content import text_of
 from unillm.errors import UnsupportedFeature
 from unillm.options import Request
@@ -66,14 +66,6 @@ class _Blocker:
     option: str
     why: str
     alternative: str = ""
-
-
-def parse_version(text: str | None) -> tuple[int, ...] | None:
-    """(major, minor, patch) from a TGI version such as "3.3.6-dev0"."""
-    if not text:
-        return None
-    m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
-    return tuple(int(x or 0) for x in m.groups()) if m else None
 
 
 def _refuse(info: EngineInfo, feature: str, why: str, alternative: str = "") -> UnsupportedFeature:
@@ -299,7 +291,7 @@ def completions_body(request: Request, info: EngineInfo) -> dict[str, Any]:
     return body
 
 
-def _version(info: EngineInfo) -> tuple[int, ...] | None:
+def _version(info: EngineInfo) -> Version | None:
     return parse_version(info.version)
 
 

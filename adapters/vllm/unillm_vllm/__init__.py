@@ -18,12 +18,12 @@ without one.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from unillm.adapter import EngineInfo, EngineInstall, HttpCall
+from unillm.adapter_helpers import EXTRA_SAMPLING, missing_route, parse_version
 from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsupported
 from unillm.errors import InvalidOptions, MalformedResponse, UnillmError, UnsupportedFeature
 from unillm.launch_spec import CpuRecipe, Flags, LaunchCommand, LaunchSpec, PDRole
@@ -34,8 +34,9 @@ from unillm.openai_compat import (
     RuntimeLoraEndpoints,
     TokenizeEndpoint,
     error_message,
+    structured_output,
 )
-from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
+from unillm.options import Constraint, Request
 
 __all__ = ["VLLMAdapter"]
 
@@ -66,20 +67,13 @@ _SPEC_METHOD = {"ngram": "ngram", "draft": "draft_model", "eagle": "eagle", "eag
                 "mtp": "mtp", "suffix": "suffix"}
 
 
-def parse_version(text: str | None) -> tuple[int, ...] | None:
-    """(major, minor, patch) from a version string such as "0.32.0+cpu"."""
-    if not text:
-        return None
-    m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
-    return tuple(int(x or 0) for x in m.groups()) if m else None
-
-
 class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
     """vLLM's OpenAI-compatible server (``vllm serve`` / ``vllm.entrypoints.openai.api_server``)."""
 
     name = "vllm"
     display_name = "vLLM"
     engine_module = "vllm"
+    extra_sampling_fields = EXTRA_SAMPLING
 
     def __init__(self, *, tool_parser: str | None = None, launched: bool = False) -> None:
         self.tool_parser = tool_parser
@@ -121,23 +115,10 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
         return EngineInfo(engine=self.name, model=model, version=version, max_model_len=limit)
 
     # -- requests --------------------------------------------------------------------------
-    def extra_sampling(self, request: Request) -> dict[str, Any]:
-        return {k: v for k in ("top_k", "min_p", "repetition_penalty")
-                if (v := getattr(request, k)) is not None}
-
     def constraint_fields(self, output: Constraint, info: EngineInfo) -> dict[str, Any]:
         v = parse_version(info.version)
         legacy = v is not None and v < STRUCTURED_OUTPUTS_SINCE
-        value: Any
-        if isinstance(output, JsonSchema):
-            key, value = "json", dict(output.schema)
-        elif isinstance(output, Regex):
-            key, value = "regex", output.pattern
-        elif isinstance(output, Choice):
-            key, value = "choice", list(output.options)
-        else:
-            assert isinstance(output, Grammar)
-            key, value = "grammar", output.text
+        key, value = structured_output(output)  # vLLM's "grammar" reads EBNF and Lark
         if legacy:
             return {f"guided_{key}": value}
         return {"structured_outputs": {key: value}}
@@ -210,13 +191,12 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
         )
 
     def lora_error(self, status: int, body: bytes, info: EngineInfo | None) -> UnillmError:
-        if status == 404 and error_message(body) == "Not Found":  # the route itself is missing
-            return UnsupportedFeature(
-                self.name, Feature.LORA_RUNTIME.value, version=info.version if info else None,
-                why="this server does not expose runtime LoRA endpoints",
-                alternative="Start it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True (unillm.launch("
-                            "..., runtime_lora=True)), or pass lora={name: path} at launch")
-        return self.parse_error(status, body, None, info)
+        return missing_route(
+            self.name, status, body, Feature.LORA_RUNTIME, info.version if info else None,
+            why="this server does not expose runtime LoRA endpoints",
+            alternative="Start it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True (unillm.launch("
+                        "..., runtime_lora=True)), or pass lora={name: path} at launch",
+        ) or self.parse_error(status, body, None, info)
 
     # -- launch ----------------------------------------------------------------------------
     def install(self, *, gpu: bool) -> EngineInstall:

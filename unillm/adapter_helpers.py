@@ -1,0 +1,69 @@
+"""Small pure helpers engine adapters share: version gates, extra sampling fields, missing routes.
+
+    v = parse_version("0.5.23.post1")              # (0, 5, 23)
+    at_least(v, (0, 5, 6))                         # True (None, an unknown version: the newest)
+    since(v, (0, 6, 0), "vLLM")                    # NATIVE, or unsupported("needs vLLM >= 0.6.0", ...)
+    sampling_fields(request, EXTRA_SAMPLING)       # {"top_k": 5} for the options the request sets
+    missing_route("vllm", 404, body, Feature.LORA_RUNTIME, version, why=..., alternative=...)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from unillm.capabilities import NATIVE, Feature, Support, unsupported
+from unillm.errors import UnsupportedFeature
+from unillm.options import Request
+
+__all__ = ["EXTRA_SAMPLING", "Version", "at_least", "missing_route", "parse_version", "sampling_fields",
+           "since"]
+
+Version = tuple[int, int, int]
+#: Sampling options beyond the OpenAI API that vLLM, SGLang and mlx-lm read under these names.
+EXTRA_SAMPLING = ("top_k", "min_p", "repetition_penalty")
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def parse_version(text: str | None) -> Version | None:
+    """(major, minor, patch) from a version string such as "0.32.0+cpu" or "3.3.6-dev0" (None:
+    no version, or not one)."""
+    if not text:
+        return None
+    m = _VERSION.match(text)
+    return (int(m[1]), int(m[2]), int(m[3] or 0)) if m else None
+
+
+def at_least(version: Version | None, minimum: Version) -> bool:
+    """True when ``version`` (None: unknown, taken as the newest) is ``minimum`` or newer."""
+    return version is None or version >= minimum
+
+
+def since(version: Version | None, minimum: Version, engine: str, why: str = "") -> Support:
+    """A feature the engine has from ``minimum`` on: native (with ``why`` as a note) or refused."""
+    if at_least(version, minimum):
+        return Support(why=why) if why else NATIVE
+    return unsupported(f"needs {engine} >= {'.'.join(map(str, minimum))}", f"Upgrade {engine}")
+
+
+def sampling_fields(request: Request, names: Iterable[str] = EXTRA_SAMPLING) -> dict[str, Any]:
+    """The request's values of the sampling options ``names`` that it sets, under the same names."""
+    return {name: value for name in names if (value := getattr(request, name)) is not None}
+
+
+def missing_route(
+    engine: str, status: int, body: bytes, feature: Feature, version: str | None, *, why: str,
+    alternative: str,
+) -> UnsupportedFeature | None:
+    """The refusal for an endpoint this server lacks: a 404 whose message is the web framework's
+    bare ``Not Found`` (not the engine's 404 naming a model or adapter). None for other answers.
+
+        return missing_route(self.name, status, body, Feature.LORA_RUNTIME, version, why="...",
+                             alternative="...") or self.parse_error(status, body, None, info)
+    """
+    from unillm.openai_compat import error_message
+
+    if status != 404 or error_message(body) != "Not Found":
+        return None
+    return UnsupportedFeature(engine, feature.value, version=version, why=why, alternative=alternative)
