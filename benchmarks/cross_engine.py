@@ -63,10 +63,11 @@ def from_vllm_layout(r: dict[str, Any]) -> Any:
 
 def targets(names: list[str], workdir: Path) -> tuple[list[Any], dict[str, str]]:
     """Launch targets for the engines whose env exists here, and why the others are missing."""
+    from unillm_mlx.testing import mlx_launch_settings
+
     from unillm.bench import Launched
     from unillm.engine_env import env_dir, managed_python
     from unillm.testing.engines import cpu_launch_settings
-    from unillm.testing.mlx_recipe import mlx_launch_settings
     from unillm.testing.tiny_model import build_tiny_model
 
     tiny = build_tiny_model()

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,9 +27,9 @@ import anyio
 from pydantic import BaseModel
 
 import unillm
-from unillm.testing.mlx_recipe import default_demo_engine
+from unillm.testing.engines import cpu_launch_settings
 from unillm.testing.tiny_model import build_tiny_model
-from unillm.testing.trained_model import VLLM_JSON_ARGS, build_trained_model
+from unillm.testing.trained_model import build_trained_model
 
 
 class Capital(BaseModel):
@@ -35,6 +37,11 @@ class Capital(BaseModel):
 
     country: str
     capital: str
+
+
+def default_engine() -> str:
+    """"mlx" on Apple Silicon (where vLLM's CPU build does not apply), else "vllm"."""
+    return "mlx" if sys.platform == "darwin" and platform.machine() == "arm64" else "vllm"
 
 
 def get_weather(city: str) -> str:
@@ -145,7 +152,7 @@ def num(value: float | None) -> str:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--engine", default=default_demo_engine(),
+    parser.add_argument("--engine", default=default_engine(),
                         help="vllm (default) or mlx (default on Apple Silicon)")
     parser.add_argument("--model", help="a model folder (default: the tiny model built here)")
     parser.add_argument("--no-speculative", action="store_true", help="skip the second launch")
@@ -165,10 +172,9 @@ async def main() -> None:
             lora_settings["in_process"] = True  # mlx-lm in this process: constraints by unillm
         else:
             lora_settings["max_lora_rank"] = 8  # mlx-lm reads the rank from each adapter
-            if tiny.trained:  # JSON with the spaces the model learnt (the recipe forbids them)
-                lora_settings["extra_args"] = VLLM_JSON_ARGS
-        # the engine's CPU recipe (memory-conscious settings for a CPU-only machine)
-        settings = unillm.cpu_settings(args.engine, args.model or tiny.path, workdir=tmp,
+        # the engine's CPU recipe (memory-conscious settings for a CPU-only machine), and what
+        # the test model needs there (its adapter package's test recipe)
+        settings = cpu_launch_settings(args.engine, tiny, Path(tmp), model=args.model or tiny.path,
                                        **lora_settings)
         t0 = time.perf_counter()
         async with unillm.launch(args.engine, **settings) as llm:

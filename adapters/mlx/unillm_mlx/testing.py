@@ -1,4 +1,4 @@
-"""MLX (mlx-lm) with the tiny model, as a server or in-process, for tests and the demo.
+"""MLX's test recipe: mlx-lm with unillm's tiny model, as a server or in-process (tests, benchmarks).
 
     tiny = build_tiny_model()
     async with unillm.launch("mlx", **mlx_launch_settings(tiny, workdir)) as llm: ...
@@ -6,13 +6,11 @@
 
 The settings are MLX's CPU recipe (``MLXAdapter.cpu_recipe``, applied by :func:`unillm.cpu_settings`):
 PEFT adapters passed in ``lora=`` (like ``tiny.loras``) are converted into ``workdir`` for the
-server. Needs the ``unillm-mlx`` adapter installed.
+server.
 """
 
 from __future__ import annotations
 
-import platform
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +22,7 @@ if TYPE_CHECKING:
     from unillm.llm import LLM
     from unillm.supervisor import Launch
 
-__all__ = ["MLXServer", "default_demo_engine", "mlx_launch_settings"]
+__all__ = ["MLXServer", "mlx_launch_settings"]
 
 
 def mlx_launch_settings(
@@ -32,11 +30,6 @@ def mlx_launch_settings(
 ) -> dict[str, Any]:
     """LaunchSpec fields for MLX with the tiny model; ``overrides`` win (PEFT LoRAs are converted)."""
     return cpu_settings("mlx", tiny.path, workdir=workdir, in_process=in_process, **overrides)
-
-
-def default_demo_engine() -> str:
-    """"mlx" on Apple Silicon (where vLLM's CPU build does not apply), else "vllm"."""
-    return "mlx" if sys.platform == "darwin" and platform.machine() == "arm64" else "vllm"
 
 
 @dataclass(frozen=True)

