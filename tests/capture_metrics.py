@@ -35,7 +35,7 @@ def settings(engine: str, workdir: Path) -> dict[str, Any]:
         return cpu_launch_settings("vllm", tiny, workdir, speculative=unillm.Speculative(
             method="ngram", num_tokens=4, lookup_min=1))
     sys.path.insert(0, str(ROOT / "adapters" / "sglang" / "tests"))
-    import cpu_env
+    import cpu_env  # type: ignore[import-not-found]  # adapters/sglang/tests, on sys.path here
 
     # a larger static fraction than the test recipe's: SGLang counts other processes' memory too
     return dict(cpu_env.launch_settings(tiny.path, workdir, memory_fraction=0.3))

@@ -28,10 +28,13 @@ else:  # pragma: no cover
 
 ROOT = Path(__file__).resolve().parent.parent
 ADAPTERS = sorted(p.parent for p in ROOT.glob("adapters/*/pyproject.toml"))
+# What the engines install (never the dev venv's business): vLLM, SGLang (and its kernels), mlx-lm.
+ENGINE_MODULES = ("vllm", "sglang", "sgl_kernel", "mlx", "mlx_lm", "torch", "llguidance")
 
 
 def pyproject(folder: Path) -> dict[str, Any]:
-    return tomllib.loads((folder / "pyproject.toml").read_text())
+    data: dict[str, Any] = tomllib.loads((folder / "pyproject.toml").read_text())
+    return data
 
 
 def test_the_first_party_adapters_are_all_there() -> None:
@@ -91,11 +94,11 @@ def test_mypy_checks_every_adapter_without_a_list() -> None:
     mypy = pyproject(ROOT)["tool"]["mypy"]
     assert mypy["strict"] is True
     assert "packages" not in mypy and "adapters/*/unillm_*" in mypy["files"]
+    assert "adapters/*/tests" in (ROOT / "run").read_text(), "./run gate type-checks each adapter's tests"
 
 
-def test_core_tests_collect_with_no_engine_adapter_importable() -> None:
-    blocked = sorted({pyproject(f)["project"]["entry-points"][ENTRY_POINT_GROUP][f.name].split(":")[0]
-                      for f in ADAPTERS})
+def collect_without(blocked: list[str], *paths: str) -> subprocess.CompletedProcess[str]:
+    """``pytest --collect-only -m "not engine"`` of ``paths`` with the modules ``blocked`` unimportable."""
     program = textwrap.dedent(f"""
         import importlib.abc, sys
         import pytest
@@ -108,10 +111,23 @@ def test_core_tests_collect_with_no_engine_adapter_importable() -> None:
 
         sys.meta_path.insert(0, NoAdapters())
         sys.exit(pytest.main(["--collect-only", "-q", "-m", "not engine", "-p", "no:cacheprovider",
-                              "tests"]))
+                              *{list(paths)!r}]))
     """)
-    run = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True,
-                         timeout=300)
+    return subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_core_tests_collect_with_no_engine_adapter_importable() -> None:
+    blocked = sorted({pyproject(f)["project"]["entry-points"][ENTRY_POINT_GROUP][f.name].split(":")[0]
+                      for f in ADAPTERS})
+    run = collect_without(blocked, "tests")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert " collected" in run.stdout or "tests collected" in run.stdout, run.stdout[-500:]
+
+
+def test_the_whole_suite_collects_with_no_engine_installed() -> None:
+    """The adapters' tests too: an engine (or its frontend) is imported only by tests that run it."""
+    run = collect_without(list(ENGINE_MODULES), "tests", *(str(f / "tests") for f in ADAPTERS))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert " collected" in run.stdout or "tests collected" in run.stdout, run.stdout[-500:]
 

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fault_server import FaultServer
 
-from tests.fault_server import FaultServer
 from unillm.bench import Launched, Load, Slo, Synthetic, Url, markdown_table, run_suite, write_report
 from unillm.bench.runner import run_load
 from unillm.bench.targets import Fleet, matrix

@@ -134,7 +134,8 @@ def test_features_of_lists_what_a_request_uses(request_: Request, features: list
 ])
 def test_features_of_counts_a_zero_value_as_used(option: str, feature: Feature) -> None:
     # seed=0 is a real seed and top_k=0 a real setting: an engine without them must refuse.
-    assert feature in features_of(req(**{option: 0}))
+    options: dict[str, Any] = {option: 0}
+    assert feature in features_of(req(**options))
 
 
 def test_features_of_everything_at_once() -> None:

@@ -144,7 +144,7 @@ def test_timeouts_and_retry_tables() -> None:
     config = load_config({"engine": "vllm", "base_url": "http://h:1",
                           "timeouts": {"connect": 2, "read": 30},
                           "retry": {"attempts": 1}}, env={})
-    assert Timeouts(**config.timeouts) == Timeouts(connect=2, read=30)  # type: ignore[arg-type]
+    assert Timeouts(**config.timeouts) == Timeouts(connect=2, read=30)
     llm = from_config(config.model_dump(exclude={"api_key"}), env={})
     assert isinstance(llm, LLM)
     assert llm._timeouts == Timeouts(connect=2.0, read=30.0)

@@ -6,17 +6,17 @@ import json
 import os
 import socket
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from fake_adapter import FakeAdapter, registered
 
-from unillm.adapter import EngineInfo, HttpCall, get_adapter
+from unillm.adapter import EngineInfo, HttpCall, get_adapter, parse_answer
 from unillm.capabilities import Capabilities, Feature, Support
 from unillm.errors import EngineInternalError, UnillmError, UnknownEngine
 from unillm.launch_spec import LaunchCommand, LaunchSpec
 from unillm.openai_compat import OpenAIStreamDecoder
-from unillm.options import Request
+from unillm.options import Request, make_request
 from unillm.results import Completion
 from unillm.testing.conformance import (
     ERROR_STATUSES,
@@ -59,7 +59,8 @@ class TestFakeAdapterConformance(FakeKit):
 
 
 def kit_for(adapter: FakeAdapter) -> FakeKit:
-    return type("BrokenKit", (FakeKit,), {"adapter": adapter})()
+    kit: FakeKit = type("BrokenKit", (FakeKit,), {"adapter": adapter})()
+    return kit
 
 
 # -- each check catches what it is for -----------------------------------------------------------
@@ -71,9 +72,10 @@ class OpensFiles(FakeAdapter):
 
 
 class Connects(FakeAdapter):
-    def parse(self, body: Any, request: Request, info: EngineInfo) -> Completion[Any]:
+    def parse(self, body: Any, request: Request, info: EngineInfo,
+              call: HttpCall | None = None) -> Completion[Any]:
         socket.create_connection(("127.0.0.1", 9))
-        return super().parse(body, request, info)
+        return super().parse(body, request, info, call)
 
 
 def test_io_in_a_translation_method_fails() -> None:
@@ -159,7 +161,7 @@ class NeverDone(OpenAIStreamDecoder):
 
 
 class MissesTheEnd(FakeAdapter):
-    def decoder(self, request: Request, info: EngineInfo) -> NeverDone:
+    def decoder(self, request: Request, info: EngineInfo, call: HttpCall | None = None) -> NeverDone:
         return NeverDone(self.name)
 
 
@@ -199,3 +201,39 @@ def test_a_declared_refusal_that_does_not_happen_fails() -> None:
     kit.test_builds_a_json_call("prompt")
     with pytest.raises(AssertionError, match="refused_requests says"):
         kit.test_builds_a_json_call("chat")
+
+
+# -- the seam: the call build made ------------------------------------------------------------------
+class ThreeArguments(FakeAdapter):
+    """An adapter written before ``call=`` existed: it still works, called the old way."""
+
+    def parse(self, body: Any, request: Request, info: EngineInfo) -> Completion[Any]:  # type: ignore[override]
+        return super().parse(body, request, info)
+
+    def decoder(self, request: Request, info: EngineInfo) -> OpenAIStreamDecoder:  # type: ignore[override]
+        return super().decoder(request, info)
+
+
+class SeesTheCall(FakeAdapter):
+    seen: ClassVar[list[str]] = []
+
+    def parse(self, body: Any, request: Request, info: EngineInfo,
+              call: HttpCall | None = None) -> Completion[Any]:
+        self.seen.append(call.path if call is not None else "no call")
+        return super().parse(body, request, info, call)
+
+
+def test_an_adapter_without_call_still_parses_and_decodes_through_the_core_helpers() -> None:
+    kit = kit_for(ThreeArguments())
+    kit.test_parses_the_canned_answer()
+    kit.test_decodes_the_canned_stream()
+    with pytest.raises(AssertionError, match="takes no call= argument"):
+        kit.test_reads_the_route_from_the_call()
+
+
+def test_the_core_hands_parse_the_call_build_made() -> None:
+    adapter, info = SeesTheCall(), EngineInfo(engine="fake", model="tiny")
+    request = make_request("Hi", None, None, {}, stream=False)
+    call = adapter.build(request, info)
+    parse_answer(adapter, {"choices": [{"text": "x", "finish_reason": "stop"}]}, request, info, call)
+    assert adapter.seen == ["/v1/completions"]

@@ -35,4 +35,4 @@ def test_an_engine_that_is_not_a_name_is_refused_typed(engine: object) -> None:
     with pytest.raises(unillm.InvalidOptions, match="engine must be an engine name"):
         unillm.connect(engine, "http://127.0.0.1:8000")  # type: ignore[call-overload]
     with pytest.raises(unillm.InvalidOptions, match="engine must be an engine name"):
-        unillm.launch(engine, model="m")  # type: ignore[arg-type]
+        unillm.launch(engine, model="m")  # type: ignore[call-overload]

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.anyio
 
 
 def spec(**kw: object) -> LaunchSpec:
-    return LaunchSpec(**{"model": "M", "python": "py", **kw})  # type: ignore[arg-type]
+    return LaunchSpec(**{"model": "M", "python": "py", **kw})
 
 
 def value(argv: list[str], flag: str) -> str:
@@ -94,7 +94,7 @@ def test_a_router_without_the_policy_is_refused_before_anything_starts() -> None
 @pytest.mark.parametrize(("transfer", "bootstrap"), [("nixl", False), ("mooncake", True)])
 def test_pd_fleet_renders_roles_unique_transfer_ports_and_the_routers_pd_flags(
         transfer: str, bootstrap: bool) -> None:
-    pd = Disaggregation(prefill=2, decode=1, transfer=transfer)  # type: ignore[arg-type]
+    pd = Disaggregation(prefill=2, decode=1, transfer=transfer)
     run = FleetLaunch("vllm", spec(), router="vllm-router", disaggregation=pd,
                       router_python="/r/bin/python", progress=None)
     labels = [label for label, _ in run.commands()]

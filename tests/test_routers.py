@@ -9,7 +9,8 @@ import pytest
 
 from unillm.engine_env import install_plan
 from unillm.errors import InvalidOptions, UnsupportedFeature
-from unillm.routers import POLICIES, ROUTERS, PrefillWorker, RouterSpec, get_router
+from unillm.routers import ROUTERS, PrefillWorker, RouterSpec, get_router
+from unillm.routing import POLICIES
 
 WORKERS = ("http://127.0.0.1:8001", "http://127.0.0.1:8002")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -66,7 +67,7 @@ def test_same_key_same_replica_and_bounded_load_spills_over() -> None:
         router.begin(i, 0.0)
         placed.append(i)
     counts = Counter(placed)
-    assert counts[first] == max(counts.values())
+    assert first is not None and counts[first] == max(counts.values())
     assert len(counts) > 1
     assert max(counts.values()) <= 1.25 * 9 / 3 + 1
 
@@ -171,6 +172,6 @@ def test_prefix_key_of_content_parts_reads_text_and_image_url_ends() -> None:
     assert key("What is in this picture?", image) != key("Describe it.", image)
     call = {"role": "assistant", "content": None,
             "tool_calls": [{"id": "1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
-    with_call = [{"role": "user", "content": "hi"}, call,
+    with_call: list[dict[str, Any]] = [{"role": "user", "content": "hi"}, call,
                  {"role": "tool", "tool_call_id": "1", "content": "ok"}]
     assert router.key_for(make_request(None, with_call, None, {}, stream=False)) is not None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -177,7 +178,10 @@ def test_labelled_files_are_validated(tmp_path: Path) -> None:
 def test_the_committed_labelled_set_covers_six_routes_with_200_prompts() -> None:
     samples = load_samples(ROOT / "tests" / "data" / "routing_labelled.jsonl")
     assert len(samples) >= 200 and len({s.route for s in samples}) >= 5
-    import tomllib  # the example routes must not contain evaluation prompts
+    if sys.version_info >= (3, 11):  # the example routes must not contain evaluation prompts
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
 
     routes = tomllib.loads((ROOT / "examples" / "routes.toml").read_text())["router"]["routes"]
     utterances = {u for r in routes for u in r["utterances"]}
@@ -340,7 +344,9 @@ async def test_each_decision_is_recorded_on_the_opentelemetry_span(
     routed = [dict(span.attributes or {}) for span in spans.get_finished_spans()]
     assert [(a["unillm.route.name"], a["unillm.route.reason"]) for a in routed] == [
         ("code", "matched"), ("chat", "matched")]
-    assert all(a["unillm.route.decision_seconds"] > 0 and "unillm.route.score" in a for a in routed)
+    seconds = [a["unillm.route.decision_seconds"] for a in routed]
+    assert all(isinstance(s, float) and s > 0 for s in seconds)
+    assert all("unillm.route.score" in a for a in routed)
 
 
 async def test_streams_are_routed_too(
@@ -440,8 +446,9 @@ async def test_azure_embedder_sends_the_api_key_header_and_api_version() -> None
 
 
 async def test_routing_text_is_the_last_user_message_by_default() -> None:
-    messages = [{"role": "user", "content": "first"}, {"role": "assistant", "content": "ok"},
-                {"role": "user", "content": [{"type": "text", "text": "second"}]}]
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "first"}, {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": [{"type": "text", "text": "second"}]}]
     assert routing_text(None, messages) == "second"
     assert routing_text(None, messages, "user") == "first\nsecond"
     with pytest.raises(unillm.InvalidOptions, match="no last user text"):

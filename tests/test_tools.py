@@ -264,7 +264,7 @@ def test_image_sources_that_cannot_be_read_are_refused(tmp_path: Path) -> None:
 def test_a_conversation_with_tool_calls_and_results_goes_out_in_openai_shape() -> None:
     tools = to_tools([add])
     call = validate_call("c9", "add", '{"a": 1}', tools)
-    messages = [*ASK, {"role": "assistant", "content": None, "tool_calls": [call]},
+    messages: list[dict[str, Any]] = [*ASK, {"role": "assistant", "content": None, "tool_calls": [call]},
                 {"role": "tool", "tool_call_id": "c9", "content": "3"}]
     body = FakeAdapter().build(make_request(None, messages, None, {}, stream=False), INFO).json or {}
     assert body["messages"][1] == {"role": "assistant", "content": None, "tool_calls": [

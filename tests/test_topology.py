@@ -15,7 +15,7 @@ from unillm.supervisor import Launch
 
 
 def spec(**kw: object) -> LaunchSpec:
-    return LaunchSpec(**{"model": "M", "port": 8000, "api_key": None, "python": "py", **kw})  # type: ignore[arg-type]
+    return LaunchSpec(**{"model": "M", "port": 8000, "api_key": None, "python": "py", **kw})
 
 
 def value(argv: list[str], flag: str) -> str:
@@ -62,7 +62,7 @@ def test_sglang_nodes_use_its_dist_init_address() -> None:
 @pytest.mark.parametrize(("role", "kv_role"), [("prefill", "kv_producer"), ("decode", "kv_consumer")])
 def test_vllm_pd_roles_become_kv_transfer_config_and_a_port_per_worker(
         transfer: str, connector: str, env: str, role: str, kv_role: str) -> None:
-    cmd = get_adapter("vllm").command(spec(pd=PDRole(role=role, transfer=transfer, port=5601)))  # type: ignore[arg-type]
+    cmd = get_adapter("vllm").command(spec(pd=PDRole(role=role, transfer=transfer, port=5601)))
     assert json.loads(value(cmd.argv, "--kv-transfer-config")) == {"kv_connector": connector,
                                                                     "kv_role": kv_role}
     assert cmd.env[env] == "5601"

@@ -41,7 +41,7 @@ def after_module(cmd: LaunchCommand) -> list[str]:
 
 def pd_fleet(router: str, transfer: str = "nixl", engine: str = "vllm") -> FleetLaunch:
     return FleetLaunch(engine, spec(), router=router, router_python="py", progress=None,
-                       disaggregation=Disaggregation(prefill=2, decode=2, transfer=transfer))  # type: ignore[arg-type]
+                       disaggregation=Disaggregation(prefill=2, decode=2, transfer=transfer))
 
 
 def verdicts(python: Path | None, checker: Path, cases: dict[str, Any], *args: str) -> dict[str, str]:

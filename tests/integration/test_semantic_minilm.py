@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import tomllib
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the look-alike endpoint
 from embedding_server import EmbeddingServer
@@ -21,6 +20,11 @@ import unillm
 from unillm.semantic import EngineEmbedder, OpenAIEmbedder, Route, SemanticRouter, evaluate, load_samples
 from unillm.testing.embedding_model import build_embedding_model
 from unillm.testing.engines import RunningEngine
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 ROOT = Path(__file__).resolve().parents[2]

@@ -40,8 +40,8 @@ async def test_generate_from_chat_messages_uses_the_chat_template(llm: unillm.LL
 @pytest.mark.parametrize("kind", ["prompt", "chat"])
 async def test_stream_deltas_concatenate_to_the_greedy_generate_text(llm: unillm.LLM, kind: str) -> None:
     args = {"prompt": PROMPT} if kind == "prompt" else {"messages": CHAT}
-    whole = await llm.generate(**args, max_tokens=24, temperature=0)  # type: ignore[arg-type]
-    deltas = [d async for d in llm.stream(**args, max_tokens=24, temperature=0)]  # type: ignore[arg-type]
+    whole = await llm.generate(**args, max_tokens=24, temperature=0)
+    deltas = [d async for d in llm.stream(**args, max_tokens=24, temperature=0)]
     assert "".join(d.text for d in deltas) == whole.text
     last = final_delta(deltas)  # the only delta with usage and timings
     assert last.usage == whole.usage and last.finish_reason == "length"
@@ -73,7 +73,7 @@ async def test_seed_makes_sampling_repeatable(llm: unillm.LLM) -> None:
 @pytest.mark.parametrize("kind", ["prompt", "chat"])
 async def test_logprobs_come_back_per_token_with_top_alternatives(llm: unillm.LLM, kind: str) -> None:
     args = {"prompt": PROMPT} if kind == "prompt" else {"messages": CHAT}
-    r = await llm.generate(**args, max_tokens=4, temperature=0, top_logprobs=3)  # type: ignore[arg-type]
+    r = await llm.generate(**args, max_tokens=4, temperature=0, top_logprobs=3)
     assert r.logprobs is not None and len(r.logprobs) == 4
     for t in r.logprobs:
         assert t.logprob <= 0 and len(t.top) >= 3

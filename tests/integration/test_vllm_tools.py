@@ -71,7 +71,7 @@ class Small(BaseModel):
 async def test_streamed_tool_calls_join_to_the_non_streamed_calls(llm: unillm.LLM, choice: str) -> None:
     tool = {"type": "function", "function": {"name": "add", "parameters": Small.model_json_schema()}}
     args = {"messages": ASK, "tools": [tool], "tool_choice": choice, "max_tokens": 40, "temperature": 0}
-    whole = await llm.generate(**args)  # type: ignore[arg-type]
+    whole = await llm.generate(**args)  # type: ignore[call-overload]
     async with llm.stream(**args) as stream:  # type: ignore[arg-type]
         deltas = [d async for d in stream]
     pieces = [c for d in deltas for c in d.tool_calls or ()]

@@ -7,26 +7,28 @@ import random
 from pathlib import Path
 from typing import Any
 
-import mlx.core as mx
 import numpy as np
 import pytest
-from safetensors.numpy import load_file
-from transformers import PreTrainedTokenizerFast
-from unillm_mlx.grammar import (
+
+mx = pytest.importorskip("mlx.core", reason="mlx-lm is not installed: pip install 'unillm-mlx[inprocess]' "
+                         "(this adapter's dev extra; ./run setup installs it)")
+from safetensors.numpy import load_file  # noqa: E402
+from transformers import PreTrainedTokenizerFast  # noqa: E402
+from unillm_mlx.grammar import (  # noqa: E402
     ConstraintError,
     GrammarProcessor,
     compile_constraint,
     strict_schema,
     tokenizer_for,
 )
-from unillm_mlx.peft import convert_peft_adapter, is_peft_adapter
+from unillm_mlx.peft import convert_peft_adapter, is_peft_adapter  # noqa: E402
 
-from unillm.testing.tiny_model import TinyModel
+from unillm.testing.tiny_model import TinyModel  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def lltok(tiny: TinyModel) -> Any:
-    hf = PreTrainedTokenizerFast(tokenizer_file=str(tiny.path / "tokenizer.json"),  # type: ignore[no-untyped-call]
+    hf = PreTrainedTokenizerFast(tokenizer_file=str(tiny.path / "tokenizer.json"),
                                  eos_token="</s>")
     return tokenizer_for(hf, tiny.vocab_size)
 

@@ -36,10 +36,10 @@ async def test_mlx_inproc_named_and_required_tool_calls_are_valid_and_stream_ali
         assert isinstance(call.parsed, GetWeather) and named.finish_reason == "tool_calls"
         args = {"messages": ASK, "tools": [GetWeather, add], "tool_choice": "required",
                 "max_tokens": 48, "temperature": 0}
-        required = await llm.generate(**args)  # type: ignore[arg-type]
+        required = await llm.generate(**args)
         (call,) = required.tool_calls
         assert call.name in ("GetWeather", "add") and call.valid, call
-        async with llm.stream(**args) as stream:  # type: ignore[arg-type]
+        async with llm.stream(**args) as stream:
             async for _ in stream:
                 pass
         assert [(c.name, c.arguments) for c in stream.tool_calls] == [(call.name, call.arguments)]

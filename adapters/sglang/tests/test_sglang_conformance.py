@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from types import MappingProxyType
+from typing import Any, ClassVar
 
 from unillm_sglang import SGLangAdapter, SGLangInfo
 
@@ -45,6 +47,9 @@ ERROR_BODIES = {status: json.dumps({"object": "error", "message": message, "type
 
 
 class TestSGLangConformance(AdapterConformance):
+    answer_body: ClassVar[Any]
+    stream_events: ClassVar[Sequence[str]]
+
     adapter = SGLangAdapter()
     info = SGLangInfo(engine="sglang", model=MODEL, version="0.5.23", served_names=(MODEL,),
                       lora_enabled=True)

@@ -93,7 +93,7 @@ TOOL_VARIANTS: dict[str, dict[str, Any]] = {
     "named": {"tools": TOOLS, "tool_choice": "add", "stream": True},
     "none": {"tools": TOOLS, "tool_choice": "none"},
 }
-CONVERSATION = [
+CONVERSATION: list[dict[str, Any]] = [
     {"role": "user", "content": ["What is on this picture?", Image(bytes.fromhex("89504e470d0a1a0a"))]},
     {"role": "assistant", "content": None, "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'}}]},

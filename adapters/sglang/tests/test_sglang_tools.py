@@ -47,7 +47,7 @@ async def test_sglang_forced_calls_are_valid_and_stream_like_the_whole_answer(
         assert isinstance(named.tool_calls[0].parsed, GetWeather), named.tool_calls
         args = {"messages": ASK, "tools": [GetWeather, add], "tool_choice": "required",
                 "max_tokens": 48, "temperature": 0}
-        whole = await llm.generate(**args)  # type: ignore[arg-type]
+        whole = await llm.generate(**args)  # type: ignore[call-overload]
         (call,) = whole.tool_calls
         assert call.valid and call.name in ("GetWeather", "add"), call
         async with llm.stream(**args) as stream:  # type: ignore[arg-type]

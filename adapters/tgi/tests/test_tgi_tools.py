@@ -43,7 +43,7 @@ def add(a: int, b: int) -> int:
 
 CALL = {"id": "0", "type": "function", "function": {"name": "GetWeather",
                                                      "arguments": '{"place": {"city": "Rome"}}'}}
-CONVERSATION = [*ASK, {"role": "assistant", "content": None, "tool_calls": [CALL]},
+CONVERSATION: list[dict[str, Any]] = [*ASK, {"role": "assistant", "content": None, "tool_calls": [CALL]},
                 {"role": "tool", "tool_call_id": "0", "content": "18 C"}]
 
 

@@ -104,7 +104,8 @@ def live(vllm_server: RunningEngine) -> TestVLLMConformance:
         "stream_text": text,  # greedy: the stream spells the same answer
         "error_bodies": {status: r.content for status, r in errors.items()},
     })
-    return kit()
+    live: TestVLLMConformance = kit()
+    return live
 
 
 def test_real_vllm_answer_parses(live: TestVLLMConformance) -> None:
