@@ -1,8 +1,9 @@
 """Conformance checks every engine adapter passes: subclass :class:`AdapterConformance` in its tests.
 
 Fill in canned engine answers (recorded from the real engine where you can) and pytest runs the
-shared checks: request building, parsing, SSE decoding, error mapping, declared features, masked
-secrets, and no I/O in the translation methods::
+shared checks: request building, parsing and SSE decoding (handed the call ``build`` made, as the
+core does, and without it), error mapping, declared features, masked secrets, and no I/O in the
+translation methods::
 
     from unillm.testing.conformance import AdapterConformance, openai_error
 
