@@ -205,3 +205,13 @@ async def test_readiness_path_answers_without_the_key(llamacpp_server: RunningEn
         models = await client.get(llamacpp_server.base_url + "/v1/models")
     assert health.status_code == 200 and health.json()["info"]["version"] == "0.3.36"
     assert models.status_code == 401
+
+
+async def test_logprobs_on_prompts_and_chat(llamacpp_server: RunningEngine) -> None:
+    async with llamacpp_server.connect() as llm:
+        r = await llm.generate(PROMPT, max_tokens=3, temperature=0, logprobs=True, top_logprobs=2)
+        c = await llm.generate(messages=CHAT, max_tokens=3, temperature=0, logprobs=True)
+    prompt_lp, chat_lp = r.choices[0].logprobs, c.choices[0].logprobs
+    assert prompt_lp is not None and len(prompt_lp) == 3 and all(len(t.top) == 2 for t in prompt_lp)
+    assert "".join(t.token for t in prompt_lp) == r.text
+    assert chat_lp is not None and len(chat_lp) == 3 and all(t.logprob <= 0 for t in chat_lp)

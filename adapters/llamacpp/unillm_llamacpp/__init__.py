@@ -204,6 +204,8 @@ class LlamaCppAdapter(OpenAICompatAdapter):
         call = super().build(request, info)
         body = dict(call.json or {})
         body.pop("stream_options", None)  # not a field of its request models
+        if request.logprobs and request.messages is not None:
+            body.setdefault("top_logprobs", 0)  # chat logprobs are computed only with top_logprobs set
         return HttpCall(call.method, call.path, body, call.stream)
 
     def parse_error(
