@@ -167,6 +167,18 @@ def test_choice_gbnf_escapes_quotes_and_newlines() -> None:
     assert re.fullmatch(r'root ::= "say \\x22hi\\x22" \| "two\\x0Alines"', grammar), grammar
 
 
-def test_check_gbnf_reports_why() -> None:
-    with pytest.raises(GrammarError, match="root"):
-        check_gbnf('start ::= "a"')
+@pytest.mark.parametrize(("grammar", "why"), [
+    ('start ::= "a"', "named root"),
+    ('root ::= "a', "not valid GBNF"),
+    ("root ::= other", "not"),
+    ('root ::= my_rule\nmy_rule ::= "a"', "letters, digits and '-'"),
+    ('root ::= root "a" | "b"', "left-recursive"),
+    ('root ::= e? x\nx ::= "" | root "a"\ne ::= "e"', "left-recursive"),
+])
+def test_check_gbnf_refuses_what_llama_cpp_rejects(grammar: str, why: str) -> None:
+    with pytest.raises(GrammarError, match=why):
+        check_gbnf(grammar)
+
+
+def test_check_gbnf_accepts_comments_groups_repetition_and_right_recursion() -> None:
+    check_gbnf('# sums\nroot ::= "(" expr ")" # one\nexpr ::= num ("+" expr)?\nnum ::= [0-9]{1,2} | "x"*')

@@ -33,7 +33,6 @@ _CATEGORIES = {"CATEGORY_DIGIT": (_DIGIT, False), "CATEGORY_NOT_DIGIT": (_DIGIT,
                "CATEGORY_WORD": (_WORD, False), "CATEGORY_NOT_WORD": (_WORD, True),
                "CATEGORY_SPACE": (_SPACE, False), "CATEGORY_NOT_SPACE": (_SPACE, True)}
 _ANCHORS = {"AT_BEGINNING", "AT_BEGINNING_STRING", "AT_END", "AT_END_STRING"}
-_RULE_NAME = re.compile(r"^\s*([A-Za-z0-9-]+)\s*::=", re.MULTILINE)
 
 
 class GrammarError(ValueError):
@@ -149,16 +148,16 @@ def _in(items: Sequence[tuple[Any, Any]]) -> str:
 
 
 def check_gbnf(text: str) -> None:
-    """Raise GrammarError unless ``text`` is a GBNF grammar with a ``root`` rule that parses.
+    """Raise GrammarError unless llama.cpp can parse ``text``: GBNF with a ``root`` rule.
 
-    The grammar is translated to Lark and checked by llguidance (the grammar engine unillm uses
-    for MLX), and every rule used must be defined.
+    The syntax is checked by llguidance (the grammar engine unillm uses for MLX), after
+    translating to Lark; llama.cpp's own limits are checked here: rule names of letters, digits
+    and ``-`` only, every rule used is defined, and no rule is left-recursive.
     """
     from llguidance import LLMatcher
     from llguidance.gbnf_to_lark import gbnf_to_lark
 
-    defined = set(_RULE_NAME.findall(text))
-    if "root" not in defined:
+    if not re.search(r"(?m)^\s*root\s*::=", text):
         raise GrammarError("a GBNF grammar needs a rule named root (root ::= ...)")
     try:
         lark = gbnf_to_lark(text)
@@ -167,3 +166,98 @@ def check_gbnf(text: str) -> None:
     error = LLMatcher.validate_grammar(LLMatcher.grammar_from_lark(lark))
     if error:
         raise GrammarError(f"not valid GBNF: {error}")
+    _check_rules(_rules(text))
+
+
+_TOKEN = re.compile(r"""\s+|\#[^\n]*|"(?:\\.|[^"\\])*"|\[(?:\\.|[^\]\\])*\]|::=|\{[0-9, ]*\}
+                        |[A-Za-z0-9_-]+|[()|*+?.]|.""", re.VERBOSE | re.DOTALL)
+Item = tuple[str, Any]  # ("name", rule) | ("group", alternatives) | ("text", nullable)
+
+
+def _rules(text: str) -> dict[str, list[list[Item]]]:
+    """The rules of a GBNF grammar whose syntax llguidance accepted: name -> alternatives."""
+    tokens = [t for t in _TOKEN.findall(text) if t.strip() and not t.startswith("#")]
+    starts = [i for i in range(len(tokens) - 1) if tokens[i + 1] == "::="]
+    rules: dict[str, list[list[Item]]] = {}
+    for n, start in enumerate(starts):
+        name, body = tokens[start], tokens[start + 2:starts[n + 1] if n + 1 < len(starts) else len(tokens)]
+        if not re.fullmatch(r"[A-Za-z0-9-]+", name):
+            raise GrammarError(f"rule name {name!r}: llama.cpp allows letters, digits and '-' only")
+        alternatives, rest = _alternatives(body)
+        if rest:
+            raise GrammarError(f"rule {name!r}: unexpected {rest[0]!r}")
+        rules[name] = alternatives
+    return rules
+
+
+def _alternatives(tokens: list[str]) -> tuple[list[list[Item]], list[str]]:
+    alternatives: list[list[Item]] = [[]]
+    while tokens and tokens[0] != ")":
+        token, tokens = tokens[0], tokens[1:]
+        item: Item
+        if token == "|":
+            alternatives.append([])
+            continue
+        if token == "(":
+            inner, tokens = _alternatives(tokens)
+            tokens = tokens[1:]  # ")"
+            item = ("group", inner)
+        elif token[0] in "\"[.":  # a literal, a character class or any character
+            item = ("text", token == '""')
+        elif re.fullmatch(r"[A-Za-z0-9_-]+", token):
+            if "_" in token:
+                raise GrammarError(f"rule name {token!r}: llama.cpp allows letters, digits and '-' only")
+            item = ("name", token)
+        else:
+            raise GrammarError(f"unexpected {token!r}")
+        while tokens and (tokens[0] in ("*", "?", "+") or tokens[0].startswith("{")):
+            quantifier, tokens = tokens[0], tokens[1:]
+            if quantifier in ("*", "?") or re.match(r"\{\s*0", quantifier):
+                item = ("group", [[item], []])  # may be empty
+        alternatives[-1].append(item)
+    return alternatives, tokens
+
+
+def _check_rules(rules: dict[str, list[list[Item]]]) -> None:
+    if "root" not in rules:
+        raise GrammarError("a GBNF grammar needs a rule named root (root ::= ...)")
+    nullable: set[str] = set()
+
+    def can_be_empty(item: Item) -> bool:
+        kind, value = item
+        if kind == "name":
+            return bool(value in nullable)
+        if kind == "group":
+            return any(all(can_be_empty(i) for i in alt) for alt in value)
+        return bool(value)
+
+    changed = True
+    while changed:
+        before = len(nullable)
+        nullable |= {n for n, alts in rules.items() if any(all(can_be_empty(i) for i in a) for a in alts)}
+        changed = len(nullable) != before
+
+    def leftmost(alternatives: list[list[Item]]) -> set[str]:
+        names: set[str] = set()
+        for alt in alternatives:
+            for kind, value in alt:
+                if kind == "name":
+                    if value not in rules:
+                        raise GrammarError(f"rule {value!r} is used but not defined")
+                    names.add(value)
+                elif kind == "group":
+                    names |= leftmost(value)
+                if not can_be_empty((kind, value)):
+                    break
+        return names
+
+    edges = {name: leftmost(alts) for name, alts in rules.items()}
+    for name in rules:
+        seen, todo = set(), list(edges[name])
+        while todo:
+            current = todo.pop()
+            if current == name:
+                raise GrammarError(f"rule {name!r} is left-recursive, which llama.cpp rejects")
+            if current not in seen:
+                seen.add(current)
+                todo += edges[current]
