@@ -3,7 +3,7 @@
     python adapters/llamacpp/tests/record_wire.py     # launches the tiny model, records, stops
 
 Records the completions answer to "Hi", a streamed chat answer to "Hi", and the error bodies the
-server really sends (400 context overflow, 400 grammar guard, 401 wrong key, 500 validation).
+server really sends (400 context overflow, 400 grammar guard, 401 wrong key, 500 for a validation error).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def record(base: str, key: str) -> None:
             "400-grammar": client.post("/v1/completions", json={"prompt": "Hi", "grammar": 'root ::= "a'}),
             "401": httpx.post(base + "/v1/completions", json={"prompt": "Hi"},
                               headers={"Authorization": "Bearer wrong"}),
-            "500": client.post("/v1/completions", json={"prompt": "Hi", "top_p": 7}),
+            "500-validation": client.post("/v1/completions", json={"prompt": "Hi", "top_p": 7}),
         }
     bodies = {name: {"status": r.status_code, "body": r.text} for name, r in errors.items()}
     (DATA / "llamacpp_errors.json").write_text(json.dumps(bodies, indent=1) + "\n")

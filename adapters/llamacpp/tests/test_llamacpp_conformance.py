@@ -1,7 +1,7 @@
 """llama.cpp passes unillm's adapter conformance kit, with answers recorded from a real
 llama-cpp-python 0.3.36 server (``record_wire.py``): a completion, a streamed chat, and the error
-bodies it sends (400 context overflow, 401, 500 for a request that fails validation). Statuses the
-server has no recorded answer for reuse its ``{"error": {"message": ...}}`` layout.
+bodies it sends (400 context overflow, 400 from the grammar guard, 401, and 500 for a request that
+fails validation, which unillm maps to InvalidRequest). Other statuses reuse its error layout.
 """
 
 from __future__ import annotations
@@ -19,8 +19,12 @@ from unillm.testing.conformance import ERROR_STATUSES, SECRET, AdapterConformanc
 
 DATA = Path(__file__).parent / "data"
 RECORDED = json.loads((DATA / "llamacpp_errors.json").read_text())
+# An internal error in the layout of its error handler (what a failing llama_decode answers).
+INTERNAL = json.dumps({"error": {"message": "llama_decode returned -3", "type": "internal_server_error",
+                                 "param": None, "code": None}}).encode()
 ERROR_BODIES = {status: RECORDED[str(status)]["body"].encode() if str(status) in RECORDED
-                else openai_error(f"failed with {status}", status) for status in ERROR_STATUSES}
+                else INTERNAL if status == 500 else openai_error(f"failed with {status}", status)
+                for status in ERROR_STATUSES}
 ANSWER = json.loads((DATA / "llamacpp_completion.json").read_text())
 STREAM = sse_payloads((DATA / "llamacpp_chat_stream.sse").read_text())
 INFO = LlamaCppInfo(engine="llamacpp", model="tiny", version="0.3.36", aliases=("tiny",))
@@ -44,10 +48,10 @@ class TestLlamaCppConformance(AdapterConformance):
 
 def test_the_recorded_errors_have_the_statuses_the_kit_expects() -> None:
     assert {name: r["status"] for name, r in RECORDED.items()} == {
-        "400": 400, "400-grammar": 400, "401": 401, "500": 500}
+        "400": 400, "400-grammar": 400, "401": 401, "500-validation": 500}
     adapter = LlamaCppAdapter()
     for name, typed in (("400", InvalidRequest), ("400-grammar", InvalidRequest), ("401", Unauthorized),
-                        ("500", InvalidRequest)):
+                        ("500-validation", InvalidRequest)):
         error = adapter.parse_error(RECORDED[name]["status"], RECORDED[name]["body"].encode(), None, INFO)
         assert isinstance(error, typed), (name, error)
         assert error.engine_message

@@ -10,6 +10,7 @@ import pytest
 from pydantic import SecretStr
 from unillm_llamacpp import ENGINE_PACKAGE, LlamaCppAdapter, LlamaCppInfo
 from unillm_llamacpp.grammar import GrammarError, check_gbnf, choice_gbnf, regex_gbnf
+from unillm_llamacpp.schema import SchemaNotEnforced, server_schema
 from unillm_llamacpp.serve import API_KEY_ENV, SERVER_MAIN
 
 import unillm
@@ -182,3 +183,45 @@ def test_check_gbnf_refuses_what_llama_cpp_rejects(grammar: str, why: str) -> No
 
 def test_check_gbnf_accepts_comments_groups_repetition_and_right_recursion() -> None:
     check_gbnf('# sums\nroot ::= "(" expr ")" # one\nexpr ::= num ("+" expr)?\nnum ::= [0-9]{1,2} | "x"*')
+
+
+# -- JSON schemas as the server enforces them -------------------------------------------------
+def test_bounded_integers_are_sent_as_enums_and_the_rest_untouched() -> None:
+    schema = {"type": "object", "properties": {
+        "n": {"type": "integer", "minimum": 1, "maximum": 3},
+        "k": {"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 10, "multipleOf": 3},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 4}, "maxItems": 2}},
+        "$defs": {"d": {"type": "integer", "minimum": 0, "maximum": 1}}}
+    sent = server_schema(schema)
+    assert sent["properties"]["n"] == {"enum": [1, 2, 3]}
+    assert sent["properties"]["k"] == {"enum": [3, 6, 9]}
+    assert sent["properties"]["tags"] == schema["properties"]["tags"]  # type: ignore[index]
+    assert sent["$defs"]["d"] == {"enum": [0, 1]}
+
+
+@pytest.mark.parametrize(("schema", "why"), [
+    ({"type": "number", "minimum": 0.5}, "non-integer"),
+    ({"type": "integer", "minimum": 0}, "both a minimum and a maximum"),
+    ({"type": "integer", "minimum": 0, "maximum": 10**6}, "both a minimum and a maximum"),
+    ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "uniqueItems"),
+    ({"type": "string", "pattern": "[0-9]+"}, "anchored"),
+    ({"type": "string", "format": "email"}, "format"),
+    ({"not": {"type": "null"}}, "'not'"),
+])
+def test_keywords_the_converter_ignores_are_refused(schema: dict[str, Any], why: str) -> None:
+    with pytest.raises(SchemaNotEnforced, match=why):
+        server_schema({"type": "object", "properties": {"x": schema}})
+    with pytest.raises(UnsupportedFeature) as e:
+        ADAPTER.build(req(None, output={"type": "object", "properties": {"x": schema}}), INFO)
+    assert e.value.feature == Feature.JSON_SCHEMA.value and "Grammar" in e.value.alternative
+
+
+def test_a_pydantic_model_with_bounds_goes_as_enums() -> None:
+    from pydantic import BaseModel, Field
+
+    class Ticket(BaseModel):
+        eta_days: int = Field(ge=0, le=30)
+
+    body = ADAPTER.build(req(None, output=Ticket), INFO).json
+    assert body is not None
+    assert body["response_format"]["schema"]["properties"]["eta_days"]["enum"] == list(range(31))

@@ -93,8 +93,9 @@ class LlamaCppAdapter(OpenAICompatAdapter):
             Feature.FREQUENCY_PENALTY, Feature.SEED, Feature.STOP, Feature.LOGPROBS, Feature.SPEC_NGRAM,
             Feature.TOKENIZE)}
         features[Feature.JSON_SCHEMA] = Support(
-            why="with chat messages (response_format, converted to GBNF by the server); a prompt "
-                "with a JSON schema is refused")
+            why="with chat messages (response_format, converted to GBNF by the server); bounded "
+                "integers are sent as enums; a prompt with a schema, and keywords the server's "
+                "converter ignores (number bounds, uniqueItems, not, ...), are refused")
         features[Feature.REGEX] = Support(
             why="unillm translates the regex to GBNF; lookarounds, backreferences and word "
                 "boundaries are refused")
@@ -173,7 +174,16 @@ class LlamaCppAdapter(OpenAICompatAdapter):
         )
 
         if isinstance(output, JsonSchema):
-            return {"response_format": {"type": "json_object", "schema": dict(output.schema)}}
+            from unillm_llamacpp.schema import SchemaNotEnforced, server_schema
+
+            try:
+                schema = server_schema(dict(output.schema))
+            except SchemaNotEnforced as e:
+                raise UnsupportedFeature(
+                    self.name, Feature.JSON_SCHEMA.value, version=info.version, why=str(e),
+                    alternative="Drop that keyword (unillm still validates the answer against your "
+                                "schema), or pass a GBNF unillm.Grammar") from None
+            return {"response_format": {"type": "json_object", "schema": schema}}
         if isinstance(output, Regex):
             try:
                 return {"grammar": regex_gbnf(output.pattern)}
@@ -239,7 +249,7 @@ class LlamaCppAdapter(OpenAICompatAdapter):
         The same CPU build with ``gpu=True``: a CUDA build needs ``CMAKE_ARGS="-DGGML_CUDA=on"``
         at compile time; install that yourself and pass ``python=<its interpreter>``.
         """
-        return EngineInstall(packages=(ENGINE_PACKAGE,))
+        return EngineInstall(packages=(ENGINE_PACKAGE,), python="3.11")
 
     def command(self, spec: LaunchSpec) -> LaunchCommand:
         """``python -c SERVER_MAIN <settings>``: llama-cpp-python's server app (see ``serve``)."""
