@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 ENTRY_POINT_GROUP = "unillm.adapters"
 # Engines whose adapter ships with unillm, each installed by the extra of the same name.
-FIRST_PARTY_ENGINES = ("vllm", "sglang", "tgi", "mlx")
+FIRST_PARTY_ENGINES = ("vllm", "sglang", "tgi", "mlx", "llamacpp")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,93 @@
+"""JSON schemas as llama-cpp-python's server enforces them (pure).
+
+The server turns ``response_format``'s schema into GBNF with llama.cpp's converter, which
+enforces structure, enums, string lengths, anchored patterns and array sizes, but *ignores*
+number bounds and several other keywords. So, before sending:
+
+* an integer with both bounds (``Field(ge=0, le=30)``) becomes an ``enum`` of its values
+  (up to :data:`MAX_INT_CHOICES`), which the converter enforces exactly;
+* every keyword it would ignore raises :class:`SchemaNotEnforced` (a typed refusal upstream).
+
+    server_schema({"type": "integer", "minimum": 1, "maximum": 3})   # {"enum": [1, 2, 3]}
+
+Answers are still validated against the caller's own schema.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["MAX_INT_CHOICES", "SchemaNotEnforced", "server_schema"]
+
+MAX_INT_CHOICES = 1000
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+_IGNORED = ("minProperties", "maxProperties", "not", "if", "then", "else", "patternProperties",
+            "propertyNames", "contains", "minContains", "maxContains", "dependentRequired",
+            "dependentSchemas", "unevaluatedProperties", "unevaluatedItems")
+_FORMATS = ("date", "time", "date-time", "uuid", "uuid1", "uuid2", "uuid3", "uuid4", "uuid5")
+_SUBSCHEMA_MAPS = ("properties", "$defs", "definitions")
+_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+
+
+class SchemaNotEnforced(ValueError):
+    """A schema keyword llama-cpp-python's converter would silently ignore."""
+
+
+def server_schema(schema: Any) -> Any:
+    """``schema`` rewritten so that the server enforces all of it (raises SchemaNotEnforced)."""
+    if isinstance(schema, list):
+        return [server_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    for key in _IGNORED:
+        if key in out:
+            raise SchemaNotEnforced(f"{key!r} is not enforced by llama-cpp-python's schema converter")
+    if out.get("uniqueItems"):
+        raise SchemaNotEnforced("'uniqueItems' is not enforced by llama-cpp-python's schema converter")
+    if any(key in out for key in _BOUNDS):
+        out = _bounded(out)
+    if "pattern" in out:
+        pattern = str(out["pattern"])
+        if not (pattern.startswith("^") and pattern.endswith("$")):
+            raise SchemaNotEnforced(f"pattern {pattern!r}: the converter takes only patterns anchored "
+                                    "with ^ and $")
+        if "minLength" in out or "maxLength" in out:
+            raise SchemaNotEnforced("a string with both a pattern and a length: the converter keeps "
+                                    "only the pattern")
+    if out.get("type") == "string" and "format" in out and out["format"] not in _FORMATS:
+        raise SchemaNotEnforced(f"string format {out['format']!r} is not enforced by the converter")
+    for key in _SUBSCHEMA_MAPS:
+        if isinstance(out.get(key), dict):
+            out[key] = {name: server_schema(s) for name, s in out[key].items()}
+    for key in _SUBSCHEMA_LISTS:
+        if isinstance(out.get(key), list):
+            out[key] = [server_schema(s) for s in out[key]]
+    for key in ("items", "additionalProperties"):
+        if isinstance(out.get(key), (dict, list)):
+            out[key] = server_schema(out[key])
+    return out
+
+
+def _bounded(node: dict[str, Any]) -> dict[str, Any]:
+    """An integer with bounds as the enum of its values; other bounded numbers are refused."""
+    if node.get("type") != "integer":
+        raise SchemaNotEnforced("bounds on non-integer numbers (minimum, maximum, multipleOf) are not "
+                                "enforced by llama-cpp-python's schema converter")
+    low, high = node.get("minimum"), node.get("maximum")
+    above, below = node.get("exclusiveMinimum"), node.get("exclusiveMaximum")
+    if isinstance(above, int) and not isinstance(above, bool):
+        low = above + 1 if low is None else max(low, above + 1)
+    if isinstance(below, int) and not isinstance(below, bool):
+        high = below - 1 if high is None else min(high, below - 1)
+    if not isinstance(low, int) or not isinstance(high, int) or high - low + 1 > MAX_INT_CHOICES:
+        raise SchemaNotEnforced(f"integer bounds need both a minimum and a maximum at most "
+                                f"{MAX_INT_CHOICES} values apart (they become an enum)")
+    step = node.get("multipleOf", 1)
+    if not isinstance(step, int) or step < 1:
+        raise SchemaNotEnforced("a non-integer multipleOf is not enforced")
+    values = [v for v in range(low, high + 1) if v % step == 0]
+    if not values:
+        raise SchemaNotEnforced("the integer bounds admit no value")
+    rest = {k: v for k, v in node.items() if k not in (*_BOUNDS, "type")}
+    return {**rest, "enum": values}
