@@ -16,7 +16,7 @@ from unillm_llamacpp.serve import API_KEY_ENV, SERVER_MAIN
 import unillm
 from unillm.adapter import get_adapter
 from unillm.capabilities import Feature, check
-from unillm.errors import InvalidOptions, InvalidRequest, UnknownAdapter, UnsupportedFeature
+from unillm.errors import InvalidOptions, InvalidRequest, UnknownLora, UnsupportedFeature
 from unillm.launch_spec import LaunchSpec, Parallel, Speculative
 from unillm.options import OutputSpec, make_request
 
@@ -127,7 +127,7 @@ def test_lora_names_are_checked_against_the_served_names() -> None:
     body = ADAPTER.build(req(lora="sql"), INFO).json
     assert body is not None and body["model"] == "sql"
     for unknown in ("poem", "tiny"):
-        with pytest.raises(UnknownAdapter, match="default model"):
+        with pytest.raises(UnknownLora, match="default model"):
             ADAPTER.build(req(lora=unknown), INFO)
 
 

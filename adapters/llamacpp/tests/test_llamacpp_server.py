@@ -16,7 +16,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 import unillm
-from unillm.errors import InvalidOptions, InvalidRequest, Unauthorized, UnknownAdapter, UnsupportedFeature
+from unillm.errors import InvalidOptions, InvalidRequest, Unauthorized, UnknownLora, UnsupportedFeature
 from unillm.testing.engines import RunningEngine
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
@@ -138,7 +138,7 @@ async def test_typed_errors_for_bad_input(llamacpp_server: RunningEngine) -> Non
         with pytest.raises(UnsupportedFeature):
             await llm.generate(PROMPT, n=2, max_tokens=4)
         with pytest.raises(UnsupportedFeature):
-            await llm.adapters.load("x", "/tmp/x.gguf")
+            await llm.loras.load("x", "/tmp/x.gguf")
     async with unillm.connect("llamacpp", llamacpp_server.base_url, api_key="wrong") as stranger:
         with pytest.raises(Unauthorized):
             await stranger.generate(PROMPT, max_tokens=2)
@@ -152,7 +152,7 @@ async def test_lora_by_name_changes_greedy_output_and_unknown_names_are_refused(
         sql = await llm.generate(PROMPT, max_tokens=12, temperature=0, lora="sql")
         poem = await llm.generate(PROMPT, max_tokens=12, temperature=0, lora="poem")
         again = await llm.generate(PROMPT, max_tokens=12, temperature=0)
-        with pytest.raises(UnknownAdapter):
+        with pytest.raises(UnknownLora):
             await llm.generate(PROMPT, max_tokens=2, lora="nope")
     assert len({base.text, sql.text, poem.text}) == 3
     assert again.text == base.text
@@ -163,7 +163,7 @@ async def test_a_connected_client_learns_the_lora_names_from_the_server(
 ) -> None:
     async with unillm.connect("llamacpp", llamacpp_server.base_url, api_key=llamacpp_server.api_key) as llm:
         r = await llm.generate(PROMPT, max_tokens=4, temperature=0, lora="sql")
-        with pytest.raises(UnknownAdapter):
+        with pytest.raises(UnknownLora):
             await llm.generate(PROMPT, max_tokens=2, lora="nope")
     assert r.usage.completion_tokens == 4
 
