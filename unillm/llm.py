@@ -510,8 +510,8 @@ class Stream(ClosingStream):
                 if response.status_code >= 400:
                     await response.aread()
                     raise llm._error(response, request)
-            events = event_stream(response, llm.engine)
             self.started = True
+            events = event_stream(response, llm.engine)
             limited = deadline.limited
             try:
                 while True:
