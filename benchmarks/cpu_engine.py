@@ -49,8 +49,9 @@ async def vllm_target(url: str | None, model_path: str | None, *, max_num_seqs: 
 
     tiny = build_tiny_model()
     with tempfile.TemporaryDirectory(prefix="unillm-bench-") as d:
-        settings = cpu_launch_settings("vllm", tiny, Path(d), max_num_seqs=max_num_seqs, api_key=None)
+        settings = cpu_launch_settings("vllm", tiny, Path(d), max_num_seqs=max_num_seqs, api_key=None,
+                                       served_name=served_name)
         run = unillm.launch("vllm", **settings, log_path=Path(d) / "vllm.log")
         print(f"[bench] launching vLLM-CPU (max_num_seqs={max_num_seqs}) ...", file=sys.stderr)
         async with run:
-            yield Engine(run.base_url, str(tiny.path), settings["served_name"], run.command().render())
+            yield Engine(run.base_url, str(tiny.path), served_name, run.command().render())

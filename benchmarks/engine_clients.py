@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -217,8 +218,38 @@ class Worker:
                 self.proc.kill()
 
 
-def spread(values: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+def spread(values: list[float]) -> dict[str, Any]:
+    """Median, min-max, quartiles, and a distribution-free ~95% confidence interval of the median."""
+    ordered = sorted(values)
+    q1, _, q3 = statistics.quantiles(ordered, n=4) if len(ordered) > 1 else (ordered[0],) * 3
+    low, high = median_ci(ordered)
+    return {"median": statistics.median(ordered), "min": ordered[0], "max": ordered[-1],
+            "q1": q1, "q3": q3, "median_ci95": [low, high], "n": len(ordered)}
+
+
+def median_ci(ordered: list[float], level: float = 0.95) -> tuple[float, float]:
+    """The order statistics bracketing the median with at least ``level`` confidence (sign test).
+
+    With n paired rounds, the median lies between the k-th smallest and k-th largest value with
+    probability 1 - 2 P(Binomial(n, 1/2) < k); k is the largest that keeps that >= ``level``
+    (k = 1, the whole range, when n is too small for ``level``).
+    """
+    n = len(ordered)
+    k = 1  # the interval (k-th smallest, k-th largest) covers the median w.p. 1 - 2 P(B <= k - 1)
+    while k < (n + 1) // 2 and 1 - 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n >= level:
+        k += 1
+    return ordered[k - 1], ordered[n - k]
+
+
+def verdict(ratio: dict[str, Any], aim: float = 0.98) -> str:
+    """Whether paired rounds show the client at >= ``aim`` x httpx's throughput, below, or neither."""
+    low, high = ratio["median_ci95"]
+    if low >= aim:
+        return f">= {aim}x httpx (95% CI of the median {low:.3f}-{high:.3f})"
+    if high < aim:
+        return f"< {aim}x httpx (95% CI of the median {low:.3f}-{high:.3f})"
+    return (f"cannot tell at this spread (95% CI of the median {low:.3f}-{high:.3f} "
+            f"contains {aim}); add rounds or quiet the machine")
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -238,7 +269,9 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
                 for c in concurrencies:
                     order = clients[r % len(clients):] + clients[:r % len(clients)]
                     for n in order:
+                        load = os.getloadavg()[0]
                         result = await asyncio.to_thread(workers[n].run, args.requests, c, args.tokens)
+                        result["load_average_1m"] = [load, os.getloadavg()[0]]
                         runs[str(c)][n].append(result)
                         print(f"[bench] round {r + 1}/{args.rounds} c={c} {n}: "
                               f"{result['tokens_per_s']:.0f} tok/s, {result['client_cpu_us_per_token']:.0f} "
@@ -269,6 +302,11 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
     out["unillm_vs_httpx"] = {c: r["unillm"]["vs_httpx_paired"]["median"]
                               for c, r in out["results"].items()
                               if "vs_httpx_paired" in r.get("unillm", {})}
+    out["unillm_verdict"] = {c: verdict(r["unillm"]["vs_httpx_paired"])
+                             for c, r in out["results"].items()
+                             if "vs_httpx_paired" in r.get("unillm", {})}
+    out["load_average_1m_median"] = statistics.median(
+        x for per in runs.values() for rs in per.values() for r in rs for x in r["load_average_1m"])
     return out
 
 
@@ -306,6 +344,8 @@ def main() -> None:
             ratio_text = (f"{ratio['median']:.3f} ({ratio['min']:.2f}-{ratio['max']:.2f})" if ratio else "1")
             print(f"{c:>3} {n:<8}{t['median']:>14.0f}{t['min']:>8.0f}-{t['max']:<7.0f}{ratio_text:>22}"
                   f"{row['client_cpu_us_per_token']['median']:>14.0f}")
+    for c, text in result["unillm_verdict"].items():
+        print(f"unillm at {c} streams: {text}")
     print(json.dumps(result))
 
 

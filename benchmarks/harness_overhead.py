@@ -5,13 +5,17 @@ streamed completion at once with 64 chunks, a usage chunk and ``[DONE]`` (``--ch
 so whatever latency a harness reports is the harness's own (client, HTTP and event-loop time).
 Three harnesses measure the same requests in interleaved rounds:
 
-* ``raw``: the floor, a bare httpx loop timing each stream (first chunk, last chunk);
-* ``unillm``: ``unillm.bench.run_load`` (the code behind ``unillm bench``), in-process;
+* ``raw``: a bare httpx loop timing each stream (first chunk, last chunk);
+* ``raw-aiohttp``: the same loop on a bare aiohttp session (the floor of an aiohttp client);
+* ``unillm``: ``unillm.bench.run_load`` through ``unillm.bench.Url`` (the code behind
+  ``unillm bench``, which measures through aiohttp under httpx, see ``unillm.bench.http``);
+* ``unillm-httpx``: the same with ``http="httpx"`` (the SDK's own client);
 * ``vllm``: `vllm bench serve` (subprocess, from the vLLM env), with ``--with-vllm``.
 
 Reported per concurrency: the median over rounds of each harness's median TTFT and E2EL (ms),
 its request throughput, and unillm's overhead over ``raw`` (E2EL difference in microseconds
-and throughput ratio), plus client CPU per request (``raw`` and ``unillm``, same process).
+and throughput ratio), plus client CPU per request and per chunk (in-process harnesses; the
+CPU of this process, so the server's is not counted).
 
     .venv/bin/python benchmarks/harness_overhead.py               # ~1 min
     .venv/bin/python benchmarks/harness_overhead.py --with-vllm   # + vllm bench serve, ~3 min
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -73,13 +78,47 @@ async def raw_run(url: str, n: int, concurrency: int) -> dict[str, Any]:
             "request_throughput": n / wall, "cpu_us_per_request": 1e6 * cpu / n}
 
 
-async def unillm_run(url: str, n: int, concurrency: int) -> dict[str, Any]:
-    import unillm
+async def raw_aiohttp_run(url: str, n: int, concurrency: int) -> dict[str, Any]:
+    import aiohttp
+
+    body = {"model": "tiny", "prompt": PROMPT, "max_tokens": CHUNKS, "stream": True,
+            "stream_options": {"include_usage": True}}
+    ttfts, e2els = [], []
+    limit = asyncio.Semaphore(concurrency)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=256)) as session:
+        async def one() -> None:
+            async with limit:
+                st = time.perf_counter()
+                first = last = None
+                async with session.post(f"{url}/v1/completions", json=body) as r:
+                    async for raw in r.content:  # one line at a time
+                        line = raw.strip()
+                        if (line.startswith(b"data: ") and line != b"data: [DONE]"
+                                and json.loads(line[6:]).get("choices")):
+                            last = time.perf_counter()
+                            first = first or last
+                assert first is not None and last is not None
+                ttfts.append(first - st)
+                e2els.append(last - st)
+
+        await asyncio.gather(*(one() for _ in range(concurrency)))  # connect
+        ttfts.clear()
+        e2els.clear()
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(n)))
+        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    return {"median_ttft_ms": 1000 * statistics.median(ttfts),
+            "median_e2el_ms": 1000 * statistics.median(e2els),
+            "request_throughput": n / wall, "cpu_us_per_request": 1e6 * cpu / n}
+
+
+async def unillm_run(url: str, n: int, concurrency: int, http: str = "auto") -> dict[str, Any]:
     from unillm.bench import BenchRequest, Load, run_load
+    from unillm.bench.targets import Url
 
     requests = [BenchRequest(max_tokens=CHUNKS, prompt=PROMPT)] * n
-    async with unillm.connect("vllm", url) as llm:
-        await llm.info()
+    async with Url("vllm", url, http=http).open() as opened:
+        llm = opened.client
         cpu0 = time.process_time()
         result = await run_load(llm, requests, Load(max_concurrency=concurrency), warmup=concurrency,
                                 sample_every_s=None)
@@ -114,41 +153,57 @@ def main() -> None:
     p.add_argument("--requests", type=int, default=400)
     p.add_argument("--concurrency", default="1,8")
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--with-vllm", action="store_true")
+    p.add_argument("--harnesses", default="raw,raw-aiohttp,unillm,unillm-httpx",
+                   help="comma-separated: raw, raw-aiohttp, unillm, unillm-httpx")
+    p.add_argument("--with-vllm", action="store_true", help="add vllm bench serve (from the vLLM env)")
     args = p.parse_args()
     tokenizer = None
     if args.with_vllm:
         from unillm.testing.tiny_model import build_tiny_model
 
         tokenizer = str(build_tiny_model().path)
+    load_before = os.getloadavg()
     server = Server(0)
     rows: dict[str, dict[str, list[dict[str, Any]]]] = {}
     try:
         for r in range(args.rounds):
             for c in (int(x) for x in args.concurrency.split(",")):
-                tools = ["raw", "unillm"] + (["vllm"] if args.with_vllm else [])
+                tools = args.harnesses.split(",") + (["vllm"] if args.with_vllm else [])
                 tools = tools[r % len(tools):] + tools[:r % len(tools)]
                 for tool in tools:
                     if tool == "raw":
                         out = asyncio.run(raw_run(server.base_url, args.requests, c))
-                    elif tool == "unillm":
-                        out = asyncio.run(unillm_run(server.base_url, args.requests, c))
-                    else:
+                    elif tool == "raw-aiohttp":
+                        out = asyncio.run(raw_aiohttp_run(server.base_url, args.requests, c))
+                    elif tool in ("unillm", "unillm-httpx"):
+                        http = "httpx" if tool == "unillm-httpx" else "auto"
+                        out = asyncio.run(unillm_run(server.base_url, args.requests, c, http))
+                    elif tool == "vllm":
                         assert tokenizer is not None
                         out = vllm_run(server.base_url, args.requests, c, tokenizer)
+                    else:
+                        raise SystemExit(f"unknown harness {tool!r}")
+                    if "cpu_us_per_request" in out:
+                        out["cpu_us_per_chunk"] = out["cpu_us_per_request"] / CHUNKS
                     rows.setdefault(str(c), {}).setdefault(tool, []).append(out)
                     print(f"[bench] round {r + 1} c={c} {tool}: " + ", ".join(
                         f"{k}={v:.3f}" for k, v in out.items()), file=sys.stderr)
     finally:
         server.stop()
     result: dict[str, Any] = {"requests": args.requests, "rounds": args.rounds, "chunks": CHUNKS,
+                              "load_average": {"before": load_before, "after": os.getloadavg()},
                               "per_concurrency": {}}
-    print(f"{'c':>3} {'harness':<8}{'TTFT p50 ms':>12}{'E2EL p50 ms':>13}{'req/s':>9}{'CPU us/req':>12}")
+    print(f"{'c':>3} {'harness':<13}{'TTFT p50 ms':>12}{'E2EL p50 ms':>13}{'req/s':>9}"
+          f"{'CPU us/req':>12}{'us/chunk':>10}")
     for c, tools in rows.items():
         med = {t: {k: statistics.median(x[k] for x in xs) for k in xs[0]} for t, xs in tools.items()}
         for t, m in med.items():
-            print(f"{c:>3} {t:<8}{m['median_ttft_ms']:>12.3f}{m['median_e2el_ms']:>13.3f}"
-                  f"{m['request_throughput']:>9.0f}{m.get('cpu_us_per_request', float('nan')):>12.0f}")
+            print(f"{c:>3} {t:<13}{m['median_ttft_ms']:>12.3f}{m['median_e2el_ms']:>13.3f}"
+                  f"{m['request_throughput']:>9.0f}{m.get('cpu_us_per_request', float('nan')):>12.0f}"
+                  f"{m.get('cpu_us_per_chunk', float('nan')):>10.1f}")
+        if "unillm" not in med or "raw" not in med:
+            result["per_concurrency"][c] = med
+            continue
         med["unillm_overhead"] = {
             "e2el_us": 1000 * (med["unillm"]["median_e2el_ms"] - med["raw"]["median_e2el_ms"]),
             "ttft_us": 1000 * (med["unillm"]["median_ttft_ms"] - med["raw"]["median_ttft_ms"]),

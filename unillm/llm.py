@@ -45,7 +45,7 @@ from unillm.options import Message, Options, OutputSpec, Request, make_request
 from unillm.outputs import attach_parsed
 from unillm.results import Completion, Delta, Embeddings, LoraInfo, Timings, Tokens, ToolCall, Usage
 from unillm.tools import ToolCallAccumulator
-from unillm.transport import Pool, RetryPolicy, Timeouts, Transport, json_body
+from unillm.transport import Pool, RetryPolicy, Timeouts, Transport, event_stream, json_body
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
@@ -494,8 +494,6 @@ class Stream(ClosingStream):
         return ["".join(self._texts[i]) for i in sorted(self._texts)]
 
     async def _run(self) -> AsyncIterator[Delta]:
-        from httpx_sse import EventSource, SSEError
-
         llm, request = self._llm, self._request
         deadline = self._deadline or Deadline(request.deadline, llm.engine, stream=True)
         with deadline.bound():
@@ -517,15 +515,19 @@ class Stream(ClosingStream):
                 if response.status_code >= 400:
                     await response.aread()
                     raise llm._error(response, request)
-            events = EventSource(response).aiter_sse()
             self.started = True
+            events = event_stream(response, llm.engine)
+            limited = deadline.limited
             try:
                 while True:
-                    with deadline.bound(self._partial):
-                        event = await anext(events, None)
-                    if event is None:
+                    if limited:
+                        with deadline.bound(self._partial):
+                            data = await anext(events, None)
+                    else:  # no deadline: no cancel scope per chunk
+                        data = await anext(events, None)
+                    if data is None:
                         break
-                    for delta in decoder.feed(event.data):
+                    for delta in decoder.feed(data):
                         if delta.tool_calls:
                             self._calls.setdefault(
                                 delta.index, ToolCallAccumulator(request.tools or ())).add(delta.tool_calls)
@@ -555,8 +557,6 @@ class Stream(ClosingStream):
                         ended = clock()
                         await _drain(response)  # lets the connection go back to the pool
                         break
-            except SSEError as e:
-                raise MalformedResponse(f"{llm.engine}: malformed event stream: {e}") from None
             except httpx.TimeoutException as e:
                 raise StreamInterrupted(
                     f"{llm.engine} stopped sending for longer than the read timeout "

@@ -31,6 +31,7 @@ async def test_short_bench_on_real_vllm(vllm_server: RunningEngine, tiny: TinyMo
         value = run.metric(key)
         assert value is not None and value > 0
     assert run.target.engine_version and run.target.model == "tiny"
+    assert run.target.client_http == "aiohttp"  # the bench extra is installed: measured over aiohttp
     # the engine's own counters over the measured window (warm-up excluded) match the client's
     assert run.engine.generation_tokens == run.summary.total_output_tokens
     assert run.engine.prompt_tokens == run.summary.total_input_tokens

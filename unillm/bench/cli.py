@@ -37,6 +37,9 @@ def add_bench_parser(sub: Any) -> None:
     t.add_argument("--policy", help="fleet routing policy (round_robin, least_load, prefix, ...)")
     t.add_argument("--launch", action="append", default=[], metavar="KEY=VALUE",
                    help="launch setting for every matrix cell (LaunchSpec field; JSON values)")
+    t.add_argument("--http", choices=("auto", "aiohttp", "httpx"), default="auto",
+                   help="HTTP client that measures a URL or launched engine: aiohttp under httpx "
+                        "(auto: when httpx-aiohttp is installed, as in unillm[bench]) or httpx's own")
     t.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2",
                    help="matrix axis: tensor, pipeline, data, prefix_caching, speculative "
                         "(none | METHOD:TOKENS), max_num_seqs, ...")
@@ -129,11 +132,11 @@ def _targets(args: argparse.Namespace) -> list[Any]:
         if len(engines) != 1:
             raise InvalidOptions("--url measures one engine; name exactly one")
         if len(args.url) == 1:
-            return [Url(engines[0], args.url[0], api_key=args.api_key)]
+            return [Url(engines[0], args.url[0], api_key=args.api_key, http=args.http)]
         return [Fleet(engines[0], args.url, api_key=args.api_key, policy=args.policy)]
     base = {"model": args.model, **{k: _value(v) for k, v in _pairs(args.launch, "--launch").items()}}
     vary = {k: [_value(x) for x in v.split(",")] for k, v in _pairs(args.vary, "--vary").items()}
-    return list(matrix(engines, base, vary))
+    return list(matrix(engines, base, vary, http=args.http))
 
 
 def _workload(args: argparse.Namespace) -> Any:

@@ -26,6 +26,8 @@ class TargetInfo(BaseModel):
     engine_version: str | None = None
     command: str | None = None
     settings: dict[str, Any] = {}
+    #: The HTTP client that measured ("aiohttp", "httpx", "in-process"); see unillm.bench.http.
+    client_http: str = "httpx"
 
 
 class RunResult(BaseModel):

@@ -8,7 +8,9 @@
 ``await target.check()`` raises a typed error for bad input before anything starts (unknown
 engine, impossible parallel layout on this machine, engine not installed, unreachable URL);
 ``async with target.open() as opened`` yields the client to measure and, for launched
-engines, stops the engine afterwards.
+engines, stops the engine afterwards. ``http=`` picks the HTTP client of the measurement for a
+URL or a launched engine (:mod:`unillm.bench.http`: aiohttp under httpx by default when
+installed); fleets and configs use the SDK's own client. The result names it (``client_http``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from unillm.bench.http import resolve
 from unillm.bench.result import TargetInfo
 from unillm.errors import EngineUnavailable, InvalidOptions, UnillmError
 from unillm.transport import RetryPolicy
@@ -69,14 +72,14 @@ class Url(Target):
     """An engine already running at ``url``: ``Url("vllm", "http://127.0.0.1:8000")``."""
 
     def __init__(self, engine: str, url: str, *, api_key: str | None = None,
-                 model: str | None = None, label: str | None = None) -> None:
+                 model: str | None = None, label: str | None = None, http: str = "auto") -> None:
         self.engine, self.url, self.api_key, self.model = engine, url, api_key, model
         self.label = label or f"{engine} @ {url}"
+        self.http = resolve(http)
 
     def _client(self) -> LLM:
-        from unillm.llm import LLM
-
-        return LLM(self.engine, self.url, model=self.model, api_key=self.api_key, retry=NO_RETRY)
+        return measuring_client(self.engine, self.url, self.http, model=self.model,
+                                api_key=self.api_key)
 
     async def check(self) -> None:
         async with self._client() as llm:
@@ -87,8 +90,19 @@ class Url(Target):
         async with self._client() as llm:
             info = await llm.info()
             yield Opened(llm, TargetInfo(label=self.label, engine=self.engine, urls=[llm.base_url],
-                                         model=info.model, engine_version=info.version),
+                                         model=info.model, engine_version=info.version,
+                                         client_http=self.http),
                          sources={self.label: llm})
+
+
+def measuring_client(engine: Any, url: str, http: str, *, model: str | None = None,
+                     api_key: str | None = None) -> LLM:
+    """An LLM for measuring: no retries, and the HTTP client ``http`` (see unillm.bench.http)."""
+    from unillm.bench.http import measuring_transport
+    from unillm.llm import LLM
+
+    return LLM(engine, url, model=model, api_key=api_key, retry=NO_RETRY,
+               http_transport=measuring_transport(http))
 
 
 class Fleet(Target):
@@ -203,8 +217,8 @@ class Launched(Target):
     """
 
     def __init__(self, engine: str, settings: Mapping[str, Any], *, label: str | None = None,
-                 show: Mapping[str, Any] | None = None) -> None:
-        self.engine, self.settings = engine, dict(settings)
+                 show: Mapping[str, Any] | None = None, http: str = "auto") -> None:
+        self.engine, self.settings, self.http = engine, dict(settings), resolve(http)
         self.show = dict(show if show is not None else settings)
         self.label = label or " ".join([engine, *(f"{k}={_short(v)}" for k, v in self.show.items()
                                                   if k != "model")])
@@ -225,13 +239,20 @@ class Launched(Target):
 
     @contextlib.asynccontextmanager
     async def open(self) -> AsyncIterator[Opened]:
-        async with _launched(self.launch(), self.label, self.show) as opened:
+        async with _launched(self.launch(), self.label, self.show, self.http) as opened:
             yield opened
 
 
 @contextlib.asynccontextmanager
-async def _launched(run: Launch, label: str, shown: Mapping[str, Any]) -> AsyncIterator[Opened]:
-    async with run as llm:
+async def _launched(run: Launch, label: str, shown: Mapping[str, Any],
+                    http: str = "httpx") -> AsyncIterator[Opened]:
+    async with run as launched, contextlib.AsyncExitStack() as stack:
+        llm = launched
+        if http != "httpx" and not run.spec.in_process:  # measure through the chosen client
+            llm = await stack.enter_async_context(measuring_client(
+                launched.adapter, run.base_url, http, model=run.spec.served_name, api_key=run.spec.key()))
+        else:
+            http = "in-process" if run.spec.in_process else "httpx"
         info = await llm.info()
 
         def alive() -> str | None:
@@ -244,13 +265,14 @@ async def _launched(run: Launch, label: str, shown: Mapping[str, Any]) -> AsyncI
         urls = [] if run.spec.in_process else [run.base_url]
         yield Opened(llm, TargetInfo(label=label, engine=run.adapter.name, urls=urls, model=info.model,
                                      engine_version=info.version, command=run.command().render(),
-                                     settings=_jsonable(shown)),
+                                     settings=_jsonable(shown), client_http=http),
                      sources={label: llm}, alive=alive)
 
 
 def matrix(engines: Sequence[str], base: Mapping[str, Any],
            vary: Mapping[str, Sequence[Any]] | None = None,
-           per_engine: Mapping[str, Mapping[str, Any]] | None = None) -> list[Launched]:
+           per_engine: Mapping[str, Mapping[str, Any]] | None = None,
+           http: str = "auto") -> list[Launched]:
     """Every engine x every combination of the varied launch settings, as launch targets.
 
         matrix(["vllm", "sglang"], {"model": "/models/tiny"},
@@ -269,7 +291,7 @@ def matrix(engines: Sequence[str], base: Mapping[str, Any],
         for combo in itertools.product(*axes.values()) if axes else [()]:
             varied = dict(zip(axes, combo, strict=True))
             settings = {**base, **(per_engine or {}).get(engine, {}), **varied}
-            out.append(Launched(engine, settings, show=varied))
+            out.append(Launched(engine, settings, show=varied, http=http))
     return out
 
 
