@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from fault_server import FaultServer
 
-from tests.fault_server import FaultServer
 from unillm.bench import Load, Synthetic, Url, run_suite
 from unillm.bench.http import measuring_transport, resolve
 from unillm.bench.runner import run_load

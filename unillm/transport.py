@@ -268,54 +268,25 @@ def _standard_json(value: Any, engine: str) -> bytes:
                              "numbers and JSON types only. Nothing was sent") from None
 
 
-def event_stream(response: httpx.Response, engine: str) -> AsyncIterator[str]:
-    """The ``data`` of each server-sent event in ``response``, as the SSE standard parses it.
+async def event_stream(response: httpx.Response, engine: str) -> AsyncIterator[str]:
+    """The ``data`` of each server-sent event in ``response``, parsed by httpx-sse.
 
         async for data in event_stream(response, "vllm"):
             chunk = json.loads(data)
 
-    Lines end with CRLF, LF or CR; a blank line ends an event; ``data:`` fields join with
-    newlines; comments and the ``event``/``id``/``retry`` fields are skipped (no engine API here
-    uses them); an event without data is not dispatched, nor is one cut off by the end of the
-    body. A body that is not ``text/event-stream`` raises MalformedResponse. Split by bytes
-    (UTF-8 never has CR or LF inside a character) and decoded per field: one pass per chunk, the
-    least per-chunk work (benchmarks/README.md, ``harness_overhead.py``).
+    A body that is not ``text/event-stream``, or a broken stream, raises MalformedResponse
+    naming the engine. Events that carry no data (a bare ``event:`` or ``id:``) are skipped.
     """
-    content_type = response.headers.get("content-type", "").partition(";")[0]
-    if "text/event-stream" not in content_type:
+    from httpx_sse import EventSource, SSEError
+
+    try:
+        async for event in EventSource(response).aiter_sse():
+            if event.data:
+                yield event.data
+    except SSEError as e:
         from unillm.errors import MalformedResponse
 
-        raise MalformedResponse(f"{engine} answered a stream with Content-Type {content_type!r}, "
-                                "not text/event-stream")
-    return _sse_data(response.aiter_bytes())
-
-
-async def _sse_data(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
-    """Data of the events in a byte stream (see :func:`event_stream`)."""
-    data: list[bytes] = []
-    rest = b""
-    async for chunk in chunks:
-        if rest:
-            chunk, rest = rest + chunk, b""
-        lines = chunk.splitlines(keepends=True)
-        last = lines[-1] if lines else b""
-        if last and (last[-1] not in b"\r\n" or last[-1:] == b"\r"):  # unfinished, or CR + LF next?
-            rest = lines.pop()
-        for line in lines:
-            line = line.rstrip(b"\r\n")
-            if not line:
-                if data:
-                    yield b"\n".join(data).decode("utf-8", "replace")
-                    data = []
-            elif line.startswith(b"data"):
-                if line.startswith(b"data: "):
-                    data.append(line[6:])
-                elif line == b"data":
-                    data.append(b"")
-                elif line[4:5] == b":":
-                    data.append(line[5:])
-    if rest.endswith(b"\r") and rest.strip(b"\r") == b"" and data:  # a last blank line ended by CR
-        yield b"\n".join(data).decode("utf-8", "replace")
+        raise MalformedResponse(f"{engine}: malformed event stream: {e}") from None
 
 
 def json_body(response: httpx.Response, engine: str) -> Any:

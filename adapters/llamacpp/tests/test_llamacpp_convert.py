@@ -18,8 +18,9 @@ def field(reader: GGUFReader, key: str) -> object:
     return reader.fields[key].contents()
 
 
-def unpermute(w: np.ndarray, heads: int) -> np.ndarray:  # type: ignore[type-arg]
-    return w.reshape(heads, w.shape[0] // heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+def unpermute(w: np.ndarray, heads: int) -> np.ndarray:
+    out: np.ndarray = w.reshape(heads, w.shape[0] // heads // 2, 2, *w.shape[1:]).swapaxes(1, 2)
+    return out.reshape(w.shape)
 
 
 def test_the_model_converts_with_its_shape_tokenizer_and_rotary_layout(
