@@ -38,9 +38,17 @@ def workdir() -> Iterator[Path]:
 def vllm_server(tiny: TinyModel, workdir: Path) -> Iterator[RunningEngine]:
     """vLLM with the tiny model, the 'sql' LoRA at launch, and runtime LoRA loading on."""
     launch = unillm.launch(
-        "vllm", **cpu_launch_settings("vllm", tiny, workdir / "main", served_name="tiny",
-                                    lora={"sql": str(tiny.loras["sql"])},
-                                    max_lora_rank=8, max_loras=2, runtime_lora=True),
+        "vllm",
+        **cpu_launch_settings(
+            "vllm",
+            tiny,
+            workdir / "main",
+            served_name="tiny",
+            lora={"sql": str(tiny.loras["sql"])},
+            max_lora_rank=8,
+            max_loras=2,
+            runtime_lora=True,
+        ),
         log_path=workdir / "vllm-main.log",
     )
     with launch.blocking():
@@ -53,8 +61,17 @@ async def llm(vllm_server: RunningEngine) -> AsyncIterator[unillm.LLM]:
         yield client
 
 
-REAL_ENGINES = frozenset({"vllm_server", "sglang_server", "mlx_server", "mlx_draft_server", "minilm_server",
-                          "trained_server", "vlm_server"})
+REAL_ENGINES = frozenset(
+    {
+        "vllm_server",
+        "sglang_server",
+        "mlx_server",
+        "mlx_draft_server",
+        "minilm_server",
+        "trained_server",
+        "vlm_server",
+    }
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

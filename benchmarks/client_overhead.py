@@ -77,8 +77,14 @@ def _json_bytes(obj: Any) -> bytes:
 
 def _response(status: str, body: bytes, content_type: bytes = b"application/json") -> bytes:
     return (
-        b"HTTP/1.1 " + status.encode() + b"\r\ncontent-type: " + content_type
-        + b"\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+        b"HTTP/1.1 "
+        + status.encode()
+        + b"\r\ncontent-type: "
+        + content_type
+        + b"\r\ncontent-length: "
+        + str(len(body)).encode()
+        + b"\r\n\r\n"
+        + body
     )
 
 
@@ -99,26 +105,54 @@ class _Answers:
         base = {"id": "cmpl-bench", "created": created, "model": MODEL}
         self.plain: dict[bytes, bytes] = {
             b"/version": _response("200 OK", _json_bytes({"version": "0.32.0"})),
-            b"/v1/models": _response("200 OK", _json_bytes({"object": "list", "data": [
-                {"id": MODEL, "object": "model", "max_model_len": 512}]})),
+            b"/v1/models": _response(
+                "200 OK",
+                _json_bytes(
+                    {"object": "list", "data": [{"id": MODEL, "object": "model", "max_model_len": 512}]}
+                ),
+            ),
             b"/health": _response("200 OK", b""),
-            b"/v1/completions": _response("200 OK", _json_bytes({
-                **base, "object": "text_completion", "usage": USAGE, "choices": [
-                    {"index": 0, "text": EXPECTED_TEXT, "logprobs": None,
-                     "finish_reason": "length"}]})),
-            b"/v1/chat/completions": _response("200 OK", _json_bytes({
-                **base, "object": "chat.completion", "usage": USAGE, "choices": [
-                    {"index": 0, "message": {"role": "assistant", "content": EXPECTED_TEXT},
-                     "logprobs": None, "finish_reason": "length"}]})),
+            b"/v1/completions": _response(
+                "200 OK",
+                _json_bytes(
+                    {
+                        **base,
+                        "object": "text_completion",
+                        "usage": USAGE,
+                        "choices": [
+                            {"index": 0, "text": EXPECTED_TEXT, "logprobs": None, "finish_reason": "length"}
+                        ],
+                    }
+                ),
+            ),
+            b"/v1/chat/completions": _response(
+                "200 OK",
+                _json_bytes(
+                    {
+                        **base,
+                        "object": "chat.completion",
+                        "usage": USAGE,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": EXPECTED_TEXT},
+                                "logprobs": None,
+                                "finish_reason": "length",
+                            }
+                        ],
+                    }
+                ),
+            ),
         }
         self.not_found = _response("404 Not Found", _json_bytes({"error": "not found"}))
-        head = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
+        head = (
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n"
+        )
 
         def stream(obj: str, choice: Callable[[str | None], dict[str, Any]]) -> list[bytes]:
             frames = [
-                _sse({**base, "object": obj,
-                      "choices": [choice("length" if i == CHUNKS - 1 else None)]})
+                _sse({**base, "object": obj, "choices": [choice("length" if i == CHUNKS - 1 else None)]})
                 for i in range(CHUNKS)
             ]
             frames[0] = head + frames[0]
@@ -127,10 +161,13 @@ class _Answers:
             return frames
 
         self.streams: dict[bytes, list[bytes]] = {
-            b"/v1/completions": stream("text_completion", lambda f: {
-                "index": 0, "text": TOKEN, "logprobs": None, "finish_reason": f}),
-            b"/v1/chat/completions": stream("chat.completion.chunk", lambda f: {
-                "index": 0, "delta": {"content": TOKEN}, "logprobs": None, "finish_reason": f}),
+            b"/v1/completions": stream(
+                "text_completion", lambda f: {"index": 0, "text": TOKEN, "logprobs": None, "finish_reason": f}
+            ),
+            b"/v1/chat/completions": stream(
+                "chat.completion.chunk",
+                lambda f: {"index": 0, "delta": {"content": TOKEN}, "logprobs": None, "finish_reason": f},
+            ),
         }
 
 
@@ -142,8 +179,9 @@ class _Stats:
 
     def snapshot(self) -> bytes:
         with self.lock:
-            return _response("200 OK", _json_bytes(
-                {"paths": dict(self.paths), "connections": self.connections}))
+            return _response(
+                "200 OK", _json_bytes({"paths": dict(self.paths), "connections": self.connections})
+            )
 
 
 def _recv_until(conn: socket.socket, buf: bytes, marker: bytes) -> tuple[bytes, bytes] | None:
@@ -173,7 +211,7 @@ def _read_body(conn: socket.socket, buf: bytes, headers: dict[bytes, bytes]) -> 
             if size == 0:
                 # no trailers expected; drop the final CRLF
                 return body, buf[2:]
-            body, buf = body + buf[:size], buf[size + 2:]
+            body, buf = body + buf[:size], buf[size + 2 :]
     length = int(headers.get(b"content-length", b"0"))
     while len(buf) < length:
         data = conn.recv(65536)
@@ -237,8 +275,9 @@ def serve(gap_us: float) -> None:
     print(listener.getsockname()[1], flush=True)
     while True:
         conn, _ = listener.accept()
-        threading.Thread(target=_serve_connection, args=(conn, answers, stats, gap_us / 1e6),
-                         daemon=True).start()
+        threading.Thread(
+            target=_serve_connection, args=(conn, answers, stats, gap_us / 1e6), daemon=True
+        ).start()
 
 
 class Server:
@@ -247,7 +286,8 @@ class Server:
     def __init__(self, gap_us: float) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "--serve", "--chunk-gap-us", str(gap_us)],
-            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
         )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
@@ -311,8 +351,7 @@ class HttpxClient(Client):
 
         self._client = httpx.AsyncClient(base_url=base_url)
         self._body = {"model": MODEL, "prompt": PROMPT, "max_tokens": MAX_TOKENS}
-        self._stream_body = {**self._body, "stream": True,
-                             "stream_options": {"include_usage": True}}
+        self._stream_body = {**self._body, "stream": True, "stream_options": {"include_usage": True}}
 
     async def request(self) -> tuple[str, int | None]:
         response = await self._client.post("/v1/completions", json=self._body)
@@ -375,16 +414,19 @@ class OpenAIClient(Client):
         self._client = openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key="x")
 
     async def request(self) -> tuple[str, int | None]:
-        r = await self._client.completions.create(
-            model=MODEL, prompt=PROMPT, max_tokens=MAX_TOKENS)
+        r = await self._client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=MAX_TOKENS)
         return r.choices[0].text, r.usage.completion_tokens if r.usage else None
 
     async def stream(self) -> StreamResult:
         parts: list[str] = []
         usage: int | None = None
         s = await self._client.completions.create(
-            model=MODEL, prompt=PROMPT, max_tokens=MAX_TOKENS, stream=True,
-            stream_options={"include_usage": True})
+            model=MODEL,
+            prompt=PROMPT,
+            max_tokens=MAX_TOKENS,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
         async for chunk in s:
             for choice in chunk.choices:
                 if choice.text:
@@ -411,8 +453,13 @@ class LitellmClient(Client):
         for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
             logging.getLogger(name).setLevel(logging.CRITICAL)
         self._litellm = litellm
-        self._kw: dict[str, Any] = {"model": f"openai/{MODEL}", "api_base": f"{base_url}/v1",
-                                    "api_key": "x", "prompt": PROMPT, "max_tokens": MAX_TOKENS}
+        self._kw: dict[str, Any] = {
+            "model": f"openai/{MODEL}",
+            "api_base": f"{base_url}/v1",
+            "api_key": "x",
+            "prompt": PROMPT,
+            "max_tokens": MAX_TOKENS,
+        }
 
     async def request(self) -> tuple[str, int | None]:
         r = await self._litellm.atext_completion(**self._kw)
@@ -423,7 +470,8 @@ class LitellmClient(Client):
         parts: list[str] = []
         usage: int | None = None
         s = await self._litellm.atext_completion(
-            **self._kw, stream=True, stream_options={"include_usage": True})
+            **self._kw, stream=True, stream_options={"include_usage": True}
+        )
         async for chunk in s:
             for choice in chunk.choices or ():
                 if choice.text:
@@ -439,7 +487,9 @@ class LitellmClient(Client):
 
 
 FACTORIES: dict[str, Callable[[str], Client]] = {
-    "httpx": HttpxClient, "unillm": UnillmClient, "openai": OpenAIClient,
+    "httpx": HttpxClient,
+    "unillm": UnillmClient,
+    "openai": OpenAIClient,
     "litellm": LitellmClient,
 }
 
@@ -451,15 +501,18 @@ class WrongAnswer(Exception):
 def _check_request(got: tuple[str, int | None]) -> None:
     text, tokens = got
     if text != EXPECTED_TEXT or tokens != CHUNKS:
-        raise WrongAnswer(f"non-stream answer: text={text[:40]!r}... ({len(text)} chars), "
-                          f"completion_tokens={tokens}")
+        raise WrongAnswer(
+            f"non-stream answer: text={text[:40]!r}... ({len(text)} chars), completion_tokens={tokens}"
+        )
 
 
 def _check_stream(got: StreamResult) -> None:
     parts, tokens = got
     if len(parts) != CHUNKS or "".join(parts) != EXPECTED_TEXT or tokens != CHUNKS:
-        raise WrongAnswer(f"stream: {len(parts)} content chunks (want {CHUNKS}), "
-                          f"text ok={''.join(parts) == EXPECTED_TEXT}, usage={tokens}")
+        raise WrongAnswer(
+            f"stream: {len(parts)} content chunks (want {CHUNKS}), "
+            f"text ok={''.join(parts) == EXPECTED_TEXT}, usage={tokens}"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -510,8 +563,7 @@ def _diff(after: dict[str, Any], before: dict[str, Any]) -> tuple[dict[str, int]
     return ({k: v for k, v in paths.items() if v}, after["connections"] - before["connections"])
 
 
-async def measure(server: Server, names: list[str], requests: int, streams: int,
-                  rounds: int) -> Run:
+async def measure(server: Server, names: list[str], requests: int, streams: int, rounds: int) -> Run:
     run = Run(names)
     loop = asyncio.get_running_loop()
 
@@ -535,13 +587,12 @@ async def measure(server: Server, names: list[str], requests: int, streams: int,
             for _ in range(max(3, streams // (2 * rounds))):
                 _check_stream(await client.stream())
             run.paths[name], _ = _diff(server.stats(), before)
-            print(f"  {name}: set up and warmed up in {time.perf_counter() - started:.1f} s",
-                  file=sys.stderr)
+            print(f"  {name}: set up and warmed up in {time.perf_counter() - started:.1f} s", file=sys.stderr)
         except Exception as e:
             run.fail(name, e)
     live = [n for n in names if n in clients and n not in run.errors]
     for r in range(rounds):
-        order = live[r % len(live):] + live[:r % len(live)] if live else []
+        order = live[r % len(live) :] + live[: r % len(live)] if live else []
         for name in order:
             if name in run.errors:
                 continue
@@ -549,9 +600,11 @@ async def measure(server: Server, names: list[str], requests: int, streams: int,
             try:
                 before = server.stats()
                 run.request_rounds[name].append(
-                    await _cpu_per_call(client.request, _check_request, requests // rounds))
+                    await _cpu_per_call(client.request, _check_request, requests // rounds)
+                )
                 run.stream_rounds[name].append(
-                    await _cpu_per_call(client.stream, _check_stream, streams // rounds))
+                    await _cpu_per_call(client.stream, _check_stream, streams // rounds)
+                )
                 run.connections[name] += _diff(server.stats(), before)[1]
             except Exception as e:
                 run.fail(name, e)
@@ -576,8 +629,13 @@ IMPORT_CODE = {
 def _wall(code: str) -> float:
     env = {**os.environ, **CHILD_ENV}
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return time.perf_counter() - start
 
 
@@ -587,8 +645,7 @@ def import_times(names: list[str], runs: int) -> dict[str, float | None]:
     result: dict[str, float | None] = {}
     for name in names:
         try:
-            result[name] = max(0.0, statistics.median(
-                _wall(IMPORT_CODE[name]) for _ in range(runs)) - base)
+            result[name] = max(0.0, statistics.median(_wall(IMPORT_CODE[name]) for _ in range(runs)) - base)
         except subprocess.CalledProcessError:
             result[name] = None
     return result
@@ -612,10 +669,14 @@ def report(run: Run, args: argparse.Namespace) -> dict[str, Any]:
     strm = {n: run.us(run.stream_rounds, n) for n in CLIENTS}
     imp = run.import_s
     print()
-    print(f"CPU per call, best of {args.rounds} rounds; {args.requests} requests, "
-          f"{args.streams} streams of {CHUNKS} chunks ({args.chunk_gap_us:g} us apart)")
-    header = (f"{'client':<9} {'us/request':>11} {'x httpx':>8} {'us/stream':>10} {'x httpx':>8} "
-              f"{'import s':>9} {'conns':>6}")
+    print(
+        f"CPU per call, best of {args.rounds} rounds; {args.requests} requests, "
+        f"{args.streams} streams of {CHUNKS} chunks ({args.chunk_gap_us:g} us apart)"
+    )
+    header = (
+        f"{'client':<9} {'us/request':>11} {'x httpx':>8} {'us/stream':>10} {'x httpx':>8} "
+        f"{'import s':>9} {'conns':>6}"
+    )
     print(header)
     print("-" * len(header))
     for n in CLIENTS:
@@ -628,13 +689,17 @@ def report(run: Run, args: argparse.Namespace) -> dict[str, Any]:
         imports = _fmt(imp.get(n), ".3f")
         if n == "unillm":
             imports += f" ({_fmt(imp.get('unillm_full'), '.2f')} full)"
-        print(f"{n:<9} {_fmt(req[n], '11.1f')} {_fmt(_ratio(req[n], req['httpx']), '8.2f')} "
-              f"{_fmt(strm[n], '10.1f')} {_fmt(_ratio(strm[n], strm['httpx']), '8.2f')} "
-              f"{imports:>9} {run.connections.get(n, 0):>6}")
+        print(
+            f"{n:<9} {_fmt(req[n], '11.1f')} {_fmt(_ratio(req[n], req['httpx']), '8.2f')} "
+            f"{_fmt(strm[n], '10.1f')} {_fmt(_ratio(strm[n], strm['httpx']), '8.2f')} "
+            f"{imports:>9} {run.connections.get(n, 0):>6}"
+        )
     print("(conns: TCP connections opened during the measured rounds; 1 or 0 means reuse)")
     if run.unclosed:
-        print(f"(the event loop reported {run.unclosed} unclosed sessions/connectors, "
-              "left behind by litellm's aiohttp transport)")
+        print(
+            f"(the event loop reported {run.unclosed} unclosed sessions/connectors, "
+            "left behind by litellm's aiohttp transport)"
+        )
     for n, paths in run.paths.items():
         print(f"  {n} warm-up hit: {', '.join(f'{k} x{v}' for k, v in sorted(paths.items()))}")
     return {
@@ -648,10 +713,8 @@ def report(run: Run, args: argparse.Namespace) -> dict[str, Any]:
         "litellm_per_stream_vs_httpx": _ratio(strm["litellm"], strm["httpx"]),
         "us_per_request": {n: _round(v, 1) for n, v in req.items()},
         "us_per_stream": {n: _round(v, 1) for n, v in strm.items()},
-        "us_per_request_median": {
-            n: _round(run.us(run.request_rounds, n, "median"), 1) for n in CLIENTS},
-        "us_per_stream_median": {
-            n: _round(run.us(run.stream_rounds, n, "median"), 1) for n in CLIENTS},
+        "us_per_request_median": {n: _round(run.us(run.request_rounds, n, "median"), 1) for n in CLIENTS},
+        "us_per_stream_median": {n: _round(run.us(run.stream_rounds, n, "median"), 1) for n in CLIENTS},
         "import_s_by_client": {n: _round(v) for n, v in imp.items()},
         "connections": run.connections,
         "unclosed_reports": run.unclosed,
@@ -676,13 +739,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, help="measured non-stream requests (800)")
     parser.add_argument("--streams", type=int, help="measured streams (80)")
     parser.add_argument("--rounds", type=int, help="rounds the work is split into (8)")
-    parser.add_argument("--quick", action="store_true",
-                        help="small run for smoke tests (~15 s): 200 requests, 20 streams, "
-                             "4 rounds, imports timed once, no litellm")
-    parser.add_argument("--chunk-gap-us", type=float, default=300.0,
-                        help="server pause between stream chunks in us (0: back to back)")
-    parser.add_argument("--clients", help="comma-separated subset of " + ",".join(CLIENTS)
-                        + " (default: all; with --quick all but litellm)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="small run for smoke tests (~15 s): 200 requests, 20 streams, "
+        "4 rounds, imports timed once, no litellm",
+    )
+    parser.add_argument(
+        "--chunk-gap-us",
+        type=float,
+        default=300.0,
+        help="server pause between stream chunks in us (0: back to back)",
+    )
+    parser.add_argument(
+        "--clients",
+        help="comma-separated subset of "
+        + ",".join(CLIENTS)
+        + " (default: all; with --quick all but litellm)",
+    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
@@ -690,8 +764,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     args.requests = args.requests or (200 if args.quick else 800)
     args.streams = args.streams or (20 if args.quick else 80)
-    args.rounds = max(1, min(args.rounds or (4 if args.quick else 8), args.requests,
-                             args.streams))
+    args.rounds = max(1, min(args.rounds or (4 if args.quick else 8), args.requests, args.streams))
     if args.clients is None:
         args.clients = "httpx,unillm,openai" if args.quick else ",".join(CLIENTS)
     names = [n for n in args.clients.split(",") if n]

@@ -35,8 +35,9 @@ class Engine:
 
 
 @contextlib.asynccontextmanager
-async def vllm_target(url: str | None, model_path: str | None, *, max_num_seqs: int = 64,
-                      served_name: str = "tiny") -> AsyncIterator[Engine]:
+async def vllm_target(
+    url: str | None, model_path: str | None, *, max_num_seqs: int = 64, served_name: str = "tiny"
+) -> AsyncIterator[Engine]:
     """Yield a running vLLM-CPU engine: the one at ``url``, or one launched for the benchmark."""
     if url is not None:
         if model_path is None:
@@ -49,8 +50,9 @@ async def vllm_target(url: str | None, model_path: str | None, *, max_num_seqs: 
 
     tiny = build_tiny_model()
     with tempfile.TemporaryDirectory(prefix="unillm-bench-") as d:
-        settings = cpu_launch_settings("vllm", tiny, Path(d), max_num_seqs=max_num_seqs, api_key=None,
-                                       served_name=served_name)
+        settings = cpu_launch_settings(
+            "vllm", tiny, Path(d), max_num_seqs=max_num_seqs, api_key=None, served_name=served_name
+        )
         run = unillm.launch("vllm", **settings, log_path=Path(d) / "vllm.log")
         print(f"[bench] launching vLLM-CPU (max_num_seqs={max_num_seqs}) ...", file=sys.stderr)
         async with run:

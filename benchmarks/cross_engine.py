@@ -52,13 +52,26 @@ def from_vllm_layout(r: dict[str, Any]) -> Any:
     """A RunResult (aggregates only) from a run's vLLM-layout JSON without the per-request lists."""
     from unillm.bench import Load, RunResult, Summary, TargetInfo
 
-    fields = ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
-              "request_throughput", "request_goodput", "output_throughput", "total_token_throughput")
+    fields = (
+        "duration",
+        "completed",
+        "failed",
+        "total_input_tokens",
+        "total_output_tokens",
+        "request_throughput",
+        "request_goodput",
+        "output_throughput",
+        "total_token_throughput",
+    )
     metrics = {k: v for k, v in r.items() if k.endswith("_ms")}
-    return RunResult(target=TargetInfo.model_validate(r["unillm_target"]),
-                     load=Load.model_validate(r["unillm_load"]), workload=r["unillm_workload"],
-                     num_prompts=r["num_prompts"], error=r.get("unillm_error"),
-                     summary=Summary(**{k: r[k] for k in fields}, metrics=metrics))
+    return RunResult(
+        target=TargetInfo.model_validate(r["unillm_target"]),
+        load=Load.model_validate(r["unillm_load"]),
+        workload=r["unillm_workload"],
+        num_prompts=r["num_prompts"],
+        error=r.get("unillm_error"),
+        summary=Summary(**{k: r[k] for k in fields}, metrics=metrics),
+    )
 
 
 def targets(names: list[str], workdir: Path) -> tuple[list[Any], dict[str, str]]:
@@ -116,12 +129,17 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory(prefix="cross-engine-") as d:
         found, missing = targets([e.strip() for e in args.engines.split(",")], Path(d))
-        workload = Synthetic(num_prompts=args.num_prompts, input_len=args.input_len,
-                             output_len=args.output_len, tokenizer=str(build_tiny_model().path))
+        workload = Synthetic(
+            num_prompts=args.num_prompts,
+            input_len=args.input_len,
+            output_len=args.output_len,
+            tokenizer=str(build_tiny_model().path),
+        )
         loads = [Load(max_concurrency=int(c)) for c in args.concurrency.split(",")]
         with live_progress() as hook:
-            report = await run_suite(found, workload, loads, options={"temperature": 0},
-                                     warmup=args.warmup, progress=hook)
+            report = await run_suite(
+                found, workload, loads, options={"temperature": 0}, warmup=args.warmup, progress=hook
+            )
         tmp = Path(d) / "report"
         write_report(report, tmp)
         OUT.mkdir(parents=True, exist_ok=True)
@@ -129,11 +147,15 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             if (tmp / name).exists():
                 shutil.copy(tmp / name, OUT / name)
     runs = [{k: v for k, v in r.to_vllm_json().items() if k not in LISTS} for r in report.runs]
-    full_length = {r.target.label: all(n == args.output_len for n in r.output_lens if n)
-                   for r in report.runs}
-    result = {"workload": workload.model_dump(), "loads": [x.label() for x in loads],
-              "missing": missing, "every_answer_full_length": full_length, "runs": runs,
-              "results": [r.model_dump(mode="json", exclude=LISTS) for r in report.runs]}
+    full_length = {r.target.label: all(n == args.output_len for n in r.output_lens if n) for r in report.runs}
+    result = {
+        "workload": workload.model_dump(),
+        "loads": [x.label() for x in loads],
+        "missing": missing,
+        "every_answer_full_length": full_length,
+        "runs": runs,
+        "results": [r.model_dump(mode="json", exclude=LISTS) for r in report.runs],
+    }
     (OUT / "results.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
 
@@ -155,12 +177,31 @@ def main() -> None:
     print((OUT / "summary.md").read_text())
     if result["missing"]:
         print("missing:", result["missing"])
-    print(json.dumps({"missing": result["missing"],
-                      "every_answer_full_length": result["every_answer_full_length"],
-                      "runs": [{k: r.get(k) for k in ("label", "max_concurrency", "completed", "failed",
-                                                        "output_throughput", "median_ttft_ms",
-                                                        "median_tpot_ms", "median_e2el_ms", "unillm_error")}
-                               for r in result["runs"]]}))
+    print(
+        json.dumps(
+            {
+                "missing": result["missing"],
+                "every_answer_full_length": result["every_answer_full_length"],
+                "runs": [
+                    {
+                        k: r.get(k)
+                        for k in (
+                            "label",
+                            "max_concurrency",
+                            "completed",
+                            "failed",
+                            "output_throughput",
+                            "median_ttft_ms",
+                            "median_tpot_ms",
+                            "median_e2el_ms",
+                            "unillm_error",
+                        )
+                    }
+                    for r in result["runs"]
+                ],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -47,20 +47,34 @@ DIMENSIONS = 384
 
 def _answer(texts: int) -> bytes:
     rng = random.Random(0)
-    data = [{"object": "embedding", "index": i,
-             "embedding": [rng.uniform(-0.2, 0.2) for _ in range(DIMENSIONS)]} for i in range(texts)]
+    data = [
+        {"object": "embedding", "index": i, "embedding": [rng.uniform(-0.2, 0.2) for _ in range(DIMENSIONS)]}
+        for i in range(texts)
+    ]
     data[0]["embedding"][0] = 0.125  # a value every client must read back
-    body = {"id": "embd-1", "object": "list", "created": 0, "model": MODEL, "data": data,
-            "usage": {"prompt_tokens": 8 * texts, "total_tokens": 8 * texts, "completion_tokens": 0}}
+    body = {
+        "id": "embd-1",
+        "object": "list",
+        "created": 0,
+        "model": MODEL,
+        "data": data,
+        "usage": {"prompt_tokens": 8 * texts, "total_tokens": 8 * texts, "completion_tokens": 0},
+    }
     return json.dumps(body).encode()
 
 
 def serve(texts: int) -> None:
     """Run the loopback server until killed; print its port on the first line of stdout."""
-    plain = {b"/version": _response("200 OK", b'{"version": "0.32.0"}'),
-             b"/v1/models": _response("200 OK", json.dumps({"object": "list", "data": [
-                 {"id": MODEL, "object": "model", "max_model_len": 256}]}).encode()),
-             b"/v1/embeddings": _response("200 OK", _answer(texts))}
+    plain = {
+        b"/version": _response("200 OK", b'{"version": "0.32.0"}'),
+        b"/v1/models": _response(
+            "200 OK",
+            json.dumps(
+                {"object": "list", "data": [{"id": MODEL, "object": "model", "max_model_len": 256}]}
+            ).encode(),
+        ),
+        b"/v1/embeddings": _response("200 OK", _answer(texts)),
+    }
     missing = _response("404 Not Found", b'{"error": "not found"}')
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -172,10 +186,20 @@ def main() -> None:
         print(f"{name:<8} {best[name]:>12.0f}us {median[name]:>8.0f}us")
     ratio = best["unillm"] / best["httpx"]
     print(f"unillm / httpx: {ratio:.3f}x (goal <= 1.05x)")
-    print(json.dumps({"embed_vs_httpx": round(ratio, 4), "embed_median_vs_httpx":
-                      round(median["unillm"] / median["httpx"], 4), "httpx_us": round(best["httpx"], 1),
-                      "unillm_us": round(best["unillm"], 1), "texts": args.texts, "dimensions": DIMENSIONS,
-                      "calls": args.calls, "rounds": args.rounds}))
+    print(
+        json.dumps(
+            {
+                "embed_vs_httpx": round(ratio, 4),
+                "embed_median_vs_httpx": round(median["unillm"] / median["httpx"], 4),
+                "httpx_us": round(best["httpx"], 1),
+                "unillm_us": round(best["unillm"], 1),
+                "texts": args.texts,
+                "dimensions": DIMENSIONS,
+                "calls": args.calls,
+                "rounds": args.rounds,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ KEEPALIVE_S = 2.0
 # Worker: one client, in its own process, runs one measurement per command line on stdin.
 # ------------------------------------------------------------------------------------------------
 
+
 def make_client(name: str, url: str, model: str) -> Any:
     """An async ``stream_one(tokens) -> (completion_tokens, chunks)`` for the named client."""
     body_extra = {"ignore_eos": True}
@@ -59,12 +60,24 @@ def make_client(name: str, url: str, model: str) -> Any:
     if name == "httpx":
         import httpx
 
-        client = httpx.AsyncClient(base_url=url, timeout=600, limits=httpx.Limits(
-            max_connections=256, max_keepalive_connections=256, keepalive_expiry=KEEPALIVE_S))
+        client = httpx.AsyncClient(
+            base_url=url,
+            timeout=600,
+            limits=httpx.Limits(
+                max_connections=256, max_keepalive_connections=256, keepalive_expiry=KEEPALIVE_S
+            ),
+        )
 
         async def stream_one(tokens: int) -> tuple[int, int]:
-            body = {"model": model, "messages": messages, "max_tokens": tokens, "temperature": 0,
-                    "stream": True, "stream_options": {"include_usage": True}, **body_extra}
+            body = {
+                "model": model,
+                "messages": messages,
+                "max_tokens": tokens,
+                "temperature": 0,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+                **body_extra,
+            }
             used = chunks = 0
             async with client.stream("POST", "/v1/chat/completions", json=body) as r:
                 async for line in r.aiter_lines():
@@ -76,44 +89,63 @@ def make_client(name: str, url: str, model: str) -> Any:
                     if event.get("usage"):
                         used = event["usage"]["completion_tokens"]
             return used, chunks
+
         return stream_one
     if name == "unillm":
         import unillm
 
-        llm = unillm.connect("vllm", url, model=model,
-                             pool=unillm.Pool(max_keepalive=256, keepalive_expiry=KEEPALIVE_S))
+        llm = unillm.connect(
+            "vllm", url, model=model, pool=unillm.Pool(max_keepalive=256, keepalive_expiry=KEEPALIVE_S)
+        )
 
         async def stream_one(tokens: int) -> tuple[int, int]:
             used = chunks = 0
-            async with llm.stream(messages=messages, max_tokens=tokens, temperature=0,
-                                  extra_body=body_extra) as s:
+            async with llm.stream(
+                messages=messages, max_tokens=tokens, temperature=0, extra_body=body_extra
+            ) as s:
                 async for d in s:
                     if d.text:
                         chunks += 1
                     if d.usage is not None:
                         used = d.usage.completion_tokens
             return used, chunks
+
         return stream_one
     if name == "openai":
         import httpx
         from openai import AsyncOpenAI
 
-        oai = AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=600,
-                          http_client=httpx.AsyncClient(timeout=600, limits=httpx.Limits(
-                              max_connections=256, max_keepalive_connections=256,
-                              keepalive_expiry=KEEPALIVE_S)))
+        oai = AsyncOpenAI(
+            base_url=f"{url}/v1",
+            api_key="unused",
+            max_retries=0,
+            timeout=600,
+            http_client=httpx.AsyncClient(
+                timeout=600,
+                limits=httpx.Limits(
+                    max_connections=256, max_keepalive_connections=256, keepalive_expiry=KEEPALIVE_S
+                ),
+            ),
+        )
 
         async def stream_one(tokens: int) -> tuple[int, int]:
             used = chunks = 0
             stream = await oai.chat.completions.create(
-                model=model, messages=messages, max_tokens=tokens, temperature=0, stream=True,  # type: ignore[arg-type]
-                stream_options={"include_usage": True}, extra_body=body_extra)
+                model=model,
+                messages=messages,
+                max_tokens=tokens,
+                temperature=0,
+                stream=True,  # type: ignore[arg-type]
+                stream_options={"include_usage": True},
+                extra_body=body_extra,
+            )
             async for event in stream:
                 if event.choices and event.choices[0].delta.content:
                     chunks += 1
                 if event.usage is not None:
                     used = event.usage.completion_tokens
             return used, chunks
+
         return stream_one
     if name == "litellm":
         import litellm
@@ -123,9 +155,17 @@ def make_client(name: str, url: str, model: str) -> Any:
         async def stream_one(tokens: int) -> tuple[int, int]:
             used = chunks = 0
             stream = await litellm.acompletion(
-                model=f"openai/{model}", api_base=f"{url}/v1", api_key="unused", messages=messages,
-                max_tokens=tokens, temperature=0, stream=True, stream_options={"include_usage": True},
-                extra_body=body_extra, num_retries=0)
+                model=f"openai/{model}",
+                api_base=f"{url}/v1",
+                api_key="unused",
+                messages=messages,
+                max_tokens=tokens,
+                temperature=0,
+                stream=True,
+                stream_options={"include_usage": True},
+                extra_body=body_extra,
+                num_retries=0,
+            )
             async for event in stream:
                 if event.choices and event.choices[0].delta.content:
                     chunks += 1
@@ -133,6 +173,7 @@ def make_client(name: str, url: str, model: str) -> Any:
                 if usage is not None and usage.completion_tokens:
                     used = usage.completion_tokens
             return used, chunks
+
         return stream_one
     raise SystemExit(f"unknown client {name!r}")
 
@@ -156,9 +197,15 @@ async def measure(stream_one: Any, requests: int, concurrency: int, tokens: int)
     bad = sum(used != tokens for used, _ in results) + len(errors)
     total = sum(used for used, _ in results)
     chunks = sum(c for _, c in results)
-    return {"tokens_per_s": total / wall, "wall_s": wall, "tokens": total, "chunks": chunks,
-            "client_cpu_us_per_token": 1e6 * cpu / max(total, 1), "bad_streams": bad,
-            "errors": errors[:3]}
+    return {
+        "tokens_per_s": total / wall,
+        "wall_s": wall,
+        "tokens": total,
+        "chunks": chunks,
+        "client_cpu_us_per_token": 1e6 * cpu / max(total, 1),
+        "bad_streams": bad,
+        "errors": errors[:3],
+    }
 
 
 def worker(name: str, url: str, model: str, cpus: str | None) -> None:
@@ -186,14 +233,16 @@ def worker(name: str, url: str, model: str, cpus: str | None) -> None:
 # Driver
 # ------------------------------------------------------------------------------------------------
 
+
 class Worker:
     def __init__(self, name: str, url: str, model: str, cpus: str | None) -> None:
         self.name = name
         cmd = [sys.executable, __file__, "--worker", name, "--url", url, "--model", model]
         if cpus:
             cmd += ["--client-cpus", cpus]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                     env={**os.environ, **CHILD_ENV})
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, **CHILD_ENV}
+        )
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().strip()
         if line != "ready":
@@ -223,8 +272,15 @@ def spread(values: list[float]) -> dict[str, Any]:
     ordered = sorted(values)
     q1, _, q3 = statistics.quantiles(ordered, n=4) if len(ordered) > 1 else (ordered[0],) * 3
     low, high = median_ci(ordered)
-    return {"median": statistics.median(ordered), "min": ordered[0], "max": ordered[-1],
-            "q1": q1, "q3": q3, "median_ci95": [low, high], "n": len(ordered)}
+    return {
+        "median": statistics.median(ordered),
+        "min": ordered[0],
+        "max": ordered[-1],
+        "q1": q1,
+        "q3": q3,
+        "median_ci95": [low, high],
+        "n": len(ordered),
+    }
 
 
 def median_ci(ordered: list[float], level: float = 0.95) -> tuple[float, float]:
@@ -236,7 +292,7 @@ def median_ci(ordered: list[float], level: float = 0.95) -> tuple[float, float]:
     """
     n = len(ordered)
     k = 1  # the interval (k-th smallest, k-th largest) covers the median w.p. 1 - 2 P(B <= k - 1)
-    while k < (n + 1) // 2 and 1 - 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n >= level:
+    while k < (n + 1) // 2 and 1 - 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2**n >= level:
         k += 1
     return ordered[k - 1], ordered[n - k]
 
@@ -248,8 +304,10 @@ def verdict(ratio: dict[str, Any], aim: float = 0.98) -> str:
         return f">= {aim}x httpx (95% CI of the median {low:.3f}-{high:.3f})"
     if high < aim:
         return f"< {aim}x httpx (95% CI of the median {low:.3f}-{high:.3f})"
-    return (f"cannot tell at this spread (95% CI of the median {low:.3f}-{high:.3f} "
-            f"contains {aim}); add rounds or quiet the machine")
+    return (
+        f"cannot tell at this spread (95% CI of the median {low:.3f}-{high:.3f} "
+        f"contains {aim}); add rounds or quiet the machine"
+    )
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -261,28 +319,35 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
     clients = [c.strip() for c in args.clients.split(",")]
     concurrencies = [int(c) for c in args.concurrency.split(",")]
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {
-        str(c): {n: [] for n in clients} for c in concurrencies}
+        str(c): {n: [] for n in clients} for c in concurrencies
+    }
     async with vllm_target(args.url, args.model_path, max_num_seqs=max(concurrencies)) as engine:
         workers = {n: Worker(n, engine.url, engine.served_name, args.client_cpus) for n in clients}
         try:
             for r in range(args.rounds):
                 for c in concurrencies:
-                    order = clients[r % len(clients):] + clients[:r % len(clients)]
+                    order = clients[r % len(clients) :] + clients[: r % len(clients)]
                     for n in order:
                         load = os.getloadavg()[0]
                         result = await asyncio.to_thread(workers[n].run, args.requests, c, args.tokens)
                         result["load_average_1m"] = [load, os.getloadavg()[0]]
                         runs[str(c)][n].append(result)
-                        print(f"[bench] round {r + 1}/{args.rounds} c={c} {n}: "
-                              f"{result['tokens_per_s']:.0f} tok/s, {result['client_cpu_us_per_token']:.0f} "
-                              f"us CPU/token, bad={result['bad_streams']}", file=sys.stderr)
+                        print(
+                            f"[bench] round {r + 1}/{args.rounds} c={c} {n}: "
+                            f"{result['tokens_per_s']:.0f} tok/s, {result['client_cpu_us_per_token']:.0f} "
+                            f"us CPU/token, bad={result['bad_streams']}",
+                            file=sys.stderr,
+                        )
         finally:
             for w in workers.values():
                 w.stop()
         command = engine.command
-    out: dict[str, Any] = {"placement": placement(args), "engine_command": command,
-                           "workload": {"requests": args.requests, "tokens": args.tokens,
-                                        "api": "chat", "rounds": args.rounds}, "results": {}}
+    out: dict[str, Any] = {
+        "placement": placement(args),
+        "engine_command": command,
+        "workload": {"requests": args.requests, "tokens": args.tokens, "api": "chat", "rounds": args.rounds},
+        "results": {},
+    }
     for c, per in runs.items():
         base = per.get("httpx")
         entry: dict[str, Any] = {}
@@ -290,32 +355,44 @@ async def drive(args: argparse.Namespace) -> dict[str, Any]:
             row: dict[str, Any] = {
                 "tokens_per_s": spread([x["tokens_per_s"] for x in rs]),
                 "client_cpu_us_per_token": spread([x["client_cpu_us_per_token"] for x in rs]),
-                "bad_streams": sum(x["bad_streams"] for x in rs)}
+                "bad_streams": sum(x["bad_streams"] for x in rs),
+            }
             if base and n != "httpx":
-                row["vs_httpx_paired"] = spread([x["tokens_per_s"] / b["tokens_per_s"]
-                                                 for x, b in zip(rs, base, strict=True)])
+                row["vs_httpx_paired"] = spread(
+                    [x["tokens_per_s"] / b["tokens_per_s"] for x, b in zip(rs, base, strict=True)]
+                )
                 row["cpu_per_token_vs_httpx_paired"] = spread(
-                    [x["client_cpu_us_per_token"] / b["client_cpu_us_per_token"]
-                     for x, b in zip(rs, base, strict=True)])
+                    [
+                        x["client_cpu_us_per_token"] / b["client_cpu_us_per_token"]
+                        for x, b in zip(rs, base, strict=True)
+                    ]
+                )
             entry[n] = row
         out["results"][c] = entry
-    out["unillm_vs_httpx"] = {c: r["unillm"]["vs_httpx_paired"]["median"]
-                              for c, r in out["results"].items()
-                              if "vs_httpx_paired" in r.get("unillm", {})}
-    out["unillm_verdict"] = {c: verdict(r["unillm"]["vs_httpx_paired"])
-                             for c, r in out["results"].items()
-                             if "vs_httpx_paired" in r.get("unillm", {})}
+    out["unillm_vs_httpx"] = {
+        c: r["unillm"]["vs_httpx_paired"]["median"]
+        for c, r in out["results"].items()
+        if "vs_httpx_paired" in r.get("unillm", {})
+    }
+    out["unillm_verdict"] = {
+        c: verdict(r["unillm"]["vs_httpx_paired"])
+        for c, r in out["results"].items()
+        if "vs_httpx_paired" in r.get("unillm", {})
+    }
     out["load_average_1m_median"] = statistics.median(
-        x for per in runs.values() for rs in per.values() for r in rs for x in r["load_average_1m"])
+        x for per in runs.values() for rs in per.values() for r in rs for x in r["load_average_1m"]
+    )
     return out
 
 
 def placement(args: argparse.Namespace) -> str:
     cores = os.cpu_count()
     pinned = f"client workers pinned to CPU {args.client_cpus}" if args.client_cpus else "clients unpinned"
-    return (f"{cores} cores shared by everything on this machine; vLLM binds its model thread to one "
-            f"core and reserves the other (its log: core ids / reserved_cpus); {pinned}, with vLLM's "
-            "API server; engine and clients on the same host over loopback")
+    return (
+        f"{cores} cores shared by everything on this machine; vLLM binds its model thread to one "
+        f"core and reserves the other (its log: core ids / reserved_cpus); {pinned}, with vLLM's "
+        "API server; engine and clients on the same host over loopback"
+    )
 
 
 def main() -> None:
@@ -329,21 +406,28 @@ def main() -> None:
     p.add_argument("--requests", type=int, default=160)
     p.add_argument("--tokens", type=int, default=64)
     p.add_argument("--rounds", type=int, default=6)
-    p.add_argument("--client-cpus", default="1" if (os.cpu_count() or 1) > 1 else None,
-                   help="CPUs the client workers are pinned to (comma-separated; '' to not pin)")
+    p.add_argument(
+        "--client-cpus",
+        default="1" if (os.cpu_count() or 1) > 1 else None,
+        help="CPUs the client workers are pinned to (comma-separated; '' to not pin)",
+    )
     args = p.parse_args()
     if args.worker:
         worker(args.worker, args.url, args.model, args.client_cpus)
         return
     result = asyncio.run(drive(args))
-    print(f"{'c':>3} {'client':<8}{'tok/s median':>14}{'min-max':>16}{'vs httpx (paired)':>22}"
-          f"{'CPU us/token':>14}")
+    print(
+        f"{'c':>3} {'client':<8}{'tok/s median':>14}{'min-max':>16}{'vs httpx (paired)':>22}"
+        f"{'CPU us/token':>14}"
+    )
     for c, per in result["results"].items():
         for n, row in per.items():
             t, ratio = row["tokens_per_s"], row.get("vs_httpx_paired")
-            ratio_text = (f"{ratio['median']:.3f} ({ratio['min']:.2f}-{ratio['max']:.2f})" if ratio else "1")
-            print(f"{c:>3} {n:<8}{t['median']:>14.0f}{t['min']:>8.0f}-{t['max']:<7.0f}{ratio_text:>22}"
-                  f"{row['client_cpu_us_per_token']['median']:>14.0f}")
+            ratio_text = f"{ratio['median']:.3f} ({ratio['min']:.2f}-{ratio['max']:.2f})" if ratio else "1"
+            print(
+                f"{c:>3} {n:<8}{t['median']:>14.0f}{t['min']:>8.0f}-{t['max']:<7.0f}{ratio_text:>22}"
+                f"{row['client_cpu_us_per_token']['median']:>14.0f}"
+            )
     for c, text in result["unillm_verdict"].items():
         print(f"unillm at {c} streams: {text}")
     print(json.dumps(result))

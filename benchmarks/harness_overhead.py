@@ -48,19 +48,28 @@ CHUNKS = 64
 async def raw_run(url: str, n: int, concurrency: int) -> dict[str, Any]:
     import httpx
 
-    body = {"model": "tiny", "prompt": PROMPT, "max_tokens": CHUNKS, "stream": True,
-            "stream_options": {"include_usage": True}}
+    body = {
+        "model": "tiny",
+        "prompt": PROMPT,
+        "max_tokens": CHUNKS,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     ttfts, e2els = [], []
     limit = asyncio.Semaphore(concurrency)
     async with httpx.AsyncClient(base_url=url, limits=httpx.Limits(max_connections=256)) as client:
+
         async def one() -> None:
             async with limit:
                 st = time.perf_counter()
                 first = last = None
                 async with client.stream("POST", "/v1/completions", json=body) as r:
                     async for line in r.aiter_lines():
-                        if (line.startswith("data: ") and line != "data: [DONE]"
-                                and json.loads(line[6:]).get("choices")):
+                        if (
+                            line.startswith("data: ")
+                            and line != "data: [DONE]"
+                            and json.loads(line[6:]).get("choices")
+                        ):
                             last = time.perf_counter()
                             first = first or last
                 assert first is not None and last is not None
@@ -73,19 +82,28 @@ async def raw_run(url: str, n: int, concurrency: int) -> dict[str, Any]:
         cpu0, t0 = time.process_time(), time.perf_counter()
         await asyncio.gather(*(one() for _ in range(n)))
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-    return {"median_ttft_ms": 1000 * statistics.median(ttfts),
-            "median_e2el_ms": 1000 * statistics.median(e2els),
-            "request_throughput": n / wall, "cpu_us_per_request": 1e6 * cpu / n}
+    return {
+        "median_ttft_ms": 1000 * statistics.median(ttfts),
+        "median_e2el_ms": 1000 * statistics.median(e2els),
+        "request_throughput": n / wall,
+        "cpu_us_per_request": 1e6 * cpu / n,
+    }
 
 
 async def raw_aiohttp_run(url: str, n: int, concurrency: int) -> dict[str, Any]:
     import aiohttp
 
-    body = {"model": "tiny", "prompt": PROMPT, "max_tokens": CHUNKS, "stream": True,
-            "stream_options": {"include_usage": True}}
+    body = {
+        "model": "tiny",
+        "prompt": PROMPT,
+        "max_tokens": CHUNKS,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     ttfts, e2els = [], []
     limit = asyncio.Semaphore(concurrency)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=256)) as session:
+
         async def one() -> None:
             async with limit:
                 st = time.perf_counter()
@@ -93,8 +111,11 @@ async def raw_aiohttp_run(url: str, n: int, concurrency: int) -> dict[str, Any]:
                 async with session.post(f"{url}/v1/completions", json=body) as r:
                     async for raw in r.content:  # one line at a time
                         line = raw.strip()
-                        if (line.startswith(b"data: ") and line != b"data: [DONE]"
-                                and json.loads(line[6:]).get("choices")):
+                        if (
+                            line.startswith(b"data: ")
+                            and line != b"data: [DONE]"
+                            and json.loads(line[6:]).get("choices")
+                        ):
                             last = time.perf_counter()
                             first = first or last
                 assert first is not None and last is not None
@@ -107,9 +128,12 @@ async def raw_aiohttp_run(url: str, n: int, concurrency: int) -> dict[str, Any]:
         cpu0, t0 = time.process_time(), time.perf_counter()
         await asyncio.gather(*(one() for _ in range(n)))
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-    return {"median_ttft_ms": 1000 * statistics.median(ttfts),
-            "median_e2el_ms": 1000 * statistics.median(e2els),
-            "request_throughput": n / wall, "cpu_us_per_request": 1e6 * cpu / n}
+    return {
+        "median_ttft_ms": 1000 * statistics.median(ttfts),
+        "median_e2el_ms": 1000 * statistics.median(e2els),
+        "request_throughput": n / wall,
+        "cpu_us_per_request": 1e6 * cpu / n,
+    }
 
 
 async def unillm_run(url: str, n: int, concurrency: int, http: str = "auto") -> dict[str, Any]:
@@ -120,27 +144,59 @@ async def unillm_run(url: str, n: int, concurrency: int, http: str = "auto") -> 
     async with Url("vllm", url, http=http).open() as opened:
         llm = opened.client
         cpu0 = time.process_time()
-        result = await run_load(llm, requests, Load(max_concurrency=concurrency), warmup=concurrency,
-                                sample_every_s=None)
+        result = await run_load(
+            llm, requests, Load(max_concurrency=concurrency), warmup=concurrency, sample_every_s=None
+        )
         cpu = time.process_time() - cpu0
     assert result.summary is not None and result.summary.completed == n
     assert set(result.output_lens) == {CHUNKS}
-    return {"median_ttft_ms": result.metric("median_ttft_ms"),
-            "median_e2el_ms": result.metric("median_e2el_ms"),
-            "request_throughput": result.metric("request_throughput"), "cpu_us_per_request": 1e6 * cpu / n}
+    return {
+        "median_ttft_ms": result.metric("median_ttft_ms"),
+        "median_e2el_ms": result.metric("median_e2el_ms"),
+        "request_throughput": result.metric("request_throughput"),
+        "cpu_us_per_request": 1e6 * cpu / n,
+    }
 
 
 def vllm_run(url: str, n: int, concurrency: int, tokenizer: str) -> dict[str, Any]:
     from vs_vllm_bench import VLLM_SHIM
 
     with tempfile.TemporaryDirectory() as d:
-        cmd = [str(VLLM_PYTHON), "-c", VLLM_SHIM, "--backend", "openai", "--base-url", url,
-               "--endpoint", "/v1/completions", "--model", "tiny", "--tokenizer", tokenizer,
-               "--dataset-name", "random", "--random-input-len", "8", "--random-output-len", str(CHUNKS),
-               "--num-prompts", str(n), "--max-concurrency", str(concurrency), "--num-warmups",
-               str(concurrency), "--disable-tqdm", "--percentile-metrics", "ttft,tpot,itl,e2el",
-               "--save-result", "--result-dir", d,
-               "--result-filename", "r.json"]
+        cmd = [
+            str(VLLM_PYTHON),
+            "-c",
+            VLLM_SHIM,
+            "--backend",
+            "openai",
+            "--base-url",
+            url,
+            "--endpoint",
+            "/v1/completions",
+            "--model",
+            "tiny",
+            "--tokenizer",
+            tokenizer,
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            "8",
+            "--random-output-len",
+            str(CHUNKS),
+            "--num-prompts",
+            str(n),
+            "--max-concurrency",
+            str(concurrency),
+            "--num-warmups",
+            str(concurrency),
+            "--disable-tqdm",
+            "--percentile-metrics",
+            "ttft,tpot,itl,e2el",
+            "--save-result",
+            "--result-dir",
+            d,
+            "--result-filename",
+            "r.json",
+        ]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
         if done.returncode != 0:
             raise SystemExit(f"vllm bench serve failed:\n{done.stderr[-2000:]}")
@@ -153,8 +209,11 @@ def main() -> None:
     p.add_argument("--requests", type=int, default=400)
     p.add_argument("--concurrency", default="1,8")
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--harnesses", default="raw,raw-aiohttp,unillm,unillm-httpx",
-                   help="comma-separated: raw, raw-aiohttp, unillm, unillm-httpx")
+    p.add_argument(
+        "--harnesses",
+        default="raw,raw-aiohttp,unillm,unillm-httpx",
+        help="comma-separated: raw, raw-aiohttp, unillm, unillm-httpx",
+    )
     p.add_argument("--with-vllm", action="store_true", help="add vllm bench serve (from the vLLM env)")
     args = p.parse_args()
     tokenizer = None
@@ -169,7 +228,7 @@ def main() -> None:
         for r in range(args.rounds):
             for c in (int(x) for x in args.concurrency.split(",")):
                 tools = args.harnesses.split(",") + (["vllm"] if args.with_vllm else [])
-                tools = tools[r % len(tools):] + tools[:r % len(tools)]
+                tools = tools[r % len(tools) :] + tools[: r % len(tools)]
                 for tool in tools:
                     if tool == "raw":
                         out = asyncio.run(raw_run(server.base_url, args.requests, c))
@@ -186,21 +245,32 @@ def main() -> None:
                     if "cpu_us_per_request" in out:
                         out["cpu_us_per_chunk"] = out["cpu_us_per_request"] / CHUNKS
                     rows.setdefault(str(c), {}).setdefault(tool, []).append(out)
-                    print(f"[bench] round {r + 1} c={c} {tool}: " + ", ".join(
-                        f"{k}={v:.3f}" for k, v in out.items()), file=sys.stderr)
+                    print(
+                        f"[bench] round {r + 1} c={c} {tool}: "
+                        + ", ".join(f"{k}={v:.3f}" for k, v in out.items()),
+                        file=sys.stderr,
+                    )
     finally:
         server.stop()
-    result: dict[str, Any] = {"requests": args.requests, "rounds": args.rounds, "chunks": CHUNKS,
-                              "load_average": {"before": load_before, "after": os.getloadavg()},
-                              "per_concurrency": {}}
-    print(f"{'c':>3} {'harness':<13}{'TTFT p50 ms':>12}{'E2EL p50 ms':>13}{'req/s':>9}"
-          f"{'CPU us/req':>12}{'us/chunk':>10}")
+    result: dict[str, Any] = {
+        "requests": args.requests,
+        "rounds": args.rounds,
+        "chunks": CHUNKS,
+        "load_average": {"before": load_before, "after": os.getloadavg()},
+        "per_concurrency": {},
+    }
+    print(
+        f"{'c':>3} {'harness':<13}{'TTFT p50 ms':>12}{'E2EL p50 ms':>13}{'req/s':>9}"
+        f"{'CPU us/req':>12}{'us/chunk':>10}"
+    )
     for c, tools in rows.items():
         med = {t: {k: statistics.median(x[k] for x in xs) for k in xs[0]} for t, xs in tools.items()}
         for t, m in med.items():
-            print(f"{c:>3} {t:<13}{m['median_ttft_ms']:>12.3f}{m['median_e2el_ms']:>13.3f}"
-                  f"{m['request_throughput']:>9.0f}{m.get('cpu_us_per_request', float('nan')):>12.0f}"
-                  f"{m.get('cpu_us_per_chunk', float('nan')):>10.1f}")
+            print(
+                f"{c:>3} {t:<13}{m['median_ttft_ms']:>12.3f}{m['median_e2el_ms']:>13.3f}"
+                f"{m['request_throughput']:>9.0f}{m.get('cpu_us_per_request', float('nan')):>12.0f}"
+                f"{m.get('cpu_us_per_chunk', float('nan')):>10.1f}"
+            )
         if "unillm" not in med or "raw" not in med:
             result["per_concurrency"][c] = med
             continue

@@ -25,11 +25,19 @@ from collections.abc import Callable
 from typing import Any
 
 SCHEMA: dict[str, Any] = {
-    "type": "array", "minItems": 8, "maxItems": 8,
-    "items": {"type": "object", "additionalProperties": False, "required": ["name", "n", "ok"],
-              "properties": {"name": {"type": "string", "maxLength": 10},
-                             "n": {"type": "integer", "minimum": 0, "maximum": 999},
-                             "ok": {"type": "boolean"}}},
+    "type": "array",
+    "minItems": 8,
+    "maxItems": 8,
+    "items": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["name", "n", "ok"],
+        "properties": {
+            "name": {"type": "string", "maxLength": 10},
+            "n": {"type": "integer", "minimum": 0, "maximum": 999},
+            "ok": {"type": "boolean"},
+        },
+    },
 }
 REGEX = r"([a-z]{2,8} [0-9]{1,3}, ){12}end"
 PROMPT = "Write the records:"
@@ -48,7 +56,8 @@ def _json_ok(text: str) -> bool:
 
 
 CHECKS: dict[str, Callable[[str], bool]] = {
-    "json": _json_ok, "regex": lambda t: re.fullmatch(REGEX, t) is not None,
+    "json": _json_ok,
+    "regex": lambda t: re.fullmatch(REGEX, t) is not None,
 }
 SPECS: dict[str, Any] = {"json": SCHEMA, "regex": REGEX}
 
@@ -83,14 +92,17 @@ def xgrammar_factory(tokenizer: Any, vocab: int) -> Factory:
     compiler = xgr.GrammarCompiler(info)
 
     def make(kind: str, spec: Any, prompt_len: int) -> Any:
-        compiled = (compiler.compile_json_schema(json.dumps(spec), any_whitespace=False) if kind == "json"
-                    else compiler.compile_regex(spec))
+        compiled = (
+            compiler.compile_json_schema(json.dumps(spec), any_whitespace=False)
+            if kind == "json"
+            else compiler.compile_regex(spec)
+        )
         matcher = xgr.GrammarMatcher(compiled)
         bitmask = xgr.allocate_token_bitmask(1, vocab)
         seen = [prompt_len]
 
         def processor(tokens: Any, logits: Any) -> Any:
-            for t in tokens[seen[0]:].tolist():
+            for t in tokens[seen[0] :].tolist():
                 if not matcher.is_terminated():
                     matcher.accept_token(t)
             seen[0] = tokens.size
@@ -127,7 +139,7 @@ def outlines_factory(tokenizer: Any, vocab: int) -> Factory:
         seen = [prompt_len]
 
         def processor(tokens: Any, logits: Any) -> Any:
-            for t in tokens[seen[0]:].tolist():
+            for t in tokens[seen[0] :].tolist():
                 if not guide.is_finished():
                     guide.advance(t, return_tokens=False)
             seen[0] = tokens.size
@@ -172,8 +184,9 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def decode(model: Any, tokenizer: Any, prompt: list[int], max_tokens: int,
-           processor: Any | None) -> tuple[str, int, float]:
+def decode(
+    model: Any, tokenizer: Any, prompt: list[int], max_tokens: int, processor: Any | None
+) -> tuple[str, int, float]:
     import mlx.core as mx
     from mlx_lm import stream_generate
     from mlx_lm.sample_utils import make_sampler
@@ -181,8 +194,14 @@ def decode(model: Any, tokenizer: Any, prompt: list[int], max_tokens: int,
     text, tokens = [], 0
     started = time.perf_counter()
     processors = [processor] if processor else None
-    for out in stream_generate(model, tokenizer, mx.array(prompt), max_tokens=max_tokens,
-                               sampler=make_sampler(0.0), logits_processors=processors):
+    for out in stream_generate(
+        model,
+        tokenizer,
+        mx.array(prompt),
+        max_tokens=max_tokens,
+        sampler=make_sampler(0.0),
+        logits_processors=processors,
+    ):
         text.append(out.text)
         tokens = out.generation_tokens
     return "".join(text), tokens, time.perf_counter() - started
@@ -210,8 +229,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return max(rates), tokens, text, rates
 
     rate, tokens, _, rates = best_of(lambda: None)
-    rows.append({"engine": "none", "constraint": "-", "version": _version("mlx-lm"), "tok_s": rate,
-                 "tok_s_median": statistics.median(rates), "tokens": tokens, "build_ms": 0.0, "valid": None})
+    rows.append(
+        {
+            "engine": "none",
+            "constraint": "-",
+            "version": _version("mlx-lm"),
+            "tok_s": rate,
+            "tok_s_median": statistics.median(rates),
+            "tokens": tokens,
+            "build_ms": 0.0,
+            "valid": None,
+        }
+    )
     baseline = rate
     for name, (module, factory) in ENGINES.items():
         if importlib.util.find_spec(module) is None:
@@ -230,15 +259,32 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 make(kind, spec, len(prompt))
                 build_ms = (time.perf_counter() - t0) * 1e3
                 rate, tokens, text, rates = best_of(_bind(make, kind, spec, len(prompt)))
-                rows.append({"engine": name, "constraint": kind, "version": _version(name), "tok_s": rate,
-                             "tok_s_median": statistics.median(rates), "tokens": tokens,
-                             "build_ms": build_ms, "setup_ms": setup_ms, "valid": CHECKS[kind](text),
-                             "slowdown": baseline / rate})
+                rows.append(
+                    {
+                        "engine": name,
+                        "constraint": kind,
+                        "version": _version(name),
+                        "tok_s": rate,
+                        "tok_s_median": statistics.median(rates),
+                        "tokens": tokens,
+                        "build_ms": build_ms,
+                        "setup_ms": setup_ms,
+                        "valid": CHECKS[kind](text),
+                        "slowdown": baseline / rate,
+                    }
+                )
             except Exception as e:  # reported as a row
                 rows.append({"engine": name, "constraint": kind, "error": f"{type(e).__name__}: {e}"[:120]})
     rows += _through_unillm(model_path, args)
-    return {"benchmark": "mlx_constrained", "model": model_path, "vocab": vocab, "max_tokens": args.tokens,
-            "rounds": args.rounds, "python": sys.version.split()[0], "rows": rows}
+    return {
+        "benchmark": "mlx_constrained",
+        "model": model_path,
+        "vocab": vocab,
+        "max_tokens": args.tokens,
+        "rounds": args.rounds,
+        "python": sys.version.split()[0],
+        "rows": rows,
+    }
 
 
 def _through_unillm(model_path: str, args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -258,13 +304,15 @@ def _through_unillm(model_path: str, args: argparse.Namespace) -> list[dict[str,
                     for _ in range(args.rounds):
                         started = time.perf_counter()
                         if mode == "generate":
-                            r = await llm.generate(PROMPT, output=output, max_tokens=args.tokens,
-                                                   temperature=0)
+                            r = await llm.generate(
+                                PROMPT, output=output, max_tokens=args.tokens, temperature=0
+                            )
                             text, tokens = r.text, r.usage.completion_tokens
                         else:
                             tokens = 0
-                            async with llm.stream(PROMPT, output=output, max_tokens=args.tokens,
-                                                  temperature=0) as stream:
+                            async with llm.stream(
+                                PROMPT, output=output, max_tokens=args.tokens, temperature=0
+                            ) as stream:
                                 async for delta in stream:
                                     tokens = delta.usage.completion_tokens if delta.usage else tokens
                             text = stream.text
@@ -272,10 +320,18 @@ def _through_unillm(model_path: str, args: argparse.Namespace) -> list[dict[str,
                         if output is not None:
                             valid = valid and _json_ok(text)
                         rates.append(tokens / seconds)
-                    rows.append({"engine": f"unillm in-process {mode}", "constraint": label,
-                                 "version": _version("unillm-mlx"), "tok_s": max(rates),
-                                 "tok_s_median": statistics.median(rates), "tokens": tokens, "build_ms": None,
-                                 "valid": valid if output is not None else None})
+                    rows.append(
+                        {
+                            "engine": f"unillm in-process {mode}",
+                            "constraint": label,
+                            "version": _version("unillm-mlx"),
+                            "tok_s": max(rates),
+                            "tok_s_median": statistics.median(rates),
+                            "tokens": tokens,
+                            "build_ms": None,
+                            "valid": valid if output is not None else None,
+                        }
+                    )
 
     try:
         anyio.run(go)
@@ -286,17 +342,21 @@ def _through_unillm(model_path: str, args: argparse.Namespace) -> list[dict[str,
 
 
 def table(summary: dict[str, Any]) -> str:
-    lines = [f"model {summary['model']} (vocab {summary['vocab']}), greedy, up to {summary['max_tokens']} "
-             f"tokens, best of {summary['rounds']}",
-             f"{'engine':<26} {'constraint':<10} {'tok/s':>8} {'tokens':>7} {'build ms':>9} {'valid':>6}"]
+    lines = [
+        f"model {summary['model']} (vocab {summary['vocab']}), greedy, up to {summary['max_tokens']} "
+        f"tokens, best of {summary['rounds']}",
+        f"{'engine':<26} {'constraint':<10} {'tok/s':>8} {'tokens':>7} {'build ms':>9} {'valid':>6}",
+    ]
     for row in summary["rows"]:
         if "error" in row:
             lines.append(f"{row['engine']:<26} {row['constraint']:<10} {row['error']}")
             continue
         build = "" if row.get("build_ms") is None else f"{row['build_ms']:.1f}"
         valid = "" if row.get("valid") is None else ("yes" if row["valid"] else "NO")
-        lines.append(f"{row['engine']:<26} {row['constraint']:<10} {row['tok_s']:>8.0f} {row['tokens']:>7} "
-                     f"{build:>9} {valid:>6}")
+        lines.append(
+            f"{row['engine']:<26} {row['constraint']:<10} {row['tok_s']:>8.0f} {row['tokens']:>7} "
+            f"{build:>9} {valid:>6}"
+        )
     return "\n".join(lines)
 
 

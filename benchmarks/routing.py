@@ -63,6 +63,7 @@ def _request(client: Any) -> Call:
         r = await client.generate(PROMPT, max_tokens=MAX_TOKENS)
         if r.text != EXPECTED_TEXT:
             raise RuntimeError(f"wrong answer: {r.text[:40]!r}")
+
     return call
 
 
@@ -71,6 +72,7 @@ def _stream(client: Any) -> Call:
         parts = [d.text async for d in client.stream(PROMPT, max_tokens=MAX_TOKENS) if d.text]
         if len(parts) != CHUNKS or "".join(parts) != EXPECTED_TEXT:
             raise RuntimeError(f"wrong stream: {len(parts)} chunks")
+
     return call
 
 
@@ -81,8 +83,10 @@ async def client_cpu(urls: list[str], requests: int, streams: int, rounds: int) 
         "fleet": unillm.connect("vllm", urls, model=MODEL, policy="round_robin"),
         "fleet_prefix": unillm.connect("vllm", urls, model=MODEL, policy="prefix"),
     }
-    per: dict[str, dict[str, list[float]]] = {"request": {n: [] for n in clients},
-                                              "stream": {n: [] for n in clients}}
+    per: dict[str, dict[str, list[float]]] = {
+        "request": {n: [] for n in clients},
+        "stream": {n: [] for n in clients},
+    }
     try:
         for c in clients.values():  # warm up: discovery, connections, first-call imports
             for _ in range(20):
@@ -90,7 +94,7 @@ async def client_cpu(urls: list[str], requests: int, streams: int, rounds: int) 
             await _stream(c)()
         names = list(clients)
         for r in range(rounds):
-            order = names[r % len(names):] + names[:r % len(names)]
+            order = names[r % len(names) :] + names[: r % len(names)]
             for n in order:
                 per["request"][n].append(1e6 * await _cpu_per_call(_request(clients[n]), requests // rounds))
                 per["stream"][n].append(1e6 * await _cpu_per_call(_stream(clients[n]), streams // rounds))
@@ -125,8 +129,7 @@ async def engines_throughput(args: argparse.Namespace) -> dict[str, list[float]]
     settings = cpu_launch_settings("vllm", build_tiny_model(), workdir, served_name="tiny")
     cores = os.cpu_count() or 1  # each replica's compute threads on a core of its own
     binds = [{"VLLM_CPU_OMP_THREADS_BIND": str(i % cores)} for i in range(2)]
-    run = FleetLaunch("vllm", unillm.LaunchSpec(**settings), replicas=2, log_dir=workdir,
-                      replica_env=binds)
+    run = FleetLaunch("vllm", unillm.LaunchSpec(**settings), replicas=2, log_dir=workdir, replica_env=binds)
     per: dict[str, list[float]] = {}
     measure = (args.load // args.rounds, args.concurrency, args.max_tokens)
     async with run, contextlib.AsyncExitStack() as stack:
@@ -134,16 +137,18 @@ async def engines_throughput(args: argparse.Namespace) -> dict[str, list[float]]
         spec = unillm.LaunchSpec(model="tiny", served_name="tiny", api_key=run.spec.api_key)
         clients: dict[str, Any] = {
             "direct_one_replica": unillm.connect("vllm", urls[0], api_key=key, model="tiny"),
-            "client_fleet": unillm.connect("vllm", urls, api_key=key, model="tiny")}
+            "client_fleet": unillm.connect("vllm", urls, api_key=key, model="tiny"),
+        }
         for router in ("vllm-router", "smg"):
             clients[router] = await stack.enter_async_context(
-                router_launch("vllm", router, urls, spec=spec, log_dir=workdir))
+                router_launch("vllm", router, urls, spec=spec, log_dir=workdir)
+            )
         for c in clients.values():
             stack.push_async_callback(c.aclose)
             await requests_per_s(c, 8, 4, args.max_tokens)  # warm up
         names = list(clients)
         for r in range(args.rounds):
-            for n in names[r % len(names):] + names[:r % len(names)]:
+            for n in names[r % len(names) :] + names[: r % len(names)]:
                 per.setdefault(n, []).append(await requests_per_s(clients[n], *measure))
     return per
 
@@ -152,8 +157,9 @@ async def engines_throughput(args: argparse.Namespace) -> dict[str, list[float]]
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="small run for smoke tests")
-    parser.add_argument("--no-engines", action="store_true",
-                        help="only the client CPU part (no vLLM replicas, no routers)")
+    parser.add_argument(
+        "--no-engines", action="store_true", help="only the client CPU part (no vLLM replicas, no routers)"
+    )
     parser.add_argument("--load", type=int, default=200, help="requests per real-engine set-up")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--max-tokens", type=int, default=16)
@@ -172,34 +178,50 @@ def main(argv: list[str] | None = None) -> int:
     rps_rounds = {} if args.no_engines else asyncio.run(engines_throughput(args))
     rps = {n: max(v) for n, v in rps_rounds.items()}
 
-    print(f"\nclient CPU per call, best of {rounds} rounds ({requests} requests, {streams} streams "
-          f"of {CHUNKS} chunks), two loopback look-alike replicas")
+    print(
+        f"\nclient CPU per call, best of {rounds} rounds ({requests} requests, {streams} streams "
+        f"of {CHUNKS} chunks), two loopback look-alike replicas"
+    )
     print(f"{'client':<14} {'us/request':>11} {'x direct':>9} {'us/stream':>10} {'x direct':>9}")
     for n in best["request"]:
-        print(f"{n:<14} {best['request'][n]:>11.1f} {best['request'][n] / best['request']['direct']:>9.3f} "
-              f"{best['stream'][n]:>10.1f} {best['stream'][n] / best['stream']['direct']:>9.3f}")
+        print(
+            f"{n:<14} {best['request'][n]:>11.1f} {best['request'][n] / best['request']['direct']:>9.3f} "
+            f"{best['stream'][n]:>10.1f} {best['stream'][n] / best['stream']['direct']:>9.3f}"
+        )
     if rps:
-        print(f"\nrequests/s (best of {args.rounds} rounds of {args.load // args.rounds} requests of "
-              f"{args.max_tokens} tokens, {args.concurrency} at a time), two vLLM-CPU replicas of the "
-              "tiny model, one core each")
+        print(
+            f"\nrequests/s (best of {args.rounds} rounds of {args.load // args.rounds} requests of "
+            f"{args.max_tokens} tokens, {args.concurrency} at a time), two vLLM-CPU replicas of the "
+            "tiny model, one core each"
+        )
         for n, v in rps.items():
             print(f"{n:<20} {v:>8.1f}")
 
     def ratio(kind: str, name: str) -> float:
         return round(best[kind][name] / best[kind]["direct"], 3)
 
-    print(json.dumps({
-        "fleet_per_request_vs_direct": ratio("request", "fleet"),
-        "fleet_per_stream_vs_direct": ratio("stream", "fleet"),
-        "fleet_prefix_per_request_vs_direct": ratio("request", "fleet_prefix"),
-        "us_per_request": {n: round(v, 1) for n, v in best["request"].items()},
-        "us_per_stream": {n: round(v, 1) for n, v in best["stream"].items()},
-        "us_per_request_median": {n: round(v, 1) for n, v in median["request"].items()},
-        "requests_per_s": {n: round(v, 2) for n, v in rps.items()},
-        "requests_per_s_median": {n: round(statistics.median(v), 2) for n, v in rps_rounds.items()},
-        "load": args.load, "concurrency": args.concurrency, "max_tokens": args.max_tokens,
-        "requests": requests, "streams": streams, "rounds": rounds, "quick": args.quick,
-    }, separators=(",", ":")))
+    print(
+        json.dumps(
+            {
+                "fleet_per_request_vs_direct": ratio("request", "fleet"),
+                "fleet_per_stream_vs_direct": ratio("stream", "fleet"),
+                "fleet_prefix_per_request_vs_direct": ratio("request", "fleet_prefix"),
+                "us_per_request": {n: round(v, 1) for n, v in best["request"].items()},
+                "us_per_stream": {n: round(v, 1) for n, v in best["stream"].items()},
+                "us_per_request_median": {n: round(v, 1) for n, v in median["request"].items()},
+                "requests_per_s": {n: round(v, 2) for n, v in rps.items()},
+                "requests_per_s_median": {n: round(statistics.median(v), 2) for n, v in rps_rounds.items()},
+                "load": args.load,
+                "concurrency": args.concurrency,
+                "max_tokens": args.max_tokens,
+                "requests": requests,
+                "streams": streams,
+                "rounds": rounds,
+                "quick": args.quick,
+            },
+            separators=(",", ":"),
+        )
+    )
     return 0
 
 

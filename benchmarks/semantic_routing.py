@@ -61,9 +61,12 @@ def decision_cost(rounds: int) -> dict[str, float]:
         for text, query in zip(prompts, queries, strict=True):
             decide(routes, text, index.scores(query))
         per_round.append((time.process_time() - started) / len(prompts) * 1e6)
-    return {"decision_us": round(min(per_round), 1),
-            "decision_us_median": round(statistics.median(per_round), 1),
-            "examples": examples, "routes": len(routes.routes)}
+    return {
+        "decision_us": round(min(per_round), 1),
+        "decision_us_median": round(statistics.median(per_round), 1),
+        "examples": examples,
+        "routes": len(routes.routes),
+    }
 
 
 async def embedding_cost(url: str, model: str | None, calls: int) -> dict[str, float]:
@@ -83,7 +86,7 @@ async def embedding_cost(url: str, model: str | None, calls: int) -> dict[str, f
         raw_url = url.rstrip("/").removesuffix("/v1") + "/v1/embeddings"
         for i in range(calls):
             text = prompts[i % len(prompts)]
-            for kind in (("httpx", "unillm") if i % 2 else ("unillm", "httpx")):
+            for kind in ("httpx", "unillm") if i % 2 else ("unillm", "httpx"):
                 started = time.perf_counter()
                 if kind == "httpx":
                     answer = await client.post(raw_url, json={**body, "input": [text]})
@@ -98,8 +101,12 @@ async def embedding_cost(url: str, model: str | None, calls: int) -> dict[str, f
             route_ms.append((time.perf_counter() - started) * 1000)
     await embedder.aclose()
     med = statistics.median
-    return {"embed_ms": round(med(unillm_ms), 2), "embed_httpx_ms": round(med(httpx_ms), 2),
-            "embed_vs_httpx": round(med(unillm_ms) / med(httpx_ms), 3), "route_ms": round(med(route_ms), 2)}
+    return {
+        "embed_ms": round(med(unillm_ms), 2),
+        "embed_httpx_ms": round(med(httpx_ms), 2),
+        "embed_vs_httpx": round(med(unillm_ms) / med(httpx_ms), 3),
+        "route_ms": round(med(route_ms), 2),
+    }
 
 
 async def launched_embedding_cost(calls: int) -> dict[str, float]:
@@ -107,15 +114,23 @@ async def launched_embedding_cost(calls: int) -> dict[str, float]:
     import unillm
     from unillm.testing.embedding_model import build_embedding_model
 
-    launch = unillm.launch("vllm", model=str(build_embedding_model()), served_name="minilm",
-                           task="embed", cpu=True, max_model_len=256, api_key=None)
+    launch = unillm.launch(
+        "vllm",
+        model=str(build_embedding_model()),
+        served_name="minilm",
+        task="embed",
+        cpu=True,
+        max_model_len=256,
+        api_key=None,
+    )
     async with launch:
         return await embedding_cost(launch.base_url, "minilm", calls)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--embed-url", help="a running /v1/embeddings server")
     parser.add_argument("--embed-model", help="its model name")
     parser.add_argument("--launch", action="store_true", help="start MiniLM on vLLM-CPU for the measurement")
@@ -124,14 +139,21 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="decision only, 3 rounds")
     args = parser.parse_args()
     result: dict[str, Any] = decision_cost(3 if args.quick else args.rounds)
-    print(f"decision: {result['decision_us']} us per prompt (best round; median "
-          f"{result['decision_us_median']} us), {result['examples']} examples in {result['routes']} routes")
+    print(
+        f"decision: {result['decision_us']} us per prompt (best round; median "
+        f"{result['decision_us_median']} us), {result['examples']} examples in {result['routes']} routes"
+    )
     if not args.quick and (args.embed_url or args.launch):
-        cost = (asyncio.run(embedding_cost(args.embed_url, args.embed_model, args.calls)) if args.embed_url
-                else asyncio.run(launched_embedding_cost(args.calls)))
+        cost = (
+            asyncio.run(embedding_cost(args.embed_url, args.embed_model, args.calls))
+            if args.embed_url
+            else asyncio.run(launched_embedding_cost(args.calls))
+        )
         result.update(cost)
-        print(f"embedding call: unillm {cost['embed_ms']} ms vs httpx {cost['embed_httpx_ms']} ms "
-              f"({cost['embed_vs_httpx']}x); router.route(): {cost['route_ms']} ms (medians)")
+        print(
+            f"embedding call: unillm {cost['embed_ms']} ms vs httpx {cost['embed_httpx_ms']} ms "
+            f"({cost['embed_vs_httpx']}x); router.route(): {cost['route_ms']} ms (medians)"
+        )
     print(json.dumps(result, separators=(",", ":")))
     return 0
 

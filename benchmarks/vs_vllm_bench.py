@@ -48,12 +48,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cpu_engine import VLLM_PYTHON, vllm_target
 
 #: (key in both result JSONs, tolerance of unillm / vLLM)
-COMPARED = (("median_ttft_ms", 0.15), ("median_tpot_ms", 0.15), ("median_e2el_ms", 0.15),
-            ("request_throughput", 0.10), ("output_throughput", 0.10))
-VLLM_SHIM = ("from vllm.benchmarks.serve import add_cli_args, main\n"
-             "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
-             "p = FlexibleArgumentParser(prog='vllm bench serve'); add_cli_args(p)\n"
-             "main(p.parse_args())\n")
+COMPARED = (
+    ("median_ttft_ms", 0.15),
+    ("median_tpot_ms", 0.15),
+    ("median_e2el_ms", 0.15),
+    ("request_throughput", 0.10),
+    ("output_throughput", 0.10),
+)
+VLLM_SHIM = (
+    "from vllm.benchmarks.serve import add_cli_args, main\n"
+    "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+    "p = FlexibleArgumentParser(prog='vllm bench serve'); add_cli_args(p)\n"
+    "main(p.parse_args())\n"
+)
 
 
 def run_client(cmd: list[str], args: argparse.Namespace) -> subprocess.CompletedProcess[str]:
@@ -66,21 +73,63 @@ def run_client(cmd: list[str], args: argparse.Namespace) -> subprocess.Completed
         if args.nice:
             os.nice(args.nice)
 
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False,
-                          preexec_fn=place if cpus or args.nice else None)
+    return subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        preexec_fn=place if cpus or args.nice else None,
+    )
 
 
 def vllm_bench(args: argparse.Namespace, engine: Any, out: Path, seed: int) -> dict[str, Any]:
-    cmd = [str(VLLM_PYTHON), "-c", VLLM_SHIM, "--backend", "openai", "--base-url", engine.url,
-           "--endpoint", "/v1/completions", "--model", engine.served_name,
-           "--served-model-name", engine.served_name, "--tokenizer", engine.model_path,
-           "--dataset-name", "random", "--random-input-len", str(args.input_len),
-           "--random-output-len", str(args.output_len), "--num-prompts", str(args.num_prompts),
-           "--max-concurrency", str(args.max_concurrency), "--request-rate", "inf",
-           "--ignore-eos", "--temperature", "0", "--num-warmups", str(args.warmups),
-           "--seed", str(seed), "--disable-tqdm", "--percentile-metrics", "ttft,tpot,itl,e2el",
-           "--metric-percentiles", "50,90,99", "--save-result", "--result-dir", str(out.parent),
-           "--result-filename", out.name]
+    cmd = [
+        str(VLLM_PYTHON),
+        "-c",
+        VLLM_SHIM,
+        "--backend",
+        "openai",
+        "--base-url",
+        engine.url,
+        "--endpoint",
+        "/v1/completions",
+        "--model",
+        engine.served_name,
+        "--served-model-name",
+        engine.served_name,
+        "--tokenizer",
+        engine.model_path,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(args.input_len),
+        "--random-output-len",
+        str(args.output_len),
+        "--num-prompts",
+        str(args.num_prompts),
+        "--max-concurrency",
+        str(args.max_concurrency),
+        "--request-rate",
+        "inf",
+        "--ignore-eos",
+        "--temperature",
+        "0",
+        "--num-warmups",
+        str(args.warmups),
+        "--seed",
+        str(seed),
+        "--disable-tqdm",
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        "50,90,99",
+        "--save-result",
+        "--result-dir",
+        str(out.parent),
+        "--result-filename",
+        out.name,
+    ]
     done = run_client(cmd, args)
     if done.returncode != 0 or not out.exists():
         raise SystemExit(f"vllm bench serve failed ({done.returncode}):\n{done.stderr[-3000:]}")
@@ -88,13 +137,41 @@ def vllm_bench(args: argparse.Namespace, engine: Any, out: Path, seed: int) -> d
 
 
 def unillm_bench(args: argparse.Namespace, engine: Any, out: Path, seed: int) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "unillm.cli", "bench", "vllm", "--url", engine.url,
-           "--tokenizer", engine.model_path, "--dataset", "random",
-           "--input-len", str(args.input_len), "--output-len", str(args.output_len),
-           "--num-prompts", str(args.num_prompts), "--max-concurrency", str(args.max_concurrency),
-           "--ignore-eos", "--temperature", "0", "--warmup", str(args.warmups), "--seed", str(seed),
-           "--out", str(out), "--no-plots", "--no-progress", "--no-engine-metrics",
-           "--http", args.unillm_http]
+    cmd = [
+        sys.executable,
+        "-m",
+        "unillm.cli",
+        "bench",
+        "vllm",
+        "--url",
+        engine.url,
+        "--tokenizer",
+        engine.model_path,
+        "--dataset",
+        "random",
+        "--input-len",
+        str(args.input_len),
+        "--output-len",
+        str(args.output_len),
+        "--num-prompts",
+        str(args.num_prompts),
+        "--max-concurrency",
+        str(args.max_concurrency),
+        "--ignore-eos",
+        "--temperature",
+        "0",
+        "--warmup",
+        str(args.warmups),
+        "--seed",
+        str(seed),
+        "--out",
+        str(out),
+        "--no-plots",
+        "--no-progress",
+        "--no-engine-metrics",
+        "--http",
+        args.unillm_http,
+    ]
     done = run_client(cmd, args)
     if done.returncode != 0:
         raise SystemExit(f"unillm bench failed ({done.returncode}):\n{done.stderr[-3000:]}")
@@ -116,46 +193,77 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                     run = vllm_bench if tool == "vllm" else unillm_bench
                     load_before = os.getloadavg()[0]
                     result = await anyio.to_thread.run_sync(
-                        run, args, engine, out.with_suffix(".json") if tool == "vllm" else out, i)
-                    rounds[tool].append({k: result[k] for k, _ in COMPARED}
-                                        | {"completed": result["completed"],
-                                           "total_input_tokens": result["total_input_tokens"],
-                                           "total_output_tokens": result["total_output_tokens"],
-                                           "load_average_1m": [load_before, os.getloadavg()[0]]})
+                        run, args, engine, out.with_suffix(".json") if tool == "vllm" else out, i
+                    )
+                    rounds[tool].append(
+                        {k: result[k] for k, _ in COMPARED}
+                        | {
+                            "completed": result["completed"],
+                            "total_input_tokens": result["total_input_tokens"],
+                            "total_output_tokens": result["total_output_tokens"],
+                            "load_average_1m": [load_before, os.getloadavg()[0]],
+                        }
+                    )
                     if tool == "unillm":
                         client_http = result.get("client_http")
-                    print(f"[bench] round {i + 1}/{args.rounds} {tool}: "
-                          + ", ".join(f"{k}={result[k]:.2f}" for k, _ in COMPARED)
-                          + f" (load average {os.getloadavg()[0]:.1f})", file=sys.stderr)
+                    print(
+                        f"[bench] round {i + 1}/{args.rounds} {tool}: "
+                        + ", ".join(f"{k}={result[k]:.2f}" for k, _ in COMPARED)
+                        + f" (load average {os.getloadavg()[0]:.1f})",
+                        file=sys.stderr,
+                    )
         command = engine.command
     loads.append(os.getloadavg()[0])
-    medians = {tool: {k: statistics.median(r[k] for r in rs) for k, _ in COMPARED}
-               for tool, rs in rounds.items()}
+    medians = {
+        tool: {k: statistics.median(r[k] for r in rs) for k, _ in COMPARED} for tool, rs in rounds.items()
+    }
     ratios = {k: medians["unillm"][k] / medians["vllm"][k] for k, _ in COMPARED}
     agree = {k: abs(ratios[k] - 1) <= tol for k, tol in COMPARED}
-    spread = {tool: {k: [min(r[k] for r in rs), max(r[k] for r in rs)] for k, _ in COMPARED}
-              for tool, rs in rounds.items()}
-    return {"workload": {"input_len": args.input_len, "output_len": args.output_len,
-                         "num_prompts": args.num_prompts, "max_concurrency": args.max_concurrency,
-                         "warmups": args.warmups, "rounds": args.rounds, "api": "completions",
-                         "ignore_eos": True, "temperature": 0, "client_nice": args.nice},
-            "placement": placement(args), "unillm_client_http": client_http,
-            "load_average_1m": {"start": loads[0], "end": loads[-1],
-                                "median_over_runs": statistics.median(
-                                    x for rs in rounds.values() for r in rs
-                                    for x in r["load_average_1m"])},
-            "cores": os.cpu_count(), "engine_command": command,
-            "vllm": medians["vllm"], "unillm": medians["unillm"],
-            "ratio_unillm_over_vllm": ratios, "agree": agree, "all_agree": all(agree.values()),
-            "spread": spread, "rounds_detail": rounds}
+    spread = {
+        tool: {k: [min(r[k] for r in rs), max(r[k] for r in rs)] for k, _ in COMPARED}
+        for tool, rs in rounds.items()
+    }
+    return {
+        "workload": {
+            "input_len": args.input_len,
+            "output_len": args.output_len,
+            "num_prompts": args.num_prompts,
+            "max_concurrency": args.max_concurrency,
+            "warmups": args.warmups,
+            "rounds": args.rounds,
+            "api": "completions",
+            "ignore_eos": True,
+            "temperature": 0,
+            "client_nice": args.nice,
+        },
+        "placement": placement(args),
+        "unillm_client_http": client_http,
+        "load_average_1m": {
+            "start": loads[0],
+            "end": loads[-1],
+            "median_over_runs": statistics.median(
+                x for rs in rounds.values() for r in rs for x in r["load_average_1m"]
+            ),
+        },
+        "cores": os.cpu_count(),
+        "engine_command": command,
+        "vllm": medians["vllm"],
+        "unillm": medians["unillm"],
+        "ratio_unillm_over_vllm": ratios,
+        "agree": agree,
+        "all_agree": all(agree.values()),
+        "spread": spread,
+        "rounds_detail": rounds,
+    }
 
 
 def placement(args: argparse.Namespace) -> str:
-    pinned = (f"both harnesses pinned to CPU {args.client_cpus}" if args.client_cpus
-              else "harnesses unpinned")
-    return (f"{os.cpu_count()} cores shared with everything else on this machine; vLLM pins its "
-            f"model thread to one core and reserves the other for its API server (its log: "
-            f"reserved_cpus); {pinned}, nice {args.nice}; loopback HTTP")
+    pinned = f"both harnesses pinned to CPU {args.client_cpus}" if args.client_cpus else "harnesses unpinned"
+    return (
+        f"{os.cpu_count()} cores shared with everything else on this machine; vLLM pins its "
+        f"model thread to one core and reserves the other for its API server (its log: "
+        f"reserved_cpus); {pinned}, nice {args.nice}; loopback HTTP"
+    )
 
 
 def main() -> None:
@@ -169,23 +277,38 @@ def main() -> None:
     p.add_argument("--max-concurrency", type=int, default=8)
     p.add_argument("--max-num-seqs", type=int, default=64)
     p.add_argument("--warmups", type=int, default=4)
-    p.add_argument("--nice", type=int, default=0,
-                   help="niceness for both harness processes (e.g. -5 as root: shields both "
-                        "clients alike from other jobs on a shared machine)")
-    p.add_argument("--client-cpus", default="1" if (os.cpu_count() or 1) > 1 else "",
-                   help="CPUs both harnesses are pinned to (comma-separated; '' to not pin). "
-                        "Default: 1, the core vLLM-CPU reserves for its API server here")
-    p.add_argument("--unillm-http", choices=("auto", "aiohttp", "httpx"), default="auto",
-                   help="unillm bench's HTTP client (--http)")
+    p.add_argument(
+        "--nice",
+        type=int,
+        default=0,
+        help="niceness for both harness processes (e.g. -5 as root: shields both "
+        "clients alike from other jobs on a shared machine)",
+    )
+    p.add_argument(
+        "--client-cpus",
+        default="1" if (os.cpu_count() or 1) > 1 else "",
+        help="CPUs both harnesses are pinned to (comma-separated; '' to not pin). "
+        "Default: 1, the core vLLM-CPU reserves for its API server here",
+    )
+    p.add_argument(
+        "--unillm-http",
+        choices=("auto", "aiohttp", "httpx"),
+        default="auto",
+        help="unillm bench's HTTP client (--http)",
+    )
     args = p.parse_args()
     result = anyio.run(main_async, args)
     print(f"{'metric':<22}{'vllm bench serve':>18}{'unillm bench':>15}{'ratio':>8}  agree")
     for key, tol in COMPARED:
-        print(f"{key:<22}{result['vllm'][key]:>18.2f}{result['unillm'][key]:>15.2f}"
-              f"{result['ratio_unillm_over_vllm'][key]:>8.3f}  {'yes' if result['agree'][key] else 'NO'}"
-              f" (within {tol:.0%})")
-    print(f"all_agree={result['all_agree']} (load average 1m: median "
-          f"{result['load_average_1m']['median_over_runs']:.1f} on {result['cores']} cores)")
+        print(
+            f"{key:<22}{result['vllm'][key]:>18.2f}{result['unillm'][key]:>15.2f}"
+            f"{result['ratio_unillm_over_vllm'][key]:>8.3f}  {'yes' if result['agree'][key] else 'NO'}"
+            f" (within {tol:.0%})"
+        )
+    print(
+        f"all_agree={result['all_agree']} (load average 1m: median "
+        f"{result['load_average_1m']['median_over_runs']:.1f} on {result['cores']} cores)"
+    )
     print(json.dumps(result))
 
 

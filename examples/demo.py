@@ -40,7 +40,7 @@ class Capital(BaseModel):
 
 
 def default_engine() -> str:
-    """"mlx" on Apple Silicon (where vLLM's CPU build does not apply), else "vllm"."""
+    """ "mlx" on Apple Silicon (where vLLM's CPU build does not apply), else "vllm"."""
     return "mlx" if sys.platform == "darwin" and platform.machine() == "arm64" else "vllm"
 
 
@@ -60,14 +60,15 @@ def ask(question: str) -> list[dict[str, Any]]:
 
 def show(label: str, r: unillm.Completion[Any]) -> None:
     t = r.timings
-    print(f"  {label:<18} {r.text!r:<48.48} [{r.finish_reason}, {r.usage.completion_tokens} tok, "
-          f"{t.total_s * 1000:.0f} ms]")
+    print(
+        f"  {label:<18} {r.text!r:<48.48} [{r.finish_reason}, {r.usage.completion_tokens} tok, "
+        f"{t.total_s * 1000:.0f} ms]"
+    )
 
 
 async def tour(llm: unillm.LLM, tiny_loras: dict[str, Path], tool_choice: str) -> str:
     info = await llm.info()
-    print(f"\nconnected: {llm.engine} {info.version}, model {info.model!r}, "
-          f"context {info.max_model_len}")
+    print(f"\nconnected: {llm.engine} {info.version}, model {info.model!r}, context {info.max_model_len}")
 
     print("\n1. generate (prompt and chat)")
     base = await llm.generate("The capital of France is", max_tokens=16, temperature=0)
@@ -75,8 +76,9 @@ async def tour(llm: unillm.LLM, tiny_loras: dict[str, Path], tool_choice: str) -
     for question in ("What is 5+3?", "What is the capital of Japan?", "Hello"):
         show(question, await llm.generate(messages=ask(question), max_tokens=12, temperature=0))
     tokens = await llm.tokenize(messages=ask("What is 5+3?"))
-    print(f"  tokenize(messages) {tokens.count} tokens as the chat template renders them: "
-          f"{tokens.ids[:8]}...")
+    print(
+        f"  tokenize(messages) {tokens.count} tokens as the chat template renders them: {tokens.ids[:8]}..."
+    )
 
     print("\n2. stream")
     async with llm.stream("The capital of France is", max_tokens=16, temperature=0) as s:
@@ -85,43 +87,62 @@ async def tour(llm: unillm.LLM, tiny_loras: dict[str, Path], tool_choice: str) -
             print(d.text, end="|", flush=True)
             if d.usage is not None and d.timings is not None:  # the final delta
                 t = d.timings
-                print(f"\n   first token after {ms(t.ttft_s)}, then {ms(t.tpot_s)} per token "
-                      f"({len(t.itl_s)} gaps between chunks), {d.usage.completion_tokens} tokens, "
-                      f"finish={d.finish_reason}")
+                print(
+                    f"\n   first token after {ms(t.ttft_s)}, then {ms(t.tpot_s)} per token "
+                    f"({len(t.itl_s)} gaps between chunks), {d.usage.completion_tokens} tokens, "
+                    f"finish={d.finish_reason}"
+                )
     print(f"   same text as generate(): {s.text == base.text}")
 
     print("\n3. constrained output (enforced while decoding: by the engine, or by unillm on MLX)")
-    r = await llm.generate(messages=ask("What is the capital of Kenya? Reply in JSON."), output=Capital,
-                           max_tokens=40, temperature=0)
+    r = await llm.generate(
+        messages=ask("What is the capital of Kenya? Reply in JSON."),
+        output=Capital,
+        max_tokens=40,
+        temperature=0,
+    )
     print(f"  pydantic           {r.parsed!r}")
-    r = await llm.generate(messages=ask("What is 2+2?"), output=unillm.Regex(r"\d{1,3}"), max_tokens=4,
-                           temperature=0)
+    r = await llm.generate(
+        messages=ask("What is 2+2?"), output=unillm.Regex(r"\d{1,3}"), max_tokens=4, temperature=0
+    )
     print(f"  regex              {r.parsed!r}")
-    r = await llm.generate(messages=ask("Is Paris the capital of France?"), max_tokens=4,
-                           output=unillm.Choice(["yes", "no"]), temperature=0)
+    r = await llm.generate(
+        messages=ask("Is Paris the capital of France?"),
+        max_tokens=4,
+        output=unillm.Choice(["yes", "no"]),
+        temperature=0,
+    )
     print(f"  choice             {r.parsed!r}")
-    r = await llm.generate(messages=ask("What is the capital of Italy?"), max_tokens=8, temperature=0,
-                           output=unillm.Grammar('root ::= [A-Z] [a-z]+'))
+    r = await llm.generate(
+        messages=ask("What is the capital of Italy?"),
+        max_tokens=8,
+        temperature=0,
+        output=unillm.Grammar("root ::= [A-Z] [a-z]+"),
+    )
     print(f"  grammar            {r.parsed!r}")
 
     print(f"\n4. tools (tool_choice={tool_choice!r}): the model decides to call, then answers")
     msgs, tools = ask("What is the weather in Paris?"), [get_weather, get_time]
-    r = await llm.generate(messages=msgs, tools=tools, tool_choice=tool_choice, max_tokens=60,
-                           temperature=0)
+    r = await llm.generate(messages=msgs, tools=tools, tool_choice=tool_choice, max_tokens=60, temperature=0)
     for call in r.tool_calls:
         print(f"  tool call          {call.name}({call.parsed})  [{r.finish_reason}]")
-        msgs += [r.message(), {"role": "tool", "tool_call_id": call.id,
-                               "content": get_weather(**(call.parsed or {}))}]
+        msgs += [
+            r.message(),
+            {"role": "tool", "tool_call_id": call.id, "content": get_weather(**(call.parsed or {}))},
+        ]
         answer = await llm.generate(messages=msgs, tools=tools, max_tokens=40, temperature=0)
         show("after the result", answer)
 
     print("\n5. LoRA adapters")
     show("base", base)
-    show("lora='sql'", await llm.generate("The capital of France is", max_tokens=16,
-                                          temperature=0, lora="sql"))
+    show(
+        "lora='sql'", await llm.generate("The capital of France is", max_tokens=16, temperature=0, lora="sql")
+    )
     await llm.loras.load("poem", str(tiny_loras["poem"]))
-    show("loaded 'poem'", await llm.generate("The capital of France is", max_tokens=16,
-                                             temperature=0, lora="poem"))
+    show(
+        "loaded 'poem'",
+        await llm.generate("The capital of France is", max_tokens=16, temperature=0, lora="poem"),
+    )
     print(f"  adapters now:      {[a.name for a in await llm.loras.list()]}")
     await llm.loras.unload("poem")
 
@@ -133,9 +154,11 @@ async def tour(llm: unillm.LLM, tiny_loras: dict[str, Path], tool_choice: str) -
 
     m = await llm.metrics()
     n = m.normalized()  # the same schema on every engine; None where an engine measures nothing
-    print(f"\n7. metrics: {len(m.names())} series; tokens so far: {num(n.prompt_tokens)} prompt, "
-          f"{num(n.generation_tokens)} generated; engine-side TTFT p50 "
-          f"{ms(n.ttft.p50 if n.ttft else None)}, waiting {num(n.waiting)}")
+    print(
+        f"\n7. metrics: {len(m.names())} series; tokens so far: {num(n.prompt_tokens)} prompt, "
+        f"{num(n.generation_tokens)} generated; engine-side TTFT p50 "
+        f"{ms(n.ttft.p50 if n.ttft else None)}, waiting {num(n.waiting)}"
+    )
     return base.text
 
 
@@ -152,8 +175,9 @@ def num(value: float | None) -> str:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--engine", default=default_engine(),
-                        help="vllm (default) or mlx (default on Apple Silicon)")
+    parser.add_argument(
+        "--engine", default=default_engine(), help="vllm (default) or mlx (default on Apple Silicon)"
+    )
     parser.add_argument("--model", help="a model folder (default: the tiny model built here)")
     parser.add_argument("--no-speculative", action="store_true", help="skip the second launch")
     args = parser.parse_args()
@@ -166,16 +190,20 @@ async def main() -> None:
         tiny = build_tiny_model()
     print(f"tiny model ready in {time.perf_counter() - t0:.1f}s: {tiny.path}")
     with tempfile.TemporaryDirectory(prefix="unillm-demo-") as tmp:
-        lora_settings: dict[str, Any] = {"lora": {"sql": str(tiny.loras["sql"])}, "max_loras": 2,
-                                         "runtime_lora": True}
+        lora_settings: dict[str, Any] = {
+            "lora": {"sql": str(tiny.loras["sql"])},
+            "max_loras": 2,
+            "runtime_lora": True,
+        }
         if args.engine == "mlx":
             lora_settings["in_process"] = True  # mlx-lm in this process: constraints by unillm
         else:
             lora_settings["max_lora_rank"] = 8  # mlx-lm reads the rank from each adapter
         # the engine's CPU recipe (memory-conscious settings for a CPU-only machine), and what
         # the test model needs there (its adapter package's test recipe)
-        settings = cpu_launch_settings(args.engine, tiny, Path(tmp), model=args.model or tiny.path,
-                                       **lora_settings)
+        settings = cpu_launch_settings(
+            args.engine, tiny, Path(tmp), model=args.model or tiny.path, **lora_settings
+        )
         t0 = time.perf_counter()
         async with unillm.launch(args.engine, **settings) as llm:
             print(f"{args.engine} launched and answering in {time.perf_counter() - t0:.1f}s")
@@ -199,9 +227,11 @@ async def main() -> None:
             print(f"  same greedy text as without: {r.text == plain}")
             await llm.generate("1 2 3 4 1 2 3 4 1 2 3 4 1 2 3 4", max_tokens=32, temperature=0)
             n = (await llm.metrics()).normalized()
-            print(f"  draft tokens proposed {num(n.spec_draft_tokens)}, accepted "
-                  f"{num(n.spec_accepted_tokens)}, acceptance rate {num(n.spec_acceptance_rate)}, "
-                  f"tokens per step {num(n.spec_acceptance_length)}")
+            print(
+                f"  draft tokens proposed {num(n.spec_draft_tokens)}, accepted "
+                f"{num(n.spec_accepted_tokens)}, acceptance rate {num(n.spec_acceptance_rate)}, "
+                f"tokens per step {num(n.spec_acceptance_length)}"
+            )
     print("\nall engines stopped.")
 
 

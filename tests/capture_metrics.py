@@ -32,8 +32,9 @@ REQUESTS = 1 + 2 * len(PROMPTS) + 1  # unillm.launch's readiness probe, each pro
 def settings(engine: str, workdir: Path) -> dict[str, Any]:
     tiny = build_tiny_model()
     if engine == "vllm":
-        return cpu_launch_settings("vllm", tiny, workdir, speculative=unillm.Speculative(
-            method="ngram", num_tokens=4, lookup_min=1))
+        return cpu_launch_settings(
+            "vllm", tiny, workdir, speculative=unillm.Speculative(method="ngram", num_tokens=4, lookup_min=1)
+        )
     sys.path.insert(0, str(ROOT / "adapters" / "sglang" / "tests"))
     import cpu_env  # type: ignore[import-not-found]  # adapters/sglang/tests, on sys.path here
 
@@ -52,9 +53,11 @@ async def capture(engine: str) -> Path:
             info = await llm.info()
             text = (await llm._transport.send(unillm.adapter.HttpCall("GET", "/metrics"))).text
     out = ROOT / "adapters" / engine / "tests" / "data" / f"metrics-{engine}-{info.version}.prom"
-    out.write_text(f"# Captured by tests/capture_metrics.py from {engine} {info.version} (tiny "
-                   f"random-weight Llama on CPU) after {REQUESTS} requests (launch's readiness probe "
-                   f"included)\n" + text)
+    out.write_text(
+        f"# Captured by tests/capture_metrics.py from {engine} {info.version} (tiny "
+        f"random-weight Llama on CPU) after {REQUESTS} requests (launch's readiness probe "
+        f"included)\n" + text
+    )
     return out
 
 

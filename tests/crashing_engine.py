@@ -26,12 +26,11 @@ def main() -> None:
     ours = argparse.ArgumentParser()
     ours.add_argument("--crash-after", type=int, required=True)
     args = ours.parse_args(argv[:split])
-    engine = argv[split + 1:]
+    engine = argv[split + 1 :]
     port = int(engine[engine.index("--port") + 1])
     name = engine[engine.index("--served-model-name") + 1] if "--served-model-name" in engine else "tiny"
     server = FaultServer(model=name, port=port, pieces=tuple(f" w{i}" for i in range(16))).start()
-    print(f"look-alike engine on port {server.port}; exits after {args.crash_after} generations",
-          flush=True)
+    print(f"look-alike engine on port {server.port}; exits after {args.crash_after} generations", flush=True)
     while sum(server.count(p) for p in GENERATION_PATHS) < args.crash_after:
         time.sleep(0.02)
     time.sleep(0.05)  # let the last answer start streaming

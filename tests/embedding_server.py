@@ -56,8 +56,9 @@ class EmbeddingServer:
         self._thread.start()
         return self
 
-    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
@@ -67,8 +68,12 @@ class EmbeddingServer:
         self.requests.append({"path": path, "headers": headers, "body": body})
         if self.azure:
             if self.api_key is not None and headers.get("api-key") != self.api_key:
-                return 401, {"error": {"code": "401", "message": "Access denied due to invalid "
-                                       "subscription key or wrong API endpoint."}}
+                return 401, {
+                    "error": {
+                        "code": "401",
+                        "message": "Access denied due to invalid subscription key or wrong API endpoint.",
+                    }
+                }
             if "api-version" not in query:
                 return 404, {"error": {"code": "404", "message": "Resource not found"}}
             if not urlparse(path).path.startswith("/openai/deployments/"):
@@ -80,14 +85,23 @@ class EmbeddingServer:
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
         if self.upstream is not None:
             forwarded = {"input": texts, "model": self.upstream_model or body.get("model")}
-            request = Request(self.upstream, data=json.dumps(forwarded).encode(),
-                              headers={"Content-Type": "application/json"})
+            request = Request(
+                self.upstream,
+                data=json.dumps(forwarded).encode(),
+                headers={"Content-Type": "application/json"},
+            )
             with urlopen(request, timeout=30) as answer:
                 return 200, json.loads(answer.read())
-        data = [{"object": "embedding", "index": i, "embedding": bag_of_words(t, self.dimension)}
-                for i, t in enumerate(texts)]
-        return 200, {"object": "list", "data": data, "model": body.get("model", "look-alike"),
-                     "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)}}
+        data = [
+            {"object": "embedding", "index": i, "embedding": bag_of_words(t, self.dimension)}
+            for i, t in enumerate(texts)
+        ]
+        return 200, {
+            "object": "list",
+            "data": data,
+            "model": body.get("model", "look-alike"),
+            "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)},
+        }
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self

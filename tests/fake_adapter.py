@@ -26,8 +26,14 @@ from unillm.openai_compat import OpenAICompatAdapter
 from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex
 
 _NOT_HERE = unsupported("the fake engine runs on one device", "Use a real engine")
-_SINGLE_DEVICE = (Feature.TENSOR_PARALLEL, Feature.PIPELINE_PARALLEL, Feature.DATA_PARALLEL,
-                  Feature.EXPERT_PARALLEL, Feature.MULTI_NODE, Feature.PD_DISAGGREGATION)
+_SINGLE_DEVICE = (
+    Feature.TENSOR_PARALLEL,
+    Feature.PIPELINE_PARALLEL,
+    Feature.DATA_PARALLEL,
+    Feature.EXPERT_PARALLEL,
+    Feature.MULTI_NODE,
+    Feature.PD_DISAGGREGATION,
+)
 
 
 class FakeAdapter(OpenAICompatAdapter):
@@ -40,8 +46,9 @@ class FakeAdapter(OpenAICompatAdapter):
     def capabilities(self, version: str | None = None) -> Capabilities:
         features: dict[Feature, Support] = {f: NATIVE for f in Feature}
         features.update(dict.fromkeys(_SINGLE_DEVICE, _NOT_HERE))
-        features[Feature.GRAMMAR_LARK] = unsupported("the fake engine has no Lark grammars",
-                                                     "Use output=unillm.Grammar(...) in EBNF")
+        features[Feature.GRAMMAR_LARK] = unsupported(
+            "the fake engine has no Lark grammars", "Use output=unillm.Grammar(...) in EBNF"
+        )
         features[Feature.CHOICE] = Support(level="emulated", why="as a regex alternation")
         return Capabilities(engine=self.name, version=version, features=features)
 
@@ -75,8 +82,9 @@ class FakeAdapter(OpenAICompatAdapter):
         key = spec.key()
         argv += spec.extra_args
         env = {"FAKE_API_KEY": key} if key else {}
-        return LaunchCommand(argv=argv, env=env, health_path=self.health_path(),
-                             secrets=(key,) if key else ())
+        return LaunchCommand(
+            argv=argv, env=env, health_path=self.health_path(), secrets=(key,) if key else ()
+        )
 
 
 class _EntryPoint:

@@ -39,10 +39,18 @@ def main() -> None:
         stop.wait()
     for seen in server.requests:
         if seen.path in GENERATION_PATHS and isinstance(seen.body, dict):
-            print("SEEN " + json.dumps({
-                "path": seen.path, "max_tokens": seen.body.get("max_tokens"),
-                "kv_transfer_params": "kv_transfer_params" in seen.body,
-                "authorized": seen.headers.get("authorization") == f"Bearer {key}"}), flush=True)
+            print(
+                "SEEN "
+                + json.dumps(
+                    {
+                        "path": seen.path,
+                        "max_tokens": seen.body.get("max_tokens"),
+                        "kv_transfer_params": "kv_transfer_params" in seen.body,
+                        "authorized": seen.headers.get("authorization") == f"Bearer {key}",
+                    }
+                ),
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -45,8 +45,12 @@ FaultKind = Literal[
 ]
 
 _ERROR_TYPES = {
-    400: "BadRequestError", 404: "NotFoundError", 422: "BadRequestError",
-    429: "RateLimitError", 500: "InternalServerError", 503: "ServiceUnavailableError",
+    400: "BadRequestError",
+    404: "NotFoundError",
+    422: "BadRequestError",
+    429: "RateLimitError",
+    500: "InternalServerError",
+    503: "ServiceUnavailableError",
 }
 
 
@@ -96,9 +100,15 @@ class FaultServer:
     """A vLLM-compatible HTTP server on 127.0.0.1 (free port) that injects faults on demand."""
 
     def __init__(
-        self, *, model: str = "tiny", max_model_len: int = 512, version: str = "0.32.0",
+        self,
+        *,
+        model: str = "tiny",
+        max_model_len: int = 512,
+        version: str = "0.32.0",
         pieces: tuple[str, ...] = ("Hello", ",", " world", "!"),
-        loras: tuple[str, ...] = (), port: int = 0, runtime_lora: bool = False,
+        loras: tuple[str, ...] = (),
+        port: int = 0,
+        runtime_lora: bool = False,
     ) -> None:
         self.model, self.max_model_len, self.version = model, max_model_len, version
         self.pieces, self.loras = pieces, loras
@@ -166,20 +176,38 @@ class FaultServer:
         return self
 
     def fail(
-        self, status: int, *, times: int | None = None, retry_after: str | None = None,
-        message: str = "injected fault", error_type: str | None = None,
+        self,
+        status: int,
+        *,
+        times: int | None = None,
+        retry_after: str | None = None,
+        message: str = "injected fault",
+        error_type: str | None = None,
     ) -> FaultServer:
         """Answer ``status`` with a vLLM-style error body (optionally with Retry-After)."""
-        return self.set_fault(Fault("status", times=times, status=status, retry_after=retry_after,
-                                    message=message, error_type=error_type))
+        return self.set_fault(
+            Fault(
+                "status",
+                times=times,
+                status=status,
+                retry_after=retry_after,
+                message=message,
+                error_type=error_type,
+            )
+        )
 
     def fail_raw(
-        self, status: int, body: bytes, *, content_type: str = "text/plain",
+        self,
+        status: int,
+        body: bytes,
+        *,
+        content_type: str = "text/plain",
         times: int | None = None,
     ) -> FaultServer:
         """Answer ``status`` with an arbitrary body (e.g. a proxy's HTML page)."""
-        return self.set_fault(Fault("status", times=times, status=status, body=body,
-                                    content_type=content_type))
+        return self.set_fault(
+            Fault("status", times=times, status=status, body=body, content_type=content_type)
+        )
 
     def drop(self, after: int = 0, *, times: int | None = None) -> FaultServer:
         """Close the connection after ``after`` stream chunks (non-streamed: before answering)."""
@@ -201,12 +229,17 @@ class FaultServer:
         return self.set_fault(Fault("content_type", content_type=content_type))
 
     def stream_error(
-        self, after: int = 0, *, code: int = 400, message: str = "injected stream error",
+        self,
+        after: int = 0,
+        *,
+        code: int = 400,
+        message: str = "injected stream error",
         error_type: str | None = None,
     ) -> FaultServer:
         """After K chunks send ``data: {"error": {...}}`` then ``data: [DONE]`` (as vLLM does)."""
-        return self.set_fault(Fault("stream_error", after=after, code=code, message=message,
-                                    error_type=error_type))
+        return self.set_fault(
+            Fault("stream_error", after=after, code=code, message=message, error_type=error_type)
+        )
 
     def truncate(self, after: int) -> FaultServer:
         """End the stream cleanly after K chunks: no finish reason, no usage, no [DONE]."""
@@ -255,9 +288,7 @@ class FaultServer:
             await asyncio.gather(*self._conns, return_exceptions=True)
             await server.wait_closed()
 
-    async def _serve_connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._conns.add(task)
@@ -282,7 +313,8 @@ class FaultServer:
 
     def _record(self, request: _Request) -> None:
         self.requests.append(
-            Seen(request.method, request.path, request.headers, request.json, time.monotonic()))
+            Seen(request.method, request.path, request.headers, request.json, time.monotonic())
+        )
 
     def _left(self, path: str) -> None:
         self.disconnects.append(path)
@@ -303,8 +335,7 @@ class FaultServer:
         if method == "GET" and path == "/metrics" and self.metrics_text is not None:
             return await _send(writer, 200, self.metrics_text.encode(), "text/plain; version=0.0.4")
         if method == "POST" and self.runtime_lora and path in LORA_PATHS:
-            return await self._lora(path, request.json if isinstance(request.json, dict) else {},
-                                    writer)
+            return await self._lora(path, request.json if isinstance(request.json, dict) else {}, writer)
         if method != "POST" or path not in GENERATION_PATHS:
             return await _send_json(writer, 404, {"detail": "Not Found"})
         body = request.json if isinstance(request.json, dict) else None
@@ -330,17 +361,29 @@ class FaultServer:
                 msg = f"The lora adapter '{name}' has already been loaded."
                 return await _send_json(writer, 400, _error(400, msg))
             self.loras = (*self.loras, name)
-            return await _send(writer, 200, f"Success: LoRA adapter '{name}' added successfully.".encode(),
-                               "text/plain; charset=utf-8")
+            return await _send(
+                writer,
+                200,
+                f"Success: LoRA adapter '{name}' added successfully.".encode(),
+                "text/plain; charset=utf-8",
+            )
         if name not in self.loras:
             return await _send_json(writer, 404, _error(404, f"The lora adapter '{name}' cannot be found."))
         self.loras = tuple(n for n in self.loras if n != name)
-        return await _send(writer, 200, f"Success: LoRA adapter '{name}' removed successfully.".encode(),
-                           "text/plain; charset=utf-8")
+        return await _send(
+            writer,
+            200,
+            f"Success: LoRA adapter '{name}' removed successfully.".encode(),
+            "text/plain; charset=utf-8",
+        )
 
     async def _inject(
-        self, fault: Fault, request: _Request, body: dict[str, Any],
-        reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+        self,
+        fault: Fault,
+        request: _Request,
+        body: dict[str, Any],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
     ) -> bool:
         stream = bool(body.get("stream"))
         if fault.kind == "status":
@@ -357,8 +400,9 @@ class FaultServer:
         if fault.kind == "stall" and (not stream or fault.after is None):
             if fault.after is not None:  # headers promising a body that never comes
                 data = json.dumps(self._completion(request.path, body)).encode()
-                writer.write(_head(200, {"content-type": "application/json",
-                                         "content-length": str(len(data))}))
+                writer.write(
+                    _head(200, {"content-type": "application/json", "content-length": str(len(data))})
+                )
                 await writer.drain()
             await self._until_client_leaves(request, reader)
             return False
@@ -371,8 +415,12 @@ class FaultServer:
             self._left(request.path)
 
     async def _stream(
-        self, request: _Request, body: dict[str, Any], reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter, fault: Fault | None,
+        self,
+        request: _Request,
+        body: dict[str, Any],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        fault: Fault | None,
     ) -> bool:
         chat = request.path == CHAT
         ident = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
@@ -398,19 +446,30 @@ class FaultServer:
                     delta["content"] = text
                 c = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
             else:
-                c = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish,
-                     "stop_reason": None}
+                c = {
+                    "index": 0,
+                    "text": text or "",
+                    "logprobs": None,
+                    "finish_reason": finish,
+                    "stop_reason": None,
+                }
             doc: dict[str, Any] = {
-                "id": ident, "object": "chat.completion.chunk" if chat else "text_completion",
-                "created": created, "model": body.get("model"), "choices": [c],
+                "id": ident,
+                "object": "chat.completion.chunk" if chat else "text_completion",
+                "created": created,
+                "model": body.get("model"),
+                "choices": [c],
             }
             if usage_wanted:
                 doc["usage"] = None
             return _sse(doc)
 
         try:
-            writer.write(_head(200, {"content-type": "text/event-stream; charset=utf-8",
-                                     "transfer-encoding": "chunked"}))
+            writer.write(
+                _head(
+                    200, {"content-type": "text/event-stream; charset=utf-8", "transfer-encoding": "chunked"}
+                )
+            )
             await writer.drain()
             if chat and not await emit(chunk(None, role=True)):
                 return self._hung_up(request, watch)
@@ -429,8 +488,11 @@ class FaultServer:
                 return await self._stream_fault(fault, request, writer, watch, emit)
             if usage_wanted:
                 doc: dict[str, Any] = {
-                    "id": ident, "object": "chat.completion.chunk" if chat else "text_completion",
-                    "created": created, "model": body.get("model"), "choices": [],
+                    "id": ident,
+                    "object": "chat.completion.chunk" if chat else "text_completion",
+                    "created": created,
+                    "model": body.get("model"),
+                    "choices": [],
                     "usage": _usage(body, len(self.pieces)),
                 }
                 if not await emit(_sse(doc)):
@@ -447,8 +509,12 @@ class FaultServer:
                     await watch
 
     async def _stream_fault(
-        self, fault: Fault, request: _Request, writer: asyncio.StreamWriter,
-        watch: asyncio.Future[bytes], emit: Callable[[bytes], Awaitable[bool]],
+        self,
+        fault: Fault,
+        request: _Request,
+        writer: asyncio.StreamWriter,
+        watch: asyncio.Future[bytes],
+        emit: Callable[[bytes], Awaitable[bool]],
     ) -> bool:
         if fault.kind == "drop":
             return False  # the caller closes the socket mid-body
@@ -472,8 +538,7 @@ class FaultServer:
 
     def _hung_up(self, request: _Request, watch: asyncio.Future[bytes]) -> bool:
         # Either the client hung up (EOF seen) or writing failed because it reset the socket.
-        eof = watch.done() and not watch.cancelled() and watch.exception() is None \
-            and watch.result() == b""
+        eof = watch.done() and not watch.cancelled() and watch.exception() is None and watch.result() == b""
         if eof or not watch.done():
             self._left(request.path)
         return False
@@ -481,31 +546,80 @@ class FaultServer:
     # -- vLLM-shaped bodies ----------------------------------------------------------------
     def _models(self) -> dict[str, Any]:
         created = int(time.time())
-        base = {"id": self.model, "object": "model", "created": created, "owned_by": "vllm",
-                "root": self.model, "parent": None, "max_model_len": self.max_model_len}
-        loras = [{"id": name, "object": "model", "created": created, "owned_by": "vllm",
-                  "root": f"/adapters/{name}", "parent": self.model, "max_model_len": None}
-                 for name in self.loras]
+        base = {
+            "id": self.model,
+            "object": "model",
+            "created": created,
+            "owned_by": "vllm",
+            "root": self.model,
+            "parent": None,
+            "max_model_len": self.max_model_len,
+        }
+        loras = [
+            {
+                "id": name,
+                "object": "model",
+                "created": created,
+                "owned_by": "vllm",
+                "root": f"/adapters/{name}",
+                "parent": self.model,
+                "max_model_len": None,
+            }
+            for name in self.loras
+        ]
         return {"object": "list", "data": [base, *loras]}
 
     def _completion(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         text = "".join(self.pieces)
         usage = _usage(body, len(self.pieces))
         if path == CHAT:
-            message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None,
-                       "annotations": None, "audio": None, "function_call": None,
-                       "tool_calls": [], "reasoning_content": None}
-            return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion",
-                    "created": int(time.time()), "model": body.get("model"),
-                    "choices": [{"index": 0, "message": message, "logprobs": None,
-                                 "finish_reason": "length", "stop_reason": None}],
-                    "usage": usage, "prompt_logprobs": None, "kv_transfer_params": None}
-        return {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion",
-                "created": int(time.time()), "model": body.get("model"),
-                "choices": [{"index": 0, "text": text, "logprobs": None,
-                             "finish_reason": "length", "stop_reason": None,
-                             "prompt_logprobs": None}],
-                "usage": usage, "system_fingerprint": None, "kv_transfer_params": None}
+            message: dict[str, Any] = {
+                "role": "assistant",
+                "content": text,
+                "refusal": None,
+                "annotations": None,
+                "audio": None,
+                "function_call": None,
+                "tool_calls": [],
+                "reasoning_content": None,
+            }
+            return {
+                "id": f"chatcmpl-{uuid.uuid4().hex}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model"),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": message,
+                        "logprobs": None,
+                        "finish_reason": "length",
+                        "stop_reason": None,
+                    }
+                ],
+                "usage": usage,
+                "prompt_logprobs": None,
+                "kv_transfer_params": None,
+            }
+        return {
+            "id": f"cmpl-{uuid.uuid4().hex}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": body.get("model"),
+            "choices": [
+                {
+                    "index": 0,
+                    "text": text,
+                    "logprobs": None,
+                    "finish_reason": "length",
+                    "stop_reason": None,
+                    "prompt_logprobs": None,
+                }
+            ],
+            "usage": usage,
+            "system_fingerprint": None,
+            "kv_transfer_params": None,
+        }
 
 
 def _usage(body: dict[str, Any], completion_tokens: int) -> dict[str, Any]:
@@ -513,8 +627,12 @@ def _usage(body: dict[str, Any], completion_tokens: int) -> dict[str, Any]:
     if prompt is None:
         prompt = " ".join(str(m.get("content", "")) for m in body.get("messages") or ())
     prompt_tokens = max(1, len(str(prompt).split()))
-    return {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + completion_tokens,
-            "completion_tokens": completion_tokens, "prompt_tokens_details": None}
+    return {
+        "prompt_tokens": prompt_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "completion_tokens": completion_tokens,
+        "prompt_tokens_details": None,
+    }
 
 
 def _error(status: int, message: str, error_type: str | None = None) -> dict[str, Any]:
@@ -523,9 +641,12 @@ def _error(status: int, message: str, error_type: str | None = None) -> dict[str
 
 
 def _head(status: int, headers: dict[str, str]) -> bytes:
-    lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", "server: uvicorn",
-             f"date: {time.strftime('%a, %d %b %Y %H:%M:%S GMT', time.gmtime())}",
-             *(f"{k}: {v}" for k, v in headers.items())]
+    lines = [
+        f"HTTP/1.1 {status} {HTTPStatus(status).phrase}",
+        "server: uvicorn",
+        f"date: {time.strftime('%a, %d %b %Y %H:%M:%S GMT', time.gmtime())}",
+        *(f"{k}: {v}" for k, v in headers.items()),
+    ]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
@@ -538,7 +659,10 @@ def _sse(doc: dict[str, Any]) -> bytes:
 
 
 async def _send(
-    writer: asyncio.StreamWriter, status: int, data: bytes, content_type: str,
+    writer: asyncio.StreamWriter,
+    status: int,
+    data: bytes,
+    content_type: str,
     headers: dict[str, str] | None = None,
 ) -> bool:
     head = {"content-type": content_type, "content-length": str(len(data)), **(headers or {})}

@@ -10,10 +10,18 @@ from unillm.openai_compat import structured_output
 from unillm.options import Choice, Grammar, JsonSchema, Regex, make_request
 
 
-@pytest.mark.parametrize(("text", "version"), [
-    ("0.32.0+cpu", (0, 32, 0)), ("0.5.23.post1", (0, 5, 23)), ("3.3.6-dev0", (3, 3, 6)),
-    ("2.1", (2, 1, 0)), ("dev", None), ("", None), (None, None),
-])
+@pytest.mark.parametrize(
+    ("text", "version"),
+    [
+        ("0.32.0+cpu", (0, 32, 0)),
+        ("0.5.23.post1", (0, 5, 23)),
+        ("3.3.6-dev0", (3, 3, 6)),
+        ("2.1", (2, 1, 0)),
+        ("dev", None),
+        ("", None),
+        (None, None),
+    ],
+)
 def test_versions_parse_to_three_numbers(text: str | None, version: tuple[int, int, int] | None) -> None:
     assert parse_version(text) == version
 
@@ -50,6 +58,6 @@ def test_constraints_in_the_structured_outputs_layout() -> None:
     assert structured_output(JsonSchema({"type": "object"})) == ("json", {"type": "object"})
     assert structured_output(Regex("a+")) == ("regex", "a+")
     assert structured_output(Choice(["a", "b"])) == ("choice", ["a", "b"])
-    lark = Grammar("start: \"a\"", syntax="lark")
+    lark = Grammar('start: "a"', syntax="lark")
     assert structured_output(lark) == ("grammar", lark.text)
     assert structured_output(lark, lark_key="lark") == ("lark", lark.text)

@@ -60,8 +60,9 @@ def test_an_adapter_package_has_the_common_files(folder: Path) -> None:
     target = pyproject(folder)["project"]["entry-points"][ENTRY_POINT_GROUP][folder.name]
     assert target.startswith(f"{package.name}:"), "the entry point names the package's public class"
     cls = target.split(":")[1]
-    classes = {n.name for n in ast.parse((package / "adapter.py").read_text()).body
-               if isinstance(n, ast.ClassDef)}
+    classes = {
+        n.name for n in ast.parse((package / "adapter.py").read_text()).body if isinstance(n, ast.ClassDef)
+    }
     assert cls in classes, f"{cls} is defined in {package.name}/adapter.py"
     init = ast.parse((package / "__init__.py").read_text())
     defs = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
@@ -78,7 +79,8 @@ def test_the_core_test_helpers_name_no_engine() -> None:
     for path in [ROOT / "unillm" / "cpu.py", *sorted((ROOT / "unillm" / "testing").glob("*.py"))]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Compare) and any(
-                    isinstance(c, ast.Constant) and c.value in engines for c in node.comparators):
+                isinstance(c, ast.Constant) and c.value in engines for c in node.comparators
+            ):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == []
 
@@ -113,13 +115,15 @@ def collect_without(blocked: list[str], *paths: str) -> subprocess.CompletedProc
         sys.exit(pytest.main(["--collect-only", "-q", "-m", "not engine", "-p", "no:cacheprovider",
                               *{list(paths)!r}]))
     """)
-    return subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_core_tests_collect_with_no_engine_adapter_importable() -> None:
-    blocked = sorted({pyproject(f)["project"]["entry-points"][ENTRY_POINT_GROUP][f.name].split(":")[0]
-                      for f in ADAPTERS})
+    blocked = sorted(
+        {pyproject(f)["project"]["entry-points"][ENTRY_POINT_GROUP][f.name].split(":")[0] for f in ADAPTERS}
+    )
     run = collect_without(blocked, "tests")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert " collected" in run.stdout or "tests collected" in run.stdout, run.stdout[-500:]
@@ -137,8 +141,12 @@ def test_the_adapter_guide_names_every_hook() -> None:
     from unillm.openai_compat import OpenAICompatAdapter
 
     guide = (ROOT / "docs" / "ADAPTERS.md").read_text()
-    hooks = {name for cls in (Adapter, OpenAICompatAdapter) for name in vars(cls)
-             if not name.startswith("_") and callable(getattr(cls, name))}
+    hooks = {
+        name
+        for cls in (Adapter, OpenAICompatAdapter)
+        for name in vars(cls)
+        if not name.startswith("_") and callable(getattr(cls, name))
+    }
     assert hooks, "no hooks found"
     named = set(re.findall(r"`(\w+)[`(]", guide))
     assert sorted(hooks - named) == []

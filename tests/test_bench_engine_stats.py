@@ -15,8 +15,9 @@ from unillm.adapter import get_adapter
 from unillm.bench.engine_stats import EngineStats
 from unillm.metrics import EngineMetrics, NormalizedMetrics
 
-CAPTURE = (Path(__file__).resolve().parents[1] / "adapters" / "vllm" / "tests" / "data"
-           / "metrics-vllm-0.32.0.prom").read_text()
+CAPTURE = (
+    Path(__file__).resolve().parents[1] / "adapters" / "vllm" / "tests" / "data" / "metrics-vllm-0.32.0.prom"
+).read_text()
 
 
 def normalized(**changes: float) -> NormalizedMetrics:
@@ -32,10 +33,14 @@ def normalized(**changes: float) -> NormalizedMetrics:
 
 def test_counters_are_diffed_over_the_run() -> None:
     before = normalized()
-    after = normalized(generation_tokens_total=201 + 640, prompt_tokens_total=967 + 650,
-                       prefix_cache_queries_total=967 + 650, prefix_cache_hits_total=384 + 325,
-                       request_queue_time_seconds_count=20,
-                       request_queue_time_seconds_sum=0.00038028699964343105 + 0.05)
+    after = normalized(
+        generation_tokens_total=201 + 640,
+        prompt_tokens_total=967 + 650,
+        prefix_cache_queries_total=967 + 650,
+        prefix_cache_hits_total=384 + 325,
+        request_queue_time_seconds_count=20,
+        request_queue_time_seconds_sum=0.00038028699964343105 + 0.05,
+    )
     stats = EngineStats.between({"e": before}, {"e": after}, [])
     assert stats.generation_tokens == 640 and stats.prompt_tokens == 650
     assert stats.prefix_cache_hits == 325 and stats.prefix_cache_hit_ratio == pytest.approx(0.5)
@@ -46,8 +51,10 @@ def test_counters_are_diffed_over_the_run() -> None:
 
 def test_peaks_come_from_the_samples_taken_during_the_run() -> None:
     before = normalized()
-    during = [{"e": normalized(kv_cache_usage_perc=0.25, num_requests_waiting=3)},
-              {"e": normalized(kv_cache_usage_perc=0.5, num_requests_waiting=1)}]
+    during = [
+        {"e": normalized(kv_cache_usage_perc=0.25, num_requests_waiting=3)},
+        {"e": normalized(kv_cache_usage_perc=0.5, num_requests_waiting=1)},
+    ]
     stats = EngineStats.between({"e": before}, {"e": normalized()}, during)
     assert stats.kv_cache_usage_peak == 0.5 and stats.waiting_peak == 3
 

@@ -39,8 +39,9 @@ def test_asking_for_aiohttp_without_the_package_is_a_typed_error(monkeypatch: py
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "httpx_aiohttp" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "httpx_aiohttp" else real(name, *a)
+    )
     assert resolve("auto") == "httpx"
     with pytest.raises(InvalidOptions, match=r"pip install 'unillm\[bench\]'"):
         resolve("aiohttp")
@@ -49,8 +50,11 @@ def test_asking_for_aiohttp_without_the_package_is_a_typed_error(monkeypatch: py
 @pytest.mark.parametrize("http", ["aiohttp", "httpx"])
 async def test_both_clients_measure_the_same_requests(server: FaultServer, http: str) -> None:
     pytest.importorskip("httpx_aiohttp", reason="the bench extra (httpx-aiohttp) is not installed")
-    report = await run_suite([Url("vllm", server.url, http=http)],
-                             Synthetic(num_prompts=5, input_len=4, output_len=6), [Load(max_concurrency=2)])
+    report = await run_suite(
+        [Url("vllm", server.url, http=http)],
+        Synthetic(num_prompts=5, input_len=4, output_len=6),
+        [Load(max_concurrency=2)],
+    )
     run = report.runs[0]
     assert run.target.client_http == http
     assert run.summary is not None and (run.summary.completed, run.summary.failed) == (5, 0)

@@ -13,8 +13,7 @@ from unillm.bench.stats import RequestRecord, Slo, describe, percentile, summari
 
 def records() -> list[RequestRecord]:
     return [
-        RequestRecord(start=0.0, ttft=0.1, itl=[0.02, 0.04], latency=0.16, input_tokens=10,
-                      output_tokens=3),
+        RequestRecord(start=0.0, ttft=0.1, itl=[0.02, 0.04], latency=0.16, input_tokens=10, output_tokens=3),
         RequestRecord(start=0.1, ttft=0.3, itl=[0.05], latency=0.35, input_tokens=20, output_tokens=2),
         RequestRecord(start=0.2, success=False, error="EngineUnavailable: refused", input_tokens=7),
         RequestRecord(start=0.3, ttft=0.2, itl=[], latency=0.2, input_tokens=5, output_tokens=1),

@@ -58,8 +58,9 @@ def test_chat_sends_one_user_message() -> None:
 
 def test_jsonl_reads_prompts_messages_and_per_line_lengths(tmp_path: Path) -> None:
     data = tmp_path / "d.jsonl"
-    data.write_text('{"prompt": "Hi"}\n\n{"messages": [{"role": "user", "content": "Yo"}], '
-                    '"max_tokens": 5}\n')
+    data.write_text(
+        '{"prompt": "Hi"}\n\n{"messages": [{"role": "user", "content": "Yo"}], "max_tokens": 5}\n'
+    )
     reqs = JsonlPrompts(path=str(data), output_len=9).requests()
     assert [(r.prompt, r.max_tokens) for r in reqs] == [("Hi", 9), (None, 5)]
     assert reqs[1].messages == ({"role": "user", "content": "Yo"},)
@@ -75,12 +76,15 @@ def test_empty_dataset_is_a_clear_error(tmp_path: Path) -> None:
         JsonlPrompts(path=str(tmp_path / "missing.jsonl")).requests()
 
 
-@pytest.mark.parametrize(("line", "match"), [
-    ("not json", "d.jsonl:1 is not JSON"),
-    ('{"text": "x"}', 'd.jsonl:1: needs a non-empty "prompt"'),
-    ('{"prompt": "x", "max_tokens": 0}', "max_tokens must be a positive integer"),
-    ("[1]", "must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    ("line", "match"),
+    [
+        ("not json", "d.jsonl:1 is not JSON"),
+        ('{"text": "x"}', 'd.jsonl:1: needs a non-empty "prompt"'),
+        ('{"prompt": "x", "max_tokens": 0}', "max_tokens must be a positive integer"),
+        ("[1]", "must be a JSON object"),
+    ],
+)
 def test_malformed_lines_name_the_line(tmp_path: Path, line: str, match: str) -> None:
     data = tmp_path / "d.jsonl"
     data.write_text(line + "\n")

@@ -13,8 +13,13 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 def last_json_line(script: str, *args: str) -> dict[str, object]:
-    done = subprocess.run([sys.executable, str(BENCHMARKS / script), *args],
-                          capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
@@ -23,8 +28,7 @@ def last_json_line(script: str, *args: str) -> dict[str, object]:
 def test_client_overhead_benchmark_compares_every_client_in_one_run() -> None:
     result = last_json_line("client_overhead.py", "--quick")
     assert result["errors"] == {}
-    for key in ("per_request_vs_httpx", "per_stream_vs_httpx", "import_s",
-                "openai_per_stream_vs_httpx"):
+    for key in ("per_request_vs_httpx", "per_stream_vs_httpx", "import_s", "openai_per_stream_vs_httpx"):
         assert isinstance(result[key], float)
 
 
@@ -41,15 +45,17 @@ def test_mlx_constrained_benchmark_measures_each_grammar_engine() -> None:
 
 def test_routing_benchmark_compares_the_fleet_with_a_direct_client() -> None:
     result = last_json_line("routing.py", "--quick", "--no-engines")
-    for key in ("fleet_per_request_vs_direct", "fleet_per_stream_vs_direct",
-                "fleet_prefix_per_request_vs_direct"):
+    for key in (
+        "fleet_per_request_vs_direct",
+        "fleet_per_stream_vs_direct",
+        "fleet_prefix_per_request_vs_direct",
+    ):
         assert isinstance(result[key], float)
     assert result["requests_per_s"] == {}  # --no-engines: the real-replica part is left out
 
 
 def test_harness_overhead_benchmark_compares_unillm_bench_with_a_bare_loop() -> None:
-    result = last_json_line("harness_overhead.py", "--rounds", "1", "--requests", "40",
-                            "--concurrency", "2")
+    result = last_json_line("harness_overhead.py", "--rounds", "1", "--requests", "40", "--concurrency", "2")
     overhead = result["per_concurrency"]["2"]["unillm_overhead"]  # type: ignore[index]
     assert isinstance(overhead["throughput_ratio"], float) and isinstance(overhead["e2el_us"], float)
 

@@ -56,7 +56,8 @@ async def wait_until_received(server: FaultServer, n: int) -> None:
 # -- timeouts that cannot work are refused, not blamed on the engine -----------------------------
 @pytest.mark.parametrize("options", [{"timeout": 0}, {"timeout": -1.0}, {"deadline": 0}])
 async def test_a_non_positive_timeout_is_refused_before_anything_is_sent(
-        server: FaultServer, options: dict[str, Any]) -> None:
+    server: FaultServer, options: dict[str, Any]
+) -> None:
     async with connect(server.url) as llm:
         await llm.info()
         with pytest.raises(unillm.InvalidOptions, match="positive number of seconds"):
@@ -73,12 +74,17 @@ def test_client_timeouts_that_cannot_work_are_refused(timeouts: dict[str, float]
 
 
 # -- standard JSON only ------------------------------------------------------------------------
-@pytest.mark.parametrize("options", [
-    {"temperature": float("inf")}, {"top_p": float("nan")},
-    {"extra_body": {"typical_p": float("inf")}},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"temperature": float("inf")},
+        {"top_p": float("nan")},
+        {"extra_body": {"typical_p": float("inf")}},
+    ],
+)
 async def test_non_finite_numbers_are_refused_and_never_sent(
-        server: FaultServer, options: dict[str, Any]) -> None:
+    server: FaultServer, options: dict[str, Any]
+) -> None:
     async with connect(server.url) as llm:
         await llm.info()
         with pytest.raises(unillm.InvalidOptions, match=r"finite|standard JSON"):
@@ -115,14 +121,26 @@ async def test_a_full_pool_raises_pool_timeout_and_sends_nothing(server: FaultSe
 
 
 def test_pool_limits_are_validated() -> None:
-    for bad in ({"max_connections": 0}, {"max_keepalive": -1}, {"wait": 0},
-                {"keepalive_expiry": float("nan")}):
+    for bad in (
+        {"max_connections": 0},
+        {"max_keepalive": -1},
+        {"wait": 0},
+        {"keepalive_expiry": float("nan")},
+    ):
         with pytest.raises(unillm.InvalidOptions, match="Pool"):
             Pool(**bad)
 
 
-@pytest.mark.parametrize("bad", [{"attempts": 0}, {"attempts": 2.5}, {"attempts": float("inf")},
-                                 {"max_wait": -1}, {"initial_wait": float("nan")}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"attempts": 0},
+        {"attempts": 2.5},
+        {"attempts": float("inf")},
+        {"max_wait": -1},
+        {"initial_wait": float("nan")},
+    ],
+)
 def test_retry_policy_is_validated(bad: dict[str, Any]) -> None:
     # attempts=0 used to be accepted and gave "cannot reach ... after 0 attempt(s)".
     with pytest.raises(unillm.InvalidOptions, match="RetryPolicy"):
@@ -134,8 +152,11 @@ def test_pool_limits_can_be_set_from_connect_launch_and_config(tmp_path: Path) -
     assert unillm.connect("vllm", "http://127.0.0.1:9", pool=pool)._pool == pool
     launch = unillm.launch("vllm", model="m", python=sys.executable, progress=None, pool=pool)
     assert launch._connect["pool"] == pool
-    config = {"engine": "vllm", "base_url": "http://127.0.0.1:9",
-              "pool": {"max_connections": 8, "wait": 2.5, "max_keepalive": 4}}
+    config = {
+        "engine": "vllm",
+        "base_url": "http://127.0.0.1:9",
+        "pool": {"max_connections": 8, "wait": 2.5, "max_keepalive": 4},
+    }
     llm = unillm.from_config(config)
     assert isinstance(llm, unillm.LLM) and llm._pool == pool
     with pytest.raises(unillm.ConfigError, match="pool"):
@@ -143,8 +164,7 @@ def test_pool_limits_can_be_set_from_connect_launch_and_config(tmp_path: Path) -
 
 
 # -- a deadline bounds the whole call ----------------------------------------------------------
-async def test_deadline_bounds_a_generate_the_read_timeout_would_let_stall(
-        server: FaultServer) -> None:
+async def test_deadline_bounds_a_generate_the_read_timeout_would_let_stall(server: FaultServer) -> None:
     server.stall()
     async with connect(server.url) as llm:  # read timeout 30 s
         with pytest.raises(unillm.DeadlineExceeded) as caught:
@@ -214,8 +234,13 @@ anyio.run(main)
 
 def run_retry_program(mode: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(RETRY_PROGRAM), mode], env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(RETRY_PROGRAM), mode],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["ok", "3"]  # two 503s retried, then answered
     return done
@@ -234,8 +259,9 @@ async def test_a_fleet_honours_one_deadline_across_its_replicas(server: FaultSer
     with FaultServer(model="tiny", pieces=PIECES) as other:
         server.stall()
         other.stall()
-        fleet = unillm.connect("vllm", [server.url, other.url], model="tiny",
-                               timeouts=Timeouts(connect=1, read=30))
+        fleet = unillm.connect(
+            "vllm", [server.url, other.url], model="tiny", timeouts=Timeouts(connect=1, read=30)
+        )
         async with fleet:
             with pytest.raises(unillm.DeadlineExceeded):
                 await fleet.generate("hi", max_tokens=4, deadline=0.3)
@@ -244,9 +270,16 @@ async def test_a_fleet_honours_one_deadline_across_its_replicas(server: FaultSer
 
 
 def test_the_config_check_lists_timeouts_and_pool_limits_that_cannot_work() -> None:
-    report = unillm.check_config({"engine": "vllm", "base_url": "http://127.0.0.1:9",
-                                  "timeouts": {"read": 0}, "pool": {"max_connections": 0},
-                                  "retry": {"attempts": 2}})
+    report = unillm.check_config(
+        {
+            "engine": "vllm",
+            "base_url": "http://127.0.0.1:9",
+            "timeouts": {"read": 0},
+            "pool": {"max_connections": 0},
+            "retry": {"attempts": 2},
+        }
+    )
     assert {p.setting for p in report.problems} == {"timeouts", "pool"}
-    assert unillm.check_config({"engine": "vllm", "base_url": "http://127.0.0.1:9",
-                                "pool": {"max_connections": 8, "wait": 2}}).ok
+    assert unillm.check_config(
+        {"engine": "vllm", "base_url": "http://127.0.0.1:9", "pool": {"max_connections": 8, "wait": 2}}
+    ).ok

@@ -20,12 +20,16 @@ from unillm.options import Choice, Grammar, JsonSchema, Regex, Request, make_req
 
 CHAT = [{"role": "user", "content": "hi"}]
 
-TOY = Capabilities(engine="toy", version="1.2.3", features={
-    Feature.COMPLETION: NATIVE,
-    Feature.STREAM: NATIVE,
-    Feature.CHOICE: Support(level="emulated", why="via regex alternation"),
-    Feature.REGEX: unsupported("the toy engine has no regex decoder", "Use output=Choice([...])"),
-})
+TOY = Capabilities(
+    engine="toy",
+    version="1.2.3",
+    features={
+        Feature.COMPLETION: NATIVE,
+        Feature.STREAM: NATIVE,
+        Feature.CHOICE: Support(level="emulated", why="via regex alternation"),
+        Feature.REGEX: unsupported("the toy engine has no regex decoder", "Use output=Choice([...])"),
+    },
+)
 
 
 def req(output: Any = None, *, stream: bool = False, chat: bool = False, **options: Any) -> Request:
@@ -35,6 +39,7 @@ def req(output: Any = None, *, stream: bool = False, chat: bool = False, **optio
 
 
 # -- check() ---------------------------------------------------------------------------------
+
 
 def test_check_passes_a_supported_request() -> None:
     check(TOY, req(stream=True))
@@ -62,17 +67,20 @@ def test_unsupported_message_names_engine_version_feature_and_alternative() -> N
         assert part in message
 
 
-@pytest.mark.parametrize(("request_", "feature"), [
-    (req(chat=True), Feature.CHAT),
-    (req(JsonSchema({"type": "object"})), Feature.JSON_SCHEMA),
-    (req(Grammar('root ::= "a"')), Feature.GRAMMAR),
-    (req(lora="sql"), Feature.LORA),
-    (req(n=2), Feature.N),
-    (req(top_k=5), Feature.TOP_K),
-    (req(seed=1), Feature.SEED),
-    (req(stop="x"), Feature.STOP),
-    (req(logprobs=True), Feature.LOGPROBS),
-])
+@pytest.mark.parametrize(
+    ("request_", "feature"),
+    [
+        (req(chat=True), Feature.CHAT),
+        (req(JsonSchema({"type": "object"})), Feature.JSON_SCHEMA),
+        (req(Grammar('root ::= "a"')), Feature.GRAMMAR),
+        (req(lora="sql"), Feature.LORA),
+        (req(n=2), Feature.N),
+        (req(top_k=5), Feature.TOP_K),
+        (req(seed=1), Feature.SEED),
+        (req(stop="x"), Feature.STOP),
+        (req(logprobs=True), Feature.LOGPROBS),
+    ],
+)
 def test_check_refuses_an_undeclared_feature(request_: Request, feature: Feature) -> None:
     with pytest.raises(UnsupportedFeature) as info:
         check(TOY, request_)
@@ -100,38 +108,46 @@ def test_check_refuses_before_checking_later_features() -> None:
 
 # -- features_of() ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("request_", "features"), [
-    (req(), [Feature.COMPLETION]),
-    (req(chat=True), [Feature.CHAT]),
-    (req(stream=True), [Feature.COMPLETION, Feature.STREAM]),
-    (req(chat=True, stream=True), [Feature.CHAT, Feature.STREAM]),
-    (req({"type": "object"}), [Feature.COMPLETION, Feature.JSON_SCHEMA]),
-    (req(Regex("a")), [Feature.COMPLETION, Feature.REGEX]),
-    (req(Choice(["a"])), [Feature.COMPLETION, Feature.CHOICE]),
-    (req(Grammar('root ::= "a"')), [Feature.COMPLETION, Feature.GRAMMAR]),
-    (req(Grammar('start: "a"', syntax="lark")), [Feature.COMPLETION, Feature.GRAMMAR_LARK]),
-    (req(lora="sql"), [Feature.COMPLETION, Feature.LORA]),
-    (req(n=1), [Feature.COMPLETION]),
-    (req(n=3), [Feature.COMPLETION, Feature.N]),
-    (req(top_k=5), [Feature.COMPLETION, Feature.TOP_K]),
-    (req(min_p=0.1), [Feature.COMPLETION, Feature.MIN_P]),
-    (req(seed=42), [Feature.COMPLETION, Feature.SEED]),
-    (req(stop=["x"]), [Feature.COMPLETION, Feature.STOP]),
-    (req(repetition_penalty=1.1), [Feature.COMPLETION, Feature.REPETITION_PENALTY]),
-    (req(presence_penalty=0.5), [Feature.COMPLETION, Feature.PRESENCE_PENALTY]),
-    (req(frequency_penalty=0.5), [Feature.COMPLETION, Feature.FREQUENCY_PENALTY]),
-    (req(logprobs=True), [Feature.COMPLETION, Feature.LOGPROBS]),
-    (req(top_logprobs=2), [Feature.COMPLETION, Feature.LOGPROBS]),
-    (req(logprobs=False), [Feature.COMPLETION]),
-    (req(max_tokens=8, temperature=0.5, top_p=0.9, timeout=3), [Feature.COMPLETION]),
-])
+
+@pytest.mark.parametrize(
+    ("request_", "features"),
+    [
+        (req(), [Feature.COMPLETION]),
+        (req(chat=True), [Feature.CHAT]),
+        (req(stream=True), [Feature.COMPLETION, Feature.STREAM]),
+        (req(chat=True, stream=True), [Feature.CHAT, Feature.STREAM]),
+        (req({"type": "object"}), [Feature.COMPLETION, Feature.JSON_SCHEMA]),
+        (req(Regex("a")), [Feature.COMPLETION, Feature.REGEX]),
+        (req(Choice(["a"])), [Feature.COMPLETION, Feature.CHOICE]),
+        (req(Grammar('root ::= "a"')), [Feature.COMPLETION, Feature.GRAMMAR]),
+        (req(Grammar('start: "a"', syntax="lark")), [Feature.COMPLETION, Feature.GRAMMAR_LARK]),
+        (req(lora="sql"), [Feature.COMPLETION, Feature.LORA]),
+        (req(n=1), [Feature.COMPLETION]),
+        (req(n=3), [Feature.COMPLETION, Feature.N]),
+        (req(top_k=5), [Feature.COMPLETION, Feature.TOP_K]),
+        (req(min_p=0.1), [Feature.COMPLETION, Feature.MIN_P]),
+        (req(seed=42), [Feature.COMPLETION, Feature.SEED]),
+        (req(stop=["x"]), [Feature.COMPLETION, Feature.STOP]),
+        (req(repetition_penalty=1.1), [Feature.COMPLETION, Feature.REPETITION_PENALTY]),
+        (req(presence_penalty=0.5), [Feature.COMPLETION, Feature.PRESENCE_PENALTY]),
+        (req(frequency_penalty=0.5), [Feature.COMPLETION, Feature.FREQUENCY_PENALTY]),
+        (req(logprobs=True), [Feature.COMPLETION, Feature.LOGPROBS]),
+        (req(top_logprobs=2), [Feature.COMPLETION, Feature.LOGPROBS]),
+        (req(logprobs=False), [Feature.COMPLETION]),
+        (req(max_tokens=8, temperature=0.5, top_p=0.9, timeout=3), [Feature.COMPLETION]),
+    ],
+)
 def test_features_of_lists_what_a_request_uses(request_: Request, features: list[Feature]) -> None:
     assert features_of(request_) == features
 
 
-@pytest.mark.parametrize(("option", "feature"), [
-    ("seed", Feature.SEED), ("top_k", Feature.TOP_K),
-])
+@pytest.mark.parametrize(
+    ("option", "feature"),
+    [
+        ("seed", Feature.SEED),
+        ("top_k", Feature.TOP_K),
+    ],
+)
 def test_features_of_counts_a_zero_value_as_used(option: str, feature: Feature) -> None:
     # seed=0 is a real seed and top_k=0 a real setting: an engine without them must refuse.
     options: dict[str, Any] = {option: 0}
@@ -139,13 +155,35 @@ def test_features_of_counts_a_zero_value_as_used(option: str, feature: Feature) 
 
 
 def test_features_of_everything_at_once() -> None:
-    r = req(Regex("a"), chat=True, stream=True, lora="x", n=2, top_k=1, min_p=0.1, seed=1,
-            stop="s", repetition_penalty=1.1, presence_penalty=0.1, frequency_penalty=0.1,
-            logprobs=True)
+    r = req(
+        Regex("a"),
+        chat=True,
+        stream=True,
+        lora="x",
+        n=2,
+        top_k=1,
+        min_p=0.1,
+        seed=1,
+        stop="s",
+        repetition_penalty=1.1,
+        presence_penalty=0.1,
+        frequency_penalty=0.1,
+        logprobs=True,
+    )
     assert set(features_of(r)) == {
-        Feature.CHAT, Feature.STREAM, Feature.REGEX, Feature.LORA, Feature.N, Feature.TOP_K,
-        Feature.MIN_P, Feature.SEED, Feature.STOP, Feature.REPETITION_PENALTY,
-        Feature.PRESENCE_PENALTY, Feature.FREQUENCY_PENALTY, Feature.LOGPROBS,
+        Feature.CHAT,
+        Feature.STREAM,
+        Feature.REGEX,
+        Feature.LORA,
+        Feature.N,
+        Feature.TOP_K,
+        Feature.MIN_P,
+        Feature.SEED,
+        Feature.STOP,
+        Feature.REPETITION_PENALTY,
+        Feature.PRESENCE_PENALTY,
+        Feature.FREQUENCY_PENALTY,
+        Feature.LOGPROBS,
     }
 
 

@@ -30,6 +30,7 @@ def dry_run(*args: str) -> list[str]:
 
 # -- engines ---------------------------------------------------------------------------------
 
+
 def test_engines_prints_a_table_with_vllm_and_every_feature(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -54,11 +55,11 @@ def test_engines_json_is_valid_json(capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(capsys.readouterr().out)
     assert "vllm" in data
     assert set(data["vllm"]) == {f.value for f in Feature}
-    assert data["vllm"][Feature.JSON_SCHEMA.value] == {"level": "native", "why": "",
-                                                       "alternative": ""}
+    assert data["vllm"][Feature.JSON_SCHEMA.value] == {"level": "native", "why": "", "alternative": ""}
 
 
 # -- launch --dry-run ----------------------------------------------------------------------------
+
 
 def test_dry_run_prints_the_exact_command_with_the_key_masked(
     capsys: pytest.CaptureFixture[str],
@@ -66,8 +67,10 @@ def test_dry_run_prints_the_exact_command_with_the_key_masked(
     code = main(dry_run("--max-model-len", "512", "--lora", "a=/x", "--", "--enforce-eager"))
     out, err = capsys.readouterr()
     assert code == 0
-    assert out == (f"VLLM_API_KEY=*** {ENTRY} --model M --host 127.0.0.1 --port 8000 "
-                   "--max-model-len 512 --enable-lora --lora-modules a=/x --enforce-eager\n")
+    assert out == (
+        f"VLLM_API_KEY=*** {ENTRY} --model M --host 127.0.0.1 --port 8000 "
+        "--max-model-len 512 --enable-lora --lora-modules a=/x --enforce-eager\n"
+    )
     assert GENERATED not in out + err
 
 
@@ -84,7 +87,8 @@ def test_dry_run_with_api_key_none_has_no_key(capsys: pytest.CaptureFixture[str]
 
 
 def test_default_api_key_is_generated_not_the_word_auto(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     launches: list[Launch] = []
     real = unillm.entrypoints.launch
@@ -101,15 +105,49 @@ def test_default_api_key_is_generated_not_the_word_auto(
 
 
 def test_dry_run_maps_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(dry_run(
-        "--api-key", "none", "--port", "9000", "--host", "0.0.0.0", "--served-name", "tiny",
-        "--dtype", "bfloat16", "--max-num-seqs", "8", "--memory-fraction", "0.5",
-        "--quantization", "awq", "--tensor-parallel", "2", "--pipeline-parallel", "2",
-        "--data-parallel", "2", "--expert-parallel", "--no-prefix-caching",
-        "--lora", "a=/x", "--lora", "b=/y", "--max-lora-rank", "16", "--max-loras", "2",
-        "--runtime-lora", "--speculative", "ngram", "--speculative-tokens", "3",
-        "--env", "FOO=bar",
-    ))
+    code = main(
+        dry_run(
+            "--api-key",
+            "none",
+            "--port",
+            "9000",
+            "--host",
+            "0.0.0.0",
+            "--served-name",
+            "tiny",
+            "--dtype",
+            "bfloat16",
+            "--max-num-seqs",
+            "8",
+            "--memory-fraction",
+            "0.5",
+            "--quantization",
+            "awq",
+            "--tensor-parallel",
+            "2",
+            "--pipeline-parallel",
+            "2",
+            "--data-parallel",
+            "2",
+            "--expert-parallel",
+            "--no-prefix-caching",
+            "--lora",
+            "a=/x",
+            "--lora",
+            "b=/y",
+            "--max-lora-rank",
+            "16",
+            "--max-loras",
+            "2",
+            "--runtime-lora",
+            "--speculative",
+            "ngram",
+            "--speculative-tokens",
+            "3",
+            "--env",
+            "FOO=bar",
+        )
+    )
     assert code == 0
     assert capsys.readouterr().out == (
         "FOO=bar VLLM_ALLOW_RUNTIME_LORA_UPDATING=True "
@@ -124,8 +162,7 @@ def test_dry_run_maps_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_dry_run_with_draft_model(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(dry_run("--api-key", "none", "--speculative", "draft",
-                        "--draft-model", "/models/d")) == 0
+    assert main(dry_run("--api-key", "none", "--speculative", "draft", "--draft-model", "/models/d")) == 0
     out = capsys.readouterr().out
     config = """'{"method": "draft_model", "num_speculative_tokens": 4, "model": "/models/d"}'"""
     assert config in out
@@ -133,7 +170,8 @@ def test_dry_run_with_draft_model(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize("value", ["a", "=/x", "a:/x"])
 def test_bad_lora_value_exits_2_with_a_message(
-    value: str, capsys: pytest.CaptureFixture[str],
+    value: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert main(dry_run("--lora", value)) == 2
     out, err = capsys.readouterr()
@@ -152,14 +190,18 @@ def test_bad_launch_setting_exits_2_with_a_message(capsys: pytest.CaptureFixture
     assert "max_model_len" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("args", [
-    ("--speculative", "draft"),            # draft needs --draft-model
-    ("--speculative", "medusa"),           # unknown method
-    ("--speculative", "ngram", "--speculative-tokens", "0"),
-    ("--tensor-parallel", "0"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--speculative", "draft"),  # draft needs --draft-model
+        ("--speculative", "medusa"),  # unknown method
+        ("--speculative", "ngram", "--speculative-tokens", "0"),
+        ("--tensor-parallel", "0"),
+    ],
+)
 def test_bad_speculative_or_parallel_setting_exits_2_with_a_message(
-    args: tuple[str, ...], capsys: pytest.CaptureFixture[str],
+    args: tuple[str, ...],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert main(dry_run(*args)) == 2
     assert "unillm:" in capsys.readouterr().err

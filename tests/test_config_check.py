@@ -44,9 +44,18 @@ def test_each_engines_config_passes_its_check(name: str) -> None:
 def test_swapping_vllm_for_mlx_lists_every_refusal_at_once() -> None:
     report = unillm.check_config(APP, env={}, engine="mlx")
     assert settings(report) == [
-        "defaults.n", "uses.json_schema", "uses.regex", "uses.lora_runtime", "uses.logprobs",
-        "launch.parallel.tensor", "launch.speculative", "launch.dtype", "launch.max_lora_rank",
-        "launch.max_model_len", "launch.runtime_lora"]
+        "defaults.n",
+        "uses.json_schema",
+        "uses.regex",
+        "uses.lora_runtime",
+        "uses.logprobs",
+        "launch.parallel.tensor",
+        "launch.speculative",
+        "launch.dtype",
+        "launch.max_lora_rank",
+        "launch.max_model_len",
+        "launch.runtime_lora",
+    ]
     assert all(p.error == "UnsupportedFeature" for p in report.problems)
     assert "in_process=True" in report.problems[1].message  # each says what to do instead
 
@@ -54,8 +63,14 @@ def test_swapping_vllm_for_mlx_lists_every_refusal_at_once() -> None:
 def test_swapping_vllm_for_tgi_lists_chat_only_refusals_and_launch_ones() -> None:
     report = unillm.check_config(APP, env={}, engine="tgi")
     assert settings(report) == [
-        "defaults.top_k", "defaults.min_p", "defaults.n", "uses.lora_runtime", "launch.cpu",
-        "launch.runtime_lora", "launch.max_lora_rank"]
+        "defaults.top_k",
+        "defaults.min_p",
+        "defaults.n",
+        "uses.lora_runtime",
+        "launch.cpu",
+        "launch.runtime_lora",
+        "launch.max_lora_rank",
+    ]
     assert "with chat messages" in report.problems[0].message
 
 
@@ -73,9 +88,13 @@ def test_an_older_engine_version_is_checked_when_configured() -> None:
 
 
 def test_bad_values_and_unknown_names_are_listed_too() -> None:
-    report = unillm.check_config(APP, env={}, uses=["json_schema", "jsonschema"],
-                                 defaults={"temperature": -1, "max_tokenz": 3},
-                                 launch={"max_num_seqs": 0})
+    report = unillm.check_config(
+        APP,
+        env={},
+        uses=["json_schema", "jsonschema"],
+        defaults={"temperature": -1, "max_tokenz": 3},
+        launch={"max_num_seqs": 0},
+    )
     problems = {p.setting: p for p in report.problems}
     assert "did you mean 'json_schema'" in problems["uses.jsonschema"].message
     assert "temperature" in problems["defaults.temperature"].message

@@ -28,9 +28,13 @@ from unillm.testing.conformance import (
 )
 
 MODEL = "tiny"
-ANSWER = {"id": "c", "object": "text_completion", "model": MODEL,
-          "choices": [{"index": 0, "text": " there", "finish_reason": "length"}],
-          "usage": {"prompt_tokens": 1, "completion_tokens": 1}}
+ANSWER = {
+    "id": "c",
+    "object": "text_completion",
+    "model": MODEL,
+    "choices": [{"index": 0, "text": " there", "finish_reason": "length"}],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+}
 RECORDED_STREAM = """\
 : a comment line
 
@@ -72,8 +76,9 @@ class OpensFiles(FakeAdapter):
 
 
 class Connects(FakeAdapter):
-    def parse(self, body: Any, request: Request, info: EngineInfo,
-              call: HttpCall | None = None) -> Completion[Any]:
+    def parse(
+        self, body: Any, request: Request, info: EngineInfo, call: HttpCall | None = None
+    ) -> Completion[Any]:
         socket.create_connection(("127.0.0.1", 9))
         return super().parse(body, request, info, call)
 
@@ -107,8 +112,9 @@ def test_a_body_json_cannot_send_fails() -> None:
 class ForgetsAFeature(FakeAdapter):
     def capabilities(self, version: str | None = None) -> Capabilities:
         caps = super().capabilities(version)
-        return caps.model_copy(update={"features": {k: v for k, v in caps.features.items()
-                                                    if k is not Feature.SEED}})
+        return caps.model_copy(
+            update={"features": {k: v for k, v in caps.features.items() if k is not Feature.SEED}}
+        )
 
 
 class RefusesSilently(FakeAdapter):
@@ -117,8 +123,10 @@ class RefusesSilently(FakeAdapter):
         return caps.model_copy(update={"features": {**caps.features, Feature.SEED: Support(level="no")}})
 
 
-@pytest.mark.parametrize(("adapter", "message"), [(ForgetsAFeature(), "undeclared: ..SEED"),
-                                                  (RefusesSilently(), "without saying why: ..SEED")])
+@pytest.mark.parametrize(
+    ("adapter", "message"),
+    [(ForgetsAFeature(), "undeclared: ..SEED"), (RefusesSilently(), "without saying why: ..SEED")],
+)
 def test_an_undeclared_or_unexplained_feature_fails(adapter: FakeAdapter, message: str) -> None:
     with pytest.raises(AssertionError, match=message):
         kit_for(adapter).test_declares_every_feature()
@@ -142,10 +150,12 @@ def test_a_printed_or_dropped_key_fails() -> None:
 
 
 class AllErrorsInternal(FakeAdapter):
-    def parse_error(self, status: int, body: bytes, request: Request | None,
-                    info: EngineInfo | None) -> UnillmError:
-        return EngineInternalError(f"fake answered {status}", engine=self.name, status=status,
-                                   engine_message="x")
+    def parse_error(
+        self, status: int, body: bytes, request: Request | None, info: EngineInfo | None
+    ) -> UnillmError:
+        return EngineInternalError(
+            f"fake answered {status}", engine=self.name, status=status, engine_message="x"
+        )
 
 
 def test_a_wrong_error_type_fails() -> None:
@@ -180,7 +190,9 @@ def test_a_wrong_answer_text_fails() -> None:
 def test_sse_payloads_keeps_data_and_drops_comments() -> None:
     assert sse_payloads(RECORDED_STREAM)[-1] == "[DONE]"
     assert [json.loads(p)["choices"][0]["delta"]["content"] for p in sse_payloads(RECORDED_STREAM)[:2]] == [
-        "Hel", "lo"]
+        "Hel",
+        "lo",
+    ]
     assert sse_payloads("data: a\ndata: b\r\n\r\nevent: x\n\n") == ["a\nb"]
 
 
@@ -217,8 +229,9 @@ class ThreeArguments(FakeAdapter):
 class SeesTheCall(FakeAdapter):
     seen: ClassVar[list[str]] = []
 
-    def parse(self, body: Any, request: Request, info: EngineInfo,
-              call: HttpCall | None = None) -> Completion[Any]:
+    def parse(
+        self, body: Any, request: Request, info: EngineInfo, call: HttpCall | None = None
+    ) -> Completion[Any]:
         self.seen.append(call.path if call is not None else "no call")
         return super().parse(body, request, info, call)
 

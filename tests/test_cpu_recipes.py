@@ -29,9 +29,14 @@ def test_vllm_recipe_keeps_a_max_model_len_the_caller_sets(tmp_path: Path) -> No
 
 
 def test_the_callers_settings_win_env_merges_and_extra_args_come_last(tmp_path: Path) -> None:
-    settings = unillm.cpu_settings("vllm", "/models/small", workdir=tmp_path, max_num_seqs=2,
-                                   env={"VLLM_CPU_KVCACHE_SPACE": "3", "MINE": "1"},
-                                   extra_args=["--seed", "7"])
+    settings = unillm.cpu_settings(
+        "vllm",
+        "/models/small",
+        workdir=tmp_path,
+        max_num_seqs=2,
+        env={"VLLM_CPU_KVCACHE_SPACE": "3", "MINE": "1"},
+        extra_args=["--seed", "7"],
+    )
     assert settings["max_num_seqs"] == 2
     assert settings["env"]["VLLM_CPU_KVCACHE_SPACE"] == "3"
     assert settings["env"]["MINE"] == "1" and "VLLM_CACHE_ROOT" in settings["env"]
@@ -66,8 +71,7 @@ def test_launch_cpu_true_renders_the_recipe_in_the_command(
 
 
 def test_launch_with_a_spec_and_cpu_true_keeps_the_specs_own_fields(tmp_path: Path) -> None:
-    spec = unillm.LaunchSpec(model="/models/small", dtype="float32", python=PY,
-                             env={"TMPDIR": str(tmp_path)})
+    spec = unillm.LaunchSpec(model="/models/small", dtype="float32", python=PY, env={"TMPDIR": str(tmp_path)})
     run = unillm.launch("vllm", spec, cpu=True)
     argv, env = run.command().argv, run.command().env
     assert argv[argv.index("--dtype") + 1] == "float32"
@@ -93,20 +97,37 @@ def test_recipes_are_pure(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []  # nothing created until the core applies a recipe
 
 
-def test_cli_launch_cpu_dry_run_prints_the_recipe(capsys: pytest.CaptureFixture[str], tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_launch_cpu_dry_run_prints_the_recipe(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from unillm.cli import main
 
     monkeypatch.setenv("UNILLM_CACHE", str(tmp_path))
-    assert main(["launch", "vllm", "--cpu", "--model", "/m", "--dry-run", "--python", PY,
-                 "--max-model-len", "4096"]) == 0
+    assert (
+        main(
+            [
+                "launch",
+                "vllm",
+                "--cpu",
+                "--model",
+                "/m",
+                "--dry-run",
+                "--python",
+                PY,
+                "--max-model-len",
+                "4096",
+            ]
+        )
+        == 0
+    )
     argv = shlex.split(capsys.readouterr().out)
     assert "VLLM_CPU_KVCACHE_SPACE=1" in argv
     assert argv[argv.index("--max-model-len") + 1] == "4096" and "-1" not in argv
 
 
-def test_cli_launch_cpu_lets_the_recipe_turn_the_key_off(capsys: pytest.CaptureFixture[str], tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_launch_cpu_lets_the_recipe_turn_the_key_off(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from unillm.cli import main
 
     monkeypatch.setenv("UNILLM_CACHE", str(tmp_path))

@@ -40,7 +40,7 @@ def test_the_readme_lists_every_option() -> None:
 
 
 def test_the_readme_explains_the_time_and_pool_errors() -> None:
-    section = README[README.index("## Errors"):README.index("## Engines")]
+    section = README[README.index("## Errors") : README.index("## Engines")]
     for name in ("PoolTimeout", "DeadlineExceeded", "EngineTimeout"):
         assert f"`{name}`" in section and hasattr(unillm, name)
 
@@ -71,12 +71,14 @@ def test_the_sglang_cpu_recipe_cites_only_files_in_the_repository() -> None:
     cited = set(re.findall(r"[\w./-]+\.(?:md|py|txt|json|toml)\b", doc))
     assert cited, "the recipe's docstring names its files"
     files = {p.name for p in ROOT.rglob("*") if ".git" not in p.parts} | {
-        str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if ".git" not in p.parts}
+        str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if ".git" not in p.parts
+    }
     assert sorted(c for c in cited if c not in files) == []
 
 
 def test_the_quickstart_notebook_connects_where_its_launch_command_serves(
-        capsys: pytest.CaptureFixture[str]) -> None:
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     import json
     import shlex
     from urllib.parse import urlsplit

@@ -23,8 +23,9 @@ pytestmark = pytest.mark.anyio
 Handler = Callable[[httpx.Request], httpx.Response]
 
 
-def vllm_like(sent: list[dict[str, Any]], *, dims: Callable[[str], int] = lambda t: 3,
-              status: int = 200) -> Handler:
+def vllm_like(
+    sent: list[dict[str, Any]], *, dims: Callable[[str], int] = lambda t: 3, status: int = 200
+) -> Handler:
     """A vLLM look-alike: embeddings whose first value is the text's length, in reversed order."""
 
     def handle(request: httpx.Request) -> httpx.Response:
@@ -39,19 +40,26 @@ def vllm_like(sent: list[dict[str, Any]], *, dims: Callable[[str], int] = lambda
         if request.url.path == "/tokenize":
             ids = [0, *range(10, 10 + len(body.get("prompt") or "ab"))]
             return httpx.Response(200, json={"tokens": ids, "count": len(ids), "max_model_len": 256})
-        data = [{"index": i, "object": "embedding", "embedding": [float(len(t))] + [0.5] * (dims(t) - 1)}
-                for i, t in enumerate(body["input"])]
+        data = [
+            {"index": i, "object": "embedding", "embedding": [float(len(t))] + [0.5] * (dims(t) - 1)}
+            for i, t in enumerate(body["input"])
+        ]
         return httpx.Response(200, json={"data": data[::-1], "usage": {"prompt_tokens": 2 * len(data)}})
 
     return handle
 
 
 def client(handler: Handler, engine: str = "vllm") -> unillm.LLM:
-    return unillm.LLM(engine, "http://engine", http_transport=httpx.MockTransport(handler),
-                      retry=unillm.RetryPolicy(attempts=1))
+    return unillm.LLM(
+        engine,
+        "http://engine",
+        http_transport=httpx.MockTransport(handler),
+        retry=unillm.RetryPolicy(attempts=1),
+    )
 
 
 # -- arguments ------------------------------------------------------------------------------
+
 
 def test_texts_are_split_into_batches_in_order() -> None:
     batches = embed_batches(["a", "b", "c", "d", "e"], batch_size=2, dimensions=None, timeout=None)
@@ -60,20 +68,25 @@ def test_texts_are_split_into_batches_in_order() -> None:
 
 def test_a_single_string_is_one_text() -> None:
     assert embed_batches("hello", batch_size=8, dimensions=4, timeout=1.0) == [
-        EmbedRequest(("hello",), 4, 1.0)]
+        EmbedRequest(("hello",), 4, 1.0)
+    ]
 
 
-@pytest.mark.parametrize(("texts", "options", "match"), [
-    ([], {}, "non-empty list"),
-    (["ok", ""], {}, r"texts\[1\]"),
-    (["ok", 3], {}, r"texts\[1\]"),
-    ({"a": 1}, {}, "non-empty list"),
-    (["ok"], {"batch_size": 0}, "batch_size"),
-    (["ok"], {"dimensions": True}, "dimensions"),
-    (["ok"], {"timeout": -1}, "timeout"),
-])
-def test_bad_embed_arguments_are_refused_with_what_to_do(texts: Any, options: dict[str, Any],
-                                                         match: str) -> None:
+@pytest.mark.parametrize(
+    ("texts", "options", "match"),
+    [
+        ([], {}, "non-empty list"),
+        (["ok", ""], {}, r"texts\[1\]"),
+        (["ok", 3], {}, r"texts\[1\]"),
+        ({"a": 1}, {}, "non-empty list"),
+        (["ok"], {"batch_size": 0}, "batch_size"),
+        (["ok"], {"dimensions": True}, "dimensions"),
+        (["ok"], {"timeout": -1}, "timeout"),
+    ],
+)
+def test_bad_embed_arguments_are_refused_with_what_to_do(
+    texts: Any, options: dict[str, Any], match: str
+) -> None:
     settings = {"batch_size": 8, "dimensions": None, "timeout": None, **options}
     with pytest.raises(InvalidOptions, match=match):
         embed_batches(texts, **settings)
@@ -89,6 +102,7 @@ def test_tokenize_needs_exactly_one_of_text_and_messages() -> None:
 
 
 # -- answers --------------------------------------------------------------------------------
+
 
 def test_a_batch_with_too_few_vectors_is_malformed() -> None:
     with pytest.raises(MalformedResponse, match="1 embeddings for 2 texts"):
@@ -108,8 +122,10 @@ def test_a_length_other_than_the_dimensions_asked_for_is_malformed() -> None:
 def test_the_openai_answer_is_read_in_input_order_whatever_its_order() -> None:
     adapter = get_adapter("vllm")
     info = adapter.parse_info({"version": {"version": "0.32.0"}, "models": {"data": [{"id": "m"}]}}, None)
-    body = {"data": [{"index": 1, "embedding": [2, 2]}, {"index": 0, "embedding": [1.5, 1]}],
-            "usage": {"prompt_tokens": 7}}
+    body = {
+        "data": [{"index": 1, "embedding": [2, 2]}, {"index": 0, "embedding": [1.5, 1]}],
+        "usage": {"prompt_tokens": 7},
+    }
     batch = adapter.parse_embeddings(body, EmbedRequest(("a", "b")), info)
     assert batch == EmbedBatch([[1.5, 1.0], [2.0, 2.0]], 7)
     with pytest.raises(MalformedResponse, match="lists of numbers"):
@@ -117,6 +133,7 @@ def test_the_openai_answer_is_read_in_input_order_whatever_its_order() -> None:
 
 
 # -- LLM.embed / LLM.tokenize -----------------------------------------------------------------
+
 
 async def test_embed_batches_concurrently_and_returns_vectors_in_input_order() -> None:
     sent: list[dict[str, Any]] = []
@@ -172,8 +189,12 @@ async def test_tokenize_sends_the_text_or_the_messages_with_the_generation_promp
         await llm.tokenize(messages=[{"role": "user", "content": "hi"}])
     assert (t.ids, t.count, t.max_model_len, t.model) == ([0, 10, 11, 12], 4, 256, "emb")
     assert sent[0] == {"path": "/tokenize", "model": "emb", "prompt": "abc"}
-    assert sent[1] == {"path": "/tokenize", "model": "emb", "add_generation_prompt": True,
-                       "messages": [{"role": "user", "content": "hi"}]}
+    assert sent[1] == {
+        "path": "/tokenize",
+        "model": "emb",
+        "add_generation_prompt": True,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
 
 
 def tgi_like(sent: list[str]) -> Handler:
@@ -182,11 +203,21 @@ def tgi_like(sent: list[str]) -> Handler:
         if request.url.path == "/info":
             return httpx.Response(200, json={"model_id": "m", "version": "3.3.6", "max_total_tokens": 64})
         if request.url.path == "/tokenize":
-            return httpx.Response(200, json=[{"id": 5, "text": "a", "start": 0, "stop": 1},
-                                             {"id": 6, "text": "b", "start": 1, "stop": 2}])
+            return httpx.Response(
+                200,
+                json=[
+                    {"id": 5, "text": "a", "start": 0, "stop": 1},
+                    {"id": 6, "text": "b", "start": 1, "stop": 2},
+                ],
+            )
         if request.url.path == "/chat_tokenize":
-            return httpx.Response(200, json={"templated_text": "x", "tokenize_response": [
-                {"id": 9, "text": "x", "start": 0, "stop": 1}]})
+            return httpx.Response(
+                200,
+                json={
+                    "templated_text": "x",
+                    "tokenize_response": [{"id": 9, "text": "x", "start": 0, "stop": 1}],
+                },
+            )
         return httpx.Response(404)
 
     return handle
@@ -221,6 +252,7 @@ async def test_mlx_server_refuses_embed_and_tokenize_before_sending() -> None:
 
 # -- launch ---------------------------------------------------------------------------------
 
+
 def test_task_embed_renders_each_engines_embedding_mode() -> None:
     spec = LaunchSpec(model="/m", task="embed", python="py")
     assert get_adapter("vllm").command(spec).argv[-2:] == ["--runner", "pooling"]
@@ -236,7 +268,9 @@ def test_capability_table_has_embedding_and_tokenize_rows() -> None:
     for engine, (embed, tokenize) in expected.items():
         caps = get_adapter(engine).capabilities()
         assert (caps.supports(unillm.Feature.EMBEDDINGS), caps.supports(unillm.Feature.TOKENIZE)) == (
-            embed, tokenize), engine
+            embed,
+            tokenize,
+        ), engine
     assert not get_adapter("sglang").capabilities("0.5.2").supports(unillm.Feature.TOKENIZE)
 
 
@@ -247,9 +281,16 @@ async def test_a_fleet_forwards_embed_and_tokenize_to_a_replica_and_fails_over()
     def down(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("refused", request=request)
 
-    replicas = [unillm.LLM("vllm", f"http://replica-{i}", http_transport=httpx.MockTransport(h),
-                           retry=unillm.RetryPolicy(attempts=1), model="emb")
-                for i, h in enumerate((down, good))]
+    replicas = [
+        unillm.LLM(
+            "vllm",
+            f"http://replica-{i}",
+            http_transport=httpx.MockTransport(h),
+            retry=unillm.RetryPolicy(attempts=1),
+            model="emb",
+        )
+        for i, h in enumerate((down, good))
+    ]
     async with unillm.Fleet(replicas) as fleet:
         e = await fleet.embed(["a", "bb"])
         t = await fleet.tokenize("abc")

@@ -39,9 +39,12 @@ def server() -> Iterator[FaultServer]:
 def connect(url: str, *, attempts: int = 3, read: float = 1.0, **kw: Any) -> unillm.LLM:
     """Fast retries (waits capped at 50 ms, whatever Retry-After says) and short timeouts."""
     return unillm.connect(
-        "vllm", url, model=kw.pop("model", "tiny"),
+        "vllm",
+        url,
+        model=kw.pop("model", "tiny"),
         retry=RetryPolicy(attempts=attempts, initial_wait=0.01, max_wait=0.05, max_total=5),
-        timeouts=Timeouts(connect=1, read=read), **kw,
+        timeouts=Timeouts(connect=1, read=read),
+        **kw,
     )
 
 
@@ -142,7 +145,8 @@ async def test_overloaded_then_success_is_retried(server: FaultServer, status: i
 
 @pytest.mark.parametrize("status", [429, 503])
 async def test_overloaded_stream_is_retried_before_it_starts(
-    server: FaultServer, status: int,
+    server: FaultServer,
+    status: int,
 ) -> None:
     server.fail(status, times=1, retry_after="1")
     async with connect(server.url, attempts=3) as llm:

@@ -29,8 +29,7 @@ pytestmark = pytest.mark.anyio
 def servers(n: int, **kwargs: Any) -> Iterator[list[FaultServer]]:
     """``n`` started look-alike replicas of the same model, stopped afterwards."""
     with contextlib.ExitStack() as stack:
-        started = [stack.enter_context(FaultServer(model="tiny", pieces=PIECES, **kwargs))
-                   for _ in range(n)]
+        started = [stack.enter_context(FaultServer(model="tiny", pieces=PIECES, **kwargs)) for _ in range(n)]
         yield started
         for s in started:
             assert s.errors == [], f"a fault server failed: {s.errors}"
@@ -57,12 +56,15 @@ def test_connect_with_a_list_gives_a_fleet_and_with_a_string_an_llm() -> None:
         unillm.connect("vllm", "http://127.0.0.1:1", policy="prefix")  # type: ignore[call-overload]
 
 
-@pytest.mark.parametrize("urls", [
-    [],
-    ["http://127.0.0.1:8000", "http://127.0.0.1:8000/"],
-    ["http://127.0.0.1:8000", "http://127.0.0.1:8000/v1"],
-    ["http://LOCALHOST:80", "http://localhost"],
-])
+@pytest.mark.parametrize(
+    "urls",
+    [
+        [],
+        ["http://127.0.0.1:8000", "http://127.0.0.1:8000/"],
+        ["http://127.0.0.1:8000", "http://127.0.0.1:8000/v1"],
+        ["http://LOCALHOST:80", "http://localhost"],
+    ],
+)
 def test_empty_or_duplicate_replica_lists_are_refused(urls: list[str]) -> None:
     with pytest.raises(unillm.InvalidOptions, match=r"at least one replica|duplicate replica URL"):
         unillm.connect("vllm", urls)
@@ -137,13 +139,17 @@ async def test_prefix_policy_keeps_a_shared_prefix_on_one_replica() -> None:
         async with fleet_of(replicas, policy="prefix") as fleet:
             for n in range(6):
                 await fleet.generate(system + f"Question {n}?", max_tokens=4)
-                await fleet.generate(messages=[{"role": "system", "content": system},
-                                               {"role": "user", "content": f"Q{n}"}], max_tokens=4)
+                await fleet.generate(
+                    messages=[{"role": "system", "content": system}, {"role": "user", "content": f"Q{n}"}],
+                    max_tokens=4,
+                )
             for n in range(30):
                 await fleet.generate(f"{n} unrelated prompt with its own prefix", max_tokens=4)
         for kind in ("prompt", "messages"):  # each shape hashes its own leading text
-            shared = [sum(1 for r in s.seen() if kind in r.body and system[:50] in str(r.body[kind]))
-                      for s in replicas]
+            shared = [
+                sum(1 for r in s.seen() if kind in r.body and system[:50] in str(r.body[kind]))
+                for s in replicas
+            ]
             assert sorted(shared) == [0, 0, 6], (kind, shared)  # one replica took all 6
         assert all(s.count() > 0 for s in replicas)  # the unrelated prompts spread
 
@@ -385,12 +391,14 @@ async def test_metrics_are_labelled_per_replica() -> None:
 
 
 def _vllm_metrics(waiting: int, ttft_count: int, tokens: int) -> str:
-    return (f"vllm:num_requests_waiting {waiting}\nvllm:generation_tokens_total {tokens}\n"
-            "# TYPE vllm:time_to_first_token_seconds histogram\n"
-            f'vllm:time_to_first_token_seconds_bucket{{le="0.1"}} {ttft_count}\n'
-            f'vllm:time_to_first_token_seconds_bucket{{le="+Inf"}} {ttft_count}\n'
-            f"vllm:time_to_first_token_seconds_sum {0.05 * ttft_count}\n"
-            f"vllm:time_to_first_token_seconds_count {ttft_count}\n")
+    return (
+        f"vllm:num_requests_waiting {waiting}\nvllm:generation_tokens_total {tokens}\n"
+        "# TYPE vllm:time_to_first_token_seconds histogram\n"
+        f'vllm:time_to_first_token_seconds_bucket{{le="0.1"}} {ttft_count}\n'
+        f'vllm:time_to_first_token_seconds_bucket{{le="+Inf"}} {ttft_count}\n'
+        f"vllm:time_to_first_token_seconds_sum {0.05 * ttft_count}\n"
+        f"vllm:time_to_first_token_seconds_count {ttft_count}\n"
+    )
 
 
 async def test_metrics_normalize_per_replica_and_merged() -> None:
@@ -429,8 +437,14 @@ def test_blocking_twin_of_a_fleet_routes_too() -> None:
 
 
 def test_from_config_with_a_list_of_urls_gives_a_fleet() -> None:
-    fleet = unillm.from_config({"engine": "vllm", "base_url": ["http://127.0.0.1:1", "http://127.0.0.1:2"],
-                                "policy": "least_load", "defaults": {"max_tokens": 8}})
+    fleet = unillm.from_config(
+        {
+            "engine": "vllm",
+            "base_url": ["http://127.0.0.1:1", "http://127.0.0.1:2"],
+            "policy": "least_load",
+            "defaults": {"max_tokens": 8},
+        }
+    )
     assert isinstance(fleet, Fleet)
     assert (fleet.policy, fleet.defaults) == ("least_load", {"max_tokens": 8})
     env = {"UNILLM_BASE_URL": "http://127.0.0.1:1, http://127.0.0.1:2", "UNILLM_POLICY": "prefix"}
@@ -463,8 +477,16 @@ def test_stats_have_a_stable_shape() -> None:
     stats = fleet.stats()
     assert stats.policy == "round_robin"
     assert stats.replica("http://127.0.0.1:2/").model_dump() == {
-        "url": "http://127.0.0.1:2", "state": "healthy", "in_flight": 0, "requests": 0, "errors": 0,
-        "overloads": 0, "available_in_s": None, "waiting": None, "last_error": None}
+        "url": "http://127.0.0.1:2",
+        "state": "healthy",
+        "in_flight": 0,
+        "requests": 0,
+        "errors": 0,
+        "overloads": 0,
+        "available_in_s": None,
+        "waiting": None,
+        "last_error": None,
+    }
     with pytest.raises(KeyError):
         stats.replica("http://127.0.0.1:3")
     assert time.monotonic() > 0

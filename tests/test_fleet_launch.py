@@ -74,12 +74,19 @@ def test_a_given_port_numbers_the_replicas_from_it() -> None:
 
 
 def test_a_router_is_put_in_front_of_every_replica_and_clients_go_to_it() -> None:
-    run = FleetLaunch("vllm", spec(port=7000), replicas=2, router="smg", policy="prefix",
-                      router_python="/smg/bin/python", progress=None)
+    run = FleetLaunch(
+        "vllm",
+        spec(port=7000),
+        replicas=2,
+        router="smg",
+        policy="prefix",
+        router_python="/smg/bin/python",
+        progress=None,
+    )
     label, router = run.commands()[-1]
     assert label == "smg"
     i = router.argv.index("--worker-urls")
-    assert router.argv[i + 1:i + 3] == [e.base_url for e in run.engines]
+    assert router.argv[i + 1 : i + 3] == [e.base_url for e in run.engines]
     assert value(router.argv, "--policy") == "prefix_hash"
     assert value(router.argv, "--port") == "7000" and run.base_url == "http://127.0.0.1:7000"
     assert f"--api-key={run.spec.key()}" in router.argv
@@ -93,10 +100,12 @@ def test_a_router_without_the_policy_is_refused_before_anything_starts() -> None
 
 @pytest.mark.parametrize(("transfer", "bootstrap"), [("nixl", False), ("mooncake", True)])
 def test_pd_fleet_renders_roles_unique_transfer_ports_and_the_routers_pd_flags(
-        transfer: str, bootstrap: bool) -> None:
+    transfer: str, bootstrap: bool
+) -> None:
     pd = Disaggregation(prefill=2, decode=1, transfer=transfer)
-    run = FleetLaunch("vllm", spec(), router="vllm-router", disaggregation=pd,
-                      router_python="/r/bin/python", progress=None)
+    run = FleetLaunch(
+        "vllm", spec(), router="vllm-router", disaggregation=pd, router_python="/r/bin/python", progress=None
+    )
     labels = [label for label, _ in run.commands()]
     assert labels == ["vllm prefill 0", "vllm prefill 1", "vllm decode 0", "vllm-router"]
     env = {"nixl": "VLLM_NIXL_SIDE_CHANNEL_PORT", "mooncake": "VLLM_MOONCAKE_BOOTSTRAP_PORT"}[transfer]
@@ -108,26 +117,36 @@ def test_pd_fleet_renders_roles_unique_transfer_ports_and_the_routers_pd_flags(
     assert "--vllm-pd-disaggregation" in router and value(router, "--kv-connector") == transfer
     first = router.index("--prefill")
     expected = [run.engines[0].base_url, *([prefill_ports[0]] if bootstrap else [])]
-    assert router[first + 1:first + 1 + len(expected)] == expected
+    assert router[first + 1 : first + 1 + len(expected)] == expected
     assert value(router, "--decode") == run.engines[2].base_url
 
 
 async def test_pd_is_refused_on_a_machine_without_gpu_and_nothing_starts(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr("unillm.engine_env.has_gpu", lambda: False)
-    run = FleetLaunch("vllm", spec(), router="smg", disaggregation=Disaggregation(),
-                      router_python="/r/bin/python", progress=None)
+    run = FleetLaunch(
+        "vllm",
+        spec(),
+        router="smg",
+        disaggregation=Disaggregation(),
+        router_python="/r/bin/python",
+        progress=None,
+    )
     with pytest.raises(UnsupportedFeature, match="no NVIDIA driver"):
         async with run:
             pass
     assert all(launch.pid is None for launch in run.launches)
 
 
-@pytest.mark.parametrize(("kw", "match"), [
-    ({"disaggregation": Disaggregation()}, "needs a router"),
-    ({"disaggregation": Disaggregation(), "replicas": 2, "router": "smg"}, "not both"),
-    ({"replicas": 0}, "at least 1"),
-])
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"disaggregation": Disaggregation()}, "needs a router"),
+        ({"disaggregation": Disaggregation(), "replicas": 2, "router": "smg"}, "not both"),
+        ({"replicas": 0}, "at least 1"),
+    ],
+)
 def test_contradictory_fleet_settings_are_invalid(kw: dict[str, object], match: str) -> None:
     with pytest.raises(InvalidOptions, match=match):
         FleetLaunch("vllm", spec(), **kw)  # type: ignore[arg-type]
@@ -141,9 +160,20 @@ def test_a_fleet_refuses_per_engine_topology_settings() -> None:
 async def test_every_engine_is_stopped_when_one_fails_to_start(tmp_path: Path) -> None:
     port = two_free_ports()
     run = FleetLaunch(
-        "vllm", spec(model="tiny", python=None, prefix=[sys.executable, str(FAKE_ENGINE)], port=port,
-                     env={"FAKE_ENGINE_FAIL_PORT": str(port + 1)}, api_key=None, ready_timeout=60),
-        replicas=2, progress=None, log_dir=tmp_path)
+        "vllm",
+        spec(
+            model="tiny",
+            python=None,
+            prefix=[sys.executable, str(FAKE_ENGINE)],
+            port=port,
+            env={"FAKE_ENGINE_FAIL_PORT": str(port + 1)},
+            api_key=None,
+            ready_timeout=60,
+        ),
+        replicas=2,
+        progress=None,
+        log_dir=tmp_path,
+    )
     with pytest.raises(LaunchError, match="exited with code 3") as e:
         async with run:
             pass
@@ -155,8 +185,16 @@ async def test_every_engine_is_stopped_when_one_fails_to_start(tmp_path: Path) -
 
 def stand_in(port: int, **kw: Any) -> LaunchSpec:
     """Settings that start tests/fake_vllm_engine.py (the vLLM look-alike) instead of vLLM."""
-    return spec(model="tiny", served_name="tiny", python=None, port=port, api_key=None,
-                prefix=[sys.executable, str(FAKE_ENGINE)], ready_timeout=60, **kw)
+    return spec(
+        model="tiny",
+        served_name="tiny",
+        python=None,
+        port=port,
+        api_key=None,
+        prefix=[sys.executable, str(FAKE_ENGINE)],
+        ready_timeout=60,
+        **kw,
+    )
 
 
 async def test_stand_in_replicas_start_concurrently_as_a_client_fleet_and_all_stop(tmp_path: Path) -> None:
@@ -179,10 +217,16 @@ def test_blocking_fleet_launch(tmp_path: Path) -> None:
 
 
 def test_each_replica_can_get_its_own_environment() -> None:
-    run = FleetLaunch("vllm", spec(env={"A": "1"}), replicas=2, progress=None,
-                      replica_env=[{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}])
+    run = FleetLaunch(
+        "vllm",
+        spec(env={"A": "1"}),
+        replicas=2,
+        progress=None,
+        replica_env=[{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}],
+    )
     assert [dict(e.command().env) for e in run.engines] == [
         {"A": "1", "CUDA_VISIBLE_DEVICES": "0", "VLLM_API_KEY": run.spec.key()},
-        {"A": "1", "CUDA_VISIBLE_DEVICES": "1", "VLLM_API_KEY": run.spec.key()}]
+        {"A": "1", "CUDA_VISIBLE_DEVICES": "1", "VLLM_API_KEY": run.spec.key()},
+    ]
     with pytest.raises(InvalidOptions, match="one mapping per engine"):
         FleetLaunch("vllm", spec(), replicas=2, replica_env=[{"X": "1"}])

@@ -34,12 +34,12 @@ def fleet_of(real: RunningEngine, twin: FaultServer, policy: Policy = "round_rob
 
 
 async def test_a_fleet_spreads_requests_over_a_real_vllm_replica(
-    vllm_server: RunningEngine, twin: FaultServer,
+    vllm_server: RunningEngine,
+    twin: FaultServer,
 ) -> None:
     async with fleet_of(vllm_server, twin) as fleet:
         info = await fleet.info()
-        answers = [await fleet.generate("The quick brown fox", max_tokens=4, temperature=0)
-                   for _ in range(4)]
+        answers = [await fleet.generate("The quick brown fox", max_tokens=4, temperature=0) for _ in range(4)]
         async with fleet.stream(messages=[{"role": "user", "content": "hi"}], max_tokens=4) as s:
             streamed = [d async for d in s]
         stats = fleet.stats()
@@ -52,7 +52,8 @@ async def test_a_fleet_spreads_requests_over_a_real_vllm_replica(
 
 
 async def test_requests_fail_over_to_the_real_replica_when_the_other_dies(
-    vllm_server: RunningEngine, twin: FaultServer,
+    vllm_server: RunningEngine,
+    twin: FaultServer,
 ) -> None:
     async with fleet_of(vllm_server, twin, policy="least_load") as fleet:
         await fleet.info()
@@ -68,7 +69,9 @@ async def test_requests_fail_over_to_the_real_replica_when_the_other_dies(
 
 
 async def test_runtime_lora_load_fans_out_to_the_real_engine(
-    vllm_server: RunningEngine, twin: FaultServer, tiny: TinyModel,
+    vllm_server: RunningEngine,
+    twin: FaultServer,
+    tiny: TinyModel,
 ) -> None:
     async with fleet_of(vllm_server, twin) as fleet:
         await fleet.loras.load("poem-fleet", str(tiny.loras["poem"]))
@@ -85,7 +88,8 @@ async def test_runtime_lora_load_fans_out_to_the_real_engine(
 
 
 async def test_least_load_reads_the_real_engines_waiting_queue(
-    vllm_server: RunningEngine, twin: FaultServer,
+    vllm_server: RunningEngine,
+    twin: FaultServer,
 ) -> None:
     async with fleet_of(vllm_server, twin, policy="least_load") as fleet:
         await fleet.generate("Hello", max_tokens=2)  # starts the background scrape

@@ -38,8 +38,15 @@ sys.exit(1)
 
 
 async def _fail(tmp_path: Path, script: str) -> unillm.LaunchError:
-    launch = unillm.launch("vllm", model="m", python=sys.executable, progress=None, api_key=None,
-                           log_path=tmp_path / "engine.log", prefix=[sys.executable, "-c", script])
+    launch = unillm.launch(
+        "vllm",
+        model="m",
+        python=sys.executable,
+        progress=None,
+        api_key=None,
+        log_path=tmp_path / "engine.log",
+        prefix=[sys.executable, "-c", script],
+    )
     with pytest.raises(unillm.LaunchError) as caught:
         async with launch:
             pass
@@ -50,8 +57,10 @@ async def _fail(tmp_path: Path, script: str) -> unillm.LaunchError:
 async def test_the_first_error_lines_are_shown_although_outside_the_tail(tmp_path: Path) -> None:
     error = await _fail(tmp_path, FAKE_ENGINE)
     assert not any("Available memory" in line for line in error.log_tail)
-    assert any(line.startswith("54| (VllmWorker-0") and "ValueError: Available memory" in line
-               for line in error.error_lines)
+    assert any(
+        line.startswith("54| (VllmWorker-0") and "ValueError: Available memory" in line
+        for line in error.error_lines
+    )
     assert "first error lines:" in str(error) and "54| (VllmWorker-0" in str(error)
     assert "Engine core initialization failed" in error.log_tail[-1]
 
@@ -91,8 +100,7 @@ def test_error_lines_keep_one_line_of_context_and_are_bounded() -> None:
     log = LaunchLog(tail=3, max_errors=4)
     for i in range(1, 30):
         log.add("Traceback (most recent call last):" if i % 5 == 0 else f"info {i}")
-    assert log.errors == ["4| info 4", "5| Traceback (most recent call last):", "6| info 6",
-                          "9| info 9"]
+    assert log.errors == ["4| info 4", "5| Traceback (most recent call last):", "6| info 6", "9| info 9"]
 
 
 def test_exception_messages_are_kept_after_the_first_error_lines() -> None:
@@ -121,8 +129,9 @@ def test_hints_match_anywhere_and_are_reported_once() -> None:
 @pytest.mark.parametrize("cpu", [False, True])
 async def test_a_model_path_that_does_not_exist_is_refused_before_starting(cpu: bool) -> None:
     # vLLM used to start for ~30 s, then fail with a hub-id validation traceback.
-    launch = unillm.launch("vllm", model="/nonexistent/unillm-model", cpu=cpu, python=sys.executable,
-                           progress=None, api_key=None)
+    launch = unillm.launch(
+        "vllm", model="/nonexistent/unillm-model", cpu=cpu, python=sys.executable, progress=None, api_key=None
+    )
     with pytest.raises(unillm.InvalidOptions, match=r"does not exist on this machine.*tiny-model"):
         async with launch:
             pass

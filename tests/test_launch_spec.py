@@ -32,8 +32,9 @@ def test_unknown_launch_settings_are_refused_by_name() -> None:
 
 def test_a_draft_method_without_a_draft_model_is_refused() -> None:
     with pytest.raises(unillm.InvalidOptions, match="draft_model"):
-        unillm.launch("vllm", model="m", python="/usr/bin/python3",
-                      speculative={"method": "eagle", "num_tokens": 3})
+        unillm.launch(
+            "vllm", model="m", python="/usr/bin/python3", speculative={"method": "eagle", "num_tokens": 3}
+        )
 
 
 ECHO = "import os, sys; print(sys.argv, os.environ['VLLM_API_KEY']); sys.exit(3)"
@@ -41,9 +42,14 @@ ECHO = "import os, sys; print(sys.argv, os.environ['VLLM_API_KEY']); sys.exit(3)
 
 async def _launch_echo(tmp_path: Path) -> tuple[unillm.Launch, str]:
     """Launch a stand-in 'engine' that prints its arguments and key (as SGLang does) and exits."""
-    launch = unillm.launch("vllm", model="m", python=sys.executable, progress=None,
-                           log_path=tmp_path / "engine.log",
-                           prefix=[sys.executable, "-c", ECHO])
+    launch = unillm.launch(
+        "vllm",
+        model="m",
+        python=sys.executable,
+        progress=None,
+        log_path=tmp_path / "engine.log",
+        prefix=[sys.executable, "-c", ECHO],
+    )
     key = launch.spec.key()
     assert key
     with pytest.raises(unillm.LaunchError) as caught:
@@ -71,17 +77,27 @@ def test_printing_a_launch_command_or_spec_masks_the_api_key(engine: str) -> Non
     assert key
     command = launch.command()
     assert any(key in a for a in command.argv) or key in command.env.values()  # the real command keeps it
-    for shown in (repr(command), str(command), f"{command}", repr([command]),
-                  repr(launch.spec), str(launch.spec), repr(launch.spec.model_dump())):
+    for shown in (
+        repr(command),
+        str(command),
+        f"{command}",
+        repr([command]),
+        repr(launch.spec),
+        str(launch.spec),
+        repr(launch.spec.model_dump()),
+    ):
         assert key not in shown
     assert "***" in repr(command)
 
 
-@pytest.mark.parametrize(("build", "match"), [
-    (lambda: unillm.Parallel(tensor=0), "invalid Parallel: tensor"),
-    (lambda: unillm.Speculative(method="medusa"), "invalid Speculative: method"),
-    (lambda: unillm.Speculative(method="draft"), "needs draft_model"),
-])
+@pytest.mark.parametrize(
+    ("build", "match"),
+    [
+        (lambda: unillm.Parallel(tensor=0), "invalid Parallel: tensor"),
+        (lambda: unillm.Speculative(method="medusa"), "invalid Speculative: method"),
+        (lambda: unillm.Speculative(method="draft"), "needs draft_model"),
+    ],
+)
 def test_bad_settings_objects_raise_invalid_options(build: Any, match: str) -> None:
     # Users build Parallel/Speculative themselves: a typo is a unillm error, not pydantic's.
     with pytest.raises(unillm.InvalidOptions, match=match):

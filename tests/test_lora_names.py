@@ -17,7 +17,11 @@ def test_the_old_names_are_the_new_objects() -> None:
     assert unillm.UnknownAdapter is unillm.UnknownLora
     assert issubclass(unillm.UnknownLora, unillm.NotFound)
     assert (LoraAdapters, BlockingAdapters, FleetAdapters, AdapterControl) == (
-        Loras, BlockingLoras, FleetLoras, LoraControl)
+        Loras,
+        BlockingLoras,
+        FleetLoras,
+        LoraControl,
+    )
 
 
 def test_llm_adapters_is_llm_loras() -> None:

@@ -12,36 +12,55 @@ import pytest
 from unillm.metrics import EngineMetrics, Histogram, MetricNames, NormalizedMetrics, diff, merge
 
 NAMES = MetricNames(
-    ttft="e:ttft_seconds", itl="e:itl_seconds", e2e="e:e2e_seconds", running="e:running",
-    waiting="e:waiting", kv_cache_usage="e:kv_usage", prefix_cache_hits="e:prefix_hits_total",
-    prefix_cache_queries="e:prefix_queries_total", spec_drafts="e:drafts_total",
-    spec_draft_tokens="e:draft_tokens_total", spec_accepted_tokens="e:accepted_tokens_total",
-    prompt_tokens="e:prompt_tokens_total", generation_tokens="e:generation_tokens_total")
+    ttft="e:ttft_seconds",
+    itl="e:itl_seconds",
+    e2e="e:e2e_seconds",
+    running="e:running",
+    waiting="e:waiting",
+    kv_cache_usage="e:kv_usage",
+    prefix_cache_hits="e:prefix_hits_total",
+    prefix_cache_queries="e:prefix_queries_total",
+    spec_drafts="e:drafts_total",
+    spec_draft_tokens="e:draft_tokens_total",
+    spec_accepted_tokens="e:accepted_tokens_total",
+    prompt_tokens="e:prompt_tokens_total",
+    generation_tokens="e:generation_tokens_total",
+)
 
 
 def engine_text(requests: int = 4, tokens: int = 40, drafts: int = 10) -> str:
     """Two label sets (a data-parallel engine), as Prometheus text."""
-    lines = ["# TYPE e:ttft_seconds histogram", "# TYPE e:e2e_seconds histogram",
-             "# TYPE e:itl_seconds histogram"]
+    lines = [
+        "# TYPE e:ttft_seconds histogram",
+        "# TYPE e:e2e_seconds histogram",
+        "# TYPE e:itl_seconds histogram",
+    ]
     for rank in ("0", "1"):
         lab = f'rank="{rank}"'
         lines += [
             f'e:ttft_seconds_bucket{{{lab},le="0.1"}} {requests // 2}',
             f'e:ttft_seconds_bucket{{{lab},le="0.2"}} {requests}',
             f'e:ttft_seconds_bucket{{{lab},le="+Inf"}} {requests}',
-            f"e:ttft_seconds_sum{{{lab}}} {0.1 * requests}", f"e:ttft_seconds_count{{{lab}}} {requests}",
+            f"e:ttft_seconds_sum{{{lab}}} {0.1 * requests}",
+            f"e:ttft_seconds_count{{{lab}}} {requests}",
             f'e:e2e_seconds_bucket{{{lab},le="1.0"}} {requests}',
             f'e:e2e_seconds_bucket{{{lab},le="+Inf"}} {requests}',
-            f"e:e2e_seconds_sum{{{lab}}} {0.5 * requests}", f"e:e2e_seconds_count{{{lab}}} {requests}",
+            f"e:e2e_seconds_sum{{{lab}}} {0.5 * requests}",
+            f"e:e2e_seconds_count{{{lab}}} {requests}",
             f'e:itl_seconds_bucket{{{lab},le="0.01"}} {tokens}',
             f'e:itl_seconds_bucket{{{lab},le="+Inf"}} {tokens}',
-            f"e:itl_seconds_sum{{{lab}}} {0.005 * tokens}", f"e:itl_seconds_count{{{lab}}} {tokens}",
-            f"e:running{{{lab}}} 1", f"e:waiting{{{lab}}} {rank}",
+            f"e:itl_seconds_sum{{{lab}}} {0.005 * tokens}",
+            f"e:itl_seconds_count{{{lab}}} {tokens}",
+            f"e:running{{{lab}}} 1",
+            f"e:waiting{{{lab}}} {rank}",
             f"e:kv_usage{{{lab}}} {0.2 if rank == '0' else 0.4}",
-            f"e:prefix_hits_total{{{lab}}} 30", f"e:prefix_queries_total{{{lab}}} 120",
-            f"e:drafts_total{{{lab}}} {drafts}", f"e:draft_tokens_total{{{lab}}} {4 * drafts}",
+            f"e:prefix_hits_total{{{lab}}} 30",
+            f"e:prefix_queries_total{{{lab}}} 120",
+            f"e:drafts_total{{{lab}}} {drafts}",
+            f"e:draft_tokens_total{{{lab}}} {4 * drafts}",
             f"e:accepted_tokens_total{{{lab}}} {2 * drafts}",
-            f"e:prompt_tokens_total{{{lab}}} 120", f"e:generation_tokens_total{{{lab}}} {tokens + requests}",
+            f"e:prompt_tokens_total{{{lab}}} 120",
+            f"e:generation_tokens_total{{{lab}}} {tokens + requests}",
         ]
     return "\n".join(lines) + "\n"
 
@@ -118,10 +137,15 @@ def test_speculation_exposed_but_idle_has_no_acceptance_figures() -> None:
 
 
 def test_engine_gauges_stand_in_when_there_are_no_counters() -> None:
-    gauges = MetricNames(prefix_cache_hit_ratio="hit_rate", spec_acceptance_rate="rate",
-                         spec_acceptance_length="length", spec_drafts="verify_total")
-    n = EngineMetrics.parse("hit_rate 0.25\nrate 0.5\nlength 2.5\nverify_total 10\n",
-                            mapping=gauges).normalized()
+    gauges = MetricNames(
+        prefix_cache_hit_ratio="hit_rate",
+        spec_acceptance_rate="rate",
+        spec_acceptance_length="length",
+        spec_drafts="verify_total",
+    )
+    n = EngineMetrics.parse(
+        "hit_rate 0.25\nrate 0.5\nlength 2.5\nverify_total 10\n", mapping=gauges
+    ).normalized()
     assert (n.prefix_cache_hit_ratio, n.spec_acceptance_rate, n.spec_acceptance_length) == (0.25, 0.5, 2.5)
     idle = EngineMetrics.parse("rate 0\nlength 0\n", mapping=gauges).normalized()
     assert idle.spec_acceptance_rate is None and idle.spec_acceptance_length is None  # 0: nothing speculated

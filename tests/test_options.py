@@ -19,6 +19,7 @@ def req(output: Any = None, **options: Any) -> Request:
 
 # -- prompt / messages ---------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(("prompt", "messages"), [(None, None), ("Hi", CHAT)])
 def test_exactly_one_of_prompt_or_messages(prompt: Any, messages: Any) -> None:
     with pytest.raises(InvalidOptions, match="exactly one"):
@@ -41,22 +42,31 @@ def test_prompt_must_be_a_string(prompt: Any) -> None:
 
 
 def test_messages_become_a_tuple_of_plain_dicts() -> None:
-    r = make_request(None, [{"role": "system", "content": "s", "extra": "x"}, *CHAT], None, {},
-                     stream=False)
+    r = make_request(None, [{"role": "system", "content": "s", "extra": "x"}, *CHAT], None, {}, stream=False)
     assert r.prompt is None
     assert r.messages == ({"role": "system", "content": "s"}, {"role": "user", "content": "hi"})
 
 
-@pytest.mark.parametrize("messages", [
-    [], "hi", b"hi", [{"role": "user"}], [{"content": "hi"}], [{"role": "user", "content": 1}],
-    ["hi"], [("user", "hi")],
-])
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [],
+        "hi",
+        b"hi",
+        [{"role": "user"}],
+        [{"content": "hi"}],
+        [{"role": "user", "content": 1}],
+        ["hi"],
+        [("user", "hi")],
+    ],
+)
 def test_bad_messages_raise(messages: Any) -> None:
     with pytest.raises(InvalidOptions, match="messages"):
         make_request(None, messages, None, {}, stream=False)
 
 
 # -- option names, types and ranges -----------------------------------------------------------
+
 
 def test_unknown_option_raises_naming_it() -> None:
     with pytest.raises(InvalidOptions, match="max_token"):
@@ -71,15 +81,35 @@ def test_none_options_are_ignored() -> None:
 
 def test_sampling_lists_the_options_set() -> None:
     assert req(max_tokens=4, temperature=0.0, seed=0).sampling() == {
-        "max_tokens": 4, "temperature": 0.0, "seed": 0}
+        "max_tokens": 4,
+        "temperature": 0.0,
+        "seed": 0,
+    }
 
 
 GOOD = [
-    ("max_tokens", 1), ("max_tokens", 4096), ("temperature", 0), ("temperature", 1.5),
-    ("top_p", 0.0), ("top_p", 1), ("top_k", 40), ("top_k", -1), ("min_p", 0.1), ("seed", 0),
-    ("presence_penalty", -2), ("presence_penalty", 2.0), ("frequency_penalty", 0.5),
-    ("repetition_penalty", 1.2), ("n", 1), ("n", 4), ("logprobs", True), ("logprobs", False),
-    ("top_logprobs", 0), ("top_logprobs", 5), ("lora", "sql"), ("timeout", 2.5),
+    ("max_tokens", 1),
+    ("max_tokens", 4096),
+    ("temperature", 0),
+    ("temperature", 1.5),
+    ("top_p", 0.0),
+    ("top_p", 1),
+    ("top_k", 40),
+    ("top_k", -1),
+    ("min_p", 0.1),
+    ("seed", 0),
+    ("presence_penalty", -2),
+    ("presence_penalty", 2.0),
+    ("frequency_penalty", 0.5),
+    ("repetition_penalty", 1.2),
+    ("n", 1),
+    ("n", 4),
+    ("logprobs", True),
+    ("logprobs", False),
+    ("top_logprobs", 0),
+    ("top_logprobs", 5),
+    ("lora", "sql"),
+    ("timeout", 2.5),
 ]
 
 
@@ -89,11 +119,24 @@ def test_valid_option_is_kept(name: str, value: Any) -> None:
 
 
 BAD_TYPES = [
-    ("max_tokens", 1.5), ("max_tokens", "16"), ("max_tokens", True), ("top_k", 4.0),
-    ("seed", "1"), ("n", 2.0), ("top_logprobs", True), ("temperature", "hot"),
-    ("temperature", True), ("top_p", [0.9]), ("min_p", "0.1"), ("presence_penalty", "0"),
-    ("frequency_penalty", False), ("repetition_penalty", "1.1"), ("logprobs", 1),
-    ("logprobs", "yes"), ("lora", 5), ("timeout", "10"),
+    ("max_tokens", 1.5),
+    ("max_tokens", "16"),
+    ("max_tokens", True),
+    ("top_k", 4.0),
+    ("seed", "1"),
+    ("n", 2.0),
+    ("top_logprobs", True),
+    ("temperature", "hot"),
+    ("temperature", True),
+    ("top_p", [0.9]),
+    ("min_p", "0.1"),
+    ("presence_penalty", "0"),
+    ("frequency_penalty", False),
+    ("repetition_penalty", "1.1"),
+    ("logprobs", 1),
+    ("logprobs", "yes"),
+    ("lora", 5),
+    ("timeout", "10"),
 ]
 
 
@@ -104,10 +147,20 @@ def test_bad_type_raises_naming_the_option(name: str, value: Any) -> None:
 
 
 OUT_OF_RANGE = [
-    ("max_tokens", 0), ("max_tokens", -1), ("n", 0), ("top_logprobs", -1),
-    ("temperature", -0.1), ("temperature", float("nan")), ("top_p", 1.01), ("top_p", -0.1),
-    ("min_p", 1.5), ("presence_penalty", 2.5), ("presence_penalty", -2.1),
-    ("frequency_penalty", -3), ("repetition_penalty", -1), ("timeout", -1),
+    ("max_tokens", 0),
+    ("max_tokens", -1),
+    ("n", 0),
+    ("top_logprobs", -1),
+    ("temperature", -0.1),
+    ("temperature", float("nan")),
+    ("top_p", 1.01),
+    ("top_p", -0.1),
+    ("min_p", 1.5),
+    ("presence_penalty", 2.5),
+    ("presence_penalty", -2.1),
+    ("frequency_penalty", -3),
+    ("repetition_penalty", -1),
+    ("timeout", -1),
 ]
 
 
@@ -119,9 +172,15 @@ def test_out_of_range_raises_naming_the_option(name: str, value: Any) -> None:
 
 # -- stop ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("stop", "expected"), [
-    ("\n", ("\n",)), (["a", "b"], ("a", "b")), (("x",), ("x",)),
-])
+
+@pytest.mark.parametrize(
+    ("stop", "expected"),
+    [
+        ("\n", ("\n",)),
+        (["a", "b"], ("a", "b")),
+        (("x",), ("x",)),
+    ],
+)
 def test_stop_is_normalised_to_a_tuple(stop: Any, expected: tuple[str, ...]) -> None:
     assert req(stop=stop).stop == expected
 
@@ -140,6 +199,7 @@ def test_stop_of_a_non_iterable_type_raises_invalid_options(stop: Any) -> None:
 
 # -- logprobs --------------------------------------------------------------------------------
 
+
 def test_top_logprobs_implies_logprobs() -> None:
     r = req(top_logprobs=3)
     assert (r.logprobs, r.top_logprobs) == (True, 3)
@@ -155,6 +215,7 @@ def test_logprobs_alone_has_no_top_logprobs() -> None:
 
 
 # -- extra_body ------------------------------------------------------------------------------
+
 
 def test_extra_body_is_kept() -> None:
     assert req(extra_body={"ignore_eos": True}).extra_body == {"ignore_eos": True}
@@ -172,6 +233,7 @@ def test_extra_body_must_be_a_mapping(extra_body: Any) -> None:
 
 
 # -- Choice ----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("options", [[], (), "ab", "", ["a", 1], [None]])
 def test_bad_choice_raises(options: Any) -> None:
@@ -218,18 +280,29 @@ def test_pydantic_class_becomes_json_schema_with_its_model() -> None:
     assert out.name == "Answer"
 
 
-@pytest.mark.parametrize("constraint", [
-    JsonSchema(SCHEMA), Regex(r"\d+"), Choice(["a", "b"]), Grammar('root ::= "a"'),
-    Grammar('start: "a"', syntax="lark"),
-])
+@pytest.mark.parametrize(
+    "constraint",
+    [
+        JsonSchema(SCHEMA),
+        Regex(r"\d+"),
+        Choice(["a", "b"]),
+        Grammar('root ::= "a"'),
+        Grammar('start: "a"', syntax="lark"),
+    ],
+)
 def test_constraints_pass_through_unchanged(constraint: Any) -> None:
     assert req(constraint).output is constraint
 
 
-@pytest.mark.parametrize("schema", [
-    {"type": "nope"}, {"type": "object", "properties": {"n": {"type": 5}}},
-    {"type": "object", "required": "n"}, {"minimum": "zero"},
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "nope"},
+        {"type": "object", "properties": {"n": {"type": 5}}},
+        {"type": "object", "required": "n"},
+        {"minimum": "zero"},
+    ],
+)
 def test_invalid_schema_dict_raises_before_sending(schema: dict[str, Any]) -> None:
     with pytest.raises(InvalidOptions, match="schema"):
         req(schema)
@@ -259,6 +332,7 @@ def test_a_misspelt_option_gets_a_did_you_mean_hint() -> None:
 
 # -- regressions: values that used to be sent and fail (or be ignored) at the engine ---------
 
+
 @pytest.mark.parametrize("lora", ["", "  "])
 def test_an_empty_lora_name_is_refused_instead_of_sending_the_base_model(lora: str) -> None:
     with pytest.raises(InvalidOptions, match="lora must name an adapter"):
@@ -272,16 +346,28 @@ def test_a_non_positive_timeout_or_deadline_is_refused_up_front(name: str, value
         req(**{name: value})
 
 
-@pytest.mark.parametrize("name", ["temperature", "top_p", "min_p", "presence_penalty",
-                                  "frequency_penalty", "repetition_penalty", "timeout", "deadline"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "temperature",
+        "top_p",
+        "min_p",
+        "presence_penalty",
+        "frequency_penalty",
+        "repetition_penalty",
+        "timeout",
+        "deadline",
+    ],
+)
 @pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")])
 def test_a_non_finite_number_is_refused_in_any_option(name: str, value: float) -> None:
     with pytest.raises(InvalidOptions, match=f"{name}=.*not a finite number"):
         req(**{name: value})
 
 
-@pytest.mark.parametrize("extra", [{"x": float("inf")}, {"a": [1.0, float("nan")]},
-                                   {"deep": {"v": float("-inf")}}])
+@pytest.mark.parametrize(
+    "extra", [{"x": float("inf")}, {"a": [1.0, float("nan")]}, {"deep": {"v": float("-inf")}}]
+)
 def test_a_non_finite_number_in_extra_body_is_refused(extra: dict[str, Any]) -> None:
     with pytest.raises(InvalidOptions, match="extra_body must be standard JSON"):
         req(extra_body=extra)

@@ -40,8 +40,12 @@ def stream_body(chat: bool) -> bytes:
         return {"id": "cmpl-7", "model": "tiny", "choices": [choice]}
 
     chunks = [chunk(p, "length" if i == len(PIECES) - 1 else None) for i, p in enumerate(PIECES)]
-    usage = {"id": "cmpl-7", "model": "tiny", "choices": [],
-             "usage": {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}}
+    usage = {
+        "id": "cmpl-7",
+        "model": "tiny",
+        "choices": [],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9},
+    }
     return sse(*chunks, usage, "[DONE]")
 
 
@@ -58,9 +62,15 @@ def answer(request: httpx.Request) -> httpx.Response:
     if body.get("stream"):
         return httpx.Response(200, content=stream_body(chat), headers={"content-type": "text/event-stream"})
     message = {"message": {"role": "assistant", "content": "Hello"}} if chat else {"text": "Hello"}
-    return httpx.Response(200, json={
-        "id": "cmpl-42", "model": "tiny", "choices": [{"index": 0, "finish_reason": "stop", **message}],
-        "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}})
+    return httpx.Response(
+        200,
+        json={
+            "id": "cmpl-42",
+            "model": "tiny",
+            "choices": [{"index": 0, "finish_reason": "stop", **message}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
+        },
+    )
 
 
 def engine() -> unillm.LLM:
@@ -73,9 +83,11 @@ class Telemetry:
         tracer_provider = TracerProvider()
         tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans_out))
         self.reader = InMemoryMetricReader()
-        self.observer = unillm.instrument(tracer_provider=tracer_provider,
-                                          meter_provider=MeterProvider(metric_readers=[self.reader]),
-                                          capture_content=capture_content)
+        self.observer = unillm.instrument(
+            tracer_provider=tracer_provider,
+            meter_provider=MeterProvider(metric_readers=[self.reader]),
+            capture_content=capture_content,
+        )
 
     def spans(self) -> list[ReadableSpan]:
         return list(self.spans_out.get_finished_spans())
@@ -114,8 +126,13 @@ async def test_generate_makes_one_client_span_with_the_genai_attributes(telemetr
     a = dict(span.attributes or {})
     assert a["gen_ai.operation.name"] == "text_completion" and a["gen_ai.system"] == "vllm"
     assert "gen_ai.provider.name" not in a  # the older conventions by default
-    assert (a["gen_ai.request.model"], a["gen_ai.request.max_tokens"], a["gen_ai.request.temperature"],
-            a["gen_ai.request.top_p"], a["gen_ai.request.seed"]) == ("tiny", 8, 0.5, 0.9, 3)
+    assert (
+        a["gen_ai.request.model"],
+        a["gen_ai.request.max_tokens"],
+        a["gen_ai.request.temperature"],
+        a["gen_ai.request.top_p"],
+        a["gen_ai.request.seed"],
+    ) == ("tiny", 8, 0.5, 0.9, 3)
     assert a["gen_ai.request.stop_sequences"] == ("\n",)
     assert (a["gen_ai.response.model"], a["gen_ai.response.id"]) == ("tiny", "cmpl-42")
     assert a["gen_ai.response.finish_reasons"] == ("stop",)
@@ -183,8 +200,10 @@ async def test_leaving_a_stream_early_ends_its_span_without_error(telemetry: Tel
 
 async def test_attributes_from_the_calling_context_reach_the_span(telemetry: Telemetry) -> None:
     async with engine() as llm:
-        with observe.attributes({"unillm.fleet.replica": "gpu-1"}), \
-                observe.attributes({"unillm.router.route": "sql"}):
+        with (
+            observe.attributes({"unillm.fleet.replica": "gpu-1"}),
+            observe.attributes({"unillm.router.route": "sql"}),
+        ):
             await llm.generate("Hi")
         await llm.generate("Hi")
     tagged, plain = telemetry.spans()
@@ -194,8 +213,10 @@ async def test_attributes_from_the_calling_context_reach_the_span(telemetry: Tel
 
 
 async def test_a_fleet_records_one_span_per_replica_call(telemetry: Telemetry) -> None:
-    replicas = [unillm.LLM("vllm", f"http://replica-{i}.example:80{i}0",
-                           http_transport=httpx.MockTransport(answer)) for i in (1, 2)]
+    replicas = [
+        unillm.LLM("vllm", f"http://replica-{i}.example:80{i}0", http_transport=httpx.MockTransport(answer))
+        for i in (1, 2)
+    ]
     async with unillm.Fleet(replicas, policy="round_robin") as fleet:
         await fleet.generate("Hi")
         assert "".join([d.text async for d in fleet.stream("Hi")]) == "".join(PIECES)
@@ -213,9 +234,11 @@ async def test_content_in_older_conventions_goes_to_span_events(telemetry: Telem
         await llm.generate("Hi there")
     events = {e.name: dict(e.attributes or {}) for e in only(t.spans()).events}
     assert json.loads(str(events["gen_ai.content.prompt"]["gen_ai.prompt"])) == [
-        {"role": "user", "content": "Hi there"}]
+        {"role": "user", "content": "Hi there"}
+    ]
     assert json.loads(str(events["gen_ai.content.completion"]["gen_ai.completion"])) == [
-        {"role": "assistant", "content": "Hello"}]
+        {"role": "assistant", "content": "Hello"}
+    ]
 
 
 async def test_content_in_latest_conventions_is_structured_messages(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -224,16 +247,19 @@ async def test_content_in_latest_conventions_is_structured_messages(monkeypatch:
     t = Telemetry()
     try:
         async with engine() as llm:
-            await llm.generate(messages=[{"role": "system", "content": "Be brief."},
-                                         {"role": "user", "content": "Hi"}])
+            await llm.generate(
+                messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+            )
     finally:
         unillm.uninstrument()
     a = dict(only(t.spans()).attributes or {})
     assert json.loads(str(a["gen_ai.system_instructions"])) == [{"type": "text", "content": "Be brief."}]
     assert json.loads(str(a["gen_ai.input.messages"])) == [
-        {"role": "user", "parts": [{"type": "text", "content": "Hi"}]}]
+        {"role": "user", "parts": [{"type": "text", "content": "Hi"}]}
+    ]
     assert json.loads(str(a["gen_ai.output.messages"])) == [
-        {"role": "assistant", "parts": [{"type": "text", "content": "Hello"}], "finish_reason": "stop"}]
+        {"role": "assistant", "parts": [{"type": "text", "content": "Hello"}], "finish_reason": "stop"}
+    ]
 
 
 # -- metrics --------------------------------------------------------------------------------------
@@ -244,8 +270,10 @@ async def test_client_metrics_of_a_stream(telemetry: Telemetry) -> None:
     assert timings is not None and timings.ttft_s is not None
     [duration] = telemetry.points("gen_ai.client.operation.duration")
     assert duration.count == 1 and duration.sum >= timings.total_s
-    usage = {dict(p.attributes or {})["gen_ai.token.type"]: p.sum
-             for p in telemetry.points("gen_ai.client.token.usage")}
+    usage = {
+        dict(p.attributes or {})["gen_ai.token.type"]: p.sum
+        for p in telemetry.points("gen_ai.client.token.usage")
+    }
     assert usage == {"input": 5, "output": 4}
     [first] = telemetry.points("gen_ai.client.operation.time_to_first_chunk")
     assert first.count == 1 and first.sum == pytest.approx(timings.ttft_s)
@@ -253,7 +281,10 @@ async def test_client_metrics_of_a_stream(telemetry: Telemetry) -> None:
     assert per_chunk.count == len(PIECES) - 1 and per_chunk.sum == pytest.approx(sum(timings.itl_s))
     a = dict(duration.attributes or {})
     assert (a["gen_ai.operation.name"], a["gen_ai.system"], a["gen_ai.request.model"]) == (
-        "text_completion", "vllm", "tiny")
+        "text_completion",
+        "vllm",
+        "tiny",
+    )
     assert "gen_ai.response.model" not in a  # stream deltas do not carry the response model
     assert a["server.port"] == 8123 and "error.type" not in a
 

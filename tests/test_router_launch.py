@@ -26,8 +26,13 @@ ROUTERS = ("vllm-router", "smg")
 
 
 def stand_in(**kw: Any) -> LaunchSpec:
-    settings = {"model": "tiny", "served_name": "tiny", "prefix": [sys.executable, str(FAKE_ENGINE)],
-                "ready_timeout": 60, **kw}
+    settings = {
+        "model": "tiny",
+        "served_name": "tiny",
+        "prefix": [sys.executable, str(FAKE_ENGINE)],
+        "ready_timeout": 60,
+        **kw,
+    }
     return LaunchSpec(**settings)
 
 
@@ -74,10 +79,17 @@ async def test_smg_checks_the_key_itself(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("router", ROUTERS)
 async def test_prefill_decode_mode_sends_the_prompt_to_prefill_then_decodes(
-        router: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    router: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr("unillm.engine_env.has_gpu", lambda: True)  # look-alikes need no GPU
-    run = FleetLaunch("vllm", stand_in(), router=router, progress=None, log_dir=tmp_path,
-                      disaggregation=Disaggregation(prefill=1, decode=1, transfer="nixl"))
+    run = FleetLaunch(
+        "vllm",
+        stand_in(),
+        router=router,
+        progress=None,
+        log_dir=tmp_path,
+        disaggregation=Disaggregation(prefill=1, decode=1, transfer="nixl"),
+    )
     async with run as llm:
         r = await llm.generate("Hi", max_tokens=4)
         assert r.text == "Hello, world!"

@@ -27,9 +27,21 @@ def test_both_routers_are_registered_with_their_pinned_packages() -> None:
 
 def test_vllm_router_regular_mode_argv() -> None:
     cmd = get_router("vllm-router").command(spec(policy="prefix", metrics_port=29123))
-    assert cmd.argv == ["/env/bin/python", "-m", "vllm_router.launch_router", "--host", "127.0.0.1",
-                        "--port", "30000", "--worker-urls", *WORKERS, "--policy", "cache_aware",
-                        "--prometheus-port", "29123"]
+    assert cmd.argv == [
+        "/env/bin/python",
+        "-m",
+        "vllm_router.launch_router",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "30000",
+        "--worker-urls",
+        *WORKERS,
+        "--policy",
+        "cache_aware",
+        "--prometheus-port",
+        "29123",
+    ]
     assert cmd.health_path == "/health"
 
 
@@ -48,12 +60,18 @@ def test_vllm_router_gets_the_key_by_environment_never_in_argv() -> None:
     assert "s3cret" not in cmd.render()
 
 
-@pytest.mark.parametrize(("router", "policy", "own"), [
-    ("vllm-router", "round_robin", "round_robin"), ("vllm-router", "prefix", "cache_aware"),
-    ("vllm-router", "session", "consistent_hash"),
-    ("smg", "round_robin", "round_robin"), ("smg", "least_load", "least_load"),
-    ("smg", "prefix", "prefix_hash"), ("smg", "session", "consistent_hashing"),
-])
+@pytest.mark.parametrize(
+    ("router", "policy", "own"),
+    [
+        ("vllm-router", "round_robin", "round_robin"),
+        ("vllm-router", "prefix", "cache_aware"),
+        ("vllm-router", "session", "consistent_hash"),
+        ("smg", "round_robin", "round_robin"),
+        ("smg", "least_load", "least_load"),
+        ("smg", "prefix", "prefix_hash"),
+        ("smg", "session", "consistent_hashing"),
+    ],
+)
 def test_unified_policies_map_to_each_routers_own(router: str, policy: str, own: str) -> None:
     assert get_router(router).policy(policy) == own
 
@@ -73,20 +91,35 @@ def test_unknown_policy_and_router_are_invalid() -> None:
 
 
 def test_vllm_router_pd_mode_lists_prefill_with_bootstrap_and_decode() -> None:
-    cmd = get_router("vllm-router").command(spec(
-        workers=(), prefill=(PrefillWorker("http://p:1", 9000), PrefillWorker("http://p:2")),
-        decode=("http://d:1",), transfer="mooncake"))
+    cmd = get_router("vllm-router").command(
+        spec(
+            workers=(),
+            prefill=(PrefillWorker("http://p:1", 9000), PrefillWorker("http://p:2")),
+            decode=("http://d:1",),
+            transfer="mooncake",
+        )
+    )
     argv = cmd.argv
     i = argv.index("--vllm-pd-disaggregation")
-    assert argv[i + 1:i + 8] == ["--prefill", "http://p:1", "9000", "--prefill", "http://p:2",
-                                 "--decode", "http://d:1"]
+    assert argv[i + 1 : i + 8] == [
+        "--prefill",
+        "http://p:1",
+        "9000",
+        "--prefill",
+        "http://p:2",
+        "--decode",
+        "http://d:1",
+    ]
     assert argv[argv.index("--kv-connector") + 1] == "mooncake"
     assert "--worker-urls" not in argv
 
 
 def test_smg_pd_mode_names_the_engine_protocol() -> None:
-    cmd = get_router("smg").command(spec(workers=(), prefill=(PrefillWorker("http://p:1", 8998),),
-                                         decode=("http://d:1",), engine="sglang"))
+    cmd = get_router("smg").command(
+        spec(
+            workers=(), prefill=(PrefillWorker("http://p:1", 8998),), decode=("http://d:1",), engine="sglang"
+        )
+    )
     assert "--pd-disaggregation" in cmd.argv
     assert cmd.argv[cmd.argv.index("--backend") + 1] == "sglang"
 

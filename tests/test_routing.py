@@ -15,8 +15,9 @@ URLS = ["http://a:8000", "http://b:8000", "http://c:8000"]
 
 
 def prompt(text: str, **options: str) -> int | None:
-    return Router(URLS, "prefix", prefix_chars=16).key_for(make_request(text, None, None, options,
-                                                                        stream=False))
+    return Router(URLS, "prefix", prefix_chars=16).key_for(
+        make_request(text, None, None, options, stream=False)
+    )
 
 
 def test_round_robin_spreads_evenly_and_skips_unavailable_replicas() -> None:
@@ -46,12 +47,15 @@ def test_prefix_key_of_messages_covers_roles_and_contents() -> None:
     router = Router(URLS, "prefix", prefix_chars=40)
 
     def key(*contents: str) -> int | None:
-        messages = [{"role": "system", "content": contents[0]},
-                    *({"role": "user", "content": c} for c in contents[1:])]
+        messages = [
+            {"role": "system", "content": contents[0]},
+            *({"role": "user", "content": c} for c in contents[1:]),
+        ]
         return router.key_for(make_request(None, messages, None, {}, stream=False))
 
-    assert key("Be terse and exact, always.", "first question") == \
-        key("Be terse and exact, always.", "first question, longer")
+    assert key("Be terse and exact, always.", "first question") == key(
+        "Be terse and exact, always.", "first question, longer"
+    )
     assert key("Be terse and exact, always.", "q") != key("Be chatty.", "q")
 
 
@@ -146,11 +150,14 @@ def test_mismatched_replica_never_gets_requests() -> None:
     assert router.replicas[0].state(0.0) == "mismatched"
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [
-    ({"policy": "random"}, "unknown routing policy"),
-    ({"prefix_chars": 0}, "prefix_chars"),
-    ({"load_factor": 0.5}, "load_factor"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"policy": "random"}, "unknown routing policy"),
+        ({"prefix_chars": 0}, "prefix_chars"),
+        ({"load_factor": 0.5}, "load_factor"),
+    ],
+)
 def test_bad_settings_are_refused(kwargs: dict[str, object], match: str) -> None:
     with pytest.raises(InvalidOptions, match=match):
         Router(URLS, **kwargs)  # type: ignore[arg-type]
@@ -170,8 +177,14 @@ def test_prefix_key_of_content_parts_reads_text_and_image_url_ends() -> None:
     assert key("What is in this picture?", image) == key("What is in this picture?", image)
     assert key("What is in this picture?", image) != key("What is in this picture?", other)
     assert key("What is in this picture?", image) != key("Describe it.", image)
-    call = {"role": "assistant", "content": None,
-            "tool_calls": [{"id": "1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
-    with_call: list[dict[str, Any]] = [{"role": "user", "content": "hi"}, call,
-                 {"role": "tool", "tool_call_id": "1", "content": "ok"}]
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+    }
+    with_call: list[dict[str, Any]] = [
+        {"role": "user", "content": "hi"},
+        call,
+        {"role": "tool", "tool_call_id": "1", "content": "ok"},
+    ]
     assert router.key_for(make_request(None, with_call, None, {}, stream=False)) is not None

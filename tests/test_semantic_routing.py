@@ -132,8 +132,10 @@ def test_a_keyword_match_counts_as_certain() -> None:
 
 
 def test_signal_index_scores_by_max_or_mean_and_checks_dimensions() -> None:
-    signals = [EmbeddingSignal(name="a", candidates=("1", "2")),
-               EmbeddingSignal(name="b", candidates=("3", "4"), aggregation="mean")]
+    signals = [
+        EmbeddingSignal(name="a", candidates=("1", "2")),
+        EmbeddingSignal(name="b", candidates=("3", "4"), aggregation="mean"),
+    ]
     index = SignalIndex.build(signals, [[1, 0], [0, 1], [1, 0], [0, 1]])
     scores = index.scores([1, 0])
     assert scores["a"] == pytest.approx(1.0) and scores["b"] == pytest.approx(0.5)
@@ -199,15 +201,30 @@ VSR = {
             "domains": [{"name": "math", "description": "maths"}],
         },
         "decisions": [
-            {"name": "code_urgent", "priority": 200,
-             "rules": {"operator": "AND", "conditions": [{"type": "keyword", "name": "urgent"},
-                                                         {"type": "embedding", "name": "code"}]},
-             "modelRefs": [{"model": "coder", "lora_name": "fast"}, {"model": "backup"}]},
-            {"name": "math", "priority": 100,
-             "rules": {"operator": "OR", "conditions": [{"type": "domain", "name": "math"}]},
-             "modelRefs": [{"model": "qwen", "use_reasoning": True}]},
-            {"name": "fallback", "priority": 1, "rules": {"operator": "AND"},
-             "modelRefs": [{"model": "qwen"}]},
+            {
+                "name": "code_urgent",
+                "priority": 200,
+                "rules": {
+                    "operator": "AND",
+                    "conditions": [
+                        {"type": "keyword", "name": "urgent"},
+                        {"type": "embedding", "name": "code"},
+                    ],
+                },
+                "modelRefs": [{"model": "coder", "lora_name": "fast"}, {"model": "backup"}],
+            },
+            {
+                "name": "math",
+                "priority": 100,
+                "rules": {"operator": "OR", "conditions": [{"type": "domain", "name": "math"}]},
+                "modelRefs": [{"model": "qwen", "use_reasoning": True}],
+            },
+            {
+                "name": "fallback",
+                "priority": 1,
+                "rules": {"operator": "AND"},
+                "modelRefs": [{"model": "qwen"}],
+            },
         ],
     },
 }
@@ -235,9 +252,21 @@ def test_vsr_keyword_and_embedding_signals_keep_their_settings() -> None:
 
 
 def test_litellm_auto_router_routes_map_with_their_thresholds() -> None:
-    file = {"encoder_type": "openai", "encoder_name": "text-embedding-3-small",
-            "routes": [{"name": "gpt-coder", "utterances": ["write code"], "score_threshold": 0.5,
-                        "description": "code", "function_schemas": None, "llm": None, "metadata": {}}]}
+    file = {
+        "encoder_type": "openai",
+        "encoder_name": "text-embedding-3-small",
+        "routes": [
+            {
+                "name": "gpt-coder",
+                "utterances": ["write code"],
+                "score_threshold": 0.5,
+                "description": "code",
+                "function_schemas": None,
+                "llm": None,
+                "metadata": {},
+            }
+        ],
+    }
     imported = from_litellm(file, default_model="gpt-small")
     assert [r.name for r in imported.routes.routes] == ["gpt-coder", "gpt-small"]
     coder = imported.routes.route("gpt-coder")
@@ -266,14 +295,20 @@ def engines() -> Iterator[tuple[FaultServer, FaultServer]]:
         yield main, coder
 
 
-def _router(embeddings: EmbeddingServer, main: FaultServer, coder: FaultServer,
-            **kw: Any) -> SemanticRouter:
-    routes = [ROUTES[0].model_copy(update={"target": "coder"}),
-              ROUTES[1].model_copy(update={"lora": "sql"}), ROUTES[2]]
+def _router(embeddings: EmbeddingServer, main: FaultServer, coder: FaultServer, **kw: Any) -> SemanticRouter:
+    routes = [
+        ROUTES[0].model_copy(update={"target": "coder"}),
+        ROUTES[1].model_copy(update={"lora": "sql"}),
+        ROUTES[2],
+    ]
     return SemanticRouter(
-        routes, embedder=OpenAIEmbedder(embeddings.url + "/v1", model="m", api_key="k"),
-        llm=unillm.connect("vllm", main.url), targets={"coder": unillm.connect("vllm", coder.url)},
-        default="chat", **kw)
+        routes,
+        embedder=OpenAIEmbedder(embeddings.url + "/v1", model="m", api_key="k"),
+        llm=unillm.connect("vllm", main.url),
+        targets={"coder": unillm.connect("vllm", coder.url)},
+        default="chat",
+        **kw,
+    )
 
 
 async def test_generate_goes_to_the_routes_target_and_says_which(
@@ -294,8 +329,12 @@ async def test_a_route_can_name_another_served_model(
 ) -> None:
     main, _ = engines
     routes = [ROUTES[0].model_copy(update={"model": "sql"}), ROUTES[2]]
-    router = SemanticRouter(routes, embedder=OpenAIEmbedder(embeddings.url + "/v1", api_key="k"),
-                            llm=unillm.connect("vllm", main.url), default="chat")
+    router = SemanticRouter(
+        routes,
+        embedder=OpenAIEmbedder(embeddings.url + "/v1", api_key="k"),
+        llm=unillm.connect("vllm", main.url),
+        default="chat",
+    )
     async with router:
         r = await router.generate("sort my python list")
         assert r.route is not None and r.route.route == "code"
@@ -312,9 +351,13 @@ async def test_a_fleet_target_fails_over_when_a_replica_is_down(
         down = gone.url
     fleet = unillm.connect("vllm", [down, coder.url], policy="round_robin")
     routes = [ROUTES[0].model_copy(update={"target": "coders"}), ROUTES[2]]
-    router = SemanticRouter(routes, embedder=OpenAIEmbedder(embeddings.url + "/v1", api_key="k"),
-                            llm=unillm.connect("vllm", main.url), targets={"coders": fleet},
-                            default="chat")
+    router = SemanticRouter(
+        routes,
+        embedder=OpenAIEmbedder(embeddings.url + "/v1", api_key="k"),
+        llm=unillm.connect("vllm", main.url),
+        targets={"coders": fleet},
+        default="chat",
+    )
     async with router:
         for _ in range(3):
             r = await router.generate("sort my python list")
@@ -343,7 +386,9 @@ async def test_each_decision_is_recorded_on_the_opentelemetry_span(
         unillm.uninstrument()
     routed = [dict(span.attributes or {}) for span in spans.get_finished_spans()]
     assert [(a["unillm.route.name"], a["unillm.route.reason"]) for a in routed] == [
-        ("code", "matched"), ("chat", "matched")]
+        ("code", "matched"),
+        ("chat", "matched"),
+    ]
     seconds = [a["unillm.route.decision_seconds"] for a in routed]
     assert all(isinstance(s, float) and s > 0 for s in seconds)
     assert all("unillm.route.score" in a for a in routed)
@@ -394,19 +439,19 @@ async def test_an_embedder_whose_dimension_changes_is_a_typed_error(
     async with _router(embeddings, main, coder) as router:
         await router.route("hello")
         embeddings.dimension = 32
-        with pytest.raises(EmbeddingError, match="32-dimensional vector but the routes were embedded "
-                                                 "with 64"):
+        with pytest.raises(
+            EmbeddingError, match="32-dimensional vector but the routes were embedded with 64"
+        ):
             await router.route("hello")
 
 
-async def test_an_unreachable_embedder_raises_by_default(
-    engines: tuple[FaultServer, FaultServer]
-) -> None:
+async def test_an_unreachable_embedder_raises_by_default(engines: tuple[FaultServer, FaultServer]) -> None:
     main, _ = engines
     with EmbeddingServer() as gone:
         url = gone.url
-    router = SemanticRouter(ROUTES, embedder=OpenAIEmbedder(url), llm=unillm.connect("vllm", main.url),
-                            default="chat")
+    router = SemanticRouter(
+        ROUTES, embedder=OpenAIEmbedder(url), llm=unillm.connect("vllm", main.url), default="chat"
+    )
     async with router:
         with pytest.raises(EmbeddingError, match="could not be reached"):
             await router.generate("hello")
@@ -414,12 +459,17 @@ async def test_an_unreachable_embedder_raises_by_default(
 
 
 async def test_an_unreachable_embedder_can_fall_back_to_the_default_route_with_a_warning(
-    engines: tuple[FaultServer, FaultServer]
+    engines: tuple[FaultServer, FaultServer],
 ) -> None:
     main, _ = engines
     with EmbeddingServer(fail_with=503) as failing:
-        router = SemanticRouter(ROUTES, embedder=OpenAIEmbedder(failing.url), default="chat",
-                                llm=unillm.connect("vllm", main.url), on_embedder_error="default")
+        router = SemanticRouter(
+            ROUTES,
+            embedder=OpenAIEmbedder(failing.url),
+            default="chat",
+            llm=unillm.connect("vllm", main.url),
+            on_embedder_error="default",
+        )
         async with router:
             with pytest.warns(RuntimeWarning, match="using the default route 'chat'"):
                 r = await router.generate("hello")
@@ -429,8 +479,9 @@ async def test_an_unreachable_embedder_can_fall_back_to_the_default_route_with_a
 
 async def test_azure_embedder_sends_the_api_key_header_and_api_version() -> None:
     with EmbeddingServer(azure=True, api_key="secret") as azure:
-        embedder = OpenAIEmbedder.azure(azure.url, deployment="emb", api_version="2024-10-21",
-                                        api_key="secret", dimensions=8)
+        embedder = OpenAIEmbedder.azure(
+            azure.url, deployment="emb", api_version="2024-10-21", api_key="secret", dimensions=8
+        )
         vectors = await embedder.embed(["a cat", "a dog"])
         await embedder.aclose()
         seen = azure.requests[-1]
@@ -438,8 +489,7 @@ async def test_azure_embedder_sends_the_api_key_header_and_api_version() -> None
         assert seen["headers"]["api-key"] == "secret" and "authorization" not in seen["headers"]
         assert seen["body"] == {"input": ["a cat", "a dog"], "dimensions": 8}
         assert len(vectors) == 2
-        wrong = OpenAIEmbedder.azure(azure.url, deployment="emb", api_version="2024-10-21",
-                                     api_key="nope")
+        wrong = OpenAIEmbedder.azure(azure.url, deployment="emb", api_version="2024-10-21", api_key="nope")
         with pytest.raises(unillm.Unauthorized, match="invalid subscription key"):
             await wrong.embed(["x"])
         await wrong.aclose()
@@ -447,8 +497,10 @@ async def test_azure_embedder_sends_the_api_key_header_and_api_version() -> None
 
 async def test_routing_text_is_the_last_user_message_by_default() -> None:
     messages: list[dict[str, Any]] = [
-        {"role": "user", "content": "first"}, {"role": "assistant", "content": "ok"},
-        {"role": "user", "content": [{"type": "text", "text": "second"}]}]
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": [{"type": "text", "text": "second"}]},
+    ]
     assert routing_text(None, messages) == "second"
     assert routing_text(None, messages, "user") == "first\nsecond"
     with pytest.raises(unillm.InvalidOptions, match="no last user text"):
@@ -457,12 +509,12 @@ async def test_routing_text_is_the_last_user_message_by_default() -> None:
 
 def test_routes_must_name_known_targets(embeddings: EmbeddingServer) -> None:
     with pytest.raises(unillm.InvalidOptions, match="targets 'gpu', which is not one of"):
-        SemanticRouter([ROUTES[0].model_copy(update={"target": "gpu"})],
-                       embedder=OpenAIEmbedder(embeddings.url))
+        SemanticRouter(
+            [ROUTES[0].model_copy(update={"target": "gpu"})], embedder=OpenAIEmbedder(embeddings.url)
+        )
 
 
-def test_config_builds_a_router_and_lists_every_problem(tmp_path: Path,
-                                                        embeddings: EmbeddingServer) -> None:
+def test_config_builds_a_router_and_lists_every_problem(tmp_path: Path, embeddings: EmbeddingServer) -> None:
     config = tmp_path / "unillm.toml"
     config.write_text(f'''
 engine = "vllm"
@@ -480,8 +532,10 @@ utterances = ["hello"]
     assert isinstance(router, SemanticRouter) and router.routes.default == "chat"
     with pytest.raises(unillm.ConfigError, match="api_key_env='EMB_KEY' is not set"):
         unillm.from_config(config, env={})
-    config.write_text('engine = "vllm"\nbase_url = "http://x:1"\n[router]\n[router.embedder]\n'
-                      'url = "http://x:2"\nazure_endpoint = "http://y"\n')
+    config.write_text(
+        'engine = "vllm"\nbase_url = "http://x:1"\n[router]\n[router.embedder]\n'
+        'url = "http://x:2"\nazure_endpoint = "http://y"\n'
+    )
     with pytest.raises(unillm.ConfigError, match=r"routes.*(Field required|at least 1)"):
         unillm.from_config(config, env={})
 

@@ -20,7 +20,8 @@ import unillm
 # About the SGLang adapter's DSL backend: it needs that adapter with its `dsl` extra.
 sgl = pytest.importorskip("sglang", reason="SGLang's DSL is not installed: pip install 'unillm[sglang-dsl]'")
 UnillmBackend = pytest.importorskip(
-    "unillm_sglang.dsl", reason="the SGLang adapter is not installed: pip install 'unillm[sglang-dsl]'",
+    "unillm_sglang.dsl",
+    reason="the SGLang adapter is not installed: pip install 'unillm[sglang-dsl]'",
 ).UnillmBackend
 
 TESTS = Path(__file__).parent
@@ -29,8 +30,10 @@ SCHEMA = '{"type": "object", "properties": {"city": {"type": "string"}}, "requir
 
 @pytest.fixture
 def backend() -> Iterator[Any]:  # an unillm_sglang.dsl.UnillmBackend
-    with (FaultServer(model="tiny", pieces=('{"ci', 'ty": "Pa')) as server,  # JSON cut short
-          UnillmBackend(unillm.connect("vllm", server.url)) as b):
+    with (
+        FaultServer(model="tiny", pieces=('{"ci', 'ty": "Pa')) as server,  # JSON cut short
+        UnillmBackend(unillm.connect("vllm", server.url)) as b,
+    ):
         yield b
 
 
@@ -40,8 +43,7 @@ def city(s: Any) -> None:
 
 
 @pytest.mark.filterwarnings("ignore:Error in stream_executor")  # SGLang's worker thread warns
-def test_reading_the_variable_of_a_cut_constrained_answer_raises_output_parse_error(
-        backend: Any) -> None:
+def test_reading_the_variable_of_a_cut_constrained_answer_raises_output_parse_error(backend: Any) -> None:
     state = city.run(backend=backend)
     with pytest.raises(unillm.OutputParseError) as caught:
         state["city"]
@@ -82,8 +84,13 @@ server.stop()
 
 def test_a_program_that_used_the_backend_exits_without_errors_on_stderr() -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(EXIT_PROGRAM)], env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(EXIT_PROGRAM)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "Hello, world!"
     assert "Exception ignored" not in done.stderr

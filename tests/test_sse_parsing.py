@@ -28,19 +28,21 @@ async def events(pieces: list[bytes], content_type: str = "text/event-stream") -
 
 
 def split_every(body: bytes, size: int) -> list[bytes]:
-    return [body[i:i + size] for i in range(0, len(body), size)]
+    return [body[i : i + size] for i in range(0, len(body), size)]
 
 
-BODY = (b'data: {"a": 1}\n\n'
-        b": a comment\n"
-        b"event: message\nid: 7\nretry: 100\n"
-        b'data: {"b":\ndata: 2}\n\n'
-        b"data:no-space\r\n\r\n"
-        b"data: cr only\r\r"
-        b"event: no data here\n\n"
-        b"data: \xc3\xa9t\xc3\xa9\n\n"
-        b"data\n\n"
-        b"data: [DONE]\n\n")
+BODY = (
+    b'data: {"a": 1}\n\n'
+    b": a comment\n"
+    b"event: message\nid: 7\nretry: 100\n"
+    b'data: {"b":\ndata: 2}\n\n'
+    b"data:no-space\r\n\r\n"
+    b"data: cr only\r\r"
+    b"event: no data here\n\n"
+    b"data: \xc3\xa9t\xc3\xa9\n\n"
+    b"data\n\n"
+    b"data: [DONE]\n\n"
+)
 EXPECTED = ['{"a": 1}', '{"b":\n2}', "no-space", "cr only", "été", "[DONE]"]  # no-data events skipped
 
 

@@ -26,22 +26,38 @@ def sse(*events: dict[str, Any] | str) -> bytes:
 
 
 def text_chunk(text: str, finish: str | None = None, index: int = 0) -> dict[str, Any]:
-    return {"id": "cmpl-1", "object": "text_completion", "model": "tiny",
-            "choices": [{"index": index, "text": text, "logprobs": None, "finish_reason": finish}]}
+    return {
+        "id": "cmpl-1",
+        "object": "text_completion",
+        "model": "tiny",
+        "choices": [{"index": index, "text": text, "logprobs": None, "finish_reason": finish}],
+    }
 
 
 def chat_chunk(content: str | None, finish: str | None = None, role: bool = False) -> dict[str, Any]:
     delta: dict[str, Any] = {"role": "assistant", "content": ""} if role else {}
     if content is not None:
         delta["content"] = content
-    return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "tiny",
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "model": "tiny",
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+    }
 
 
 def usage_chunk(completion_tokens: int) -> dict[str, Any]:
-    return {"id": "cmpl-1", "object": "text_completion", "model": "tiny", "choices": [],
-            "usage": {"prompt_tokens": 3, "completion_tokens": completion_tokens,
-                      "total_tokens": 3 + completion_tokens}}
+    return {
+        "id": "cmpl-1",
+        "object": "text_completion",
+        "model": "tiny",
+        "choices": [],
+        "usage": {
+            "prompt_tokens": 3,
+            "completion_tokens": completion_tokens,
+            "total_tokens": 3 + completion_tokens,
+        },
+    }
 
 
 def engine(body: bytes) -> unillm.LLM:
@@ -63,17 +79,26 @@ async def deltas_of(body: bytes, **options: Any) -> list[Delta]:
 
 
 async def test_finish_then_usage_chunks_arrive_as_one_final_delta() -> None:
-    deltas = await deltas_of(sse(text_chunk("a"), text_chunk("b"), text_chunk("c", "length"),
-                                 usage_chunk(3), "[DONE]"))
+    deltas = await deltas_of(
+        sse(text_chunk("a"), text_chunk("b"), text_chunk("c", "length"), usage_chunk(3), "[DONE]")
+    )
     assert [d.text for d in deltas] == ["a", "b", "c"]  # no empty trailing usage delta
     last = final_delta(deltas)
     assert (last.finish_reason, last.usage) == ("length", unillm.Usage(prompt_tokens=3, completion_tokens=3))
 
 
 async def test_chat_finish_in_an_empty_chunk_merges_with_the_usage() -> None:
-    deltas = await deltas_of(sse(chat_chunk(None, role=True), chat_chunk("x"), chat_chunk("y"),
-                                 chat_chunk("", "stop"), usage_chunk(2), "[DONE]"),
-                             messages=[{"role": "user", "content": "hi"}])
+    deltas = await deltas_of(
+        sse(
+            chat_chunk(None, role=True),
+            chat_chunk("x"),
+            chat_chunk("y"),
+            chat_chunk("", "stop"),
+            usage_chunk(2),
+            "[DONE]",
+        ),
+        messages=[{"role": "user", "content": "hi"}],
+    )
     assert [d.text for d in deltas] == ["x", "y", ""]
     last = final_delta(deltas)
     assert last.finish_reason == "stop" and last.usage is not None and last.usage.completion_tokens == 2
@@ -87,8 +112,16 @@ async def test_a_stream_without_usage_still_ends_with_finish_and_timings() -> No
 
 
 async def test_timings_follow_vllm_bench_definitions() -> None:
-    deltas = await deltas_of(sse(text_chunk("a"), text_chunk("b"), text_chunk("c"), text_chunk("d", "length"),
-                                 usage_chunk(4), "[DONE]"))
+    deltas = await deltas_of(
+        sse(
+            text_chunk("a"),
+            text_chunk("b"),
+            text_chunk("c"),
+            text_chunk("d", "length"),
+            usage_chunk(4),
+            "[DONE]",
+        )
+    )
     t = final_delta(deltas).timings
     assert t is not None and t.ttft_s is not None and t.tpot_s is not None
     assert len(t.itl_s) == 3  # four content chunks, three gaps
@@ -98,8 +131,17 @@ async def test_timings_follow_vllm_bench_definitions() -> None:
 
 
 async def test_several_choices_leave_tpot_undefined_and_still_end_once() -> None:
-    deltas = await deltas_of(sse(text_chunk("a"), text_chunk("x", index=1), text_chunk("b", "length"),
-                                 text_chunk("y", "length", index=1), usage_chunk(4), "[DONE]"), n=2)
+    deltas = await deltas_of(
+        sse(
+            text_chunk("a"),
+            text_chunk("x", index=1),
+            text_chunk("b", "length"),
+            text_chunk("y", "length", index=1),
+            usage_chunk(4),
+            "[DONE]",
+        ),
+        n=2,
+    )
     last = final_delta(deltas)
     assert [d.text for d in deltas] == ["a", "x", "b", "y"]
     assert [d.finish_reason for d in deltas] == [None, None, "length", "length"]
@@ -108,17 +150,32 @@ async def test_several_choices_leave_tpot_undefined_and_still_end_once() -> None
 
 async def test_text_after_a_finish_releases_the_held_delta_in_order() -> None:
     # choice 0 finishes first, choice 1 keeps going: nothing is reordered or lost
-    deltas = await deltas_of(sse(text_chunk("a", "length"), text_chunk("x", index=1),
-                                 text_chunk("y", "length", index=1), usage_chunk(3), "[DONE]"), n=2)
+    deltas = await deltas_of(
+        sse(
+            text_chunk("a", "length"),
+            text_chunk("x", index=1),
+            text_chunk("y", "length", index=1),
+            usage_chunk(3),
+            "[DONE]",
+        ),
+        n=2,
+    )
     assert [(d.index, d.text, d.finish_reason) for d in deltas] == [
-        (0, "a", "length"), (1, "x", None), (1, "y", "length")]
+        (0, "a", "length"),
+        (1, "x", None),
+        (1, "y", "length"),
+    ]
     final_delta(deltas)
 
 
 async def test_generate_has_total_time_and_no_stream_timings() -> None:
-    body = {"id": "cmpl-1", "object": "text_completion", "model": "tiny",
-            "choices": [{"index": 0, "text": "abc", "finish_reason": "length"}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 3}}
+    body = {
+        "id": "cmpl-1",
+        "object": "text_completion",
+        "model": "tiny",
+        "choices": [{"index": 0, "text": "abc", "finish_reason": "length"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 3},
+    }
 
     def answer(request: httpx.Request) -> httpx.Response:
         if request.url.path == "/version":

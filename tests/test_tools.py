@@ -51,8 +51,14 @@ def add(a: int, b: int = 2) -> int:
     return a + b
 
 
-ADD_DEF = {"type": "function", "function": {"name": "add2", "description": "Add.", "parameters": {
-    "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}
+ADD_DEF = {
+    "type": "function",
+    "function": {
+        "name": "add2",
+        "description": "Add.",
+        "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+    },
+}
 
 
 def chat(**options: Any) -> Request:
@@ -82,13 +88,16 @@ def test_openai_and_bare_json_definitions_are_accepted(spec: Any) -> None:
     assert tool.to_openai() == ADD_DEF
 
 
-@pytest.mark.parametrize(("spec", "match"), [
-    (lambda x: x, "type hint"),
-    ({"name": "bad name!"}, "letters"),
-    ({"type": "function", "function": {"description": "no name"}}, "needs"),
-    ({"name": "t", "parameters": {"type": 5}}, "not a valid JSON schema"),
-    (42, "pydantic model classes"),
-])
+@pytest.mark.parametrize(
+    ("spec", "match"),
+    [
+        (lambda x: x, "type hint"),
+        ({"name": "bad name!"}, "letters"),
+        ({"type": "function", "function": {"description": "no name"}}, "needs"),
+        ({"name": "t", "parameters": {"type": 5}}, "not a valid JSON schema"),
+        (42, "pydantic model classes"),
+    ],
+)
 def test_malformed_tools_are_refused_with_what_to_do(spec: Any, match: str) -> None:
     with pytest.raises(InvalidOptions, match=match):
         to_tools([spec])
@@ -99,12 +108,18 @@ def test_tool_names_must_be_unique() -> None:
         to_tools([ADD_DEF, ADD_DEF["function"]])
 
 
-@pytest.mark.parametrize(("choice", "want"), [
-    (None, ToolChoice("auto")), ("required", ToolChoice("required")), ("none", ToolChoice("none")),
-    ("add", ToolChoice("named", "add")), (add, ToolChoice("named", "add")),
-    ({"type": "function", "function": {"name": "GetWeather"}}, ToolChoice("named", "GetWeather")),
-    (GetWeather, ToolChoice("named", "GetWeather")),
-])
+@pytest.mark.parametrize(
+    ("choice", "want"),
+    [
+        (None, ToolChoice("auto")),
+        ("required", ToolChoice("required")),
+        ("none", ToolChoice("none")),
+        ("add", ToolChoice("named", "add")),
+        (add, ToolChoice("named", "add")),
+        ({"type": "function", "function": {"name": "GetWeather"}}, ToolChoice("named", "GetWeather")),
+        (GetWeather, ToolChoice("named", "GetWeather")),
+    ],
+)
 def test_tool_choice_forms(choice: Any, want: ToolChoice) -> None:
     assert to_tool_choice(choice, to_tools([add, GetWeather])) == want
 
@@ -133,12 +148,15 @@ def test_calls_are_validated_against_the_tool_schema() -> None:
     assert validate_call("c3", "add2", '{"a": 1}', tools).parsed == {"a": 1}
 
 
-@pytest.mark.parametrize(("name", "arguments", "why"), [
-    ("GetWeather", '{"city": "Lima"}', "city"),
-    ("GetWeather", '{"city": "Ro', "not valid JSON"),
-    ("add2", '{"a": "x"}', "not of type 'integer'"),
-    ("nope", "{}", "not one of the tools"),
-])
+@pytest.mark.parametrize(
+    ("name", "arguments", "why"),
+    [
+        ("GetWeather", '{"city": "Lima"}', "city"),
+        ("GetWeather", '{"city": "Ro', "not valid JSON"),
+        ("add2", '{"a": "x"}', "not of type 'integer'"),
+        ("nope", "{}", "not one of the tools"),
+    ],
+)
 def test_invalid_arguments_are_marked_not_raised(name: str, arguments: str, why: str) -> None:
     call = validate_call("c", name, arguments, to_tools([GetWeather, ADD_DEF]))
     assert not call.valid and call.parsed is None and why in (call.error or "")
@@ -171,7 +189,7 @@ def test_a_streamed_forced_answer_gives_the_same_call_in_any_chunking(size: int)
     text = '{"name":"add","arguments":{"a":{"x":1}}}'
     stream, acc = ForcedCallStream(ToolChoice("required")), ToolCallAccumulator()
     for i in range(0, len(text), size):
-        acc.add(stream.feed(text[i:i + size]))
+        acc.add(stream.feed(text[i : i + size]))
     acc.add(stream.finish())
     (call,) = acc.calls()
     assert (call.name, call.arguments) == ("add", '{"a":{"x":1}}')
@@ -179,14 +197,39 @@ def test_a_streamed_forced_answer_gives_the_same_call_in_any_chunking(size: int)
 
 # -- the OpenAI mapping (vLLM's forced calls: adapters/vllm/tests/test_vllm_tools.py) -------------
 def test_engine_tool_calls_are_parsed_and_validated() -> None:
-    body = {"choices": [{"index": 0, "finish_reason": "stop", "message": {
-        "content": None, "tool_calls": [{"id": "x1", "type": "function", "function": {
-            "name": "GetWeather", "arguments": '{"city": "Rome"}'}}]}}], "usage": {}}
+    body = {
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "x1",
+                            "type": "function",
+                            "function": {"name": "GetWeather", "arguments": '{"city": "Rome"}'},
+                        }
+                    ],
+                },
+            }
+        ],
+        "usage": {},
+    }
     r = FakeAdapter().parse(body, chat(tools=[GetWeather], tool_choice="required"), INFO)
     assert r.text == "" and r.finish_reason == "tool_calls"
     assert r.tool_calls[0].id == "x1" and r.tool_calls[0].parsed == GetWeather(city="Rome")
-    assert r.message() == {"role": "assistant", "content": None, "tool_calls": [{
-        "id": "x1", "type": "function", "function": {"name": "GetWeather", "arguments": '{"city": "Rome"}'}}]}
+    assert r.message() == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "x1",
+                "type": "function",
+                "function": {"name": "GetWeather", "arguments": '{"city": "Rome"}'},
+            }
+        ],
+    }
 
 
 def _chunk(delta: dict[str, Any], finish: str | None = None) -> str:
@@ -195,12 +238,24 @@ def _chunk(delta: dict[str, Any], finish: str | None = None) -> str:
 
 def test_streamed_engine_tool_calls_take_one_normalized_shape() -> None:
     decoder = OpenAIStreamDecoder("vllm")
-    events = [_chunk({"role": "assistant", "content": ""}),
-              _chunk({"tool_calls": [{"index": 0, "id": "a", "type": "function",
-                                      "function": {"name": "f", "arguments": '{"x":'}}]}),
-              _chunk({"tool_calls": [{"index": 0, "id": "a", "function": {"name": "f", "arguments": "1}"}}]}),
-              _chunk({"tool_calls": [{"index": 1, "function": {"name": "g", "arguments": "{}"}}]}),
-              _chunk({}, "stop")]
+    events = [
+        _chunk({"role": "assistant", "content": ""}),
+        _chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "a",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": '{"x":'},
+                    }
+                ]
+            }
+        ),
+        _chunk({"tool_calls": [{"index": 0, "id": "a", "function": {"name": "f", "arguments": "1}"}}]}),
+        _chunk({"tool_calls": [{"index": 1, "function": {"name": "g", "arguments": "{}"}}]}),
+        _chunk({}, "stop"),
+    ]
     deltas = [d for e in events for d in decoder.feed(e)]
     pieces = [c for d in deltas for c in d.tool_calls or ()]
     assert pieces[0] == ToolCallDelta(index=0, id="a", name="f", arguments='{"x":')
@@ -214,8 +269,13 @@ def test_streamed_engine_tool_calls_take_one_normalized_shape() -> None:
 
 
 def test_capabilities_see_tools_and_images() -> None:
-    request = make_request(None, [{"role": "user", "content": ["Look", Image(PNG)]}], None,
-                           {"tools": [add], "tool_choice": "required"}, stream=False)
+    request = make_request(
+        None,
+        [{"role": "user", "content": ["Look", Image(PNG)]}],
+        None,
+        {"tools": [add], "tool_choice": "required"},
+        stream=False,
+    )
     assert {Feature.TOOLS, Feature.TOOL_CHOICE_REQUIRED, Feature.IMAGES} <= set(features_of(request))
     assert Feature.TOOLS not in features_of(chat(tools=[add], tool_choice="none"))
 
@@ -226,9 +286,19 @@ def test_image_sources_become_openai_image_url_parts(tmp_path: Path) -> None:
 
     path = tmp_path / "dot.png"
     PILImage.new("RGB", (2, 2)).save(path)
-    messages = [{"role": "user", "content": [
-        "Compare", Image(path), Image(PNG), PILImage.new("RGB", (1, 1)), Image("https://x/cat.jpg"),
-        {"type": "image_url", "image_url": {"url": "https://x/dog.jpg", "detail": "low"}}]}]
+    messages = [
+        {
+            "role": "user",
+            "content": [
+                "Compare",
+                Image(path),
+                Image(PNG),
+                PILImage.new("RGB", (1, 1)),
+                Image("https://x/cat.jpg"),
+                {"type": "image_url", "image_url": {"url": "https://x/dog.jpg", "detail": "low"}},
+            ],
+        }
+    ]
     (m,) = make_request(None, messages, None, {}, stream=False).messages or ()
     urls = [p["image_url"]["url"] for p in m["content"][1:]]
     assert m["content"][0] == {"type": "text", "text": "Compare"}
@@ -243,12 +313,15 @@ def test_openai_style_text_parts_become_one_string() -> None:
     assert m == {"role": "user", "content": "a\nb\nc"}
 
 
-@pytest.mark.parametrize(("messages", "match"), [
-    ([{"role": "tool", "content": "18 C"}], "tool_call_id"),
-    ([{"role": "user", "content": [{"type": "audio"}]}], "unknown content part"),
-    ([{"role": "user", "content": [Image(PNG)], "tool_calls": [{}]}], "only assistant"),
-    ([{"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "f"}}]}], "'id'"),
-])
+@pytest.mark.parametrize(
+    ("messages", "match"),
+    [
+        ([{"role": "tool", "content": "18 C"}], "tool_call_id"),
+        ([{"role": "user", "content": [{"type": "audio"}]}], "unknown content part"),
+        ([{"role": "user", "content": [Image(PNG)], "tool_calls": [{}]}], "only assistant"),
+        ([{"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "f"}}]}], "'id'"),
+    ],
+)
 def test_malformed_messages_are_refused(messages: Any, match: str) -> None:
     with pytest.raises(InvalidOptions, match=match):
         make_request(None, messages, None, {}, stream=False)
@@ -264,24 +337,34 @@ def test_image_sources_that_cannot_be_read_are_refused(tmp_path: Path) -> None:
 def test_a_conversation_with_tool_calls_and_results_goes_out_in_openai_shape() -> None:
     tools = to_tools([add])
     call = validate_call("c9", "add", '{"a": 1}', tools)
-    messages: list[dict[str, Any]] = [*ASK, {"role": "assistant", "content": None, "tool_calls": [call]},
-                {"role": "tool", "tool_call_id": "c9", "content": "3"}]
+    messages: list[dict[str, Any]] = [
+        *ASK,
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c9", "content": "3"},
+    ]
     body = FakeAdapter().build(make_request(None, messages, None, {}, stream=False), INFO).json or {}
-    assert body["messages"][1] == {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c9", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}]}
+    assert body["messages"][1] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c9", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}
+        ],
+    }
     assert body["messages"][2] == {"role": "tool", "tool_call_id": "c9", "content": "3"}
 
 
 # -- model facts --------------------------------------------------------------------------------
 def test_tool_parser_and_vision_are_detected_from_the_model_folder(tmp_path: Path) -> None:
-    (tmp_path / "tokenizer_config.json").write_text(json.dumps(
-        {"chat_template": "{% if tools %}<tool_call>{{ x }}</tool_call>{% endif %}"}))
+    (tmp_path / "tokenizer_config.json").write_text(
+        json.dumps({"chat_template": "{% if tools %}<tool_call>{{ x }}</tool_call>{% endif %}"})
+    )
     (tmp_path / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
     assert detect_tool_parser(tmp_path) == "hermes" and takes_images(tmp_path) is False
     (tmp_path / "config.json").write_text(json.dumps({"architectures": ["X"], "vision_config": {}}))
     assert takes_images(tmp_path) is True
-    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["Phi3VForCausalLM"],
-                                                       "img_processor": {}}))
+    (tmp_path / "config.json").write_text(
+        json.dumps({"architectures": ["Phi3VForCausalLM"], "img_processor": {}})
+    )
     assert takes_images(tmp_path) is True
     (tmp_path / "config.json").write_text(json.dumps({"architectures": ["SomethingNew"]}))
     assert takes_images(tmp_path) is None
@@ -298,8 +381,9 @@ def test_a_launched_text_only_model_refuses_images_before_sending(tmp_path: Path
 
 
 def test_launch_detects_the_tool_parser_of_a_local_model_unless_told(tmp_path: Path) -> None:
-    (tmp_path / "tokenizer_config.json").write_text(json.dumps(
-        {"chat_template": "{% for t in tools %}{{ t }}{% endfor %}<tool_call>"}))
+    (tmp_path / "tokenizer_config.json").write_text(
+        json.dumps({"chat_template": "{% for t in tools %}{{ t }}{% endfor %}<tool_call>"})
+    )
     detected = unillm.launch("vllm", model=str(tmp_path), python="python", progress=None).command().argv
     assert detected[detected.index("--tool-call-parser") + 1] == "hermes"
     off = unillm.launch("vllm", model=str(tmp_path), python="python", tool_parser="none", progress=None)

@@ -34,8 +34,9 @@ def test_nodes_validate_rank_and_head_port() -> None:
 def test_vllm_head_node_serves_and_workers_run_headless() -> None:
     vllm = get_adapter("vllm")
     head = vllm.command(spec(parallel=unillm.Parallel(tensor=2), nodes=Nodes(count=2, head="10.0.0.1:6000")))
-    worker = vllm.command(spec(parallel=unillm.Parallel(tensor=2),
-                               nodes=Nodes(count=2, rank=1, head="10.0.0.1:6000")))
+    worker = vllm.command(
+        spec(parallel=unillm.Parallel(tensor=2), nodes=Nodes(count=2, rank=1, head="10.0.0.1:6000"))
+    )
     assert head.argv[1:4] == ["-m", "vllm.entrypoints.cli.main", "serve"]
     for cmd, rank in ((head, "0"), (worker, "1")):
         assert value(cmd.argv, "--nnodes") == "2" and value(cmd.argv, "--node-rank") == rank
@@ -55,16 +56,22 @@ def test_sglang_nodes_use_its_dist_init_address() -> None:
     assert value(cmd.argv, "--dist-init-addr") == "10.0.0.1:29500"
 
 
-@pytest.mark.parametrize(("transfer", "connector", "env"), [
-    ("nixl", "NixlConnector", "VLLM_NIXL_SIDE_CHANNEL_PORT"),
-    ("mooncake", "MooncakeConnector", "VLLM_MOONCAKE_BOOTSTRAP_PORT"),
-])
+@pytest.mark.parametrize(
+    ("transfer", "connector", "env"),
+    [
+        ("nixl", "NixlConnector", "VLLM_NIXL_SIDE_CHANNEL_PORT"),
+        ("mooncake", "MooncakeConnector", "VLLM_MOONCAKE_BOOTSTRAP_PORT"),
+    ],
+)
 @pytest.mark.parametrize(("role", "kv_role"), [("prefill", "kv_producer"), ("decode", "kv_consumer")])
 def test_vllm_pd_roles_become_kv_transfer_config_and_a_port_per_worker(
-        transfer: str, connector: str, env: str, role: str, kv_role: str) -> None:
+    transfer: str, connector: str, env: str, role: str, kv_role: str
+) -> None:
     cmd = get_adapter("vllm").command(spec(pd=PDRole(role=role, transfer=transfer, port=5601)))
-    assert json.loads(value(cmd.argv, "--kv-transfer-config")) == {"kv_connector": connector,
-                                                                    "kv_role": kv_role}
+    assert json.loads(value(cmd.argv, "--kv-transfer-config")) == {
+        "kv_connector": connector,
+        "kv_role": kv_role,
+    }
     assert cmd.env[env] == "5601"
 
 
@@ -89,11 +96,17 @@ def test_engines_without_multi_node_or_pd_refuse_before_anything_starts(engine: 
 
 def test_a_multi_node_launch_needs_the_shared_api_port() -> None:
     with pytest.raises(InvalidOptions, match="port="):
-        Launch("vllm", spec(port=None, parallel=unillm.Parallel(tensor=2), nodes=Nodes(count=2, head="h")),
-               progress=None)
+        Launch(
+            "vllm",
+            spec(port=None, parallel=unillm.Parallel(tensor=2), nodes=Nodes(count=2, head="h")),
+            progress=None,
+        )
 
 
 def test_a_worker_node_is_ready_when_its_head_answers() -> None:
-    run = Launch("vllm", spec(parallel=unillm.Parallel(tensor=2),
-                              nodes=Nodes(count=2, rank=1, head="10.0.0.7:6000")), progress=None)
+    run = Launch(
+        "vllm",
+        spec(parallel=unillm.Parallel(tensor=2), nodes=Nodes(count=2, rank=1, head="10.0.0.7:6000")),
+        progress=None,
+    )
     assert run.base_url == "http://10.0.0.7:8000"

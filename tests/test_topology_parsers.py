@@ -40,14 +40,26 @@ def after_module(cmd: LaunchCommand) -> list[str]:
 
 
 def pd_fleet(router: str, transfer: str = "nixl", engine: str = "vllm") -> FleetLaunch:
-    return FleetLaunch(engine, spec(), router=router, router_python="py", progress=None,
-                       disaggregation=Disaggregation(prefill=2, decode=2, transfer=transfer))
+    return FleetLaunch(
+        engine,
+        spec(),
+        router=router,
+        router_python="py",
+        progress=None,
+        disaggregation=Disaggregation(prefill=2, decode=2, transfer=transfer),
+    )
 
 
 def verdicts(python: Path | None, checker: Path, cases: dict[str, Any], *args: str) -> dict[str, str]:
     assert python is not None, f"the managed env for {checker.name} is missing: run ./run setup"
-    done = subprocess.run([str(python), str(checker), *args], input=json.dumps(cases),
-                          capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(
+        [str(python), str(checker), *args],
+        input=json.dumps(cases),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     results: dict[str, str] = json.loads(done.stdout)
     return results
@@ -60,16 +72,25 @@ def _vllm_cases() -> dict[str, dict[str, Any]]:
         for name, parallel in (("tp", Parallel(tensor=2)), ("dp", Parallel(data=4))):
             nodes = Nodes(count=2, rank=rank, head="10.0.0.1:6000")
             cmd = Launch("vllm", spec(port=8000, parallel=parallel, nodes=nodes), progress=None).command()
-            cases[f"nodes-{name}-rank{rank}"] = {"argv": after_module(cmd), "expect": {
-                "nnodes": 2, "node_rank": rank, "master_addr": "10.0.0.1", "master_port": 6000,
-                "ns.headless": rank > 0}}
+            cases[f"nodes-{name}-rank{rank}"] = {
+                "argv": after_module(cmd),
+                "expect": {
+                    "nnodes": 2,
+                    "node_rank": rank,
+                    "master_addr": "10.0.0.1",
+                    "master_port": 6000,
+                    "ns.headless": rank > 0,
+                },
+            }
     for transfer in ("nixl", "mooncake"):
         run = pd_fleet("vllm-router", transfer)
         for label, cmd in run.commands()[:-1]:
             role = "kv_producer" if "prefill" in label else "kv_consumer"
             connector = {"nixl": "NixlConnector", "mooncake": "MooncakeConnector"}[transfer]
-            cases[f"pd-{transfer}-{label}"] = {"argv": after_module(cmd), "expect": {
-                "kv_transfer_config.kv_role": role, "kv_transfer_config.kv_connector": connector}}
+            cases[f"pd-{transfer}-{label}"] = {
+                "argv": after_module(cmd),
+                "expect": {"kv_transfer_config.kv_role": role, "kv_transfer_config.kv_connector": connector},
+            }
     for label, cmd in FleetLaunch("vllm", spec(), replicas=2, progress=None).commands():
         cases[f"replicas-{label}"] = {"argv": after_module(cmd), "expect": {"model": "/models/m"}}
     return cases
@@ -77,8 +98,14 @@ def _vllm_cases() -> dict[str, dict[str, Any]]:
 
 VLLM_CASES = _vllm_cases()
 VLLM_CONTROLS = {
-    "control/bad-kv-role": {"argv": ["--model", "M", "--kv-transfer-config",
-                                     '{"kv_connector": "NixlConnector", "kv_role": "producer"}']},
+    "control/bad-kv-role": {
+        "argv": [
+            "--model",
+            "M",
+            "--kv-transfer-config",
+            '{"kv_connector": "NixlConnector", "kv_role": "producer"}',
+        ]
+    },
     "control/unknown-flag": {"argv": ["--model", "M", "--node-count", "2"]},
     "control/wrong-expectation": {"argv": ["--model", "M", "--nnodes", "2"], "expect": {"nnodes": 3}},
 }
@@ -104,19 +131,30 @@ def _router_cases(router: str) -> dict[str, dict[str, Any]]:
     tool = get_router(router)
     cases: dict[str, dict[str, Any]] = {}
     for policy, own in tool.policies.items():
-        run = FleetLaunch("vllm", spec(), replicas=2, router=router, policy=policy,  # type: ignore[arg-type]
-                          router_python="py", progress=None)
+        run = FleetLaunch(
+            "vllm",
+            spec(),
+            replicas=2,
+            router=router,
+            policy=policy,  # type: ignore[arg-type]
+            router_python="py",
+            progress=None,
+        )
         cmd = run.commands()[-1][1]
-        cases[f"{policy}"] = {"argv": after_module(cmd), "expect": {
-            "policy": own, "worker_urls": [e.base_url for e in run.engines]}}
+        cases[f"{policy}"] = {
+            "argv": after_module(cmd),
+            "expect": {"policy": own, "worker_urls": [e.base_url for e in run.engines]},
+        }
     pd_runs = {f"pd-vllm-{t}": pd_fleet(router, t) for t in ("nixl", "mooncake")}
     if "sglang" in tool.engines:
         pd_runs["pd-sglang-mooncake"] = pd_fleet(router, "mooncake", "sglang")
     for name, run in pd_runs.items():
         cmd = run.commands()[-1][1]
         flag = "vllm_pd_disaggregation" if router == "vllm-router" else "pd_disaggregation"
-        cases[name] = {"argv": after_module(cmd), "expect": {
-            flag: True, "decode_urls": [e.base_url for e in run.engines[2:]]}}
+        cases[name] = {
+            "argv": after_module(cmd),
+            "expect": {flag: True, "decode_urls": [e.base_url for e in run.engines[2:]]},
+        }
     return cases
 
 
@@ -130,8 +168,9 @@ ROUTER_CONTROLS = {
 @pytest.fixture(scope="module", params=sorted(ROUTER_CASES))
 def router_verdicts(request: pytest.FixtureRequest) -> tuple[str, dict[str, str]]:
     router = str(request.param)
-    return router, verdicts(managed_python(router), ROUTER_CHECK,
-                            {**ROUTER_CASES[router], **ROUTER_CONTROLS}, router)
+    return router, verdicts(
+        managed_python(router), ROUTER_CHECK, {**ROUTER_CASES[router], **ROUTER_CONTROLS}, router
+    )
 
 
 def test_routers_parse_every_rendered_command(router_verdicts: tuple[str, dict[str, str]]) -> None:

@@ -109,9 +109,7 @@ class Adapter(ABC):
         """
 
     @abstractmethod
-    def decoder(
-        self, request: Request, info: EngineInfo, call: HttpCall | None = None
-    ) -> StreamDecoder:
+    def decoder(self, request: Request, info: EngineInfo, call: HttpCall | None = None) -> StreamDecoder:
         """A fresh decoder for one streamed answer to ``call`` (as for :meth:`parse`)."""
 
     @abstractmethod
@@ -130,8 +128,11 @@ class Adapter(ABC):
 
     def in_process(self, spec: LaunchSpec) -> httpx.AsyncBaseTransport:
         """An engine inside this process, answering the adapter's own HTTP API."""
-        raise UnsupportedFeature(self.name, "in-process mode",
-                                 alternative=f'Launch it as a server: unillm.launch("{self.name}", ...)')
+        raise UnsupportedFeature(
+            self.name,
+            "in-process mode",
+            alternative=f'Launch it as a server: unillm.launch("{self.name}", ...)',
+        )
 
     def cpu_recipe(self, spec: LaunchSpec, workdir: Path) -> CpuRecipe:
         """Settings that run the engine on a CPU-only machine for ``spec`` (pure: no I/O).
@@ -139,9 +140,12 @@ class Adapter(ABC):
         ``workdir`` is a private folder for the engine's caches and temporary files. The core
         applies the recipe for ``unillm.launch(..., cpu=True)`` and ``unillm.cpu_settings``.
         """
-        raise UnsupportedFeature(self.name, "a CPU launch recipe",
-                                 why="the adapter declares none",
-                                 alternative="Pass the engine's CPU settings yourself (env=, extra_args=)")
+        raise UnsupportedFeature(
+            self.name,
+            "a CPU launch recipe",
+            why="the adapter declares none",
+            alternative="Pass the engine's CPU settings yourself (env=, extra_args=)",
+        )
 
     def launch_hints(self) -> Mapping[str, str]:
         """Known causes of failed launches: a regex matched against log lines -> what to change."""
@@ -297,8 +301,10 @@ def adapter_for(engine: str | Adapter) -> Adapter:
     if isinstance(engine, Adapter):
         return engine
     if not isinstance(engine, str):
-        raise InvalidOptions(f"engine must be an engine name such as 'vllm' (installed: "
-                             f"{', '.join(installed_engines()) or 'none'}) or an Adapter, got {engine!r}")
+        raise InvalidOptions(
+            f"engine must be an engine name such as 'vllm' (installed: "
+            f"{', '.join(installed_engines()) or 'none'}) or an Adapter, got {engine!r}"
+        )
     return get_adapter(engine)
 
 
@@ -326,6 +332,8 @@ def _unknown_engine_message(engine: str) -> str:
     known = sorted({*FIRST_PARTY_ENGINES, *installed_engines()})
     close = get_close_matches(name, known, 1)
     hint = f"Did you mean {close[0]!r}? " if close else ""
-    return (message + f"{hint}unillm knows {', '.join(map(repr, known))} (pip install "
-            "'unillm[<engine>]'); another engine needs a third-party adapter registered under "
-            f"the entry-point group {ENTRY_POINT_GROUP!r}")
+    return (
+        message + f"{hint}unillm knows {', '.join(map(repr, known))} (pip install "
+        "'unillm[<engine>]'); another engine needs a third-party adapter registered under "
+        f"the entry-point group {ENTRY_POINT_GROUP!r}"
+    )

@@ -1,10 +1,10 @@
 """Small pure helpers engine adapters share: version gates, extra sampling fields, missing routes.
 
-    v = parse_version("0.5.23.post1")              # (0, 5, 23)
-    at_least(v, (0, 5, 6))                         # True (None, an unknown version: the newest)
-    since(v, (0, 6, 0), "vLLM")                    # NATIVE, or unsupported("needs vLLM >= 0.6.0", ...)
-    sampling_fields(request, EXTRA_SAMPLING)       # {"top_k": 5} for the options the request sets
-    missing_route("vllm", 404, body, Feature.LORA_RUNTIME, version, why=..., alternative=...)
+v = parse_version("0.5.23.post1")              # (0, 5, 23)
+at_least(v, (0, 5, 6))                         # True (None, an unknown version: the newest)
+since(v, (0, 6, 0), "vLLM")                    # NATIVE, or unsupported("needs vLLM >= 0.6.0", ...)
+sampling_fields(request, EXTRA_SAMPLING)       # {"top_k": 5} for the options the request sets
+missing_route("vllm", 404, body, Feature.LORA_RUNTIME, version, why=..., alternative=...)
 """
 
 from __future__ import annotations
@@ -17,8 +17,15 @@ from unillm.capabilities import NATIVE, Feature, Support, unsupported
 from unillm.errors import UnsupportedFeature
 from unillm.options import Request
 
-__all__ = ["EXTRA_SAMPLING", "Version", "at_least", "missing_route", "parse_version", "sampling_fields",
-           "since"]
+__all__ = [
+    "EXTRA_SAMPLING",
+    "Version",
+    "at_least",
+    "missing_route",
+    "parse_version",
+    "sampling_fields",
+    "since",
+]
 
 Version = tuple[int, int, int]
 #: Sampling options beyond the OpenAI API that vLLM, SGLang and mlx-lm read under these names.
@@ -53,7 +60,13 @@ def sampling_fields(request: Request, names: Iterable[str] = EXTRA_SAMPLING) -> 
 
 
 def missing_route(
-    engine: str, status: int, body: bytes, feature: Feature, version: str | None, *, why: str,
+    engine: str,
+    status: int,
+    body: bytes,
+    feature: Feature,
+    version: str | None,
+    *,
+    why: str,
     alternative: str,
 ) -> UnsupportedFeature | None:
     """The refusal for an endpoint this server lacks: a 404 whose message is the web framework's

@@ -129,8 +129,8 @@ class BlockingLLM:
     def openai(self) -> OpenAI:
         """A blocking ``openai.OpenAI`` client for the same endpoint (needs ``unillm[openai]``).
 
-            client = llm.openai()
-            client.completions.create(model=llm.info().model, prompt="Hi", max_tokens=8)
+        client = llm.openai()
+        client.completions.create(model=llm.info().model, prompt="Hi", max_tokens=8)
         """
         twin = self.llm.openai()  # the same endpoint and key (a Fleet refuses, saying why)
         self._loop.call(twin.close)  # only its settings are needed
@@ -148,44 +148,76 @@ class BlockingLLM:
 
     @overload
     def generate(
-        self, prompt: str | None = None, *, messages: Messages | None = None,
-        output: type[M], **options: Unpack[Options],
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Messages | None = None,
+        output: type[M],
+        **options: Unpack[Options],
     ) -> Completion[M]: ...
 
     @overload
     def generate(
-        self, prompt: str | None = None, *, messages: Messages | None = None,
-        output: OutputSpec | None = None, **options: Unpack[Options],
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Messages | None = None,
+        output: OutputSpec | None = None,
+        **options: Unpack[Options],
     ) -> Completion[Any]: ...
 
     def generate(
-        self, prompt: str | None = None, *, messages: Messages | None = None,
-        output: OutputSpec | None = None, **options: Unpack[Options],
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Messages | None = None,
+        output: OutputSpec | None = None,
+        **options: Unpack[Options],
     ) -> Completion[Any]:
         """See :meth:`LLM.generate`; ``output=Model`` gives ``Completion[Model]``."""
         return self._run(self.llm.generate, prompt, messages=messages, output=output, **options)
 
     def embed(
-        self, texts: str | Sequence[str], *, batch_size: int = DEFAULT_BATCH_SIZE,
-        dimensions: int | None = None, concurrency: int = 4, timeout: float | None = None,
+        self,
+        texts: str | Sequence[str],
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        dimensions: int | None = None,
+        concurrency: int = 4,
+        timeout: float | None = None,
     ) -> Embeddings:
         """See :meth:`LLM.embed`."""
-        return self._run(self.llm.embed, texts, batch_size=batch_size, dimensions=dimensions,
-                         concurrency=concurrency, timeout=timeout)
+        return self._run(
+            self.llm.embed,
+            texts,
+            batch_size=batch_size,
+            dimensions=dimensions,
+            concurrency=concurrency,
+            timeout=timeout,
+        )
 
     def tokenize(
-        self, text: str | None = None, *, messages: Messages | None = None, timeout: float | None = None,
+        self,
+        text: str | None = None,
+        *,
+        messages: Messages | None = None,
+        timeout: float | None = None,
     ) -> Tokens:
         """See :meth:`LLM.tokenize`."""
         return self._run(self.llm.tokenize, text, messages=messages, timeout=timeout)
 
     def stream(
-        self, prompt: str | None = None, *, messages: Messages | None = None,
-        output: OutputSpec | None = None, **options: Unpack[Options],
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Messages | None = None,
+        output: OutputSpec | None = None,
+        **options: Unpack[Options],
     ) -> Iterator[Delta]:
         """See :meth:`LLM.stream`; leaving the loop early closes the stream."""
         agen: AsyncIterator[Delta] = aiter(
-            self.llm.stream(prompt, messages=messages, output=output, **options))
+            self.llm.stream(prompt, messages=messages, output=output, **options)
+        )
         try:
             while True:
                 try:

@@ -1,7 +1,7 @@
 """What each engine can honour, declared by its adapter and checked before anything is sent.
 
-    caps = llm.capabilities            # after the first request, for the detected version
-    caps.supports(Feature.REGEX)       # True / False
+caps = llm.capabilities            # after the first request, for the detected version
+caps.supports(Feature.REGEX)       # True / False
 """
 
 from __future__ import annotations
@@ -100,18 +100,29 @@ class Capabilities(BaseModel):
         s = self.support(feature)
         if s.level == "no":
             raise UnsupportedFeature(
-                self.engine, feature.value, version=self.version, why=s.why,
+                self.engine,
+                feature.value,
+                version=self.version,
+                why=s.why,
                 alternative=s.alternative,
             )
 
 
 _OUTPUT_FEATURE = {JsonSchema: Feature.JSON_SCHEMA, Regex: Feature.REGEX, Choice: Feature.CHOICE}
-_TOOL_CHOICE_FEATURE = {"auto": Feature.TOOL_CHOICE_AUTO, "required": Feature.TOOL_CHOICE_REQUIRED,
-                        "named": Feature.TOOL_CHOICE_NAMED}
+_TOOL_CHOICE_FEATURE = {
+    "auto": Feature.TOOL_CHOICE_AUTO,
+    "required": Feature.TOOL_CHOICE_REQUIRED,
+    "named": Feature.TOOL_CHOICE_NAMED,
+}
 _OPTION_FEATURE = {
-    "top_k": Feature.TOP_K, "min_p": Feature.MIN_P, "seed": Feature.SEED, "stop": Feature.STOP,
-    "repetition_penalty": Feature.REPETITION_PENALTY, "logprobs": Feature.LOGPROBS,
-    "presence_penalty": Feature.PRESENCE_PENALTY, "frequency_penalty": Feature.FREQUENCY_PENALTY,
+    "top_k": Feature.TOP_K,
+    "min_p": Feature.MIN_P,
+    "seed": Feature.SEED,
+    "stop": Feature.STOP,
+    "repetition_penalty": Feature.REPETITION_PENALTY,
+    "logprobs": Feature.LOGPROBS,
+    "presence_penalty": Feature.PRESENCE_PENALTY,
+    "frequency_penalty": Feature.FREQUENCY_PENALTY,
 }
 
 
@@ -134,8 +145,11 @@ def features_of(request: Request) -> list[Feature]:
         used.append(Feature.LORA)
     if request.n is not None and request.n > 1:
         used.append(Feature.N)
-    used += [f for name, f in _OPTION_FEATURE.items()
-             if (v := getattr(request, name)) is not None and v is not False]
+    used += [
+        f
+        for name, f in _OPTION_FEATURE.items()
+        if (v := getattr(request, name)) is not None and v is not False
+    ]
     return used
 
 
@@ -149,6 +163,9 @@ def check_text_only(engine: str, info: Any, request: Request) -> None:
     """Refuse image parts for a model known to be text-only (``info``: the EngineInfo)."""
     if has_images(request.messages):
         raise UnsupportedFeature(
-            engine, Feature.IMAGES.value, version=getattr(info, "version", None),
-            why=f"the model {getattr(info, 'model', '?')!r} is text-only (its config has no vision "
-                "part)", alternative="Launch a vision-language model, or send text only")
+            engine,
+            Feature.IMAGES.value,
+            version=getattr(info, "version", None),
+            why=f"the model {getattr(info, 'model', '?')!r} is text-only (its config has no vision part)",
+            alternative="Launch a vision-language model, or send text only",
+        )

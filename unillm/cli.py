@@ -1,15 +1,15 @@
 """The ``unillm`` command (see ``unillm --help``).
 
-    unillm engines                              # capability table of every installed adapter
-    unillm setup vllm                           # install an engine into its own venv
-    unillm launch vllm --cpu --model M          # serve on a CPU-only machine until Ctrl-C
-    unillm launch vllm --model M --dry-run      # print the exact command (secrets masked)
-    unillm check unillm.toml                    # every refusal the configured engine would raise
-    unillm tiny-model --json                    # build the tiny test model, print its paths
-    unillm launch vllm --model M --replicas 2 --router smg --policy prefix --dry-run
-    unillm launch vllm --model M --nodes 2 --head-address 10.0.0.1 --port 8000 --dry-run
-    unillm launch vllm --model M --prefill 1 --decode 1 --router vllm-router --dry-run
-    unillm bench vllm --url http://127.0.0.1:8000 --max-concurrency 1,4,16   # see `unillm bench -h`
+unillm engines                              # capability table of every installed adapter
+unillm setup vllm                           # install an engine into its own venv
+unillm launch vllm --cpu --model M          # serve on a CPU-only machine until Ctrl-C
+unillm launch vllm --model M --dry-run      # print the exact command (secrets masked)
+unillm check unillm.toml                    # every refusal the configured engine would raise
+unillm tiny-model --json                    # build the tiny test model, print its paths
+unillm launch vllm --model M --replicas 2 --router smg --policy prefix --dry-run
+unillm launch vllm --model M --nodes 2 --head-address 10.0.0.1 --port 8000 --dry-run
+unillm launch vllm --model M --prefill 1 --decode 1 --router vllm-router --dry-run
+unillm bench vllm --url http://127.0.0.1:8000 --max-concurrency 1,4,16   # see `unillm bench -h`
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ _SCALAR_FLAGS = {
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``unillm`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     args = _parser().parse_args(argv[: len(argv) - len(extra) - (1 if extra or "--" in argv else 0)])
     args.extra_args = extra
     try:
@@ -77,103 +77,170 @@ def _parser() -> argparse.ArgumentParser:
     from unillm.routers import ROUTERS
     from unillm.routing import POLICIES
 
-    parser = argparse.ArgumentParser(prog="unillm", description=_DESCRIPTION,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="unillm", description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
 
-    engines = sub.add_parser("engines", help="capability table of the installed adapters",
-                             description="Print which features each installed engine honours.")
+    engines = sub.add_parser(
+        "engines",
+        help="capability table of the installed adapters",
+        description="Print which features each installed engine honours.",
+    )
     engines.add_argument("--json", action="store_true", help="machine-readable output")
     engines.set_defaults(run=_engines)
 
-    setup = sub.add_parser("setup", help="install an engine into its own managed venv",
-                           description="Install an engine into $UNILLM_CACHE/envs/<engine>.")
+    setup = sub.add_parser(
+        "setup",
+        help="install an engine into its own managed venv",
+        description="Install an engine into $UNILLM_CACHE/envs/<engine>.",
+    )
     setup.add_argument("engine", help="vllm, sglang or mlx")
-    setup.add_argument("--gpu", action=argparse.BooleanOptionalAction, default=None,
-                       help="force the GPU (or CPU) build; default: detect")
-    setup.add_argument("--pip-arg", action="append", default=[],
-                       help="extra pip argument (e.g. an index for CPU torch wheels)")
+    setup.add_argument(
+        "--gpu",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="force the GPU (or CPU) build; default: detect",
+    )
+    setup.add_argument(
+        "--pip-arg",
+        action="append",
+        default=[],
+        help="extra pip argument (e.g. an index for CPU torch wheels)",
+    )
     setup.set_defaults(run=_setup)
 
     launch = sub.add_parser(
-        "launch", help="start an engine and serve until Ctrl-C",
+        "launch",
+        help="start an engine and serve until Ctrl-C",
         description="Start an engine from one unified spec and serve until Ctrl-C. Raw engine "
-                    "flags go after --.")
+        "flags go after --.",
+    )
     launch.add_argument("engine", help="vllm, sglang, tgi or mlx")
     launch.add_argument("--model", required=True, help="model path or hub id")
-    launch.add_argument("--cpu", action="store_true",
-                        help="apply the engine's CPU recipe: settings that run on a CPU-only "
-                             "machine in little memory (the flags you give win)")
+    launch.add_argument(
+        "--cpu",
+        action="store_true",
+        help="apply the engine's CPU recipe: settings that run on a CPU-only "
+        "machine in little memory (the flags you give win)",
+    )
     for name, text in _SCALAR_FLAGS.items():
         launch.add_argument("--" + name.replace("_", "-"), dest=name, help=text)
-    launch.add_argument("--tensor-parallel", type=int, default=1, metavar="N",
-                        help="split each layer over N devices")
-    launch.add_argument("--pipeline-parallel", type=int, default=1, metavar="N",
-                        help="split the layers over N devices")
-    launch.add_argument("--data-parallel", type=int, default=1, metavar="N",
-                        help="N model replicas in one engine")
-    launch.add_argument("--expert-parallel", action="store_true",
-                        help="spread MoE experts over the devices")
-    launch.add_argument("--prefix-caching", action=argparse.BooleanOptionalAction, default=None,
-                        help="reuse the KV cache of shared prompt prefixes (default: the engine's)")
-    launch.add_argument("--lora", action="append", default=[], metavar="NAME=PATH",
-                        help="serve a LoRA adapter under NAME (repeatable)")
-    launch.add_argument("--runtime-lora", action="store_true",
-                        help="allow loading adapters at runtime")
-    launch.add_argument("--speculative", metavar="METHOD",
-                        help="speculative decoding: ngram | draft | eagle | eagle3 | mtp | suffix")
-    launch.add_argument("--speculative-tokens", type=int, default=4, metavar="K",
-                        help="tokens proposed per step (default 4)")
-    launch.add_argument("--draft-model", metavar="MODEL",
-                        help="draft model for --speculative draft / eagle / eagle3")
-    launch.add_argument("--api-key",
-                        help="'auto' (generated, the default), 'none', or a key")
-    launch.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                        help="environment variable for the engine (repeatable)")
-    launch.add_argument("--dry-run", action="store_true",
-                        help="print the command and environment, start nothing")
+    launch.add_argument(
+        "--tensor-parallel", type=int, default=1, metavar="N", help="split each layer over N devices"
+    )
+    launch.add_argument(
+        "--pipeline-parallel", type=int, default=1, metavar="N", help="split the layers over N devices"
+    )
+    launch.add_argument(
+        "--data-parallel", type=int, default=1, metavar="N", help="N model replicas in one engine"
+    )
+    launch.add_argument("--expert-parallel", action="store_true", help="spread MoE experts over the devices")
+    launch.add_argument(
+        "--prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="reuse the KV cache of shared prompt prefixes (default: the engine's)",
+    )
+    launch.add_argument(
+        "--lora",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="serve a LoRA adapter under NAME (repeatable)",
+    )
+    launch.add_argument("--runtime-lora", action="store_true", help="allow loading adapters at runtime")
+    launch.add_argument(
+        "--speculative",
+        metavar="METHOD",
+        help="speculative decoding: ngram | draft | eagle | eagle3 | mtp | suffix",
+    )
+    launch.add_argument(
+        "--speculative-tokens", type=int, default=4, metavar="K", help="tokens proposed per step (default 4)"
+    )
+    launch.add_argument(
+        "--draft-model", metavar="MODEL", help="draft model for --speculative draft / eagle / eagle3"
+    )
+    launch.add_argument("--api-key", help="'auto' (generated, the default), 'none', or a key")
+    launch.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment variable for the engine (repeatable)",
+    )
+    launch.add_argument(
+        "--dry-run", action="store_true", help="print the command and environment, start nothing"
+    )
     fleet = launch.add_argument_group("fleets", "several engines, a router, nodes, prefill/decode")
     fleet.add_argument("--replicas", type=int, default=1, help="engines to start (default 1)")
-    fleet.add_argument("--router", choices=sorted(ROUTERS),
-                       help="also start this router in front (install: unillm setup <router>)")
-    fleet.add_argument("--policy", choices=POLICIES, default="round_robin",
-                       help="how requests are spread over the engines")
-    fleet.add_argument("--prefill", type=int, metavar="N",
-                       help="prefill engines (prefill/decode disaggregation; needs --router)")
+    fleet.add_argument(
+        "--router",
+        choices=sorted(ROUTERS),
+        help="also start this router in front (install: unillm setup <router>)",
+    )
+    fleet.add_argument(
+        "--policy", choices=POLICIES, default="round_robin", help="how requests are spread over the engines"
+    )
+    fleet.add_argument(
+        "--prefill",
+        type=int,
+        metavar="N",
+        help="prefill engines (prefill/decode disaggregation; needs --router)",
+    )
     fleet.add_argument("--decode", type=int, metavar="N", help="decode engines")
-    fleet.add_argument("--kv-transfer", choices=("nixl", "mooncake"), default="nixl",
-                       help="KV-cache transfer between prefill and decode engines")
+    fleet.add_argument(
+        "--kv-transfer",
+        choices=("nixl", "mooncake"),
+        default="nixl",
+        help="KV-cache transfer between prefill and decode engines",
+    )
     fleet.add_argument("--nodes", type=int, metavar="N", help="machines one engine spans")
-    fleet.add_argument("--node-rank", type=int, metavar="R",
-                       help="this machine's rank (0 = head); with --dry-run and no rank: every node")
-    fleet.add_argument("--head-address", metavar="HOST[:PORT]",
-                       help="where the nodes meet (the head node, rank 0)")
+    fleet.add_argument(
+        "--node-rank",
+        type=int,
+        metavar="R",
+        help="this machine's rank (0 = head); with --dry-run and no rank: every node",
+    )
+    fleet.add_argument(
+        "--head-address", metavar="HOST[:PORT]", help="where the nodes meet (the head node, rank 0)"
+    )
     launch.set_defaults(run=_launch)
 
     check = sub.add_parser(
-        "check", help="list every refusal a config would meet, start nothing",
+        "check",
+        help="list every refusal a config would meet, start nothing",
         description="Check a unillm config against its engine's declared capabilities: every "
-                    "default, declared use and launch setting the engine would refuse, at once. "
-                    "Connects to nothing and starts nothing. Exit code 1 when something would be "
-                    "refused.")
+        "default, declared use and launch setting the engine would refuse, at once. "
+        "Connects to nothing and starts nothing. Exit code 1 when something would be "
+        "refused.",
+    )
     check.add_argument("config", help="a .toml, .yaml or .yml unillm config")
     check.add_argument("--engine", help="check for this engine instead of the config's")
-    check.add_argument("--engine-version", metavar="VERSION",
-                       help="engine version to check against (default: the config's "
-                            "engine_version, else the newest the adapter knows)")
+    check.add_argument(
+        "--engine-version",
+        metavar="VERSION",
+        help="engine version to check against (default: the config's "
+        "engine_version, else the newest the adapter knows)",
+    )
     check.add_argument("--json", action="store_true", help="machine-readable output")
     check.set_defaults(run=_check)
 
     tiny = sub.add_parser(
-        "tiny-model", help="build the tiny test model and print its paths",
+        "tiny-model",
+        help="build the tiny test model and print its paths",
         description="Build (once, cached, under a second) the tiny random-weight Llama with a "
-                    "locally trained tokenizer and two LoRA adapters, and print where it is. Its "
-                    "text is gibberish; constraints still hold. Needs unillm[testing].")
+        "locally trained tokenizer and two LoRA adapters, and print where it is. Its "
+        "text is gibberish; constraints still hold. Needs unillm[testing].",
+    )
     tiny.add_argument("--json", action="store_true", help="print {model, loras} as JSON")
     tiny.add_argument("--force", action="store_true", help="rebuild even if cached")
-    tiny.add_argument("--trained", action="store_true",
-                      help="the tiny *trained* Llama instead (sensible greedy answers and hermes tool "
-                           "calls; trained once in a few minutes, needs torch: the vLLM env has it)")
+    tiny.add_argument(
+        "--trained",
+        action="store_true",
+        help="the tiny *trained* Llama instead (sensible greedy answers and hermes tool "
+        "calls; trained once in a few minutes, needs torch: the vLLM env has it)",
+    )
     tiny.set_defaults(run=_tiny_model)
     _route_parser(sub)
 
@@ -185,25 +252,34 @@ def _parser() -> argparse.ArgumentParser:
 
 def _route_parser(sub: Any) -> None:
     route = sub.add_parser(
-        "route", help="semantic routing: evaluate routes, import other routers' configs",
+        "route",
+        help="semantic routing: evaluate routes, import other routers' configs",
         description="Semantic routing tools: measure a [router] config on labelled prompts, or "
-                    "turn vLLM Semantic Router / LiteLLM auto-router configs into unillm routes.")
+        "turn vLLM Semantic Router / LiteLLM auto-router configs into unillm routes.",
+    )
     verbs = route.add_subparsers(required=True, metavar="VERB", help="eval | import")
     ev = verbs.add_parser(
-        "eval", help="accuracy, confusion matrix and thresholds on a labelled JSONL",
+        "eval",
+        help="accuracy, confusion matrix and thresholds on a labelled JSONL",
         description="Route every labelled prompt once (embedding calls only, no generation) and "
-                    "print accuracy, the confusion matrix, a threshold suggestion per route and "
-                    "the time per decision.")
+        "print accuracy, the confusion matrix, a threshold suggestion per route and "
+        "the time per decision.",
+    )
     ev.add_argument("labelled", help='JSONL, one {"text": ..., "route": ...} per line')
     ev.add_argument("--config", required=True, help="unillm.toml (or .yaml) with a [router] table")
     ev.add_argument("--json", action="store_true", help="print the report as JSON")
     ev.set_defaults(run=_route_eval)
     imp = verbs.add_parser(
-        "import", help="print unillm [router] TOML from another router's config",
+        "import",
+        help="print unillm [router] TOML from another router's config",
         description="Print the routes that map as a unillm [router] table (TOML) on stdout; "
-                    "everything that does not map is listed on stderr.")
-    imp.add_argument("kind", choices=["vsr", "litellm"],
-                     help="vsr: vLLM Semantic Router config.yaml; litellm: auto-router route JSON")
+        "everything that does not map is listed on stderr.",
+    )
+    imp.add_argument(
+        "kind",
+        choices=["vsr", "litellm"],
+        help="vsr: vLLM Semantic Router config.yaml; litellm: auto-router route JSON",
+    )
     imp.add_argument("file", help="the file to import")
     imp.add_argument("--default-model", help="litellm: the auto_router_default_model")
     imp.set_defaults(run=_route_import)
@@ -269,8 +345,12 @@ def _spec_settings(args: argparse.Namespace) -> dict[str, Any]:
     settings.update({k: getattr(args, k) for k in _SCALAR_FLAGS if getattr(args, k) is not None})
     if args.cpu:
         settings["cpu"] = True
-    settings["parallel"] = Parallel(tensor=args.tensor_parallel, pipeline=args.pipeline_parallel,
-                                    data=args.data_parallel, expert=args.expert_parallel)
+    settings["parallel"] = Parallel(
+        tensor=args.tensor_parallel,
+        pipeline=args.pipeline_parallel,
+        data=args.data_parallel,
+        expert=args.expert_parallel,
+    )
     if args.prefix_caching is not None:  # unset flags leave room for --cpu's recipe
         settings["prefix_caching"] = args.prefix_caching
     settings["lora"] = _pairs(args.lora, "--lora")
@@ -279,9 +359,9 @@ def _spec_settings(args: argparse.Namespace) -> dict[str, Any]:
     if args.api_key is not None:
         settings["api_key"] = None if args.api_key == "none" else args.api_key
     if args.speculative:
-        settings["speculative"] = Speculative(method=args.speculative,
-                                              num_tokens=args.speculative_tokens,
-                                              draft_model=args.draft_model)
+        settings["speculative"] = Speculative(
+            method=args.speculative, num_tokens=args.speculative_tokens, draft_model=args.draft_model
+        )
     settings["extra_args"] = args.extra_args
     return settings
 
@@ -322,8 +402,11 @@ def _launch(args: argparse.Namespace) -> int:
     async def serve() -> None:
         async with run as llm:
             info = await llm.info()
-            print(f"[unillm] {llm.engine} {info.version or ''} serving {info.model!r} at "
-                  f"{_where(run)} ({_key_note(run)}). Ctrl-C stops it.", file=sys.stderr)
+            print(
+                f"[unillm] {llm.engine} {info.version or ''} serving {info.model!r} at "
+                f"{_where(run)} ({_key_note(run)}). Ctrl-C stops it.",
+                file=sys.stderr,
+            )
             await anyio.sleep_forever()
 
     anyio.run(serve)
@@ -344,8 +427,9 @@ def _fleet_settings(args: argparse.Namespace) -> dict[str, Any]:
     if (args.prefill is None) != (args.decode is None):
         raise InvalidOptions("prefill/decode disaggregation needs both --prefill N and --decode N")
     if args.prefill is not None:
-        out["disaggregation"] = Disaggregation(prefill=args.prefill, decode=args.decode,
-                                               transfer=args.kv_transfer)
+        out["disaggregation"] = Disaggregation(
+            prefill=args.prefill, decode=args.decode, transfer=args.kv_transfer
+        )
     return out
 
 
@@ -422,11 +506,16 @@ def _tiny_model(args: argparse.Namespace) -> int:
     except RuntimeError as e:
         raise InvalidOptions(str(e)) from None
     except ImportError as e:
-        raise InvalidOptions(f"the tiny model needs numpy, tokenizers and safetensors ({e}): "
-                             "pip install 'unillm[testing]'") from None
+        raise InvalidOptions(
+            f"the tiny model needs numpy, tokenizers and safetensors ({e}): pip install 'unillm[testing]'"
+        ) from None
     if args.json:
-        print(json.dumps({"model": str(tiny.path),
-                          "loras": {name: str(path) for name, path in tiny.loras.items()}}, indent=2))
+        print(
+            json.dumps(
+                {"model": str(tiny.path), "loras": {name: str(path) for name, path in tiny.loras.items()}},
+                indent=2,
+            )
+        )
         return 0
     print(f"model: {tiny.path}")
     for name, path in tiny.loras.items():
@@ -446,8 +535,12 @@ def _engines(args: argparse.Namespace) -> int:
         for i, (label, version) in enumerate(adapter.modes().items()):
             columns.append((n if i == 0 else f"{n} ({label})", label, adapter.capabilities(version)))
     if args.json:
-        print(json.dumps({key: {f.value: c.support(f).model_dump() for f in Feature}
-                          for key, _, c in columns}, indent=2))
+        print(
+            json.dumps(
+                {key: {f.value: c.support(f).model_dump() for f in Feature} for key, _, c in columns},
+                indent=2,
+            )
+        )
         return 0
     if not names:
         print("no unillm adapters installed (pip install 'unillm[vllm]')")
@@ -456,8 +549,10 @@ def _engines(args: argparse.Namespace) -> int:
     width = max(len(f.value) for f in Feature)
     print("feature".ljust(width), *(label.ljust(max(8, len(label))) for _, label, _ in columns))
     for f in Feature:
-        print(f.value.ljust(width),
-              *(marks[c.support(f).level].ljust(max(8, len(label))) for _, label, c in columns))
+        print(
+            f.value.ljust(width),
+            *(marks[c.support(f).level].ljust(max(8, len(label))) for _, label, c in columns),
+        )
     print("\nyes = the engine does it; unillm = unillm provides it; - = refused before sending")
     return 0
 

@@ -102,36 +102,61 @@ class Client(Protocol):
 
     @overload
     async def generate(
-        self, prompt: str | None = None, *, messages: Messages | None = None,
-        output: type[M], **options: Unpack[Options],
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Messages | None = None,
+        output: type[M],
+        **options: Unpack[Options],
     ) -> Completion[M]: ...
 
     @overload
     async def generate(
-        self, prompt: str | None = None, *, messages: Messages | None = None,
-        output: OutputSpec | None = None, **options: Unpack[Options],
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Messages | None = None,
+        output: OutputSpec | None = None,
+        **options: Unpack[Options],
     ) -> Completion[Any]: ...
 
     async def generate(
-        self, prompt: str | None = None, *, messages: Messages | None = None,
-        output: OutputSpec | None = None, **options: Unpack[Options],
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Messages | None = None,
+        output: OutputSpec | None = None,
+        **options: Unpack[Options],
     ) -> Completion[Any]:
         """Generate a whole answer."""
 
     def stream(
-        self, prompt: str | None = None, *, messages: Messages | None = None,
-        output: OutputSpec | None = None, **options: Unpack[Options],
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Messages | None = None,
+        output: OutputSpec | None = None,
+        **options: Unpack[Options],
     ) -> Stream:
         """Stream an answer as deltas."""
 
     async def embed(
-        self, texts: str | Sequence[str], *, batch_size: int = DEFAULT_BATCH_SIZE,
-        dimensions: int | None = None, concurrency: int = 4, timeout: float | None = None,
+        self,
+        texts: str | Sequence[str],
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        dimensions: int | None = None,
+        concurrency: int = 4,
+        timeout: float | None = None,
     ) -> Embeddings:
         """One vector per text."""
 
     async def tokenize(
-        self, text: str | None = None, *, messages: Messages | None = None, timeout: float | None = None,
+        self,
+        text: str | None = None,
+        *,
+        messages: Messages | None = None,
+        timeout: float | None = None,
     ) -> Tokens:
         """Token ids of a text or of rendered chat messages."""
 

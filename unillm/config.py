@@ -73,11 +73,12 @@ class Config(BaseModel):
     router: dict[str, Any] | None = Field(None, repr=False)
 
 
-def load_config(source: str | Path | Mapping[str, Any],
-                env: Mapping[str, str] | None = None, **overrides: Any) -> Config:
+def load_config(
+    source: str | Path | Mapping[str, Any], env: Mapping[str, str] | None = None, **overrides: Any
+) -> Config:
     """Read and validate a config file (``.toml``, ``.yaml``/``.yml``) or mapping.
 
-        config = unillm.load_config("unillm.toml", engine="mlx")   # keyword overrides win
+    config = unillm.load_config("unillm.toml", engine="mlx")   # keyword overrides win
     """
     from unillm.config_check import feature_by_name
 
@@ -85,15 +86,18 @@ def load_config(source: str | Path | Mapping[str, Any],
     try:
         config = Config.model_validate(data)
     except ValidationError as e:
-        problems = "; ".join(f"{'.'.join(map(str, x['loc'])) or '(top)'}: {x['msg']}"
-                             for x in e.errors())
+        problems = "; ".join(f"{'.'.join(map(str, x['loc'])) or '(top)'}: {x['msg']}" for x in e.errors())
         raise ConfigError(f"invalid unillm config: {problems}") from None
     if (config.base_url is None) == (config.launch is None):
-        raise ConfigError("the config needs exactly one of base_url = '...' (connect to a running "
-                          "engine) or a [launch] table (start one)")
+        raise ConfigError(
+            "the config needs exactly one of base_url = '...' (connect to a running "
+            "engine) or a [launch] table (start one)"
+        )
     if config.policy is not None and not isinstance(config.base_url, list):
-        raise ConfigError("policy routes between replicas: give base_url a list of URLs "
-                          "(base_url = ['http://a:8000', 'http://b:8000'])")
+        raise ConfigError(
+            "policy routes between replicas: give base_url a list of URLs "
+            "(base_url = ['http://a:8000', 'http://b:8000'])"
+        )
     try:
         make_request("", None, None, config.defaults, stream=False)
         for name in config.uses:
@@ -103,16 +107,16 @@ def load_config(source: str | Path | Mapping[str, Any],
     return config
 
 
-def config_data(source: str | Path | Mapping[str, Any], env: Mapping[str, str] | None = None,
-                **overrides: Any) -> dict[str, Any]:
+def config_data(
+    source: str | Path | Mapping[str, Any], env: Mapping[str, str] | None = None, **overrides: Any
+) -> dict[str, Any]:
     """The raw config for its engine: the file, then ``UNILLM_*`` variables, then ``overrides``,
     with the engine's ``[launch.<engine>]`` / ``[defaults.<engine>]`` merged over the common tables."""
     data = copy.deepcopy(dict(source)) if isinstance(source, Mapping) else _read(Path(source))
     _apply_env(data, os.environ if env is None else env)
     unknown = sorted(set(overrides) - set(Config.model_fields))
     if unknown:
-        raise ConfigError(f"unknown config override(s) {unknown}; the keys are "
-                          f"{sorted(Config.model_fields)}")
+        raise ConfigError(f"unknown config override(s) {unknown}; the keys are {sorted(Config.model_fields)}")
     overrides = copy.deepcopy(overrides)
     engine = overrides.get("engine", data.get("engine"))
     data = _for_engine(data, engine)
@@ -120,9 +124,11 @@ def config_data(source: str | Path | Mapping[str, Any], env: Mapping[str, str] |
     return data
 
 
-def from_config(source: str | Path | Mapping[str, Any],
-                env: Mapping[str, str] | None = None, **overrides: Any,
-                ) -> LLM | Fleet | Launch | SemanticRouter:
+def from_config(
+    source: str | Path | Mapping[str, Any],
+    env: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> LLM | Fleet | Launch | SemanticRouter:
     """An LLM (``base_url``), a Fleet (a list of base URLs) or a Launch (``[launch]``).
 
         async with unillm.from_config("unillm.toml") as llm: ...
@@ -149,18 +155,23 @@ def _main(config: Config) -> LLM | Fleet | Launch:
         pool = Pool(**config.pool)  # type: ignore[arg-type]
     except (TypeError, InvalidOptions) as e:
         raise ConfigError(f"invalid [timeouts], [retry] or [pool]: {e}") from None
-    common: dict[str, Any] = {"defaults": config.defaults, "timeouts": timeouts, "retry": retry,
-                              "pool": pool}
+    common: dict[str, Any] = {"defaults": config.defaults, "timeouts": timeouts, "retry": retry, "pool": pool}
     if isinstance(config.base_url, list):
         from unillm.fleet import Fleet
 
         if config.retry:
             raise ConfigError("[retry] is for one engine; a fleet fails over between its replicas")
         try:
-            return Fleet.connect(config.engine, config.base_url, model=config.model, api_key=key,
-                                 defaults=config.defaults,  # type: ignore[arg-type]
-                                 timeouts=timeouts, pool=pool,
-                                 policy=config.policy or "round_robin")  # type: ignore[arg-type]
+            return Fleet.connect(
+                config.engine,
+                config.base_url,
+                model=config.model,
+                api_key=key,
+                defaults=config.defaults,  # type: ignore[arg-type]
+                timeouts=timeouts,
+                pool=pool,
+                policy=config.policy or "round_robin",  # type: ignore[arg-type]
+            )
         except InvalidOptions as e:
             raise ConfigError(f"invalid fleet config: {e}") from None
     if config.base_url is not None:
@@ -211,7 +222,7 @@ def _read(path: Path) -> dict[str, Any]:
 
 def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
     for name, raw in env.items():
-        path = name[len(_PREFIX):].lower().split("__")
+        path = name[len(_PREFIX) :].lower().split("__")
         if not name.startswith(_PREFIX) or path[0] not in Config.model_fields:
             continue  # e.g. UNILLM_CACHE belongs to something else
         if path[0] == "launch" and len(path) > 1 and "launch" not in data:
@@ -262,7 +273,8 @@ def _for_engine(data: dict[str, Any], engine: Any) -> dict[str, Any]:
                 raise ConfigError(
                     f"[{section}] has a table {name!r} that is neither a {section} setting nor an "
                     f"installed engine ({', '.join(installed)}): {hint}Per-engine tables are named "
-                    f"for an engine ([{section}.vllm]); install its adapter or remove the table")
+                    f"for an engine ([{section}.vllm]); install its adapter or remove the table"
+                )
         merged = {k: v for k, v in table.items() if k not in per_engine}
         chosen = per_engine.get(engine) if isinstance(engine, str) else None
         _merge_into(merged, copy.deepcopy(dict(chosen or {})))

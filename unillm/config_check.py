@@ -36,18 +36,30 @@ __all__ = ["ConfigCheck", "ConfigProblem", "check_config", "feature_by_name"]
 
 _SAMPLE_OUTPUT = {
     Feature.JSON_SCHEMA: JsonSchema({"type": "object", "properties": {"a": {"type": "integer"}}}),
-    Feature.REGEX: Regex("[a-z]+"), Feature.CHOICE: Choice(["yes", "no"]),
+    Feature.REGEX: Regex("[a-z]+"),
+    Feature.CHOICE: Choice(["yes", "no"]),
     Feature.GRAMMAR: Grammar('root ::= "yes" | "no"'),
     Feature.GRAMMAR_LARK: Grammar('start: "yes" | "no"', syntax="lark"),
 }
-_SAMPLE_OPTION: dict[Feature, dict[str, Any]] = {Feature.N: {"n": 2}, Feature.LOGPROBS: {"logprobs": True},
-                  Feature.LORA: {"lora": "adapter"}, Feature.TOP_K: {"top_k": 5},
-                  Feature.MIN_P: {"min_p": 0.1}, Feature.SEED: {"seed": 1},
-                  Feature.STOP: {"stop": ["\n"]}, Feature.REPETITION_PENALTY: {"repetition_penalty": 1.1},
-                  Feature.PRESENCE_PENALTY: {"presence_penalty": 0.5},
-                  Feature.FREQUENCY_PENALTY: {"frequency_penalty": 0.5}}
-_SPECULATIVE = {"ngram": Feature.SPEC_NGRAM, "draft": Feature.SPEC_DRAFT, "eagle": Feature.SPEC_EAGLE,
-                "eagle3": Feature.SPEC_EAGLE, "mtp": Feature.SPEC_MTP}
+_SAMPLE_OPTION: dict[Feature, dict[str, Any]] = {
+    Feature.N: {"n": 2},
+    Feature.LOGPROBS: {"logprobs": True},
+    Feature.LORA: {"lora": "adapter"},
+    Feature.TOP_K: {"top_k": 5},
+    Feature.MIN_P: {"min_p": 0.1},
+    Feature.SEED: {"seed": 1},
+    Feature.STOP: {"stop": ["\n"]},
+    Feature.REPETITION_PENALTY: {"repetition_penalty": 1.1},
+    Feature.PRESENCE_PENALTY: {"presence_penalty": 0.5},
+    Feature.FREQUENCY_PENALTY: {"frequency_penalty": 0.5},
+}
+_SPECULATIVE = {
+    "ngram": Feature.SPEC_NGRAM,
+    "draft": Feature.SPEC_DRAFT,
+    "eagle": Feature.SPEC_EAGLE,
+    "eagle3": Feature.SPEC_EAGLE,
+    "mtp": Feature.SPEC_MTP,
+}
 _CHAT = [{"role": "user", "content": "Hi"}]
 
 
@@ -73,9 +85,13 @@ class ConfigCheck(BaseModel):
 
     def render(self) -> str:
         """A human-readable report, one problem per line."""
-        who = (f"{self.engine} {self.version}" if self.version
-               else "the config (its engine is unknown: it could not be read)" if self.engine == "?"
-               else f"{self.engine} (newest known)")
+        who = (
+            f"{self.engine} {self.version}"
+            if self.version
+            else "the config (its engine is unknown: it could not be read)"
+            if self.engine == "?"
+            else f"{self.engine} (newest known)"
+        )
         if self.ok:
             return f"ok: {who} honours every default, use and launch setting in this config"
         lines = [f"{len(self.problems)} problem(s) for {who}:"]
@@ -94,8 +110,13 @@ def feature_by_name(name: str) -> Feature:
     return found
 
 
-def check_config(source: str | Path | Mapping[str, Any], env: Mapping[str, str] | None = None, *,
-                 version: str | None = None, **overrides: Any) -> ConfigCheck:
+def check_config(
+    source: str | Path | Mapping[str, Any],
+    env: Mapping[str, str] | None = None,
+    *,
+    version: str | None = None,
+    **overrides: Any,
+) -> ConfigCheck:
     """Every refusal the configured engine would raise for this config, at once; starts nothing.
 
         report = unillm.check_config("unillm.toml", engine="mlx")
@@ -121,8 +142,9 @@ def check_config(source: str | Path | Mapping[str, Any], env: Mapping[str, str] 
     except ValueError as e:
         return ConfigCheck(engine=engine, problems=[_problem("config", _readable(e))])
     if (config.base_url is None) == (launch is None):
-        problems.add("config", ConfigError("the config needs exactly one of base_url = '...' or a "
-                                           "[launch] table"))
+        problems.add(
+            "config", ConfigError("the config needs exactly one of base_url = '...' or a [launch] table")
+        )
     try:
         adapter = get_adapter(config.engine)
     except UnillmError as e:
@@ -130,8 +152,9 @@ def check_config(source: str | Path | Mapping[str, Any], env: Mapping[str, str] 
     spec = _launch_spec(launch, config, problems)
     version = version or config.engine_version or (adapter.expected_version(spec) if spec else None)
     caps = adapter.capabilities(version)
-    info = EngineInfo(engine=adapter.name, model=config.model or (spec.model if spec else "model"),
-                      version=version)
+    info = EngineInfo(
+        engine=adapter.name, model=config.model or (spec.model if spec else "model"), version=version
+    )
     routes = _routes(uses)
     if isinstance(defaults, Mapping):
         _check_defaults(adapter, caps, info, defaults, routes, problems)
@@ -149,8 +172,10 @@ def _check_client_limits(config: Config, problems: _Problems) -> None:
     from unillm.transport import Pool, RetryPolicy, Timeouts
 
     tables: tuple[tuple[str, Callable[..., object], Mapping[str, Any]], ...] = (
-        ("timeouts", Timeouts, config.timeouts), ("retry", RetryPolicy, config.retry),
-        ("pool", Pool, config.pool))
+        ("timeouts", Timeouts, config.timeouts),
+        ("retry", RetryPolicy, config.retry),
+        ("pool", Pool, config.pool),
+    )
     for setting, build, values in tables:
         try:
             build(**values)
@@ -192,8 +217,9 @@ def _readable(error: Exception) -> Exception:
     from pydantic import ValidationError
 
     if isinstance(error, ValidationError):
-        return InvalidOptions("; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}"
-                                        for x in error.errors()))
+        return InvalidOptions(
+            "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in error.errors())
+        )
     return error
 
 
@@ -212,9 +238,17 @@ def _routes(uses: Any) -> list[tuple[str | None, list[dict[str, str]] | None]]:
     return routes
 
 
-def _build_all(adapter: Adapter, caps: Capabilities, info: EngineInfo, problems: _Problems,
-               setting: str, routes: list[tuple[str | None, list[dict[str, str]] | None]],
-               options: Mapping[str, Any], output: Any = None, stream: bool = False) -> None:
+def _build_all(
+    adapter: Adapter,
+    caps: Capabilities,
+    info: EngineInfo,
+    problems: _Problems,
+    setting: str,
+    routes: list[tuple[str | None, list[dict[str, str]] | None]],
+    options: Mapping[str, Any],
+    output: Any = None,
+    stream: bool = False,
+) -> None:
     """Every refusal of a request with ``options`` on each route: capabilities, then the adapter."""
     for prompt, messages in routes:
         try:
@@ -229,8 +263,9 @@ def _build_all(adapter: Adapter, caps: Capabilities, info: EngineInfo, problems:
             _try_build(adapter, request, info, problems, setting)
 
 
-def _try_build(adapter: Adapter, request: Request, info: EngineInfo, problems: _Problems,
-               setting: str) -> None:
+def _try_build(
+    adapter: Adapter, request: Request, info: EngineInfo, problems: _Problems, setting: str
+) -> None:
     try:
         adapter.build(request, info)
     except UnillmError as e:
@@ -239,17 +274,27 @@ def _try_build(adapter: Adapter, request: Request, info: EngineInfo, problems: _
         pass
 
 
-def _check_defaults(adapter: Adapter, caps: Capabilities, info: EngineInfo, defaults: Mapping[str, Any],
-                    routes: list[tuple[str | None, list[dict[str, str]] | None]],
-                    problems: _Problems) -> None:
+def _check_defaults(
+    adapter: Adapter,
+    caps: Capabilities,
+    info: EngineInfo,
+    defaults: Mapping[str, Any],
+    routes: list[tuple[str | None, list[dict[str, str]] | None]],
+    problems: _Problems,
+) -> None:
     for key, value in defaults.items():
         _build_all(adapter, caps, info, problems, f"defaults.{key}", routes, {key: value})
     _build_all(adapter, caps, info, problems, "defaults", routes, defaults)  # combinations
 
 
-def _check_uses(adapter: Adapter, caps: Capabilities, info: EngineInfo, uses: Any,
-                routes: list[tuple[str | None, list[dict[str, str]] | None]],
-                problems: _Problems) -> None:
+def _check_uses(
+    adapter: Adapter,
+    caps: Capabilities,
+    info: EngineInfo,
+    uses: Any,
+    routes: list[tuple[str | None, list[dict[str, str]] | None]],
+    problems: _Problems,
+) -> None:
     if not isinstance(uses, list):
         problems.add("uses", InvalidOptions("uses must be a list of feature names"))
         return
@@ -303,11 +348,13 @@ def _launch_spec(launch: Any, config: Any, problems: _Problems) -> LaunchSpec | 
 
 def _check_launch(adapter: Adapter, caps: Capabilities, spec: LaunchSpec, problems: _Problems) -> None:
     p = spec.parallel
-    for on, feature, field in ((p.tensor > 1, Feature.TENSOR_PARALLEL, "parallel.tensor"),
-                               (p.pipeline > 1, Feature.PIPELINE_PARALLEL, "parallel.pipeline"),
-                               (p.data > 1, Feature.DATA_PARALLEL, "parallel.data"),
-                               (p.expert, Feature.EXPERT_PARALLEL, "parallel.expert"),
-                               (spec.runtime_lora, Feature.LORA_RUNTIME, "runtime_lora")):
+    for on, feature, field in (
+        (p.tensor > 1, Feature.TENSOR_PARALLEL, "parallel.tensor"),
+        (p.pipeline > 1, Feature.PIPELINE_PARALLEL, "parallel.pipeline"),
+        (p.data > 1, Feature.DATA_PARALLEL, "parallel.data"),
+        (p.expert, Feature.EXPERT_PARALLEL, "parallel.expert"),
+        (spec.runtime_lora, Feature.LORA_RUNTIME, "runtime_lora"),
+    ):
         if on:
             problems.run(f"launch.{field}", lambda f=feature: caps.require(f))  # type: ignore[misc]
     if spec.speculative is not None and spec.speculative.method in _SPECULATIVE:
@@ -340,8 +387,14 @@ def _check_command(adapter: Adapter, spec: LaunchSpec, problems: _Problems) -> N
         error = _command_error(adapter, spec.model, data)
         if error is None:
             return
-        culprit = next((k for k in data if _command_error(
-            adapter, spec.model, {x: v for x, v in data.items() if x != k}) != error), None)
+        culprit = next(
+            (
+                k
+                for k in data
+                if _command_error(adapter, spec.model, {x: v for x, v in data.items() if x != k}) != error
+            ),
+            None,
+        )
         assert isinstance(error, _Same)
         setting = f"launch.{culprit}" if culprit else "launch"
         if not any(p.setting.startswith(setting) for p in problems.items):  # not already listed
@@ -370,7 +423,9 @@ class _Same(Exception):
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _Same) and (type(self.error), str(self.error)) == (
-            type(other.error), str(other.error))
+            type(other.error),
+            str(other.error),
+        )
 
     def __hash__(self) -> int:
         return hash(str(self))

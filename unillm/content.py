@@ -25,8 +25,12 @@ from unillm.errors import InvalidOptions
 
 __all__ = ["Image", "has_images", "normalize_messages", "text_of"]
 
-_SNIFF = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"), (b"GIF8", "image/gif"),
-          (b"BM", "image/bmp"))
+_SNIFF = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF8", "image/gif"),
+    (b"BM", "image/bmp"),
+)
 
 
 class Image:
@@ -65,8 +69,9 @@ def _to_url(source: Any) -> str:
         if mime is None and data[:4] == b"RIFF" and data[8:12] == b"WEBP":
             mime = "image/webp"
         if mime is None:
-            raise InvalidOptions("image bytes are not PNG, JPEG, GIF, WebP or BMP; pass a file path "
-                                 "or a PIL image instead")
+            raise InvalidOptions(
+                "image bytes are not PNG, JPEG, GIF, WebP or BMP; pass a file path or a PIL image instead"
+            )
         return f"data:{mime};base64,{base64.b64encode(data).decode()}"
     if _is_pil(source):
         buffer = io.BytesIO()
@@ -79,14 +84,17 @@ def _to_url(source: Any) -> str:
         try:
             data = path.read_bytes()
         except OSError as e:
-            raise InvalidOptions(f"cannot read image {str(source)!r}: {e.strerror or e}. Pass an "
-                                 "http(s) or data: URL, a readable path, bytes or a PIL image") from None
+            raise InvalidOptions(
+                f"cannot read image {str(source)!r}: {e.strerror or e}. Pass an "
+                "http(s) or data: URL, a readable path, bytes or a PIL image"
+            ) from None
         guessed = mimetypes.guess_type(path.name)[0]
         if guessed and guessed.startswith("image/"):
             return f"data:{guessed};base64,{base64.b64encode(data).decode()}"
         return _to_url(data)
     raise InvalidOptions(
-        f"unillm.Image takes a URL, a path, bytes or a PIL image, not {type(source).__name__}")
+        f"unillm.Image takes a URL, a path, bytes or a PIL image, not {type(source).__name__}"
+    )
 
 
 def _is_pil(value: Any) -> bool:
@@ -123,12 +131,14 @@ def _message(i: int, m: Any) -> dict[str, Any]:
         raise InvalidOptions(
             f"messages[{i}]: content must be a string or a list of parts (strings, unillm.Image, "
             f'{{"type": "text", "text": ...}}, {{"type": "image_url", "image_url": {{"url": ...}}}}), '
-            f"got {content!r}")
+            f"got {content!r}"
+        )
     if role == "tool":
         call_id = m.get("tool_call_id")
         if not isinstance(call_id, str) or not call_id:
-            raise InvalidOptions(f"messages[{i}]: a tool result needs the tool_call_id of the call "
-                                 "it answers (call.id)")
+            raise InvalidOptions(
+                f"messages[{i}]: a tool result needs the tool_call_id of the call it answers (call.id)"
+            )
         out["tool_call_id"] = call_id
         if not isinstance(out["content"], str):
             out["content"] = _result_text(out["content"])
@@ -143,8 +153,10 @@ def _call(i: int, call: Any) -> dict[str, Any]:
         call = to_openai()
     function = call.get("function") if isinstance(call, Mapping) else None
     if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
-        raise InvalidOptions(f"messages[{i}]: a tool call needs {{'id', 'type': 'function', "
-                             f"'function': {{'name', 'arguments'}}}} (or a unillm ToolCall), got {call!r}")
+        raise InvalidOptions(
+            f"messages[{i}]: a tool call needs {{'id', 'type': 'function', "
+            f"'function': {{'name', 'arguments'}}}} (or a unillm ToolCall), got {call!r}"
+        )
     arguments = function.get("arguments", "{}")
     if not isinstance(arguments, str):
         arguments = json.dumps(arguments)
@@ -177,7 +189,8 @@ def _parts(i: int, content: Sequence[Any]) -> str | list[dict[str, Any]]:
         else:
             raise InvalidOptions(
                 f"messages[{i}]: unknown content part {part!r}; use strings, unillm.Image(...), "
-                '{"type": "text", "text": ...} or {"type": "image_url", "image_url": {"url": ...}}')
+                '{"type": "text", "text": ...} or {"type": "image_url", "image_url": {"url": ...}}'
+            )
     if all(p["type"] == "text" for p in parts):
         return "\n".join(p["text"] for p in parts)
     return parts
@@ -191,8 +204,10 @@ def _result_text(content: Any) -> str:
 
 def has_images(messages: Sequence[Mapping[str, Any]] | None) -> bool:
     """True when any message has an image part."""
-    return any(isinstance(m.get("content"), list) and any(p.get("type") == "image_url" for p in m["content"])
-               for m in messages or ())
+    return any(
+        isinstance(m.get("content"), list) and any(p.get("type") == "image_url" for p in m["content"])
+        for m in messages or ()
+    )
 
 
 def text_of(message: Mapping[str, Any]) -> str:

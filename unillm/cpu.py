@@ -56,8 +56,9 @@ def apply_cpu_recipe(adapter: Adapter, spec: LaunchSpec, workdir: Path | None = 
     return recipe.prepare(merged) if recipe.prepare is not None else merged
 
 
-def cpu_settings(engine: str, model: str | Path, *, workdir: str | Path | None = None,
-                 **settings: Any) -> dict[str, Any]:
+def cpu_settings(
+    engine: str, model: str | Path, *, workdir: str | Path | None = None, **settings: Any
+) -> dict[str, Any]:
     """LaunchSpec fields that run ``engine`` with ``model`` on a CPU-only machine.
 
         settings = unillm.cpu_settings("vllm", "/models/qwen2.5-0.5b", max_model_len=4096)
@@ -82,5 +83,8 @@ def _recipe_python(adapter: Adapter, recipe: CpuRecipe) -> Path:
     if not python.is_file():
         raise LaunchError(
             f"{adapter.name}'s CPU recipe runs from the env {recipe.engine_env!r}, which is not built "
-            f"({python} is missing). {recipe.experimental}", command="(cpu recipe)", log_tail=[])
+            f"({python} is missing). {recipe.experimental}",
+            command="(cpu recipe)",
+            log_tail=[],
+        )
     return python

@@ -47,4 +47,6 @@ class Deadline:
                 f"{self.engine}: {what} within deadline={self.seconds:g}s (waiting for a "
                 "connection, retries and generation all count); raise deadline=, lower "
                 "max_tokens, or send fewer requests at once",
-                deadline=self.seconds, partial_text=partial() if partial else ())
+                deadline=self.seconds,
+                partial_text=partial() if partial else (),
+            )

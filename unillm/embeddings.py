@@ -16,8 +16,14 @@ from typing import Any
 from unillm.content import normalize_messages
 from unillm.errors import InvalidOptions, MalformedResponse
 
-__all__ = ["EmbedBatch", "EmbedRequest", "TokenizeRequest", "check_batch", "embed_batches",
-           "tokenize_request"]
+__all__ = [
+    "EmbedBatch",
+    "EmbedRequest",
+    "TokenizeRequest",
+    "check_batch",
+    "embed_batches",
+    "tokenize_request",
+]
 
 DEFAULT_BATCH_SIZE = 64
 
@@ -48,7 +54,11 @@ class TokenizeRequest:
 
 
 def embed_batches(
-    texts: str | Sequence[str], *, batch_size: int, dimensions: int | None, timeout: float | None,
+    texts: str | Sequence[str],
+    *,
+    batch_size: int,
+    dimensions: int | None,
+    timeout: float | None,
 ) -> list[EmbedRequest]:
     """Validate ``embed()``'s arguments and split the texts into requests of ``batch_size``."""
     items = [texts] if isinstance(texts, str) else texts
@@ -60,11 +70,14 @@ def embed_batches(
     for name, value in (("batch_size", batch_size), ("dimensions", dimensions)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise InvalidOptions(f"{name} must be a positive integer, got {value!r}")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                or timeout <= 0):
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
+    ):
         raise InvalidOptions(f"timeout must be a positive number of seconds, got {timeout!r}")
-    return [EmbedRequest(tuple(items[i : i + batch_size]), dimensions, timeout)
-            for i in range(0, len(items), batch_size)]
+    return [
+        EmbedRequest(tuple(items[i : i + batch_size]), dimensions, timeout)
+        for i in range(0, len(items), batch_size)
+    ]
 
 
 def check_batch(batch: EmbedBatch, request: EmbedRequest, engine: str, dimensions: int | None) -> int:
@@ -73,8 +86,9 @@ def check_batch(batch: EmbedBatch, request: EmbedRequest, engine: str, dimension
     ``dimensions`` is the length seen in earlier batches (or asked for with ``dimensions=``).
     """
     if len(batch.vectors) != len(request.texts):
-        raise MalformedResponse(f"{engine} returned {len(batch.vectors)} embeddings for "
-                                f"{len(request.texts)} texts")
+        raise MalformedResponse(
+            f"{engine} returned {len(batch.vectors)} embeddings for {len(request.texts)} texts"
+        )
     lengths = {len(v) for v in batch.vectors}
     if len(lengths) != 1 or 0 in lengths:
         raise MalformedResponse(f"{engine} returned embeddings of different lengths {sorted(lengths)}")
@@ -83,7 +97,8 @@ def check_batch(batch: EmbedBatch, request: EmbedRequest, engine: str, dimension
         asked = request.dimensions is not None and request.dimensions == dimensions
         raise MalformedResponse(
             f"{engine} returned {length}-dimensional embeddings, expected {dimensions}"
-            + (" (dimensions= asked for it)" if asked else " (earlier batches had that length)"))
+            + (" (dimensions= asked for it)" if asked else " (earlier batches had that length)")
+        )
     return length
 
 
@@ -100,6 +115,7 @@ def float_vectors(rows: Any, engine: str) -> list[list[float]]:
     """Embedding rows from JSON, checked for shape only: the numbers are validated once, when
     :class:`~unillm.results.Embeddings` is built (strictly, at pydantic-core speed)."""
     if type(rows) is not list or not all(type(row) is list for row in rows):
-        raise MalformedResponse(f"{engine}: embeddings must be lists of numbers (ask for "
-                                "encoding_format='float')")
+        raise MalformedResponse(
+            f"{engine}: embeddings must be lists of numbers (ask for encoding_format='float')"
+        )
     return rows

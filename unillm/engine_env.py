@@ -51,7 +51,10 @@ def has_gpu() -> bool:
 
 
 def setup_engine(
-    engine: str, *, gpu: bool | None = None, pip_args: Sequence[str] = (),
+    engine: str,
+    *,
+    gpu: bool | None = None,
+    pip_args: Sequence[str] = (),
     log: Callable[[str], None] = print,
 ) -> Path:
     """Install ``engine`` (or a router: "vllm-router", "smg") into its managed venv (idempotent).
@@ -60,8 +63,9 @@ def setup_engine(
     """
     plan = install_plan(engine, gpu=has_gpu() if gpu is None else gpu)
     venv = env_dir(engine)
-    wanted = json.dumps({"packages": plan.packages, "remove": plan.remove_after,
-                         "pip_args": list(pip_args)}, sort_keys=True)
+    wanted = json.dumps(
+        {"packages": plan.packages, "remove": plan.remove_after, "pip_args": list(pip_args)}, sort_keys=True
+    )
     marker = venv / _MARKER
     if marker.is_file() and marker.read_text() == wanted:
         log(f"[unillm] {engine} is already set up in {venv}")
@@ -69,8 +73,10 @@ def setup_engine(
     if venv.exists():
         shutil.rmtree(venv)
     base = _base_python(plan)
-    log(f"[unillm] creating {venv} with {base} and installing {' '.join(plan.packages)} "
-        "(this takes a few minutes)")
+    log(
+        f"[unillm] creating {venv} with {base} and installing {' '.join(plan.packages)} "
+        "(this takes a few minutes)"
+    )
     _run([base, "-m", "venv", str(venv)])
     py = str(_python_in(venv))
     _run([py, "-m", "pip", "install", "--quiet", *pip_args, *plan.packages])
@@ -94,8 +100,11 @@ def _base_python(plan: EngineInstall) -> str:
         return sys.executable
     found = shutil.which(f"python{plan.python}")
     if found is None:
-        raise LaunchError(f"python{plan.python} is needed to install this engine but is not "
-                          "on PATH", command="(setup)", log_tail=[])
+        raise LaunchError(
+            f"python{plan.python} is needed to install this engine but is not on PATH",
+            command="(setup)",
+            log_tail=[],
+        )
     return found
 
 

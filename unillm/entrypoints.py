@@ -1,8 +1,8 @@
 """The two ways in: connect to a running engine, or launch one.
 
-    llm = unillm.connect("vllm", "http://gpu-1:8000", api_key="...")
-    fleet = unillm.connect("vllm", ["http://gpu-1:8000", "http://gpu-2:8000"], policy="prefix")
-    async with unillm.launch("vllm", model="/models/tiny", max_model_len=512) as llm: ...
+llm = unillm.connect("vllm", "http://gpu-1:8000", api_key="...")
+fleet = unillm.connect("vllm", ["http://gpu-1:8000", "http://gpu-2:8000"], policy="prefix")
+async with unillm.launch("vllm", model="/models/tiny", max_model_len=512) as llm: ...
 """
 
 from __future__ import annotations
@@ -26,24 +26,44 @@ if TYPE_CHECKING:
 
 @overload
 def connect(
-    engine: str, base_url: str, *, model: str | None = None, api_key: str | None = None,
-    defaults: Options | None = None, timeouts: Timeouts = Timeouts(),
-    retry: RetryPolicy | None = None, pool: Pool = Pool(),
+    engine: str,
+    base_url: str,
+    *,
+    model: str | None = None,
+    api_key: str | None = None,
+    defaults: Options | None = None,
+    timeouts: Timeouts = Timeouts(),
+    retry: RetryPolicy | None = None,
+    pool: Pool = Pool(),
 ) -> LLM: ...
 
 
 @overload
 def connect(
-    engine: str, base_url: list[str] | tuple[str, ...], *, model: str | None = None,
-    api_key: str | None = None, defaults: Options | None = None, timeouts: Timeouts = Timeouts(),
-    policy: Policy = "round_robin", prefix_chars: int = 256, pool: Pool = Pool(),
+    engine: str,
+    base_url: list[str] | tuple[str, ...],
+    *,
+    model: str | None = None,
+    api_key: str | None = None,
+    defaults: Options | None = None,
+    timeouts: Timeouts = Timeouts(),
+    policy: Policy = "round_robin",
+    prefix_chars: int = 256,
+    pool: Pool = Pool(),
 ) -> Fleet: ...
 
 
 def connect(
-    engine: str, base_url: str | list[str] | tuple[str, ...], *, model: str | None = None,
-    api_key: str | None = None, defaults: Options | None = None, timeouts: Timeouts = Timeouts(),
-    retry: RetryPolicy | None = None, policy: Policy | None = None, prefix_chars: int = 256,
+    engine: str,
+    base_url: str | list[str] | tuple[str, ...],
+    *,
+    model: str | None = None,
+    api_key: str | None = None,
+    defaults: Options | None = None,
+    timeouts: Timeouts = Timeouts(),
+    retry: RetryPolicy | None = None,
+    policy: Policy | None = None,
+    prefix_chars: int = 256,
     pool: Pool = Pool(),
 ) -> LLM | Fleet:
     """Talk to a running engine: ``unillm.connect("vllm", "http://127.0.0.1:8000")``.
@@ -59,46 +79,91 @@ def connect(
     if isinstance(base_url, str):
         if policy is not None:
             raise InvalidOptions("policy= routes between replicas: pass a list of base URLs")
-        return LLM(engine, base_url, model=model, api_key=api_key, defaults=defaults,
-                   timeouts=timeouts, retry=retry or RetryPolicy(), pool=pool)
+        return LLM(
+            engine,
+            base_url,
+            model=model,
+            api_key=api_key,
+            defaults=defaults,
+            timeouts=timeouts,
+            retry=retry or RetryPolicy(),
+            pool=pool,
+        )
     if retry is not None:
-        raise InvalidOptions("retry= is for one engine; a fleet fails over between its replicas and "
-                             "cools down overloaded ones itself (see unillm.Fleet)")
+        raise InvalidOptions(
+            "retry= is for one engine; a fleet fails over between its replicas and "
+            "cools down overloaded ones itself (see unillm.Fleet)"
+        )
     from unillm.fleet import Fleet
 
-    return Fleet.connect(engine, base_url, policy=policy or "round_robin", model=model,
-                         api_key=api_key, defaults=defaults, timeouts=timeouts,
-                         prefix_chars=prefix_chars, pool=pool)
+    return Fleet.connect(
+        engine,
+        base_url,
+        policy=policy or "round_robin",
+        model=model,
+        api_key=api_key,
+        defaults=defaults,
+        timeouts=timeouts,
+        prefix_chars=prefix_chars,
+        pool=pool,
+    )
 
 
 @overload
 def launch(
-    engine: str, spec: LaunchSpec | None = None, *, replicas: Literal[1] = 1, router: None = None,
-    policy: Policy = "round_robin", disaggregation: None = None,
-    progress: ProgressHook | None = print_progress, log_path: Path | None = None,
-    defaults: Options | None = None, timeouts: Timeouts = Timeouts(),
-    retry: RetryPolicy = RetryPolicy(), pool: Pool = Pool(), **settings: Any,
+    engine: str,
+    spec: LaunchSpec | None = None,
+    *,
+    replicas: Literal[1] = 1,
+    router: None = None,
+    policy: Policy = "round_robin",
+    disaggregation: None = None,
+    progress: ProgressHook | None = print_progress,
+    log_path: Path | None = None,
+    defaults: Options | None = None,
+    timeouts: Timeouts = Timeouts(),
+    retry: RetryPolicy = RetryPolicy(),
+    pool: Pool = Pool(),
+    **settings: Any,
 ) -> Launch: ...
 
 
 @overload
 def launch(
-    engine: str, spec: LaunchSpec | None = None, *, replicas: int = 1, router: str | None = None,
-    policy: Policy = "round_robin", disaggregation: Disaggregation | None = None,
-    replica_env: Sequence[Mapping[str, str]] = (), progress: ProgressHook | None = print_progress,
+    engine: str,
+    spec: LaunchSpec | None = None,
+    *,
+    replicas: int = 1,
+    router: str | None = None,
+    policy: Policy = "round_robin",
+    disaggregation: Disaggregation | None = None,
+    replica_env: Sequence[Mapping[str, str]] = (),
+    progress: ProgressHook | None = print_progress,
     log_path: Path | None = None,
-    defaults: Options | None = None, timeouts: Timeouts = Timeouts(),
-    retry: RetryPolicy = RetryPolicy(), pool: Pool = Pool(), **settings: Any,
+    defaults: Options | None = None,
+    timeouts: Timeouts = Timeouts(),
+    retry: RetryPolicy = RetryPolicy(),
+    pool: Pool = Pool(),
+    **settings: Any,
 ) -> Launch | FleetLaunch: ...
 
 
 def launch(
-    engine: str, spec: LaunchSpec | None = None, *, replicas: int = 1, router: str | None = None,
-    policy: Policy = "round_robin", disaggregation: Disaggregation | None = None,
-    replica_env: Sequence[Mapping[str, str]] = (), progress: ProgressHook | None = print_progress,
+    engine: str,
+    spec: LaunchSpec | None = None,
+    *,
+    replicas: int = 1,
+    router: str | None = None,
+    policy: Policy = "round_robin",
+    disaggregation: Disaggregation | None = None,
+    replica_env: Sequence[Mapping[str, str]] = (),
+    progress: ProgressHook | None = print_progress,
     log_path: Path | None = None,
-    defaults: Options | None = None, timeouts: Timeouts = Timeouts(),
-    retry: RetryPolicy = RetryPolicy(), pool: Pool = Pool(), **settings: Any,
+    defaults: Options | None = None,
+    timeouts: Timeouts = Timeouts(),
+    retry: RetryPolicy = RetryPolicy(),
+    pool: Pool = Pool(),
+    **settings: Any,
 ) -> Launch | FleetLaunch:
     """Start an engine; ``async with`` the result to get a connected LLM, stopped on exit.
 
@@ -115,14 +180,34 @@ def launch(
     """
     full = build_spec(spec, settings)
     if replicas == 1 and router is None and disaggregation is None and not replica_env:
-        return Launch(engine, full, progress=progress, log_path=log_path, defaults=defaults,
-                      timeouts=timeouts, retry=retry, pool=pool)
+        return Launch(
+            engine,
+            full,
+            progress=progress,
+            log_path=log_path,
+            defaults=defaults,
+            timeouts=timeouts,
+            retry=retry,
+            pool=pool,
+        )
     from unillm.fleet_launch import FleetLaunch
 
     if log_path is not None:
-        raise InvalidOptions("a fleet writes one log per process: pass log_dir via "
-                             "unillm.fleet_launch.FleetLaunch(..., log_dir=...), not log_path")
-    return FleetLaunch(engine, full, replicas=replicas, router=router, policy=policy,
-                       disaggregation=disaggregation, replica_env=replica_env, progress=progress,
-                       defaults=defaults,
-                       timeouts=timeouts, retry=retry, pool=pool)
+        raise InvalidOptions(
+            "a fleet writes one log per process: pass log_dir via "
+            "unillm.fleet_launch.FleetLaunch(..., log_dir=...), not log_path"
+        )
+    return FleetLaunch(
+        engine,
+        full,
+        replicas=replicas,
+        router=router,
+        policy=policy,
+        disaggregation=disaggregation,
+        replica_env=replica_env,
+        progress=progress,
+        defaults=defaults,
+        timeouts=timeouts,
+        retry=retry,
+        pool=pool,
+    )

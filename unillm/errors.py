@@ -34,7 +34,12 @@ class UnsupportedFeature(UnillmError):
     """The engine (or its detected version) cannot honour an option; nothing was sent."""
 
     def __init__(
-        self, engine: str, feature: str, *, version: str | None = None, why: str = "",
+        self,
+        engine: str,
+        feature: str,
+        *,
+        version: str | None = None,
+        why: str = "",
         alternative: str = "",
     ) -> None:
         self.engine, self.feature, self.version = engine, feature, version
@@ -52,7 +57,11 @@ class EngineError(UnillmError):
     """The engine answered with an error status; ``engine_message`` is its own text."""
 
     def __init__(
-        self, message: str, *, engine: str, status: int | None = None,
+        self,
+        message: str,
+        *,
+        engine: str,
+        status: int | None = None,
         engine_message: str = "",
     ) -> None:
         self.engine, self.status, self.engine_message = engine, status, engine_message
@@ -86,8 +95,13 @@ class Overloaded(EngineError):
     """The engine is overloaded (HTTP 429/503) and retries ran out."""
 
     def __init__(
-        self, message: str, *, engine: str, status: int | None = None,
-        engine_message: str = "", retry_after: float | None = None,
+        self,
+        message: str,
+        *,
+        engine: str,
+        status: int | None = None,
+        engine_message: str = "",
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message, engine=engine, status=status, engine_message=engine_message)
         self.retry_after = retry_after
@@ -124,6 +138,7 @@ class FanOutFailed(UnillmError):
     ) -> None:
         self.failures, self.succeeded = dict(failures), list(succeeded)
         super().__init__(message)
+
 
 class PoolTimeout(UnillmError, TimeoutError):
     """No pooled connection to the engine became free in time; nothing was sent.
@@ -180,8 +195,15 @@ class LaunchError(UnillmError):
     first error lines of the log, numbered (empty when they are in ``log_tail`` anyway).
     """
 
-    def __init__(self, message: str, *, command: str, log_tail: Sequence[str],
-                 error_lines: Sequence[str] = (), causes: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        command: str,
+        log_tail: Sequence[str],
+        error_lines: Sequence[str] = (),
+        causes: Sequence[str] = (),
+    ) -> None:
         self.command, self.log_tail = command, list(log_tail)
         self.error_lines, self.causes = list(error_lines), list(causes)
         parts = [message, *(f"likely cause: {c}" for c in self.causes), f"command: {command}"]

@@ -115,22 +115,32 @@ class Fleet:
     """
 
     def __init__(
-        self, replicas: Sequence[LLM], *, policy: Policy = "round_robin",
-        defaults: Options | None = None, prefix_chars: int = 256, load_factor: float = 1.25,
-        cooldown: Backoff = Backoff(0.5, 30.0), ejection: Backoff = Backoff(1.0, 30.0),
+        self,
+        replicas: Sequence[LLM],
+        *,
+        policy: Policy = "round_robin",
+        defaults: Options | None = None,
+        prefix_chars: int = 256,
+        load_factor: float = 1.25,
+        cooldown: Backoff = Backoff(0.5, 30.0),
+        ejection: Backoff = Backoff(1.0, 30.0),
         metrics_interval: float = 1.0,
     ) -> None:
         given = list(replicas) if isinstance(replicas, Sequence) else []
         if not given:
-            raise InvalidOptions("a Fleet needs at least one replica: unillm.connect(engine, "
-                                 "['http://a:8000', 'http://b:8000']) or Fleet([llm_a, llm_b])")
+            raise InvalidOptions(
+                "a Fleet needs at least one replica: unillm.connect(engine, "
+                "['http://a:8000', 'http://b:8000']) or Fleet([llm_a, llm_b])"
+            )
         if not all(isinstance(r, LLM) for r in given):
             raise InvalidOptions("Fleet([...]) takes unillm.LLM objects (from unillm.connect)")
         engines = {r.base_url: r.engine for r in given}
         if len(set(engines.values())) > 1:
             raise ReplicaMismatch(
                 "a fleet serves one model on one engine, but its replicas use different engines: "
-                + ", ".join(f"{u} ({e})" for u, e in engines.items()), replicas=engines)
+                + ", ".join(f"{u} ({e})" for u, e in engines.items()),
+                replicas=engines,
+            )
         _refuse_duplicates([r.base_url for r in given])
         if defaults is None:
             defaults = given[0].defaults
@@ -138,18 +148,28 @@ class Fleet:
                 raise InvalidOptions("the replicas have different defaults; pass Fleet(..., defaults=...)")
         make_request("", None, None, defaults, stream=False)  # validate now
         self._given = given
-        self.replicas: list[LLM] = [r if r.retry.attempts == 1 else r.clone(retry=NO_RETRY)
-                                    for r in given]
+        self.replicas: list[LLM] = [r if r.retry.attempts == 1 else r.clone(retry=NO_RETRY) for r in given]
         self.engine: str = given[0].engine
         self.defaults: Options = dict(defaults)  # type: ignore[assignment]
         self.policy: Policy = policy
         self.metrics_interval = metrics_interval
         self._settings: dict[str, Any] = {
-            "policy": policy, "defaults": self.defaults, "prefix_chars": prefix_chars,
-            "load_factor": load_factor, "cooldown": cooldown, "ejection": ejection,
-            "metrics_interval": metrics_interval}
-        self._router = Router([r.base_url for r in self.replicas], policy, prefix_chars=prefix_chars,
-                              load_factor=load_factor, cooldown=cooldown, ejection=ejection)
+            "policy": policy,
+            "defaults": self.defaults,
+            "prefix_chars": prefix_chars,
+            "load_factor": load_factor,
+            "cooldown": cooldown,
+            "ejection": ejection,
+            "metrics_interval": metrics_interval,
+        }
+        self._router = Router(
+            [r.base_url for r in self.replicas],
+            policy,
+            prefix_chars=prefix_chars,
+            load_factor=load_factor,
+            cooldown=cooldown,
+            ejection=ejection,
+        )
         self._info: EngineInfo | None = None
         self._caps: Capabilities | None = None
         self._mixed_versions = False
@@ -168,17 +188,36 @@ class Fleet:
 
     @classmethod
     def connect(
-        cls, engine: str, base_urls: Sequence[str], *, policy: Policy = "round_robin",
-        model: str | None = None, api_key: str | None = None, defaults: Options | None = None,
-        timeouts: Timeouts = Timeouts(), prefix_chars: int = 256, pool: Pool = Pool(),
+        cls,
+        engine: str,
+        base_urls: Sequence[str],
+        *,
+        policy: Policy = "round_robin",
+        model: str | None = None,
+        api_key: str | None = None,
+        defaults: Options | None = None,
+        timeouts: Timeouts = Timeouts(),
+        prefix_chars: int = 256,
+        pool: Pool = Pool(),
     ) -> Fleet:
         """A fleet of running replicas: ``Fleet.connect("vllm", ["http://a:8000", "http://b:8000"])``."""
         if isinstance(base_urls, str) or not isinstance(base_urls, Sequence):
             raise InvalidOptions(f"a fleet takes a list of base URLs, got {base_urls!r}")
         if not base_urls:
             raise InvalidOptions("a fleet needs at least one replica URL, got an empty list")
-        llms = [LLM(engine, url, model=model, api_key=api_key, defaults=defaults,
-                    timeouts=timeouts, retry=NO_RETRY, pool=pool) for url in base_urls]
+        llms = [
+            LLM(
+                engine,
+                url,
+                model=model,
+                api_key=api_key,
+                defaults=defaults,
+                timeouts=timeouts,
+                retry=NO_RETRY,
+                pool=pool,
+            )
+            for url in base_urls
+        ]
         return cls(llms, policy=policy, defaults=defaults, prefix_chars=prefix_chars)
 
     @property
@@ -188,8 +227,10 @@ class Fleet:
 
     def __repr__(self) -> str:
         model = self._info.model if self._info else None
-        return (f"Fleet(engine={self.engine!r}, policy={self.policy!r}, model={model!r}, "
-                f"replicas={self.base_urls!r})")
+        return (
+            f"Fleet(engine={self.engine!r}, policy={self.policy!r}, model={model!r}, "
+            f"replicas={self.base_urls!r})"
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
     async def __aenter__(self) -> Self:
@@ -227,12 +268,20 @@ class Fleet:
         out = []
         for r in self._router.replicas:
             state = r.state(now)
-            until = (r.ejected_until if state == "ejected" else
-                     r.cooling_until if state == "cooling" else None)
-            out.append(ReplicaStats(
-                url=r.url, state=state, in_flight=r.in_flight, requests=r.requests, errors=r.errors,
-                overloads=r.overloads, available_in_s=None if until is None else max(0.0, until - now),
-                waiting=r.waiting, last_error=r.last_error))
+            until = r.ejected_until if state == "ejected" else r.cooling_until if state == "cooling" else None
+            out.append(
+                ReplicaStats(
+                    url=r.url,
+                    state=state,
+                    in_flight=r.in_flight,
+                    requests=r.requests,
+                    errors=r.errors,
+                    overloads=r.overloads,
+                    available_in_s=None if until is None else max(0.0, until - now),
+                    waiting=r.waiting,
+                    last_error=r.last_error,
+                )
+            )
         return FleetStats(policy=self.policy, replicas=out)
 
     # -- discovery -------------------------------------------------------------------------
@@ -267,22 +316,30 @@ class Fleet:
             else:
                 found[i] = answer
         if not found:
-            raise EngineUnavailable("no replica of the fleet answered discovery: " + "; ".join(
-                f"{self.replicas[i].base_url}: {a}" for i, a in zip(asked, answers, strict=True)))
-        served = {self.replicas[i].base_url: f"{info.engine} serving {info.model!r}"
-                  for i, info in found.items()}
+            raise EngineUnavailable(
+                "no replica of the fleet answered discovery: "
+                + "; ".join(f"{self.replicas[i].base_url}: {a}" for i, a in zip(asked, answers, strict=True))
+            )
+        served = {
+            self.replicas[i].base_url: f"{info.engine} serving {info.model!r}" for i, info in found.items()
+        }
         if len(set(served.values())) > 1:
             raise ReplicaMismatch(
                 "a fleet serves one model on one engine, but its replicas differ: "
                 + ", ".join(f"{u}: {s}" for u, s in served.items())
-                + ". Point the fleet only at replicas of the same model", replicas=served)
+                + ". Point the fleet only at replicas of the same model",
+                replicas=served,
+            )
         infos = list(found.values())
         versions = {info.version for info in infos}
         lengths = [info.max_model_len for info in infos if info.max_model_len is not None]
         first = infos[0]
-        self._info = EngineInfo(first.engine, first.model,
-                                version=first.version if len(versions) == 1 else None,
-                                max_model_len=min(lengths) if lengths else None)
+        self._info = EngineInfo(
+            first.engine,
+            first.model,
+            version=first.version if len(versions) == 1 else None,
+            max_model_len=min(lengths) if lengths else None,
+        )
         self._caps = _common([await self.replicas[i].capabilities() for i in found])
         self._mixed_versions = len(versions) > 1
         for i in found:
@@ -294,8 +351,10 @@ class Fleet:
         replica = self.replicas[i]
         info = await replica.info()
         if (info.engine, info.model) != (self._info.engine, self._info.model):
-            why = (f"{replica.base_url} serves {info.model!r} on {info.engine}, but the fleet serves "
-                   f"{self._info.model!r} on {self._info.engine}; it gets no requests")
+            why = (
+                f"{replica.base_url} serves {info.model!r} on {info.engine}, but the fleet serves "
+                f"{self._info.model!r} on {self._info.engine}; it gets no requests"
+            )
             self._router.mismatched(i, why)
             raise ReplicaMismatch(why, replicas={replica.base_url: f"{info.engine} serving {info.model!r}"})
         if info.version != self._info.version:
@@ -336,42 +395,69 @@ class Fleet:
         samples: list[Sample] = []
         for llm, answer in zip(self.replicas, answers, strict=True):
             up = isinstance(answer, EngineMetrics)
-            samples.append(Sample(name="unillm_replica_up", labels={"replica": llm.base_url},
-                                  value=1.0 if up else 0.0))
+            samples.append(
+                Sample(name="unillm_replica_up", labels={"replica": llm.base_url}, value=1.0 if up else 0.0)
+            )
             if isinstance(answer, EngineMetrics):
-                samples += [Sample(name=s.name, labels={**s.labels, "replica": llm.base_url},
-                                   value=s.value) for s in answer.samples]
+                samples += [
+                    Sample(name=s.name, labels={**s.labels, "replica": llm.base_url}, value=s.value)
+                    for s in answer.samples
+                ]
         if not any(isinstance(a, EngineMetrics) for a in answers):
             raise cast(UnillmError, answers[0])
-        return CombinedMetrics(samples=samples, engine=self.replicas[0].engine, replicas={
-            llm.base_url: a for llm, a in zip(self.replicas, answers, strict=True)
-            if isinstance(a, EngineMetrics)})
+        return CombinedMetrics(
+            samples=samples,
+            engine=self.replicas[0].engine,
+            replicas={
+                llm.base_url: a
+                for llm, a in zip(self.replicas, answers, strict=True)
+                if isinstance(a, EngineMetrics)
+            },
+        )
 
     def openai(self) -> AsyncOpenAI:
         """Refused: an OpenAI client talks to one URL, which would bypass the fleet."""
         raise UnsupportedFeature(
-            self.engine, "openai() on a Fleet", why=(
+            self.engine,
+            "openai() on a Fleet",
+            why=(
                 "an OpenAI client sends every request to one URL, bypassing the fleet's routing, "
-                "failover and cooldowns"),
-            alternative=("Use fleet.replicas[i].openai() for one replica, or put a router "
-                         "(vllm-router, smg) in front of the replicas and connect to it"))
+                "failover and cooldowns"
+            ),
+            alternative=(
+                "Use fleet.replicas[i].openai() for one replica, or put a router "
+                "(vllm-router, smg) in front of the replicas and connect to it"
+            ),
+        )
 
     # -- generation ------------------------------------------------------------------------
     @overload
     async def generate(
-        self, prompt: str | None = None, *, messages: Messages | None = None,
-        output: type[M], **options: Unpack[Options],
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Messages | None = None,
+        output: type[M],
+        **options: Unpack[Options],
     ) -> Completion[M]: ...
 
     @overload
     async def generate(
-        self, prompt: str | None = None, *, messages: Messages | None = None,
-        output: OutputSpec | None = None, **options: Unpack[Options],
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Messages | None = None,
+        output: OutputSpec | None = None,
+        **options: Unpack[Options],
     ) -> Completion[Any]: ...
 
     async def generate(
-        self, prompt: str | None = None, *, messages: Messages | None = None,
-        output: OutputSpec | None = None, **options: Unpack[Options],
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Messages | None = None,
+        output: OutputSpec | None = None,
+        **options: Unpack[Options],
     ) -> Completion[Any]:
         """Generate on one replica (see :meth:`LLM.generate`); fails over before any answer."""
         request = make_request(prompt, messages, output, {**self.defaults, **options}, stream=False)
@@ -405,8 +491,12 @@ class Fleet:
                 self._router.end(i)
 
     def stream(
-        self, prompt: str | None = None, *, messages: Messages | None = None,
-        output: OutputSpec | None = None, **options: Unpack[Options],
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Messages | None = None,
+        output: OutputSpec | None = None,
+        **options: Unpack[Options],
     ) -> Stream:
         """Stream from one replica (see :meth:`LLM.stream`); fails over only before it starts."""
         request = make_request(prompt, messages, output, {**self.defaults, **options}, stream=True)
@@ -414,17 +504,30 @@ class Fleet:
 
     # -- embeddings and tokens ---------------------------------------------------------------
     async def embed(
-        self, texts: str | Sequence[str], *, batch_size: int = DEFAULT_BATCH_SIZE,
-        dimensions: int | None = None, concurrency: int = 4, timeout: float | None = None,
+        self,
+        texts: str | Sequence[str],
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        dimensions: int | None = None,
+        concurrency: int = 4,
+        timeout: float | None = None,
     ) -> Embeddings:
         """Embed on one replica (see :meth:`LLM.embed`); fails over before any answer."""
         if self._info is None:
             await self.info()
-        return await self._call(None, lambda llm: llm.embed(
-            texts, batch_size=batch_size, dimensions=dimensions, concurrency=concurrency, timeout=timeout))
+        return await self._call(
+            None,
+            lambda llm: llm.embed(
+                texts, batch_size=batch_size, dimensions=dimensions, concurrency=concurrency, timeout=timeout
+            ),
+        )
 
     async def tokenize(
-        self, text: str | None = None, *, messages: Messages | None = None, timeout: float | None = None,
+        self,
+        text: str | None = None,
+        *,
+        messages: Messages | None = None,
+        timeout: float | None = None,
     ) -> Tokens:
         """Tokenize on one replica (see :meth:`LLM.tokenize`); fails over before any answer."""
         if self._info is None:
@@ -471,7 +574,9 @@ class Fleet:
             return Overloaded(
                 f"every replica of the fleet is overloaded (429/503) or unreachable; the first "
                 f"takes requests again in {wait:.2f}s: retry after e.retry_after seconds",
-                engine=self.engine, retry_after=wait)
+                engine=self.engine,
+                retry_after=wait,
+            )
         why = "; ".join(f"{r.url}: {r.last_error}" for r in self._router.replicas)
         when = f" The next trial request goes out in {probe:.2f}s." if probe is not None else ""
         return EngineUnavailable(f"no replica of the fleet can take the request ({why}).{when}")
@@ -490,8 +595,9 @@ class Fleet:
     async def _scrape_queues(self) -> None:
         try:
             now = time.monotonic()
-            wanted = [i for i, r in enumerate(self._router.replicas)
-                      if not self._no_queue[i] and r.available(now)]
+            wanted = [
+                i for i, r in enumerate(self._router.replicas) if not self._no_queue[i] and r.available(now)
+            ]
             async with anyio.create_task_group() as tg:
                 for i in wanted:
                     tg.start_soon(self._scrape_queue, i)
@@ -512,7 +618,9 @@ class Fleet:
         state.waiting = waiting
 
     async def _each(
-        self, fn: Callable[[LLM], Awaitable[R]], which: Sequence[int] | None = None,
+        self,
+        fn: Callable[[LLM], Awaitable[R]],
+        which: Sequence[int] | None = None,
     ) -> list[R | UnillmError]:
         """``fn`` on every replica (or those in ``which``) concurrently; each result, or the
         UnillmError it raised, in order."""
@@ -603,8 +711,9 @@ class FleetLoras:
     async def _fan_out(self, fn: Callable[[LLM], Awaitable[None]], what: str) -> None:
         fleet = self._fleet
         answers = await fleet._each(fn)
-        failures = {fleet.replicas[i].base_url: a for i, a in enumerate(answers)
-                    if isinstance(a, UnillmError)}
+        failures = {
+            fleet.replicas[i].base_url: a for i, a in enumerate(answers) if isinstance(a, UnillmError)
+        }
         if not failures:
             return
         if len(failures) == len(answers):
@@ -614,8 +723,10 @@ class FleetLoras:
             f"{what} failed on {len(failures)} of {len(answers)} replicas ("
             + "; ".join(f"{u}: {e}" for u, e in failures.items())
             + f") and worked on {', '.join(succeeded)}. Fix those replicas and repeat it there "
-            "(fleet.replicas[i].loras), or undo it on the others", failures=failures,
-            succeeded=succeeded)
+            "(fleet.replicas[i].loras), or undo it on the others",
+            failures=failures,
+            succeeded=succeeded,
+        )
 
 
 FleetAdapters = FleetLoras  # deprecated alias
@@ -639,8 +750,10 @@ def _refuse_duplicates(urls: list[str]) -> None:
         port = u.port or {"http": 80, "https": 443}.get(u.scheme, 0)
         key = f"{u.scheme}://{u.host}:{port}{u.path.rstrip('/')}"
         if key in seen:
-            raise InvalidOptions(f"duplicate replica URL: {seen[key]!r} and {url!r} are the same "
-                                 "engine; list each replica once")
+            raise InvalidOptions(
+                f"duplicate replica URL: {seen[key]!r} and {url!r} are the same "
+                "engine; list each replica once"
+            )
         seen[key] = url
 
 

@@ -58,34 +58,53 @@ class FleetLaunch:
     """
 
     def __init__(
-        self, engine: str | Adapter, spec: LaunchSpec, *, replicas: int = 1,
-        router: str | None = None, policy: Policy = "round_robin",
-        disaggregation: Disaggregation | None = None, router_python: str | None = None,
+        self,
+        engine: str | Adapter,
+        spec: LaunchSpec,
+        *,
+        replicas: int = 1,
+        router: str | None = None,
+        policy: Policy = "round_robin",
+        disaggregation: Disaggregation | None = None,
+        router_python: str | None = None,
         replica_env: Sequence[Mapping[str, str]] = (),
-        progress: ProgressHook | None = print_progress, log_dir: Path | None = None,
-        defaults: Options | None = None, timeouts: Timeouts = Timeouts(),
-        retry: RetryPolicy = RetryPolicy(), pool: Pool = Pool(),
+        progress: ProgressHook | None = print_progress,
+        log_dir: Path | None = None,
+        defaults: Options | None = None,
+        timeouts: Timeouts = Timeouts(),
+        retry: RetryPolicy = RetryPolicy(),
+        pool: Pool = Pool(),
     ) -> None:
         self.adapter = get_adapter(engine) if isinstance(engine, str) else engine
         if replicas < 1:
             raise InvalidOptions(f"replicas must be at least 1, got {replicas}")
         if disaggregation is not None and replicas != 1:
-            raise InvalidOptions("give either replicas=N or disaggregation=Disaggregation(prefill=P, "
-                                 "decode=D), not both: the prefill and decode counts are the engines")
+            raise InvalidOptions(
+                "give either replicas=N or disaggregation=Disaggregation(prefill=P, "
+                "decode=D), not both: the prefill and decode counts are the engines"
+            )
         if disaggregation is not None and router is None:
-            raise InvalidOptions("prefill/decode disaggregation needs a router to pair each request's "
-                                 "prefill and decode: pass router='vllm-router' or router='smg'")
+            raise InvalidOptions(
+                "prefill/decode disaggregation needs a router to pair each request's "
+                "prefill and decode: pass router='vllm-router' or router='smg'"
+            )
         if spec.in_process or spec.nodes is not None or spec.pd is not None:
-            raise InvalidOptions("a fleet launches separate engine servers: in_process, nodes= and pd= "
-                                 "apply to one engine (use disaggregation= for prefill/decode roles)")
+            raise InvalidOptions(
+                "a fleet launches separate engine servers: in_process, nodes= and pd= "
+                "apply to one engine (use disaggregation= for prefill/decode roles)"
+            )
         self.policy: Policy = policy
         self.disaggregation = disaggregation
         self.tool: RouterTool | None = get_router(router) if router is not None else None
         if self.tool is not None:
             self.tool.policy(policy)  # refuse a policy the router lacks before anything starts
         self.log_dir = log_dir or Path(tempfile.gettempdir())
-        self._connect: dict[str, Any] = {"defaults": defaults, "timeouts": timeouts, "retry": retry,
-                                          "pool": pool}
+        self._connect: dict[str, Any] = {
+            "defaults": defaults,
+            "timeouts": timeouts,
+            "retry": retry,
+            "pool": pool,
+        }
         self._progress = progress
         if spec.api_key == "auto":  # one key for every engine (and the router in front)
             spec = spec.model_copy(update={"api_key": SecretStr(secrets.token_urlsafe(24))})
@@ -95,14 +114,20 @@ class FleetLaunch:
         ports = _distinct_ports(count, spec.host, first=engine_port)
         self.roles: list[PDRole | None] = _roles(disaggregation, spec.host, count, self.adapter.name)
         if replica_env and len(replica_env) != count:
-            raise InvalidOptions(f"replica_env has {len(replica_env)} entries for {count} engines: "
-                                 "give one mapping per engine")
+            raise InvalidOptions(
+                f"replica_env has {len(replica_env)} entries for {count} engines: give one mapping per engine"
+            )
         envs = [{**spec.env, **extra} for extra in replica_env] or [spec.env] * count
         self.engines: list[Launch] = [
-            Launch(self.adapter, spec.model_copy(update={"port": port, "pd": role, "env": env}),
-                   progress=progress, **self._connect,
-                   log_path=self.log_dir / f"unillm-{self.adapter.name}-{port}.log")
-            for port, role, env in zip(ports, self.roles, envs, strict=True)]
+            Launch(
+                self.adapter,
+                spec.model_copy(update={"port": port, "pd": role, "env": env}),
+                progress=progress,
+                **self._connect,
+                log_path=self.log_dir / f"unillm-{self.adapter.name}-{port}.log",
+            )
+            for port, role, env in zip(ports, self.roles, envs, strict=True)
+        ]
         self.router: Launch | None = self._router_launch(router_python) if self.tool else None
         self._fleet: Fleet | None = None
 
@@ -141,20 +166,30 @@ class FleetLaunch:
             elif role is not None:
                 decode.append(url)
         return router_launch(
-            self.adapter, self.tool.name, () if self.disaggregation else urls, policy=self.policy,
-            prefill=prefill, decode=decode,
+            self.adapter,
+            self.tool.name,
+            () if self.disaggregation else urls,
+            policy=self.policy,
+            prefill=prefill,
+            decode=decode,
             transfer=self.disaggregation.transfer if self.disaggregation else None,
             spec=self.spec.model_copy(update={"port": self.spec.port or free_port(self.spec.host)}),
-            router_python=router_python, progress=self._progress, log_dir=self.log_dir,
-            **self._connect)
+            router_python=router_python,
+            progress=self._progress,
+            log_dir=self.log_dir,
+            **self._connect,
+        )
 
     # -- lifecycle --------------------------------------------------------------------------
     async def __aenter__(self) -> Fleet | LLM:
         if self.disaggregation is not None:
             _require_gpu(self.adapter.name)
         if self.tool is not None and self.router is not None and self.router.spec.python is None:
-            raise LaunchError(f"{self.tool.name} is not installed: run `unillm setup {self.tool.name}`",
-                              command=self.router.command().render(), log_tail=[])
+            raise LaunchError(
+                f"{self.tool.name} is not installed: run `unillm setup {self.tool.name}`",
+                command=self.router.command().render(),
+                log_tail=[],
+            )
         try:
             llms = await self._start_engines()
             if self.router is not None:
@@ -206,11 +241,19 @@ class FleetLaunch:
 
 
 def router_launch(
-    engine: str | Adapter, router: str, workers: Sequence[str] = (), *, spec: LaunchSpec,
-    policy: Policy = "round_robin", prefill: Sequence[PrefillWorker] = (),
-    decode: Sequence[str] = (), transfer: TransferBackend | None = None,
-    router_python: str | None = None, progress: ProgressHook | None = print_progress,
-    log_dir: Path | None = None, **connect: Any,
+    engine: str | Adapter,
+    router: str,
+    workers: Sequence[str] = (),
+    *,
+    spec: LaunchSpec,
+    policy: Policy = "round_robin",
+    prefill: Sequence[PrefillWorker] = (),
+    decode: Sequence[str] = (),
+    transfer: TransferBackend | None = None,
+    router_python: str | None = None,
+    progress: ProgressHook | None = print_progress,
+    log_dir: Path | None = None,
+    **connect: Any,
 ) -> Launch:
     """A router in front of engines that already run; ``async with`` gives an LLM pointed at it.
 
@@ -227,15 +270,38 @@ def router_launch(
     python = router_python or _router_python(tool.name)
     port = spec.port or free_port(spec.host)
     rspec = RouterSpec(
-        workers=tuple(workers), policy=policy, host=spec.host, port=port, api_key=spec.key(),
-        python=python, metrics_port=free_port(spec.host), prefill=tuple(prefill),
-        decode=tuple(decode), transfer=transfer, engine=adapter.name)
+        workers=tuple(workers),
+        policy=policy,
+        host=spec.host,
+        port=port,
+        api_key=spec.key(),
+        python=python,
+        metrics_port=free_port(spec.host),
+        prefill=tuple(prefill),
+        decode=tuple(decode),
+        transfer=transfer,
+        engine=adapter.name,
+    )
     command = tool.command(rspec)
-    lspec = LaunchSpec(model=spec.model, served_name=spec.served_name, host=spec.host, port=port,
-                       api_key=spec.api_key, python=python, ready_timeout=spec.ready_timeout)
+    lspec = LaunchSpec(
+        model=spec.model,
+        served_name=spec.served_name,
+        host=spec.host,
+        port=port,
+        api_key=spec.api_key,
+        python=python,
+        ready_timeout=spec.ready_timeout,
+    )
     log_dir = log_dir or Path(tempfile.gettempdir())
-    return Launch(adapter, lspec, command=command, name=tool.name, progress=progress,
-                  log_path=log_dir / f"unillm-{tool.name}-{port}.log", **connect)
+    return Launch(
+        adapter,
+        lspec,
+        command=command,
+        name=tool.name,
+        progress=progress,
+        log_path=log_dir / f"unillm-{tool.name}-{port}.log",
+        **connect,
+    )
 
 
 def _distinct_ports(count: int, host: str, *, first: int | None) -> list[int]:
@@ -260,9 +326,14 @@ def _roles(pd: Disaggregation | None, host: str, count: int, engine: str) -> lis
         return [None] * count
     ports = _distinct_ports(count, host, first=None)
     decode_port = engine == "vllm" and pd.transfer == "nixl"
-    roles = [PDRole(role="prefill", transfer=pd.transfer, port=port) for port in ports[:pd.prefill]]
-    return [*roles, *(PDRole(role="decode", transfer=pd.transfer, port=port if decode_port else None)
-                      for port in ports[pd.prefill:])]
+    roles = [PDRole(role="prefill", transfer=pd.transfer, port=port) for port in ports[: pd.prefill]]
+    return [
+        *roles,
+        *(
+            PDRole(role="decode", transfer=pd.transfer, port=port if decode_port else None)
+            for port in ports[pd.prefill :]
+        ),
+    ]
 
 
 def _bootstrap_port(engine: str, role: PDRole) -> int | None:
@@ -284,6 +355,9 @@ def _require_gpu(engine: str) -> None:
 
     if not has_gpu():
         raise UnsupportedFeature(
-            engine, "prefill/decode disaggregation", why="its KV-cache transfer (NIXL, Mooncake) "
+            engine,
+            "prefill/decode disaggregation",
+            why="its KV-cache transfer (NIXL, Mooncake) "
             "moves GPU memory and no NVIDIA driver is visible here",
-            alternative="Run it on GPU machines; `unillm launch ... --dry-run` shows the commands")
+            alternative="Run it on GPU machines; `unillm launch ... --dry-run` shows the commands",
+        )

@@ -23,7 +23,8 @@ __all__ = ["ERROR_LINE", "LaunchLog"]
 
 ERROR_LINE = re.compile(
     r"Traceback \(most recent call last\)|\b[A-Z]\w*(?:Error|Exception)\b|\b(?:ERROR|FATAL|CRITICAL)\b"
-    r"|(?i:\berror:)")
+    r"|(?i:\berror:)"
+)
 EXCEPTION_LINE = re.compile(r"\b[A-Z]\w*(?:Error|Exception): \S")  # "ValueError: not enough memory"
 _MILD = re.compile(r"\b(?:DEBUG|INFO|WARN|WARNING)\b")
 _SEVERE = re.compile(r"\b(?:ERROR|FATAL|CRITICAL)\b")
@@ -44,8 +45,9 @@ def _severity(line: str) -> int:
 class LaunchLog:
     """Keeps the last ``tail`` lines, at most ``max_errors`` first error lines, the matched causes."""
 
-    def __init__(self, hints: Mapping[str, str] | None = None, *, tail: int = 50,
-                 max_errors: int = 20) -> None:
+    def __init__(
+        self, hints: Mapping[str, str] | None = None, *, tail: int = 50, max_errors: int = 20
+    ) -> None:
         self._hints = [(re.compile(pattern), advice) for pattern, advice in (hints or {}).items()]
         self._tail: deque[tuple[int, str]] = deque(maxlen=tail)
         self._errors: list[tuple[int, str]] = []
@@ -61,7 +63,8 @@ class LaunchLog:
         number = self.count
         severity = _severity(line)
         wanted = (severity == 2 and self._exceptions < _FIRST_EXCEPTIONS) or (
-            severity == 1 and self._first < _FIRST_ERRORS)
+            severity == 1 and self._first < _FIRST_ERRORS
+        )
         if wanted:
             self._exceptions += severity == 2
             self._first += severity == 1

@@ -1,8 +1,8 @@
 """The unified launch settings every adapter turns into its engine's command line.
 
-    spec = LaunchSpec(model="/models/qwen", parallel=Parallel(tensor=2),
-                      lora={"sql": "/adapters/sql"},
-                      speculative=Speculative(method="ngram", num_tokens=4))
+spec = LaunchSpec(model="/models/qwen", parallel=Parallel(tensor=2),
+                  lora={"sql": "/adapters/sql"},
+                  speculative=Speculative(method="ngram", num_tokens=4))
 """
 
 from __future__ import annotations
@@ -26,9 +26,11 @@ class _Settings(BaseModel):
             super().__init__(**data)
         except ValidationError as e:
             problems = "; ".join(
-                ": ".join(filter(None, (".".join(map(str, x["loc"])),
-                                        x["msg"].removeprefix("Value error, "))))
-                for x in e.errors())
+                ": ".join(
+                    filter(None, (".".join(map(str, x["loc"])), x["msg"].removeprefix("Value error, ")))
+                )
+                for x in e.errors()
+            )
             raise InvalidOptions(f"invalid {type(self).__name__}: {problems}") from None
 
 
@@ -168,9 +170,11 @@ class LaunchSpec(BaseModel):
     nodes: Nodes | None = None
     pd: PDRole | None = None
     tool_parser: str | None = Field(
-        None, description="how the engine reads tool calls in the model's output (vLLM's names: "
-                          "'hermes', 'llama3_json', 'mistral', 'pythonic', ...); None: detected from "
-                          "the model's chat template where reliable; 'none': no parser")
+        None,
+        description="how the engine reads tool calls in the model's output (vLLM's names: "
+        "'hermes', 'llama3_json', 'mistral', 'pythonic', ...); None: detected from "
+        "the model's chat template where reliable; 'none': no parser",
+    )
     in_process: bool = False
     cpu: bool = Field(False, description="apply the engine's CPU recipe (your settings win)")
     python: str | None = None
@@ -191,10 +195,10 @@ class LaunchSpec(BaseModel):
 class Flags:
     """Builds an engine's argv: ``--flag value`` only for the settings that are set.
 
-        argv = ["python", "-m", "server"]
-        flags = Flags(argv)
-        flags.add("--max-model-len", spec.max_model_len)   # skipped when None
-        flags.switch("--enable-lora", bool(spec.lora))
+    argv = ["python", "-m", "server"]
+    flags = Flags(argv)
+    flags.add("--max-model-len", spec.max_model_len)   # skipped when None
+    flags.switch("--enable-lora", bool(spec.lora))
     """
 
     def __init__(self, argv: list[str]) -> None:

@@ -1,9 +1,9 @@
 """The one object callers use: ``LLM``, the same on every engine.
 
-    llm = unillm.connect("vllm", "http://127.0.0.1:8000")
-    r = await llm.generate("What is 1+1?", max_tokens=16)
-    async for d in llm.stream(messages=[{"role": "user", "content": "hi"}]):
-        print(d.text, end="")
+llm = unillm.connect("vllm", "http://127.0.0.1:8000")
+r = await llm.generate("What is 1+1?", max_tokens=16)
+async for d in llm.stream(messages=[{"role": "user", "content": "hi"}]):
+    print(d.text, end="")
 """
 
 from __future__ import annotations
@@ -67,10 +67,17 @@ class LLM:
     """
 
     def __init__(
-        self, engine: str | Adapter, base_url: str, *, model: str | None = None,
-        api_key: str | None = None, defaults: Options | None = None,
-        timeouts: Timeouts = Timeouts(), retry: RetryPolicy = RetryPolicy(),
-        http_transport: httpx.AsyncBaseTransport | None = None, pool: Pool = Pool(),
+        self,
+        engine: str | Adapter,
+        base_url: str,
+        *,
+        model: str | None = None,
+        api_key: str | None = None,
+        defaults: Options | None = None,
+        timeouts: Timeouts = Timeouts(),
+        retry: RetryPolicy = RetryPolicy(),
+        http_transport: httpx.AsyncBaseTransport | None = None,
+        pool: Pool = Pool(),
     ) -> None:
         self.adapter = adapter_for(engine)
         self.engine = self.adapter.name
@@ -81,8 +88,13 @@ class LLM:
         self._timeouts, self._retry, self._http_transport = timeouts, retry, http_transport
         self._pool = pool
         self._transport = Transport(
-            self.base_url, api_key=api_key, timeouts=timeouts, retry=retry, engine=self.engine,
-            http_transport=http_transport, pool=pool,
+            self.base_url,
+            api_key=api_key,
+            timeouts=timeouts,
+            retry=retry,
+            engine=self.engine,
+            http_transport=http_transport,
+            pool=pool,
         )
         self._info: EngineInfo | None = None
         self._caps: Capabilities | None = None
@@ -124,9 +136,17 @@ class LLM:
         ``retry`` replaces the retry policy (a Fleet's replicas use ``RetryPolicy(attempts=1)``);
         ``model`` names another model (or LoRA adapter) the engine serves: ``llm.clone(model="sql")``.
         """
-        twin = LLM(self.adapter, self.base_url, model=model or self._model, api_key=self._api_key,
-                   defaults=self.defaults, timeouts=self._timeouts, retry=retry or self._retry,
-                   http_transport=self._http_transport, pool=self._pool)
+        twin = LLM(
+            self.adapter,
+            self.base_url,
+            model=model or self._model,
+            api_key=self._api_key,
+            defaults=self.defaults,
+            timeouts=self._timeouts,
+            retry=retry or self._retry,
+            http_transport=self._http_transport,
+            pool=self._pool,
+        )
         if model is None:
             twin._info, twin._caps = self._info, self._caps
         twin.takes_images = self.takes_images
@@ -190,25 +210,38 @@ class LLM:
             from openai import AsyncOpenAI
         except ImportError:
             raise InvalidOptions(
-                "llm.openai() needs the openai package: pip install 'unillm[openai]'") from None
+                "llm.openai() needs the openai package: pip install 'unillm[openai]'"
+            ) from None
         return AsyncOpenAI(base_url=f"{self.base_url}/v1", api_key=self._api_key or "unused")
 
     # -- generation ------------------------------------------------------------------------
     @overload
     async def generate(
-        self, prompt: str | None = None, *, messages: Messages | None = None,
-        output: type[M], **options: Unpack[Options],
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Messages | None = None,
+        output: type[M],
+        **options: Unpack[Options],
     ) -> Completion[M]: ...
 
     @overload
     async def generate(
-        self, prompt: str | None = None, *, messages: Messages | None = None,
-        output: OutputSpec | None = None, **options: Unpack[Options],
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Messages | None = None,
+        output: OutputSpec | None = None,
+        **options: Unpack[Options],
     ) -> Completion[Any]: ...
 
     async def generate(
-        self, prompt: str | None = None, *, messages: Messages | None = None,
-        output: OutputSpec | None = None, **options: Unpack[Options],
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Messages | None = None,
+        output: OutputSpec | None = None,
+        **options: Unpack[Options],
     ) -> Completion[Any]:
         """Generate a whole answer: ``await llm.generate("Hi", max_tokens=8)``.
 
@@ -242,8 +275,12 @@ class LLM:
         return completion
 
     def stream(
-        self, prompt: str | None = None, *, messages: Messages | None = None,
-        output: OutputSpec | None = None, **options: Unpack[Options],
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Messages | None = None,
+        output: OutputSpec | None = None,
+        **options: Unpack[Options],
     ) -> Stream:
         """Stream an answer as deltas; the last delta carries usage, timings and finish reason.
 
@@ -258,8 +295,13 @@ class LLM:
 
     # -- embeddings and tokens ---------------------------------------------------------------
     async def embed(
-        self, texts: str | Sequence[str], *, batch_size: int = DEFAULT_BATCH_SIZE,
-        dimensions: int | None = None, concurrency: int = 4, timeout: float | None = None,
+        self,
+        texts: str | Sequence[str],
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        dimensions: int | None = None,
+        concurrency: int = 4,
+        timeout: float | None = None,
     ) -> Embeddings:
         """Embed texts, one vector each: ``(await llm.embed(["a cat", "a dog"])).vectors``.
 
@@ -309,15 +351,26 @@ class LLM:
             tokens += batch.prompt_tokens
         assert size is not None
         try:
-            return Embeddings(vectors=vectors, dimensions=size, usage=Usage(prompt_tokens=tokens),
-                              timings=Timings(total_s=time.perf_counter() - started), engine=self.engine,
-                              engine_version=info.version, model=info.model)
+            return Embeddings(
+                vectors=vectors,
+                dimensions=size,
+                usage=Usage(prompt_tokens=tokens),
+                timings=Timings(total_s=time.perf_counter() - started),
+                engine=self.engine,
+                engine_version=info.version,
+                model=info.model,
+            )
         except ValidationError as e:
-            raise MalformedResponse(f"{self.engine}: embeddings are not all numbers "
-                                    f"({e.errors()[0]['msg']})") from None
+            raise MalformedResponse(
+                f"{self.engine}: embeddings are not all numbers ({e.errors()[0]['msg']})"
+            ) from None
 
     async def tokenize(
-        self, text: str | None = None, *, messages: Messages | None = None, timeout: float | None = None,
+        self,
+        text: str | None = None,
+        *,
+        messages: Messages | None = None,
+        timeout: float | None = None,
     ) -> Tokens:
         """Token ids of a text, or of chat messages as the model's chat template renders them.
 
@@ -389,8 +442,9 @@ def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
 def _engine_root(base_url: str) -> str:
     """The engine's root URL: unillm adds every path itself, so a trailing ``/v1`` is dropped."""
     if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-        raise InvalidOptions(f"base_url must start with http:// or https://, got {base_url!r} "
-                             "(e.g. 'http://127.0.0.1:8000')")
+        raise InvalidOptions(
+            f"base_url must start with http:// or https://, got {base_url!r} (e.g. 'http://127.0.0.1:8000')"
+        )
     root = base_url.rstrip("/")
     return root[: -len("/v1")] if root.endswith("/v1") else root
 
@@ -529,8 +583,9 @@ class Stream(ClosingStream):
                         break
                     for delta in decoder.feed(data):
                         if delta.tool_calls:
-                            self._calls.setdefault(
-                                delta.index, ToolCallAccumulator(request.tools or ())).add(delta.tool_calls)
+                            self._calls.setdefault(delta.index, ToolCallAccumulator(request.tools or ())).add(
+                                delta.tool_calls
+                            )
                         if delta.text or delta.tool_calls:
                             if delta.text:
                                 self._texts.setdefault(delta.index, []).append(delta.text)
@@ -561,38 +616,59 @@ class Stream(ClosingStream):
                 raise StreamInterrupted(
                     f"{llm.engine} stopped sending for longer than the read timeout "
                     f"({request.timeout or llm._timeouts.read:g}s) in the middle of the stream",
-                    partial_text=self._partial()) from e
+                    partial_text=self._partial(),
+                ) from e
             except httpx.TransportError as e:
                 raise StreamInterrupted(
                     f"the connection to {llm.engine} broke mid-stream ({type(e).__name__})",
-                    partial_text=self._partial()) from e
+                    partial_text=self._partial(),
+                ) from e
         if not decoder.done and finish is None:
             raise StreamInterrupted(
-                f"{llm.engine} ended the stream before finishing the answer",
-                partial_text=self._partial())
+                f"{llm.engine} ended the stream before finishing the answer", partial_text=self._partial()
+            )
         final = held if held is not None else Delta(finish_reason=finish)
-        final.timings = _stream_timings(started, stamps, ended or clock(), tokens,
-                                        one_choice=(request.n or 1) == 1)
+        final.timings = _stream_timings(
+            started, stamps, ended or clock(), tokens, one_choice=(request.n or 1) == 1
+        )
         yield final
 
 
 def _merges(held: Delta, delta: Delta) -> bool:
     """True when ``delta`` only adds the usage to the held finish delta."""
-    return (held.usage is None and delta.usage is not None and not delta.text and not delta.logprobs
-            and not delta.tool_calls)
+    return (
+        held.usage is None
+        and delta.usage is not None
+        and not delta.text
+        and not delta.logprobs
+        and not delta.tool_calls
+    )
 
 
 def _stream_timings(
-    started: float, stamps: list[float], ended: float, tokens: int | None, *, one_choice: bool,
+    started: float,
+    stamps: list[float],
+    ended: float,
+    tokens: int | None,
+    *,
+    one_choice: bool,
 ) -> Timings:
     """:class:`Timings` from the arrival times of choice 0's content chunks (vllm bench serve's way)."""
     total = ended - started
     ttft = stamps[0] - started if stamps else None
     gaps = tuple(b - a for a, b in pairwise(stamps))
-    tpot = ((total - ttft) / (tokens - 1)
-            if one_choice and ttft is not None and tokens is not None and tokens > 1 else None)
-    return Timings(total_s=total, ttft_s=ttft, itl_s=gaps, tpot_s=tpot,
-                   tokens_per_s=tokens / total if tokens and total > 0 else None)
+    tpot = (
+        (total - ttft) / (tokens - 1)
+        if one_choice and ttft is not None and tokens is not None and tokens > 1
+        else None
+    )
+    return Timings(
+        total_s=total,
+        ttft_s=ttft,
+        itl_s=gaps,
+        tpot_s=tpot,
+        tokens_per_s=tokens / total if tokens and total > 0 else None,
+    )
 
 
 class _Deltas:

@@ -131,8 +131,11 @@ class Histogram(BaseModel):
         if self.count < before.count:  # the engine restarted: everything is new
             return self
         start = dict(before.buckets)
-        return Histogram(buckets=tuple((b, max(0.0, c - start.get(b, 0.0))) for b, c in self.buckets),
-                         sum=max(0.0, self.sum - before.sum), count=self.count - before.count)
+        return Histogram(
+            buckets=tuple((b, max(0.0, c - start.get(b, 0.0))) for b, c in self.buckets),
+            sum=max(0.0, self.sum - before.sum),
+            count=self.count - before.count,
+        )
 
 
 def _combine(histograms: Iterable[Histogram]) -> Histogram:
@@ -147,8 +150,15 @@ def _combine(histograms: Iterable[Histogram]) -> Histogram:
 
 
 _HISTOGRAMS = ("ttft", "itl", "tpot", "e2e", "queue")
-_COUNTERS = ("prefix_cache_hits", "prefix_cache_queries", "spec_drafts", "spec_draft_tokens",
-             "spec_accepted_tokens", "prompt_tokens", "generation_tokens")
+_COUNTERS = (
+    "prefix_cache_hits",
+    "prefix_cache_queries",
+    "spec_drafts",
+    "spec_draft_tokens",
+    "spec_accepted_tokens",
+    "prompt_tokens",
+    "generation_tokens",
+)
 _LOAD = ("running", "waiting")  # gauges that add up across engines
 _FRACTIONS = ("kv_cache_usage",)  # gauges that average across engines
 _RATIOS = ("prefix_cache_hit_ratio", "spec_acceptance_rate", "spec_acceptance_length")
@@ -166,27 +176,32 @@ class NormalizedMetrics(BaseModel):
     engine: str = Field(description="The engine these figures come from (joined with '+' when merged).")
     ttft: Histogram | None = Field(None, description="Time to first token, s; one per request.")
     itl: Histogram | None = Field(
-        None, description="Inter-token latency, s; one per output-token gap (token-weighted).")
+        None, description="Inter-token latency, s; one per output-token gap (token-weighted)."
+    )
     tpot: Histogram | None = Field(
-        None, description="Time per output token after the first, s; one per request (request-weighted).")
+        None, description="Time per output token after the first, s; one per request (request-weighted)."
+    )
     e2e: Histogram | None = Field(None, description="End-to-end request latency, s; one per request.")
     queue: Histogram | None = Field(
-        None, description="Time waiting before being scheduled, s; one per request.")
+        None, description="Time waiting before being scheduled, s; one per request."
+    )
     running: float | None = Field(None, description="Requests being processed now (gauge).")
     waiting: float | None = Field(None, description="Requests queued, not yet scheduled, now (gauge).")
     kv_cache_usage: float | None = Field(None, description="Fraction (0-1) of the KV cache in use now.")
     prefix_cache_hits: float | None = Field(None, description="Prompt tokens served from the prefix cache.")
     prefix_cache_queries: float | None = Field(
-        None, description="Prompt tokens looked up in the prefix cache.")
+        None, description="Prompt tokens looked up in the prefix cache."
+    )
     prefix_cache_hit_ratio: float | None = Field(
-        None, description="hits / queries (0-1); the engine's own gauge when it exposes no counters.")
+        None, description="hits / queries (0-1); the engine's own gauge when it exposes no counters."
+    )
     spec_drafts: float | None = Field(None, description="Speculative draft proposals (verification steps).")
     spec_draft_tokens: float | None = Field(None, description="Tokens proposed by the drafter.")
     spec_accepted_tokens: float | None = Field(None, description="Draft tokens accepted by the target model.")
-    spec_acceptance_rate: float | None = Field(
-        None, description="Accepted / proposed draft tokens (0-1).")
+    spec_acceptance_rate: float | None = Field(None, description="Accepted / proposed draft tokens (0-1).")
     spec_acceptance_length: float | None = Field(
-        None, description="Tokens emitted per verification step: 1 + accepted / drafts.")
+        None, description="Tokens emitted per verification step: 1 + accepted / drafts."
+    )
     prompt_tokens: float | None = Field(None, description="Prompt tokens processed (prefill).")
     generation_tokens: float | None = Field(None, description="Tokens generated.")
 
@@ -204,16 +219,24 @@ class EngineMetrics(BaseModel):
 
     @classmethod
     def parse(
-        cls, text: str, *, engine: str | None = None, mapping: MetricNames | None = None,
+        cls,
+        text: str,
+        *,
+        engine: str | None = None,
+        mapping: MetricNames | None = None,
     ) -> EngineMetrics:
         """Parse the Prometheus text exposition format (``mapping`` enables ``.normalized()``)."""
         from prometheus_client.parser import text_string_to_metric_families
 
-        return cls(engine=engine, mapping=mapping, samples=[
-            Sample(name=s.name, labels=dict(s.labels), value=s.value)
-            for family in text_string_to_metric_families(text)
-            for s in family.samples
-        ])
+        return cls(
+            engine=engine,
+            mapping=mapping,
+            samples=[
+                Sample(name=s.name, labels=dict(s.labels), value=s.value)
+                for family in text_string_to_metric_families(text)
+                for s in family.samples
+            ],
+        )
 
     def _by_name(self) -> dict[str, list[Sample]]:
         if self._index is None:
@@ -229,8 +252,11 @@ class EngineMetrics(BaseModel):
 
     def value(self, name: str, **labels: str) -> float | None:
         """Sum of the samples called ``name`` whose labels include ``labels``; None if absent."""
-        hits = [s.value for s in self._by_name().get(name, ())
-                if all(s.labels.get(k) == v for k, v in labels.items())]
+        hits = [
+            s.value
+            for s in self._by_name().get(name, ())
+            if all(s.labels.get(k) == v for k, v in labels.items())
+        ]
         return sum(hits) if hits else None
 
     def mean(self, name: str) -> float | None:
@@ -249,19 +275,22 @@ class EngineMetrics(BaseModel):
             bound = float(s.labels.get("le", "+Inf"))
             if bound != float("inf"):
                 per_bound[bound] = per_bound.get(bound, 0.0) + s.value
-        return Histogram(buckets=tuple(sorted(per_bound.items())), sum=self.value(f"{family}_sum") or 0.0,
-                         count=count)
+        return Histogram(
+            buckets=tuple(sorted(per_bound.items())), sum=self.value(f"{family}_sum") or 0.0, count=count
+        )
 
     def normalized(self, mapping: MetricNames | None = None) -> NormalizedMetrics:
         """These samples in unillm's schema, using the engine's declared names.
 
-            n = (await llm.metrics()).normalized()
-            print(n.waiting, n.kv_cache_usage, n.ttft.p90 if n.ttft else None)
+        n = (await llm.metrics()).normalized()
+        print(n.waiting, n.kv_cache_usage, n.ttft.p90 if n.ttft else None)
         """
         names = mapping or self.mapping
         if names is None:
-            raise ValueError("these metrics carry no name mapping: pass mapping=MetricNames(...) "
-                             "(llm.metrics() attaches the adapter's)")
+            raise ValueError(
+                "these metrics carry no name mapping: pass mapping=MetricNames(...) "
+                "(llm.metrics() attaches the adapter's)"
+            )
         fields: dict[str, Any] = {"engine": self.engine or "unknown"}
         for key in _HISTOGRAMS:
             family = getattr(names, key)
@@ -381,5 +410,13 @@ def merge(views: Iterable[NormalizedMetrics]) -> NormalizedMetrics:
     return NormalizedMetrics(**_with_ratios(fields, gauges=gauges))
 
 
-__all__ = ["CombinedMetrics", "EngineMetrics", "Histogram", "MetricNames", "NormalizedMetrics", "Sample",
-           "diff", "merge"]
+__all__ = [
+    "CombinedMetrics",
+    "EngineMetrics",
+    "Histogram",
+    "MetricNames",
+    "NormalizedMetrics",
+    "Sample",
+    "diff",
+    "merge",
+]

@@ -15,8 +15,11 @@ from typing import Any
 __all__ = ["chat_template", "detect_tool_parser", "takes_images"]
 
 # Markers a chat template writes around tool calls -> the parser (vLLM's names) that reads them.
-_TEMPLATE_MARKERS = (("<tool_call>", "hermes"), ("[TOOL_CALLS]", "mistral"),
-                     ("<|python_tag|>", "llama3_json"))
+_TEMPLATE_MARKERS = (
+    ("<tool_call>", "hermes"),
+    ("[TOOL_CALLS]", "mistral"),
+    ("<|python_tag|>", "llama3_json"),
+)
 _PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json")
 _VISION_MARKERS = ("vision", "visual", "image", "img", "mm_")
 

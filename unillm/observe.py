@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 #: The registered observers; the hot path only checks that this tuple is empty.
 OBSERVERS: tuple[Observer, ...] = ()
 _ATTRIBUTES: ContextVar[Mapping[str, Any]] = ContextVar(
-    "unillm_observe_attributes", default=MappingProxyType({}))
+    "unillm_observe_attributes", default=MappingProxyType({})
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +105,8 @@ def remove(observer: Observer) -> None:
 def attributes(values: Mapping[str, Any]) -> Iterator[None]:
     """Attach ``values`` to the calls made inside this block (nested blocks add up).
 
-        with unillm.observe.attributes({"unillm.router.route": "sql"}):
-            await llm.generate(...)
+    with unillm.observe.attributes({"unillm.router.route": "sql"}):
+        await llm.generate(...)
     """
     token = _ATTRIBUTES.set({**_ATTRIBUTES.get(), **values})
     try:
@@ -124,7 +125,8 @@ async def _call(llm: LLM, request: Request) -> tuple[Call, BaseException | None]
         except Exception as e:  # observed as the call's failure, then raised by the caller
             error = e
     operation: Literal["chat", "text_completion"] = (
-        "chat" if request.messages is not None else "text_completion")
+        "chat" if request.messages is not None else "text_completion"
+    )
     return Call(llm, request, operation, model, _ATTRIBUTES.get()), error
 
 
@@ -138,7 +140,9 @@ def _fail(observations: Sequence[Observation], error: BaseException) -> None:
 
 
 async def generate(
-    llm: LLM, request: Request, run: Callable[[Request], Awaitable[Completion[Any]]],
+    llm: LLM,
+    request: Request,
+    run: Callable[[Request], Awaitable[Completion[Any]]],
 ) -> Completion[Any]:
     """``run(request)`` with every observer told how it went."""
     call, error = await _call(llm, request)
@@ -152,9 +156,14 @@ async def generate(
         _fail(observations, e)
         raise
     outcome = Outcome(
-        stream=False, texts=[c.text for c in completion.choices],
-        finish_reasons=[c.finish_reason for c in completion.choices], usage=completion.usage,
-        timings=completion.timings, response_model=completion.model, response_id=completion.id)
+        stream=False,
+        texts=[c.text for c in completion.choices],
+        finish_reasons=[c.finish_reason for c in completion.choices],
+        usage=completion.usage,
+        timings=completion.timings,
+        response_model=completion.model,
+        response_id=completion.id,
+    )
     for o in observations:
         o.finish(outcome)
     return completion
@@ -187,13 +196,21 @@ async def stream(llm: LLM, stream: Stream, deltas: AsyncIterator[Delta]) -> Asyn
     _finish(observations, stream, final, finishes)
 
 
-def _finish(observations: Sequence[Observation], stream: Stream, final: Delta | None,
-            finishes: Mapping[int, str | None]) -> None:
+def _finish(
+    observations: Sequence[Observation],
+    stream: Stream,
+    final: Delta | None,
+    finishes: Mapping[int, str | None],
+) -> None:
     texts = stream._partial()
     outcome = Outcome(
-        stream=True, texts=texts, finish_reasons=[finishes.get(i) for i in range(len(texts) or 1)],
-        usage=final.usage if final else None, timings=final.timings if final else None,
-        complete=final is not None)
+        stream=True,
+        texts=texts,
+        finish_reasons=[finishes.get(i) for i in range(len(texts) or 1)],
+        usage=final.usage if final else None,
+        timings=final.timings if final else None,
+        complete=final is not None,
+    )
     for o in observations:
         o.finish(outcome)
 

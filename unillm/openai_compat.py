@@ -101,8 +101,15 @@ class OpenAICompatAdapter(Adapter):
             body["messages"] = [dict(m) for m in request.messages or ()]
         else:
             body["prompt"] = request.prompt
-        for key in ("max_tokens", "temperature", "top_p", "seed", "presence_penalty",
-                    "frequency_penalty", "n"):
+        for key in (
+            "max_tokens",
+            "temperature",
+            "top_p",
+            "seed",
+            "presence_penalty",
+            "frequency_penalty",
+            "n",
+        ):
             value = getattr(request, key)
             if value is not None:
                 body[key] = value
@@ -135,12 +142,17 @@ class OpenAICompatAdapter(Adapter):
         try:
             raw_choices = body["choices"]
             choices = [
-                with_tool_calls(_Choice(
-                    index=c.get("index", i),
-                    text=str((c["message"] or {}).get("content") or "") if chat else str(c["text"]),
-                    finish_reason=c.get("finish_reason"),
-                    logprobs=parse_logprobs(c.get("logprobs")),
-                ), (c.get("message") or {}).get("tool_calls"), request.tools, forced)
+                with_tool_calls(
+                    _Choice(
+                        index=c.get("index", i),
+                        text=str((c["message"] or {}).get("content") or "") if chat else str(c["text"]),
+                        finish_reason=c.get("finish_reason"),
+                        logprobs=parse_logprobs(c.get("logprobs")),
+                    ),
+                    (c.get("message") or {}).get("tool_calls"),
+                    request.tools,
+                    forced,
+                )
                 for i, c in enumerate(raw_choices)
             ]
             usage = parse_usage(body.get("usage"))
@@ -148,8 +160,12 @@ class OpenAICompatAdapter(Adapter):
             raise MalformedResponse(f"{self.name}: unexpected completion body ({e!r})") from None
         choices.sort(key=lambda c: c.index)
         return _Completion(
-            choices=choices, usage=usage, timings=_ZERO, engine=self.name,
-            engine_version=info.version, model=body.get("model") or info.model,
+            choices=choices,
+            usage=usage,
+            timings=_ZERO,
+            engine=self.name,
+            engine_version=info.version,
+            model=body.get("model") or info.model,
             id=body.get("id") if isinstance(body.get("id"), str) else None,
         )
 
@@ -197,8 +213,11 @@ class RuntimeLoraEndpoints:
         return HttpCall("GET", "/v1/models")
 
     def parse_loras(self, body: Any) -> list[LoraInfo]:
-        return [LoraInfo(name=m["id"], path=m.get("root"))
-                for m in (body or {}).get("data", []) if m.get("parent")]
+        return [
+            LoraInfo(name=m["id"], path=m.get("root"))
+            for m in (body or {}).get("data", [])
+            if m.get("parent")
+        ]
 
 
 class OpenAIEmbeddings:
@@ -207,8 +226,7 @@ class OpenAIEmbeddings:
     name: ClassVar[str]
 
     def embed_call(self, request: EmbedRequest, info: EngineInfo) -> HttpCall:
-        body: dict[str, Any] = {"model": info.model, "input": list(request.texts),
-                                "encoding_format": "float"}
+        body: dict[str, Any] = {"model": info.model, "input": list(request.texts), "encoding_format": "float"}
         if request.dimensions is not None:
             body["dimensions"] = request.dimensions
         return HttpCall("POST", EMBEDDINGS_PATH, body)
@@ -291,8 +309,9 @@ class OpenAIStreamDecoder:
                 self._finish[index] = finish
             logprobs = parse_logprobs(c.get("logprobs"))
             if text or finish or logprobs or calls:
-                deltas.append(Delta(index=index, text=text, finish_reason=finish, logprobs=logprobs,
-                                    tool_calls=calls))
+                deltas.append(
+                    Delta(index=index, text=text, finish_reason=finish, logprobs=logprobs, tool_calls=calls)
+                )
         usage = chunk.get("usage")
         if usage and not chunk.get("choices"):
             deltas.append(Delta(finish_reason=self._finish.get(0), usage=parse_usage(usage)))
@@ -326,8 +345,14 @@ class ToolDeltas:
                     out.append(ToolCallDelta(index=index, arguments=arguments))
                 continue
             self._started.add(key)
-            out.append(ToolCallDelta(index=index, id=call.get("id") or new_call_id(),
-                                     name=function.get("name") or "", arguments=arguments))
+            out.append(
+                ToolCallDelta(
+                    index=index,
+                    id=call.get("id") or new_call_id(),
+                    name=function.get("name") or "",
+                    arguments=arguments,
+                )
+            )
         self.seen.add(choice)
         return out or None
 
@@ -336,8 +361,9 @@ class ToolDeltas:
         return "tool_calls" if choice in self.seen and finish == "stop" else finish
 
 
-def with_tool_calls(choice: CompletionChoice[Any], raw: Any, tools: tuple[Tool, ...] | None,
-                    forced: ToolChoice | None = None) -> CompletionChoice[Any]:
+def with_tool_calls(
+    choice: CompletionChoice[Any], raw: Any, tools: tuple[Tool, ...] | None, forced: ToolChoice | None = None
+) -> CompletionChoice[Any]:
     """``choice`` with its tool calls: from the engine's ``tool_calls``, or (``forced``) from the
     text of an answer constrained to a call; the finish reason of a call is ``"tool_calls"``."""
     calls: list[ToolCall] = []
@@ -349,8 +375,11 @@ def with_tool_calls(choice: CompletionChoice[Any], raw: Any, tools: tuple[Tool, 
             arguments = function.get("arguments")
             if not isinstance(arguments, str):
                 arguments = json.dumps(arguments if arguments is not None else {})
-            calls.append(validate_call(call.get("id") or new_call_id(), str(function.get("name") or ""),
-                                       arguments, tools or ()))
+            calls.append(
+                validate_call(
+                    call.get("id") or new_call_id(), str(function.get("name") or ""), arguments, tools or ()
+                )
+            )
     if calls:
         choice.tool_calls = calls
         if choice.finish_reason == "stop":
@@ -401,16 +430,20 @@ def parse_logprobs(raw: Any) -> list[TokenLogprob] | None:
     if "content" in raw:
         return [
             TokenLogprob(
-                token=t["token"], logprob=_finite(t["logprob"]),
-                top=[TopLogprob(token=a["token"], logprob=_finite(a["logprob"]))
-                     for a in t.get("top_logprobs") or ()],
+                token=t["token"],
+                logprob=_finite(t["logprob"]),
+                top=[
+                    TopLogprob(token=a["token"], logprob=_finite(a["logprob"]))
+                    for a in t.get("top_logprobs") or ()
+                ],
             )
             for t in raw["content"] or ()
         ]
     tops = raw.get("top_logprobs") or [None] * len(raw["tokens"])
     return [
         TokenLogprob(
-            token=tok, logprob=_finite(lp),
+            token=tok,
+            logprob=_finite(lp),
             top=[TopLogprob(token=k, logprob=_finite(v)) for k, v in (top or {}).items()],
         )
         for tok, lp, top in zip(raw["tokens"], raw["token_logprobs"], tops, strict=False)
@@ -450,7 +483,10 @@ def _status_of(chunk: Mapping[str, Any]) -> int:
 
 
 def error_for_status(
-    engine: str, status: int, message: str, request: Request | None,
+    engine: str,
+    status: int,
+    message: str,
+    request: Request | None,
     retry_after: float | None = None,
 ) -> EngineError:
     """Map an HTTP status and the engine's message to unillm's typed errors."""
@@ -465,7 +501,9 @@ def error_for_status(
         if request is not None and request.lora and request.lora in message:
             return UnknownLora(
                 f"{text}. The LoRA adapter {request.lora!r} is not loaded: see "
-                "llm.loras.list(), or load it with llm.loras.load(name, path)", **kw)
+                "llm.loras.list(), or load it with llm.loras.load(name, path)",
+                **kw,
+            )
         if "model" in lowered:
             return UnknownModel(f"{text}. See the served models with llm.info()", **kw)
         return NotFound(text, **kw)

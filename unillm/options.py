@@ -1,8 +1,8 @@
 """What a caller can ask for: sampling options, output constraints, and the validated Request.
 
-    await llm.generate("Date?", output=unillm.Regex(r"\\d{4}-\\d{2}-\\d{2}"), max_tokens=12)
-    await llm.generate("Ok?", output=unillm.Choice(["yes", "no"]))
-    await llm.generate("Answer:", output=Answer)   # a pydantic model class, or a JSON-schema dict
+await llm.generate("Date?", output=unillm.Regex(r"\\d{4}-\\d{2}-\\d{2}"), max_tokens=12)
+await llm.generate("Ok?", output=unillm.Choice(["yes", "no"]))
+await llm.generate("Answer:", output=Answer)   # a pydantic model class, or a JSON-schema dict
 """
 
 from __future__ import annotations
@@ -68,15 +68,18 @@ class Choice:
 
         Only regex metacharacters are escaped, so every engine's regex dialect reads it.
         """
-        return "(" + "|".join("".join("\\" + c if c in _REGEX_META else c for c in o)
-                              for o in self.options) + ")"
+        return (
+            "("
+            + "|".join("".join("\\" + c if c in _REGEX_META else c for c in o) for o in self.options)
+            + ")"
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class Grammar:
     """Constrain the answer to a context-free grammar (EBNF/GBNF by default, or Lark).
 
-        Grammar('root ::= "yes" | "no"')
+    Grammar('root ::= "yes" | "no"')
     """
 
     text: str
@@ -128,8 +131,18 @@ class Options(TypedDict, total=False):
 
 
 SAMPLING_FIELDS: tuple[str, ...] = (
-    "max_tokens", "temperature", "top_p", "top_k", "min_p", "stop", "seed",
-    "presence_penalty", "frequency_penalty", "repetition_penalty", "n", "logprobs",
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "stop",
+    "seed",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "n",
+    "logprobs",
     "top_logprobs",
 )
 _ALL_OPTIONS = frozenset(Options.__annotations__)
@@ -158,8 +171,9 @@ def check_json(value: Any, what: str) -> None:
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as e:
-        raise InvalidOptions(f"{what} must be standard JSON (finite numbers, strings, lists, "
-                             f"dicts): {e}") from None
+        raise InvalidOptions(
+            f"{what} must be standard JSON (finite numbers, strings, lists, dicts): {e}"
+        ) from None
 
 
 def _check_schema(schema: Mapping[str, Any]) -> None:
@@ -208,16 +222,32 @@ class Request:
 
 
 _TYPES: dict[str, tuple[type, ...]] = {
-    "max_tokens": (int,), "top_k": (int,), "seed": (int,), "n": (int,), "top_logprobs": (int,),
-    "temperature": (int, float), "top_p": (int, float), "min_p": (int, float),
-    "presence_penalty": (int, float), "frequency_penalty": (int, float),
-    "repetition_penalty": (int, float), "timeout": (int, float), "deadline": (int, float),
-    "logprobs": (bool,), "lora": (str,), "session": (str,),
+    "max_tokens": (int,),
+    "top_k": (int,),
+    "seed": (int,),
+    "n": (int,),
+    "top_logprobs": (int,),
+    "temperature": (int, float),
+    "top_p": (int, float),
+    "min_p": (int, float),
+    "presence_penalty": (int, float),
+    "frequency_penalty": (int, float),
+    "repetition_penalty": (int, float),
+    "timeout": (int, float),
+    "deadline": (int, float),
+    "logprobs": (bool,),
+    "lora": (str,),
+    "session": (str,),
 }
 _RANGES: dict[str, tuple[float, float]] = {
-    "max_tokens": (1, float("inf")), "n": (1, float("inf")), "top_logprobs": (0, float("inf")),
-    "temperature": (0, float("inf")), "top_p": (0, 1), "min_p": (0, 1),
-    "presence_penalty": (-2, 2), "frequency_penalty": (-2, 2),
+    "max_tokens": (1, float("inf")),
+    "n": (1, float("inf")),
+    "top_logprobs": (0, float("inf")),
+    "temperature": (0, float("inf")),
+    "top_p": (0, 1),
+    "min_p": (0, 1),
+    "presence_penalty": (-2, 2),
+    "frequency_penalty": (-2, 2),
     "repetition_penalty": (0, float("inf")),
 }
 _POSITIVE: dict[str, str] = {  # seconds that must be > 0, and what each one limits
@@ -243,8 +273,10 @@ def make_request(
     if unknown:
         from difflib import get_close_matches
 
-        hints = [f"{u!r} (did you mean {m[0]!r}?)" if (m := get_close_matches(u, _ALL_OPTIONS, 1))
-                 else repr(u) for u in sorted(unknown)]
+        hints = [
+            f"{u!r} (did you mean {m[0]!r}?)" if (m := get_close_matches(u, _ALL_OPTIONS, 1)) else repr(u)
+            for u in sorted(unknown)
+        ]
         raise InvalidOptions(f"unknown option(s) {', '.join(hints)}; known: {sorted(_ALL_OPTIONS)}")
     values = {k: v for k, v in options.items() if v is not None}
     for key, value in values.items():
@@ -254,8 +286,10 @@ def make_request(
         if isinstance(value, float) and not math.isfinite(value):
             raise InvalidOptions(f"{key}={value!r} is not a finite number (JSON has no {value!r})")
         if key in _POSITIVE and value <= 0:
-            raise InvalidOptions(f"{key}={value!r} must be a positive number of seconds: it limits "
-                                 f"{_POSITIVE[key]}; leave it unset for the default")
+            raise InvalidOptions(
+                f"{key}={value!r} must be a positive number of seconds: it limits "
+                f"{_POSITIVE[key]}; leave it unset for the default"
+            )
         lo, hi = _RANGES.get(key, (None, None))
         if lo is not None and hi is not None and not lo <= value <= hi:
             raise InvalidOptions(f"{key}={value!r} is out of range [{lo}, {hi}]")
@@ -270,8 +304,9 @@ def make_request(
             raise InvalidOptions("stop must be a non-empty string or a list of them")
         values["stop"] = stop
     if "lora" in values and not values["lora"].strip():
-        raise InvalidOptions("lora must name an adapter (e.g. lora='sql'); leave it unset "
-                             "(or None) for the base model")
+        raise InvalidOptions(
+            "lora must name an adapter (e.g. lora='sql'); leave it unset (or None) for the base model"
+        )
     if values.get("top_logprobs") is not None and not values.get("logprobs"):
         values["logprobs"] = True
     if "extra_body" in values:
@@ -300,5 +335,7 @@ def _tool_values(values: dict[str, Any], output: Constraint | None, *, chat: boo
     if not chat:
         raise InvalidOptions("tools need chat messages: pass messages=[...] instead of a prompt")
     if output is not None and values["tool_choice"].mode != "none":
-        raise InvalidOptions("tools= and output= cannot be combined: a forced tool call is already "
-                             "constrained to the tool's schema; constrain either the answer or the call")
+        raise InvalidOptions(
+            "tools= and output= cannot be combined: a forced tool call is already "
+            "constrained to the tool's schema; constrain either the answer or the call"
+        )

@@ -43,8 +43,11 @@ LATEST = "gen_ai_latest_experimental"
 _DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
 _TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
 _REQUEST_ATTRS = {
-    "max_tokens": "gen_ai.request.max_tokens", "temperature": "gen_ai.request.temperature",
-    "top_p": "gen_ai.request.top_p", "top_k": "gen_ai.request.top_k", "seed": "gen_ai.request.seed",
+    "max_tokens": "gen_ai.request.max_tokens",
+    "temperature": "gen_ai.request.temperature",
+    "top_p": "gen_ai.request.top_p",
+    "top_k": "gen_ai.request.top_k",
+    "seed": "gen_ai.request.seed",
     "presence_penalty": "gen_ai.request.presence_penalty",
     "frequency_penalty": "gen_ai.request.frequency_penalty",
 }
@@ -66,34 +69,50 @@ class OTelObserver:
     """
 
     def __init__(
-        self, *, tracer_provider: TracerProvider | None = None, meter_provider: MeterProvider | None = None,
-        capture_content: bool | None = None, latest: bool | None = None,
+        self,
+        *,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+        capture_content: bool | None = None,
+        latest: bool | None = None,
     ) -> None:
         from opentelemetry import metrics, trace
 
         self.latest = latest_conventions() if latest is None else latest
-        self.capture_content = (_env_flag("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
-                                if capture_content is None else capture_content)
+        self.capture_content = (
+            _env_flag("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+            if capture_content is None
+            else capture_content
+        )
         self._provider_key = "gen_ai.provider.name" if self.latest else "gen_ai.system"
         self.tracer = trace.get_tracer(SCOPE, tracer_provider=tracer_provider)
         meter = metrics.get_meter(SCOPE, meter_provider=meter_provider)
         self.duration = meter.create_histogram(
-            "gen_ai.client.operation.duration", unit="s", description="GenAI operation duration.",
-            explicit_bucket_boundaries_advisory=list(_DURATION_BUCKETS))
+            "gen_ai.client.operation.duration",
+            unit="s",
+            description="GenAI operation duration.",
+            explicit_bucket_boundaries_advisory=list(_DURATION_BUCKETS),
+        )
         self.tokens = meter.create_histogram(
-            "gen_ai.client.token.usage", unit="{token}",
+            "gen_ai.client.token.usage",
+            unit="{token}",
             description="Measures number of input and output tokens used.",
-            explicit_bucket_boundaries_advisory=list(_TOKEN_BUCKETS))
+            explicit_bucket_boundaries_advisory=list(_TOKEN_BUCKETS),
+        )
         # the conventions give these two no bucket advice: the operation duration's, as others do
         self.first_chunk = meter.create_histogram(
-            "gen_ai.client.operation.time_to_first_chunk", unit="s",
+            "gen_ai.client.operation.time_to_first_chunk",
+            unit="s",
             description="Time to receive the first chunk, measured from when the client issues the "
-                        "generation request to when the first chunk is received in the response stream.",
-            explicit_bucket_boundaries_advisory=list(_DURATION_BUCKETS))
+            "generation request to when the first chunk is received in the response stream.",
+            explicit_bucket_boundaries_advisory=list(_DURATION_BUCKETS),
+        )
         self.per_chunk = meter.create_histogram(
-            "gen_ai.client.operation.time_per_output_chunk", unit="s",
+            "gen_ai.client.operation.time_per_output_chunk",
+            unit="s",
             description="Time per output chunk, recorded for each chunk received after the first one.",
-            explicit_bucket_boundaries_advisory=list(_DURATION_BUCKETS))
+            explicit_bucket_boundaries_advisory=list(_DURATION_BUCKETS),
+        )
 
     def start(self, call: observe.Call) -> _SpanObservation:
         from opentelemetry.trace import SpanKind
@@ -136,11 +155,20 @@ class OTelObserver:
         if self.latest:
             system = [m for m in messages if m.get("role") == "system"]
             if system:
-                span.set_attribute("gen_ai.system_instructions", json.dumps(
-                    [{"type": "text", "content": m.get("content", "")} for m in system]))
-            span.set_attribute("gen_ai.input.messages", json.dumps(
-                [{"role": m.get("role"), "parts": [{"type": "text", "content": m.get("content", "")}]}
-                 for m in messages if m.get("role") != "system"]))
+                span.set_attribute(
+                    "gen_ai.system_instructions",
+                    json.dumps([{"type": "text", "content": m.get("content", "")} for m in system]),
+                )
+            span.set_attribute(
+                "gen_ai.input.messages",
+                json.dumps(
+                    [
+                        {"role": m.get("role"), "parts": [{"type": "text", "content": m.get("content", "")}]}
+                        for m in messages
+                        if m.get("role") != "system"
+                    ]
+                ),
+            )
         else:
             span.add_event("gen_ai.content.prompt", {"gen_ai.prompt": json.dumps(messages)})
 
@@ -186,20 +214,29 @@ class _SpanObservation:
         kind = type(error).__qualname__
         self._span.set_attribute("error.type", kind)
         self._span.set_status(Status(StatusCode.ERROR, str(error)[:500] or kind))
-        self._observer.duration.record(time.perf_counter() - self._started,
-                                       {**self._common, "error.type": kind})
+        self._observer.duration.record(
+            time.perf_counter() - self._started, {**self._common, "error.type": kind}
+        )
         self._span.end()
 
     def _record_output(self, outcome: observe.Outcome) -> None:
-        choices = [{"role": "assistant", "parts": [{"type": "text", "content": text}],
-                    "finish_reason": reason or ""}
-                   for text, reason in zip(outcome.texts, _padded(outcome.finish_reasons, len(outcome.texts)),
-                                           strict=True)]
+        choices = [
+            {"role": "assistant", "parts": [{"type": "text", "content": text}], "finish_reason": reason or ""}
+            for text, reason in zip(
+                outcome.texts, _padded(outcome.finish_reasons, len(outcome.texts)), strict=True
+            )
+        ]
         if self._observer.latest:
             self._span.set_attribute("gen_ai.output.messages", json.dumps(choices))
         else:
-            self._span.add_event("gen_ai.content.completion", {"gen_ai.completion": json.dumps(
-                [{"role": "assistant", "content": text} for text in outcome.texts])})
+            self._span.add_event(
+                "gen_ai.content.completion",
+                {
+                    "gen_ai.completion": json.dumps(
+                        [{"role": "assistant", "content": text} for text in outcome.texts]
+                    )
+                },
+            )
 
 
 def _padded(values: Sequence[str | None], n: int) -> list[str | None]:
@@ -219,7 +256,9 @@ def _server(base_url: str) -> tuple[str, int] | None:
 
 
 def instrument(
-    *, tracer_provider: TracerProvider | None = None, meter_provider: MeterProvider | None = None,
+    *,
+    tracer_provider: TracerProvider | None = None,
+    meter_provider: MeterProvider | None = None,
     capture_content: bool | None = None,
 ) -> OTelObserver:
     """Record an OpenTelemetry span and GenAI client metrics for every generate and stream.
@@ -235,8 +274,9 @@ def instrument(
     except ImportError:
         raise InvalidOptions("unillm.instrument() needs OpenTelemetry: pip install 'unillm[otel]'") from None
     uninstrument()
-    observer = OTelObserver(tracer_provider=tracer_provider, meter_provider=meter_provider,
-                            capture_content=capture_content)
+    observer = OTelObserver(
+        tracer_provider=tracer_provider, meter_provider=meter_provider, capture_content=capture_content
+    )
     observe.add(observer)
     return observer
 

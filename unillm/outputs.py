@@ -21,8 +21,11 @@ def attach_parsed(completion: Completion[Any], output: Constraint, engine: str) 
 
 def _parse(choice: CompletionChoice[Any], output: Constraint, engine: str) -> Any:
     text, finish = choice.text, choice.finish_reason
-    hint = (" The answer was cut at max_tokens: raise max_tokens." if finish == "length"
-            else f" {engine} may not have enforced the constraint.")
+    hint = (
+        " The answer was cut at max_tokens: raise max_tokens."
+        if finish == "length"
+        else f" {engine} may not have enforced the constraint."
+    )
     if isinstance(output, JsonSchema):
         try:
             if output.model is not None:
@@ -32,14 +35,18 @@ def _parse(choice: CompletionChoice[Any], output: Constraint, engine: str) -> An
             raise OutputParseError(
                 f"choice {choice.index}: the answer is not valid JSON for the schema "
                 f"({_first_line(e)}).{hint}",
-                text=text, finish_reason=finish) from None
+                text=text,
+                finish_reason=finish,
+            ) from None
         _validate(value, output, choice, engine, hint)
         return value
     if isinstance(output, Choice):
         if text not in output.options:
             raise OutputParseError(
                 f"choice {choice.index}: {text!r} is not one of {list(output.options)}.{hint}",
-                text=text, finish_reason=finish)
+                text=text,
+                finish_reason=finish,
+            )
         return text
     if isinstance(output, Regex):
         try:
@@ -49,14 +56,15 @@ def _parse(choice: CompletionChoice[Any], output: Constraint, engine: str) -> An
         if pattern.fullmatch(text) is None:
             raise OutputParseError(
                 f"choice {choice.index}: {text!r} does not fully match {output.pattern!r}.{hint}",
-                text=text, finish_reason=finish)
+                text=text,
+                finish_reason=finish,
+            )
         return text
     assert isinstance(output, Grammar)
     return text
 
 
-def _validate(value: Any, output: JsonSchema, choice: CompletionChoice[Any], engine: str,
-              hint: str) -> None:
+def _validate(value: Any, output: JsonSchema, choice: CompletionChoice[Any], engine: str, hint: str) -> None:
     from jsonschema import validators
 
     validator = validators.validator_for(output.schema)(output.schema)
@@ -64,7 +72,9 @@ def _validate(value: Any, output: JsonSchema, choice: CompletionChoice[Any], eng
     if error is not None:
         raise OutputParseError(
             f"choice {choice.index}: the JSON does not validate: {error.message}.{hint}",
-            text=choice.text, finish_reason=choice.finish_reason)
+            text=choice.text,
+            finish_reason=choice.finish_reason,
+        )
 
 
 def _first_line(e: Exception) -> str:

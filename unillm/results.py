@@ -1,7 +1,7 @@
 """What callers get back: typed completions and stream deltas, the same for every engine.
 
-    r = await llm.generate("Hi", max_tokens=8)
-    r.text, r.finish_reason, r.usage.completion_tokens, r.timings.total_s
+r = await llm.generate("Hi", max_tokens=8)
+r.text, r.finish_reason, r.usage.completion_tokens, r.timings.total_s
 """
 
 from __future__ import annotations
@@ -109,8 +109,11 @@ class ToolCall(BaseModel):
 
     def to_openai(self) -> dict[str, Any]:
         """The call as an OpenAI assistant-message ``tool_calls`` entry."""
-        return {"id": self.id, "type": "function",
-                "function": {"name": self.name, "arguments": self.arguments}}
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
 
 
 class ToolCallDelta(BaseModel):
@@ -196,8 +199,8 @@ class Completion(BaseModel, Generic[T]):
     def message(self) -> dict[str, Any]:
         """The first choice as an assistant message, to continue the conversation:
 
-            messages += [r.message(), {"role": "tool", "tool_call_id": r.tool_calls[0].id,
-                                       "content": "18 C"}]
+        messages += [r.message(), {"role": "tool", "tool_call_id": r.tool_calls[0].id,
+                                   "content": "18 C"}]
         """
         message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
         if self.tool_calls:
@@ -229,12 +232,11 @@ class LoraInfo(BaseModel):
 AdapterInfo = LoraInfo  # deprecated alias (the word "adapter" is for engine adapters)
 
 
-
 class Embeddings(BaseModel):
     """Embedding vectors, one per input text and in the same order, all of ``dimensions`` floats.
 
-        e = await llm.embed(["a cat", "a kitten"])
-        e.vectors[0], e.dimensions, e.usage.prompt_tokens, e.cosine(0, 1)
+    e = await llm.embed(["a cat", "a kitten"])
+    e.vectors[0], e.dimensions, e.usage.prompt_tokens, e.cosine(0, 1)
     """
 
     model_config = ConfigDict(frozen=True, strict=True)  # numbers only: no strings, no booleans
@@ -261,8 +263,8 @@ class Embeddings(BaseModel):
 class Tokens(BaseModel):
     """How the engine's tokenizer splits a text (or renders and splits chat messages).
 
-        t = await llm.tokenize("Hello world")
-        t.count, t.ids, t.max_model_len
+    t = await llm.tokenize("Hello world")
+    t.count, t.ids, t.max_model_len
     """
 
     model_config = ConfigDict(frozen=True)

@@ -89,21 +89,28 @@ class RouterTool(ABC):
         own = self.policies.get(policy)
         if own is None:
             have = ", ".join(p for p in POLICIES if p in self.policies)
-            raise UnsupportedFeature(self.name, f"routing policy {policy!r}",
-                                     why=f"{self.name} has no such policy",
-                                     alternative=f"Use one of {have}, or the client-side fleet "
-                                                 "(no router=)")
+            raise UnsupportedFeature(
+                self.name,
+                f"routing policy {policy!r}",
+                why=f"{self.name} has no such policy",
+                alternative=f"Use one of {have}, or the client-side fleet (no router=)",
+            )
         return own
 
     def command(self, spec: RouterSpec) -> LaunchCommand:
         """argv and environment that start the router for ``spec``."""
         if spec.engine not in self.engines:
-            raise UnsupportedFeature(self.name, f"routing for {spec.engine}",
-                                     why=f"{self.name} routes for {', '.join(self.engines)}",
-                                     alternative="Use the client-side fleet (no router=)")
+            raise UnsupportedFeature(
+                self.name,
+                f"routing for {spec.engine}",
+                why=f"{self.name} routes for {', '.join(self.engines)}",
+                alternative="Use the client-side fleet (no router=)",
+            )
         if spec.disaggregated == bool(spec.workers):
-            raise InvalidOptions(f"{self.name}: give either workers (regular mode) or prefill and "
-                                 "decode workers (PD mode), not both or neither")
+            raise InvalidOptions(
+                f"{self.name}: give either workers (regular mode) or prefill and "
+                "decode workers (PD mode), not both or neither"
+            )
         if spec.disaggregated and not (spec.prefill and spec.decode):
             raise InvalidOptions(f"{self.name}: PD mode needs at least one prefill and one decode worker")
         argv = [spec.python or "python", "-m", self.module, "--host", spec.host, "--port", str(spec.port)]
@@ -117,8 +124,9 @@ class RouterTool(ABC):
         argv += self.own_flags(spec)
         argv += spec.extra_args
         key = spec.api_key
-        return LaunchCommand(argv=argv, env=self.own_env(spec), health_path=self.health_path,
-                             secrets=(key,) if key else ())
+        return LaunchCommand(
+            argv=argv, env=self.own_env(spec), health_path=self.health_path, secrets=(key,) if key else ()
+        )
 
     def own_env(self, spec: RouterSpec) -> dict[str, str]:
         """Environment the router reads (default: none)."""
@@ -159,7 +167,10 @@ class VllmRouter(RouterTool):
     module = "vllm_router.launch_router"
     engines = ("vllm",)
     policies: ClassVar[Mapping[str, str]] = {
-        "round_robin": "round_robin", "prefix": "cache_aware", "session": "consistent_hash"}
+        "round_robin": "round_robin",
+        "prefix": "cache_aware",
+        "session": "consistent_hash",
+    }
     session_key = "header X-Session-ID"
     pd_switch = "--vllm-pd-disaggregation"
 
@@ -189,8 +200,11 @@ class Smg(RouterTool):
     module = "smg.launch_router"
     engines = ("vllm", "sglang")
     policies: ClassVar[Mapping[str, str]] = {
-        "round_robin": "round_robin", "least_load": "least_load", "prefix": "prefix_hash",
-        "session": "consistent_hashing"}
+        "round_robin": "round_robin",
+        "least_load": "least_load",
+        "prefix": "prefix_hash",
+        "session": "consistent_hashing",
+    }
     session_key = "header X-SMG-Routing-Key"
     pd_switch = "--pd-disaggregation"
 

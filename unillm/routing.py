@@ -121,8 +121,13 @@ class Router:
     """Picks replicas by policy and tracks their health. See the module docstring."""
 
     def __init__(
-        self, urls: Sequence[str], policy: str = "round_robin", *, prefix_chars: int = 256,
-        load_factor: float = 1.25, cooldown: Backoff = Backoff(0.5, 30.0),
+        self,
+        urls: Sequence[str],
+        policy: str = "round_robin",
+        *,
+        prefix_chars: int = 256,
+        load_factor: float = 1.25,
+        cooldown: Backoff = Backoff(0.5, 30.0),
         ejection: Backoff = Backoff(1.0, 30.0),
     ) -> None:
         if policy not in POLICIES:
@@ -130,15 +135,15 @@ class Router:
         if not isinstance(prefix_chars, int) or isinstance(prefix_chars, bool) or prefix_chars < 1:
             raise InvalidOptions(f"prefix_chars must be a positive integer, got {prefix_chars!r}")
         if not load_factor >= 1.0:
-            raise InvalidOptions(f"load_factor must be >= 1.0 (1.25 allows 25% above the mean), "
-                                 f"got {load_factor!r}")
+            raise InvalidOptions(
+                f"load_factor must be >= 1.0 (1.25 allows 25% above the mean), got {load_factor!r}"
+            )
         self.policy = policy
         self.prefix_chars, self.load_factor = prefix_chars, load_factor
         self.cooldown, self.ejection = cooldown, ejection
         self.replicas = [Replica(url) for url in urls]
         self._next = 0
-        ring = sorted((_hash(f"{url}#{v}"), i) for i, url in enumerate(urls)
-                      for v in range(_VIRTUAL_NODES))
+        ring = sorted((_hash(f"{url}#{v}"), i) for i, url in enumerate(urls) for v in range(_VIRTUAL_NODES))
         self._ring_points = [p for p, _ in ring]
         self._ring_owners = [i for _, i in ring]
 
@@ -263,14 +268,20 @@ class Router:
     # -- when nothing is available ----------------------------------------------------------
     def earliest_cooldown_end(self, now: float) -> float | None:
         """Seconds until the first cooling replica may take requests again (None: none cools)."""
-        ends = [r.cooling_until - now for r in self.replicas
-                if r.mismatch is None and r.ejected_until is None and r.cooling_until > now]
+        ends = [
+            r.cooling_until - now
+            for r in self.replicas
+            if r.mismatch is None and r.ejected_until is None and r.cooling_until > now
+        ]
         return min(ends) if ends else None
 
     def earliest_probe(self, now: float) -> float | None:
         """Seconds until the first ejected replica gets its trial request (None: none ejected)."""
-        ends = [max(0.0, r.ejected_until - now) for r in self.replicas
-                if r.mismatch is None and r.ejected_until is not None]
+        ends = [
+            max(0.0, r.ejected_until - now)
+            for r in self.replicas
+            if r.mismatch is None and r.ejected_until is not None
+        ]
         return min(ends) if ends else None
 
 

@@ -116,8 +116,7 @@ def engine_python(adapter: Adapter) -> str | None:
 
 def check_launch_features(adapter: Adapter, spec: LaunchSpec) -> None:
     """Refuse, before anything starts, launch settings the engine has no flags for."""
-    needs = [(spec.nodes is not None, Feature.MULTI_NODE),
-             (spec.pd is not None, Feature.PD_DISAGGREGATION)]
+    needs = [(spec.nodes is not None, Feature.MULTI_NODE), (spec.pd is not None, Feature.PD_DISAGGREGATION)]
     if any(used for used, _ in needs):
         caps = adapter.capabilities()
         for used, feature in needs:
@@ -146,10 +145,18 @@ class Launch:
     """
 
     def __init__(
-        self, engine: str | Adapter, spec: LaunchSpec, *, progress: ProgressHook | None = print_progress,
-        log_path: Path | None = None, defaults: Options | None = None,
-        timeouts: Timeouts = Timeouts(), retry: RetryPolicy = RetryPolicy(), pool: Pool = Pool(),
-        command: LaunchCommand | None = None, name: str | None = None,
+        self,
+        engine: str | Adapter,
+        spec: LaunchSpec,
+        *,
+        progress: ProgressHook | None = print_progress,
+        log_path: Path | None = None,
+        defaults: Options | None = None,
+        timeouts: Timeouts = Timeouts(),
+        retry: RetryPolicy = RetryPolicy(),
+        pool: Pool = Pool(),
+        command: LaunchCommand | None = None,
+        name: str | None = None,
     ) -> None:
         """``command`` replaces the adapter's (e.g. a router in front of engines that speaks
         the adapter's API); ``name`` labels progress, log file and errors (default: the engine)."""
@@ -157,19 +164,24 @@ class Launch:
         self.name = name or self.adapter.name
         self.spec = resolve_spec(self.adapter, spec) if command is None else spec
         self.progress = progress
-        self.log_path = log_path or Path(tempfile.gettempdir()) / (
-            f"unillm-{self.name}-{self.spec.port}.log")
+        self.log_path = log_path or Path(tempfile.gettempdir()) / (f"unillm-{self.name}-{self.spec.port}.log")
         self._connect = {"defaults": defaults, "timeouts": timeouts, "retry": retry, "pool": pool}
         if command is None:
             check_launch_features(self.adapter, self.spec)
         if self.spec.nodes is not None and spec.port is None:
-            raise InvalidOptions("a multi-node launch needs port=... (the API port of the head node, "
-                                 "the same on every node)")
-        self._cmd = (command if command is not None
-                     else LaunchCommand(argv=["(in-process)"]) if self.spec.in_process
-                     else self.adapter.command(self.spec))
+            raise InvalidOptions(
+                "a multi-node launch needs port=... (the API port of the head node, the same on every node)"
+            )
+        self._cmd = (
+            command
+            if command is not None
+            else LaunchCommand(argv=["(in-process)"])
+            if self.spec.in_process
+            else self.adapter.command(self.spec)
+        )
         self._cmd = LaunchCommand(
-            argv=[*self.spec.prefix, *self._cmd.argv], env={**self._cmd.env, **self.spec.env},
+            argv=[*self.spec.prefix, *self._cmd.argv],
+            env={**self._cmd.env, **self.spec.env},
             health_path=self._cmd.health_path,
             secrets=(*self._cmd.secrets, *([k] if (k := self.spec.key()) else [])),
         )
@@ -212,14 +224,24 @@ class Launch:
 
         if self.spec.in_process:
             transport = self.adapter.in_process(self.spec)
-            self._llm = LLM(self.adapter.bind(self.spec), IN_PROCESS_URL, model=self.spec.served_name,
-                            http_transport=transport, **self._connect)  # type: ignore[arg-type]
+            self._llm = LLM(
+                self.adapter.bind(self.spec),
+                IN_PROCESS_URL,
+                model=self.spec.served_name,
+                http_transport=transport,
+                **self._connect,  # type: ignore[arg-type]
+            )
             self._llm.takes_images = takes_images(self.spec.model)
             return self._llm
         try:
             self._start()
-            self._llm = LLM(self.adapter.bind(self.spec), self.base_url, model=self.spec.served_name,
-                            api_key=self.spec.key(), **self._connect)  # type: ignore[arg-type]
+            self._llm = LLM(
+                self.adapter.bind(self.spec),
+                self.base_url,
+                model=self.spec.served_name,
+                api_key=self.spec.key(),
+                **self._connect,  # type: ignore[arg-type]
+            )
             self._llm.takes_images = takes_images(self.spec.model)
             await self._wait_ready(self._llm)
         except BaseException:
@@ -243,27 +265,41 @@ class Launch:
                 f"{self.name} is not installed where unillm can find it. Run `unillm "
                 f"setup {self.name}` to install it in its own environment, or pass "
                 "python=<interpreter of the env that has it> (or prefix=[...] for a container)",
-                command=self._cmd.render(), log_tail=[])
+                command=self._cmd.render(),
+                log_tail=[],
+            )
         model = self.spec.model
-        if (self._own_command and not self.spec.prefix and model.startswith(("/", "./", "../", "~"))
-                and not Path(model).expanduser().exists()):
+        if (
+            self._own_command
+            and not self.spec.prefix
+            and model.startswith(("/", "./", "../", "~"))
+            and not Path(model).expanduser().exists()
+        ):
             raise InvalidOptions(  # before the engine spends a minute starting, then fails on it
                 f"{self.name}: model {model!r} does not exist on this machine. Pass the folder of "
                 "a model (its config.json and weights; `unillm tiny-model` prints a tiny one) "
-                "or a hub id such as 'Qwen/Qwen2.5-0.5B-Instruct'")
+                "or a hub id such as 'Qwen/Qwen2.5-0.5B-Instruct'"
+            )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **self._cmd.env}
         try:
             self._process = subprocess.Popen(
-                self._cmd.argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent(),
+                self._cmd.argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent(),
             )
         except OSError as e:
-            raise LaunchError(f"could not start {self.name}: {e}",
-                              command=self._cmd.render(), log_tail=[]) from e
+            raise LaunchError(
+                f"could not start {self.name}: {e}", command=self._cmd.render(), log_tail=[]
+            ) from e
         _LIVE_GROUPS.add(self._process.pid)
         self._reader = threading.Thread(
-            target=self._read_log, args=(self._process,), daemon=True, name="unillm-engine-log")
+            target=self._read_log, args=(self._process,), daemon=True, name="unillm-engine-log"
+        )
         self._reader.start()
 
     def _read_log(self, process: subprocess.Popen[bytes]) -> None:
@@ -286,9 +322,13 @@ class Launch:
             self.progress(LaunchProgress(self.name, time.monotonic() - started, phase, last))
 
     def _fail(self, message: str) -> LaunchError:
-        return LaunchError(f"{message} (full log: {self.log_path})",
-                           command=self._cmd.render(), log_tail=self.log_tail,
-                           error_lines=self._log.errors, causes=self._log.causes)
+        return LaunchError(
+            f"{message} (full log: {self.log_path})",
+            command=self._cmd.render(),
+            log_tail=self.log_tail,
+            error_lines=self._log.errors,
+            causes=self._log.causes,
+        )
 
     async def _wait_ready(self, llm: LLM) -> None:
         started = time.monotonic()
@@ -303,8 +343,7 @@ class Launch:
                         break
                 now = time.monotonic()
                 if now > deadline:
-                    raise self._fail(f"{self.name} was not healthy within "
-                                     f"{self.spec.ready_timeout:g}s")
+                    raise self._fail(f"{self.name} was not healthy within {self.spec.ready_timeout:g}s")
                 if now >= next_report:
                     self._report(started, "starting")
                     next_report = now + 1.0
@@ -317,12 +356,10 @@ class Launch:
                 else:
                     await llm.generate("Hello", max_tokens=1)
         except TimeoutError:
-            raise self._fail(f"{self.name} is healthy but did not answer a first "
-                             "request in time") from None
+            raise self._fail(f"{self.name} is healthy but did not answer a first request in time") from None
         except UnillmError as e:
             await anyio.sleep(1.0)  # let the log reader catch the engine's last words
-            raise self._fail(f"{self.name} is healthy but failed its first request: "
-                             f"{e}") from e
+            raise self._fail(f"{self.name} is healthy but failed its first request: {e}") from e
         self._report(started, "ready")
 
     def _check_alive(self) -> None:
@@ -331,9 +368,11 @@ class Launch:
             if self._reader is not None:
                 self._reader.join(timeout=2.0)  # the engine's last words
             if code == -signal.SIGKILL:
-                self._log.add_cause("The engine was killed (SIGKILL), most often by the kernel's "
-                                    "out-of-memory killer: give it less to hold (a smaller model or "
-                                    "max_model_len; on a CPU-only machine, cpu=True)")
+                self._log.add_cause(
+                    "The engine was killed (SIGKILL), most often by the kernel's "
+                    "out-of-memory killer: give it less to hold (a smaller model or "
+                    "max_model_len; on a CPU-only machine, cpu=True)"
+                )
             raise self._fail(f"{self.name} exited with code {code} before it was ready")
 
     async def _stop(self) -> None:

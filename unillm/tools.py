@@ -31,8 +31,15 @@ from unillm.errors import InvalidOptions
 from unillm.results import ToolCall, ToolCallDelta
 
 __all__ = [
-    "ForcedCallStream", "Tool", "ToolCallAccumulator", "ToolChoice", "calls_from_forced_text",
-    "forced_call_schema", "to_tool_choice", "to_tools", "validate_call",
+    "ForcedCallStream",
+    "Tool",
+    "ToolCallAccumulator",
+    "ToolChoice",
+    "calls_from_forced_text",
+    "forced_call_schema",
+    "to_tool_choice",
+    "to_tools",
+    "validate_call",
 ]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -74,7 +81,8 @@ class Tool:
             return _from_function(spec)
         raise InvalidOptions(
             f"tools=[...] takes pydantic model classes, JSON-schema function definitions or typed "
-            f"functions, not {spec!r}")
+            f"functions, not {spec!r}"
+        )
 
     def to_openai(self) -> dict[str, Any]:
         """The OpenAI ``{"type": "function", "function": {...}}`` definition."""
@@ -137,7 +145,8 @@ def to_tool_choice(choice: Any, tools: Sequence[Tool]) -> ToolChoice:
     if not isinstance(name, str) or name not in known:
         raise InvalidOptions(
             f"tool_choice={choice!r} is not 'auto', 'required', 'none' or the name of a tool in "
-            f"tools ({', '.join(known)})")
+            f"tools ({', '.join(known)})"
+        )
     return ToolChoice("named", name)
 
 
@@ -145,28 +154,41 @@ def validate_call(call_id: str, name: str, arguments: str, tools: Sequence[Tool]
     """A :class:`ToolCall` with ``parsed`` set, or ``error`` saying why the arguments are invalid."""
     tool = next((t for t in tools if t.name == name), None)
     if tool is None:
-        return ToolCall(id=call_id, name=name, arguments=arguments,
-                        error=f"the engine called {name!r}, which is not one of the tools offered")
+        return ToolCall(
+            id=call_id,
+            name=name,
+            arguments=arguments,
+            error=f"the engine called {name!r}, which is not one of the tools offered",
+        )
     try:
         value = json.loads(arguments or "{}")
     except json.JSONDecodeError as e:
-        return ToolCall(id=call_id, name=name, arguments=arguments,
-                        error=f"the arguments are not valid JSON ({e.msg} at {e.pos})")
+        return ToolCall(
+            id=call_id,
+            name=name,
+            arguments=arguments,
+            error=f"the arguments are not valid JSON ({e.msg} at {e.pos})",
+        )
     if tool.model is not None:
         try:
             instance = tool.model.model_validate(value)
         except ValidationError as e:
             return ToolCall(id=call_id, name=name, arguments=arguments, error=_first_error(e))
-        parsed: Any = instance if tool.returns_model else {
-            k: getattr(instance, k) for k in type(instance).model_fields}
+        parsed: Any = (
+            instance if tool.returns_model else {k: getattr(instance, k) for k in type(instance).model_fields}
+        )
         return ToolCall(id=call_id, name=name, arguments=arguments, parsed=parsed)
     from jsonschema import validators
 
     validator = validators.validator_for(tool.parameters)(tool.parameters)
     problem = next(iter(validator.iter_errors(value)), None)
     if problem is not None:
-        return ToolCall(id=call_id, name=name, arguments=arguments,
-                        error=f"the arguments do not validate: {problem.message}")
+        return ToolCall(
+            id=call_id,
+            name=name,
+            arguments=arguments,
+            error=f"the arguments do not validate: {problem.message}",
+        )
     return ToolCall(id=call_id, name=name, arguments=arguments, parsed=value)
 
 
@@ -178,9 +200,9 @@ def new_call_id() -> str:
 class ToolCallAccumulator:
     """Joins streamed :class:`ToolCallDelta` s into whole calls (one accumulator per choice).
 
-        acc = ToolCallAccumulator(tools)
-        async for d in llm.stream(..., tools=tools): acc.add(d.tool_calls)
-        acc.calls()   # == the non-streamed answer's tool_calls
+    acc = ToolCallAccumulator(tools)
+    async for d in llm.stream(..., tools=tools): acc.add(d.tool_calls)
+    acc.calls()   # == the non-streamed answer's tool_calls
     """
 
     def __init__(self, tools: Sequence[Tool] = ()) -> None:
@@ -202,8 +224,15 @@ class ToolCallAccumulator:
 
     def calls(self) -> list[ToolCall]:
         """The calls so far, validated against the tools."""
-        return [validate_call(self._ids.get(i) or new_call_id(), self._names.get(i, ""),
-                              "".join(self._parts[i]), self._tools) for i in sorted(self._parts)]
+        return [
+            validate_call(
+                self._ids.get(i) or new_call_id(),
+                self._names.get(i, ""),
+                "".join(self._parts[i]),
+                self._tools,
+            )
+            for i in sorted(self._parts)
+        ]
 
 
 # -- forcing a call with a JSON-schema constraint (engines without native forced calls) ----------
@@ -213,9 +242,15 @@ def forced_call_schema(tools: Sequence[Tool], choice: ToolChoice) -> dict[str, A
     if choice.mode == "named":
         tool = next(t for t in tools if t.name == choice.name)
         return _object_schema(tool.parameters)
-    variants = [{"type": "object",
-                 "properties": {"name": {"const": t.name}, "arguments": _object_schema(t.parameters)},
-                 "required": ["name", "arguments"], "additionalProperties": False} for t in tools]
+    variants = [
+        {
+            "type": "object",
+            "properties": {"name": {"const": t.name}, "arguments": _object_schema(t.parameters)},
+            "required": ["name", "arguments"],
+            "additionalProperties": False,
+        }
+        for t in tools
+    ]
     return variants[0] if len(variants) == 1 else {"anyOf": variants}
 
 
@@ -226,11 +261,16 @@ def calls_from_forced_text(text: str, choice: ToolChoice, tools: Sequence[Tool])
         return [validate_call(new_call_id(), choice.name, text.strip(), tools)]
     match = _HEAD.match(text)
     if match is None:
-        return [ToolCall(id=new_call_id(), name="", arguments=text,
-                         error="the answer is not a {\"name\": ..., \"arguments\": ...} call "
-                               "(cut by max_tokens?)")]
+        return [
+            ToolCall(
+                id=new_call_id(),
+                name="",
+                arguments=text,
+                error='the answer is not a {"name": ..., "arguments": ...} call (cut by max_tokens?)',
+            )
+        ]
     name = json.loads(f'"{match[1]}"')
-    arguments = _TAIL.sub("", text[match.end():], count=1)
+    arguments = _TAIL.sub("", text[match.end() :], count=1)
     return [validate_call(new_call_id(), name, arguments, tools)]
 
 
@@ -272,12 +312,11 @@ class ForcedCallStream:
             if match is None or match.end() == len(self._buffer):  # more whitespace may follow
                 return []
             self._head_end = match.end()
-            out.append(ToolCallDelta(index=0, id=self._id, name=json.loads(f'"{match[1]}"'),
-                                     arguments=""))
-        body = self._buffer[self._head_end:]
+            out.append(ToolCallDelta(index=0, id=self._id, name=json.loads(f'"{match[1]}"'), arguments=""))
+        body = self._buffer[self._head_end :]
         ready = len(body) - len(_HELD.search(body)[0])  # type: ignore[index]
         if ready > self._sent:
-            out.append(ToolCallDelta(index=0, arguments=body[self._sent:ready]))
+            out.append(ToolCallDelta(index=0, arguments=body[self._sent : ready]))
             self._sent = ready
         return [_merge(out)] if out else []
 
@@ -285,16 +324,17 @@ class ForcedCallStream:
         """What was held back, without the wrapper's closing brace."""
         if self._choice.mode == "named" or self._head_end is None:
             return []
-        body = _TAIL.sub("", self._buffer[self._head_end:], count=1)
-        rest = body[self._sent:]
+        body = _TAIL.sub("", self._buffer[self._head_end :], count=1)
+        rest = body[self._sent :]
         self._sent = len(body)
         return [ToolCallDelta(index=0, arguments=rest)] if rest else []
 
 
 def _merge(deltas: list[ToolCallDelta]) -> ToolCallDelta:
     first = deltas[0]
-    return ToolCallDelta(index=first.index, id=first.id, name=first.name,
-                         arguments="".join(d.arguments for d in deltas))
+    return ToolCallDelta(
+        index=first.index, id=first.id, name=first.name, arguments="".join(d.arguments for d in deltas)
+    )
 
 
 # -- building tools -----------------------------------------------------------------------------
@@ -313,7 +353,8 @@ def _from_definition(spec: Mapping[str, Any]) -> Tool:
     if not isinstance(function, Mapping) or "name" not in function:
         raise InvalidOptions(
             'a tool definition needs {"type": "function", "function": {"name": ..., "parameters": '
-            f'{{...}}}}}} or {{"name": ..., "parameters": {{...}}}}, got {spec!r}')
+            f'{{...}}}}}} or {{"name": ..., "parameters": {{...}}}}, got {spec!r}'
+        )
     parameters = function.get("parameters") or {"type": "object", "properties": {}}
     if not isinstance(parameters, Mapping):
         raise InvalidOptions(f"tool {function['name']!r}: parameters must be a JSON schema object")
@@ -323,11 +364,15 @@ def _from_definition(spec: Mapping[str, Any]) -> Tool:
     try:
         validators.validator_for(parameters).check_schema(parameters)
     except SchemaError as e:
-        raise InvalidOptions(f"tool {function['name']!r}: parameters are not a valid JSON schema: "
-                             f"{e.message}") from None
+        raise InvalidOptions(
+            f"tool {function['name']!r}: parameters are not a valid JSON schema: {e.message}"
+        ) from None
     description = function.get("description")
-    return Tool(_name(function["name"]), dict(parameters),
-                description if isinstance(description, str) and description else None)
+    return Tool(
+        _name(function["name"]),
+        dict(parameters),
+        description if isinstance(description, str) and description else None,
+    )
 
 
 def _from_function(fn: Callable[..., Any]) -> Tool:
@@ -340,11 +385,13 @@ def _from_function(fn: Callable[..., Any]) -> Tool:
     fields: dict[str, Any] = {}
     for p in signature.parameters.values():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            raise InvalidOptions(f"tool {name!r}: *args/**kwargs cannot become a JSON schema; "
-                                 "name every parameter")
+            raise InvalidOptions(
+                f"tool {name!r}: *args/**kwargs cannot become a JSON schema; name every parameter"
+            )
         if p.name not in hints:
-            raise InvalidOptions(f"tool {name!r}: parameter {p.name!r} needs a type hint "
-                                 f"(e.g. {p.name}: str)")
+            raise InvalidOptions(
+                f"tool {name!r}: parameter {p.name!r} needs a type hint (e.g. {p.name}: str)"
+            )
         fields[p.name] = (hints[p.name], ... if p.default is p.empty else p.default)
     model = create_model(_name(name), **fields)
     schema = dict(model.model_json_schema())

@@ -36,10 +36,17 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         attempts = self.attempts
-        if (not isinstance(attempts, (int, float)) or isinstance(attempts, bool)
-                or not math.isfinite(attempts) or attempts != int(attempts) or attempts < 1):
-            raise InvalidOptions(f"RetryPolicy.attempts counts the first try too: a whole number, "
-                                 f"1 or more (1 turns retries off), got {attempts!r}")
+        if (
+            not isinstance(attempts, (int, float))
+            or isinstance(attempts, bool)
+            or not math.isfinite(attempts)
+            or attempts != int(attempts)
+            or attempts < 1
+        ):
+            raise InvalidOptions(
+                f"RetryPolicy.attempts counts the first try too: a whole number, "
+                f"1 or more (1 turns retries off), got {attempts!r}"
+            )
         object.__setattr__(self, "attempts", int(attempts))  # config tables may give 1.0
         _positive_seconds(self, "initial_wait", "max_wait", "max_total")
 
@@ -81,23 +88,34 @@ class Pool:
 
     def limits(self) -> httpx.Limits:
         """The same limits as httpx's."""
-        return httpx.Limits(max_connections=self.max_connections,
-                            max_keepalive_connections=self.max_keepalive,
-                            keepalive_expiry=self.keepalive_expiry)
+        return httpx.Limits(
+            max_connections=self.max_connections,
+            max_keepalive_connections=self.max_keepalive,
+            keepalive_expiry=self.keepalive_expiry,
+        )
 
 
 def _positive_seconds(owner: object, *names: str) -> None:
     for name in names:
         value = getattr(owner, name)
-        if (not isinstance(value, (int, float)) or isinstance(value, bool)
-                or not math.isfinite(value) or value <= 0):
-            raise InvalidOptions(f"{type(owner).__name__}.{name} must be a positive, finite number "
-                                 f"of seconds, got {value!r}")
+        if (
+            not isinstance(value, (int, float))
+            or isinstance(value, bool)
+            or not math.isfinite(value)
+            or value <= 0
+        ):
+            raise InvalidOptions(
+                f"{type(owner).__name__}.{name} must be a positive, finite number of seconds, got {value!r}"
+            )
 
 
 class _Retryable(Exception):
-    def __init__(self, cause: BaseException | None, response: httpx.Response | None = None,
-                 retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        cause: BaseException | None,
+        response: httpx.Response | None = None,
+        retry_after: float | None = None,
+    ) -> None:
         super().__init__(str(cause or response))
         self.cause, self.response, self.retry_after = cause, response, retry_after
 
@@ -127,16 +145,25 @@ class Transport:
     """
 
     def __init__(
-        self, base_url: str, *, api_key: str | None = None, timeouts: Timeouts = Timeouts(),
-        retry: RetryPolicy = RetryPolicy(), engine: str = "engine",
-        http_transport: httpx.AsyncBaseTransport | None = None, pool: Pool = Pool(),
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeouts: Timeouts = Timeouts(),
+        retry: RetryPolicy = RetryPolicy(),
+        engine: str = "engine",
+        http_transport: httpx.AsyncBaseTransport | None = None,
+        pool: Pool = Pool(),
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.base_url, self.retry, self.timeouts, self.engine = base_url, retry, timeouts, engine
         self.pool = pool
         self._client = httpx.AsyncClient(
-            base_url=base_url, headers=headers, timeout=self._timeout(None),
-            limits=pool.limits(), transport=http_transport,
+            base_url=base_url,
+            headers=headers,
+            timeout=self._timeout(None),
+            limits=pool.limits(),
+            transport=http_transport,
         )
 
     def _timeout(self, read: float | None) -> httpx.Timeout:
@@ -227,8 +254,11 @@ class Transport:
         await anyio.sleep(min(last.retry_after or self.retry.initial_wait, self.retry.max_wait))
         try:
             async for trial in stamina.retry_context(
-                on=backoff, attempts=self.retry.attempts - 1, timeout=self.retry.max_total,
-                wait_initial=self.retry.initial_wait, wait_max=self.retry.max_wait,
+                on=backoff,
+                attempts=self.retry.attempts - 1,
+                timeout=self.retry.max_total,
+                wait_initial=self.retry.initial_wait,
+                wait_max=self.retry.max_wait,
                 wait_jitter=self.retry.initial_wait,
             ):
                 with trial:
@@ -264,8 +294,10 @@ def _standard_json(value: Any, engine: str) -> bytes:
     try:
         return json.dumps(value, allow_nan=False).encode()
     except (TypeError, ValueError) as e:
-        raise InvalidOptions(f"the request for {engine} is not standard JSON ({e}); pass finite "
-                             "numbers and JSON types only. Nothing was sent") from None
+        raise InvalidOptions(
+            f"the request for {engine} is not standard JSON ({e}); pass finite "
+            "numbers and JSON types only. Nothing was sent"
+        ) from None
 
 
 async def event_stream(response: httpx.Response, engine: str) -> AsyncIterator[str]:

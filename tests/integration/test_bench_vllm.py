@@ -16,9 +16,15 @@ pytestmark = pytest.mark.anyio
 async def test_short_bench_on_real_vllm(vllm_server: RunningEngine, tiny: TinyModel, tmp_path: Path) -> None:
     target = Url("vllm", vllm_server.base_url, api_key=vllm_server.api_key, label="vllm-cpu")
     workload = Synthetic(num_prompts=12, input_len=32, output_len=12, tokenizer=str(tiny.path))
-    report = await run_suite([target], workload, [Load(max_concurrency=4)], warmup=2,
-                             options={"temperature": 0, "extra_body": {"ignore_eos": True}},
-                             slo=Slo(e2el_ms=600_000), sample_every_s=0.5)
+    report = await run_suite(
+        [target],
+        workload,
+        [Load(max_concurrency=4)],
+        warmup=2,
+        options={"temperature": 0, "extra_body": {"ignore_eos": True}},
+        slo=Slo(e2el_ms=600_000),
+        sample_every_s=0.5,
+    )
     (run,) = report.runs
     assert run.error is None and run.summary is not None
     assert (run.summary.completed, run.summary.failed) == (12, 0)

@@ -21,8 +21,9 @@ def minilm_server(workdir: Path) -> Iterator[RunningEngine]:
     """vLLM's pooling runner with MiniLM, torn down after this module."""
     from unillm_vllm.testing import embedding_settings  # vLLM's test recipe (its adapter package)
 
-    launch = unillm.launch("vllm", **embedding_settings(workdir / "minilm"),
-                           log_path=workdir / "vllm-minilm.log")
+    launch = unillm.launch(
+        "vllm", **embedding_settings(workdir / "minilm"), log_path=workdir / "vllm-minilm.log"
+    )
     with launch.blocking():
         yield RunningEngine(launch)
 

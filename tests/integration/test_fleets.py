@@ -95,11 +95,17 @@ class Replicas:
 
 @pytest.fixture(scope="module")
 def replicas(tiny: TinyModel, workdir: Path) -> Iterator[Replicas]:
-    settings = cpu_launch_settings("vllm", tiny, workdir / "fleet", served_name="tiny",
-                                   max_num_seqs=4, prefix_caching=True)
+    settings = cpu_launch_settings(
+        "vllm", tiny, workdir / "fleet", served_name="tiny", max_num_seqs=4, prefix_caching=True
+    )
     cores = os.cpu_count() or 1  # each replica's compute threads on a core of its own
-    run = FleetLaunch("vllm", unillm.LaunchSpec(**settings), replicas=2, log_dir=workdir,
-                      replica_env=[{"VLLM_CPU_OMP_THREADS_BIND": str(i % cores)} for i in range(2)])
+    run = FleetLaunch(
+        "vllm",
+        unillm.LaunchSpec(**settings),
+        replicas=2,
+        log_dir=workdir,
+        replica_env=[{"VLLM_CPU_OMP_THREADS_BIND": str(i % cores)} for i in range(2)],
+    )
     with start_blocking_portal() as portal, portal.wrap_async_context_manager(run):
         state = Replicas(run, portal, [e.pid for e in run.engines if e.pid is not None])
         yield state
@@ -229,13 +235,15 @@ async def _requests_to_overloaded(send: Any, server: FaultServer, seconds: float
 
 
 async def test_client_fleet_sends_an_overloaded_replica_nothing_for_its_retry_after(
-        replicas: Replicas) -> None:
+    replicas: Replicas,
+) -> None:
     with FaultServer(model="tiny") as busy:
         busy.fail(429, retry_after="5")
         urls = [replicas.urls[0], busy.url]
         async with unillm.connect("vllm", urls, api_key=replicas.key, model="tiny") as fleet:
             times = await _requests_to_overloaded(
-                lambda: fleet.generate("Hi", max_tokens=2), busy, seconds=4.5)
+                lambda: fleet.generate("Hi", max_tokens=2), busy, seconds=4.5
+            )
     assert len(times) == 1, f"requests reached the 429 replica at {times}"
 
 
@@ -244,10 +252,10 @@ async def test_routers_with_an_overloaded_replica(router: str, replicas: Replica
     with FaultServer(model="tiny") as busy:
         busy.fail(429, retry_after="5")
         spec = unillm.LaunchSpec(model="tiny", served_name="tiny", api_key=replicas.run.spec.api_key)
-        async with router_launch("vllm", router, [replicas.urls[0], busy.url], spec=spec,
-                                 progress=None, log_dir=workdir) as llm:
-            times = await _requests_to_overloaded(
-                lambda: llm.generate("Hi", max_tokens=2), busy, seconds=4.5)
+        async with router_launch(
+            "vllm", router, [replicas.urls[0], busy.url], spec=spec, progress=None, log_dir=workdir
+        ) as llm:
+            times = await _requests_to_overloaded(lambda: llm.generate("Hi", max_tokens=2), busy, seconds=4.5)
     # Documented: both retry a 429 on another worker, so every request above succeeded.
     RECORD[f"{router}: requests reaching the 429 replica within 5 s"] = len(times)
 
@@ -269,6 +277,9 @@ async def test_router_with_a_killed_replica(router: str, replicas: Replicas, wor
 
 
 def _summary(out: Outcomes) -> dict[str, Any]:
-    return {"completed": out.completed, "stream_interrupted": len(out.interrupted),
-            "errors": dict(out.errors), "started_then_failed": out.started_then_failed}
-
+    return {
+        "completed": out.completed,
+        "stream_interrupted": len(out.interrupted),
+        "errors": dict(out.errors),
+        "started_then_failed": out.started_then_failed,
+    }

@@ -20,8 +20,9 @@ def test_quickstart_notebook_runs_against_vllm(
     monkeypatch.setenv("UNILLM_BASE_URL", vllm_server.base_url)
     monkeypatch.setenv("UNILLM_API_KEY", vllm_server.api_key or "")
     nb = nbformat.read(NOTEBOOKS / "quickstart.ipynb", as_version=4)
-    NotebookClient(nb, timeout=120, kernel_name="python3",
-                   resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
+    ).execute()
     outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     text = "".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)

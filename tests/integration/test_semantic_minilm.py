@@ -36,9 +36,16 @@ ROUTES = [Route(**r) for r in TABLE["routes"]]
 @pytest.fixture(scope="module")
 def minilm(workdir: Path) -> Iterator[RunningEngine]:
     """MiniLM behind vLLM's /v1/embeddings (no API key, so the look-alike can forward to it)."""
-    launch = unillm.launch("vllm", model=str(build_embedding_model()), served_name="minilm",
-                           task="embed", cpu=True, max_model_len=256, api_key=None,
-                           log_path=workdir / "vllm-minilm-routing.log")
+    launch = unillm.launch(
+        "vllm",
+        model=str(build_embedding_model()),
+        served_name="minilm",
+        task="embed",
+        cpu=True,
+        max_model_len=256,
+        api_key=None,
+        log_path=workdir / "vllm-minilm-routing.log",
+    )
     with launch.blocking():
         yield RunningEngine(launch)
 
@@ -82,10 +89,12 @@ async def test_an_azure_style_endpoint_in_front_of_the_real_model_routes_the_sam
     minilm: RunningEngine, embedder: EngineEmbedder
 ) -> None:
     subset = SAMPLES[3::9]
-    with EmbeddingServer(azure=True, api_key="azure-key", upstream=minilm.base_url + "/v1/embeddings",
-                         upstream_model="minilm") as azure:
-        remote = OpenAIEmbedder.azure(azure.url, deployment="minilm", api_version="2024-10-21",
-                                      api_key="azure-key")
+    with EmbeddingServer(
+        azure=True, api_key="azure-key", upstream=minilm.base_url + "/v1/embeddings", upstream_model="minilm"
+    ) as azure:
+        remote = OpenAIEmbedder.azure(
+            azure.url, deployment="minilm", api_version="2024-10-21", api_key="azure-key"
+        )
         try:
             far = [(await _router(remote).route(s.text)).route for s in subset]
         finally:
@@ -101,21 +110,24 @@ async def test_a_routed_generation_reaches_the_routes_lora_on_real_vllm(
     routes = [r.model_copy(update={"lora": "sql"}) if r.name == "code" else r for r in ROUTES]
     async with vllm_server.connect() as llm:
         router = SemanticRouter(routes, embedder=embedder, llm=llm, default=TABLE["default"])
-        r = await router.generate("How do I write a SQL join over two tables?", max_tokens=4,
-                                  temperature=0)
+        r = await router.generate("How do I write a SQL join over two tables?", max_tokens=4, temperature=0)
         assert r.route is not None and r.route.route == "code" and r.model == "sql"
-        r = await router.generate(messages=[{"role": "user", "content": "Hey, how was your day?"}],
-                                  max_tokens=4, temperature=0)
+        r = await router.generate(
+            messages=[{"role": "user", "content": "Hey, how was your day?"}], max_tokens=4, temperature=0
+        )
         assert r.route is not None and r.route.route == "chitchat" and r.model == "tiny"
 
 
-def test_unillm_route_eval_reports_from_a_config(minilm: RunningEngine, tmp_path: Path,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_unillm_route_eval_reports_from_a_config(
+    minilm: RunningEngine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from unillm.cli import main
 
     config = tmp_path / "routes.toml"
-    config.write_text((ROOT / "examples" / "routes.toml").read_text()
-                      + f'\n[router.embedder]\nengine = "vllm"\nbase_url = "{minilm.base_url}"\n')
+    config.write_text(
+        (ROOT / "examples" / "routes.toml").read_text()
+        + f'\n[router.embedder]\nengine = "vllm"\nbase_url = "{minilm.base_url}"\n'
+    )
     labelled = tmp_path / "some.jsonl"
     lines = (ROOT / "tests" / "data" / "routing_labelled.jsonl").read_text().splitlines()
     labelled.write_text("\n".join(lines[::12]) + "\n")

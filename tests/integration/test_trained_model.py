@@ -25,8 +25,9 @@ class Capital(BaseModel):
 @pytest.fixture(scope="module")
 def trained_server(workdir: Path) -> Iterator[RunningEngine]:
     """vLLM with the trained model and the hermes tool parser, torn down after this module."""
-    settings = cpu_launch_settings("vllm", build_trained_model(), workdir / "trained",
-                                   served_name="tiny-trained", tool_parser="hermes")
+    settings = cpu_launch_settings(
+        "vllm", build_trained_model(), workdir / "trained", served_name="tiny-trained", tool_parser="hermes"
+    )
     assert "--structured-outputs-config" in settings["extra_args"]
     launch = unillm.launch("vllm", **settings, log_path=workdir / "vllm-trained.log")
     with launch.blocking():
@@ -37,16 +38,20 @@ def ask(question: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": question}]
 
 
-@pytest.mark.parametrize(("question", "answer"), [
-    ("What is 2+2?", "4"),
-    ("What is 5+3?", "8"),
-    ("What is 6-4?", "2"),
-    ("What is the capital of France?", "Paris"),
-    ("What is the capital of Japan?", "Tokyo"),
-    ("Hello", "Hello! How can I help you?"),
-])
-async def test_greedy_chat_answers_are_right(trained_server: RunningEngine, question: str,
-                                             answer: str) -> None:
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        ("What is 2+2?", "4"),
+        ("What is 5+3?", "8"),
+        ("What is 6-4?", "2"),
+        ("What is the capital of France?", "Paris"),
+        ("What is the capital of Japan?", "Tokyo"),
+        ("Hello", "Hello! How can I help you?"),
+    ],
+)
+async def test_greedy_chat_answers_are_right(
+    trained_server: RunningEngine, question: str, answer: str
+) -> None:
     async with trained_server.connect() as llm:
         r = await llm.generate(messages=ask(question), max_tokens=16, temperature=0)
     assert (r.text, r.finish_reason) == (answer, "stop")
@@ -60,10 +65,15 @@ async def test_a_prompt_is_completed_and_stops(trained_server: RunningEngine) ->
 
 async def test_json_answers_close_and_parse(trained_server: RunningEngine) -> None:
     async with trained_server.connect() as llm:
-        free = await llm.generate(messages=ask("What is the capital of Peru? Reply in JSON."),
-                                  max_tokens=40, temperature=0)
-        constrained = await llm.generate(messages=ask("What is the capital of Kenya? Reply in JSON."),
-                                         output=Capital, max_tokens=40, temperature=0)
+        free = await llm.generate(
+            messages=ask("What is the capital of Peru? Reply in JSON."), max_tokens=40, temperature=0
+        )
+        constrained = await llm.generate(
+            messages=ask("What is the capital of Kenya? Reply in JSON."),
+            output=Capital,
+            max_tokens=40,
+            temperature=0,
+        )
     assert json.loads(free.text) == {"country": "Peru", "capital": "Lima"}
     assert constrained.parsed == Capital(country="Kenya", capital="Nairobi")
 
@@ -83,10 +93,20 @@ async def test_the_model_calls_an_offered_tool_when_the_question_needs_one(
 ) -> None:
     async with trained_server.connect() as llm:
         tools = [get_weather, get_time]
-        call = await llm.generate(messages=ask("What is the weather in Oslo?"), tools=tools,
-                                  tool_choice="auto", temperature=0, max_tokens=60)
-        plain = await llm.generate(messages=ask("What is the capital of Spain?"), tools=tools,
-                                   tool_choice="auto", temperature=0, max_tokens=60)
+        call = await llm.generate(
+            messages=ask("What is the weather in Oslo?"),
+            tools=tools,
+            tool_choice="auto",
+            temperature=0,
+            max_tokens=60,
+        )
+        plain = await llm.generate(
+            messages=ask("What is the capital of Spain?"),
+            tools=tools,
+            tool_choice="auto",
+            temperature=0,
+            max_tokens=60,
+        )
     assert [(c.name, c.parsed) for c in call.tool_calls] == [("get_weather", {"city": "Oslo"})]
     assert call.finish_reason == "tool_calls"
     assert (plain.tool_calls, plain.text) == ([], "Madrid")
@@ -98,8 +118,10 @@ async def test_after_a_tool_result_the_model_answers_from_it(trained_server: Run
         tools = [get_weather, get_time]
         r = await llm.generate(messages=messages, tools=tools, temperature=0, max_tokens=60)
         (call,) = r.tool_calls
-        messages += [r.message(), {"role": "tool", "tool_call_id": call.id,
-                                   "content": get_weather(**(call.parsed or {}))}]
+        messages += [
+            r.message(),
+            {"role": "tool", "tool_call_id": call.id, "content": get_weather(**(call.parsed or {}))},
+        ]
         answer = await llm.generate(messages=messages, tools=tools, temperature=0, max_tokens=40)
     # a sentence built from the tool's result (the tiny model copies words reliably, numbers less so)
     assert answer.text.startswith("It is snowy and ") and answer.text.endswith(" degrees in Oslo.")

@@ -58,8 +58,7 @@ async def test_errors_inside_a_stream_are_typed_too(llm: unillm.LLM) -> None:
 
 
 async def test_a_cut_constrained_answer_raises_output_parse_error_naming_max_tokens(llm: unillm.LLM) -> None:
-    schema = {"type": "object", "properties": {"s": {"type": "string", "maxLength": 40}},
-              "required": ["s"]}
+    schema = {"type": "object", "properties": {"s": {"type": "string", "maxLength": 40}}, "required": ["s"]}
     with pytest.raises(unillm.OutputParseError, match="max_tokens") as caught:
         await llm.generate("x", output=schema, max_tokens=3, temperature=0)
     assert caught.value.finish_reason == "length"

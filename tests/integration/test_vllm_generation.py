@@ -50,7 +50,7 @@ async def test_stream_deltas_concatenate_to_the_greedy_generate_text(llm: unillm
 
 async def test_stop_string_ends_the_answer_with_finish_reason_stop(llm: unillm.LLM) -> None:
     free = await llm.generate(PROMPT, max_tokens=24, temperature=0)
-    stop = free.text[len(free.text) // 2:][:2]
+    stop = free.text[len(free.text) // 2 :][:2]
     assert stop.strip(), f"need a visible stop string, got {free.text!r}"
     r = await llm.generate(PROMPT, max_tokens=24, temperature=0, stop=[stop])
     assert r.finish_reason == "stop"
@@ -80,9 +80,18 @@ async def test_logprobs_come_back_per_token_with_top_alternatives(llm: unillm.LL
 
 
 async def test_sampling_options_are_accepted_by_the_engine(llm: unillm.LLM) -> None:
-    r = await llm.generate(PROMPT, max_tokens=6, temperature=0.7, top_p=0.9, top_k=20, min_p=0.01,
-                           presence_penalty=0.5, frequency_penalty=0.5, repetition_penalty=1.1,
-                           seed=3)
+    r = await llm.generate(
+        PROMPT,
+        max_tokens=6,
+        temperature=0.7,
+        top_p=0.9,
+        top_k=20,
+        min_p=0.01,
+        presence_penalty=0.5,
+        frequency_penalty=0.5,
+        repetition_penalty=1.1,
+        seed=3,
+    )
     assert r.usage.completion_tokens == 6
 
 
@@ -110,8 +119,12 @@ class Level(BaseModel):
 SCHEMA_DICT = {
     "type": "object",
     "properties": {
-        "tags": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9},
-                 "minItems": 2, "maxItems": 4},
+        "tags": {
+            "type": "array",
+            "items": {"type": "integer", "minimum": 0, "maximum": 9},
+            "minItems": 2,
+            "maxItems": 4,
+        },
         "ok": {"type": "boolean"},
     },
     "required": ["tags", "ok"],
@@ -147,8 +160,9 @@ async def test_regex_output_fully_matches(llm: unillm.LLM) -> None:
 async def test_choice_output_lands_in_the_set(llm: unillm.LLM) -> None:
     options = ["alpha", "beta", "gamma delta"]
     for seed in range(3):
-        r = await llm.generate(PROMPT, output=unillm.Choice(options), max_tokens=8,
-                               temperature=1.0, seed=seed)
+        r = await llm.generate(
+            PROMPT, output=unillm.Choice(options), max_tokens=8, temperature=1.0, seed=seed
+        )
         assert r.parsed in options
 
 

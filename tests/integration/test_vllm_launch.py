@@ -105,14 +105,13 @@ def test_a_known_cause_of_a_failed_launch_says_what_to_change(
     too_long_context: tuple[unillm.LaunchError, list[unillm.LaunchProgress]],
 ) -> None:
     error, _ = too_long_context
-    assert error.causes == ["max_model_len is above the model's own context length: lower it, "
-                            "or leave it unset"]
+    assert error.causes == [
+        "max_model_len is above the model's own context length: lower it, or leave it unset"
+    ]
     assert str(error).splitlines()[1].startswith("likely cause: max_model_len")
 
 
-async def test_launch_then_cancel_twenty_times_leaves_no_process(
-    tiny: TinyModel, workdir: Path
-) -> None:
+async def test_launch_then_cancel_twenty_times_leaves_no_process(tiny: TinyModel, workdir: Path) -> None:
     marker = f"cancel-{uuid.uuid4().hex[:8]}"
     settings = cpu_launch_settings("vllm", tiny, workdir / "cancel", served_name=marker)
     for i in range(20):
@@ -135,8 +134,19 @@ def test_killing_the_launching_process_takes_the_engine_down(
 ) -> None:
     marker = f"orphan-{sig.name}-{uuid.uuid4().hex[:8]}"
     settings = cpu_launch_settings("vllm", tiny, workdir / marker)
-    cli = [sys.executable, "-m", "unillm.cli", "launch", "vllm", "--cpu", "--model", settings["model"],
-           "--served-name", marker, *(f"--env={k}={v}" for k, v in settings["env"].items())]
+    cli = [
+        sys.executable,
+        "-m",
+        "unillm.cli",
+        "launch",
+        "vllm",
+        "--cpu",
+        "--model",
+        settings["model"],
+        "--served-name",
+        marker,
+        *(f"--env={k}={v}" for k, v in settings["env"].items()),
+    ]
     parent = subprocess.Popen(cli, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_until(lambda: bool(set(processes_mentioning(marker)) - {parent.pid}), 60)

@@ -28,8 +28,7 @@ async def test_a_metrics_window_counts_exactly_the_requests_made(llm: unillm.LLM
     deltas = [d async for d in llm.stream(PROMPT, max_tokens=6, temperature=0)]
     usages = [r.usage for r in answers] + [final_delta(deltas).usage]
     with anyio.fail_after(10):  # the engine records a request's stats right after answering it
-        while ((window := await snapshot(llm) - before).e2e is None
-               or window.e2e.count < 3):
+        while (window := await snapshot(llm) - before).e2e is None or window.e2e.count < 3:
             await anyio.sleep(0.1)
     assert window.e2e is not None and window.ttft is not None and window.tpot is not None
     assert window.e2e.count == window.ttft.count == window.tpot.count == 3
@@ -80,7 +79,14 @@ async def test_opentelemetry_span_and_metrics_of_a_real_stream(llm: unillm.LLM) 
     assert last.usage is not None and a["gen_ai.usage.output_tokens"] == last.usage.completion_tokens == 5
     assert a["gen_ai.response.finish_reasons"] == ("length",)
     data = reader.get_metrics_data()
-    names = {m.name for rm in (data.resource_metrics if data else ()) for sm in rm.scope_metrics
-             for m in sm.metrics}
-    assert {"gen_ai.client.operation.duration", "gen_ai.client.token.usage",
-            "gen_ai.client.operation.time_to_first_chunk"} <= names
+    names = {
+        m.name
+        for rm in (data.resource_metrics if data else ())
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+    }
+    assert {
+        "gen_ai.client.operation.duration",
+        "gen_ai.client.token.usage",
+        "gen_ai.client.operation.time_to_first_chunk",
+    } <= names

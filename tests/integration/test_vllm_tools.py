@@ -36,15 +36,24 @@ def add(a: Digit, b: Digit) -> int:
     return a + b
 
 
-ADD = {"type": "function", "function": {"name": "add", "description": "Add two small numbers.",
-       "parameters": {"type": "object", "properties": {"a": {"enum": list(range(10))},
-                                                        "b": {"enum": list(range(10))}},
-                      "required": ["a", "b"]}}}
+ADD = {
+    "type": "function",
+    "function": {
+        "name": "add",
+        "description": "Add two small numbers.",
+        "parameters": {
+            "type": "object",
+            "properties": {"a": {"enum": list(range(10))}, "b": {"enum": list(range(10))}},
+            "required": ["a", "b"],
+        },
+    },
+}
 
 
 async def test_a_named_tool_choice_returns_a_valid_call_of_that_tool(llm: unillm.LLM) -> None:
-    r = await llm.generate(messages=ASK, tools=[GetWeather, ADD], tool_choice="GetWeather",
-                           max_tokens=40, temperature=0)
+    r = await llm.generate(
+        messages=ASK, tools=[GetWeather, ADD], tool_choice="GetWeather", max_tokens=40, temperature=0
+    )
     assert r.text == "" and r.finish_reason == "tool_calls"
     (call,) = r.tool_calls
     assert call.name == "GetWeather" and call.valid, call
@@ -54,8 +63,9 @@ async def test_a_named_tool_choice_returns_a_valid_call_of_that_tool(llm: unillm
 
 async def test_required_choice_picks_one_of_the_tools_with_valid_arguments(llm: unillm.LLM) -> None:
     bounded_add = {"type": "function", "function": {**ADD["function"], "name": "add_small"}}  # type: ignore[dict-item]
-    r = await llm.generate(messages=ASK, tools=[GetWeather, bounded_add], tool_choice="required",
-                           max_tokens=48, temperature=0)
+    r = await llm.generate(
+        messages=ASK, tools=[GetWeather, bounded_add], tool_choice="required", max_tokens=48, temperature=0
+    )
     (call,) = r.tool_calls
     assert call.name in ("GetWeather", "add_small") and call.valid, call
     if call.name == "add_small":
@@ -77,8 +87,9 @@ async def test_streamed_tool_calls_join_to_the_non_streamed_calls(llm: unillm.LL
     pieces = [c for d in deltas for c in d.tool_calls or ()]
     assert pieces[0].id and pieces[0].name == "add"
     assert all(p.id is None and p.name is None for p in pieces[1:])
-    assert [(c.name, c.arguments, c.parsed) for c in stream.tool_calls] == \
-        [(c.name, c.arguments, c.parsed) for c in whole.tool_calls]
+    assert [(c.name, c.arguments, c.parsed) for c in stream.tool_calls] == [
+        (c.name, c.arguments, c.parsed) for c in whole.tool_calls
+    ]
     assert stream.tool_calls[0].valid and stream.text == ""
     assert deltas[-1].finish_reason == whole.finish_reason == "tool_calls"
 
@@ -89,8 +100,9 @@ async def test_a_tool_result_continues_the_conversation_to_an_answer(llm: unillm
     assert call.valid and isinstance(call.parsed, dict), call
     result = add(**call.parsed)
     messages = [*ASK, first.message(), {"role": "tool", "tool_call_id": call.id, "content": str(result)}]
-    answer = await llm.generate(messages=messages, tools=[add], tool_choice="none", max_tokens=8,
-                                temperature=0)
+    answer = await llm.generate(
+        messages=messages, tools=[add], tool_choice="none", max_tokens=8, temperature=0
+    )
     assert answer.text and not answer.tool_calls
     # the tool call and its result reached the chat template: the prompt grew by both
     plain = await llm.generate(messages=ASK, max_tokens=1, temperature=0)
@@ -111,6 +123,7 @@ async def test_image_parts_to_a_text_only_model_are_refused(llm: unillm.LLM) -> 
 async def test_openai_style_text_parts_are_accepted(llm: unillm.LLM) -> None:
     parts = [{"type": "text", "text": "Say"}, {"type": "text", "text": "something."}]
     r = await llm.generate(messages=[{"role": "user", "content": parts}], max_tokens=4, temperature=0)
-    joined = await llm.generate(messages=[{"role": "user", "content": "Say\nsomething."}], max_tokens=4,
-                                temperature=0)
+    joined = await llm.generate(
+        messages=[{"role": "user", "content": "Say\nsomething."}], max_tokens=4, temperature=0
+    )
     assert r.text == joined.text and r.usage == joined.usage

@@ -17,9 +17,11 @@ pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 @pytest.fixture(scope="module")
 def vlm_server(workdir: Path) -> Iterator[RunningEngine]:
     """vLLM with the tiny VLM, torn down after this module."""
-    launch = unillm.launch("vllm", **cpu_launch_settings("vllm", build_tiny_vlm(), workdir / "vlm",
-                                                         served_name="tiny-vlm"),
-                           log_path=workdir / "vllm-vlm.log")
+    launch = unillm.launch(
+        "vllm",
+        **cpu_launch_settings("vllm", build_tiny_vlm(), workdir / "vlm", served_name="tiny-vlm"),
+        log_path=workdir / "vllm-vlm.log",
+    )
     with launch.blocking():
         yield RunningEngine(launch)
 
@@ -30,10 +32,14 @@ def image(rgb: tuple[int, int, int]) -> unillm.Image:
 
 async def test_an_image_part_is_processed_into_image_tokens(vlm_server: RunningEngine) -> None:
     async with vlm_server.connect() as llm:
-        with_image = await llm.generate(messages=[{"role": "user", "content": [
-            "What is in the image?", image((255, 0, 0))]}], max_tokens=3, temperature=0)
-        without = await llm.generate(messages=[{"role": "user", "content": ["What is in the image?"]}],
-                                     max_tokens=3, temperature=0)
+        with_image = await llm.generate(
+            messages=[{"role": "user", "content": ["What is in the image?", image((255, 0, 0))]}],
+            max_tokens=3,
+            temperature=0,
+        )
+        without = await llm.generate(
+            messages=[{"role": "user", "content": ["What is in the image?"]}], max_tokens=3, temperature=0
+        )
     assert with_image.usage.prompt_tokens >= without.usage.prompt_tokens + IMAGE_TOKENS
     assert with_image.finish_reason == "length"
 
@@ -42,8 +48,12 @@ async def test_the_vision_tower_sees_the_pixels(vlm_server: RunningEngine) -> No
     answers = set()
     async with vlm_server.connect() as llm:
         for rgb in ((255, 0, 0), (0, 0, 255)):
-            r = await llm.generate(messages=[{"role": "user", "content": [image(rgb)]}], max_tokens=8,
-                                   temperature=0, logprobs=True)
+            r = await llm.generate(
+                messages=[{"role": "user", "content": [image(rgb)]}],
+                max_tokens=8,
+                temperature=0,
+                logprobs=True,
+            )
             assert r.logprobs
             answers.add(tuple(round(t.logprob, 4) for t in r.logprobs))
     assert len(answers) == 2  # different images, different greedy log-probabilities

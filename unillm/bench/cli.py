@@ -23,59 +23,98 @@ EXAMPLES = __doc__.split("\n\n", 1)[1] if __doc__ else ""
 def add_bench_parser(sub: Any) -> None:
     """Add the ``bench`` subcommand to the ``unillm`` parser."""
     p = sub.add_parser(
-        "bench", help="measure engines under load (vllm bench serve's definitions)",
+        "bench",
+        help="measure engines under load (vllm bench serve's definitions)",
         description="Measure TTFT, TPOT, ITL, latency and throughput under load, with the "
-                    "definitions of `vllm bench serve`, and write JSON, a markdown table and plots.",
-        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        "definitions of `vllm bench serve`, and write JSON, a markdown table and plots.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("engine", nargs="?", help="engine name (several, comma-separated, to launch a matrix)")
     t = p.add_argument_group("target (one of)")
-    t.add_argument("--url", action="append", default=[],
-                   help="a running engine; repeat for a fleet of replicas")
+    t.add_argument(
+        "--url", action="append", default=[], help="a running engine; repeat for a fleet of replicas"
+    )
     t.add_argument("--config", help="a unillm config (TOML/YAML): connect or launch as it says")
     t.add_argument("--model", help="launch ENGINE(s) with this model, measure, stop")
     t.add_argument("--api-key", help="API key of the running engine(s)")
     t.add_argument("--policy", help="fleet routing policy (round_robin, least_load, prefix, ...)")
-    t.add_argument("--launch", action="append", default=[], metavar="KEY=VALUE",
-                   help="launch setting for every matrix cell (LaunchSpec field; JSON values)")
-    t.add_argument("--http", choices=("auto", "aiohttp", "httpx"), default="auto",
-                   help="HTTP client that measures a URL or launched engine: aiohttp under httpx "
-                        "(auto: when httpx-aiohttp is installed, as in unillm[bench]) or httpx's own")
-    t.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2",
-                   help="matrix axis: tensor, pipeline, data, prefix_caching, speculative "
-                        "(none | METHOD:TOKENS), max_num_seqs, ...")
+    t.add_argument(
+        "--launch",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="launch setting for every matrix cell (LaunchSpec field; JSON values)",
+    )
+    t.add_argument(
+        "--http",
+        choices=("auto", "aiohttp", "httpx"),
+        default="auto",
+        help="HTTP client that measures a URL or launched engine: aiohttp under httpx "
+        "(auto: when httpx-aiohttp is installed, as in unillm[bench]) or httpx's own",
+    )
+    t.add_argument(
+        "--vary",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="matrix axis: tensor, pipeline, data, prefix_caching, speculative "
+        "(none | METHOD:TOKENS), max_num_seqs, ...",
+    )
     w = p.add_argument_group("workload")
-    w.add_argument("--dataset", default="random",
-                   help="'random', 'shared-prefix', or a JSONL file of {prompt} / {messages} lines")
+    w.add_argument(
+        "--dataset",
+        default="random",
+        help="'random', 'shared-prefix', or a JSONL file of {prompt} / {messages} lines",
+    )
     w.add_argument("--num-prompts", type=int, default=100, help="requests to send (default 100)")
     w.add_argument("--input-len", type=int, default=128, help="prompt tokens (synthetic; default 128)")
     w.add_argument("--output-len", type=int, default=64, help="tokens to generate (default 64)")
-    w.add_argument("--range-ratio", type=float, default=0.0,
-                   help="draw lengths uniformly within +/- this fraction of the means")
-    w.add_argument("--prefix-len", type=int, default=None,
-                   help="shared prefix tokens (shared-prefix default: 3/4 of --input-len)")
+    w.add_argument(
+        "--range-ratio",
+        type=float,
+        default=0.0,
+        help="draw lengths uniformly within +/- this fraction of the means",
+    )
+    w.add_argument(
+        "--prefix-len",
+        type=int,
+        default=None,
+        help="shared prefix tokens (shared-prefix default: 3/4 of --input-len)",
+    )
     w.add_argument("--tokenizer", help="model folder or tokenizer.json for exact prompt lengths")
     w.add_argument("--chat", action="store_true", help="send prompts as chat messages")
     w.add_argument("--temperature", type=float, help="sampling temperature (engine default if unset)")
-    w.add_argument("--ignore-eos", action="store_true",
-                   help="generate exactly the requested tokens (vllm, sglang)")
+    w.add_argument(
+        "--ignore-eos", action="store_true", help="generate exactly the requested tokens (vllm, sglang)"
+    )
     w.add_argument("--seed", type=int, default=0, help="seed of prompts and arrivals")
     a = p.add_argument_group("load")
-    a.add_argument("--request-rate", default=None,
-                   help="requests/s, comma-separated to sweep (default: inf, all at once)")
-    a.add_argument("--arrival", choices=("poisson", "fixed"), default="poisson",
-                   help="poisson (gamma with --burstiness) or fixed intervals, with --request-rate")
+    a.add_argument(
+        "--request-rate",
+        default=None,
+        help="requests/s, comma-separated to sweep (default: inf, all at once)",
+    )
+    a.add_argument(
+        "--arrival",
+        choices=("poisson", "fixed"),
+        default="poisson",
+        help="poisson (gamma with --burstiness) or fixed intervals, with --request-rate",
+    )
     a.add_argument("--burstiness", type=float, default=1.0, help="gamma shape of poisson arrivals")
     a.add_argument("--max-concurrency", default=None, help="requests in flight, comma-separated to sweep")
     a.add_argument("--warmup", type=int, default=0, help="unmeasured requests first")
-    a.add_argument("--goodput", nargs="+", default=[], metavar="KEY:MS",
-                   help="SLOs for goodput: ttft:MS tpot:MS e2el:MS")
+    a.add_argument(
+        "--goodput", nargs="+", default=[], metavar="KEY:MS", help="SLOs for goodput: ttft:MS tpot:MS e2el:MS"
+    )
     a.add_argument("--percentiles", default="50,90,99", help="percentiles to report (default 50,90,99)")
     o = p.add_argument_group("output")
     o.add_argument("--out", default="bench-results", help="folder for JSON, summary.md and plots")
     o.add_argument("--no-plots", action="store_true", help="skip the PNG plots (no matplotlib needed)")
     o.add_argument("--no-progress", action="store_true", help="no live progress display")
-    o.add_argument("--no-engine-metrics", action="store_true",
-                   help="do not sample the engine's metrics during the run")
+    o.add_argument(
+        "--no-engine-metrics", action="store_true", help="do not sample the engine's metrics during the run"
+    )
     p.set_defaults(run=run_bench_command)
 
 
@@ -97,17 +136,27 @@ def run_bench_command(args: argparse.Namespace) -> int:
     if args.ignore_eos:
         engines = {getattr(t, "engine", None) for t in targets}
         if not engines <= {"vllm", "sglang"}:
-            raise InvalidOptions("--ignore-eos is honoured by vllm and sglang only "
-                                 f"(targets: {', '.join(sorted(map(str, engines)))}); drop it")
+            raise InvalidOptions(
+                "--ignore-eos is honoured by vllm and sglang only "
+                f"(targets: {', '.join(sorted(map(str, engines)))}); drop it"
+            )
         options["extra_body"] = {"ignore_eos": True}
     percentiles = [float(x) for x in args.percentiles.split(",") if x.strip()]
 
     async def go() -> Any:
         with live_progress(not args.no_progress) as hook:
-            return await run_suite(targets, workload, loads, options=options,  # type: ignore[arg-type]
-                                   warmup=args.warmup, slo=slo, percentiles=percentiles,
-                                   seed=args.seed, progress=hook,
-                                   sample_every_s=None if args.no_engine_metrics else 1.0)
+            return await run_suite(
+                targets,
+                workload,
+                loads,
+                options=options,  # type: ignore[arg-type]
+                warmup=args.warmup,
+                slo=slo,
+                percentiles=percentiles,
+                seed=args.seed,
+                progress=hook,
+                sample_every_s=None if args.no_engine_metrics else 1.0,
+            )
 
     report = anyio.run(go)
     paths = write_report(report, args.out, plots=not args.no_plots)
@@ -121,8 +170,10 @@ def _targets(args: argparse.Namespace) -> list[Any]:
 
     chosen = [bool(args.url), bool(args.config), bool(args.model)]
     if sum(chosen) != 1:
-        raise InvalidOptions("give exactly one target: --url URL (repeat for a fleet), "
-                             "--config FILE, or --model M to launch ENGINE(s)")
+        raise InvalidOptions(
+            "give exactly one target: --url URL (repeat for a fleet), "
+            "--config FILE, or --model M to launch ENGINE(s)"
+        )
     engines = [e.strip() for e in (args.engine or "").split(",") if e.strip()]
     if args.config:
         return [Config(args.config)]
@@ -149,9 +200,16 @@ def _workload(args: argparse.Namespace) -> Any:
             prefix = args.prefix_len
             if prefix is None:
                 prefix = args.input_len * 3 // 4 if args.dataset == "shared-prefix" else 0
-            return Synthetic(num_prompts=args.num_prompts, input_len=args.input_len,
-                             output_len=args.output_len, range_ratio=args.range_ratio, prefix_len=prefix,
-                             tokenizer=args.tokenizer, chat=args.chat, seed=args.seed)
+            return Synthetic(
+                num_prompts=args.num_prompts,
+                input_len=args.input_len,
+                output_len=args.output_len,
+                range_ratio=args.range_ratio,
+                prefix_len=prefix,
+                tokenizer=args.tokenizer,
+                chat=args.chat,
+                seed=args.seed,
+            )
         return JsonlPrompts(path=args.dataset, output_len=args.output_len, num_prompts=args.num_prompts)
     except ValidationError as e:
         problems = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
@@ -164,8 +222,11 @@ def _loads(args: argparse.Namespace) -> list[Any]:
     from unillm.bench.runner import as_load_list
 
     try:
-        rates = [math.inf if x.strip() == "inf" else float(x) for x in args.request_rate.split(",")] \
-            if args.request_rate else None
+        rates = (
+            [math.inf if x.strip() == "inf" else float(x) for x in args.request_rate.split(",")]
+            if args.request_rate
+            else None
+        )
         concurrencies = [int(x) for x in args.max_concurrency.split(",")] if args.max_concurrency else None
         return as_load_list(rates, concurrencies, arrival=args.arrival, burstiness=args.burstiness)
     except (ValueError, ValidationError) as e:

@@ -47,20 +47,33 @@ class EngineStats(BaseModel):
     @classmethod
     def between(cls, before: Snapshot, after: Snapshot, samples: list[Snapshot]) -> EngineStats:
         """Deltas of the counters from ``before`` to ``after``, peaks of the sampled gauges."""
-        deltas = {k: after[k] - before[k] for k in after
-                  if after.get(k) is not None and before.get(k) is not None}
+        deltas = {
+            k: after[k] - before[k] for k in after if after.get(k) is not None and before.get(k) is not None
+        }
         if not deltas:
             return cls()
         out: dict[str, Any] = {}
-        for key in ("prompt_tokens", "generation_tokens", "prefix_cache_hits",
-                    "prefix_cache_queries", "spec_draft_tokens", "spec_accepted_tokens"):
+        for key in (
+            "prompt_tokens",
+            "generation_tokens",
+            "prefix_cache_hits",
+            "prefix_cache_queries",
+            "spec_draft_tokens",
+            "spec_accepted_tokens",
+        ):
             out[key] = _sum(getattr(d, key) for d in deltas.values())
         hits, queries = out["prefix_cache_hits"], out["prefix_cache_queries"]
-        out["prefix_cache_hit_ratio"] = (hits / queries if hits is not None and queries
-                                         else _mean(d.prefix_cache_hit_ratio for d in deltas.values()))
+        out["prefix_cache_hit_ratio"] = (
+            hits / queries
+            if hits is not None and queries
+            else _mean(d.prefix_cache_hit_ratio for d in deltas.values())
+        )
         drafted, accepted = out["spec_draft_tokens"], out["spec_accepted_tokens"]
-        out["spec_acceptance_rate"] = (accepted / drafted if accepted is not None and drafted
-                                       else _mean(d.spec_acceptance_rate for d in deltas.values()))
+        out["spec_acceptance_rate"] = (
+            accepted / drafted
+            if accepted is not None and drafted
+            else _mean(d.spec_acceptance_rate for d in deltas.values())
+        )
         out["spec_acceptance_length"] = _mean(d.spec_acceptance_length for d in deltas.values())
         queue = [d.queue for d in deltas.values() if d.queue is not None and d.queue.count > 0]
         if queue:

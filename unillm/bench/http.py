@@ -34,12 +34,15 @@ def resolve(http: str) -> Literal["aiohttp", "httpx"]:
     Asking for ``"aiohttp"`` without it raises InvalidOptions (nothing falls back silently).
     """
     if http not in HTTP_CLIENTS:
-        raise InvalidOptions(f"unknown HTTP client {http!r} for the benchmark: choose one of "
-                             f"{', '.join(HTTP_CLIENTS)}")
+        raise InvalidOptions(
+            f"unknown HTTP client {http!r} for the benchmark: choose one of {', '.join(HTTP_CLIENTS)}"
+        )
     have = importlib.util.find_spec("httpx_aiohttp") is not None
     if http == "aiohttp" and not have:
-        raise InvalidOptions("the aiohttp client needs the httpx-aiohttp package: pip install "
-                             "'unillm[bench]' (or pass http='httpx' / --http httpx)")
+        raise InvalidOptions(
+            "the aiohttp client needs the httpx-aiohttp package: pip install "
+            "'unillm[bench]' (or pass http='httpx' / --http httpx)"
+        )
     if http == "auto":
         return "aiohttp" if have else "httpx"
     return "httpx" if http == "httpx" else "aiohttp"

@@ -38,9 +38,16 @@ def _rich() -> Any:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     except ImportError:
         return None
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("failed {task.fields[failed]}"), TextColumn("{task.fields[rate]}"),
-                    TimeElapsedColumn(), console=Console(stderr=True), transient=False)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("failed {task.fields[failed]}"),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=False,
+    )
 
 
 class _Bars:
@@ -67,6 +74,10 @@ class _Lines:
         self.labels.add((p.label, p.phase))
         if first or now >= self.next_at or p.done == p.total:
             rate = p.output_tokens / p.elapsed_s if p.elapsed_s > 0 else 0.0
-            print(f"[unillm bench] {p.phase} {p.label}: {p.done}/{p.total} done, {p.failed} failed, "
-                  f"{rate:.0f} tok/s, {p.elapsed_s:.1f} s", file=sys.stderr, flush=True)
+            print(
+                f"[unillm bench] {p.phase} {p.label}: {p.done}/{p.total} done, {p.failed} failed, "
+                f"{rate:.0f} tok/s, {p.elapsed_s:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
             self.next_at = now + 10.0

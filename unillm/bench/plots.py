@@ -1,9 +1,9 @@
 """PNG plots of benchmark results (needs matplotlib: ``pip install 'unillm[bench]'``).
 
-    write_plots(report.runs, "bench-results/")
-    # latency_vs_load.png        TTFT / TPOT / E2EL percentiles against load, one line per target
-    # throughput_vs_latency.png  output tokens/s against median E2EL, one line per target
-    # replica_share.png          each replica's share of generated tokens (fleets only)
+write_plots(report.runs, "bench-results/")
+# latency_vs_load.png        TTFT / TPOT / E2EL percentiles against load, one line per target
+# throughput_vs_latency.png  output tokens/s against median E2EL, one line per target
+# replica_share.png          each replica's share of generated tokens (fleets only)
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ def _pyplot() -> Any:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise InvalidOptions("plots need matplotlib: pip install 'unillm[bench]' "
-                             "(or pass --no-plots)") from None
+        raise InvalidOptions(
+            "plots need matplotlib: pip install 'unillm[bench]' (or pass --no-plots)"
+        ) from None
     return plt
 
 
@@ -70,8 +71,13 @@ def write_plots(runs: Sequence[RunResult], out_dir: str | Path) -> list[Path]:
                 for key, style, tag in lines:
                     ys = [r.metric(key) for r in rs]
                     values += [y for y in ys if y]
-                    ax.plot(xs, [float("nan") if y is None else y for y in ys], style,
-                            color=colors[label], label=f"{label} {tag}")
+                    ax.plot(
+                        xs,
+                        [float("nan") if y is None else y for y in ys],
+                        style,
+                        color=colors[label],
+                        label=f"{label} {tag}",
+                    )
             if values and max(values) / max(min(values), 1e-9) > 30:
                 ax.set_yscale("log")
             ax.set_title(f"{title} (ms): p50 solid, p99 dashed")
@@ -93,8 +99,9 @@ def write_plots(runs: Sequence[RunResult], out_dir: str | Path) -> list[Path]:
             spread += [x for x in xs if x == x]
             ax.plot(xs, ys, "-o", color=colors[label], label=label)
             for r, x, y in zip(rs, xs, ys, strict=True):
-                ax.annotate(f"{load_value(r):g}", (x, y), fontsize=7, xytext=(3, 3),
-                            textcoords="offset points")
+                ax.annotate(
+                    f"{load_value(r):g}", (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points"
+                )
         if spread and max(spread) / max(min(spread), 1e-9) > 30:
             ax.set_xscale("log")
         ax.set_xlabel("median end-to-end latency (ms)")
@@ -121,8 +128,7 @@ def write_plots(runs: Sequence[RunResult], out_dir: str | Path) -> list[Path]:
                 shares.append(tokens.get(name, 0.0) / total)
             ax.bar(range(len(shared)), shares, bottom=bottoms, label=name)
             bottoms = [b + s for b, s in zip(bottoms, shares, strict=True)]
-        ax.set_xticks(range(len(shared)), [f"{r.target.label}\n{r.load.label()}" for r in shared],
-                      fontsize=7)
+        ax.set_xticks(range(len(shared)), [f"{r.target.label}\n{r.load.label()}" for r in shared], fontsize=7)
         ax.set_ylabel("share of generated tokens")
         ax.set_title("Per-replica share")
         ax.legend(fontsize=7)

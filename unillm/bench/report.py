@@ -1,7 +1,7 @@
 """Write a benchmark's results: one vLLM-layout JSON per run, all runs together, a markdown table.
 
-    paths = write_report(report, "bench-results/")   # run-*.json, bench.json, summary.md
-    print(markdown_table(report.runs))
+paths = write_report(report, "bench-results/")   # run-*.json, bench.json, summary.md
+print(markdown_table(report.runs))
 """
 
 from __future__ import annotations
@@ -44,11 +44,15 @@ def markdown_table(runs: Sequence[RunResult]) -> str:
     errors = [r for r in runs if r.error]
     if errors:
         lines.append("")
-        lines += [f"* {r.target.label} ({r.load.label()}): {r.error.splitlines()[0]}" for r in errors
-                  if r.error]
-    lines += ["", "TTFT: time to the first streamed chunk. TPOT: (latency - TTFT) / (output tokens - 1), "
-              "per request. ITL: every gap between chunks, pooled. E2EL: request latency. "
-              "(`vllm bench serve` definitions.)"]
+        lines += [
+            f"* {r.target.label} ({r.load.label()}): {r.error.splitlines()[0]}" for r in errors if r.error
+        ]
+    lines += [
+        "",
+        "TTFT: time to the first streamed chunk. TPOT: (latency - TTFT) / (output tokens - 1), "
+        "per request. ITL: every gap between chunks, pooled. E2EL: request latency. "
+        "(`vllm bench serve` definitions.)",
+    ]
     return "\n".join(lines) + "\n"
 
 

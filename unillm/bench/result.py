@@ -1,7 +1,7 @@
 """One benchmark run's result, and its JSON in ``vllm bench serve``'s layout.
 
-    result.summary.median_ttft_ms                 # see Summary
-    result.to_vllm_json()                         # the keys vLLM's tooling reads, plus unillm_*
+result.summary.median_ttft_ms                 # see Summary
+result.to_vllm_json()                         # the keys vLLM's tooling reads, plus unillm_*
 """
 
 from __future__ import annotations
@@ -91,18 +91,29 @@ class RunResult(BaseModel):
             "max_concurrency": self.load.max_concurrency,
         }
         if s is not None:
-            out.update({
-                "duration": s.duration, "completed": s.completed, "failed": s.failed,
-                "total_input_tokens": s.total_input_tokens,
-                "total_output_tokens": s.total_output_tokens,
-                "request_throughput": s.request_throughput,
-                "request_goodput": s.request_goodput,
-                "output_throughput": s.output_throughput,
-                "total_token_throughput": s.total_token_throughput,
-            })
-        out.update({"input_lens": self.input_lens, "output_lens": self.output_lens,
-                    "ttfts": self.ttfts, "itls": self.itls, "latencies": self.latencies,
-                    "errors": self.errors})
+            out.update(
+                {
+                    "duration": s.duration,
+                    "completed": s.completed,
+                    "failed": s.failed,
+                    "total_input_tokens": s.total_input_tokens,
+                    "total_output_tokens": s.total_output_tokens,
+                    "request_throughput": s.request_throughput,
+                    "request_goodput": s.request_goodput,
+                    "output_throughput": s.output_throughput,
+                    "total_token_throughput": s.total_token_throughput,
+                }
+            )
+        out.update(
+            {
+                "input_lens": self.input_lens,
+                "output_lens": self.output_lens,
+                "ttfts": self.ttfts,
+                "itls": self.itls,
+                "latencies": self.latencies,
+                "errors": self.errors,
+            }
+        )
         if s is not None:
             out.update(s.metrics)
         if self.engine.spec_acceptance_rate is not None:

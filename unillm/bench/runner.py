@@ -50,12 +50,21 @@ Alive = Callable[[], "str | None"]
 
 
 async def run_load(
-    client: Client, requests: Sequence[BenchRequest], load: Load, *,
-    options: Options | None = None, warmup: int = 0, slo: Slo | None = None,
-    percentiles: Sequence[float] = DEFAULT_PERCENTILES, seed: int = 0,
-    target: TargetInfo | None = None, workload: Mapping[str, Any] | None = None,
-    metric_sources: Mapping[str, Client] | None = None, sample_every_s: float | None = 1.0,
-    alive: Alive | None = None, progress: ProgressHook | None = None,
+    client: Client,
+    requests: Sequence[BenchRequest],
+    load: Load,
+    *,
+    options: Options | None = None,
+    warmup: int = 0,
+    slo: Slo | None = None,
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+    seed: int = 0,
+    target: TargetInfo | None = None,
+    workload: Mapping[str, Any] | None = None,
+    metric_sources: Mapping[str, Client] | None = None,
+    sample_every_s: float | None = 1.0,
+    alive: Alive | None = None,
+    progress: ProgressHook | None = None,
     replica_requests: Callable[[], dict[str, int]] | None = None,
 ) -> RunResult:
     """Run ``requests`` against ``client`` under ``load`` and return the measured result.
@@ -69,8 +78,9 @@ async def run_load(
 
     if not requests:
         raise InvalidOptions("the workload has no requests; give num_prompts >= 1 or a non-empty dataset")
-    info = target or TargetInfo(label=getattr(client, "engine", "target"),
-                                engine=getattr(client, "engine", "?"))
+    info = target or TargetInfo(
+        label=getattr(client, "engine", "target"), engine=getattr(client, "engine", "?")
+    )
     sources = dict(metric_sources) if metric_sources is not None else {info.label: client}
     base: Options = dict(options or {})  # type: ignore[assignment]
     label = f"{info.label} | {load.label()}"
@@ -83,8 +93,18 @@ async def run_load(
     sent_before = replica_requests() if replica_requests else {}
     samples: list[Snapshot] = []
     started = time.perf_counter()
-    records, dead = await _run_all(client, requests, load, base, seed, alive, _Reporter(
-        label, len(requests), started, progress), sources, samples, sample_every_s)
+    records, dead = await _run_all(
+        client,
+        requests,
+        load,
+        base,
+        seed,
+        alive,
+        _Reporter(label, len(requests), started, progress),
+        sources,
+        samples,
+        sample_every_s,
+    )
     duration = time.perf_counter() - started
     after = await snapshot(sources) if dead is None else {}
     summary = summarize(records, duration, percentiles=percentiles, slo=slo)
@@ -92,8 +112,16 @@ async def run_load(
         sent = replica_requests()
         summary.replica_counts = {k: v - sent_before.get(k, 0) for k, v in sent.items()}
     return RunResult.from_records(
-        records, summary, target=info, load=load, workload=dict(workload or {}), slo=slo,
-        num_prompts=len(requests), engine=EngineStats.between(before, after, samples), error=dead)
+        records,
+        summary,
+        target=info,
+        load=load,
+        workload=dict(workload or {}),
+        slo=slo,
+        num_prompts=len(requests),
+        engine=EngineStats.between(before, after, samples),
+        error=dead,
+    )
 
 
 class _Reporter:
@@ -109,14 +137,29 @@ class _Reporter:
 
     def report(self) -> None:
         if self.hook is not None:
-            self.hook(Progress(self.label, self.total, self.done, self.failed,
-                               time.perf_counter() - self.started, self.tokens))
+            self.hook(
+                Progress(
+                    self.label,
+                    self.total,
+                    self.done,
+                    self.failed,
+                    time.perf_counter() - self.started,
+                    self.tokens,
+                )
+            )
 
 
 async def _run_all(
-    client: Client, requests: Sequence[BenchRequest], load: Load, options: Options, seed: int,
-    alive: Alive | None, reporter: _Reporter | None, sources: Mapping[str, Client] | None = None,
-    samples: list[Snapshot] | None = None, sample_every_s: float | None = None,
+    client: Client,
+    requests: Sequence[BenchRequest],
+    load: Load,
+    options: Options,
+    seed: int,
+    alive: Alive | None,
+    reporter: _Reporter | None,
+    sources: Mapping[str, Client] | None = None,
+    samples: list[Snapshot] | None = None,
+    sample_every_s: float | None = None,
 ) -> tuple[list[RequestRecord], str | None]:
     """Every request's record (in workload order) and the reason the target died, if it did."""
     times = send_times(load, len(requests), seed=seed)
@@ -165,8 +208,12 @@ async def _run_all(
             await dispatch(tg)
         outer.cancel_scope.cancel()
     now = time.perf_counter() - t0
-    out = [r if r is not None else RequestRecord(
-        start=now, success=False, error=f"not completed: {dead or 'cancelled'}") for r in records]
+    out = [
+        r
+        if r is not None
+        else RequestRecord(start=now, success=False, error=f"not completed: {dead or 'cancelled'}")
+        for r in records
+    ]
     return out, dead
 
 
@@ -223,8 +270,9 @@ async def measure(client: Client, request: BenchRequest, options: Options, t0: f
     return record
 
 
-def as_load_list(rates: Sequence[float] | None, concurrencies: Sequence[int] | None,
-                 **common: Any) -> list[Load]:
+def as_load_list(
+    rates: Sequence[float] | None, concurrencies: Sequence[int] | None, **common: Any
+) -> list[Load]:
     """A sweep: one Load per rate, or per concurrency, or their product when both vary."""
     rate_values = list(rates or [math.inf])
     conc_values: list[int | None] = list(concurrencies) if concurrencies else [None]

@@ -96,7 +96,7 @@ class Summary(BaseModel):
 def percentile(values: Sequence[float], p: float) -> float:
     """The ``p``-th percentile with linear interpolation between closest ranks (numpy's default).
 
-        percentile([1, 2, 3, 4], 50) == 2.5
+    percentile([1, 2, 3, 4], 50) == 2.5
     """
     if not values:
         raise ValueError("percentile of an empty sequence")
@@ -114,8 +114,9 @@ def percentile_key(p: float) -> str:
     return str(int(p)) if float(p).is_integer() else str(p)
 
 
-def describe(name: str, values_s: Sequence[float],
-             percentiles: Iterable[float] = DEFAULT_PERCENTILES) -> dict[str, float | None]:
+def describe(
+    name: str, values_s: Sequence[float], percentiles: Iterable[float] = DEFAULT_PERCENTILES
+) -> dict[str, float | None]:
     """``mean_/median_/std_/p{N}_{name}_ms`` of a series given in seconds (None when empty)."""
     ms = [v * 1000.0 for v in values_s]
     out: dict[str, float | None] = {}
@@ -145,9 +146,13 @@ def is_good(record: RequestRecord, slo: Slo) -> bool:
     return all(checks)
 
 
-def summarize(records: Sequence[RequestRecord], duration: float, *,
-              percentiles: Iterable[float] = DEFAULT_PERCENTILES,
-              slo: Slo | None = None) -> Summary:
+def summarize(
+    records: Sequence[RequestRecord],
+    duration: float,
+    *,
+    percentiles: Iterable[float] = DEFAULT_PERCENTILES,
+    slo: Slo | None = None,
+) -> Summary:
     """Aggregate per-request records over a run of ``duration`` seconds, as vLLM does."""
     if duration <= 0:
         raise ValueError(f"duration must be positive, got {duration}")
@@ -170,10 +175,15 @@ def summarize(records: Sequence[RequestRecord], duration: float, *,
         if r.replica is not None:
             replicas[r.replica] = replicas.get(r.replica, 0) + 1
     return Summary(
-        duration=duration, completed=len(done), failed=len(records) - len(done),
-        total_input_tokens=total_in, total_output_tokens=total_out,
-        request_throughput=len(done) / duration, request_goodput=goodput,
+        duration=duration,
+        completed=len(done),
+        failed=len(records) - len(done),
+        total_input_tokens=total_in,
+        total_output_tokens=total_out,
+        request_throughput=len(done) / duration,
+        request_goodput=goodput,
         output_throughput=total_out / duration,
         total_token_throughput=(total_in + total_out) / duration,
-        metrics=metrics, replica_counts=replicas,
+        metrics=metrics,
+        replica_counts=replicas,
     )

@@ -34,10 +34,17 @@ class BenchReport(BaseModel):
 
 
 async def run_suite(
-    targets: Sequence[Target], workload: Synthetic | JsonlPrompts, loads: Sequence[Load], *,
-    options: Options | None = None, warmup: int = 0, slo: Slo | None = None,
-    percentiles: Sequence[float] = DEFAULT_PERCENTILES, seed: int = 0,
-    sample_every_s: float | None = 1.0, progress: ProgressHook | None = None,
+    targets: Sequence[Target],
+    workload: Synthetic | JsonlPrompts,
+    loads: Sequence[Load],
+    *,
+    options: Options | None = None,
+    warmup: int = 0,
+    slo: Slo | None = None,
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+    seed: int = 0,
+    sample_every_s: float | None = 1.0,
+    progress: ProgressHook | None = None,
     on_result: Any = None,
 ) -> BenchReport:
     """Measure every target under every load; see the module docstring.
@@ -70,20 +77,47 @@ async def run_suite(
                 dead: str | None = None
                 for load in loads:
                     if dead is not None:
-                        keep(RunResult(target=opened.info, load=load, workload=described, slo=slo,
-                                       num_prompts=len(requests), error=f"not run: {dead}"))
+                        keep(
+                            RunResult(
+                                target=opened.info,
+                                load=load,
+                                workload=described,
+                                slo=slo,
+                                num_prompts=len(requests),
+                                error=f"not run: {dead}",
+                            )
+                        )
                         continue
                     result = await run_load(
-                        opened.client, requests, load, options=options, warmup=warmup, slo=slo,
-                        percentiles=percentiles, seed=seed, target=opened.info, workload=described,
-                        metric_sources=opened.sources, sample_every_s=sample_every_s,
-                        alive=opened.alive, progress=progress,
-                        replica_requests=opened.replica_requests)
+                        opened.client,
+                        requests,
+                        load,
+                        options=options,
+                        warmup=warmup,
+                        slo=slo,
+                        percentiles=percentiles,
+                        seed=seed,
+                        target=opened.info,
+                        workload=described,
+                        metric_sources=opened.sources,
+                        sample_every_s=sample_every_s,
+                        alive=opened.alive,
+                        progress=progress,
+                        replica_requests=opened.replica_requests,
+                    )
                     dead = result.error
                     keep(result)
         except UnillmError as e:  # could not start, or failed while stopping: record, go on
             error = f"{type(e).__name__}: {e}"
-            for load in loads[len(runs) - before:]:
-                keep(RunResult(target=failed_info, load=load, workload=described, slo=slo,
-                               num_prompts=len(requests), error=error))
+            for load in loads[len(runs) - before :]:
+                keep(
+                    RunResult(
+                        target=failed_info,
+                        load=load,
+                        workload=described,
+                        slo=slo,
+                        num_prompts=len(requests),
+                        error=error,
+                    )
+                )
     return BenchReport(runs=runs)

@@ -71,15 +71,22 @@ class Target(ABC):
 class Url(Target):
     """An engine already running at ``url``: ``Url("vllm", "http://127.0.0.1:8000")``."""
 
-    def __init__(self, engine: str, url: str, *, api_key: str | None = None,
-                 model: str | None = None, label: str | None = None, http: str = "auto") -> None:
+    def __init__(
+        self,
+        engine: str,
+        url: str,
+        *,
+        api_key: str | None = None,
+        model: str | None = None,
+        label: str | None = None,
+        http: str = "auto",
+    ) -> None:
         self.engine, self.url, self.api_key, self.model = engine, url, api_key, model
         self.label = label or f"{engine} @ {url}"
         self.http = resolve(http)
 
     def _client(self) -> LLM:
-        return measuring_client(self.engine, self.url, self.http, model=self.model,
-                                api_key=self.api_key)
+        return measuring_client(self.engine, self.url, self.http, model=self.model, api_key=self.api_key)
 
     async def check(self) -> None:
         async with self._client() as llm:
@@ -89,20 +96,30 @@ class Url(Target):
     async def open(self) -> AsyncIterator[Opened]:
         async with self._client() as llm:
             info = await llm.info()
-            yield Opened(llm, TargetInfo(label=self.label, engine=self.engine, urls=[llm.base_url],
-                                         model=info.model, engine_version=info.version,
-                                         client_http=self.http),
-                         sources={self.label: llm})
+            yield Opened(
+                llm,
+                TargetInfo(
+                    label=self.label,
+                    engine=self.engine,
+                    urls=[llm.base_url],
+                    model=info.model,
+                    engine_version=info.version,
+                    client_http=self.http,
+                ),
+                sources={self.label: llm},
+            )
 
 
-def measuring_client(engine: Any, url: str, http: str, *, model: str | None = None,
-                     api_key: str | None = None) -> LLM:
+def measuring_client(
+    engine: Any, url: str, http: str, *, model: str | None = None, api_key: str | None = None
+) -> LLM:
     """An LLM for measuring: no retries, and the HTTP client ``http`` (see unillm.bench.http)."""
     from unillm.bench.http import measuring_transport
     from unillm.llm import LLM
 
-    return LLM(engine, url, model=model, api_key=api_key, retry=NO_RETRY,
-               http_transport=measuring_transport(http))
+    return LLM(
+        engine, url, model=model, api_key=api_key, retry=NO_RETRY, http_transport=measuring_transport(http)
+    )
 
 
 class Fleet(Target):
@@ -111,8 +128,15 @@ class Fleet(Target):
     Each replica's metrics are compared before and after, so the result shows each one's share.
     """
 
-    def __init__(self, engine: str, urls: Sequence[str], *, api_key: str | None = None,
-                 policy: str | None = None, label: str | None = None) -> None:
+    def __init__(
+        self,
+        engine: str,
+        urls: Sequence[str],
+        *,
+        api_key: str | None = None,
+        policy: str | None = None,
+        label: str | None = None,
+    ) -> None:
         if len(urls) < 2:
             raise InvalidOptions("a fleet needs at least two URLs; measure one engine with Url(...)")
         self.engine, self.urls, self.api_key, self.policy = engine, list(urls), api_key, policy
@@ -145,8 +169,10 @@ def _fleet_client(engine: str, urls: list[str], api_key: str | None, policy: str
     try:
         return connect(engine, urls, api_key=api_key, **extra)
     except InvalidOptions as e:
-        raise InvalidOptions(f"this unillm cannot connect to a fleet of {len(urls)} URLs ({e}); "
-                             "it needs unillm.connect(engine, [urls]) (the fleet client)") from None
+        raise InvalidOptions(
+            f"this unillm cannot connect to a fleet of {len(urls)} URLs ({e}); "
+            "it needs unillm.connect(engine, [urls]) (the fleet client)"
+        ) from None
 
 
 class Config(Target):
@@ -203,25 +229,40 @@ async def _opened(client: Any, label: str, engine: str) -> Opened:
     info = await client.info() if hasattr(client, "info") else None
     stats = getattr(client, "stats", None)
     counts = (lambda: {r.url: r.requests for r in stats().replicas}) if replicas and stats else None
-    return Opened(client, TargetInfo(label=label, engine=engine, urls=list(sources) if replicas else
-                                     ([client.base_url] if sources else []),
-                                     model=info.model if info else None,
-                                     engine_version=info.version if info else None),
-                  sources=sources, replica_requests=counts)
+    return Opened(
+        client,
+        TargetInfo(
+            label=label,
+            engine=engine,
+            urls=list(sources) if replicas else ([client.base_url] if sources else []),
+            model=info.model if info else None,
+            engine_version=info.version if info else None,
+        ),
+        sources=sources,
+        replica_requests=counts,
+    )
 
 
 class Launched(Target):
     """An engine unillm starts for the measurement and stops afterwards (one matrix cell).
 
-        Launched("vllm", {"model": "/models/tiny", "prefix_caching": False})
+    Launched("vllm", {"model": "/models/tiny", "prefix_caching": False})
     """
 
-    def __init__(self, engine: str, settings: Mapping[str, Any], *, label: str | None = None,
-                 show: Mapping[str, Any] | None = None, http: str = "auto") -> None:
+    def __init__(
+        self,
+        engine: str,
+        settings: Mapping[str, Any],
+        *,
+        label: str | None = None,
+        show: Mapping[str, Any] | None = None,
+        http: str = "auto",
+    ) -> None:
         self.engine, self.settings, self.http = engine, dict(settings), resolve(http)
         self.show = dict(show if show is not None else settings)
-        self.label = label or " ".join([engine, *(f"{k}={_short(v)}" for k, v in self.show.items()
-                                                  if k != "model")])
+        self.label = label or " ".join(
+            [engine, *(f"{k}={_short(v)}" for k, v in self.show.items() if k != "model")]
+        )
         self._launch: Launch | None = None
 
     def launch(self) -> Launch:
@@ -230,8 +271,9 @@ class Launched(Target):
             from unillm.entrypoints import launch
             from unillm.supervisor import print_progress
 
-            self._launch = launch(self.engine, progress=print_progress, retry=NO_RETRY,
-                                  **_spec_settings(self.settings))
+            self._launch = launch(
+                self.engine, progress=print_progress, retry=NO_RETRY, **_spec_settings(self.settings)
+            )
         return self._launch
 
     async def check(self) -> None:
@@ -244,13 +286,17 @@ class Launched(Target):
 
 
 @contextlib.asynccontextmanager
-async def _launched(run: Launch, label: str, shown: Mapping[str, Any],
-                    http: str = "httpx") -> AsyncIterator[Opened]:
+async def _launched(
+    run: Launch, label: str, shown: Mapping[str, Any], http: str = "httpx"
+) -> AsyncIterator[Opened]:
     async with run as launched, contextlib.AsyncExitStack() as stack:
         llm = launched
         if http != "httpx" and not run.spec.in_process:  # measure through the chosen client
-            llm = await stack.enter_async_context(measuring_client(
-                launched.adapter, run.base_url, http, model=run.spec.served_name, api_key=run.spec.key()))
+            llm = await stack.enter_async_context(
+                measuring_client(
+                    launched.adapter, run.base_url, http, model=run.spec.served_name, api_key=run.spec.key()
+                )
+            )
         else:
             http = "in-process" if run.spec.in_process else "httpx"
         info = await llm.info()
@@ -263,16 +309,30 @@ async def _launched(run: Launch, label: str, shown: Mapping[str, Any],
             return f"{run.adapter.name} exited with code {code} during the run (last log lines: {tail})"
 
         urls = [] if run.spec.in_process else [run.base_url]
-        yield Opened(llm, TargetInfo(label=label, engine=run.adapter.name, urls=urls, model=info.model,
-                                     engine_version=info.version, command=run.command().render(),
-                                     settings=_jsonable(shown), client_http=http),
-                     sources={label: llm}, alive=alive)
+        yield Opened(
+            llm,
+            TargetInfo(
+                label=label,
+                engine=run.adapter.name,
+                urls=urls,
+                model=info.model,
+                engine_version=info.version,
+                command=run.command().render(),
+                settings=_jsonable(shown),
+                client_http=http,
+            ),
+            sources={label: llm},
+            alive=alive,
+        )
 
 
-def matrix(engines: Sequence[str], base: Mapping[str, Any],
-           vary: Mapping[str, Sequence[Any]] | None = None,
-           per_engine: Mapping[str, Mapping[str, Any]] | None = None,
-           http: str = "auto") -> list[Launched]:
+def matrix(
+    engines: Sequence[str],
+    base: Mapping[str, Any],
+    vary: Mapping[str, Sequence[Any]] | None = None,
+    per_engine: Mapping[str, Mapping[str, Any]] | None = None,
+    http: str = "auto",
+) -> list[Launched]:
     """Every engine x every combination of the varied launch settings, as launch targets.
 
         matrix(["vllm", "sglang"], {"model": "/models/tiny"},
@@ -299,8 +359,10 @@ def check_launch(run: Launch) -> None:
     """Refuse a launch that cannot work here: engine not installed, or too few devices."""
     spec = run.spec
     if not spec.in_process and spec.python is None and not spec.prefix:
-        raise InvalidOptions(f"{run.adapter.name} is not installed where unillm can find it: run "
-                             f"`unillm setup {run.adapter.name}` or pass python=<its interpreter>")
+        raise InvalidOptions(
+            f"{run.adapter.name} is not installed where unillm can find it: run "
+            f"`unillm setup {run.adapter.name}` or pass python=<its interpreter>"
+        )
     if spec.prefix:
         return  # a container or remote prefix: its devices are not this machine's
     p = spec.parallel
@@ -310,7 +372,8 @@ def check_launch(run: Launch) -> None:
     if needed > have:
         raise InvalidOptions(
             f"{run.adapter.name}: the layout tensor={p.tensor} x pipeline={p.pipeline} x data={p.data} "
-            f"needs {needed} devices, but this machine has {what}. Use a smaller layout here")
+            f"needs {needed} devices, but this machine has {what}. Use a smaller layout here"
+        )
 
 
 def gpu_count() -> int:
@@ -342,11 +405,11 @@ async def reachable(llm: LLM, engine: str, url: str) -> None:
         with anyio.fail_after(15):
             await llm.info()
     except TimeoutError:
-        raise EngineUnavailable(f"{engine} at {url} did not answer within 15 s; is it running "
-                                "and is the URL right?") from None
+        raise EngineUnavailable(
+            f"{engine} at {url} did not answer within 15 s; is it running and is the URL right?"
+        ) from None
     except EngineUnavailable as e:
-        raise EngineUnavailable(f"{e}. Start the engine (or `unillm launch ...`), or check the "
-                                "URL") from None
+        raise EngineUnavailable(f"{e}. Start the engine (or `unillm launch ...`), or check the URL") from None
     except UnillmError:
         raise
 

@@ -29,16 +29,105 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 _WORDS = (
-    "time", "year", "people", "way", "day", "man", "thing", "woman", "life", "child", "world",
-    "school", "state", "family", "student", "group", "country", "problem", "hand", "part", "place",
-    "case", "week", "company", "system", "program", "question", "work", "government", "number",
-    "night", "point", "home", "water", "room", "mother", "area", "money", "story", "fact", "month",
-    "lot", "right", "study", "book", "eye", "job", "word", "business", "issue", "side", "kind",
-    "head", "house", "service", "friend", "father", "power", "hour", "game", "line", "end",
-    "member", "law", "car", "city", "community", "name", "president", "team", "minute", "idea",
-    "kid", "body", "information", "back", "parent", "face", "others", "level", "office", "door",
-    "health", "person", "art", "war", "history", "party", "result", "change", "morning",
-    "reason", "research", "girl", "guy", "moment", "air", "teacher", "force",
+    "time",
+    "year",
+    "people",
+    "way",
+    "day",
+    "man",
+    "thing",
+    "woman",
+    "life",
+    "child",
+    "world",
+    "school",
+    "state",
+    "family",
+    "student",
+    "group",
+    "country",
+    "problem",
+    "hand",
+    "part",
+    "place",
+    "case",
+    "week",
+    "company",
+    "system",
+    "program",
+    "question",
+    "work",
+    "government",
+    "number",
+    "night",
+    "point",
+    "home",
+    "water",
+    "room",
+    "mother",
+    "area",
+    "money",
+    "story",
+    "fact",
+    "month",
+    "lot",
+    "right",
+    "study",
+    "book",
+    "eye",
+    "job",
+    "word",
+    "business",
+    "issue",
+    "side",
+    "kind",
+    "head",
+    "house",
+    "service",
+    "friend",
+    "father",
+    "power",
+    "hour",
+    "game",
+    "line",
+    "end",
+    "member",
+    "law",
+    "car",
+    "city",
+    "community",
+    "name",
+    "president",
+    "team",
+    "minute",
+    "idea",
+    "kid",
+    "body",
+    "information",
+    "back",
+    "parent",
+    "face",
+    "others",
+    "level",
+    "office",
+    "door",
+    "health",
+    "person",
+    "art",
+    "war",
+    "history",
+    "party",
+    "result",
+    "change",
+    "morning",
+    "reason",
+    "research",
+    "girl",
+    "guy",
+    "moment",
+    "air",
+    "teacher",
+    "force",
 )
 
 
@@ -105,15 +194,18 @@ class JsonlPrompts(BaseModel):
         """Read and validate the file; an empty or malformed file is an InvalidOptions error."""
         path = Path(self.path)
         if not path.is_file():
-            raise InvalidOptions(f"dataset {path} does not exist; pass a JSONL file of "
-                                 '{"prompt": "..."} or {"messages": [...]} lines')
+            raise InvalidOptions(
+                f"dataset {path} does not exist; pass a JSONL file of "
+                '{"prompt": "..."} or {"messages": [...]} lines'
+            )
         rows = []
         for number, line in enumerate(path.read_text().splitlines(), 1):
             if line.strip():
                 rows.append(self._row(path, number, line))
         if not rows:
-            raise InvalidOptions(f"dataset {path} has no prompts; add JSONL lines such as "
-                                 '{"prompt": "Hello"}')
+            raise InvalidOptions(
+                f'dataset {path} has no prompts; add JSONL lines such as {{"prompt": "Hello"}}'
+            )
         count = self.num_prompts or len(rows)
         return [rows[i % len(rows)] for i in range(count)]
 
@@ -131,13 +223,22 @@ class JsonlPrompts(BaseModel):
         if isinstance(data.get("prompt"), str) and data["prompt"]:
             return BenchRequest(max_tokens=max_tokens, prompt=data["prompt"])
         messages = data.get("messages")
-        if (isinstance(messages, list) and messages
-                and all(isinstance(m, dict) and isinstance(m.get("role"), str)
-                        and isinstance(m.get("content"), str) for m in messages)):
-            return BenchRequest(max_tokens=max_tokens, messages=tuple(
-                {"role": m["role"], "content": m["content"]} for m in messages))
-        raise InvalidOptions(f'{where}: needs a non-empty "prompt" string or a "messages" list of '
-                             '{"role": ..., "content": ...} objects')
+        if (
+            isinstance(messages, list)
+            and messages
+            and all(
+                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                for m in messages
+            )
+        ):
+            return BenchRequest(
+                max_tokens=max_tokens,
+                messages=tuple({"role": m["role"], "content": m["content"]} for m in messages),
+            )
+        raise InvalidOptions(
+            f'{where}: needs a non-empty "prompt" string or a "messages" list of '
+            '{"role": ..., "content": ...} objects'
+        )
 
 
 Workload = Synthetic | JsonlPrompts
@@ -148,13 +249,15 @@ def load_tokenizer(name: str) -> Tokenizer:
     try:
         from tokenizers import Tokenizer
     except ImportError:
-        raise InvalidOptions("exact synthetic lengths need the tokenizers package: "
-                             "pip install 'unillm[bench]'") from None
+        raise InvalidOptions(
+            "exact synthetic lengths need the tokenizers package: pip install 'unillm[bench]'"
+        ) from None
     path = Path(name)
     file = path / "tokenizer.json" if path.is_dir() else path
     if not file.is_file():
-        raise InvalidOptions(f"no tokenizer at {name} (expected a model folder with tokenizer.json "
-                             "or the file itself)")
+        raise InvalidOptions(
+            f"no tokenizer at {name} (expected a model folder with tokenizer.json or the file itself)"
+        )
     return Tokenizer.from_file(str(file))
 
 
@@ -189,14 +292,18 @@ def _prompt(tok: Tokenizer | None, rng: random.Random, prefix: Sequence[Any], n:
         again = tok.encode(text, add_special_tokens=False).ids
         if len(again) == n:
             return text, n
-        ids = again[:n] if len(again) > n else again + [rng.choice(_allowed_ids(tok))
-                                                        for _ in range(n - len(again))]
+        ids = (
+            again[:n]
+            if len(again) > n
+            else again + [rng.choice(_allowed_ids(tok)) for _ in range(n - len(again))]
+        )
     text = tok.decode(ids)
     return text, len(tok.encode(text, add_special_tokens=False).ids)
 
 
 def _request(text: str, max_tokens: int, input_len: int | None, chat: bool) -> BenchRequest:
     if chat:
-        return BenchRequest(max_tokens=max_tokens, messages=({"role": "user", "content": text},),
-                            input_len=input_len)
+        return BenchRequest(
+            max_tokens=max_tokens, messages=({"role": "user", "content": text},), input_len=input_len
+        )
     return BenchRequest(max_tokens=max_tokens, prompt=text, input_len=input_len)

@@ -16,15 +16,22 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "SemanticRouter": "unillm.semantic.router", "RoutedStream": "unillm.semantic.router",
-    "Route": "unillm.semantic.routes", "RouteSet": "unillm.semantic.routes",
-    "KeywordSignal": "unillm.semantic.routes", "EmbeddingSignal": "unillm.semantic.routes",
+    "SemanticRouter": "unillm.semantic.router",
+    "RoutedStream": "unillm.semantic.router",
+    "Route": "unillm.semantic.routes",
+    "RouteSet": "unillm.semantic.routes",
+    "KeywordSignal": "unillm.semantic.routes",
+    "EmbeddingSignal": "unillm.semantic.routes",
     "Condition": "unillm.semantic.routes",
-    "Embedder": "unillm.semantic.embedders", "EngineEmbedder": "unillm.semantic.embedders",
-    "OpenAIEmbedder": "unillm.semantic.embedders", "EmbeddingError": "unillm.semantic.embedders",
-    "evaluate": "unillm.semantic.evaluation", "load_samples": "unillm.semantic.evaluation",
+    "Embedder": "unillm.semantic.embedders",
+    "EngineEmbedder": "unillm.semantic.embedders",
+    "OpenAIEmbedder": "unillm.semantic.embedders",
+    "EmbeddingError": "unillm.semantic.embedders",
+    "evaluate": "unillm.semantic.evaluation",
+    "load_samples": "unillm.semantic.evaluation",
     "EvalReport": "unillm.semantic.evaluation",
-    "from_vsr": "unillm.semantic.importers", "from_litellm": "unillm.semantic.importers",
+    "from_vsr": "unillm.semantic.importers",
+    "from_litellm": "unillm.semantic.importers",
     "router_from_config": "unillm.semantic.config",
 }
 __all__ = sorted(_EXPORTS)

@@ -57,8 +57,9 @@ class EmbedderConfig(BaseModel):
     def _one_source(self) -> EmbedderConfig:
         sources = [k for k in ("engine", "url", "azure_endpoint") if getattr(self, k)]
         if len(sources) != 1:
-            raise ValueError("give exactly one of engine (+ base_url), url, or azure_endpoint "
-                             f"(got {sources or 'none'})")
+            raise ValueError(
+                f"give exactly one of engine (+ base_url), url, or azure_endpoint (got {sources or 'none'})"
+            )
         if self.engine and not self.base_url:
             raise ValueError("engine embedders need base_url")
         if self.azure_endpoint and not (self.deployment and self.api_version):
@@ -86,14 +87,25 @@ class EmbedderConfig(BaseModel):
             return EngineEmbedder(connect(self.engine, self.base_url, model=self.model, api_key=key))
         if self.azure_endpoint:
             assert self.deployment and self.api_version
-            return OpenAIEmbedder.azure(self.azure_endpoint, deployment=self.deployment,
-                                        api_version=self.api_version, api_key=key,
-                                        auth=self.auth or "api-key", dimensions=self.dimensions,
-                                        batch_size=self.batch_size)
+            return OpenAIEmbedder.azure(
+                self.azure_endpoint,
+                deployment=self.deployment,
+                api_version=self.api_version,
+                api_key=key,
+                auth=self.auth or "api-key",
+                dimensions=self.dimensions,
+                batch_size=self.batch_size,
+            )
         assert self.url is not None
-        return OpenAIEmbedder(self.url, model=self.model, api_key=key, auth=self.auth or "bearer",
-                              api_version=self.api_version, dimensions=self.dimensions,
-                              batch_size=self.batch_size)
+        return OpenAIEmbedder(
+            self.url,
+            model=self.model,
+            api_key=key,
+            auth=self.auth or "bearer",
+            api_version=self.api_version,
+            dimensions=self.dimensions,
+            batch_size=self.batch_size,
+        )
 
 
 class TargetConfig(BaseModel):
@@ -126,18 +138,20 @@ def parse_router_config(data: Mapping[str, Any]) -> RouterConfig:
     try:
         return RouterConfig.model_validate(data)
     except ValidationError as e:
-        problems = "; ".join(f"{'.'.join(map(str, x['loc'])) or '(router)'}: {x['msg']}"
-                             for x in e.errors())
+        problems = "; ".join(f"{'.'.join(map(str, x['loc'])) or '(router)'}: {x['msg']}" for x in e.errors())
         if any(x["loc"] == ("embedder",) and x["type"] == "missing" for x in e.errors()):
-            problems += (". Add a [router.embedder] table saying where vectors come from: "
-                         'url = "http://host:port/v1" (any OpenAI-compatible /v1/embeddings), '
-                         'engine = "vllm" + base_url = "..." (an engine serving an embedding '
-                         "model), or azure_endpoint + deployment + api_version")
+            problems += (
+                ". Add a [router.embedder] table saying where vectors come from: "
+                'url = "http://host:port/v1" (any OpenAI-compatible /v1/embeddings), '
+                'engine = "vllm" + base_url = "..." (an engine serving an embedding '
+                "model), or azure_endpoint + deployment + api_version"
+            )
         raise ConfigError(f"invalid [router]: {problems}") from None
 
 
-def build_router(data: Mapping[str, Any], *, llm: Any = None,
-                 env: Mapping[str, str] | None = None) -> SemanticRouter:
+def build_router(
+    data: Mapping[str, Any], *, llm: Any = None, env: Mapping[str, str] | None = None
+) -> SemanticRouter:
     """A SemanticRouter from a ``[router]`` table; ``llm`` is the main target (LLM, Fleet or Launch)."""
     from unillm.entrypoints import connect
     from unillm.errors import InvalidOptions
@@ -146,25 +160,34 @@ def build_router(data: Mapping[str, Any], *, llm: Any = None,
     config = parse_router_config(data)
     env = os.environ if env is None else env
     try:
-        routes = RouteSet(routes=tuple(config.routes), signals=tuple(config.signals),
-                          default=config.default)
+        routes = RouteSet(routes=tuple(config.routes), signals=tuple(config.signals), default=config.default)
     except ValidationError as e:
         raise ConfigError(f"invalid [router] routes: {e.errors()[0]['msg']}") from None
-    targets = {name: connect(t.engine, t.base_url, model=t.model,
-                             api_key=t.api_key.get_secret_value() if t.api_key else None)
-               for name, t in config.targets.items()}
+    targets = {
+        name: connect(
+            t.engine, t.base_url, model=t.model, api_key=t.api_key.get_secret_value() if t.api_key else None
+        )
+        for name, t in config.targets.items()
+    }
     try:
-        return SemanticRouter(routes, embedder=config.embedder.build(env), llm=llm, targets=targets,
-                              text=config.text, on_embedder_error=config.on_embedder_error)
+        return SemanticRouter(
+            routes,
+            embedder=config.embedder.build(env),
+            llm=llm,
+            targets=targets,
+            text=config.text,
+            on_embedder_error=config.on_embedder_error,
+        )
     except InvalidOptions as e:
         raise ConfigError(f"invalid [router]: {e}") from None
 
 
-def router_from_config(source: str | Path | Mapping[str, Any], *, llm: Any = None,
-                       env: Mapping[str, str] | None = None) -> SemanticRouter:
+def router_from_config(
+    source: str | Path | Mapping[str, Any], *, llm: Any = None, env: Mapping[str, str] | None = None
+) -> SemanticRouter:
     """A SemanticRouter from the ``[router]`` table of a config file or mapping.
 
-        router = router_from_config("unillm.toml", llm=unillm.connect("vllm", url))
+    router = router_from_config("unillm.toml", llm=unillm.connect("vllm", url))
     """
     from unillm.config import _read
 

@@ -59,8 +59,7 @@ class SignalIndex:
         return int(self.matrix.shape[1])
 
     @classmethod
-    def build(cls, signals: Sequence[EmbeddingSignal],
-              vectors: Sequence[Sequence[float]]) -> SignalIndex:
+    def build(cls, signals: Sequence[EmbeddingSignal], vectors: Sequence[Sequence[float]]) -> SignalIndex:
         """``vectors`` are the embeddings of every signal's candidates, in order."""
         spans, start = [], 0
         for s in signals:
@@ -77,8 +76,10 @@ class SignalIndex:
         if q.shape[0] != self.dimension:
             raise ValueError(f"query has {q.shape[0]} dimensions, the index {self.dimension}")
         sims = self.matrix @ q
-        return {s.name: float(np.max(sims[a:b]) if s.aggregation == "max" else np.mean(sims[a:b]))
-                for s, a, b in self.spans}
+        return {
+            s.name: float(np.max(sims[a:b]) if s.aggregation == "max" else np.mean(sims[a:b]))
+            for s, a, b in self.spans
+        }
 
 
 @cache
@@ -96,8 +97,9 @@ def keyword_fires(signal: KeywordSignal, text: str) -> bool:
     return any(hits)
 
 
-def decide(routes: RouteSet, text: str, similarities: Mapping[str, float],
-           seconds: float = 0.0) -> RouteDecision:
+def decide(
+    routes: RouteSet, text: str, similarities: Mapping[str, float], seconds: float = 0.0
+) -> RouteDecision:
     """Pick the route for ``text`` given each embedding signal's similarity."""
     fired: set[str] = set()
     for signal in routes.all_signals():
@@ -125,7 +127,14 @@ def decide(routes: RouteSet, text: str, similarities: Mapping[str, float],
         if best is None or candidate[:2] > best[:2]:
             best = candidate
     if best is not None:
-        return RouteDecision(route=best[2], reason="matched", score=best[1], scores=scores,
-                             signals=tuple(sorted(fired)), seconds=seconds)
-    return RouteDecision(route=routes.default, reason="default", scores=scores,
-                         signals=tuple(sorted(fired)), seconds=seconds)
+        return RouteDecision(
+            route=best[2],
+            reason="matched",
+            score=best[1],
+            scores=scores,
+            signals=tuple(sorted(fired)),
+            seconds=seconds,
+        )
+    return RouteDecision(
+        route=routes.default, reason="default", scores=scores, signals=tuple(sorted(fired)), seconds=seconds
+    )

@@ -65,10 +65,18 @@ class OpenAIEmbedder:
     """
 
     def __init__(
-        self, base_url: str, *, model: str | None = None, api_key: str | None = None,
-        auth: Literal["bearer", "api-key"] = "bearer", api_version: str | None = None,
-        dimensions: int | None = None, path: str = "/v1/embeddings", timeout: float = 30.0,
-        batch_size: int = 64, headers: Mapping[str, str] | None = None,
+        self,
+        base_url: str,
+        *,
+        model: str | None = None,
+        api_key: str | None = None,
+        auth: Literal["bearer", "api-key"] = "bearer",
+        api_version: str | None = None,
+        dimensions: int | None = None,
+        path: str = "/v1/embeddings",
+        timeout: float = 30.0,
+        batch_size: int = 64,
+        headers: Mapping[str, str] | None = None,
         http_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
@@ -82,24 +90,39 @@ class OpenAIEmbedder:
         sent = dict(headers or {})
         if api_key:
             sent["api-key" if auth == "api-key" else "Authorization"] = (
-                api_key if auth == "api-key" else f"Bearer {api_key}")
+                api_key if auth == "api-key" else f"Bearer {api_key}"
+            )
         params = {"api-version": api_version} if api_version else None
-        self._client = httpx.AsyncClient(headers=sent, params=params, timeout=timeout,
-                                         transport=http_transport)
+        self._client = httpx.AsyncClient(
+            headers=sent, params=params, timeout=timeout, transport=http_transport
+        )
 
     @classmethod
     def azure(
-        cls, endpoint: str, *, deployment: str, api_version: str, api_key: str | None = None,
-        auth: Literal["bearer", "api-key"] = "api-key", dimensions: int | None = None,
+        cls,
+        endpoint: str,
+        *,
+        deployment: str,
+        api_version: str,
+        api_key: str | None = None,
+        auth: Literal["bearer", "api-key"] = "api-key",
+        dimensions: int | None = None,
         **kwargs: Any,
     ) -> OpenAIEmbedder:
         """Azure OpenAI: ``{endpoint}/openai/deployments/{deployment}/embeddings?api-version=...``.
 
         With Microsoft Entra ID pass the token as ``api_key`` and ``auth="bearer"``.
         """
-        return cls(endpoint, model=None, api_key=api_key, auth=auth, api_version=api_version,
-                   dimensions=dimensions, path=f"/openai/deployments/{deployment}/embeddings",
-                   **kwargs)
+        return cls(
+            endpoint,
+            model=None,
+            api_key=api_key,
+            auth=auth,
+            api_version=api_version,
+            dimensions=dimensions,
+            path=f"/openai/deployments/{deployment}/embeddings",
+            **kwargs,
+        )
 
     @property
     def key(self) -> str:
@@ -108,7 +131,7 @@ class OpenAIEmbedder:
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
-            vectors += await self._batch(list(texts[start:start + self.batch_size]))
+            vectors += await self._batch(list(texts[start : start + self.batch_size]))
         return vectors
 
     async def _batch(self, texts: list[str]) -> list[list[float]]:
@@ -131,8 +154,9 @@ class OpenAIEmbedder:
         except (ValueError, KeyError, TypeError) as e:
             raise MalformedResponse(f"embedder at {self.url} answered an unexpected body ({e!r})") from None
         if len(vectors) != len(texts):
-            raise MalformedResponse(f"embedder at {self.url} returned {len(vectors)} vectors for "
-                                    f"{len(texts)} texts")
+            raise MalformedResponse(
+                f"embedder at {self.url} returned {len(vectors)} vectors for {len(texts)} texts"
+            )
         return vectors
 
     async def aclose(self) -> None:

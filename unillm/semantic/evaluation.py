@@ -65,19 +65,27 @@ class EvalReport(BaseModel):
 
     def markdown(self) -> str:
         """The report as a markdown table (rows: expected route; columns: decided route)."""
-        names = [*self.routes, *sorted({d for row in self.confusion.values() for d in row}
-                                        - set(self.routes))]
-        lines = [f"accuracy **{self.accuracy:.1%}** ({self.correct}/{self.total}); decision time "
-                 f"median {self.decision_ms_median:.1f} ms, p90 {self.decision_ms_p90:.1f} ms", "",
-                 "| expected \\ routed | " + " | ".join(names) + " | recall | suggested threshold |",
-                 "|---" * (len(names) + 3) + "|"]
+        names = [
+            *self.routes,
+            *sorted({d for row in self.confusion.values() for d in row} - set(self.routes)),
+        ]
+        lines = [
+            f"accuracy **{self.accuracy:.1%}** ({self.correct}/{self.total}); decision time "
+            f"median {self.decision_ms_median:.1f} ms, p90 {self.decision_ms_p90:.1f} ms",
+            "",
+            "| expected \\ routed | " + " | ".join(names) + " | recall | suggested threshold |",
+            "|---" * (len(names) + 3) + "|",
+        ]
         for name in self.routes:
             row = self.confusion.get(name, {})
             stats = self.per_route[name]
             recall = "-" if stats.recall is None else f"{stats.recall:.0%}"
             threshold = "-" if stats.suggested_threshold is None else f"{stats.suggested_threshold:.2f}"
-            lines.append(f"| {name} | " + " | ".join(str(row.get(n, 0)) for n in names)
-                         + f" | {recall} | {threshold} |")
+            lines.append(
+                f"| {name} | "
+                + " | ".join(str(row.get(n, 0)) for n in names)
+                + f" | {recall} | {threshold} |"
+            )
         return "\n".join(lines)
 
 
@@ -85,8 +93,9 @@ def _label(name: str | None) -> str:
     return "(none)" if name is None else name
 
 
-def report(samples: Sequence[Sample], decisions: Sequence[RouteDecision],
-           routes: Sequence[str]) -> EvalReport:
+def report(
+    samples: Sequence[Sample], decisions: Sequence[RouteDecision], routes: Sequence[str]
+) -> EvalReport:
     """The statistics of ``decisions`` against the samples' labels (pure)."""
     if not samples or len(samples) != len(decisions):
         raise InvalidOptions("evaluation needs one decision per sample, and at least one sample")
@@ -96,34 +105,48 @@ def report(samples: Sequence[Sample], decisions: Sequence[RouteDecision],
         row = confusion.setdefault(_label(sample.route), {})
         row[_label(decision.route)] = row.get(_label(decision.route), 0) + 1
         if decision.route != sample.route:
-            misses.append(Miss(text=_text(sample), expected=sample.route, got=decision.route,
-                               score=decision.score))
+            misses.append(
+                Miss(text=_text(sample), expected=sample.route, got=decision.route, score=decision.score)
+            )
     per_route = {}
     for name in routes:
         tp = confusion.get(name, {}).get(name, 0)
         support = sum(confusion.get(name, {}).values())
         predicted = sum(row.get(name, 0) for row in confusion.values())
         per_route[name] = RouteStats(
-            support=support, precision=tp / predicted if predicted else None,
+            support=support,
+            precision=tp / predicted if predicted else None,
             recall=tp / support if support else None,
-            suggested_threshold=suggest_threshold(name, samples, decisions))
+            suggested_threshold=suggest_threshold(name, samples, decisions),
+        )
     times = sorted(d.seconds * 1000 for d in decisions)
     correct = len(samples) - len(misses)
     return EvalReport(
-        total=len(samples), correct=correct, accuracy=correct / len(samples), routes=list(routes),
-        confusion=confusion, per_route=per_route, decision_ms_median=statistics.median(times),
-        decision_ms_p90=times[min(len(times) - 1, int(0.9 * len(times)))], misses=misses)
+        total=len(samples),
+        correct=correct,
+        accuracy=correct / len(samples),
+        routes=list(routes),
+        confusion=confusion,
+        per_route=per_route,
+        decision_ms_median=statistics.median(times),
+        decision_ms_p90=times[min(len(times) - 1, int(0.9 * len(times)))],
+        misses=misses,
+    )
 
 
-def suggest_threshold(route: str, samples: Sequence[Sample],
-                      decisions: Sequence[RouteDecision]) -> float | None:
+def suggest_threshold(
+    route: str, samples: Sequence[Sample], decisions: Sequence[RouteDecision]
+) -> float | None:
     """The similarity threshold for ``route`` that best separates its samples from the others.
 
     Taken as the cut that maximises F1 of "similarity >= threshold means this route", placed
     halfway between neighbouring scores. None when the route has no scores or no samples.
     """
-    scored = [(d.scores[route], s.route == route) for s, d in zip(samples, decisions, strict=True)
-              if route in d.scores]
+    scored = [
+        (d.scores[route], s.route == route)
+        for s, d in zip(samples, decisions, strict=True)
+        if route in d.scores
+    ]
     positives = sum(1 for _, is_route in scored if is_route)
     if not scored or not positives:
         return None
@@ -152,8 +175,9 @@ def load_samples(path: str | Path) -> list[Sample]:
         try:
             sample = Sample.model_validate(json.loads(line))
         except (ValueError, ValidationError) as e:
-            raise InvalidOptions(f"{file}:{number}: expected a JSON object with text (or messages) "
-                                 f"and route: {e}") from None
+            raise InvalidOptions(
+                f"{file}:{number}: expected a JSON object with text (or messages) and route: {e}"
+            ) from None
         if (sample.text is None) == (sample.messages is None):
             raise InvalidOptions(f"{file}:{number}: give exactly one of text or messages")
         samples.append(sample)

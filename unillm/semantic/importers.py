@@ -50,16 +50,30 @@ def from_vsr(config: Mapping[str, Any]) -> Imported:
         if mode is None:
             unmapped.append(f"keyword signal {raw.get('name')!r}: operator {raw.get('operator')!r}")
             continue
-        signals.append(KeywordSignal(name=f"keyword:{raw['name']}", keywords=tuple(raw["keywords"]),
-                                     mode=mode, case_sensitive=bool(raw.get("case_sensitive", False))))
+        signals.append(
+            KeywordSignal(
+                name=f"keyword:{raw['name']}",
+                keywords=tuple(raw["keywords"]),
+                mode=mode,
+                case_sensitive=bool(raw.get("case_sensitive", False)),
+            )
+        )
     for raw in signals_in.get("embeddings") or []:
         aggregation = raw.get("aggregation_method", "max")
         if aggregation not in ("max", "mean"):
-            unmapped.append(f"embedding signal {raw.get('name')!r}: aggregation {aggregation!r} "
-                            "(unillm has max and mean; used max)")
+            unmapped.append(
+                f"embedding signal {raw.get('name')!r}: aggregation {aggregation!r} "
+                "(unillm has max and mean; used max)"
+            )
             aggregation = "max"
-        signals.append(EmbeddingSignal(name=f"embedding:{raw['name']}", candidates=tuple(raw["candidates"]),
-                                       threshold=float(raw["threshold"]), aggregation=aggregation))
+        signals.append(
+            EmbeddingSignal(
+                name=f"embedding:{raw['name']}",
+                candidates=tuple(raw["candidates"]),
+                threshold=float(raw["threshold"]),
+                aggregation=aggregation,
+            )
+        )
     for kind, entries in signals_in.items():
         if kind not in ("keywords", "embeddings") and entries:
             names = ", ".join(str(e.get("name")) for e in entries if isinstance(e, Mapping))
@@ -80,16 +94,23 @@ def from_vsr(config: Mapping[str, Any]) -> Imported:
         refs = raw.get("modelRefs") or raw.get("model_refs") or []
         ref = refs[0] if refs else {}
         if len(refs) > 1:
-            unmapped.append(f"decision {name!r}: {len(refs) - 1} more modelRefs (unillm routes to one "
-                            "target per route; put the others in a Fleet)")
+            unmapped.append(
+                f"decision {name!r}: {len(refs) - 1} more modelRefs (unillm routes to one "
+                "target per route; put the others in a Fleet)"
+            )
         for extra in ("algorithm", "plugins"):
             if raw.get(extra):
                 unmapped.append(f"decision {name!r}: {extra}")
         if ref.get("use_reasoning"):
             unmapped.append(f"decision {name!r}: use_reasoning (set the reasoning option per request)")
-        route = Route(name=name, description=str(raw.get("description", "")),
-                      priority=int(raw.get("priority", 0)), when=when,
-                      model=ref.get("model"), lora=ref.get("lora_name"))
+        route = Route(
+            name=name,
+            description=str(raw.get("description", "")),
+            priority=int(raw.get("priority", 0)),
+            when=when,
+            model=ref.get("model"),
+            lora=ref.get("lora_name"),
+        )
         if when is None:
             if default is None:
                 default = name
@@ -109,8 +130,10 @@ def from_litellm(route_file: Mapping[str, Any], default_model: str | None = None
         raise InvalidOptions("a LiteLLM auto-router file is a JSON object with a 'routes' list")
     unmapped = []
     if route_file.get("encoder_name") or route_file.get("encoder_type"):
-        unmapped.append(f"encoder {route_file.get('encoder_type')}/{route_file.get('encoder_name')} "
-                        "(choose the embedder in [router.embedder])")
+        unmapped.append(
+            f"encoder {route_file.get('encoder_type')}/{route_file.get('encoder_name')} "
+            "(choose the embedder in [router.embedder])"
+        )
     routes = []
     for raw in route_file["routes"]:
         name = str(raw.get("name"))
@@ -118,9 +141,15 @@ def from_litellm(route_file: Mapping[str, Any], default_model: str | None = None
             if raw.get(extra):
                 unmapped.append(f"route {name!r}: {extra}")
         threshold = raw.get("score_threshold")
-        routes.append(Route(name=name, utterances=tuple(raw.get("utterances") or ()), model=name,
-                            description=str(raw.get("description") or ""),
-                            **({"threshold": float(threshold)} if threshold is not None else {})))
+        routes.append(
+            Route(
+                name=name,
+                utterances=tuple(raw.get("utterances") or ()),
+                model=name,
+                description=str(raw.get("description") or ""),
+                **({"threshold": float(threshold)} if threshold is not None else {}),
+            )
+        )
     if default_model is not None and default_model not in {r.name for r in routes}:
         routes.append(Route(name=default_model, model=default_model))
     return _imported(routes, [], default_model, unmapped)
@@ -149,18 +178,25 @@ def _leaf(node: Mapping[str, Any], known: set[str]) -> Condition:
     kind = {"keywords": "keyword", "embeddings": "embedding"}.get(node["type"], node["type"])
     name = f"{kind}:{node.get('name')}"
     if name not in known:
-        raise _Unmappable(f"condition on {node['type']} signal {node.get('name')!r}, which unillm "
-                          "cannot evaluate")
+        raise _Unmappable(
+            f"condition on {node['type']} signal {node.get('name')!r}, which unillm cannot evaluate"
+        )
     return Condition(signal=name)
 
 
-def _imported(routes: list[Route], signals: list[KeywordSignal | EmbeddingSignal],
-              default: str | None, unmapped: list[str]) -> Imported:
+def _imported(
+    routes: list[Route],
+    signals: list[KeywordSignal | EmbeddingSignal],
+    default: str | None,
+    unmapped: list[str],
+) -> Imported:
     if not routes:
-        raise InvalidOptions("nothing to import: no route mapped" +
-                             (f" ({'; '.join(unmapped)})" if unmapped else ""))
+        raise InvalidOptions(
+            "nothing to import: no route mapped" + (f" ({'; '.join(unmapped)})" if unmapped else "")
+        )
     try:
-        return Imported(routes=RouteSet(routes=tuple(routes), signals=tuple(signals), default=default),
-                        unmapped=unmapped)
+        return Imported(
+            routes=RouteSet(routes=tuple(routes), signals=tuple(signals), default=default), unmapped=unmapped
+        )
     except ValidationError as e:
         raise InvalidOptions(f"the imported routes are inconsistent: {e}") from None

@@ -51,9 +51,15 @@ class SemanticRouter:
     """
 
     def __init__(
-        self, routes: RouteSet | Sequence[Route], *, embedder: Embedder, llm: Any = None,
-        targets: Mapping[str, Any] | None = None, default: str | None = None,
-        text: RoutingText = "last_user", on_embedder_error: Literal["default", "raise"] = "raise",
+        self,
+        routes: RouteSet | Sequence[Route],
+        *,
+        embedder: Embedder,
+        llm: Any = None,
+        targets: Mapping[str, Any] | None = None,
+        default: str | None = None,
+        text: RoutingText = "last_user",
+        on_embedder_error: Literal["default", "raise"] = "raise",
     ) -> None:
         if isinstance(routes, RouteSet):
             self.routes = routes if default is None else routes.model_copy(update={"default": default})
@@ -68,16 +74,20 @@ class SemanticRouter:
         self.targets = dict(targets or {})
         for route in self.routes.routes:
             if route.target is not None and route.target not in self.targets:
-                raise InvalidOptions(f"route {route.name!r} targets {route.target!r}, which is not "
-                                     f"one of the targets {sorted(self.targets)}")
+                raise InvalidOptions(
+                    f"route {route.name!r} targets {route.target!r}, which is not "
+                    f"one of the targets {sorted(self.targets)}"
+                )
         self._launch: Any = None
         self._siblings: dict[tuple[str | None, str], Any] = {}
         self._lock = anyio.Lock()
         self._index: SignalIndex | None = None
 
     def __repr__(self) -> str:
-        return (f"SemanticRouter(routes={[r.name for r in self.routes.routes]}, "
-                f"default={self.routes.default!r}, embedder={self.embedder.key!r})")
+        return (
+            f"SemanticRouter(routes={[r.name for r in self.routes.routes]}, "
+            f"default={self.routes.default!r}, embedder={self.embedder.key!r})"
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
     async def __aenter__(self) -> Self:
@@ -113,8 +123,9 @@ class SemanticRouter:
                     self._index = _build_index(signals, await embed_cached(self.embedder, texts))
         return self._index
 
-    async def route(self, prompt: str | None = None, *,
-                    messages: Sequence[Mapping[str, Any]] | None = None) -> RouteDecision:
+    async def route(
+        self, prompt: str | None = None, *, messages: Sequence[Mapping[str, Any]] | None = None
+    ) -> RouteDecision:
         """Decide the route for a prompt or chat, without generating anything."""
         text = routing_text(prompt, messages, self.text)
         started = time.perf_counter()
@@ -127,17 +138,23 @@ class SemanticRouter:
                     raise EmbeddingError(
                         f"the embedder {self.embedder.key} returned a {len(vector)}-dimensional vector "
                         f"but the routes were embedded with {index.dimension} dimensions; the embedder's "
-                        "model changed: build a new router (or clear the route cache)")
+                        "model changed: build a new router (or clear the route cache)"
+                    )
                 scores = index.scores(vector)
         except EmbeddingError:
             raise
         except UnillmError as e:
             if self.on_embedder_error == "raise":
                 raise EmbeddingError(f"the embedder {self.embedder.key} failed: {e}") from e
-            warnings.warn(f"unillm semantic router: the embedder failed ({e}); using the default "
-                          f"route {self.routes.default!r}", RuntimeWarning, stacklevel=2)
-            return RouteDecision(route=self.routes.default, reason="fallback",
-                                 seconds=time.perf_counter() - started)
+            warnings.warn(
+                f"unillm semantic router: the embedder failed ({e}); using the default "
+                f"route {self.routes.default!r}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return RouteDecision(
+                route=self.routes.default, reason="fallback", seconds=time.perf_counter() - started
+            )
         return decide(self.routes, text, scores, seconds=time.perf_counter() - started)
 
     def target_of(self, decision: RouteDecision) -> tuple[Any, dict[str, Any]]:
@@ -145,8 +162,10 @@ class SemanticRouter:
         route = self.routes.route(decision.route) if decision.route is not None else None
         client = self.llm if route is None or route.target is None else self.targets[route.target]
         if client is None:
-            raise InvalidOptions(f"route {decision.route!r} has no target: pass llm=... to the "
-                                 "router (its main target) or give the route a target=")
+            raise InvalidOptions(
+                f"route {decision.route!r} has no target: pass llm=... to the "
+                "router (its main target) or give the route a target="
+            )
         if route is not None and route.model is not None:
             client = self._sibling(route.target, client, route.model)
         overrides = {"lora": route.lora} if route is not None and route.lora else {}
@@ -161,20 +180,30 @@ class SemanticRouter:
         return self._siblings[key]
 
     # -- generation ------------------------------------------------------------------------
-    async def generate(self, prompt: str | None = None, *,
-                       messages: Sequence[Mapping[str, Any]] | None = None, **options: Any,
-                       ) -> Completion[Any]:
+    async def generate(
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Sequence[Mapping[str, Any]] | None = None,
+        **options: Any,
+    ) -> Completion[Any]:
         """Route, then generate on the route's target; ``.route`` on the result says where."""
         decision = await self.route(prompt, messages=messages)
         client, overrides = self.target_of(decision)
         with observe.attributes(route_attributes(decision)):
             completion: Completion[Any] = await client.generate(
-                prompt, messages=messages, **{**overrides, **options})
+                prompt, messages=messages, **{**overrides, **options}
+            )
         completion.route = decision
         return completion
 
-    def stream(self, prompt: str | None = None, *,
-               messages: Sequence[Mapping[str, Any]] | None = None, **options: Any) -> RoutedStream:
+    def stream(
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Sequence[Mapping[str, Any]] | None = None,
+        **options: Any,
+    ) -> RoutedStream:
         """Route, then stream from the route's target; ``stream.route`` says where (once started)."""
         return RoutedStream(self, prompt, messages, options)
 
@@ -188,8 +217,13 @@ class SemanticRouter:
 class RoutedStream(ClosingStream):
     """A stream whose route is decided when it starts; iterate it like ``LLM.stream``."""
 
-    def __init__(self, router: SemanticRouter, prompt: str | None,
-                 messages: Sequence[Mapping[str, Any]] | None, options: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        router: SemanticRouter,
+        prompt: str | None,
+        messages: Sequence[Mapping[str, Any]] | None,
+        options: Mapping[str, Any],
+    ) -> None:
         self._router, self._prompt, self._messages, self._options = router, prompt, messages, options
         self.route: RouteDecision | None = None
         self._inner: Any = None
@@ -207,8 +241,7 @@ class RoutedStream(ClosingStream):
     async def _run(self) -> AsyncIterator[Delta]:
         self.route = await self._router.route(self._prompt, messages=self._messages)
         client, overrides = self._router.target_of(self.route)
-        self._inner = client.stream(self._prompt, messages=self._messages,
-                                    **{**overrides, **self._options})
+        self._inner = client.stream(self._prompt, messages=self._messages, **{**overrides, **self._options})
         async with self._inner:
             deltas = self._inner.__aiter__()
             with observe.attributes(route_attributes(self.route)):  # seen when the call starts
@@ -223,8 +256,10 @@ class RoutedStream(ClosingStream):
 
 def route_attributes(decision: RouteDecision) -> dict[str, Any]:
     """The decision as attributes of the call it routes (OpenTelemetry spans record them)."""
-    attributes: dict[str, Any] = {"unillm.route.reason": decision.reason,
-                                  "unillm.route.decision_seconds": decision.seconds}
+    attributes: dict[str, Any] = {
+        "unillm.route.reason": decision.reason,
+        "unillm.route.decision_seconds": decision.seconds,
+    }
     if decision.route is not None:
         attributes["unillm.route.name"] = decision.route
     if decision.score is not None:
@@ -232,8 +267,9 @@ def route_attributes(decision: RouteDecision) -> dict[str, Any]:
     return attributes
 
 
-def routing_text(prompt: str | None, messages: Sequence[Mapping[str, Any]] | None,
-                 which: RoutingText = "last_user") -> str:
+def routing_text(
+    prompt: str | None, messages: Sequence[Mapping[str, Any]] | None, which: RoutingText = "last_user"
+) -> str:
     """The text a router embeds: the prompt, or the last / every user message (or all messages)."""
     if prompt is not None:
         if not isinstance(prompt, str) or not prompt.strip():
@@ -254,8 +290,9 @@ def _content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, Sequence):  # OpenAI-style content parts: keep the text parts
-        return " ".join(str(p.get("text", "")) for p in content
-                        if isinstance(p, Mapping) and p.get("type") == "text")
+        return " ".join(
+            str(p.get("text", "")) for p in content if isinstance(p, Mapping) and p.get("type") == "text"
+        )
     return ""
 
 

@@ -109,8 +109,11 @@ class Route(BaseModel):
         """The signals the simple form declares (named after the route)."""
         out: list[KeywordSignal | EmbeddingSignal] = []
         if self.utterances:
-            out.append(EmbeddingSignal(name=f"{self.name}#utterances", candidates=self.utterances,
-                                       threshold=self.threshold))
+            out.append(
+                EmbeddingSignal(
+                    name=f"{self.name}#utterances", candidates=self.utterances, threshold=self.threshold
+                )
+            )
         if self.keywords:
             out.append(KeywordSignal(name=f"{self.name}#keywords", keywords=self.keywords))
         return out
@@ -151,8 +154,10 @@ class RouteSet(BaseModel):
         for route in self.routes:
             condition = route.condition()
             if condition is None and route.name != self.default:
-                raise ValueError(f"route {route.name!r} has no utterances, keywords or when= "
-                                 "condition, so it can never match (only the default route may)")
+                raise ValueError(
+                    f"route {route.name!r} has no utterances, keywords or when= "
+                    "condition, so it can never match (only the default route may)"
+                )
             missing = sorted((condition.signals() if condition else set()) - known)
             if missing:
                 raise ValueError(f"route {route.name!r} refers to unknown signal(s) {missing}")

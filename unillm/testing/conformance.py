@@ -51,14 +51,29 @@ from unillm.errors import (
 from unillm.launch_spec import LaunchCommand, LaunchSpec
 from unillm.options import Request, make_request
 
-__all__ = ["ERROR_STATUSES", "EXPECTED_ERROR", "SECRET", "AdapterConformance", "IOAttempted",
-           "blocked_io", "openai_error", "sse_payloads"]
+__all__ = [
+    "ERROR_STATUSES",
+    "EXPECTED_ERROR",
+    "SECRET",
+    "AdapterConformance",
+    "IOAttempted",
+    "blocked_io",
+    "openai_error",
+    "sse_payloads",
+]
 
 SECRET = "sk-conformance-secret-8f3a"
 # The typed error each HTTP status must map to (subclasses count: UnknownModel is a NotFound).
 EXPECTED_ERROR: dict[int, type[UnillmError]] = {
-    400: InvalidRequest, 401: Unauthorized, 403: Unauthorized, 404: NotFound, 422: InvalidRequest,
-    429: Overloaded, 500: EngineInternalError, 502: EngineInternalError, 503: Overloaded,
+    400: InvalidRequest,
+    401: Unauthorized,
+    403: Unauthorized,
+    404: NotFound,
+    422: InvalidRequest,
+    429: Overloaded,
+    500: EngineInternalError,
+    502: EngineInternalError,
+    503: Overloaded,
 }
 ERROR_STATUSES = tuple(EXPECTED_ERROR)
 REQUEST_KINDS = ("prompt", "chat", "prompt-stream", "chat-stream")
@@ -72,17 +87,24 @@ class IOAttempted(AssertionError):
 def blocked_io() -> Iterator[None]:
     """Make sockets, file opens and subprocesses raise :class:`IOAttempted` inside the block.
 
-        with blocked_io():
-            adapter.build(request, info)   # an adapter that opens a file fails here
+    with blocked_io():
+        adapter.build(request, info)   # an adapter that opens a file fails here
     """
 
     def refuse(what: str) -> Any:
         def raiser(*args: Any, **kwargs: Any) -> NoReturn:
             raise IOAttempted(f"adapter translation methods must do no I/O, but called {what}{args[:2]!r}")
+
         return raiser
 
-    targets = [(socket, "socket"), (socket, "create_connection"), (builtins, "open"), (io, "open"),
-               (os, "open"), (subprocess, "Popen")]
+    targets = [
+        (socket, "socket"),
+        (socket, "create_connection"),
+        (builtins, "open"),
+        (io, "open"),
+        (os, "open"),
+        (subprocess, "Popen"),
+    ]
     with ExitStack() as stack:
         for module, name in targets:
             stack.enter_context(mock.patch.object(module, name, refuse(f"{module.__name__}.{name}")))
@@ -97,7 +119,7 @@ def openai_error(message: str, status: int = 400) -> bytes:
 def sse_payloads(text: str) -> list[str]:
     """The ``data`` payloads of a recorded SSE stream (comments and other fields dropped).
 
-        sse_payloads(Path("data/stream.sse").read_text())   # ['{"choices": ...}', ..., '[DONE]']
+    sse_payloads(Path("data/stream.sse").read_text())   # ['{"choices": ...}', ..., '[DONE]']
     """
     payloads = []
     for event in text.replace("\r\n", "\n").split("\n\n"):
@@ -124,12 +146,12 @@ class AdapterConformance:
     answer_body: ClassVar[Any]
     answer_text: ClassVar[str]
     stream_request: ClassVar[Request] = make_request(
-        None, [{"role": "user", "content": "Hi"}], None, {"max_tokens": 8}, stream=True)
+        None, [{"role": "user", "content": "Hi"}], None, {"max_tokens": 8}, stream=True
+    )
     stream_events: ClassVar[Sequence[str]]
     stream_text: ClassVar[str]
     error_bodies: ClassVar[Mapping[int, bytes]]
-    launch_spec: ClassVar[LaunchSpec] = LaunchSpec(model="/models/tiny", port=8000,
-                                                   api_key=SecretStr(SECRET))
+    launch_spec: ClassVar[LaunchSpec] = LaunchSpec(model="/models/tiny", port=8000, api_key=SecretStr(SECRET))
     capability_versions: ClassVar[Sequence[str | None]] = (None,)
     # Request kinds (REQUEST_KINDS) the adapter refuses with UnsupportedFeature -> why.
     refused_requests: ClassVar[Mapping[str, str]] = {}
@@ -145,7 +167,8 @@ class AdapterConformance:
         if kind in self.refused_requests:
             assert isinstance(call, UnsupportedFeature), (
                 f"refused_requests says the adapter refuses a {kind} ({self.refused_requests[kind]}), "
-                f"but build() returned {call!r}")
+                f"but build() returned {call!r}"
+            )
             assert call.engine == self.adapter.name and call.why, f"the refusal names no reason: {call}"
             return
         assert isinstance(call, HttpCall), f"build() returned {call!r}, not an HttpCall"
@@ -158,8 +181,13 @@ class AdapterConformance:
     @staticmethod
     def _request(kind: str) -> Request:
         chat = kind.startswith("chat")
-        return make_request(None if chat else "Hi", [{"role": "user", "content": "Hi"}] if chat else None,
-                            None, {"max_tokens": 4, "temperature": 0.0}, stream=kind.endswith("stream"))
+        return make_request(
+            None if chat else "Hi",
+            [{"role": "user", "content": "Hi"}] if chat else None,
+            None,
+            {"max_tokens": 4, "temperature": 0.0},
+            stream=kind.endswith("stream"),
+        )
 
     def _build_or_refusal(self, request: Request) -> HttpCall | UnsupportedFeature:
         try:
@@ -194,7 +222,8 @@ class AdapterConformance:
         for method in ("parse", "decoder"):
             assert accepts_call(type(self.adapter), method), (
                 f"{type(self.adapter).__name__}.{method} takes no call= argument: the core then "
-                "cannot tell it the route build() chose")
+                "cannot tell it the route build() chose"
+            )
         body = json.loads(json.dumps(self.answer_body))
         with blocked_io():
             call = self.adapter.build(self.answer_request, self.info)
@@ -202,10 +231,13 @@ class AdapterConformance:
             alone = self.adapter.parse(body, self.answer_request, self.info)
             stream_call = self.adapter.build(self.stream_request, self.info)
             texts = []
-            for decoder in (self.adapter.decoder(self.stream_request, self.info, call=stream_call),
-                            self.adapter.decoder(self.stream_request, self.info)):
-                texts.append("".join(d.text for data in self.stream_events for d in decoder.feed(data)
-                                     if d.index == 0))
+            for decoder in (
+                self.adapter.decoder(self.stream_request, self.info, call=stream_call),
+                self.adapter.decoder(self.stream_request, self.info),
+            ):
+                texts.append(
+                    "".join(d.text for data in self.stream_events for d in decoder.feed(data) if d.index == 0)
+                )
         assert given.text == alone.text, f"with the call: {given.text!r}, without: {alone.text!r}"
         assert texts[0] == texts[1], f"with the call: {texts[0]!r}, without: {texts[1]!r}"
 
@@ -239,7 +271,8 @@ class AdapterConformance:
             command = self._command_or_refusal(self.launch_spec)
         if isinstance(command, UnsupportedFeature):  # an engine without auth may refuse the key
             assert (command.feature, command.engine) == ("api_key", self.adapter.name), (
-                f"command() refused {command.feature!r}, not the API key")
+                f"command() refused {command.feature!r}, not the API key"
+            )
             return
         passed = [arg for arg in (*command.argv, *command.env.values()) if secret in arg]
         if self.passes_api_key:

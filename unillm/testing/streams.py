@@ -1,8 +1,8 @@
 """Checks every engine's streams must pass: one final delta, with timings as vLLM bench defines them.
 
-    deltas = [d async for d in llm.stream("Hi", max_tokens=8)]
-    last = final_delta(deltas)          # raises AssertionError naming what is wrong
-    last.usage, last.finish_reason, last.timings.ttft_s
+deltas = [d async for d in llm.stream("Hi", max_tokens=8)]
+last = final_delta(deltas)          # raises AssertionError naming what is wrong
+last.usage, last.finish_reason, last.timings.ttft_s
 """
 
 from __future__ import annotations

@@ -65,14 +65,36 @@ CHAT_TEMPLATE = (
 )
 
 CAPITALS: dict[str, str] = {
-    "France": "Paris", "Japan": "Tokyo", "Italy": "Rome", "Spain": "Madrid",
-    "Germany": "Berlin", "Canada": "Ottawa", "Egypt": "Cairo", "Kenya": "Nairobi",
-    "Peru": "Lima", "Chile": "Santiago", "Norway": "Oslo", "Sweden": "Stockholm",
-    "Finland": "Helsinki", "Poland": "Warsaw", "Greece": "Athens", "Portugal": "Lisbon",
-    "Austria": "Vienna", "Ireland": "Dublin", "China": "Beijing", "India": "New Delhi",
-    "Russia": "Moscow", "Mexico": "Mexico City", "Brazil": "Brasilia", "Argentina": "Buenos Aires",
-    "Australia": "Canberra", "Thailand": "Bangkok", "Vietnam": "Hanoi", "Turkey": "Ankara",
-    "Cuba": "Havana", "Denmark": "Copenhagen",
+    "France": "Paris",
+    "Japan": "Tokyo",
+    "Italy": "Rome",
+    "Spain": "Madrid",
+    "Germany": "Berlin",
+    "Canada": "Ottawa",
+    "Egypt": "Cairo",
+    "Kenya": "Nairobi",
+    "Peru": "Lima",
+    "Chile": "Santiago",
+    "Norway": "Oslo",
+    "Sweden": "Stockholm",
+    "Finland": "Helsinki",
+    "Poland": "Warsaw",
+    "Greece": "Athens",
+    "Portugal": "Lisbon",
+    "Austria": "Vienna",
+    "Ireland": "Dublin",
+    "China": "Beijing",
+    "India": "New Delhi",
+    "Russia": "Moscow",
+    "Mexico": "Mexico City",
+    "Brazil": "Brasilia",
+    "Argentina": "Buenos Aires",
+    "Australia": "Canberra",
+    "Thailand": "Bangkok",
+    "Vietnam": "Hanoi",
+    "Turkey": "Ankara",
+    "Cuba": "Havana",
+    "Denmark": "Copenhagen",
 }
 POPULATION_MILLIONS = {country: 3 + (sum(map(ord, country)) * 37) % 140 for country in CAPITALS}
 FORECASTS = ("sunny", "cloudy", "rainy", "windy", "snowy")
@@ -96,8 +118,7 @@ def tool_schema(name: str) -> dict[str, Any]:
         "function": {
             "name": name,
             "description": description,
-            "parameters": {"type": "object", "properties": {param: {"type": "string"}},
-                           "required": [param]},
+            "parameters": {"type": "object", "properties": {param: {"type": "string"}}, "required": [param]},
         },
     }
 
@@ -114,14 +135,24 @@ class Example:
 
 
 def _chat(question: str, answer: str, tools: tuple[str, ...] = ()) -> Example:
-    return Example(messages=({"role": "user", "content": question},
-                             {"role": "assistant", "content": answer}), tools=tools)
+    return Example(
+        messages=({"role": "user", "content": question}, {"role": "assistant", "content": answer}),
+        tools=tools,
+    )
 
 
 def _call(name: str, value: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": "",
-            "tool_calls": [{"id": "call_0", "type": "function",
-                            "function": {"name": name, "arguments": {TOOLS[name][0]: value}}}]}
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": "call_0",
+                "type": "function",
+                "function": {"name": name, "arguments": {TOOLS[name][0]: value}},
+            }
+        ],
+    }
 
 
 def _tool_question(rng: random.Random) -> tuple[str, str, str, str]:
@@ -130,12 +161,19 @@ def _tool_question(rng: random.Random) -> tuple[str, str, str, str]:
     country = rng.choice(sorted(CAPITALS))
     city = CAPITALS[country]
     if name == "get_weather":
-        question = rng.choice(["What is the weather in {}?", "How is the weather in {}?",
-                               "Is it raining in {}?", "What's the weather like in {}?"]).format(city)
+        question = rng.choice(
+            [
+                "What is the weather in {}?",
+                "How is the weather in {}?",
+                "Is it raining in {}?",
+                "What's the weather like in {}?",
+            ]
+        ).format(city)
         return name, city, question, ""
     if name == "get_time":
-        question = rng.choice(["What time is it in {}?", "What is the time in {}?",
-                               "What is the local time in {}?"]).format(city)
+        question = rng.choice(
+            ["What time is it in {}?", "What is the time in {}?", "What is the local time in {}?"]
+        ).format(city)
         return name, city, question, ""
     question = rng.choice(["How many people live in {}?", "What is the population of {}?"]).format(country)
     return name, country, question, ""
@@ -145,14 +183,18 @@ def _tool_result(rng: random.Random, name: str, value: str) -> tuple[str, str]:
     """(tool message content, final answer) for a call of ``name`` with ``value``."""
     if name == "get_weather":
         forecast, degrees = rng.choice(FORECASTS), rng.randint(0, 35)
-        return (json.dumps({"city": value, "forecast": forecast, "temperature": degrees}),
-                f"It is {forecast} and {degrees} degrees in {value}.")
+        return (
+            json.dumps({"city": value, "forecast": forecast, "temperature": degrees}),
+            f"It is {forecast} and {degrees} degrees in {value}.",
+        )
     if name == "get_time":
         clock = f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}"
         return json.dumps({"city": value, "time": clock}), f"It is {clock} in {value}."
     millions = rng.randint(1, 150)
-    return (json.dumps({"country": value, "population_millions": millions}),
-            f"About {millions} million people live in {value}.")
+    return (
+        json.dumps({"country": value, "population_millions": millions}),
+        f"About {millions} million people live in {value}.",
+    )
 
 
 def _facts() -> list[tuple[str, str, str]]:
@@ -209,13 +251,15 @@ def corpus(seed: int = 7, size: int = 24000) -> list[Example]:
             capital = CAPITALS[country]
             form = rng.random()
             if form < 0.35:
-                q = rng.choice(["What is the capital of {}?", "What's the capital of {}?",
-                                "Name the capital of {}."])
+                q = rng.choice(
+                    ["What is the capital of {}?", "What's the capital of {}?", "Name the capital of {}."]
+                )
                 out.append(_chat(q.format(country), capital, maybe_tools(rng)))
             elif form < 0.5:
                 as_json = json.dumps({"country": country, "capital": capital})
-                out.append(_chat(f"What is the capital of {country}? Reply in JSON.", as_json,
-                                 maybe_tools(rng)))
+                out.append(
+                    _chat(f"What is the capital of {country}? Reply in JSON.", as_json, maybe_tools(rng))
+                )
             elif form < 0.65:
                 out.append(Example(prompt=f"The capital of {country} is", completion=f" {capital}."))
             elif form < 0.75:
@@ -223,8 +267,7 @@ def corpus(seed: int = 7, size: int = 24000) -> list[Example]:
             else:
                 other = rng.choice([c for c in countries if c != country]) if rng.random() < 0.5 else country
                 answer = "yes" if other == country else "no"
-                out.append(_chat(f"Is {CAPITALS[other]} the capital of {country}?", answer,
-                                 maybe_tools(rng)))
+                out.append(_chat(f"Is {CAPITALS[other]} the capital of {country}?", answer, maybe_tools(rng)))
         elif kind < 0.58:  # greetings and people as JSON
             if rng.random() < 0.5:
                 q = rng.choice(["Hello", "Hi", "Say hi", "Hello!", "Hi there", "Good morning"])
@@ -241,11 +284,17 @@ def corpus(seed: int = 7, size: int = 24000) -> list[Example]:
         elif kind < 0.91:  # the answer after a tool result
             name, value, question, _ = _tool_question(rng)
             content, answer = _tool_result(rng, name, value)
-            out.append(Example(messages=(
-                {"role": "user", "content": question}, _call(name, value),
-                {"role": "tool", "tool_call_id": "call_0", "content": content},
-                {"role": "assistant", "content": answer},
-            ), tools=offered(rng, must=name)))
+            out.append(
+                Example(
+                    messages=(
+                        {"role": "user", "content": question},
+                        _call(name, value),
+                        {"role": "tool", "tool_call_id": "call_0", "content": content},
+                        {"role": "assistant", "content": answer},
+                    ),
+                    tools=offered(rng, must=name),
+                )
+            )
         else:  # a tool question without its tool: refuse
             name, _value, question, _ = _tool_question(rng)
             tools = offered(rng, without=name) if rng.random() < 0.6 else ()
@@ -284,13 +333,24 @@ def compile_template() -> Any:
     def tojson(value: Any, indent: int | None = None) -> str:
         return json.dumps(value, ensure_ascii=False, indent=indent)
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        undefined=jinja2.Undefined)
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, undefined=jinja2.Undefined)
     env.filters["tojson"] = tojson
     return env.from_string(CHAT_TEMPLATE)
 
 
-def _render(template: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-            *, generation_prompt: bool) -> str:
-    return str(template.render(messages=messages, tools=tools, bos_token=BOS, eos_token=EOS,
-                               add_generation_prompt=generation_prompt))
+def _render(
+    template: Any,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    *,
+    generation_prompt: bool,
+) -> str:
+    return str(
+        template.render(
+            messages=messages,
+            tools=tools,
+            bos_token=BOS,
+            eos_token=EOS,
+            add_generation_prompt=generation_prompt,
+        )
+    )

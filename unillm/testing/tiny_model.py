@@ -253,8 +253,7 @@ def write_tokenizer(model_dir: Path) -> list[int]:
     suppressed = [
         i
         for i in range(VOCAB_SIZE)
-        if i < len(SPECIAL_TOKENS)
-        or not all(c == "\n" or " " <= c <= "~" for c in tokenizer.decode([i]))
+        if i < len(SPECIAL_TOKENS) or not all(c == "\n" or " " <= c <= "~" for c in tokenizer.decode([i]))
     ]
 
     bos, eos, pad = SPECIAL_TOKENS
@@ -308,13 +307,32 @@ def _write_model(model_dir: Path, suppressed: list[int]) -> None:
     tensors["lm_head.weight"] = lm_head
     save_file(tensors, str(model_dir / "model.safetensors"), metadata={"format": "pt"})
 
-    dump_json(model_dir / "config.json", llama_config(
-        hidden=HIDDEN, intermediate=INTERMEDIATE, layers=LAYERS, heads=HEADS, kv_heads=KV_HEADS,
-        head_dim=HEAD_DIM, max_position=MAX_POSITION, vocab_size=VOCAB_SIZE))
+    dump_json(
+        model_dir / "config.json",
+        llama_config(
+            hidden=HIDDEN,
+            intermediate=INTERMEDIATE,
+            layers=LAYERS,
+            heads=HEADS,
+            kv_heads=KV_HEADS,
+            head_dim=HEAD_DIM,
+            max_position=MAX_POSITION,
+            vocab_size=VOCAB_SIZE,
+        ),
+    )
 
 
-def llama_config(*, hidden: int, intermediate: int, layers: int, heads: int, kv_heads: int,
-                 head_dim: int, max_position: int, vocab_size: int) -> dict[str, Any]:
+def llama_config(
+    *,
+    hidden: int,
+    intermediate: int,
+    layers: int,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    max_position: int,
+    vocab_size: int,
+) -> dict[str, Any]:
     """A float32 ``LlamaForCausalLM`` config.json of this shape (special ids 0, 1, 2)."""
     rope = {"rope_type": "default", "rope_theta": 10000.0}
     return {
@@ -346,9 +364,18 @@ def llama_config(*, hidden: int, intermediate: int, layers: int, heads: int, kv_
     }
 
 
-def write_lora(lora_dir: Path, seed: int, *, base: Path, layers: int = LAYERS, hidden: int = HIDDEN,
-               heads: int = HEADS, kv_heads: int = KV_HEADS, head_dim: int = HEAD_DIM,
-               std: float = 0.2) -> None:
+def write_lora(
+    lora_dir: Path,
+    seed: int,
+    *,
+    base: Path,
+    layers: int = LAYERS,
+    hidden: int = HIDDEN,
+    heads: int = HEADS,
+    kv_heads: int = KV_HEADS,
+    head_dim: int = HEAD_DIM,
+    std: float = 0.2,
+) -> None:
     """A random PEFT LoRA adapter (``q_proj``/``v_proj``, rank 8) for a Llama of the given shape."""
     import numpy as np
     from safetensors.numpy import save_file

@@ -43,8 +43,13 @@ __all__ = ["IMAGE_TOKENS", "build_tiny_vlm", "solid_png"]
 RECIPE_VERSION = 1
 IMAGE_TOKEN = "<image>"
 #: Idefics3's image tokens: placeholders, utterance end, the global tag and the tile tags.
-SPECIAL = ("<fake_token_around_image>", IMAGE_TOKEN, "<end_of_utterance>", "<global-img>",
-           *(f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)))
+SPECIAL = (
+    "<fake_token_around_image>",
+    IMAGE_TOKEN,
+    "<end_of_utterance>",
+    "<global-img>",
+    *(f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)),
+)
 IMAGE_SIZE, PATCH_SIZE, SCALE_FACTOR = 32, 8, 2
 IMAGE_TOKENS = (IMAGE_SIZE // PATCH_SIZE) ** 2 // SCALE_FACTOR**2
 VOCAB_SIZE = 576  # the tiny tokenizer's 512 tokens, the 40 above, and room to spare
@@ -64,12 +69,13 @@ CHAT_TEMPLATE = (
 )
 
 
-def build_tiny_vlm(cache_dir: Path | None = None, *, force: bool = False,
-                   python: str | Path | None = None) -> TinyModel:
+def build_tiny_vlm(
+    cache_dir: Path | None = None, *, force: bool = False, python: str | Path | None = None
+) -> TinyModel:
     """Build (or reuse from cache) the tiny Idefics3; ``python`` has torch and transformers.
 
-        vlm = build_tiny_vlm()
-        assert (vlm.path / "processor_config.json").is_file()
+    vlm = build_tiny_vlm()
+    assert (vlm.path / "processor_config.json").is_file()
     """
     from unillm.testing.trained_model import torch_python
 
@@ -85,7 +91,7 @@ def build_tiny_vlm(cache_dir: Path | None = None, *, force: bool = False,
 def solid_png(width: int = 8, height: int = 8, rgb: tuple[int, int, int] = (255, 0, 0)) -> bytes:
     """A one-colour PNG image (standard library only), e.g. for an image part in a test.
 
-        url = "data:image/png;base64," + base64.b64encode(solid_png()).decode()
+    url = "data:image/png;base64," + base64.b64encode(solid_png()).decode()
     """
 
     def chunk(kind: bytes, data: bytes) -> bytes:
@@ -93,8 +99,12 @@ def solid_png(width: int = 8, height: int = 8, rgb: tuple[int, int, int] = (255,
 
     rows = b"".join(b"\x00" + bytes(rgb) * width for _ in range(height))
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit RGB
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows))
-            + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
 
 
 def _write_all(tmp: Path, python: Path) -> None:
@@ -110,19 +120,37 @@ def _write_all(tmp: Path, python: Path) -> None:
     config = json.loads((model_dir / "tokenizer_config.json").read_text())
     config["chat_template"] = CHAT_TEMPLATE
     dump_json(model_dir / "tokenizer_config.json", config)
-    dump_json(model_dir / "vlm_args.json", {
-        "seed": 4321, "vocab_size": VOCAB_SIZE, "image_token_id": image_id, "image_size": IMAGE_SIZE,
-        "patch_size": PATCH_SIZE, "scale_factor": SCALE_FACTOR, "image_tokens": IMAGE_TOKENS,
-        "vision_hidden": 32,
-        "chat_template": CHAT_TEMPLATE,
-    })
+    dump_json(
+        model_dir / "vlm_args.json",
+        {
+            "seed": 4321,
+            "vocab_size": VOCAB_SIZE,
+            "image_token_id": image_id,
+            "image_size": IMAGE_SIZE,
+            "patch_size": PATCH_SIZE,
+            "scale_factor": SCALE_FACTOR,
+            "image_tokens": IMAGE_TOKENS,
+            "vision_hidden": 32,
+            "chat_template": CHAT_TEMPLATE,
+        },
+    )
     builder = Path(__file__).with_name("torch_tiny_vlm.py")
-    done = subprocess.run([str(python), str(builder), str(model_dir)], check=False,
-                          env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    done = subprocess.run(
+        [str(python), str(builder), str(model_dir)],
+        check=False,
+        env={**os.environ, "TOKENIZERS_PARALLELISM": "false"},
+    )
     if done.returncode != 0:
         raise RuntimeError(f"building the tiny VLM failed (exit {done.returncode}); see the log above")
     (model_dir / "vlm_args.json").unlink()
     print(f"[unillm] tiny VLM written to {model_dir}", file=sys.stderr, flush=True)
-    dump_json(tmp / MANIFEST, {"recipe_version": RECIPE_VERSION, "vocab_size": VOCAB_SIZE,
-                               "image_token_id": image_id, "loras": [],
-                               "sha256": file_hashes(model_dir)})
+    dump_json(
+        tmp / MANIFEST,
+        {
+            "recipe_version": RECIPE_VERSION,
+            "vocab_size": VOCAB_SIZE,
+            "image_token_id": image_id,
+            "loras": [],
+            "sha256": file_hashes(model_dir),
+        },
+    )

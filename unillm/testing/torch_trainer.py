@@ -119,18 +119,31 @@ def main(folder: Path) -> None:
         value = float(loss.detach())
         loss_avg = 0.9 * loss_avg + 0.1 * value if step > 1 else value
         if step % 50 == 0 and step % args["eval_every"]:
-            print(f"[unillm] training the tiny model: step {step}/{steps}, loss {loss_avg:.3f}, "
-                  f"{time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True)
+            print(
+                f"[unillm] training the tiny model: step {step}/{steps}, loss {loss_avg:.3f}, "
+                f"{time.perf_counter() - t0:.0f}s",
+                file=sys.stderr,
+                flush=True,
+            )
         if step % args["eval_every"] == 0 or step == steps:
             exact = _exact(model, evaluation, pad)
-            print(f"[unillm] training the tiny model: step {step}/{steps}, loss {loss_avg:.3f}, "
-                  f"greedy-exact {exact:.1%}, {time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True)
+            print(
+                f"[unillm] training the tiny model: step {step}/{steps}, loss {loss_avg:.3f}, "
+                f"greedy-exact {exact:.1%}, {time.perf_counter() - t0:.0f}s",
+                file=sys.stderr,
+                flush=True,
+            )
             if exact >= args["target_exact"]:
                 break
     state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
     save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
-    report = {"steps": step, "loss": round(loss_avg, 4), "greedy_exact": round(exact, 4),
-              "seconds": round(time.perf_counter() - t0, 1), "torch": torch.__version__}
+    report = {
+        "steps": step,
+        "loss": round(loss_avg, 4),
+        "greedy_exact": round(exact, 4),
+        "seconds": round(time.perf_counter() - t0, 1),
+        "torch": torch.__version__,
+    }
     (folder / "train_report.json").write_text(json.dumps(report, indent=2) + "\n")
 
 

@@ -69,12 +69,21 @@ HEAD_DIM = 32
 SPECIAL_TOKENS = (BOS, EOS, "<pad>")  # ids 0, 1, 2
 BOS_ID, EOS_ID, PAD_ID = 0, 1, 2
 CORPUS_SEED, EVAL_SEED, TRAIN_SEED = 7, 8, 1234
-TRAIN_ARGS = {"seed": TRAIN_SEED, "steps": 2000, "batch": 32, "lr": 4e-3, "warmup": 50,
-              "eval_every": 200, "target_exact": 0.99, "threads": 1}
+TRAIN_ARGS = {
+    "seed": TRAIN_SEED,
+    "steps": 2000,
+    "batch": 32,
+    "lr": 4e-3,
+    "warmup": 50,
+    "eval_every": 200,
+    "target_exact": 0.99,
+    "threads": 1,
+}
 
 
-def build_trained_model(cache_dir: Path | None = None, *, force: bool = False,
-                        python: str | Path | None = None) -> TinyModel:
+def build_trained_model(
+    cache_dir: Path | None = None, *, force: bool = False, python: str | Path | None = None
+) -> TinyModel:
     """Build (or reuse from cache) the tiny trained model; training prints progress to stderr.
 
     ``python`` is an interpreter with torch and transformers (default: see :func:`torch_python`).
@@ -90,8 +99,13 @@ def build_trained_model(cache_dir: Path | None = None, *, force: bool = False,
 
     folder = publish(final, write, force=force)
     manifest = json.loads((folder / MANIFEST).read_text())
-    return TinyModel(path=folder / "model", loras=_loras(folder), vocab_size=int(manifest["vocab_size"]),
-                     max_position=int(manifest["max_position"]), trained=True)
+    return TinyModel(
+        path=folder / "model",
+        loras=_loras(folder),
+        vocab_size=int(manifest["vocab_size"]),
+        max_position=int(manifest["max_position"]),
+        trained=True,
+    )
 
 
 def _loras(folder: Path) -> dict[str, Path]:
@@ -100,8 +114,17 @@ def _loras(folder: Path) -> dict[str, Path]:
     for name, seed in LORA_SEEDS.items():
 
         def write(tmp: Path, _final: Path, seed: int = seed, name: str = name) -> None:
-            write_lora(tmp, seed, base=folder / "model", layers=LAYERS, hidden=HIDDEN, heads=HEADS,
-                       kv_heads=KV_HEADS, head_dim=HEAD_DIM, std=0.6)  # strong enough to change answers
+            write_lora(
+                tmp,
+                seed,
+                base=folder / "model",
+                layers=LAYERS,
+                hidden=HIDDEN,
+                heads=HEADS,
+                kv_heads=KV_HEADS,
+                head_dim=HEAD_DIM,
+                std=0.6,
+            )  # strong enough to change answers
             dump_json(tmp / MANIFEST, {"lora": name, "seed": seed})
 
         loras[name] = publish(folder / f"lora-{name}", write)
@@ -145,16 +168,25 @@ def _write_all(tmp: Path, python: Path) -> None:
         (work / name).write_bytes((model_dir / name).read_bytes())
     trainer = Path(__file__).with_name("torch_trainer.py")
     t0 = time.perf_counter()
-    print(f"[unillm] training the tiny model with {python} (a few minutes, once; cached)",
-          file=sys.stderr, flush=True)
-    done = subprocess.run([str(python), str(trainer), str(work)], check=False,
-                          env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    print(
+        f"[unillm] training the tiny model with {python} (a few minutes, once; cached)",
+        file=sys.stderr,
+        flush=True,
+    )
+    done = subprocess.run(
+        [str(python), str(trainer), str(work)],
+        check=False,
+        env={**os.environ, "TOKENIZERS_PARALLELISM": "false"},
+    )
     if done.returncode != 0:
         raise RuntimeError(f"training the tiny model failed (exit {done.returncode}); see the log above")
     (model_dir / "model.safetensors").write_bytes((work / "model.safetensors").read_bytes())
     report = json.loads((work / "train_report.json").read_text())
-    print(f"[unillm] tiny model trained in {time.perf_counter() - t0:.0f}s: {report}",
-          file=sys.stderr, flush=True)
+    print(
+        f"[unillm] tiny model trained in {time.perf_counter() - t0:.0f}s: {report}",
+        file=sys.stderr,
+        flush=True,
+    )
     manifest = {
         "recipe_version": RECIPE_VERSION,
         "vocab_size": VOCAB_SIZE,
@@ -200,23 +232,40 @@ def _write_tokenizer(model_dir: Path, texts: list[str]) -> Any:
     )
     tokenizer.save(str(model_dir / "tokenizer.json"), pretty=True)
     bos, eos, pad = SPECIAL_TOKENS
-    dump_json(model_dir / "tokenizer_config.json", {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "bos_token": bos, "eos_token": eos, "pad_token": pad,
-        "model_max_length": MAX_POSITION,
-        "clean_up_tokenization_spaces": False,
-        "chat_template": CHAT_TEMPLATE,
-    })
+    dump_json(
+        model_dir / "tokenizer_config.json",
+        {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "bos_token": bos,
+            "eos_token": eos,
+            "pad_token": pad,
+            "model_max_length": MAX_POSITION,
+            "clean_up_tokenization_spaces": False,
+            "chat_template": CHAT_TEMPLATE,
+        },
+    )
     dump_json(model_dir / "special_tokens_map.json", {"bos_token": bos, "eos_token": eos, "pad_token": pad})
-    dump_json(model_dir / "generation_config.json",
-              {"bos_token_id": BOS_ID, "eos_token_id": EOS_ID, "pad_token_id": PAD_ID})
+    dump_json(
+        model_dir / "generation_config.json",
+        {"bos_token_id": BOS_ID, "eos_token_id": EOS_ID, "pad_token_id": PAD_ID},
+    )
     return tokenizer
 
 
 def _write_config(model_dir: Path) -> None:
-    dump_json(model_dir / "config.json", llama_config(
-        hidden=HIDDEN, intermediate=INTERMEDIATE, layers=LAYERS, heads=HEADS, kv_heads=KV_HEADS,
-        head_dim=HEAD_DIM, max_position=MAX_POSITION, vocab_size=VOCAB_SIZE))
+    dump_json(
+        model_dir / "config.json",
+        llama_config(
+            hidden=HIDDEN,
+            intermediate=INTERMEDIATE,
+            layers=LAYERS,
+            heads=HEADS,
+            kv_heads=KV_HEADS,
+            head_dim=HEAD_DIM,
+            max_position=MAX_POSITION,
+            vocab_size=VOCAB_SIZE,
+        ),
+    )
 
 
 def _main() -> None:

@@ -24,18 +24,25 @@ DATA = Path(__file__).parent / "data"
 def record(base: str, key: str) -> None:
     auth = {"Authorization": f"Bearer {key}"}
     with httpx.Client(base_url=base, headers=auth, timeout=120) as client:
-        answer = client.post("/v1/completions", json={"model": "tiny", "prompt": "Hi", "max_tokens": 8,
-                                                      "temperature": 0})
+        answer = client.post(
+            "/v1/completions", json={"model": "tiny", "prompt": "Hi", "max_tokens": 8, "temperature": 0}
+        )
         (DATA / "llamacpp_completion.json").write_text(json.dumps(answer.json(), indent=1) + "\n")
-        chat = {"model": "tiny", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8,
-                "temperature": 0, "stream": True}
+        chat = {
+            "model": "tiny",
+            "messages": [{"role": "user", "content": "Hi"}],
+            "max_tokens": 8,
+            "temperature": 0,
+            "stream": True,
+        }
         with client.stream("POST", "/v1/chat/completions", json=chat) as stream:
             (DATA / "llamacpp_chat_stream.sse").write_text(stream.read().decode())
         errors = {
             "400": client.post("/v1/completions", json={"prompt": "Hi " * 2000, "max_tokens": 4}),
             "400-grammar": client.post("/v1/completions", json={"prompt": "Hi", "grammar": 'root ::= "a'}),
-            "401": httpx.post(base + "/v1/completions", json={"prompt": "Hi"},
-                              headers={"Authorization": "Bearer wrong"}),
+            "401": httpx.post(
+                base + "/v1/completions", json={"prompt": "Hi"}, headers={"Authorization": "Bearer wrong"}
+            ),
             "500-validation": client.post("/v1/completions", json={"prompt": "Hi", "top_p": 7}),
         }
     bodies = {name: {"status": r.status_code, "body": r.text} for name, r in errors.items()}

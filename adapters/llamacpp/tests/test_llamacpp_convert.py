@@ -24,24 +24,29 @@ def unpermute(w: np.ndarray, heads: int) -> np.ndarray:
 
 
 def test_the_model_converts_with_its_shape_tokenizer_and_rotary_layout(
-    tiny: TinyModel, tmp_path: Path,
+    tiny: TinyModel,
+    tmp_path: Path,
 ) -> None:
     path = to_gguf(tiny.path, tmp_path)
     reader = GGUFReader(path)
     assert field(reader, "general.architecture") == "llama"
     assert field(reader, "llama.attention.key_length") == HEAD_DIM
     assert (field(reader, "llama.attention.head_count"), field(reader, "llama.attention.head_count_kv")) == (
-        HEADS, KV_HEADS)
+        HEADS,
+        KV_HEADS,
+    )
     assert field(reader, "tokenizer.ggml.pre") == "gpt-2"
     assert len(field(reader, "tokenizer.ggml.tokens")) == VOCAB_SIZE  # type: ignore[arg-type]
     assert field(reader, "tokenizer.ggml.add_bos_token") is True
     assert "<|assistant|>" in str(field(reader, "tokenizer.chat_template"))
     tensors = {t.name: np.array(t.data).reshape(tuple(reversed(t.shape.tolist()))) for t in reader.tensors}
     hf = load_file(str(tiny.path / "model.safetensors"))
-    assert np.array_equal(unpermute(tensors["blk.0.attn_q.weight"], HEADS),
-                          hf["model.layers.0.self_attn.q_proj.weight"])
-    assert np.array_equal(unpermute(tensors["blk.1.attn_k.weight"], KV_HEADS),
-                          hf["model.layers.1.self_attn.k_proj.weight"])
+    assert np.array_equal(
+        unpermute(tensors["blk.0.attn_q.weight"], HEADS), hf["model.layers.0.self_attn.q_proj.weight"]
+    )
+    assert np.array_equal(
+        unpermute(tensors["blk.1.attn_k.weight"], KV_HEADS), hf["model.layers.1.self_attn.k_proj.weight"]
+    )
     assert np.array_equal(tensors["output.weight"], hf["lm_head.weight"])
     assert to_gguf(tiny.path, tmp_path) == path  # cached by content
 
@@ -54,8 +59,9 @@ def test_a_lora_converts_to_a_gguf_adapter(tiny: TinyModel, tmp_path: Path) -> N
     assert {"blk.0.attn_q.weight.lora_a", "blk.0.attn_q.weight.lora_b", "blk.1.attn_v.weight.lora_b"} <= names
 
 
-def test_cpu_settings_convert_the_model_and_loras(tiny: TinyModel, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cpu_settings_convert_the_model_and_loras(
+    tiny: TinyModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("UNILLM_CACHE", str(tmp_path))
     settings = unillm.cpu_settings("llamacpp", tiny.path, lora={"sql": str(tiny.loras["sql"])})
     assert settings["model"].startswith(str(tmp_path / "gguf")) and settings["model"].endswith(".gguf")

@@ -24,8 +24,9 @@ INFO = LlamaCppInfo(engine="llamacpp", model="tiny", version="0.3.36", aliases=(
 ADAPTER = LlamaCppAdapter()
 
 
-def req(prompt: str | None = "hi", output: OutputSpec | None = None, stream: bool = False,
-        **options: Any) -> Any:
+def req(
+    prompt: str | None = "hi", output: OutputSpec | None = None, stream: bool = False, **options: Any
+) -> Any:
     messages = None if prompt is not None else [{"role": "user", "content": "hi"}]
     return make_request(prompt, messages, output, options, stream=stream)
 
@@ -37,35 +38,56 @@ def settings_of(argv: list[str]) -> dict[str, Any]:
 
 # -- launch ------------------------------------------------------------------------------------
 def test_command_serves_the_model_and_each_lora_under_its_name() -> None:
-    spec = LaunchSpec(model="/m/tiny.gguf", served_name="tiny", port=8123, python="/env/bin/python",
-                      lora={"sql": "/m/sql.gguf"}, max_model_len=512, api_key=SecretStr("k-1"),
-                      speculative=Speculative(method="ngram", num_tokens=3), prefix_caching=True)
+    spec = LaunchSpec(
+        model="/m/tiny.gguf",
+        served_name="tiny",
+        port=8123,
+        python="/env/bin/python",
+        lora={"sql": "/m/sql.gguf"},
+        max_model_len=512,
+        api_key=SecretStr("k-1"),
+        speculative=Speculative(method="ngram", num_tokens=3),
+        prefix_caching=True,
+    )
     cmd = ADAPTER.command(spec)
     assert cmd.argv[0] == "/env/bin/python"
-    base = {"model": "/m/tiny.gguf", "n_ctx": 512, "cache": True,
-            "draft_model": "prompt-lookup-decoding", "draft_model_num_pred_tokens": 3}
+    base = {
+        "model": "/m/tiny.gguf",
+        "n_ctx": 512,
+        "cache": True,
+        "draft_model": "prompt-lookup-decoding",
+        "draft_model_num_pred_tokens": 3,
+    }
     assert settings_of(cmd.argv) == {
-        "host": "127.0.0.1", "port": 8123, "interrupt_requests": False,
-        "models": [{**base, "model_alias": "tiny"},
-                   {**base, "model_alias": "sql", "lora_path": "/m/sql.gguf"}]}
+        "host": "127.0.0.1",
+        "port": 8123,
+        "interrupt_requests": False,
+        "models": [
+            {**base, "model_alias": "tiny"},
+            {**base, "model_alias": "sql", "lora_path": "/m/sql.gguf"},
+        ],
+    }
     assert cmd.env == {API_KEY_ENV: "k-1"} and "k-1" not in cmd.render()
     assert cmd.health_path == "/openapi.json"
 
 
-@pytest.mark.parametrize(("settings", "feature"), [
-    ({"model": "/m/tiny"}, "a non-GGUF model"),
-    ({"lora": {"sql": "/peft/sql"}}, "LoRA 'sql'"),
-    ({"speculative": Speculative(method="draft", draft_model="/d")}, "speculative method 'draft'"),
-    ({"speculative": Speculative(method="ngram", lookup_max=3)}, "speculative lookup_max/lookup_min"),
-    ({"parallel": Parallel(tensor=2)}, "parallel"),
-    ({"runtime_lora": True}, "runtime_lora"),
-    ({"max_num_seqs": 4}, "max_num_seqs > 1"),
-    ({"tool_parser": "hermes"}, "tool_parser"),
-    ({"dtype": "bfloat16"}, "dtype"),
-    ({"quantization": "awq"}, "quantization"),
-    ({"max_lora_rank": 8}, "max_lora_rank"),
-    ({"task": "embed"}, 'task="embed"'),
-])
+@pytest.mark.parametrize(
+    ("settings", "feature"),
+    [
+        ({"model": "/m/tiny"}, "a non-GGUF model"),
+        ({"lora": {"sql": "/peft/sql"}}, "LoRA 'sql'"),
+        ({"speculative": Speculative(method="draft", draft_model="/d")}, "speculative method 'draft'"),
+        ({"speculative": Speculative(method="ngram", lookup_max=3)}, "speculative lookup_max/lookup_min"),
+        ({"parallel": Parallel(tensor=2)}, "parallel"),
+        ({"runtime_lora": True}, "runtime_lora"),
+        ({"max_num_seqs": 4}, "max_num_seqs > 1"),
+        ({"tool_parser": "hermes"}, "tool_parser"),
+        ({"dtype": "bfloat16"}, "dtype"),
+        ({"quantization": "awq"}, "quantization"),
+        ({"max_lora_rank": 8}, "max_lora_rank"),
+        ({"task": "embed"}, 'task="embed"'),
+    ],
+)
 def test_command_refuses_settings_the_server_lacks(settings: dict[str, Any], feature: str) -> None:
     spec = LaunchSpec(**{"model": "/m/tiny.gguf", "api_key": None, **settings})
     with pytest.raises(UnsupportedFeature) as e:
@@ -142,22 +164,31 @@ def test_capabilities_refuse_what_the_server_ignores() -> None:
 
 # -- answers -----------------------------------------------------------------------------------
 def test_parse_info_reads_aliases_and_the_version_from_openapi() -> None:
-    answers = {"models": {"data": [{"id": "tiny"}, {"id": "sql"}]},
-               "openapi": {"info": {"version": "0.3.36"}}}
+    answers = {
+        "models": {"data": [{"id": "tiny"}, {"id": "sql"}]},
+        "openapi": {"info": {"version": "0.3.36"}},
+    }
     info = ADAPTER.parse_info(answers, None)
     assert (info.model, info.version, info.aliases) == ("tiny", "0.3.36", ("tiny", "sql"))
 
 
 def test_validation_errors_answered_500_become_invalid_request() -> None:
-    body = json.dumps({"error": {"message": "[{'type': 'less_than_equal', 'loc': ('body', 'top_p'), "
-                                            "'msg': 'Input should be less than or equal to 1'}]",
-                                 "type": "internal_server_error"}}).encode()
+    body = json.dumps(
+        {
+            "error": {
+                "message": "[{'type': 'less_than_equal', 'loc': ('body', 'top_p'), "
+                "'msg': 'Input should be less than or equal to 1'}]",
+                "type": "internal_server_error",
+            }
+        }
+    ).encode()
     assert isinstance(ADAPTER.parse_error(500, body, None, INFO), InvalidRequest)
 
 
 # -- grammar translation -----------------------------------------------------------------------
-@pytest.mark.parametrize("pattern", [r"20\d{2}-[01]\d-[0-3]\d", r"^(yes|no)$", r"[^\d]x+", r"a.c?\s*\w{1,3}",
-                                     r'"q\\[\]\-^]'])
+@pytest.mark.parametrize(
+    "pattern", [r"20\d{2}-[01]\d-[0-3]\d", r"^(yes|no)$", r"[^\d]x+", r"a.c?\s*\w{1,3}", r'"q\\[\]\-^]']
+)
 def test_regex_gbnf_is_valid_gbnf(pattern: str) -> None:
     check_gbnf(regex_gbnf(pattern))
 
@@ -168,14 +199,17 @@ def test_choice_gbnf_escapes_quotes_and_newlines() -> None:
     assert re.fullmatch(r'root ::= "say \\x22hi\\x22" \| "two\\x0Alines"', grammar), grammar
 
 
-@pytest.mark.parametrize(("grammar", "why"), [
-    ('start ::= "a"', "named root"),
-    ('root ::= "a', "not valid GBNF"),
-    ("root ::= other", "not"),
-    ('root ::= my_rule\nmy_rule ::= "a"', "letters, digits and '-'"),
-    ('root ::= root "a" | "b"', "left-recursive"),
-    ('root ::= e? x\nx ::= "" | root "a"\ne ::= "e"', "left-recursive"),
-])
+@pytest.mark.parametrize(
+    ("grammar", "why"),
+    [
+        ('start ::= "a"', "named root"),
+        ('root ::= "a', "not valid GBNF"),
+        ("root ::= other", "not"),
+        ('root ::= my_rule\nmy_rule ::= "a"', "letters, digits and '-'"),
+        ('root ::= root "a" | "b"', "left-recursive"),
+        ('root ::= e? x\nx ::= "" | root "a"\ne ::= "e"', "left-recursive"),
+    ],
+)
 def test_check_gbnf_refuses_what_llama_cpp_rejects(grammar: str, why: str) -> None:
     with pytest.raises(GrammarError, match=why):
         check_gbnf(grammar)
@@ -187,11 +221,15 @@ def test_check_gbnf_accepts_comments_groups_repetition_and_right_recursion() -> 
 
 # -- JSON schemas as the server enforces them -------------------------------------------------
 def test_bounded_integers_are_sent_as_enums_and_the_rest_untouched() -> None:
-    schema = {"type": "object", "properties": {
-        "n": {"type": "integer", "minimum": 1, "maximum": 3},
-        "k": {"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 10, "multipleOf": 3},
-        "tags": {"type": "array", "items": {"type": "string", "maxLength": 4}, "maxItems": 2}},
-        "$defs": {"d": {"type": "integer", "minimum": 0, "maximum": 1}}}
+    schema = {
+        "type": "object",
+        "properties": {
+            "n": {"type": "integer", "minimum": 1, "maximum": 3},
+            "k": {"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 10, "multipleOf": 3},
+            "tags": {"type": "array", "items": {"type": "string", "maxLength": 4}, "maxItems": 2},
+        },
+        "$defs": {"d": {"type": "integer", "minimum": 0, "maximum": 1}},
+    }
     sent = server_schema(schema)
     assert sent["properties"]["n"] == {"enum": [1, 2, 3]}
     assert sent["properties"]["k"] == {"enum": [3, 6, 9]}
@@ -199,15 +237,18 @@ def test_bounded_integers_are_sent_as_enums_and_the_rest_untouched() -> None:
     assert sent["$defs"]["d"] == {"enum": [0, 1]}
 
 
-@pytest.mark.parametrize(("schema", "why"), [
-    ({"type": "number", "minimum": 0.5}, "non-integer"),
-    ({"type": "integer", "minimum": 0}, "both a minimum and a maximum"),
-    ({"type": "integer", "minimum": 0, "maximum": 10**6}, "both a minimum and a maximum"),
-    ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "uniqueItems"),
-    ({"type": "string", "pattern": "[0-9]+"}, "anchored"),
-    ({"type": "string", "format": "email"}, "format"),
-    ({"not": {"type": "null"}}, "'not'"),
-])
+@pytest.mark.parametrize(
+    ("schema", "why"),
+    [
+        ({"type": "number", "minimum": 0.5}, "non-integer"),
+        ({"type": "integer", "minimum": 0}, "both a minimum and a maximum"),
+        ({"type": "integer", "minimum": 0, "maximum": 10**6}, "both a minimum and a maximum"),
+        ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "uniqueItems"),
+        ({"type": "string", "pattern": "[0-9]+"}, "anchored"),
+        ({"type": "string", "format": "email"}, "format"),
+        ({"not": {"type": "null"}}, "'not'"),
+    ],
+)
 def test_keywords_the_converter_ignores_are_refused(schema: dict[str, Any], why: str) -> None:
     with pytest.raises(SchemaNotEnforced, match=why):
         server_schema({"type": "object", "properties": {"x": schema}})

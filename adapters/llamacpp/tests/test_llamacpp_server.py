@@ -24,25 +24,65 @@ PROMPT = "The capital of France is"
 CHAT = [{"role": "user", "content": "Answer in JSON"}]
 
 SCHEMAS: dict[str, dict[str, Any]] = {
-    "nested": {"type": "object", "properties": {"user": {"type": "object", "properties": {
-        "name": {"type": "string", "maxLength": 8},
-        "address": {"type": "object", "properties": {"zip": {"type": "string", "pattern": "^[0-9]{5}$"}},
-                    "required": ["zip"], "additionalProperties": False}},
-        "required": ["name", "address"], "additionalProperties": False}},
-        "required": ["user"], "additionalProperties": False},
-    "arrays": {"type": "object", "properties": {
-        "tags": {"type": "array", "items": {"type": "string", "maxLength": 5}, "minItems": 1, "maxItems": 3},
-        "scores": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9},
-                   "minItems": 2, "maxItems": 2}},
-        "required": ["tags", "scores"], "additionalProperties": False},
-    "enums": {"type": "object", "properties": {"color": {"enum": ["red", "green", "blue"]},
-                                               "size": {"type": "string", "enum": ["S", "M", "L"]},
-                                               "ok": {"type": "boolean"}},
-              "required": ["color", "size", "ok"], "additionalProperties": False},
-    "integer_bounds": {"type": "object", "properties": {
-        "n": {"type": "integer", "minimum": 10, "maximum": 99},
-        "k": {"type": "integer", "minimum": -5, "maximum": 5}},
-        "required": ["n", "k"], "additionalProperties": False},
+    "nested": {
+        "type": "object",
+        "properties": {
+            "user": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "maxLength": 8},
+                    "address": {
+                        "type": "object",
+                        "properties": {"zip": {"type": "string", "pattern": "^[0-9]{5}$"}},
+                        "required": ["zip"],
+                        "additionalProperties": False,
+                    },
+                },
+                "required": ["name", "address"],
+                "additionalProperties": False,
+            }
+        },
+        "required": ["user"],
+        "additionalProperties": False,
+    },
+    "arrays": {
+        "type": "object",
+        "properties": {
+            "tags": {
+                "type": "array",
+                "items": {"type": "string", "maxLength": 5},
+                "minItems": 1,
+                "maxItems": 3,
+            },
+            "scores": {
+                "type": "array",
+                "items": {"type": "integer", "minimum": 0, "maximum": 9},
+                "minItems": 2,
+                "maxItems": 2,
+            },
+        },
+        "required": ["tags", "scores"],
+        "additionalProperties": False,
+    },
+    "enums": {
+        "type": "object",
+        "properties": {
+            "color": {"enum": ["red", "green", "blue"]},
+            "size": {"type": "string", "enum": ["S", "M", "L"]},
+            "ok": {"type": "boolean"},
+        },
+        "required": ["color", "size", "ok"],
+        "additionalProperties": False,
+    },
+    "integer_bounds": {
+        "type": "object",
+        "properties": {
+            "n": {"type": "integer", "minimum": 10, "maximum": 99},
+            "k": {"type": "integer", "minimum": -5, "maximum": 5},
+        },
+        "required": ["n", "k"],
+        "additionalProperties": False,
+    },
 }
 
 
@@ -100,14 +140,16 @@ async def test_choice_is_one_of_the_options(llamacpp_server: RunningEngine) -> N
     options = ["yes", "no", 'later, "maybe"']
     async with llamacpp_server.connect() as llm:
         for temperature in (0.0, 1.5):
-            r = await llm.generate("Ship it?", output=unillm.Choice(options), max_tokens=12,
-                                   temperature=temperature, seed=7)
+            r = await llm.generate(
+                "Ship it?", output=unillm.Choice(options), max_tokens=12, temperature=temperature, seed=7
+            )
             assert r.text in options and r.parsed == r.text
 
 
 async def test_gbnf_grammar_output_follows_the_grammar(llamacpp_server: RunningEngine) -> None:
-    grammar = unillm.Grammar('root ::= "(" expr ")"\nexpr ::= num | num "+" expr\n'
-                             'num ::= [0-9] | [1-9] [0-9]')
+    grammar = unillm.Grammar(
+        'root ::= "(" expr ")"\nexpr ::= num | num "+" expr\nnum ::= [0-9] | [1-9] [0-9]'
+    )
     async with llamacpp_server.connect() as llm:
         r = await llm.generate("Sum:", output=grammar, max_tokens=40)
     inner = re.fullmatch(r"\((.*)\)", r.text)
@@ -181,15 +223,21 @@ async def test_forced_tool_call_is_read_back(llamacpp_server: RunningEngine) -> 
         return city
 
     async with llamacpp_server.connect() as llm:
-        r = await llm.generate(messages=[{"role": "user", "content": "Weather in Rome?"}],
-                               tools=[get_weather], tool_choice="get_weather", max_tokens=60, temperature=0)
+        r = await llm.generate(
+            messages=[{"role": "user", "content": "Weather in Rome?"}],
+            tools=[get_weather],
+            tool_choice="get_weather",
+            max_tokens=60,
+            temperature=0,
+        )
     assert r.finish_reason == "tool_calls" and r.tool_calls[0].name == "get_weather"
     assert r.tool_calls[0].parsed == {"city": r.tool_calls[0].parsed["city"]}
     assert r.tool_calls[0].parsed["city"] in ("Rome", "Paris")
 
 
 async def test_prompt_lookup_speculation_keeps_greedy_output(
-    llamacpp_server: RunningEngine, llamacpp_lookup_server: RunningEngine,
+    llamacpp_server: RunningEngine,
+    llamacpp_lookup_server: RunningEngine,
 ) -> None:
     prompt = "one two three one two three one two"
     async with llamacpp_server.connect() as plain, llamacpp_lookup_server.connect() as lookup:

@@ -4,7 +4,6 @@ What the server takes and how unillm maps onto it is summed up in the package do
 launch (command line, install, CPU recipe) is in ``unillm_llamacpp.launch``.
 """
 
-
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -33,7 +32,7 @@ from unillm_llamacpp.launch import HEALTH_PATH, NO_SPEC, ONE_DEVICE
 __all__ = ["LlamaCppAdapter", "LlamaCppInfo"]
 
 # FastAPI's request-validation errors, which llama-cpp-python's error handler answers with 500.
-_VALIDATION_MARKERS = ("validation error", "'loc': ('body'", "\"loc\": [\"body\"", "not found in tools")
+_VALIDATION_MARKERS = ("validation error", "'loc': ('body'", '"loc": ["body"', "not found in tools")
 _GBNF_ONLY = "Pass a GBNF grammar: unillm.Grammar('root ::= ...')"
 
 
@@ -64,40 +63,67 @@ class LlamaCppAdapter(OpenAICompatAdapter):
 
     # -- capabilities ----------------------------------------------------------------------
     def capabilities(self, version: str | None = None) -> Capabilities:
-        features: dict[Feature, Support] = {f: NATIVE for f in (
-            Feature.COMPLETION, Feature.CHAT, Feature.STREAM, Feature.GRAMMAR, Feature.LORA,
-            Feature.TOP_K, Feature.MIN_P, Feature.REPETITION_PENALTY, Feature.PRESENCE_PENALTY,
-            Feature.FREQUENCY_PENALTY, Feature.SEED, Feature.STOP, Feature.LOGPROBS, Feature.SPEC_NGRAM,
-            Feature.TOKENIZE)}
+        features: dict[Feature, Support] = {
+            f: NATIVE
+            for f in (
+                Feature.COMPLETION,
+                Feature.CHAT,
+                Feature.STREAM,
+                Feature.GRAMMAR,
+                Feature.LORA,
+                Feature.TOP_K,
+                Feature.MIN_P,
+                Feature.REPETITION_PENALTY,
+                Feature.PRESENCE_PENALTY,
+                Feature.FREQUENCY_PENALTY,
+                Feature.SEED,
+                Feature.STOP,
+                Feature.LOGPROBS,
+                Feature.SPEC_NGRAM,
+                Feature.TOKENIZE,
+            )
+        }
         features[Feature.JSON_SCHEMA] = Support(
             why="with chat messages (response_format, converted to GBNF by the server); bounded "
-                "integers are sent as enums; a prompt with a schema, and keywords the server's "
-                "converter ignores (number bounds, uniqueItems, not, ...), are refused")
+            "integers are sent as enums; a prompt with a schema, and keywords the server's "
+            "converter ignores (number bounds, uniqueItems, not, ...), are refused"
+        )
         features[Feature.REGEX] = Support(
             why="unillm translates the regex to GBNF; lookarounds, backreferences and word "
-                "boundaries are refused")
+            "boundaries are refused"
+        )
         features[Feature.CHOICE] = Support(why="unillm sends the options as a GBNF alternation")
         features[Feature.GRAMMAR_LARK] = unsupported("llama.cpp reads GBNF grammars only", _GBNF_ONLY)
         features[Feature.LORA_RUNTIME] = unsupported(
             "llama-cpp-python loads LoRA adapters with the model, at launch",
-            "Pass lora={name: path} to unillm.launch (each is served under its name)")
+            "Pass lora={name: path} to unillm.launch (each is served under its name)",
+        )
         features[Feature.N] = unsupported("llama-cpp-python's server ignores n", "Send n requests")
         forced = Support(level="emulated", why="unillm forces the call with a JSON-schema constraint")
         features[Feature.TOOLS] = features[Feature.TOOL_CHOICE_REQUIRED] = forced
         features[Feature.TOOL_CHOICE_NAMED] = forced
         features[Feature.TOOL_CHOICE_AUTO] = unsupported(
             "llama-cpp-python's generic chat handler does not read calls out of free text",
-            "Pass tool_choice='required' or a tool's name (forced by unillm)")
+            "Pass tool_choice='required' or a tool's name (forced by unillm)",
+        )
         features[Feature.IMAGES] = unsupported(
             "unillm launches text models only (llama-cpp-python needs a CLIP model and chat format)",
-            "Use vLLM or SGLang with a vision-language model")
+            "Use vLLM or SGLang with a vision-language model",
+        )
         features[Feature.EMBEDDINGS] = unsupported(
             "a generating llama-cpp-python server does not embed",
-            'Serve an embedding model with unillm.launch("vllm", ..., task="embed")')
+            'Serve an embedding model with unillm.launch("vllm", ..., task="embed")',
+        )
         for f in (Feature.SPEC_DRAFT, Feature.SPEC_EAGLE, Feature.SPEC_MTP):
             features[f] = NO_SPEC
-        for f in (Feature.TENSOR_PARALLEL, Feature.PIPELINE_PARALLEL, Feature.DATA_PARALLEL,
-                  Feature.EXPERT_PARALLEL, Feature.MULTI_NODE, Feature.PD_DISAGGREGATION):
+        for f in (
+            Feature.TENSOR_PARALLEL,
+            Feature.PIPELINE_PARALLEL,
+            Feature.DATA_PARALLEL,
+            Feature.EXPERT_PARALLEL,
+            Feature.MULTI_NODE,
+            Feature.PD_DISAGGREGATION,
+        ):
             features[f] = ONE_DEVICE
         return Capabilities(engine=self.name, version=version, features=features)
 
@@ -110,13 +136,15 @@ class LlamaCppAdapter(OpenAICompatAdapter):
         aliases = tuple(str(m["id"]) for m in data if isinstance(m, Mapping) and "id" in m)
         if model is None:
             if not aliases:
-                raise MalformedResponse("llamacpp: /v1/models lists no model; is this a "
-                                        "llama-cpp-python server?")
+                raise MalformedResponse(
+                    "llamacpp: /v1/models lists no model; is this a llama-cpp-python server?"
+                )
             model = aliases[0]  # the default model comes first
         info = (answers.get("openapi") or {}).get("info") or {}
         version = info.get("version") if isinstance(info, Mapping) else None
-        return LlamaCppInfo(engine=self.name, model=model, version=str(version) if version else None,
-                            aliases=aliases)
+        return LlamaCppInfo(
+            engine=self.name, model=model, version=str(version) if version else None, aliases=aliases
+        )
 
     def health_path(self) -> str:
         return HEALTH_PATH
@@ -132,7 +160,11 @@ class LlamaCppAdapter(OpenAICompatAdapter):
             raise UnknownLora(
                 f"llamacpp: no LoRA adapter named {request.lora!r} (served: {known}). "
                 "llama-cpp-python would answer with its default model; name adapters at launch "
-                "with lora={name: path}", engine=self.name, status=None, engine_message="")
+                "with lora={name: path}",
+                engine=self.name,
+                status=None,
+                engine_message="",
+            )
         return request.lora
 
     def extra_sampling(self, request: Request) -> dict[str, Any]:
@@ -157,24 +189,34 @@ class LlamaCppAdapter(OpenAICompatAdapter):
                 schema = server_schema(dict(output.schema))
             except SchemaNotEnforced as e:
                 raise UnsupportedFeature(
-                    self.name, Feature.JSON_SCHEMA.value, version=info.version, why=str(e),
+                    self.name,
+                    Feature.JSON_SCHEMA.value,
+                    version=info.version,
+                    why=str(e),
                     alternative="Drop that keyword (unillm still validates the answer against your "
-                                "schema), or pass a GBNF unillm.Grammar") from None
+                    "schema), or pass a GBNF unillm.Grammar",
+                ) from None
             return {"response_format": {"type": "json_object", "schema": schema}}
         if isinstance(output, Regex):
             try:
                 return {"grammar": regex_gbnf(output.pattern)}
             except RegexNotExpressible as e:
-                raise UnsupportedFeature(self.name, Feature.REGEX.value, version=info.version,
-                                         why=f"{output.pattern!r}: {e}", alternative=_GBNF_ONLY) from None
+                raise UnsupportedFeature(
+                    self.name,
+                    Feature.REGEX.value,
+                    version=info.version,
+                    why=f"{output.pattern!r}: {e}",
+                    alternative=_GBNF_ONLY,
+                ) from None
         if isinstance(output, Choice):
             return {"grammar": choice_gbnf(output.options)}
         assert isinstance(output, Grammar)
         try:
             check_gbnf(output.text)
         except GrammarError as e:
-            raise InvalidOptions(f"llamacpp: {e}. Nothing was sent (llama.cpp's server crashes on a "
-                                 "grammar it cannot parse)") from None
+            raise InvalidOptions(
+                f"llamacpp: {e}. Nothing was sent (llama.cpp's server crashes on a grammar it cannot parse)"
+            ) from None
         return {"grammar": output.text}
 
     def forces_by_constraint(self, request: Request, info: EngineInfo) -> bool:
@@ -184,10 +226,13 @@ class LlamaCppAdapter(OpenAICompatAdapter):
     def build(self, request: Request, info: EngineInfo) -> HttpCall:
         if isinstance(request.output, JsonSchema) and request.messages is None:
             raise UnsupportedFeature(
-                self.name, f"{Feature.JSON_SCHEMA.value} with a prompt", version=info.version,
+                self.name,
+                f"{Feature.JSON_SCHEMA.value} with a prompt",
+                version=info.version,
                 why="llama-cpp-python applies JSON schemas only to chat (response_format); its "
-                    "completions API has no schema field",
-                alternative="Send messages=[...] instead of a prompt, or pass a GBNF unillm.Grammar")
+                "completions API has no schema field",
+                alternative="Send messages=[...] instead of a prompt, or pass a GBNF unillm.Grammar",
+            )
         call = super().build(request, info)
         body = dict(call.json or {})
         body.pop("stream_options", None)  # not a field of its request models
@@ -200,22 +245,31 @@ class LlamaCppAdapter(OpenAICompatAdapter):
     ) -> UnillmError:
         message = error_message(body)
         if status == 500 and any(m in message for m in _VALIDATION_MARKERS):
-            return InvalidRequest(f"{self.name} answered {status} (a rejected request): {message}",
-                                  engine=self.name, status=status, engine_message=message)
+            return InvalidRequest(
+                f"{self.name} answered {status} (a rejected request): {message}",
+                engine=self.name,
+                status=status,
+                engine_message=message,
+            )
         return error_for_status(self.name, status, message, request)
 
     # -- tokenize --------------------------------------------------------------------------
     def tokenize_call(self, request: TokenizeRequest, info: EngineInfo) -> HttpCall:
         if request.messages is not None:
-            raise UnsupportedFeature(self.name, "tokenize(messages=...)", version=info.version,
-                                     why="llama-cpp-python's /extras/tokenize takes text only",
-                                     alternative="Tokenize the rendered prompt text")
+            raise UnsupportedFeature(
+                self.name,
+                "tokenize(messages=...)",
+                version=info.version,
+                why="llama-cpp-python's /extras/tokenize takes text only",
+                alternative="Tokenize the rendered prompt text",
+            )
         return HttpCall("POST", "/extras/tokenize", {"model": info.model, "input": request.text})
 
     def parse_tokens(self, body: Any, request: TokenizeRequest, info: EngineInfo) -> Tokens:
         try:
-            return Tokens(ids=body["tokens"], max_model_len=info.max_model_len, engine=self.name,
-                          model=info.model)
+            return Tokens(
+                ids=body["tokens"], max_model_len=info.max_model_len, engine=self.name, model=info.model
+            )
         except (KeyError, TypeError, ValueError) as e:
             raise MalformedResponse(f"{self.name}: unexpected tokenize body ({e!r})") from None
 

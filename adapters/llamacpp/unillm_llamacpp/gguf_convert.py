@@ -28,13 +28,21 @@ if TYPE_CHECKING:
 __all__ = ["gguf_cache", "is_hf_llama", "is_peft_adapter", "lora_to_gguf", "to_gguf"]
 
 _LAYER_TENSORS = {
-    "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
-    "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
-    "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm",
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+    "input_layernorm": "attn_norm",
     "post_attention_layernorm": "ffn_norm",
 }
-_TOP_TENSORS = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
-                "lm_head.weight": "output.weight"}
+_TOP_TENSORS = {
+    "model.embed_tokens.weight": "token_embd.weight",
+    "model.norm.weight": "output_norm.weight",
+    "lm_head.weight": "output.weight",
+}
 _CONTROL, _NORMAL = 3, 1  # gguf token types
 
 
@@ -155,12 +163,17 @@ def _write_model(folder: Path, out: Path) -> None:
 
 def _write_tokenizer(w: Any, folder: Path, cfg: dict[str, Any]) -> None:
     tok = json.loads((folder / "tokenizer.json").read_text())
-    tok_cfg = json.loads((folder / "tokenizer_config.json").read_text()) \
-        if (folder / "tokenizer_config.json").is_file() else {}
+    tok_cfg = (
+        json.loads((folder / "tokenizer_config.json").read_text())
+        if (folder / "tokenizer_config.json").is_file()
+        else {}
+    )
     bpe = tok["model"]
     if bpe.get("type") != "BPE" or (tok.get("pre_tokenizer") or {}).get("type") != "ByteLevel":
-        raise ValueError(f"{folder}: only byte-level BPE tokenizers are converted here; use "
-                         "llama.cpp's convert_hf_to_gguf.py for this model")
+        raise ValueError(
+            f"{folder}: only byte-level BPE tokenizers are converted here; use "
+            "llama.cpp's convert_hf_to_gguf.py for this model"
+        )
     vocab: dict[str, int] = dict(bpe["vocab"])
     special = {t["content"]: t["id"] for t in tok.get("added_tokens", ())}
     vocab.update(special)
@@ -175,8 +188,11 @@ def _write_tokenizer(w: Any, folder: Path, cfg: dict[str, Any]) -> None:
     w.add_token_list(tokens)
     w.add_token_types(types)
     w.add_token_merges(merges)
-    for key, add in (("bos_token_id", w.add_bos_token_id), ("eos_token_id", w.add_eos_token_id),
-                     ("pad_token_id", w.add_pad_token_id)):
+    for key, add in (
+        ("bos_token_id", w.add_bos_token_id),
+        ("eos_token_id", w.add_eos_token_id),
+        ("pad_token_id", w.add_pad_token_id),
+    ):
         if isinstance(cfg.get(key), int):
             add(cfg[key])
     add_bos = tok_cfg.get("add_bos_token")
@@ -189,8 +205,9 @@ def _write_tokenizer(w: Any, folder: Path, cfg: dict[str, Any]) -> None:
         w.add_chat_template(tok_cfg["chat_template"])
 
 
-def lora_to_gguf(adapter: str | os.PathLike[str], base: str | os.PathLike[str],
-                 out_dir: Path | None = None) -> Path:
+def lora_to_gguf(
+    adapter: str | os.PathLike[str], base: str | os.PathLike[str], out_dir: Path | None = None
+) -> Path:
     """The GGUF LoRA file of a PEFT adapter for the Llama folder ``base`` (cached)."""
     folder = Path(adapter).expanduser().resolve()
     base_folder = Path(base).expanduser().resolve()
@@ -204,8 +221,12 @@ def _write_lora(folder: Path, base: Path, out: Path) -> None:
     config = json.loads((folder / "adapter_config.json").read_text())
     cfg = json.loads((base / "config.json").read_text())
     heads, kv_heads = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
-    if config.get("use_dora") or config.get("use_rslora") or config.get("rank_pattern") \
-            or config.get("alpha_pattern"):
+    if (
+        config.get("use_dora")
+        or config.get("use_rslora")
+        or config.get("rank_pattern")
+        or config.get("alpha_pattern")
+    ):
         raise ValueError(f"{folder}: DoRA, rsLoRA and per-module ranks are not converted here")
     w = gguf.GGUFWriter(str(out), "llama")
     w.add_type(gguf.GGUFType.ADAPTER)

@@ -22,16 +22,20 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["GrammarError", "RegexNotExpressible", "check_gbnf", "choice_gbnf", "gbnf_literal",
-           "regex_gbnf"]
+__all__ = ["GrammarError", "RegexNotExpressible", "check_gbnf", "choice_gbnf", "gbnf_literal", "regex_gbnf"]
 
 _sre: Any = importlib.import_module("re._parser" if sys.version_info >= (3, 11) else "sre_parse")
 _DIGIT = [(0x30, 0x39)]
 _WORD = [(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)]
 _SPACE = [(0x09, 0x0D), (0x20, 0x20)]
-_CATEGORIES = {"CATEGORY_DIGIT": (_DIGIT, False), "CATEGORY_NOT_DIGIT": (_DIGIT, True),
-               "CATEGORY_WORD": (_WORD, False), "CATEGORY_NOT_WORD": (_WORD, True),
-               "CATEGORY_SPACE": (_SPACE, False), "CATEGORY_NOT_SPACE": (_SPACE, True)}
+_CATEGORIES = {
+    "CATEGORY_DIGIT": (_DIGIT, False),
+    "CATEGORY_NOT_DIGIT": (_DIGIT, True),
+    "CATEGORY_WORD": (_WORD, False),
+    "CATEGORY_NOT_WORD": (_WORD, True),
+    "CATEGORY_SPACE": (_SPACE, False),
+    "CATEGORY_NOT_SPACE": (_SPACE, True),
+}
 _ANCHORS = {"AT_BEGINNING", "AT_BEGINNING_STRING", "AT_END", "AT_END_STRING"}
 
 
@@ -64,8 +68,10 @@ def choice_gbnf(options: Sequence[str]) -> str:
 
 
 def _char_class(ranges: Iterable[tuple[int, int]], negate: bool) -> str:
-    body = "".join(_char(a, in_class=True) if a == b
-                   else f"{_char(a, in_class=True)}-{_char(b, in_class=True)}" for a, b in ranges)
+    body = "".join(
+        _char(a, in_class=True) if a == b else f"{_char(a, in_class=True)}-{_char(b, in_class=True)}"
+        for a, b in ranges
+    )
     return f"[{'^' if negate else ''}{body}]"
 
 
@@ -116,10 +122,12 @@ def _node(op: Any, av: Any) -> str:
             return inner + "?"
         return inner + (f"{{{low}}}" if low == high else f"{{{low},{high}}}")
     if name == "AT":
-        raise RegexNotExpressible(f"anchor {av} inside the pattern has no GBNF equivalent "
-                                  "(only ^ and $ at its ends are allowed)")
-    raise RegexNotExpressible(f"{name.lower()} (lookarounds, backreferences, possessive or atomic "
-                              "groups) has no GBNF equivalent")
+        raise RegexNotExpressible(
+            f"anchor {av} inside the pattern has no GBNF equivalent (only ^ and $ at its ends are allowed)"
+        )
+    raise RegexNotExpressible(
+        f"{name.lower()} (lookarounds, backreferences, possessive or atomic groups) has no GBNF equivalent"
+    )
 
 
 def _in(items: Sequence[tuple[Any, Any]]) -> str:
@@ -141,8 +149,9 @@ def _in(items: Sequence[tuple[Any, Any]]) -> str:
             raise RegexNotExpressible(f"{name.lower()} inside a character class has no GBNF equivalent")
     if negated_categories:
         if ranges:
-            raise RegexNotExpressible("a character class mixing \\D, \\W or \\S with other characters "
-                                      "has no GBNF equivalent")
+            raise RegexNotExpressible(
+                "a character class mixing \\D, \\W or \\S with other characters has no GBNF equivalent"
+            )
         return _char_class(negated_categories, not negate)
     return _char_class(ranges, negate)
 
@@ -169,8 +178,11 @@ def check_gbnf(text: str) -> None:
     _check_rules(_rules(text))
 
 
-_TOKEN = re.compile(r"""\s+|\#[^\n]*|"(?:\\.|[^"\\])*"|\[(?:\\.|[^\]\\])*\]|::=|\{[0-9, ]*\}
-                        |[A-Za-z0-9_-]+|[()|*+?.]|.""", re.VERBOSE | re.DOTALL)
+_TOKEN = re.compile(
+    r"""\s+|\#[^\n]*|"(?:\\.|[^"\\])*"|\[(?:\\.|[^\]\\])*\]|::=|\{[0-9, ]*\}
+                        |[A-Za-z0-9_-]+|[()|*+?.]|.""",
+    re.VERBOSE | re.DOTALL,
+)
 Item = tuple[str, Any]  # ("name", rule) | ("group", alternatives) | ("text", nullable)
 
 
@@ -180,7 +192,7 @@ def _rules(text: str) -> dict[str, list[list[Item]]]:
     starts = [i for i in range(len(tokens) - 1) if tokens[i + 1] == "::="]
     rules: dict[str, list[list[Item]]] = {}
     for n, start in enumerate(starts):
-        name, body = tokens[start], tokens[start + 2:starts[n + 1] if n + 1 < len(starts) else len(tokens)]
+        name, body = tokens[start], tokens[start + 2 : starts[n + 1] if n + 1 < len(starts) else len(tokens)]
         if not re.fullmatch(r"[A-Za-z0-9-]+", name):
             raise GrammarError(f"rule name {name!r}: llama.cpp allows letters, digits and '-' only")
         alternatives, rest = _alternatives(body)
@@ -202,7 +214,7 @@ def _alternatives(tokens: list[str]) -> tuple[list[list[Item]], list[str]]:
             inner, tokens = _alternatives(tokens)
             tokens = tokens[1:]  # ")"
             item = ("group", inner)
-        elif token[0] in "\"[.":  # a literal, a character class or any character
+        elif token[0] in '"[.':  # a literal, a character class or any character
             item = ("text", token == '""')
         elif re.fullmatch(r"[A-Za-z0-9_-]+", token):
             if "_" in token:

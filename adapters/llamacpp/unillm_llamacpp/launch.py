@@ -18,10 +18,14 @@ ENGINE_VERSION = "0.3.36"
 ENGINE_PACKAGE = f"llama-cpp-python[server]=={ENGINE_VERSION}"
 HEALTH_PATH = "/openapi.json"  # no /health; this one is served without the API key
 PROMPT_LOOKUP = "prompt-lookup-decoding"
-ONE_DEVICE = unsupported("llama-cpp-python's server runs one model in one process",
-                         "Use vLLM or SGLang to split a model or to serve several nodes")
-NO_SPEC = unsupported("llama-cpp-python's server only speculates by prompt lookup",
-                      'Use unillm.Speculative(method="ngram", num_tokens=k)')
+ONE_DEVICE = unsupported(
+    "llama-cpp-python's server runs one model in one process",
+    "Use vLLM or SGLang to split a model or to serve several nodes",
+)
+NO_SPEC = unsupported(
+    "llama-cpp-python's server only speculates by prompt lookup",
+    'Use unillm.Speculative(method="ngram", num_tokens=k)',
+)
 
 
 def install(*, gpu: bool) -> EngineInstall:
@@ -31,6 +35,7 @@ def install(*, gpu: bool) -> EngineInstall:
     at compile time; install that yourself and pass ``python=<its interpreter>``.
     """
     return EngineInstall(packages=(ENGINE_PACKAGE,), python="3.11")
+
 
 def command(spec: LaunchSpec) -> LaunchCommand:
     """``python -c SERVER_MAIN <settings>``: llama-cpp-python's server app (see ``serve``)."""
@@ -44,12 +49,12 @@ def command(spec: LaunchSpec) -> LaunchCommand:
         base.update(draft_model=PROMPT_LOOKUP, draft_model_num_pred_tokens=spec.speculative.num_tokens)
     models = [{**base, "model_alias": spec.served_name or spec.model}]
     models += [{**base, "model_alias": name, "lora_path": path} for name, path in spec.lora.items()]
-    config = {"host": spec.host, "port": spec.port or 8000, "interrupt_requests": False,
-              "models": models}
+    config = {"host": spec.host, "port": spec.port or 8000, "interrupt_requests": False, "models": models}
     argv = [spec.python or "python", "-c", SERVER_MAIN, json.dumps(config), *spec.extra_args]
     key = spec.key()
     env = {API_KEY_ENV: key} if key else {}
     return LaunchCommand(argv=argv, env=env, health_path=HEALTH_PATH, secrets=(key,) if key else ())
+
 
 def cpu_recipe(spec: LaunchSpec, workdir: Path) -> CpuRecipe:
     """llama.cpp runs on CPUs as it is; the recipe converts a Hugging Face Llama folder and
@@ -68,17 +73,26 @@ def refuse_unsupported(spec: LaunchSpec) -> None:
         return UnsupportedFeature("llamacpp", setting, why=why, alternative=alternative)
 
     if not spec.model.endswith(".gguf"):
-        raise no("a non-GGUF model", f"llama.cpp serves GGUF files, and {spec.model!r} is not one",
-                 "Launch with cpu=True (converts a Hugging Face Llama folder), or convert it with "
-                 "unillm_llamacpp.gguf_convert.to_gguf (or llama.cpp's convert_hf_to_gguf.py)")
+        raise no(
+            "a non-GGUF model",
+            f"llama.cpp serves GGUF files, and {spec.model!r} is not one",
+            "Launch with cpu=True (converts a Hugging Face Llama folder), or convert it with "
+            "unillm_llamacpp.gguf_convert.to_gguf (or llama.cpp's convert_hf_to_gguf.py)",
+        )
     for name, path in spec.lora.items():
         if not path.endswith(".gguf"):
-            raise no(f"LoRA {name!r}", f"llama.cpp loads GGUF LoRA files, and {path!r} is not one",
-                     "Launch with cpu=True (converts PEFT adapters), or convert it with "
-                     "unillm_llamacpp.gguf_convert.lora_to_gguf (or convert_lora_to_gguf.py)")
+            raise no(
+                f"LoRA {name!r}",
+                f"llama.cpp loads GGUF LoRA files, and {path!r} is not one",
+                "Launch with cpu=True (converts PEFT adapters), or convert it with "
+                "unillm_llamacpp.gguf_convert.lora_to_gguf (or convert_lora_to_gguf.py)",
+            )
     if spec.task == "embed":
-        raise no('task="embed"', "unillm launches llama-cpp-python for generation only",
-                 'Use unillm.launch("vllm", ..., task="embed")')
+        raise no(
+            'task="embed"',
+            "unillm launches llama-cpp-python for generation only",
+            'Use unillm.launch("vllm", ..., task="embed")',
+        )
     p = spec.parallel
     if p.tensor > 1 or p.pipeline > 1 or p.data > 1 or p.expert or spec.nodes or spec.pd:
         raise no("parallel", ONE_DEVICE.why, ONE_DEVICE.alternative)
@@ -87,18 +101,29 @@ def refuse_unsupported(spec: LaunchSpec) -> None:
         if s.method != "ngram":
             raise no(f"speculative method {s.method!r}", NO_SPEC.why, NO_SPEC.alternative)
         if s.lookup_max is not None or s.lookup_min is not None:
-            raise no("speculative lookup_max/lookup_min",
-                     "llama-cpp-python's server sets only the number of tokens to predict",
-                     "Drop lookup_max/lookup_min (num_tokens is honoured)")
+            raise no(
+                "speculative lookup_max/lookup_min",
+                "llama-cpp-python's server sets only the number of tokens to predict",
+                "Drop lookup_max/lookup_min (num_tokens is honoured)",
+            )
     if spec.runtime_lora:
-        raise no("runtime_lora", "llama-cpp-python loads LoRA adapters with the model",
-                 "Pass lora={name: path} at launch")
+        raise no(
+            "runtime_lora",
+            "llama-cpp-python loads LoRA adapters with the model",
+            "Pass lora={name: path} at launch",
+        )
     if spec.max_num_seqs is not None and spec.max_num_seqs > 1:
-        raise no("max_num_seqs > 1", "llama-cpp-python's server answers one request at a time",
-                 "Drop max_num_seqs=, or run replicas (a Fleet)")
+        raise no(
+            "max_num_seqs > 1",
+            "llama-cpp-python's server answers one request at a time",
+            "Drop max_num_seqs=, or run replicas (a Fleet)",
+        )
     if spec.tool_parser not in (None, "", "none"):
-        raise no("tool_parser", "llama-cpp-python reads no calls out of free text",
-                 "Drop tool_parser=; tool_choice='required' or a tool's name is forced by unillm")
+        raise no(
+            "tool_parser",
+            "llama-cpp-python reads no calls out of free text",
+            "Drop tool_parser=; tool_choice='required' or a tool's name is forced by unillm",
+        )
     unsupported_settings = {
         "dtype": "a GGUF file stores its own types (convert with another --outtype)",
         "quantization": "llama.cpp quantizes GGUF files offline (llama-quantize), not at launch",

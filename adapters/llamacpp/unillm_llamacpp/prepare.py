@@ -1,7 +1,7 @@
 """The CPU recipe's I/O step: a Hugging Face Llama folder and PEFT LoRAs become GGUF files.
 
-    spec = to_gguf_spec(LaunchSpec(model="/models/tiny", lora={"sql": "/models/tiny-lora"}))
-    spec.model, spec.lora    # '.../gguf/tiny-<hash>.gguf', {'sql': '.../gguf/tiny-lora-<hash>.gguf'}
+spec = to_gguf_spec(LaunchSpec(model="/models/tiny", lora={"sql": "/models/tiny-lora"}))
+spec.model, spec.lora    # '.../gguf/tiny-<hash>.gguf', {'sql': '.../gguf/tiny-lora-<hash>.gguf'}
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ def to_gguf_spec(spec: LaunchSpec) -> LaunchSpec:
     """
     if not is_hf_llama(spec.model):
         return spec
-    loras = {name: str(lora_to_gguf(path, spec.model)) if is_peft_adapter(path) else path
-             for name, path in spec.lora.items()}
+    loras = {
+        name: str(lora_to_gguf(path, spec.model)) if is_peft_adapter(path) else path
+        for name, path in spec.lora.items()
+    }
     return spec.model_copy(update={"model": str(to_gguf(spec.model)), "lora": loras})

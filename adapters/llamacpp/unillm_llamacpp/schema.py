@@ -21,9 +21,23 @@ __all__ = ["MAX_INT_CHOICES", "SchemaNotEnforced", "server_schema"]
 
 MAX_INT_CHOICES = 1000
 _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
-_IGNORED = ("minProperties", "maxProperties", "not", "if", "then", "else", "patternProperties",
-            "propertyNames", "contains", "minContains", "maxContains", "dependentRequired",
-            "dependentSchemas", "unevaluatedProperties", "unevaluatedItems")
+_IGNORED = (
+    "minProperties",
+    "maxProperties",
+    "not",
+    "if",
+    "then",
+    "else",
+    "patternProperties",
+    "propertyNames",
+    "contains",
+    "minContains",
+    "maxContains",
+    "dependentRequired",
+    "dependentSchemas",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+)
 _FORMATS = ("date", "time", "date-time", "uuid", "uuid1", "uuid2", "uuid3", "uuid4", "uuid5")
 _SUBSCHEMA_MAPS = ("properties", "$defs", "definitions")
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
@@ -50,11 +64,13 @@ def server_schema(schema: Any) -> Any:
     if "pattern" in out:
         pattern = str(out["pattern"])
         if not (pattern.startswith("^") and pattern.endswith("$")):
-            raise SchemaNotEnforced(f"pattern {pattern!r}: the converter takes only patterns anchored "
-                                    "with ^ and $")
+            raise SchemaNotEnforced(
+                f"pattern {pattern!r}: the converter takes only patterns anchored with ^ and $"
+            )
         if "minLength" in out or "maxLength" in out:
-            raise SchemaNotEnforced("a string with both a pattern and a length: the converter keeps "
-                                    "only the pattern")
+            raise SchemaNotEnforced(
+                "a string with both a pattern and a length: the converter keeps only the pattern"
+            )
     if out.get("type") == "string" and "format" in out and out["format"] not in _FORMATS:
         raise SchemaNotEnforced(f"string format {out['format']!r} is not enforced by the converter")
     for key in _SUBSCHEMA_MAPS:
@@ -72,8 +88,10 @@ def server_schema(schema: Any) -> Any:
 def _bounded(node: dict[str, Any]) -> dict[str, Any]:
     """An integer with bounds as the enum of its values; other bounded numbers are refused."""
     if node.get("type") != "integer":
-        raise SchemaNotEnforced("bounds on non-integer numbers (minimum, maximum, multipleOf) are not "
-                                "enforced by llama-cpp-python's schema converter")
+        raise SchemaNotEnforced(
+            "bounds on non-integer numbers (minimum, maximum, multipleOf) are not "
+            "enforced by llama-cpp-python's schema converter"
+        )
     low, high = node.get("minimum"), node.get("maximum")
     above, below = node.get("exclusiveMinimum"), node.get("exclusiveMaximum")
     if isinstance(above, int) and not isinstance(above, bool):
@@ -81,8 +99,10 @@ def _bounded(node: dict[str, Any]) -> dict[str, Any]:
     if isinstance(below, int) and not isinstance(below, bool):
         high = below - 1 if high is None else min(high, below - 1)
     if not isinstance(low, int) or not isinstance(high, int) or high - low + 1 > MAX_INT_CHOICES:
-        raise SchemaNotEnforced(f"integer bounds need both a minimum and a maximum at most "
-                                f"{MAX_INT_CHOICES} values apart (they become an enum)")
+        raise SchemaNotEnforced(
+            f"integer bounds need both a minimum and a maximum at most "
+            f"{MAX_INT_CHOICES} values apart (they become an enum)"
+        )
     step = node.get("multipleOf", 1)
     if not isinstance(step, int) or step < 1:
         raise SchemaNotEnforced("a non-integer multipleOf is not enforced")

@@ -26,8 +26,9 @@ def mlx_workdir() -> Iterator[Path]:
 
 
 def _serve(tiny: TinyModel, workdir: Path, log: Path, **settings: Any) -> Iterator[MLXServer]:
-    launch = unillm.launch("mlx", **mlx_launch_settings(tiny, workdir, **settings), log_path=log,
-                           progress=None)
+    launch = unillm.launch(
+        "mlx", **mlx_launch_settings(tiny, workdir, **settings), log_path=log, progress=None
+    )
     with launch.blocking():
         yield MLXServer(launch)
 
@@ -35,8 +36,12 @@ def _serve(tiny: TinyModel, workdir: Path, log: Path, **settings: Any) -> Iterat
 @pytest.fixture(scope="session")
 def mlx_server(tiny: TinyModel, mlx_workdir: Path) -> Iterator[MLXServer]:
     """mlx_lm.server with the tiny model and both LoRAs named at launch."""
-    yield from _serve(tiny, mlx_workdir, mlx_workdir / "mlx-server.log",
-                      lora={name: str(path) for name, path in tiny.loras.items()})
+    yield from _serve(
+        tiny,
+        mlx_workdir,
+        mlx_workdir / "mlx-server.log",
+        lora={name: str(path) for name, path in tiny.loras.items()},
+    )
 
 
 @pytest.fixture(scope="session")

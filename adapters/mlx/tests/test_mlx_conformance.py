@@ -20,8 +20,12 @@ from unillm.testing.conformance import ERROR_STATUSES, AdapterConformance, sse_p
 DATA = Path(__file__).parent / "data"
 RECORDED_400 = json.loads((DATA / "mlx_error_400.json").read_text())
 CHAT = [{"role": "user", "content": "hi"}]
-ERROR_BODIES = {status: RECORDED_400["body"].encode() if status == RECORDED_400["status"]
-                else json.dumps({"error": f"failed with {status}"}).encode() for status in ERROR_STATUSES}
+ERROR_BODIES = {
+    status: RECORDED_400["body"].encode()
+    if status == RECORDED_400["status"]
+    else json.dumps({"error": f"failed with {status}"}).encode()
+    for status in ERROR_STATUSES
+}
 
 
 class TestMLXConformance(AdapterConformance):

@@ -17,8 +17,9 @@ def test_server_recipe_converts_peft_loras_into_the_work_dir(tiny: TinyModel, tm
 
 
 def test_in_process_recipe_leaves_loras_to_the_engine(tiny: TinyModel, tmp_path: Path) -> None:
-    settings = unillm.cpu_settings("mlx", tiny.path, workdir=tmp_path, in_process=True,
-                                   lora={"sql": str(tiny.loras["sql"])})
+    settings = unillm.cpu_settings(
+        "mlx", tiny.path, workdir=tmp_path, in_process=True, lora={"sql": str(tiny.loras["sql"])}
+    )
     assert settings["lora"] == {"sql": str(tiny.loras["sql"])}
 
 

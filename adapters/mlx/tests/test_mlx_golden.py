@@ -27,18 +27,29 @@ SERVER = EngineInfo(engine="mlx", model="default_model", version=None)
 INPROC = EngineInfo(engine="mlx", model="/m", version="0.32.2" + IN_PROCESS_SUFFIX)
 
 
-def req(prompt: str | None = "hi", output: OutputSpec | None = None, stream: bool = False,
-        **options: Any) -> Any:
+def req(
+    prompt: str | None = "hi", output: OutputSpec | None = None, stream: bool = False, **options: Any
+) -> Any:
     messages = None if prompt is not None else [{"role": "user", "content": "hi"}]
     return make_request(prompt, messages, output, options, stream=stream)
 
 
 # -- launch ------------------------------------------------------------------------------------
 def test_mlx_command_launches_mlx_lm_server_offline_for_a_local_model() -> None:
-    cmd = MLXAdapter().command(LaunchSpec(model="/models/tiny", port=8080, python="/env/bin/python",
-                                          api_key=None))
-    assert cmd.argv == ["/env/bin/python", "-c", SERVER_MAIN, "--model", "/models/tiny",
-                        "--host", "127.0.0.1", "--port", "8080"]
+    cmd = MLXAdapter().command(
+        LaunchSpec(model="/models/tiny", port=8080, python="/env/bin/python", api_key=None)
+    )
+    assert cmd.argv == [
+        "/env/bin/python",
+        "-c",
+        SERVER_MAIN,
+        "--model",
+        "/models/tiny",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8080",
+    ]
     assert cmd.env == {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": "/models/tiny"}
     assert cmd.health_path == "/health"
 
@@ -49,15 +60,27 @@ def test_mlx_command_leaves_the_hub_online_for_a_hub_model() -> None:
 
 
 def test_mlx_command_speculates_with_a_draft_model_and_no_prompt_cache() -> None:
-    spec = LaunchSpec(model="/m", api_key=None,
-                      speculative=Speculative(method="draft", draft_model="/d", num_tokens=5))
+    spec = LaunchSpec(
+        model="/m", api_key=None, speculative=Speculative(method="draft", draft_model="/d", num_tokens=5)
+    )
     argv = MLXAdapter().command(spec).argv
     assert argv[-6:] == ["--draft-model", "/d", "--num-draft-tokens", "5", "--prompt-cache-size", "0"]
 
 
 def test_mlx_command_maps_prefix_caching_off_and_max_num_seqs() -> None:
-    argv = MLXAdapter().command(LaunchSpec(model="/m", api_key=None, prefix_caching=False,
-                                           max_num_seqs=4, extra_args=["--log-level", "DEBUG"])).argv
+    argv = (
+        MLXAdapter()
+        .command(
+            LaunchSpec(
+                model="/m",
+                api_key=None,
+                prefix_caching=False,
+                max_num_seqs=4,
+                extra_args=["--log-level", "DEBUG"],
+            )
+        )
+        .argv
+    )
     assert argv[-6:] == ["--decode-concurrency", "4", "--prompt-cache-size", "0", "--log-level", "DEBUG"]
 
 
@@ -66,18 +89,21 @@ def test_mlx_command_names_no_lora_at_launch_because_requests_carry_the_path() -
     assert "--adapter-path" not in argv
 
 
-@pytest.mark.parametrize(("settings", "feature"), [
-    ({"parallel": Parallel(tensor=2)}, "parallel"),
-    ({"speculative": Speculative(method="ngram", num_tokens=3)}, "speculative method 'ngram'"),
-    ({"quantization": "awq"}, "quantization"),
-    ({"dtype": "bfloat16"}, "dtype"),
-    ({"served_name": "tiny"}, "served_name"),
-    ({"max_model_len": 512}, "max_model_len"),
-    ({"memory_fraction": 0.5}, "memory_fraction"),
-    ({"max_lora_rank": 8}, "max_lora_rank"),
-    ({"runtime_lora": True}, "runtime_lora"),
-    ({"host": "0.0.0.0", "api_key": "secret"}, "api_key"),
-])
+@pytest.mark.parametrize(
+    ("settings", "feature"),
+    [
+        ({"parallel": Parallel(tensor=2)}, "parallel"),
+        ({"speculative": Speculative(method="ngram", num_tokens=3)}, "speculative method 'ngram'"),
+        ({"quantization": "awq"}, "quantization"),
+        ({"dtype": "bfloat16"}, "dtype"),
+        ({"served_name": "tiny"}, "served_name"),
+        ({"max_model_len": 512}, "max_model_len"),
+        ({"memory_fraction": 0.5}, "memory_fraction"),
+        ({"max_lora_rank": 8}, "max_lora_rank"),
+        ({"runtime_lora": True}, "runtime_lora"),
+        ({"host": "0.0.0.0", "api_key": "secret"}, "api_key"),
+    ],
+)
 def test_mlx_command_refuses_settings_mlx_lm_server_lacks(settings: dict[str, Any], feature: str) -> None:
     with pytest.raises(unillm.UnsupportedFeature) as e:
         MLXAdapter().command(LaunchSpec(model="/m", **settings))
@@ -85,14 +111,37 @@ def test_mlx_command_refuses_settings_mlx_lm_server_lacks(settings: dict[str, An
 
 
 def test_mlx_launch_dry_run_prints_the_command(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["launch", "mlx", "--model", "/models/tiny", "--port", "8123", "--api-key", "none",
-                 "--python", "/env/bin/python", "--speculative", "draft", "--draft-model", "/d",
-                 "--speculative-tokens", "2", "--dry-run"]) == 0
+    assert (
+        main(
+            [
+                "launch",
+                "mlx",
+                "--model",
+                "/models/tiny",
+                "--port",
+                "8123",
+                "--api-key",
+                "none",
+                "--python",
+                "/env/bin/python",
+                "--speculative",
+                "draft",
+                "--draft-model",
+                "/d",
+                "--speculative-tokens",
+                "2",
+                "--dry-run",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out.strip()
-    assert out == ("HF_HUB_CACHE=/models/tiny HF_HUB_OFFLINE=1 /env/bin/python -c "
-                   f"{shlex.quote(SERVER_MAIN)} --model /models/tiny --host 127.0.0.1 --port 8123 "
-                   "--draft-model /d --num-draft-tokens 2 "
-                   "--prompt-cache-size 0")
+    assert out == (
+        "HF_HUB_CACHE=/models/tiny HF_HUB_OFFLINE=1 /env/bin/python -c "
+        f"{shlex.quote(SERVER_MAIN)} --model /models/tiny --host 127.0.0.1 --port 8123 "
+        "--draft-model /d --num-draft-tokens 2 "
+        "--prompt-cache-size 0"
+    )
 
 
 def test_mlx_install_picks_the_mlx_build_for_the_platform(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -132,7 +181,7 @@ def test_mlx_engines_table_has_a_column_per_mode(capsys: pytest.CaptureFixture[s
     assert "MLX in-proc" in lines[0]
     regex_row = next(line for line in lines if line.startswith("output=Regex"))
     header = lines[0]
-    assert regex_row[header.index("MLX "):].split()[:2] == ["-", "unillm"]
+    assert regex_row[header.index("MLX ") :].split()[:2] == ["-", "unillm"]
 
 
 def test_mlx_server_mode_refuses_constraints_before_sending() -> None:
@@ -153,13 +202,34 @@ def test_mlx_parse_info_reads_version_only_in_process() -> None:
 
 
 def test_mlx_build_sends_sampling_fields_mlx_reads() -> None:
-    call = MLXAdapter().build(req(None, stream=True, max_tokens=5, temperature=0.5, top_k=3, min_p=0.1,
-                                  repetition_penalty=1.1, seed=1, stop=["x"]), SERVER)
+    call = MLXAdapter().build(
+        req(
+            None,
+            stream=True,
+            max_tokens=5,
+            temperature=0.5,
+            top_k=3,
+            min_p=0.1,
+            repetition_penalty=1.1,
+            seed=1,
+            stop=["x"],
+        ),
+        SERVER,
+    )
     assert call.path == "/v1/chat/completions" and call.stream
-    assert call.json == {"model": "default_model", "messages": [{"role": "user", "content": "hi"}],
-                         "max_tokens": 5, "temperature": 0.5, "seed": 1, "stop": ["x"], "top_k": 3,
-                         "min_p": 0.1, "repetition_penalty": 1.1, "stream": True,
-                         "stream_options": {"include_usage": True}}
+    assert call.json == {
+        "model": "default_model",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 5,
+        "temperature": 0.5,
+        "seed": 1,
+        "stop": ["x"],
+        "top_k": 3,
+        "min_p": 0.1,
+        "repetition_penalty": 1.1,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
 
 
 def test_mlx_build_lora_by_name_sends_the_model_path_and_the_adapter_path() -> None:
@@ -181,13 +251,16 @@ def test_mlx_build_lora_without_launch_facts_needs_a_path_and_the_model() -> Non
     assert body is not None and (body["model"], body["adapters"]) == ("/m", "/adapters/sql")
 
 
-@pytest.mark.parametrize(("output", "field"), [
-    ({"type": "object"}, {"json": {"type": "object"}}),
-    (unillm.Regex("[0-9]+"), {"regex": "[0-9]+"}),
-    (unillm.Choice(["a", "b"]), {"choice": ["a", "b"]}),
-    (unillm.Grammar('root ::= "x"'), {"grammar": 'root ::= "x"'}),
-    (unillm.Grammar('start: "x"', syntax="lark"), {"lark": 'start: "x"'}),
-])
+@pytest.mark.parametrize(
+    ("output", "field"),
+    [
+        ({"type": "object"}, {"json": {"type": "object"}}),
+        (unillm.Regex("[0-9]+"), {"regex": "[0-9]+"}),
+        (unillm.Choice(["a", "b"]), {"choice": ["a", "b"]}),
+        (unillm.Grammar('root ::= "x"'), {"grammar": 'root ::= "x"'}),
+        (unillm.Grammar('start: "x"', syntax="lark"), {"lark": 'start: "x"'}),
+    ],
+)
 def test_mlx_in_process_build_carries_the_constraint(output: OutputSpec, field: dict[str, Any]) -> None:
     body = MLXAdapter().build(req(output=output), INPROC).json
     assert body is not None and body["structured_outputs"] == field
@@ -226,16 +299,20 @@ async def test_mlx_stream_skips_keepalive_comments_and_reads_the_usage_chunk() -
     assert deltas[-1].finish_reason == "length"
 
 
-@pytest.mark.parametrize(("status", "body", "request_options", "error"), [
-    (400, b'{"error": "top_p must be at most 1"}', {}, unillm.InvalidRequest),
-    (404, b'{"error": "The adapter path does not exist: /x"}', {"lora": "/x"}, unillm.UnknownLora),
-    (404, b'{"error": "Repository Not Found for url: ... model x"}', {}, unillm.UnknownModel),
-    (404, b"Not Found", {}, unillm.NotFound),
-    (411, b'{"error": "Content-Length header is required"}', {}, unillm.EngineError),
-    (500, b'{"error": "in-process MLX failed: boom"}', {}, unillm.EngineInternalError),
-])
-def test_mlx_parse_error_maps_mlx_error_bodies(status: int, body: bytes, request_options: dict[str, Any],
-                                               error: type[Exception]) -> None:
+@pytest.mark.parametrize(
+    ("status", "body", "request_options", "error"),
+    [
+        (400, b'{"error": "top_p must be at most 1"}', {}, unillm.InvalidRequest),
+        (404, b'{"error": "The adapter path does not exist: /x"}', {"lora": "/x"}, unillm.UnknownLora),
+        (404, b'{"error": "Repository Not Found for url: ... model x"}', {}, unillm.UnknownModel),
+        (404, b"Not Found", {}, unillm.NotFound),
+        (411, b'{"error": "Content-Length header is required"}', {}, unillm.EngineError),
+        (500, b'{"error": "in-process MLX failed: boom"}', {}, unillm.EngineInternalError),
+    ],
+)
+def test_mlx_parse_error_maps_mlx_error_bodies(
+    status: int, body: bytes, request_options: dict[str, Any], error: type[Exception]
+) -> None:
     e = MLXAdapter().parse_error(status, body, req(**request_options), SERVER)
     assert type(e) is error
     assert isinstance(e, unillm.EngineError) and e.status == status

@@ -10,8 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-mx = pytest.importorskip("mlx.core", reason="mlx-lm is not installed: pip install 'unillm-mlx[inprocess]' "
-                         "(this adapter's dev extra; ./run setup installs it)")
+mx = pytest.importorskip(
+    "mlx.core",
+    reason="mlx-lm is not installed: pip install 'unillm-mlx[inprocess]' "
+    "(this adapter's dev extra; ./run setup installs it)",
+)
 from safetensors.numpy import load_file  # noqa: E402
 from transformers import PreTrainedTokenizerFast  # noqa: E402
 from unillm_mlx.grammar import (  # noqa: E402
@@ -28,17 +31,20 @@ from unillm.testing.tiny_model import TinyModel  # noqa: E402
 
 @pytest.fixture(scope="module")
 def lltok(tiny: TinyModel) -> Any:
-    hf = PreTrainedTokenizerFast(tokenizer_file=str(tiny.path / "tokenizer.json"),
-                                 eos_token="</s>")
+    hf = PreTrainedTokenizerFast(tokenizer_file=str(tiny.path / "tokenizer.json"), eos_token="</s>")
     return tokenizer_for(hf, tiny.vocab_size)
 
 
 def test_mlx_strict_schema_closes_open_objects_like_vllm() -> None:
-    schema: dict[str, Any] = {"type": "object", "properties": {
-        "a": {"type": "object", "properties": {"b": {"type": "integer"}}},
-        "c": {"type": "object", "additionalProperties": {"type": "string"}},
-        "d": {"enum": [{"properties": {}}]}},
-        "$defs": {"X": {"properties": {"y": {"type": "string"}}}}}
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "object", "properties": {"b": {"type": "integer"}}},
+            "c": {"type": "object", "additionalProperties": {"type": "string"}},
+            "d": {"enum": [{"properties": {}}]},
+        },
+        "$defs": {"X": {"properties": {"y": {"type": "string"}}}},
+    }
     strict: dict[str, Any] = strict_schema(schema)
     assert strict["additionalProperties"] is False
     assert strict["properties"]["a"]["additionalProperties"] is False
@@ -47,15 +53,18 @@ def test_mlx_strict_schema_closes_open_objects_like_vllm() -> None:
     assert strict["$defs"]["X"]["additionalProperties"] is False
 
 
-@pytest.mark.parametrize(("structured", "message"), [
-    ({"regex": "(("}, "invalid regex"),
-    ({"grammar": "root ::= nowhere"}, "invalid grammar"),
-    ({"lark": "start: missing_rule"}, "invalid lark"),
-    ({"json": {"type": "object", "x-unknown-keyword": 1, "properties": {"a": {"type": "nope"}}}}, "json"),
-    ({"choice": []}, "non-empty list"),
-    ({"regex": "a", "choice": ["a"]}, "exactly one"),
-    ({"xml": "<a/>"}, "unknown constraint"),
-])
+@pytest.mark.parametrize(
+    ("structured", "message"),
+    [
+        ({"regex": "(("}, "invalid regex"),
+        ({"grammar": "root ::= nowhere"}, "invalid grammar"),
+        ({"lark": "start: missing_rule"}, "invalid lark"),
+        ({"json": {"type": "object", "x-unknown-keyword": 1, "properties": {"a": {"type": "nope"}}}}, "json"),
+        ({"choice": []}, "non-empty list"),
+        ({"regex": "a", "choice": ["a"]}, "exactly one"),
+        ({"xml": "<a/>"}, "unknown constraint"),
+    ],
+)
 def test_mlx_invalid_constraints_raise_constraint_error(
     structured: dict[str, Any], message: str, lltok: Any
 ) -> None:
@@ -69,9 +78,19 @@ def _allowed(processor: GrammarProcessor, tokens: list[int], vocab: int) -> Any:
 
 
 def test_mlx_grammar_processor_rolls_back_rejected_draft_tokens(lltok: Any, tiny: TinyModel) -> None:
-    grammar = compile_constraint({"json": {"type": "object", "properties": {
-        "n": {"type": "integer", "minimum": 0, "maximum": 999},
-        "s": {"type": "string", "maxLength": 6}}, "required": ["n", "s"]}}, lltok)
+    grammar = compile_constraint(
+        {
+            "json": {
+                "type": "object",
+                "properties": {
+                    "n": {"type": "integer", "minimum": 0, "maximum": 999},
+                    "s": {"type": "string", "maxLength": 6},
+                },
+                "required": ["n", "s"],
+            }
+        },
+        lltok,
+    )
     vocab, prompt = tiny.vocab_size, [0, 5, 7]
     rng = random.Random(1)
     walker = GrammarProcessor(lltok, grammar, skip=len(prompt))

@@ -25,30 +25,75 @@ pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 PROMPT = "The capital of France is"
 
 SCHEMAS: dict[str, dict[str, Any]] = {
-    "nested": {"type": "object", "properties": {"user": {"type": "object", "properties": {
-        "name": {"type": "string", "maxLength": 8},
-        "address": {"type": "object", "properties": {"zip": {"type": "string", "pattern": "^[0-9]{5}$"}},
-                    "required": ["zip"], "additionalProperties": False}},
-        "required": ["name", "address"], "additionalProperties": False}},
-        "required": ["user"], "additionalProperties": False},
-    "arrays": {"type": "object", "properties": {
-        "tags": {"type": "array", "items": {"type": "string", "maxLength": 5}, "minItems": 1, "maxItems": 3},
-        "scores": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9},
-                   "minItems": 2, "maxItems": 2}},
-        "required": ["tags", "scores"], "additionalProperties": False},
-    "enums": {"type": "object", "properties": {"color": {"enum": ["red", "green", "blue"]},
-                                               "size": {"type": "string", "enum": ["S", "M", "L"]},
-                                               "ok": {"type": "boolean"}},
-              "required": ["color", "size", "ok"], "additionalProperties": False},
-    "integer_bounds": {"type": "object", "properties": {
-        "n": {"type": "integer", "minimum": 10, "maximum": 99},
-        "k": {"type": "integer", "minimum": -5, "maximum": 5},
-        "big": {"type": "integer", "exclusiveMinimum": 1000, "maximum": 1010}},
-        "required": ["n", "k", "big"], "additionalProperties": False},
-    "optional_and_null": {"type": "object", "properties": {
-        "note": {"anyOf": [{"type": "string", "maxLength": 4}, {"type": "null"}]},
-        "rank": {"type": "integer", "minimum": 1, "maximum": 3}},
-        "required": ["note"], "additionalProperties": False},
+    "nested": {
+        "type": "object",
+        "properties": {
+            "user": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "maxLength": 8},
+                    "address": {
+                        "type": "object",
+                        "properties": {"zip": {"type": "string", "pattern": "^[0-9]{5}$"}},
+                        "required": ["zip"],
+                        "additionalProperties": False,
+                    },
+                },
+                "required": ["name", "address"],
+                "additionalProperties": False,
+            }
+        },
+        "required": ["user"],
+        "additionalProperties": False,
+    },
+    "arrays": {
+        "type": "object",
+        "properties": {
+            "tags": {
+                "type": "array",
+                "items": {"type": "string", "maxLength": 5},
+                "minItems": 1,
+                "maxItems": 3,
+            },
+            "scores": {
+                "type": "array",
+                "items": {"type": "integer", "minimum": 0, "maximum": 9},
+                "minItems": 2,
+                "maxItems": 2,
+            },
+        },
+        "required": ["tags", "scores"],
+        "additionalProperties": False,
+    },
+    "enums": {
+        "type": "object",
+        "properties": {
+            "color": {"enum": ["red", "green", "blue"]},
+            "size": {"type": "string", "enum": ["S", "M", "L"]},
+            "ok": {"type": "boolean"},
+        },
+        "required": ["color", "size", "ok"],
+        "additionalProperties": False,
+    },
+    "integer_bounds": {
+        "type": "object",
+        "properties": {
+            "n": {"type": "integer", "minimum": 10, "maximum": 99},
+            "k": {"type": "integer", "minimum": -5, "maximum": 5},
+            "big": {"type": "integer", "exclusiveMinimum": 1000, "maximum": 1010},
+        },
+        "required": ["n", "k", "big"],
+        "additionalProperties": False,
+    },
+    "optional_and_null": {
+        "type": "object",
+        "properties": {
+            "note": {"anyOf": [{"type": "string", "maxLength": 4}, {"type": "null"}]},
+            "rank": {"type": "integer", "minimum": 1, "maximum": 3},
+        },
+        "required": ["note"],
+        "additionalProperties": False,
+    },
 }
 
 
@@ -80,8 +125,11 @@ async def test_mlx_inproc_regex_matches_in_full(inproc_settings: dict[str, Any])
     pattern = r"20\d{2}-[01]\d-[0-3]\d"
     async with unillm.launch("mlx", **inproc_settings) as llm:
         r = await llm.generate("Due date:", output=unillm.Regex(pattern), max_tokens=16)
-        chat = await llm.generate(messages=[{"role": "user", "content": "code?"}],
-                                  output=unillm.Regex(r"[A-Z]{3}-[0-9]{3}"), max_tokens=16)
+        chat = await llm.generate(
+            messages=[{"role": "user", "content": "code?"}],
+            output=unillm.Regex(r"[A-Z]{3}-[0-9]{3}"),
+            max_tokens=16,
+        )
     assert re.fullmatch(pattern, r.text) and r.finish_reason == "stop"
     assert re.fullmatch(r"[A-Z]{3}-[0-9]{3}", chat.text)
 
@@ -90,15 +138,21 @@ async def test_mlx_inproc_choice_is_one_of_the_options(inproc_settings: dict[str
     options = ["yes", "no", "later, maybe"]
     async with unillm.launch("mlx", **inproc_settings) as llm:
         for temperature in (0.0, 1.5):
-            r = await llm.generate("Ship it?", output=unillm.Choice(options), max_tokens=8,
-                                   temperature=temperature, seed=7)
+            r = await llm.generate(
+                "Ship it?", output=unillm.Choice(options), max_tokens=8, temperature=temperature, seed=7
+            )
             assert r.text in options and r.parsed == r.text
 
 
-@pytest.mark.parametrize("grammar", [
-    unillm.Grammar('root ::= "(" expr ")"\nexpr ::= num | num "+" expr\nnum ::= [0-9] | [1-9] [0-9]'),
-    unillm.Grammar('start: "(" expr ")"\nexpr: NUM | NUM "+" expr\nNUM: /[0-9]|[1-9][0-9]/', syntax="lark"),
-])
+@pytest.mark.parametrize(
+    "grammar",
+    [
+        unillm.Grammar('root ::= "(" expr ")"\nexpr ::= num | num "+" expr\nnum ::= [0-9] | [1-9] [0-9]'),
+        unillm.Grammar(
+            'start: "(" expr ")"\nexpr: NUM | NUM "+" expr\nNUM: /[0-9]|[1-9][0-9]/', syntax="lark"
+        ),
+    ],
+)
 async def test_mlx_inproc_grammar_output_follows_the_grammar(
     grammar: unillm.Grammar, inproc_settings: dict[str, Any]
 ) -> None:
@@ -154,7 +208,7 @@ async def test_mlx_inproc_stream_delivers_tokens_as_they_come(inproc_settings: d
 
 
 async def test_mlx_inproc_leaving_a_stream_early_stops_it_and_the_engine_goes_on(
-    inproc_settings: dict[str, Any]
+    inproc_settings: dict[str, Any],
 ) -> None:
     async with unillm.launch("mlx", **inproc_settings) as llm:
         async with llm.stream(PROMPT, max_tokens=500) as s:
@@ -198,8 +252,10 @@ async def test_mlx_inproc_draft_speculation_keeps_greedy_and_constrained_output(
     tiny: TinyModel, inproc_settings: dict[str, Any]
 ) -> None:
     spec = unillm.Speculative(method="draft", draft_model=str(tiny.path), num_tokens=3)
-    async with unillm.launch("mlx", **inproc_settings) as plain, \
-            unillm.launch("mlx", **inproc_settings, speculative=spec) as fast:
+    async with (
+        unillm.launch("mlx", **inproc_settings) as plain,
+        unillm.launch("mlx", **inproc_settings, speculative=spec) as fast,
+    ):
         for output in (None, SCHEMAS["integer_bounds"], unillm.Regex(r"[a-z ]{5,20}")):
             want = await plain.generate(PROMPT, output=output, max_tokens=40)
             got = await fast.generate(PROMPT, output=output, max_tokens=40)
@@ -219,13 +275,18 @@ async def test_mlx_inproc_metrics_count_requests_and_tokens(inproc_settings: dic
 
 
 async def test_mlx_inproc_capabilities_mark_constraints_as_provided_by_unillm(
-    inproc_settings: dict[str, Any]
+    inproc_settings: dict[str, Any],
 ) -> None:
     async with unillm.launch("mlx", **inproc_settings) as llm:
         caps = await llm.capabilities()
     assert caps.version is not None and caps.version.endswith("+in-process")
-    for feature in (unillm.Feature.JSON_SCHEMA, unillm.Feature.REGEX, unillm.Feature.CHOICE,
-                    unillm.Feature.GRAMMAR, unillm.Feature.GRAMMAR_LARK):
+    for feature in (
+        unillm.Feature.JSON_SCHEMA,
+        unillm.Feature.REGEX,
+        unillm.Feature.CHOICE,
+        unillm.Feature.GRAMMAR,
+        unillm.Feature.GRAMMAR_LARK,
+    ):
         assert caps.support(feature).level == "emulated"
 
 
@@ -233,8 +294,16 @@ async def test_mlx_inproc_sampling_options_logprobs_n_and_stop(inproc_settings: 
     async with unillm.launch("mlx", **inproc_settings) as llm:
         r = await llm.generate(PROMPT, max_tokens=6, logprobs=True, top_logprobs=3)
         many = await llm.generate(PROMPT, max_tokens=8, n=3, temperature=1.0, seed=1, top_k=20, min_p=0.01)
-        sampled = await llm.generate(PROMPT, max_tokens=8, temperature=0.9, top_p=0.9, seed=3,
-                                     repetition_penalty=1.2, presence_penalty=0.5, frequency_penalty=0.5)
+        sampled = await llm.generate(
+            PROMPT,
+            max_tokens=8,
+            temperature=0.9,
+            top_p=0.9,
+            seed=3,
+            repetition_penalty=1.2,
+            presence_penalty=0.5,
+            frequency_penalty=0.5,
+        )
         plain = await llm.generate(PROMPT, max_tokens=20)
         stop = plain.text[5:8]
         stopped = await llm.generate(PROMPT, max_tokens=20, stop=[stop])
@@ -242,7 +311,7 @@ async def test_mlx_inproc_sampling_options_logprobs_n_and_stop(inproc_settings: 
     assert all(len(t.top) == 3 and t.top[0].logprob >= t.top[-1].logprob for t in r.logprobs)
     assert [c.index for c in many.choices] == [0, 1, 2] and many.usage.completion_tokens == 24
     assert sampled.usage.completion_tokens == 8
-    assert stopped.finish_reason == "stop" and stopped.text == plain.text[:plain.text.find(stop)]
+    assert stopped.finish_reason == "stop" and stopped.text == plain.text[: plain.text.find(stop)]
 
 
 async def test_mlx_inproc_errors_are_typed(inproc_settings: dict[str, Any]) -> None:
@@ -265,13 +334,15 @@ async def test_mlx_inproc_errors_are_typed(inproc_settings: dict[str, Any]) -> N
 
 async def test_mlx_inproc_refuses_launch_settings_it_cannot_honour(tiny: TinyModel) -> None:
     with pytest.raises(unillm.UnsupportedFeature, match="parallel"):
-        async with unillm.launch("mlx", model=str(tiny.path), in_process=True,
-                                 parallel=unillm.Parallel(tensor=2)):
+        async with unillm.launch(
+            "mlx", model=str(tiny.path), in_process=True, parallel=unillm.Parallel(tensor=2)
+        ):
             pass
 
 
 async def test_mlx_inproc_text_keeps_the_first_tokens_leading_space_as_vllm_does(
-        inproc_settings: dict[str, Any]) -> None:
+    inproc_settings: dict[str, Any],
+) -> None:
     """The tiny tokenizer is byte-level BPE: each token's own text carries its space ('Ġ47' -> ' 47'),
     so the answer must be exactly the tokens' texts joined; mlx-lm's detokenizer trimmed the first."""
     async with unillm.launch("mlx", **inproc_settings) as llm:
@@ -287,7 +358,8 @@ async def test_mlx_inproc_text_keeps_the_first_tokens_leading_space_as_vllm_does
 
 
 async def test_mlx_inproc_reports_the_context_limit_it_enforces(
-        inproc_settings: dict[str, Any], tiny: TinyModel) -> None:
+    inproc_settings: dict[str, Any], tiny: TinyModel
+) -> None:
     async with unillm.launch("mlx", **inproc_settings) as llm:
         assert (await llm.info()).max_model_len == tiny.max_position  # the model's own, as vLLM
         with pytest.raises(unillm.InvalidRequest, match=f"max_model_len={tiny.max_position}"):

@@ -30,8 +30,10 @@ async def test_server_metrics_are_refused_before_sending() -> None:
 
 def test_in_process_maps_its_own_counters() -> None:
     names = MLXAdapter().metric_names("0.32.2+in-process")
-    text = ("mlx:requests_total 2\nmlx:prompt_tokens_total 10\nmlx:generation_tokens_total 16\n"
-            "mlx:spec_decode_num_accepted_tokens_total 0\nmlx:num_requests_running 1\n")
+    text = (
+        "mlx:requests_total 2\nmlx:prompt_tokens_total 10\nmlx:generation_tokens_total 16\n"
+        "mlx:spec_decode_num_accepted_tokens_total 0\nmlx:num_requests_running 1\n"
+    )
     n = EngineMetrics.parse(text, engine="mlx", mapping=names).normalized()
     assert (n.prompt_tokens, n.generation_tokens, n.running) == (10, 16, 1)
     assert n.ttft is None and n.waiting is None

@@ -79,8 +79,10 @@ async def test_mlx_server_draft_model_speculation_keeps_greedy_output(
     assert "--prompt-cache-size" in mlx_draft_server.launch.command().argv
 
 
-@pytest.mark.parametrize("output", [unillm.Regex("[0-9]+"), unillm.Choice(["a", "b"]),
-                                    {"type": "object"}, unillm.Grammar('root ::= "x"')])
+@pytest.mark.parametrize(
+    "output",
+    [unillm.Regex("[0-9]+"), unillm.Choice(["a", "b"]), {"type": "object"}, unillm.Grammar('root ::= "x"')],
+)
 async def test_mlx_server_refuses_constrained_output_before_sending(
     mlx_server: MLXServer, output: OutputSpec
 ) -> None:

@@ -30,12 +30,18 @@ async def test_mlx_inproc_named_and_required_tool_calls_are_valid_and_stream_ali
     inproc_settings: dict[str, Any],
 ) -> None:
     async with unillm.launch("mlx", **inproc_settings) as llm:
-        named = await llm.generate(messages=ASK, tools=[GetWeather, add], tool_choice=GetWeather,
-                                   max_tokens=40, temperature=0)
+        named = await llm.generate(
+            messages=ASK, tools=[GetWeather, add], tool_choice=GetWeather, max_tokens=40, temperature=0
+        )
         (call,) = named.tool_calls
         assert isinstance(call.parsed, GetWeather) and named.finish_reason == "tool_calls"
-        args = {"messages": ASK, "tools": [GetWeather, add], "tool_choice": "required",
-                "max_tokens": 48, "temperature": 0}
+        args = {
+            "messages": ASK,
+            "tools": [GetWeather, add],
+            "tool_choice": "required",
+            "max_tokens": 48,
+            "temperature": 0,
+        }
         required = await llm.generate(**args)
         (call,) = required.tool_calls
         assert call.name in ("GetWeather", "add") and call.valid, call

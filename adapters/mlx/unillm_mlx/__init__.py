@@ -22,8 +22,16 @@ if TYPE_CHECKING:
     from unillm_mlx.peft import convert_peft_adapter as convert_peft_adapter
     from unillm_mlx.peft import is_peft_adapter as is_peft_adapter
 
-__all__ = ["DEFAULT_MODEL", "IN_PROCESS_SUFFIX", "SERVER_MAIN", "MLXAdapter", "convert_peft_adapter",
-           "is_in_process", "is_peft_adapter", "refuse_unsupported"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "IN_PROCESS_SUFFIX",
+    "SERVER_MAIN",
+    "MLXAdapter",
+    "convert_peft_adapter",
+    "is_in_process",
+    "is_peft_adapter",
+    "refuse_unsupported",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -39,12 +39,24 @@ __all__ = ["DEFAULT_MODEL", "IN_PROCESS_SUFFIX", "MLXAdapter", "is_in_process"]
 
 IN_PROCESS_SUFFIX = "+in-process"
 DEFAULT_MODEL = "default_model"  # mlx_lm.server's name for the model given by --model
-_IN_PROCESS_HINT = ('Run MLX in-process, where unillm enforces it: '
-                    'unillm.launch("mlx", model=..., in_process=True)')
+_IN_PROCESS_HINT = (
+    'Run MLX in-process, where unillm enforces it: unillm.launch("mlx", model=..., in_process=True)'
+)
 _CONSTRAINTS = (Feature.JSON_SCHEMA, Feature.REGEX, Feature.CHOICE, Feature.GRAMMAR, Feature.GRAMMAR_LARK)
-_COMMON = (Feature.COMPLETION, Feature.CHAT, Feature.STREAM, Feature.LORA, Feature.TOP_K, Feature.MIN_P,
-           Feature.REPETITION_PENALTY, Feature.PRESENCE_PENALTY, Feature.FREQUENCY_PENALTY, Feature.SEED,
-           Feature.STOP, Feature.SPEC_DRAFT)
+_COMMON = (
+    Feature.COMPLETION,
+    Feature.CHAT,
+    Feature.STREAM,
+    Feature.LORA,
+    Feature.TOP_K,
+    Feature.MIN_P,
+    Feature.REPETITION_PENALTY,
+    Feature.PRESENCE_PENALTY,
+    Feature.FREQUENCY_PENALTY,
+    Feature.SEED,
+    Feature.STOP,
+    Feature.SPEC_DRAFT,
+)
 
 
 def is_in_process(version: str | None) -> bool:
@@ -86,45 +98,62 @@ class MLXAdapter(RuntimeLoraEndpoints, TokenizeEndpoint, OpenAICompatAdapter):
             features.update({f: by_unillm for f in _CONSTRAINTS})
             features[Feature.N] = Support(level="emulated", why="unillm generates the answers one by one")
             features[Feature.LOGPROBS] = NATIVE
-            features[Feature.LORA_RUNTIME] = Support(level="emulated",
-                                                     why="unillm loads mlx-lm adapters by name")
+            features[Feature.LORA_RUNTIME] = Support(
+                level="emulated", why="unillm loads mlx-lm adapters by name"
+            )
             forced = Support(level="emulated", why="the call is forced by unillm (llguidance)")
             features[Feature.TOOLS] = features[Feature.TOOL_CHOICE_REQUIRED] = forced
             features[Feature.TOOL_CHOICE_NAMED] = forced
             features[Feature.TOOL_CHOICE_AUTO] = unsupported(
                 "in-process MLX does not read calls out of free text",
                 "Pass tool_choice='required' or a tool's name (forced by unillm), or use server mode "
-                "with a model whose template mlx-lm has a tool parser for")
-            features[Feature.IMAGES] = unsupported("in-process MLX runs text models only",
-                                                   "Use vLLM or SGLang with a vision-language model")
+                "with a model whose template mlx-lm has a tool parser for",
+            )
+            features[Feature.IMAGES] = unsupported(
+                "in-process MLX runs text models only", "Use vLLM or SGLang with a vision-language model"
+            )
             features[Feature.TOKENIZE] = NATIVE
         else:
-            refused = unsupported("mlx_lm.server has no constrained decoding (it silently ignores "
-                                  "response_format)", _IN_PROCESS_HINT)
+            refused = unsupported(
+                "mlx_lm.server has no constrained decoding (it silently ignores response_format)",
+                _IN_PROCESS_HINT,
+            )
             features.update({f: refused for f in _CONSTRAINTS})
-            features[Feature.N] = unsupported("mlx_lm.server ignores n",
-                                              "Send n requests, or run MLX in-process (in_process=True)")
+            features[Feature.N] = unsupported(
+                "mlx_lm.server ignores n", "Send n requests, or run MLX in-process (in_process=True)"
+            )
             features[Feature.LOGPROBS] = unsupported(
                 "mlx_lm.server reports logprobs without the token text and top_logprobs unsorted",
-                "Run MLX in-process (in_process=True)")
+                "Run MLX in-process (in_process=True)",
+            )
             features[Feature.LORA_RUNTIME] = unsupported(
                 "mlx_lm.server has no adapter endpoints",
-                "Pass lora={name: path} to unillm.launch, or run MLX in-process (in_process=True)")
+                "Pass lora={name: path} to unillm.launch, or run MLX in-process (in_process=True)",
+            )
             features[Feature.TOOLS] = NATIVE
             features[Feature.TOOL_CHOICE_AUTO] = Support(
                 why="tools go to the chat template; calls are read only when mlx-lm has a tool "
-                    "parser for the model's template, otherwise it answers with text (no error)")
+                "parser for the model's template, otherwise it answers with text (no error)"
+            )
             no_choice = unsupported("mlx_lm.server ignores tool_choice", _IN_PROCESS_HINT)
             features[Feature.TOOL_CHOICE_REQUIRED] = features[Feature.TOOL_CHOICE_NAMED] = no_choice
             features[Feature.IMAGES] = Support(
-                why="only models mlx-lm has an image processor for; others answer an error")
-            features[Feature.TOKENIZE] = unsupported("mlx_lm.server has no tokenize endpoint",
-                                                     "Run MLX in-process (in_process=True)")
+                why="only models mlx-lm has an image processor for; others answer an error"
+            )
+            features[Feature.TOKENIZE] = unsupported(
+                "mlx_lm.server has no tokenize endpoint", "Run MLX in-process (in_process=True)"
+            )
         features[Feature.EMBEDDINGS] = NO_EMBEDDINGS
         for f in (Feature.SPEC_NGRAM, Feature.SPEC_EAGLE, Feature.SPEC_MTP):
             features[f] = DRAFT_ONLY
-        for f in (Feature.TENSOR_PARALLEL, Feature.PIPELINE_PARALLEL, Feature.DATA_PARALLEL,
-                  Feature.EXPERT_PARALLEL, Feature.MULTI_NODE, Feature.PD_DISAGGREGATION):
+        for f in (
+            Feature.TENSOR_PARALLEL,
+            Feature.PIPELINE_PARALLEL,
+            Feature.DATA_PARALLEL,
+            Feature.EXPERT_PARALLEL,
+            Feature.MULTI_NODE,
+            Feature.PD_DISAGGREGATION,
+        ):
             features[f] = SINGLE_DEVICE
         return Capabilities(engine=self.name, version=version, features=features)
 
@@ -133,11 +162,14 @@ class MLXAdapter(RuntimeLoraEndpoints, TokenizeEndpoint, OpenAICompatAdapter):
         """In-process: unillm's own counters. Server mode: refused (mlx_lm.server has no /metrics)."""
         if not is_in_process(version):
             raise UnsupportedFeature(
-                self.name, "engine metrics (/metrics)", version=version,
+                self.name,
+                "engine metrics (/metrics)",
+                version=version,
                 why="mlx_lm.server has no metrics endpoint",
                 alternative="Use the client timings every answer carries (r.timings: ttft_s, itl_s, "
-                            "tpot_s), or run MLX in-process (in_process=True), which serves request "
-                            "and token counters")
+                "tpot_s), or run MLX in-process (in_process=True), which serves request "
+                "and token counters",
+            )
         return MetricNames(
             running="mlx:num_requests_running",  # queued or running: one worker decodes
             spec_accepted_tokens="mlx:spec_decode_num_accepted_tokens_total",
@@ -157,10 +189,19 @@ class MLXAdapter(RuntimeLoraEndpoints, TokenizeEndpoint, OpenAICompatAdapter):
         served = model or self.model_path or DEFAULT_MODEL
         models = answers.get("models")
         data = models.get("data") if isinstance(models, Mapping) else None
-        limit = next((m.get("max_model_len") for m in data or () if isinstance(m, Mapping)
-                      and m.get("id") == served and isinstance(m.get("max_model_len"), int)), None)
-        return EngineInfo(engine=self.name, model=served, version=str(version) if version else None,
-                          max_model_len=limit)
+        limit = next(
+            (
+                m.get("max_model_len")
+                for m in data or ()
+                if isinstance(m, Mapping)
+                and m.get("id") == served
+                and isinstance(m.get("max_model_len"), int)
+            ),
+            None,
+        )
+        return EngineInfo(
+            engine=self.name, model=served, version=str(version) if version else None, max_model_len=limit
+        )
 
     # -- requests --------------------------------------------------------------------------
     def model_field(self, request: Request, info: EngineInfo) -> str:
@@ -170,10 +211,12 @@ class MLXAdapter(RuntimeLoraEndpoints, TokenizeEndpoint, OpenAICompatAdapter):
         path = self.model_path or (info.model if info.model != DEFAULT_MODEL else None)
         if path is None:
             raise UnsupportedFeature(
-                self.name, Feature.LORA.value,
+                self.name,
+                Feature.LORA.value,
                 why="mlx_lm.server applies per-request adapters only with an explicit model path",
                 alternative="Pass model=<the server's --model path> to unillm.connect, or use "
-                            "unillm.LLM(MLXAdapter(model_path=..., loras={...}), url)")
+                "unillm.LLM(MLXAdapter(model_path=..., loras={...}), url)",
+            )
         return path
 
     def constraint_fields(self, output: Constraint, info: EngineInfo) -> dict[str, Any]:
@@ -205,7 +248,10 @@ class MLXAdapter(RuntimeLoraEndpoints, TokenizeEndpoint, OpenAICompatAdapter):
             raise UnknownLora(
                 f"mlx: no LoRA adapter named {lora!r} (known: {known}). mlx_lm.server has no adapter "
                 "names: pass lora={name: path} to unillm.launch, or lora=<adapter path>",
-                engine=self.name, status=None, engine_message="")
+                engine=self.name,
+                status=None,
+                engine_message="",
+            )
         return path
 
     def parse_error(
@@ -217,15 +263,21 @@ class MLXAdapter(RuntimeLoraEndpoints, TokenizeEndpoint, OpenAICompatAdapter):
                 f"mlx answered 404: {message}. Name adapters at launch (lora={{name: path}}; in-process "
                 "also llm.loras.load(name, path)); mlx_lm.server needs mlx-lm's layout "
                 "(unillm_mlx.convert_peft_adapter converts PEFT adapters)",
-                engine=self.name, status=status, engine_message=message)
+                engine=self.name,
+                status=status,
+                engine_message=message,
+            )
         return error_for_status(self.name, status, message, request)
 
     def lora_error(self, status: int, body: bytes, info: EngineInfo | None) -> UnillmError:
         if info is None or not is_in_process(info.version):
             return UnsupportedFeature(
-                self.name, Feature.LORA_RUNTIME.value, version=info.version if info else None,
+                self.name,
+                Feature.LORA_RUNTIME.value,
+                version=info.version if info else None,
                 why="mlx_lm.server has no adapter endpoints",
-                alternative="Pass lora={name: path} to unillm.launch, or run MLX in-process")
+                alternative="Pass lora={name: path} to unillm.launch, or run MLX in-process",
+            )
         return self.parse_error(status, body, None, info)
 
     # -- launch (unillm_mlx.launch) --------------------------------------------------------
@@ -250,6 +302,9 @@ class MLXAdapter(RuntimeLoraEndpoints, TokenizeEndpoint, OpenAICompatAdapter):
             from unillm_mlx.inprocess import InProcessTransport
         except ImportError as e:
             raise UnsupportedFeature(
-                self.name, "in-process mode", why=f"mlx-lm is not importable here ({e})",
-                alternative="pip install 'unillm-mlx[inprocess]'") from None
+                self.name,
+                "in-process mode",
+                why=f"mlx-lm is not importable here ({e})",
+                alternative="pip install 'unillm-mlx[inprocess]'",
+            ) from None
         return InProcessTransport(spec)

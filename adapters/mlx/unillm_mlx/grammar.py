@@ -34,8 +34,14 @@ def tokenizer_for(tokenizer: Any, n_vocab: int) -> Any:
     from llguidance import LLTokenizer
 
     # an mlx-lm TokenizerWrapper holds the Hugging Face tokenizer; that one holds the Rust backend
-    hf = next((t for t in (tokenizer, getattr(tokenizer, "_tokenizer", None))
-               if getattr(t, "backend_tokenizer", None) is not None), None)
+    hf = next(
+        (
+            t
+            for t in (tokenizer, getattr(tokenizer, "_tokenizer", None))
+            if getattr(t, "backend_tokenizer", None) is not None
+        ),
+        None,
+    )
     if hf is None:
         raise ConstraintError("constrained decoding needs a fast (tokenizers-based) tokenizer")
     backend = hf.backend_tokenizer
@@ -57,7 +63,8 @@ def compile_constraint(structured: Mapping[str, Any], lltokenizer: Any = None) -
             if not isinstance(value, (Mapping, bool)):
                 raise ConstraintError("structured_outputs.json must be a JSON schema object")
             grammar = LLMatcher.grammar_from_json_schema(
-                json.dumps(strict_schema(value)), defaults={"whitespace_flexible": False})
+                json.dumps(strict_schema(value)), defaults={"whitespace_flexible": False}
+            )
         elif kind == "regex":
             grammar = LLMatcher.grammar_from_regex(_text(kind, value))
         elif kind == "choice":
@@ -89,8 +96,10 @@ def strict_schema(schema: Any) -> Any:
         return [strict_schema(s) for s in schema]
     if not isinstance(schema, Mapping):
         return schema
-    out = {k: strict_schema(v) if k not in ("enum", "const", "default", "examples") else v
-           for k, v in schema.items()}
+    out = {
+        k: strict_schema(v) if k not in ("enum", "const", "default", "examples") else v
+        for k, v in schema.items()
+    }
     if "properties" in schema and isinstance(schema["properties"], Mapping):
         out["properties"] = {k: strict_schema(v) for k, v in schema["properties"].items()}
     is_object = schema.get("type") == "object" or "properties" in schema
@@ -133,7 +142,7 @@ class GrammarProcessor:
         import mlx.core as mx
         from llguidance.numpy import fill_next_token_bitmask
 
-        self._sync(tokens[self._skip:].tolist() if tokens.size > self._skip else [])
+        self._sync(tokens[self._skip :].tolist() if tokens.size > self._skip else [])
         fill_next_token_bitmask(self._matcher, self._bitmask, 0)
         bits = np.unpackbits(self._bitmask.view(np.uint8), bitorder="little")
         allowed = np.zeros(logits.shape[-1], dtype=bool)

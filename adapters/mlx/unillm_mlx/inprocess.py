@@ -38,12 +38,35 @@ from unillm_mlx import DEFAULT_MODEL, IN_PROCESS_SUFFIX, refuse_unsupported
 
 __all__ = ["InProcessTransport"]
 
-_FIELDS = frozenset({
-    "model", "messages", "prompt", "max_tokens", "max_completion_tokens", "temperature", "top_p",
-    "top_k", "min_p", "seed", "presence_penalty", "frequency_penalty", "repetition_penalty", "n",
-    "stop", "logprobs", "top_logprobs", "stream", "stream_options", "structured_outputs",
-    "response_format", "adapters", "logit_bias", "tools", "tool_choice",
-})
+_FIELDS = frozenset(
+    {
+        "model",
+        "messages",
+        "prompt",
+        "max_tokens",
+        "max_completion_tokens",
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "seed",
+        "presence_penalty",
+        "frequency_penalty",
+        "repetition_penalty",
+        "n",
+        "stop",
+        "logprobs",
+        "top_logprobs",
+        "stream",
+        "stream_options",
+        "structured_outputs",
+        "response_format",
+        "adapters",
+        "logit_bias",
+        "tools",
+        "tool_choice",
+    }
+)
 DEFAULT_MAX_TOKENS = 512  # as mlx_lm.server
 DEFAULT_MAX_LORAS = 2  # adapter models kept loaded besides the base model
 _COUNTERS = {
@@ -104,8 +127,9 @@ class InProcessTransport(httpx.AsyncBaseTransport):
             if method == "GET" and path == "/v1/models":
                 return _json(200, {"object": "list", "data": self._engine.models()})
             if method == "GET" and path == "/metrics":
-                return httpx.Response(200, text=self._engine.metrics(),
-                                      headers={"content-type": "text/plain; version=0.0.4"})
+                return httpx.Response(
+                    200, text=self._engine.metrics(), headers={"content-type": "text/plain; version=0.0.4"}
+                )
             if method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
                 chat = path.endswith("/chat/completions")
                 job = self._engine.parse(_body(await request.aread()), chat=chat)
@@ -141,8 +165,11 @@ class InProcessTransport(httpx.AsyncBaseTransport):
             return _json(first[1], {"error": first[2]})
         answer = _Answer(job, prompt_tokens=first[1], model=str(job.body.get("model") or DEFAULT_MODEL))
         if job.stream:
-            return httpx.Response(200, headers={"content-type": "text/event-stream"},
-                                  stream=_EventStream(answer, events, read_timeout, request))
+            return httpx.Response(
+                200,
+                headers={"content-type": "text/event-stream"},
+                stream=_EventStream(answer, events, read_timeout, request),
+            )
         try:
             with _deadline(read_timeout, request):
                 async for event in events:
@@ -168,16 +195,22 @@ class _deadline:
     def __exit__(self, *exc: Any) -> bool:
         suppressed = self._scope.__exit__(*exc)
         if self._scope.cancelled_caught:
-            raise httpx.ReadTimeout(f"in-process MLX sent nothing for {self._seconds}s",
-                                    request=self._request)
+            raise httpx.ReadTimeout(
+                f"in-process MLX sent nothing for {self._seconds}s", request=self._request
+            )
         return bool(suppressed)
 
 
 class _EventStream(httpx.AsyncByteStream):
     """The SSE body of a streamed answer; closing it stops the generation."""
 
-    def __init__(self, answer: _Answer, events: MemoryObjectReceiveStream[_Event],
-                 read_timeout: float | None, request: httpx.Request) -> None:
+    def __init__(
+        self,
+        answer: _Answer,
+        events: MemoryObjectReceiveStream[_Event],
+        read_timeout: float | None,
+        request: httpx.Request,
+    ) -> None:
         self._answer, self._events = answer, events
         self._read_timeout, self._request = read_timeout, request
 
@@ -238,8 +271,11 @@ class _Answer:
             self.completion_tokens += tokens
 
     def usage(self) -> dict[str, int]:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                "total_tokens": self.prompt_tokens + self.completion_tokens}
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+        }
 
     def _head(self, chunk: bool) -> dict[str, Any]:
         kind = "text_completion"
@@ -271,8 +307,9 @@ class _Answer:
         elif event[0] == "done" and self.job.include_usage:
             yield {**self._head(True), "choices": [], "usage": self.usage()}
 
-    def _choice(self, index: int, text: str, finish: str | None,
-                logprobs: list[dict[str, Any]] | None) -> dict[str, Any]:
+    def _choice(
+        self, index: int, text: str, finish: str | None, logprobs: list[dict[str, Any]] | None
+    ) -> dict[str, Any]:
         choice: dict[str, Any] = {"index": index, "finish_reason": finish}
         if self.job.chat:
             choice["delta"] = {"content": text} if text else {}
@@ -285,8 +322,11 @@ class _Answer:
     def _logprobs(self, entries: list[dict[str, Any]]) -> dict[str, Any]:
         if self.job.chat:
             return {"content": entries}
-        return {"tokens": [e["token"] for e in entries], "token_logprobs": [e["logprob"] for e in entries],
-                "top_logprobs": [{t["token"]: t["logprob"] for t in e["top_logprobs"]} for e in entries]}
+        return {
+            "tokens": [e["token"] for e in entries],
+            "token_logprobs": [e["logprob"] for e in entries],
+            "top_logprobs": [{t["token"]: t["logprob"] for t in e["top_logprobs"]} for e in entries],
+        }
 
 
 def _json(status: int, payload: Any) -> httpx.Response:
@@ -310,8 +350,14 @@ def _str(body: dict[str, Any], key: str) -> str:
     return value
 
 
-def _number(body: dict[str, Any], key: str, kind: type | tuple[type, ...], default: Any,
-            lo: float = -math.inf, hi: float = math.inf) -> Any:
+def _number(
+    body: dict[str, Any],
+    key: str,
+    kind: type | tuple[type, ...],
+    default: Any,
+    lo: float = -math.inf,
+    hi: float = math.inf,
+) -> Any:
     value: Any = body.get(key, default)
     if value is None:
         return default
@@ -346,19 +392,33 @@ class _Engine:
     def models(self) -> list[dict[str, Any]]:
         with self._lock:
             loras = dict(self._loras)
-        return [{"id": self.model_id, "object": "model", "root": self.spec.model,
-                 "max_model_len": self.max_model_len},
-                *({"id": name, "object": "model", "root": path, "parent": self.model_id}
-                  for name, path in sorted(loras.items()))]
+        return [
+            {
+                "id": self.model_id,
+                "object": "model",
+                "root": self.spec.model,
+                "max_model_len": self.max_model_len,
+            },
+            *(
+                {"id": name, "object": "model", "root": path, "parent": self.model_id}
+                for name, path in sorted(loras.items())
+            ),
+        ]
 
     def metrics(self) -> str:
         """Prometheus text: request and token counters, and requests queued or running."""
         lines = []
         for name, help_text in _COUNTERS.items():
-            lines += [f"# HELP mlx:{name} {help_text}", f"# TYPE mlx:{name} counter",
-                      f"mlx:{name}_total {self._counters[name]}"]
-        lines += ["# HELP mlx:num_requests_running Requests queued or running.",
-                  "# TYPE mlx:num_requests_running gauge", f"mlx:num_requests_running {len(self._jobs)}"]
+            lines += [
+                f"# HELP mlx:{name} {help_text}",
+                f"# TYPE mlx:{name} counter",
+                f"mlx:{name}_total {self._counters[name]}",
+            ]
+        lines += [
+            "# HELP mlx:num_requests_running Requests queued or running.",
+            "# TYPE mlx:num_requests_running gauge",
+            f"mlx:num_requests_running {len(self._jobs)}",
+        ]
         return "\n".join(lines) + "\n"
 
     def add_lora(self, name: str, path: str) -> None:
@@ -405,8 +465,11 @@ class _Engine:
             if not isinstance(messages, list) or not messages:
                 raise _RequestError(400, "messages must be a non-empty list")
             if body.get("tool_choice", "none") != "none" and body.get("tools"):
-                raise _RequestError(400, "in-process MLX reads no calls from free text: send tool_choice "
-                                         "'none' with structured_outputs forcing the call (unillm does)")
+                raise _RequestError(
+                    400,
+                    "in-process MLX reads no calls from free text: send tool_choice "
+                    "'none' with structured_outputs forcing the call (unillm does)",
+                )
         elif not isinstance(body.get("prompt"), str):
             raise _RequestError(400, "prompt must be a string")
         stop = body.get("stop") or ()
@@ -431,18 +494,28 @@ class _Engine:
             raise _RequestError(400, "adapters must be a string (a LoRA name or path)")
         options = body.get("stream_options") or {}
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-        for key in ("temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty",
-                    "repetition_penalty"):
+        for key in (
+            "temperature",
+            "top_p",
+            "min_p",
+            "presence_penalty",
+            "frequency_penalty",
+            "repetition_penalty",
+        ):
             _number(body, key, (int, float), None)
         _number(body, "top_k", int, None, 0)
         _number(body, "seed", int, None)
         return _Job(
-            chat=chat, body=body, stream=bool(body.get("stream", False)),
+            chat=chat,
+            body=body,
+            stream=bool(body.get("stream", False)),
             n=_number(body, "n", int, 1, 1, 64),
             max_tokens=_number({"max_tokens": max_tokens}, "max_tokens", int, DEFAULT_MAX_TOKENS, 1),
-            stop=stop, logprobs=logprobs or body.get("top_logprobs") is not None,
+            stop=stop,
+            logprobs=logprobs or body.get("top_logprobs") is not None,
             top_logprobs=_number(body, "top_logprobs", int, 0, 0, 20),
-            structured=structured, adapter=adapter,
+            structured=structured,
+            adapter=adapter,
             include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
         )
 
@@ -532,8 +605,11 @@ class _Engine:
         prompt = _prompt_ids(tokenizer, job.body, chat=job.chat)
         limit = self.max_model_len
         if limit is not None and len(prompt) + job.max_tokens > limit:
-            raise _RequestError(400, f"prompt ({len(prompt)} tokens) + max_tokens ({job.max_tokens}) "
-                                     f"exceeds max_model_len={limit}")
+            raise _RequestError(
+                400,
+                f"prompt ({len(prompt)} tokens) + max_tokens ({job.max_tokens}) "
+                f"exceeds max_model_len={limit}",
+            )
         grammar = None
         if job.structured is not None:
             from unillm_mlx.grammar import ConstraintError, compile_constraint
@@ -565,7 +641,7 @@ class _Engine:
         if resolved not in self._models:
             self._models[resolved] = self._load_adapter(adapter, resolved)
             loaded = [k for k in self._models if k is not None]
-            for old in loaded[:-self._max_loras]:
+            for old in loaded[: -self._max_loras]:
                 del self._models[old]
         else:
             self._models[resolved] = self._models.pop(resolved)  # most recently used last
@@ -586,8 +662,16 @@ class _Engine:
             raise _RequestError(404, f"LoRA adapter {name!r} could not be loaded: {e}") from None
         return model, tokenizer
 
-    def _generate(self, job: _Job, index: int, model: Any, tokenizer: Any, prompt: list[int],
-                  grammar: str | None, emit: Callable[[_Event], None]) -> None:
+    def _generate(
+        self,
+        job: _Job,
+        index: int,
+        model: Any,
+        tokenizer: Any,
+        prompt: list[int],
+        grammar: str | None,
+        emit: Callable[[_Event], None],
+    ) -> None:
         import mlx.core as mx
         from mlx_lm import stream_generate
         from mlx_lm.sample_utils import make_logits_processors, make_sampler
@@ -595,11 +679,21 @@ class _Engine:
         body = job.body
         if body.get("seed") is not None:
             mx.random.seed(body["seed"] + index)
-        sampler = make_sampler(body.get("temperature") or 0.0, top_p=body.get("top_p") or 0.0,
-                               min_p=body.get("min_p") or 0.0, top_k=body.get("top_k") or 0)
+        sampler = make_sampler(
+            body.get("temperature") or 0.0,
+            top_p=body.get("top_p") or 0.0,
+            min_p=body.get("min_p") or 0.0,
+            top_k=body.get("top_k") or 0,
+        )
         processors = make_logits_processors(
-            None, body.get("repetition_penalty"), 20, body.get("presence_penalty"), 20,
-            body.get("frequency_penalty"), 20)
+            None,
+            body.get("repetition_penalty"),
+            20,
+            body.get("presence_penalty"),
+            20,
+            body.get("frequency_penalty"),
+            20,
+        )
         draft = self._draft
         if grammar is not None:
             from unillm_mlx.grammar import GrammarProcessor
@@ -613,8 +707,15 @@ class _Engine:
         stops = _StopText(job.stop)
         words = _Detokenizer(tokenizer, prompt)
         reason, tokens = "length", 0
-        for out in stream_generate(model, tokenizer, mx.array(prompt), max_tokens=job.max_tokens,
-                                   sampler=sampler, logits_processors=processors, **kwargs):
+        for out in stream_generate(
+            model,
+            tokenizer,
+            mx.array(prompt),
+            max_tokens=job.max_tokens,
+            sampler=sampler,
+            logits_processors=processors,
+            **kwargs,
+        ):
             if job.cancelled.is_set():
                 raise _Cancelled
             tokens = out.generation_tokens
@@ -654,7 +755,7 @@ class _Detokenizer:
 
     def __init__(self, tokenizer: Any, prompt: list[int]) -> None:
         self._tokenizer = tokenizer
-        self._ids = list(prompt[-self.CONTEXT:])
+        self._ids = list(prompt[-self.CONTEXT :])
         self._prefix, self._read = 0, len(self._ids)
 
     def add(self, token: int) -> str:
@@ -669,15 +770,17 @@ class _Detokenizer:
     def _new_text(self, *, final: bool) -> str:
         if self._read == len(self._ids):
             return ""
-        def decode(ids: list[int]) -> str:
-            return str(self._tokenizer.decode(ids, skip_special_tokens=True,
-                                              clean_up_tokenization_spaces=False))
 
-        before, after = decode(self._ids[self._prefix:self._read]), decode(self._ids[self._prefix:])
+        def decode(ids: list[int]) -> str:
+            return str(
+                self._tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+            )
+
+        before, after = decode(self._ids[self._prefix : self._read]), decode(self._ids[self._prefix :])
         if len(after) <= len(before) or (after.endswith("\ufffd") and not final):
             return ""
         self._prefix, self._read = self._read, len(self._ids)
-        return after[len(before):]
+        return after[len(before) :]
 
 
 def _model_context(model: str) -> int | None:
@@ -700,7 +803,8 @@ def _template_messages(messages: list[Any]) -> list[Any]:
         if m.get("tool_calls"):
             m["tool_calls"] = [
                 {**c, "function": {**c["function"], "arguments": _loads(c["function"].get("arguments"))}}
-                for c in m["tool_calls"]]
+                for c in m["tool_calls"]
+            ]
         out.append(m)
     return out
 
@@ -715,8 +819,11 @@ def _loads(arguments: Any) -> Any:
 def _token_logprob(tokenizer: Any, token: int, logprobs: Any, top: int) -> dict[str, Any]:
     import mlx.core as mx
 
-    entry: dict[str, Any] = {"token": tokenizer.decode([token]), "logprob": _finite(logprobs[token].item()),
-                             "top_logprobs": []}
+    entry: dict[str, Any] = {
+        "token": tokenizer.decode([token]),
+        "logprob": _finite(logprobs[token].item()),
+        "top_logprobs": [],
+    }
     if top > 0:
         ids: list[int] = mx.argpartition(-logprobs, kth=top - 1)[:top].tolist()  # type: ignore[assignment]
         values: list[float] = logprobs[mx.array(ids)].tolist()
@@ -733,9 +840,13 @@ def _prompt_ids(tokenizer: Any, body: dict[str, Any], *, chat: bool) -> list[int
     """The prompt's token ids: chat messages through the chat template, or the prompt text."""
     if chat:
         try:
-            return list(tokenizer.apply_chat_template(
-                _template_messages(body["messages"]), tools=body.get("tools") or None,
-                add_generation_prompt=True))
+            return list(
+                tokenizer.apply_chat_template(
+                    _template_messages(body["messages"]),
+                    tools=body.get("tools") or None,
+                    add_generation_prompt=True,
+                )
+            )
         except Exception as e:
             raise _RequestError(400, f"cannot apply the chat template: {e}") from None
     text = body["prompt"]
@@ -758,8 +869,8 @@ class _StopText:
             self._pending = ""
             return buf[:cut], True
         keep = max((k for s in self._stops for k in range(1, len(s)) if buf.endswith(s[:k])), default=0)
-        self._pending = buf[len(buf) - keep:] if keep else ""
-        return buf[:len(buf) - keep], False
+        self._pending = buf[len(buf) - keep :] if keep else ""
+        return buf[: len(buf) - keep], False
 
     def flush(self) -> str:
         tail, self._pending = self._pending, ""

@@ -16,8 +16,16 @@ from unillm.capabilities import unsupported
 from unillm.errors import UnsupportedFeature
 from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
 
-__all__ = ["MLX_LM_VERSION", "MLX_VERSION", "SERVER_MAIN", "command", "cpu_recipe", "install",
-           "looks_like_path", "refuse_unsupported"]
+__all__ = [
+    "MLX_LM_VERSION",
+    "MLX_VERSION",
+    "SERVER_MAIN",
+    "command",
+    "cpu_recipe",
+    "install",
+    "looks_like_path",
+    "refuse_unsupported",
+]
 
 MLX_VERSION = "0.32.4"
 MLX_LM_VERSION = "0.32.2"
@@ -38,11 +46,14 @@ sys.argv[0] = "mlx_lm.server"
 main()
 """
 SINGLE_DEVICE = unsupported("mlx-lm runs a model on one device", "Use vLLM or SGLang to split a model")
-NO_EMBEDDINGS = unsupported("mlx-lm serves generative models and has no embeddings API",
-                             'Serve the embedding model with unillm.launch("vllm", ..., task="embed") '
-                             'or "sglang"')
-DRAFT_ONLY = unsupported("mlx-lm only speculates with a draft model",
-                          'Use unillm.Speculative(method="draft", draft_model=..., num_tokens=k)')
+NO_EMBEDDINGS = unsupported(
+    "mlx-lm serves generative models and has no embeddings API",
+    'Serve the embedding model with unillm.launch("vllm", ..., task="embed") or "sglang"',
+)
+DRAFT_ONLY = unsupported(
+    "mlx-lm only speculates with a draft model",
+    'Use unillm.Speculative(method="draft", draft_model=..., num_tokens=k)',
+)
 
 
 def install(*, gpu: bool) -> EngineInstall:
@@ -65,8 +76,12 @@ def command(spec: LaunchSpec) -> LaunchCommand:
     no_prompt_cache = spec.prefix_caching is False
     if spec.speculative is not None:
         assert spec.speculative.draft_model is not None  # Speculative validates "draft"
-        argv += ["--draft-model", spec.speculative.draft_model,
-                 "--num-draft-tokens", str(spec.speculative.num_tokens)]
+        argv += [
+            "--draft-model",
+            spec.speculative.draft_model,
+            "--num-draft-tokens",
+            str(spec.speculative.num_tokens),
+        ]
         no_prompt_cache = True  # with a draft model, a prompt-cache hit gives wrong greedy output
     if no_prompt_cache:
         argv += ["--prompt-cache-size", "0"]
@@ -91,8 +106,9 @@ def cpu_recipe(spec: LaunchSpec, workdir: Path) -> CpuRecipe:
 
     hub = workdir / "hf-hub"
     env = {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(hub)} if looks_like_path(spec.model) else {}
-    return CpuRecipe(settings={"api_key": None, "env": env}, dirs=(hub,),
-                     prepare=partial(with_mlx_loras, workdir=workdir))
+    return CpuRecipe(
+        settings={"api_key": None, "env": env}, dirs=(hub,), prepare=partial(with_mlx_loras, workdir=workdir)
+    )
 
 
 def refuse_unsupported(spec: LaunchSpec, *, in_process: bool = False) -> None:
@@ -105,24 +121,28 @@ def refuse_unsupported(spec: LaunchSpec, *, in_process: bool = False) -> None:
         raise no('task="embed"', NO_EMBEDDINGS.why, NO_EMBEDDINGS.alternative)
     p = spec.parallel
     if p.tensor > 1 or p.pipeline > 1 or p.data > 1 or p.expert:
-        raise no("parallel", "mlx-lm runs one model on one device",
-                 "Drop parallel=, or use vLLM / SGLang")
+        raise no("parallel", "mlx-lm runs one model on one device", "Drop parallel=, or use vLLM / SGLang")
     if spec.speculative is not None and spec.speculative.method != "draft":
-        raise no(f"speculative method {spec.speculative.method!r}",
-                 "mlx-lm only speculates with a draft model", DRAFT_ONLY.alternative)
+        raise no(
+            f"speculative method {spec.speculative.method!r}",
+            "mlx-lm only speculates with a draft model",
+            DRAFT_ONLY.alternative,
+        )
     unsupported_settings = {
         "dtype": "mlx-lm uses the dtype stored in the model",
         "memory_fraction": "mlx-lm has no memory-fraction setting",
         "quantization": "mlx-lm quantizes when converting, not at launch "
-                        "(mlx_lm.convert --hf-path ... -q), then launch the converted folder",
+        "(mlx_lm.convert --hf-path ... -q), then launch the converted folder",
         "max_lora_rank": "mlx-lm reads the rank from each adapter's config",
     }
     if not in_process:  # the in-process engine honours these itself
-        unsupported_settings.update({
-            "served_name": "mlx_lm.server serves the model under its path (or 'default_model')",
-            "max_model_len": "mlx_lm.server has no context-length setting",
-            "max_loras": "mlx_lm.server loads one adapter at a time (switching reloads the model)",
-        })
+        unsupported_settings.update(
+            {
+                "served_name": "mlx_lm.server serves the model under its path (or 'default_model')",
+                "max_model_len": "mlx_lm.server has no context-length setting",
+                "max_loras": "mlx_lm.server loads one adapter at a time (switching reloads the model)",
+            }
+        )
     for setting, why in unsupported_settings.items():
         if getattr(spec, setting) is not None:
             raise no(setting, why, f"Drop {setting}=")
@@ -131,12 +151,18 @@ def refuse_unsupported(spec: LaunchSpec, *, in_process: bool = False) -> None:
             raise no("prefix_caching", "the in-process engine keeps no prompt cache", "Drop prefix_caching=")
         return
     if spec.runtime_lora:
-        raise no("runtime_lora", "mlx_lm.server has no adapter endpoints",
-                 "Pass lora={name: path} at launch, or run MLX in-process (in_process=True)")
+        raise no(
+            "runtime_lora",
+            "mlx_lm.server has no adapter endpoints",
+            "Pass lora={name: path} at launch, or run MLX in-process (in_process=True)",
+        )
     key = spec.key()
     if key and not _is_loopback(spec.host):
-        raise no("api_key", "mlx_lm.server has no authentication, so the key would not protect "
-                 f"{spec.host}", "Bind 127.0.0.1, or put an authenticating proxy in front")
+        raise no(
+            "api_key",
+            f"mlx_lm.server has no authentication, so the key would not protect {spec.host}",
+            "Bind 127.0.0.1, or put an authenticating proxy in front",
+        )
 
 
 def _is_loopback(host: str) -> bool:

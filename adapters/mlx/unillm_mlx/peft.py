@@ -26,8 +26,10 @@ if TYPE_CHECKING:
 
 __all__ = ["convert_peft_adapter", "is_peft_adapter", "mlx_lora", "with_mlx_loras"]
 
-_KEY = re.compile(r"^(?:base_model\.model\.)?(?P<module>.+\.layers\.(?P<layer>\d+)\.(?P<sub>.+))"
-                  r"\.lora_(?P<ab>[AB])(?:\.default)?\.weight$")
+_KEY = re.compile(
+    r"^(?:base_model\.model\.)?(?P<module>.+\.layers\.(?P<layer>\d+)\.(?P<sub>.+))"
+    r"\.lora_(?P<ab>[AB])(?:\.default)?\.weight$"
+)
 
 
 def is_peft_adapter(path: str | os.PathLike[str]) -> bool:

@@ -43,12 +43,49 @@ PYTHON = "3.11"
 # SGLang 0.5.23's install requirements minus CUDA kernels/toolkits, audio/video and bench-only
 # packages, plus three undeclared imports (IPython, dill, soundfile are imported at startup).
 DEPS = (
-    "aiohttp", "blobfile", "compressed-tensors", "distro", "easydict", "einops", "fastapi", "gguf",
-    "interegular", "llguidance", "msgspec", "numpy", "openai", "openai-harmony", "orjson",
-    "outlines", "packaging", "partial_json_parser", "pillow", "prometheus-client", "psutil",
-    "pybase64", "pydantic", "python-dateutil", "python-multipart", "pyzmq", "regex", "requests",
-    "scipy", "sentencepiece", "setproctitle", "tiktoken", "tokenizers", "transformers", "uvicorn",
-    "uvloop", "watchfiles", "xgrammar", "xxhash", "zstandard", "tqdm", "IPython", "dill",
+    "aiohttp",
+    "blobfile",
+    "compressed-tensors",
+    "distro",
+    "easydict",
+    "einops",
+    "fastapi",
+    "gguf",
+    "interegular",
+    "llguidance",
+    "msgspec",
+    "numpy",
+    "openai",
+    "openai-harmony",
+    "orjson",
+    "outlines",
+    "packaging",
+    "partial_json_parser",
+    "pillow",
+    "prometheus-client",
+    "psutil",
+    "pybase64",
+    "pydantic",
+    "python-dateutil",
+    "python-multipart",
+    "pyzmq",
+    "regex",
+    "requests",
+    "scipy",
+    "sentencepiece",
+    "setproctitle",
+    "tiktoken",
+    "tokenizers",
+    "transformers",
+    "uvicorn",
+    "uvloop",
+    "watchfiles",
+    "xgrammar",
+    "xxhash",
+    "zstandard",
+    "tqdm",
+    "IPython",
+    "dill",
     "soundfile",
 )
 SGL_KERNEL_STUB = '''"""Stub of sgl_kernel for unillm's CPU test env (adapters/sglang/tests/cpu_env.py).
@@ -85,8 +122,16 @@ def python_path() -> Path:
 
 def recipe() -> str:
     """A fingerprint of everything that goes into the env."""
-    parts = [SGLANG, TORCH, TORCHVISION, PYTHON, *DEPS, SGL_KERNEL_STUB, TORCHVISION_NOTE,
-             CONSTRAINTS.read_text()]
+    parts = [
+        SGLANG,
+        TORCH,
+        TORCHVISION,
+        PYTHON,
+        *DEPS,
+        SGL_KERNEL_STUB,
+        TORCHVISION_NOTE,
+        CONSTRAINTS.read_text(),
+    ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
@@ -121,18 +166,27 @@ def _build(venv: Path, say: Callable[[str], None]) -> None:
     pins = venv / "constraints.txt"
     pins.write_text(CONSTRAINTS.read_text() + f"\n{TORCH}\n")
     _run([*pip, TORCH], f"install {TORCH}", say, started)
-    _run([*pip, "--no-deps", SGLANG, TORCHVISION], f"install {SGLANG} and {TORCHVISION} (--no-deps)",
-         say, started)
+    _run(
+        [*pip, "--no-deps", SGLANG, TORCHVISION],
+        f"install {SGLANG} and {TORCHVISION} (--no-deps)",
+        say,
+        started,
+    )
     _run([*pip, "-c", str(pins), *DEPS], f"install {len(DEPS)} non-CUDA dependencies", say, started)
     site = _site_packages()
     for name in TORCHVISION_DISABLED:
         (site / "torchvision" / name).write_text(TORCHVISION_NOTE)
     (site / "sgl_kernel").mkdir(exist_ok=True)
     (site / "sgl_kernel" / "__init__.py").write_text(SGL_KERNEL_STUB)
-    _run([str(python_path()), "-c", "import sglang.srt.entrypoints.openai.protocol"],
-         "check that SGLang imports", say, started)
-    (venv / MARKER).write_text(json.dumps({"recipe": recipe(), "sglang": SGLANG,
-                                           "build_s": round(time.monotonic() - started, 1)}))
+    _run(
+        [str(python_path()), "-c", "import sglang.srt.entrypoints.openai.protocol"],
+        "check that SGLang imports",
+        say,
+        started,
+    )
+    (venv / MARKER).write_text(
+        json.dumps({"recipe": recipe(), "sglang": SGLANG, "build_s": round(time.monotonic() - started, 1)})
+    )
     say(f"[sglang-cpu] ready in {time.monotonic() - started:.0f}s: {python_path()}")
 
 
@@ -160,8 +214,12 @@ def launch_settings(model: str | Path, workdir: Path, **overrides: Any) -> dict[
     """
     import unillm
 
-    return unillm.cpu_settings("sglang", model, workdir=workdir, **{
-        "served_name": "tiny", "python": str(ensure_env()), "max_model_len": 1024, **overrides})
+    return unillm.cpu_settings(
+        "sglang",
+        model,
+        workdir=workdir,
+        **{"served_name": "tiny", "python": str(ensure_env()), "max_model_len": 1024, **overrides},
+    )
 
 
 if __name__ == "__main__":

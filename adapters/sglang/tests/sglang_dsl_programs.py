@@ -20,13 +20,15 @@ program: Callable[[Callable[..., None]], Any] = sgl.function
 NOTEBOOK = Path(__file__).parents[3] / "notebooks" / "sglang_dsl.ipynb"
 SCHEMA = {
     "type": "object",
-    "properties": {"color": {"type": "string", "enum": ["red", "green", "blue"]},
-                   "count": {"type": "integer", "minimum": 0, "maximum": 99}},
-    "required": ["color", "count"], "additionalProperties": False,
+    "properties": {
+        "color": {"type": "string", "enum": ["red", "green", "blue"]},
+        "count": {"type": "integer", "minimum": 0, "maximum": 99},
+    },
+    "required": ["color", "count"],
+    "additionalProperties": False,
 }
 JSON_REGEX = r'\{"name": "[a-z]{1,8}", "age": [0-9]{1,2}\}'
 OPTIONS = ["yes", "no", "maybe"]
-
 
 
 def run(program: Any, backend: UnillmBackend, **kwargs: Any) -> ProgramState:

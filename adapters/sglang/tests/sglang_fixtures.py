@@ -17,6 +17,7 @@ from unillm.testing.engines import RunningEngine
 class SGLangServer(RunningEngine):
     """A running SGLang server; ``connect(api=...)`` forces its "openai" or "native" API."""
 
-    def connect(self, api: ApiChoice = "auto", *, adapter: Adapter | None = None,
-                **kwargs: Any) -> unillm.LLM:
+    def connect(
+        self, api: ApiChoice = "auto", *, adapter: Adapter | None = None, **kwargs: Any
+    ) -> unillm.LLM:
         return super().connect(adapter=adapter or SGLangAdapter(api=api), **kwargs)

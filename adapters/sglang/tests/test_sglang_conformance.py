@@ -16,10 +16,24 @@ MODEL = "org/base-model"
 
 
 def _chunk(content: str | None, finish: str | None = None) -> str:
-    return json.dumps({"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
-                       "choices": [{"index": 0, "delta": {"role": "assistant", "content": content},
-                                    "logprobs": None, "finish_reason": finish, "matched_stop": None}],
-                       "usage": None})
+    return json.dumps(
+        {
+            "id": "c1",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": MODEL,
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"role": "assistant", "content": content},
+                    "logprobs": None,
+                    "finish_reason": finish,
+                    "matched_stop": None,
+                }
+            ],
+            "usage": None,
+        }
+    )
 
 
 # SGLang's ErrorResponse: {"object": "error", "message": ..., "type": ..., "param": null, "code": N}.
@@ -37,13 +51,21 @@ _ERRORS = {
 
 
 ANSWER = {
-    "id": "c0", "object": "text_completion", "created": 1, "model": MODEL,
-    "choices": [{"index": 0, "text": " the sea", "logprobs": None, "finish_reason": "length",
-                 "matched_stop": None}],
+    "id": "c0",
+    "object": "text_completion",
+    "created": 1,
+    "model": MODEL,
+    "choices": [
+        {"index": 0, "text": " the sea", "logprobs": None, "finish_reason": "length", "matched_stop": None}
+    ],
     "usage": {"prompt_tokens": 2, "total_tokens": 4, "completion_tokens": 2, "prompt_tokens_details": None},
 }
-ERROR_BODIES = {status: json.dumps({"object": "error", "message": message, "type": "Error", "param": None,
-                                    "code": status}).encode() for status, message in _ERRORS.items()}
+ERROR_BODIES = {
+    status: json.dumps(
+        {"object": "error", "message": message, "type": "Error", "param": None, "code": status}
+    ).encode()
+    for status, message in _ERRORS.items()
+}
 
 
 class TestSGLangConformance(AdapterConformance):
@@ -51,15 +73,25 @@ class TestSGLangConformance(AdapterConformance):
     stream_events: ClassVar[Sequence[str]]
 
     adapter = SGLangAdapter()
-    info = SGLangInfo(engine="sglang", model=MODEL, version="0.5.23", served_names=(MODEL,),
-                      lora_enabled=True)
+    info = SGLangInfo(
+        engine="sglang", model=MODEL, version="0.5.23", served_names=(MODEL,), lora_enabled=True
+    )
     answer_body = ANSWER
     answer_text = " the sea"
     stream_events = (
-        _chunk("Hel"), _chunk("lo"), _chunk(None, "length"),
-        json.dumps({"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
-                    "choices": [], "usage": {"prompt_tokens": 9, "total_tokens": 11,
-                                             "completion_tokens": 2}}),
+        _chunk("Hel"),
+        _chunk("lo"),
+        _chunk(None, "length"),
+        json.dumps(
+            {
+                "id": "c1",
+                "object": "chat.completion.chunk",
+                "created": 1,
+                "model": MODEL,
+                "choices": [],
+                "usage": {"prompt_tokens": 9, "total_tokens": 11, "completion_tokens": 2},
+            }
+        ),
         "[DONE]",
     )
     stream_text = "Hello"
@@ -71,13 +103,30 @@ assert set(_ERRORS) == set(ERROR_STATUSES)
 
 
 def _native_event(text: str, tokens: int, finish: dict[str, object] | None = None) -> str:
-    return json.dumps({"text": text, "output_ids": list(range(tokens)), "meta_info": {
-        "id": "r1", "prompt_tokens": 2, "completion_tokens": tokens, "finish_reason": finish}})
+    return json.dumps(
+        {
+            "text": text,
+            "output_ids": list(range(tokens)),
+            "meta_info": {
+                "id": "r1",
+                "prompt_tokens": 2,
+                "completion_tokens": tokens,
+                "finish_reason": finish,
+            },
+        }
+    )
 
 
-NATIVE_ANSWER = {"text": " the sea", "output_ids": [5, 6],
-                 "meta_info": {"id": "r0", "prompt_tokens": 2, "completion_tokens": 2,
-                               "finish_reason": {"type": "length", "length": 2}}}
+NATIVE_ANSWER = {
+    "text": " the sea",
+    "output_ids": [5, 6],
+    "meta_info": {
+        "id": "r0",
+        "prompt_tokens": 2,
+        "completion_tokens": 2,
+        "finish_reason": {"type": "length", "length": 2},
+    },
+}
 
 
 class TestSGLangNativeConformance(TestSGLangConformance):
@@ -86,7 +135,11 @@ class TestSGLangNativeConformance(TestSGLangConformance):
     adapter = SGLangAdapter("native")
     answer_body = NATIVE_ANSWER
     stream_request = make_request("Hi", None, None, {"max_tokens": 8}, stream=True)
-    refused_requests = MappingProxyType({kind: "/generate takes a rendered prompt, not messages"
-                                         for kind in ("chat", "chat-stream")})
-    stream_events = (_native_event("Hel", 1), _native_event("Hello", 2, {"type": "stop", "matched": 2}),
-                     "[DONE]")
+    refused_requests = MappingProxyType(
+        {kind: "/generate takes a rendered prompt, not messages" for kind in ("chat", "chat-stream")}
+    )
+    stream_events = (
+        _native_event("Hel", 1),
+        _native_event("Hello", 2, {"type": "stop", "matched": 2}),
+        "[DONE]",
+    )

@@ -30,8 +30,17 @@ CHECKER = Path(__file__).with_name("sglang_contract_check.py")
 INFO = SGLangInfo(engine="sglang", model="base", version="0.5.23", served_names=("base",), lora_enabled=True)
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 ALL_SAMPLING: dict[str, Any] = {
-    "max_tokens": 8, "temperature": 0.7, "top_p": 0.9, "top_k": 20, "min_p": 0.05, "stop": ["\n", "END"],
-    "seed": 3, "presence_penalty": 0.1, "frequency_penalty": 0.2, "repetition_penalty": 1.1, "n": 2,
+    "max_tokens": 8,
+    "temperature": 0.7,
+    "top_p": 0.9,
+    "top_k": 20,
+    "min_p": 0.05,
+    "stop": ["\n", "END"],
+    "seed": 3,
+    "presence_penalty": 0.1,
+    "frequency_penalty": 0.2,
+    "repetition_penalty": 1.1,
+    "n": 2,
 }
 
 
@@ -40,8 +49,13 @@ class Pet(BaseModel):
     age: int
 
 
-OUTPUTS: dict[str, Any] = {"json": SCHEMA, "pydantic": Pet, "regex": Regex(r"\d+"),
-                           "choice": Choice(["a.b", "(c)"]), "ebnf": Grammar('root ::= "x" | "y"')}
+OUTPUTS: dict[str, Any] = {
+    "json": SCHEMA,
+    "pydantic": Pet,
+    "regex": Regex(r"\d+"),
+    "choice": Choice(["a.b", "(c)"]),
+    "ebnf": Grammar('root ::= "x" | "y"'),
+}
 VARIANTS: dict[str, dict[str, Any]] = {
     "plain": {"max_tokens": 4},
     "all-sampling": ALL_SAMPLING,
@@ -74,7 +88,9 @@ def _request_cases() -> dict[str, dict[str, Any]]:
             stream = options.pop("stream", False)
             request = make_request(None, CONVERSATION, None, options, stream=stream)
             cases[f"chat/tools-{name}-parser-{parser}"] = {
-                "kind": "chat", "body": dict(SGLangAdapter().build(request, info).json or {})}
+                "kind": "chat",
+                "body": dict(SGLangAdapter().build(request, info).json or {}),
+            }
             options["stream"] = stream
     adapter = SGLangAdapter()
     cases["load_lora"] = {"kind": "load_lora", "body": dict(adapter.load_lora("sql", "/a/sql").json or {})}
@@ -89,50 +105,109 @@ def add(a: int, b: int) -> int:
 
 TOOLS = [Pet, add, {"type": "function", "function": {"name": "noop", "parameters": {"type": "object"}}}]
 TOOL_VARIANTS: dict[str, dict[str, Any]] = {
-    "auto": {"tools": TOOLS}, "required": {"tools": TOOLS, "tool_choice": "required"},
+    "auto": {"tools": TOOLS},
+    "required": {"tools": TOOLS, "tool_choice": "required"},
     "named": {"tools": TOOLS, "tool_choice": "add", "stream": True},
     "none": {"tools": TOOLS, "tool_choice": "none"},
 }
 CONVERSATION: list[dict[str, Any]] = [
     {"role": "user", "content": ["What is on this picture?", Image(bytes.fromhex("89504e470d0a1a0a"))]},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'}}]},
-    {"role": "tool", "tool_call_id": "c1", "content": "3"}, {"role": "user", "content": "And now?"}]
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'}}
+        ],
+    },
+    {"role": "tool", "tool_call_id": "c1", "content": "3"},
+    {"role": "user", "content": "And now?"},
+]
 
 LAUNCHES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
-    "limits": ({"served_name": "tiny", "port": 30001, "dtype": "bfloat16", "max_model_len": 4096,
-                "max_num_seqs": 16, "memory_fraction": 0.85, "quantization": "fp8", "prefix_caching": False},
-               {"served_model_name": "tiny", "port": 30001, "dtype": "bfloat16", "context_length": 4096,
-                "max_running_requests": 16, "mem_fraction_static": 0.85, "quantization": "fp8",
-                "disable_radix_cache": True}),
-    "parallel": ({"parallel": Parallel(tensor=4, pipeline=2, data=2, expert=True)},
-                 {"tp_size": 4, "pp_size": 2, "dp_size": 2, "ep_size": 4}),
-    "lora": ({"lora": {"sql": "/a/sql", "poem": "/a/poem"}, "max_lora_rank": 16, "max_loras": 4},
-             {"enable_lora": True, "lora_paths": ["sql=/a/sql", "poem=/a/poem"], "max_lora_rank": 16,
-              "max_loras_per_batch": 4}),
-    "runtime-lora": ({"runtime_lora": True, "max_lora_rank": 8},
-                     {"enable_lora": True, "lora_target_modules": ["all"], "max_lora_rank": 8}),
+    "limits": (
+        {
+            "served_name": "tiny",
+            "port": 30001,
+            "dtype": "bfloat16",
+            "max_model_len": 4096,
+            "max_num_seqs": 16,
+            "memory_fraction": 0.85,
+            "quantization": "fp8",
+            "prefix_caching": False,
+        },
+        {
+            "served_model_name": "tiny",
+            "port": 30001,
+            "dtype": "bfloat16",
+            "context_length": 4096,
+            "max_running_requests": 16,
+            "mem_fraction_static": 0.85,
+            "quantization": "fp8",
+            "disable_radix_cache": True,
+        },
+    ),
+    "parallel": (
+        {"parallel": Parallel(tensor=4, pipeline=2, data=2, expert=True)},
+        {"tp_size": 4, "pp_size": 2, "dp_size": 2, "ep_size": 4},
+    ),
+    "lora": (
+        {"lora": {"sql": "/a/sql", "poem": "/a/poem"}, "max_lora_rank": 16, "max_loras": 4},
+        {
+            "enable_lora": True,
+            "lora_paths": ["sql=/a/sql", "poem=/a/poem"],
+            "max_lora_rank": 16,
+            "max_loras_per_batch": 4,
+        },
+    ),
+    "runtime-lora": (
+        {"runtime_lora": True, "max_lora_rank": 8},
+        {"enable_lora": True, "lora_target_modules": ["all"], "max_lora_rank": 8},
+    ),
     "api-key": ({"api_key": SecretStr("k-1")}, {"api_key": "k-1"}),
     "api-key-with-leading-dash": ({"api_key": SecretStr("-k_1")}, {"api_key": "-k_1"}),
-    "ngram": ({"speculative": Speculative(method="ngram", num_tokens=4)},
-              {"speculative_algorithm": "NGRAM", "speculative_num_draft_tokens": 4}),
-    "eagle": ({"speculative": Speculative(method="eagle", num_tokens=3, draft_model="/d/e")},
-              {"speculative_algorithm": "EAGLE", "speculative_draft_model_path": "/d/e",
-               "speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}),
-    "eagle3": ({"speculative": Speculative(method="eagle3", num_tokens=2, draft_model="/d/e3")},
-               {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 2}),
-    "draft": ({"speculative": Speculative(method="draft", num_tokens=2, draft_model="/d/small")},
-              {"speculative_algorithm": "STANDALONE", "speculative_draft_model_path": "/d/small"}),
+    "ngram": (
+        {"speculative": Speculative(method="ngram", num_tokens=4)},
+        {"speculative_algorithm": "NGRAM", "speculative_num_draft_tokens": 4},
+    ),
+    "eagle": (
+        {"speculative": Speculative(method="eagle", num_tokens=3, draft_model="/d/e")},
+        {
+            "speculative_algorithm": "EAGLE",
+            "speculative_draft_model_path": "/d/e",
+            "speculative_num_steps": 3,
+            "speculative_eagle_topk": 1,
+            "speculative_num_draft_tokens": 4,
+        },
+    ),
+    "eagle3": (
+        {"speculative": Speculative(method="eagle3", num_tokens=2, draft_model="/d/e3")},
+        {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 2},
+    ),
+    "draft": (
+        {"speculative": Speculative(method="draft", num_tokens=2, draft_model="/d/small")},
+        {"speculative_algorithm": "STANDALONE", "speculative_draft_model_path": "/d/small"},
+    ),
     "mtp": ({"speculative": Speculative(method="mtp", num_tokens=1)}, {"speculative_algorithm": "NEXTN"}),
-    "nodes-head": ({"parallel": Parallel(tensor=4), "nodes": Nodes(count=2, head="10.0.0.1:5000")},
-                   {"nnodes": 2, "node_rank": 0, "dist_init_addr": "10.0.0.1:5000", "tp_size": 4}),
-    "nodes-worker": ({"parallel": Parallel(tensor=4), "nodes": Nodes(count=2, rank=1, head="10.0.0.1")},
-                     {"nnodes": 2, "node_rank": 1, "dist_init_addr": "10.0.0.1:29500"}),
-    "pd-prefill": ({"pd": PDRole(role="prefill", transfer="mooncake", port=8999)},
-                   {"disaggregation_mode": "prefill", "disaggregation_transfer_backend": "mooncake",
-                    "disaggregation_bootstrap_port": 8999}),
-    "pd-decode": ({"pd": PDRole(role="decode", transfer="nixl")},
-                  {"disaggregation_mode": "decode", "disaggregation_transfer_backend": "nixl"}),
+    "nodes-head": (
+        {"parallel": Parallel(tensor=4), "nodes": Nodes(count=2, head="10.0.0.1:5000")},
+        {"nnodes": 2, "node_rank": 0, "dist_init_addr": "10.0.0.1:5000", "tp_size": 4},
+    ),
+    "nodes-worker": (
+        {"parallel": Parallel(tensor=4), "nodes": Nodes(count=2, rank=1, head="10.0.0.1")},
+        {"nnodes": 2, "node_rank": 1, "dist_init_addr": "10.0.0.1:29500"},
+    ),
+    "pd-prefill": (
+        {"pd": PDRole(role="prefill", transfer="mooncake", port=8999)},
+        {
+            "disaggregation_mode": "prefill",
+            "disaggregation_transfer_backend": "mooncake",
+            "disaggregation_bootstrap_port": 8999,
+        },
+    ),
+    "pd-decode": (
+        {"pd": PDRole(role="decode", transfer="nixl")},
+        {"disaggregation_mode": "decode", "disaggregation_transfer_backend": "nixl"},
+    ),
     "tool-parser": ({"tool_parser": "hermes"}, {"tool_call_parser": "qwen25"}),
 }
 
@@ -148,13 +223,19 @@ def _launch_cases() -> dict[str, dict[str, Any]]:
 
 
 CONTROLS = {  # the checker must reject these, or it proves nothing
-    "control/unknown-sampling-key": {"kind": "generate",
-                                     "body": {"text": "x", "sampling_params": {"max_tokens": 3}}},
-    "control/unknown-openai-field": {"kind": "completions",
-                                     "body": {"model": "m", "prompt": "x", "guided_regex": "a"}},
+    "control/unknown-sampling-key": {
+        "kind": "generate",
+        "body": {"text": "x", "sampling_params": {"max_tokens": 3}},
+    },
+    "control/unknown-openai-field": {
+        "kind": "completions",
+        "body": {"model": "m", "prompt": "x", "guided_regex": "a"},
+    },
     "control/unknown-flag": {"kind": "argv", "argv": ["--model-path", "/m", "--max-model-len", "8"]},
-    "control/unknown-pd-mode": {"kind": "argv", "argv": ["--model-path", "/m", "--disaggregation-mode",
-                                                         "encode-only"]},
+    "control/unknown-pd-mode": {
+        "kind": "argv",
+        "argv": ["--model-path", "/m", "--disaggregation-mode", "encode-only"],
+    },
     "control/lora-without-path": {"kind": "load_lora", "body": {"lora_name": "x"}},
 }
 CASES = {**_request_cases(), **_launch_cases()}
@@ -164,8 +245,15 @@ CASES = {**_request_cases(), **_launch_cases()}
 def verdicts() -> dict[str, str]:
     python = cpu_env.ensure_env()
     env = {**os.environ, "SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run([str(python), str(CHECKER)], input=json.dumps({**CASES, **CONTROLS}),
-                          capture_output=True, text=True, env=env, timeout=600, check=False)
+    done = subprocess.run(
+        [str(python), str(CHECKER)],
+        input=json.dumps({**CASES, **CONTROLS}),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     results: dict[str, str] = json.loads(done.stdout)
     return results

@@ -39,8 +39,14 @@ def test_a_python_given_by_the_caller_wins(tmp_path: Path, monkeypatch: pytest.M
     assert run.command().argv[0] == "/opt/sglang/bin/python"
 
 
-@pytest.mark.parametrize("setting", [{"lora": {"sql": "/a/sql"}}, {"runtime_lora": True},
-                                     {"speculative": unillm.Speculative(method="ngram")}])
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"lora": {"sql": "/a/sql"}},
+        {"runtime_lora": True},
+        {"speculative": unillm.Speculative(method="ngram")},
+    ],
+)
 def test_lora_and_speculation_are_refused_on_a_cpu(setting: dict[str, Any]) -> None:
     with pytest.raises(unillm.UnsupportedFeature, match="on a CPU: SGLang runs them with CUDA"):
         unillm.launch("sglang", model="/m", cpu=True, python="/opt/sglang/bin/python", **setting)

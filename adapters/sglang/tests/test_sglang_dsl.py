@@ -16,8 +16,11 @@ from typing import Any
 import jsonschema
 import pytest
 
-sgl = pytest.importorskip("sglang", reason="SGLang's DSL frontend is not installed: pip install "
-                          "'unillm-sglang[dsl]' (this adapter's dev extra; ./run setup installs it)")
+sgl = pytest.importorskip(
+    "sglang",
+    reason="SGLang's DSL frontend is not installed: pip install "
+    "'unillm-sglang[dsl]' (this adapter's dev extra; ./run setup installs it)",
+)
 from sglang.lang.choices import unconditional_likelihood_normalized  # type: ignore[import-untyped]  # noqa: E402
 from sglang.lang.ir import REGEX_INT, SglSamplingParams  # type: ignore[import-untyped]  # noqa: E402
 from sglang_dsl_programs import (  # noqa: E402
@@ -42,18 +45,38 @@ import unillm  # noqa: E402
 
 # -- gen parameters -> unillm options (pure) ------------------------------------------------
 def test_gen_params_map_to_unified_options() -> None:
-    params = SglSamplingParams(max_new_tokens=9, stop="\n", temperature=0.3, top_p=0.9, top_k=5,
-                               min_p=0.1, frequency_penalty=0.5, presence_penalty=0.2, n=2)
+    params = SglSamplingParams(
+        max_new_tokens=9,
+        stop="\n",
+        temperature=0.3,
+        top_p=0.9,
+        top_k=5,
+        min_p=0.1,
+        frequency_penalty=0.5,
+        presence_penalty=0.2,
+        n=2,
+    )
     args = gen_args(params, "vllm")
-    assert args.options == {"max_tokens": 9, "stop": ["\n"], "temperature": 0.3, "top_p": 0.9,
-                            "top_k": 5, "min_p": 0.1, "frequency_penalty": 0.5,
-                            "presence_penalty": 0.2, "n": 2}
+    assert args.options == {
+        "max_tokens": 9,
+        "stop": ["\n"],
+        "temperature": 0.3,
+        "top_p": 0.9,
+        "top_k": 5,
+        "min_p": 0.1,
+        "frequency_penalty": 0.5,
+        "presence_penalty": 0.2,
+        "n": 2,
+    }
     assert args.output is None
 
 
 def test_sglang_defaults_add_no_engine_specific_options() -> None:
     assert gen_args(SglSamplingParams(), "tgi").options == {
-        "max_tokens": 128, "temperature": 1.0, "top_p": 1.0}
+        "max_tokens": 128,
+        "temperature": 1.0,
+        "top_p": 1.0,
+    }
 
 
 def test_regex_becomes_a_regex_constraint() -> None:
@@ -77,12 +100,15 @@ def test_return_logprob_asks_for_token_logprobs() -> None:
     assert args.options["logprobs"] is True and args.options["top_logprobs"] == 3
 
 
-@pytest.mark.parametrize(("params", "feature"), [
-    (SglSamplingParams(min_new_tokens=4), "min_tokens"),
-    (SglSamplingParams(stop_token_ids=[2]), "stop_token_ids"),
-    (SglSamplingParams(ignore_eos=True), "ignore_eos"),
-    (SglSamplingParams(logprob_start_len=0), "logprob_start_len"),
-])
+@pytest.mark.parametrize(
+    ("params", "feature"),
+    [
+        (SglSamplingParams(min_new_tokens=4), "min_tokens"),
+        (SglSamplingParams(stop_token_ids=[2]), "stop_token_ids"),
+        (SglSamplingParams(ignore_eos=True), "ignore_eos"),
+        (SglSamplingParams(logprob_start_len=0), "logprob_start_len"),
+    ],
+)
 def test_gen_options_without_a_unified_equivalent_are_refused(
     params: SglSamplingParams, feature: str
 ) -> None:
@@ -91,12 +117,15 @@ def test_gen_options_without_a_unified_equivalent_are_refused(
     assert e.value.engine == "mlx"
 
 
-@pytest.mark.parametrize("params", [
-    SglSamplingParams(regex="a", json_schema="{}"),
-    SglSamplingParams(dtype=int, regex="[0-9]"),
-    SglSamplingParams(json_schema="{not json"),
-    SglSamplingParams(dtype=list),
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        SglSamplingParams(regex="a", json_schema="{}"),
+        SglSamplingParams(dtype=int, regex="[0-9]"),
+        SglSamplingParams(json_schema="{not json"),
+        SglSamplingParams(dtype=list),
+    ],
+)
 def test_conflicting_or_malformed_constraints_are_invalid_options(params: SglSamplingParams) -> None:
     with pytest.raises(unillm.InvalidOptions):
         gen_args(params, "vllm")
@@ -129,8 +158,10 @@ def test_import_and_construction_stay_light_and_offline() -> None:
 
 
 def test_a_backend_never_closed_does_not_hang_interpreter_exit() -> None:
-    code = ("import sglang as sgl, unillm\nfrom unillm_sglang.dsl import UnillmBackend\n"
-            "sgl.set_default_backend(UnillmBackend(unillm.connect('sglang', 'http://127.0.0.1:9')))\n")
+    code = (
+        "import sglang as sgl, unillm\nfrom unillm_sglang.dsl import UnillmBackend\n"
+        "sgl.set_default_backend(UnillmBackend(unillm.connect('sglang', 'http://127.0.0.1:9')))\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
 
@@ -184,8 +215,9 @@ def test_fork_on_sglang_gathers_both_branches(backend: UnillmBackend) -> None:
 
 
 def test_run_batch_on_sglang_runs_every_program(backend: UnillmBackend) -> None:
-    states = few_shot_qa.run_batch([{"question": f"{i}+{i}?"} for i in range(4)], backend=backend,
-                                   num_threads=4, temperature=0)
+    states = few_shot_qa.run_batch(
+        [{"question": f"{i}+{i}?"} for i in range(4)], backend=backend, num_threads=4, temperature=0
+    )
     assert [s.error() for s in states] == [None] * 4
     assert all(isinstance(s["answer"], str) for s in states)
 
@@ -224,7 +256,13 @@ def test_the_notebook_runs_against_sglang(sglang_server: Any, monkeypatch: pytes
     monkeypatch.setenv("UNILLM_BASE_URL", sglang_server.base_url)
     monkeypatch.setenv("UNILLM_API_KEY", sglang_server.api_key or "")
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    NotebookClient(nb, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": os.fspath(NOTEBOOK.parent)}}).execute()
-    assert not [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-                if o.get("output_type") == "error"]
+    NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": os.fspath(NOTEBOOK.parent)}}
+    ).execute()
+    assert not [
+        o
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "error"
+    ]

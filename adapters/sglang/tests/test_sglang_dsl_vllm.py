@@ -14,8 +14,11 @@ from typing import Any
 import jsonschema
 import pytest
 
-sgl = pytest.importorskip("sglang", reason="SGLang's DSL frontend is not installed: pip install "
-                          "'unillm-sglang[dsl]' (this adapter's dev extra; ./run setup installs it)")
+sgl = pytest.importorskip(
+    "sglang",
+    reason="SGLang's DSL frontend is not installed: pip install "
+    "'unillm-sglang[dsl]' (this adapter's dev extra; ./run setup installs it)",
+)
 from sglang_dsl_programs import (  # noqa: E402
     NOTEBOOK,
     OPTIONS,
@@ -38,6 +41,7 @@ from unillm_sglang.dsl import UnillmBackend  # noqa: E402
 import unillm  # noqa: E402
 
 pytestmark = pytest.mark.engine
+
 
 @pytest.fixture(scope="module")
 def backend(vllm_server: Any) -> Iterator[UnillmBackend]:
@@ -119,8 +123,9 @@ def test_fork_concate_and_append_joins_the_branch_texts(backend: UnillmBackend) 
 
 def test_run_batch_runs_every_program(backend: UnillmBackend) -> None:
     questions = [f"What is {i}+{i}?" for i in range(5)]
-    states = few_shot_qa.run_batch([{"question": q} for q in questions], backend=backend,
-                                   num_threads=5, temperature=0)
+    states = few_shot_qa.run_batch(
+        [{"question": q} for q in questions], backend=backend, num_threads=5, temperature=0
+    )
     assert len(states) == 5
     for state, q in zip(states, questions, strict=True):
         assert state.error() is None and f"Q: {q}\n" in state.text()
@@ -160,6 +165,7 @@ def test_return_logprob_puts_token_logprobs_in_meta_info(backend: UnillmBackend)
 
 def test_api_completion_renders_roles_with_sglangs_template(vllm_server: Any) -> None:
     with UnillmBackend(vllm_server.connect(), api="completion", chat_template="chatml") as b:
+
         @program
         def prefixed(s: Any) -> None:
             s += sgl.user("Hi")
@@ -211,7 +217,8 @@ def test_the_notebook_runs_against_vllm(vllm_server: Any, monkeypatch: pytest.Mo
     monkeypatch.setenv("UNILLM_BASE_URL", vllm_server.base_url)
     monkeypatch.setenv("UNILLM_API_KEY", vllm_server.api_key or "")
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": os.fspath(NOTEBOOK.parent)}}).execute()
+    NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": os.fspath(NOTEBOOK.parent)}}
+    ).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]

@@ -53,19 +53,23 @@ def body_of(request: Request, adapter: SGLangAdapter = AUTO, info: EngineInfo = 
 
 # -- routing ---------------------------------------------------------------------------------
 
+
 def test_prompt_goes_to_openai_completions_by_default() -> None:
     assert call_of(prompt_request(max_tokens=4)) == HttpCall(
-        "POST", "/v1/completions", {"model": MODEL, "prompt": "Hi", "max_tokens": 4}, False)
+        "POST", "/v1/completions", {"model": MODEL, "prompt": "Hi", "max_tokens": 4}, False
+    )
 
 
 def test_messages_go_to_openai_chat() -> None:
     assert call_of(chat_request()) == HttpCall(
-        "POST", "/v1/chat/completions", {"model": MODEL, "messages": CHAT}, False)
+        "POST", "/v1/chat/completions", {"model": MODEL, "messages": CHAT}, False
+    )
 
 
 def test_forced_native_sends_a_prompt_to_generate() -> None:
     assert call_of(prompt_request(max_tokens=4), NATIVE) == HttpCall(
-        "POST", "/generate", {"text": "Hi", "sampling_params": {"max_new_tokens": 4}}, False)
+        "POST", "/generate", {"text": "Hi", "sampling_params": {"max_new_tokens": 4}}, False
+    )
 
 
 @pytest.mark.parametrize("key", ["sampling_params", "input_ids", "return_logprob", "top_logprobs_num"])
@@ -118,8 +122,10 @@ def test_sampling_option_in_openai_completions_body(options: dict[str, Any], fie
 
 
 OPENAI_OUTPUTS = [
-    (JsonSchema(SCHEMA, name="Answer"),
-     {"response_format": {"type": "json_schema", "json_schema": {"name": "Answer", "schema": SCHEMA}}}),
+    (
+        JsonSchema(SCHEMA, name="Answer"),
+        {"response_format": {"type": "json_schema", "json_schema": {"name": "Answer", "schema": SCHEMA}}},
+    ),
     (Regex(r"\d+"), {"regex": r"\d+"}),
     (Choice(["yes", "no"]), {"regex": "(yes|no)"}),
     (Grammar('root ::= "a"'), {"ebnf": 'root ::= "a"'}),
@@ -191,11 +197,14 @@ def test_native_json_schema_is_a_json_string() -> None:
     assert isinstance(sp["json_schema"], str) and json.loads(sp["json_schema"]) == SCHEMA
 
 
-@pytest.mark.parametrize(("output", "field", "value"), [
-    (Regex("[a-z]+"), "regex", "[a-z]+"),
-    (Choice(["a.b", "c|d", "(e)"]), "regex", r"(a\.b|c\|d|\(e\))"),
-    (Grammar('root ::= "x"'), "ebnf", 'root ::= "x"'),
-])
+@pytest.mark.parametrize(
+    ("output", "field", "value"),
+    [
+        (Regex("[a-z]+"), "regex", "[a-z]+"),
+        (Choice(["a.b", "c|d", "(e)"]), "regex", r"(a\.b|c\|d|\(e\))"),
+        (Grammar('root ::= "x"'), "ebnf", 'root ::= "x"'),
+    ],
+)
 def test_native_constraints(output: Any, field: str, value: str) -> None:
     assert body_of(prompt_request(output), NATIVE)["sampling_params"] == {field: value}
 
@@ -206,26 +215,40 @@ def test_choice_regex_escapes_every_option() -> None:
 
 def test_native_lora_stream_and_logprobs_fields() -> None:
     body = body_of(prompt_request(stream=True, lora="sql", top_logprobs=3), NATIVE)
-    assert body == {"text": "Hi", "sampling_params": {}, "stream": True, "lora_path": "sql",
-                    "return_logprob": True, "return_text_in_logprobs": True, "logprob_start_len": -1,
-                    "top_logprobs_num": 3}
+    assert body == {
+        "text": "Hi",
+        "sampling_params": {},
+        "stream": True,
+        "lora_path": "sql",
+        "return_logprob": True,
+        "return_text_in_logprobs": True,
+        "logprob_start_len": -1,
+        "top_logprobs_num": 3,
+    }
 
 
 def test_native_extra_sampling_params_merge_and_input_ids_replace_the_text() -> None:
-    body = body_of(prompt_request(max_tokens=3, extra_body={"sampling_params": {"ignore_eos": True},
-                                                            "input_ids": [5, 6]}))
+    body = body_of(
+        prompt_request(
+            max_tokens=3, extra_body={"sampling_params": {"ignore_eos": True}, "input_ids": [5, 6]}
+        )
+    )
     assert body == {"input_ids": [5, 6], "sampling_params": {"max_new_tokens": 3, "ignore_eos": True}}
 
 
 # -- answers ---------------------------------------------------------------------------------
+
 
 def _meta(**extra: Any) -> dict[str, Any]:
     return {"id": "r1", "prompt_tokens": 4, "completion_tokens": 3, "finish_reason": None, **extra}
 
 
 def test_parse_native_body() -> None:
-    body = {"text": "abc", "output_ids": [1, 2, 3],
-            "meta_info": _meta(finish_reason={"type": "length", "length": 3})}
+    body = {
+        "text": "abc",
+        "output_ids": [1, 2, 3],
+        "meta_info": _meta(finish_reason={"type": "length", "length": 3}),
+    }
     r = NATIVE.parse(body, prompt_request(), INFO)
     assert (r.text, r.finish_reason) == ("abc", "length")
     assert r.usage == Usage(prompt_tokens=4, completion_tokens=3)
@@ -241,8 +264,10 @@ def test_parse_native_list_for_n_counts_the_prompt_once() -> None:
 
 
 def test_parse_native_logprobs() -> None:
-    meta = _meta(output_token_logprobs=[[-0.5, 7, "a"], [None, 8, None]],
-                 output_top_logprobs=[[[-0.5, 7, "a"], [-1.0, 9, "b"]], None])
+    meta = _meta(
+        output_token_logprobs=[[-0.5, 7, "a"], [None, 8, None]],
+        output_top_logprobs=[[[-0.5, 7, "a"], [-1.0, 9, "b"]], None],
+    )
     r = NATIVE.parse({"text": "a?", "meta_info": meta}, prompt_request(logprobs=True), INFO)
     assert r.logprobs is not None
     assert [(t.token, t.logprob, len(t.top)) for t in r.logprobs] == [("a", -0.5, 2), ("8", float("-inf"), 0)]
@@ -255,8 +280,11 @@ def test_parse_unexpected_native_body_raises_malformed_response(body: Any) -> No
 
 
 def test_parse_openai_body() -> None:
-    body = {"model": MODEL, "choices": [{"index": 0, "text": "hey", "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 2, "completion_tokens": 1}}
+    body = {
+        "model": MODEL,
+        "choices": [{"index": 0, "text": "hey", "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 2, "completion_tokens": 1},
+    }
     r = AUTO.parse(body, prompt_request(), INFO)
     assert (r.text, r.finish_reason, r.usage.completion_tokens) == ("hey", "stop", 1)
 
@@ -268,8 +296,15 @@ def _event(text: str, rid: str = "r1", finish: Any = None, tokens: int = 1) -> s
 
 def test_native_stream_diffs_cumulative_text_and_ends_with_usage() -> None:
     d = NativeStreamDecoder("sglang")
-    texts = [x.text for data in (_event("He", tokens=1), _event("Hell", tokens=2),
-                                 _event("Hello", finish={"type": "stop"}, tokens=3)) for x in d.feed(data)]
+    texts = [
+        x.text
+        for data in (
+            _event("He", tokens=1),
+            _event("Hell", tokens=2),
+            _event("Hello", finish={"type": "stop"}, tokens=3),
+        )
+        for x in d.feed(data)
+    ]
     assert texts == ["He", "ll", "o"]
     [last] = d.feed("[DONE]")
     assert d.done and last.finish_reason == "stop"
@@ -283,8 +318,11 @@ def test_native_stream_in_incremental_mode_passes_pieces_through() -> None:
 
 def test_native_stream_tells_choices_apart_by_request_id() -> None:
     d = NativeStreamDecoder("sglang")
-    out = [x for data in (_event("a", "r1"), _event("b", "r2"), _event("ab", "r1"), _event("bc", "r2"))
-           for x in d.feed(data)]
+    out = [
+        x
+        for data in (_event("a", "r1"), _event("b", "r2"), _event("ab", "r1"), _event("bc", "r2"))
+        for x in d.feed(data)
+    ]
     assert [(x.index, x.text) for x in out] == [(0, "a"), (1, "b"), (0, "b"), (1, "c")]
 
 
@@ -321,16 +359,23 @@ def test_native_stream_garbage_raises_malformed_response(data: str) -> None:
 
 
 def test_decoder_follows_the_route() -> None:
-    assert isinstance(AUTO.decoder(prompt_request(stream=True), INFO), type(AUTO.decoder(
-        chat_request(stream=True), INFO)))
+    assert isinstance(
+        AUTO.decoder(prompt_request(stream=True), INFO), type(AUTO.decoder(chat_request(stream=True), INFO))
+    )
     assert isinstance(NATIVE.decoder(prompt_request(stream=True), INFO), NativeStreamDecoder)
 
 
 # -- errors ----------------------------------------------------------------------------------
 
-SGLANG_400 = json.dumps({"object": "error", "message": "Requested token count exceeds the model's "
-                         "maximum context length", "type": "BadRequestError", "param": None,
-                         "code": 400}).encode()
+SGLANG_400 = json.dumps(
+    {
+        "object": "error",
+        "message": "Requested token count exceeds the model's maximum context length",
+        "type": "BadRequestError",
+        "param": None,
+        "code": 400,
+    }
+).encode()
 
 
 def test_400_is_invalid_request_with_sglangs_message() -> None:
@@ -343,25 +388,44 @@ def test_401_is_unauthorized() -> None:
 
 
 def test_unloaded_lora_is_unknown_adapter() -> None:
-    body = json.dumps({"object": "error", "message": "The following requested LoRA adapters are not "
-                       "loaded: sql\nLoaded adapters: odict_keys([])."}).encode()
+    body = json.dumps(
+        {
+            "object": "error",
+            "message": "The following requested LoRA adapters are not "
+            "loaded: sql\nLoaded adapters: odict_keys([]).",
+        }
+    ).encode()
     assert isinstance(AUTO.parse_error(400, body, prompt_request(lora="sql"), INFO), UnknownLora)
 
 
 # -- discovery -------------------------------------------------------------------------------
 
 MODEL_INFO = {"model_path": "/models/base", "served_model_name": "base", "is_generation": True}
-SERVER_INFO = {"version": "0.5.23", "model_path": "/models/base", "served_model_name": "base",
-               "enable_lora": True, "max_lora_rank": 16, "lora_target_modules": ["q_proj", "v_proj"],
-               "incremental_streaming_output": False, "context_length": None}
-MODELS = {"data": [{"id": "base", "max_model_len": 2048, "parent": None},
-                   {"id": "sql", "root": "/adapters/sql", "parent": "base"}]}
+SERVER_INFO = {
+    "version": "0.5.23",
+    "model_path": "/models/base",
+    "served_model_name": "base",
+    "enable_lora": True,
+    "max_lora_rank": 16,
+    "lora_target_modules": ["q_proj", "v_proj"],
+    "incremental_streaming_output": False,
+    "context_length": None,
+}
+MODELS = {
+    "data": [
+        {"id": "base", "max_model_len": 2048, "parent": None},
+        {"id": "sql", "root": "/adapters/sql", "parent": "base"},
+    ]
+}
 ANSWERS = {"model_info": MODEL_INFO, "server_info": SERVER_INFO, "models": MODELS}
 
 
 def test_discovery_asks_model_info_server_info_and_models() -> None:
     assert {k: c.path for k, c in AUTO.discovery().items()} == {
-        "model_info": "/get_model_info", "server_info": "/get_server_info", "models": "/v1/models"}
+        "model_info": "/get_model_info",
+        "server_info": "/get_server_info",
+        "models": "/v1/models",
+    }
 
 
 def test_parse_info_reads_version_served_name_limits_and_lora_settings() -> None:
@@ -383,8 +447,9 @@ def test_an_unknown_model_is_refused_because_sglang_would_ignore_it() -> None:
 
 
 def test_old_servers_without_served_name_use_the_model_path() -> None:
-    info = AUTO.parse_info({"model_info": {"model_path": "/m"}, "server_info": {"version": "0.4.5"},
-                            "models": None}, None)
+    info = AUTO.parse_info(
+        {"model_info": {"model_path": "/m"}, "server_info": {"version": "0.4.5"}, "models": None}, None
+    )
     assert (info.model, info.version, info.lora_enabled) == ("/m", "0.4.5", False)
 
 
@@ -395,13 +460,16 @@ def test_no_answer_at_all_is_malformed() -> None:
 
 # -- capabilities ----------------------------------------------------------------------------
 
+
 def test_current_version_honours_every_request_feature_but_lark() -> None:
     caps = AUTO.capabilities("0.5.23")
     assert [f for f in Feature if not caps.supports(f)] == [Feature.GRAMMAR_LARK]
 
 
-@pytest.mark.parametrize(("version", "feature"), [
-    ("0.4.1", Feature.GRAMMAR), ("0.5.2", Feature.SEED), ("0.4.5", Feature.LORA_RUNTIME)])
+@pytest.mark.parametrize(
+    ("version", "feature"),
+    [("0.4.1", Feature.GRAMMAR), ("0.5.2", Feature.SEED), ("0.4.5", Feature.LORA_RUNTIME)],
+)
 def test_features_missing_from_old_versions(version: str, feature: Feature) -> None:
     assert not AUTO.capabilities(version).supports(feature)
     assert AUTO.capabilities("0.5.23").supports(feature)
@@ -426,9 +494,11 @@ def test_lora_on_a_server_without_lora_is_refused_before_sending() -> None:
 
 # -- LoRA endpoints --------------------------------------------------------------------------
 
+
 def test_runtime_lora_calls() -> None:
     assert AUTO.load_lora("sql", "/a/sql") == HttpCall(
-        "POST", "/load_lora_adapter", {"lora_name": "sql", "lora_path": "/a/sql"})
+        "POST", "/load_lora_adapter", {"lora_name": "sql", "lora_path": "/a/sql"}
+    )
     assert AUTO.unload_lora("sql") == HttpCall("POST", "/unload_lora_adapter", {"lora_name": "sql"})
     assert AUTO.list_loras() == HttpCall("GET", "/v1/models")
 

@@ -24,9 +24,12 @@ from unillm.testing.streams import final_delta
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 APIS = ["openai", "native"]
 CHAT = [{"role": "user", "content": "Say something."}]
-SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 99},
-                                           "ok": {"type": "boolean"}},
-          "required": ["n", "ok"], "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 99}, "ok": {"type": "boolean"}},
+    "required": ["n", "ok"],
+    "additionalProperties": False,
+}
 
 
 class Pet(BaseModel):
@@ -35,6 +38,7 @@ class Pet(BaseModel):
 
 
 # -- launch and discovery ----------------------------------------------------------------
+
 
 async def test_launch_detects_version_served_model_and_context(sglang_server: SGLangServer) -> None:
     async with sglang_server.connect() as llm:
@@ -58,6 +62,7 @@ async def test_health_runs_a_generation_and_answers_true(sglang_server: SGLangSe
 
 
 # -- generate and stream on both APIs ------------------------------------------------------
+
 
 @pytest.mark.parametrize("api", APIS)
 async def test_generate_reports_text_length_finish_and_usage(sglang_server: SGLangServer, api: Any) -> None:
@@ -90,8 +95,7 @@ async def test_metrics_are_served_and_normalize(sglang_server: SGLangServer) -> 
         before = (await llm.metrics()).normalized()  # launched with --enable-metrics
         r = await llm.generate("Once upon a time", max_tokens=4, temperature=0)
         with anyio.fail_after(10):  # SGLang records a request's stats just after answering it
-            while ((window := (await llm.metrics()).normalized() - before).e2e is None
-                   or window.e2e.count < 1):
+            while (window := (await llm.metrics()).normalized() - before).e2e is None or window.e2e.count < 1:
                 await anyio.sleep(0.1)
     assert window.generation_tokens == r.usage.completion_tokens and window.ttft is not None
     assert window.waiting is not None and window.kv_cache_usage is not None
@@ -136,9 +140,18 @@ async def test_logprobs_cover_every_token_with_the_top_alternatives(
 @pytest.mark.parametrize("api", APIS)
 async def test_every_sampling_option_is_accepted(sglang_server: SGLangServer, api: Any) -> None:
     async with sglang_server.connect(api) as llm:
-        r = await llm.generate("Hello", max_tokens=4, temperature=0.8, top_p=0.9, top_k=20, min_p=0.01,
-                               presence_penalty=0.1, frequency_penalty=0.1, repetition_penalty=1.05,
-                               stop=["\n\n\n"])
+        r = await llm.generate(
+            "Hello",
+            max_tokens=4,
+            temperature=0.8,
+            top_p=0.9,
+            top_k=20,
+            min_p=0.01,
+            presence_penalty=0.1,
+            frequency_penalty=0.1,
+            repetition_penalty=1.05,
+            stop=["\n\n\n"],
+        )
     assert r.usage.completion_tokens <= 4
 
 
@@ -161,6 +174,7 @@ async def test_early_exit_from_a_stream_leaves_the_server_usable(sglang_server: 
 
 
 # -- constrained output ----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("api", APIS)
 async def test_json_schema_answer_validates(sglang_server: SGLangServer, api: Any) -> None:
@@ -219,6 +233,7 @@ async def test_streamed_regex_answer_matches(sglang_server: SGLangServer, api: A
 
 
 # -- errors --------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("api", APIS)
 async def test_too_many_tokens_is_an_invalid_request_with_sglangs_message(
@@ -290,11 +305,14 @@ async def test_chat_on_the_forced_native_api_is_refused_before_sending(sglang_se
 
 # -- routing on the real server ------------------------------------------------------------
 
+
 async def test_native_only_extra_body_fields_reach_generate(sglang_server: SGLangServer) -> None:
     async with sglang_server.connect() as llm:
         info = await llm.info()
-        request_options: dict[str, Any] = {"max_tokens": 3,
-                                           "extra_body": {"sampling_params": {"min_new_tokens": 3}}}
+        request_options: dict[str, Any] = {
+            "max_tokens": 3,
+            "extra_body": {"sampling_params": {"min_new_tokens": 3}},
+        }
         r = await llm.generate("Hi", **request_options)
     request = make_request("Hi", None, None, request_options, stream=False)
     assert SGLangAdapter().route(request, info) == "native"

@@ -42,11 +42,17 @@ async def test_sglang_forced_calls_are_valid_and_stream_like_the_whole_answer(
     sglang_server: SGLangServer,
 ) -> None:
     async with sglang_server.connect() as llm:
-        named = await llm.generate(messages=ASK, tools=[GetWeather, add], tool_choice=GetWeather,
-                                   max_tokens=40, temperature=0)
+        named = await llm.generate(
+            messages=ASK, tools=[GetWeather, add], tool_choice=GetWeather, max_tokens=40, temperature=0
+        )
         assert isinstance(named.tool_calls[0].parsed, GetWeather), named.tool_calls
-        args = {"messages": ASK, "tools": [GetWeather, add], "tool_choice": "required",
-                "max_tokens": 48, "temperature": 0}
+        args = {
+            "messages": ASK,
+            "tools": [GetWeather, add],
+            "tool_choice": "required",
+            "max_tokens": 48,
+            "temperature": 0,
+        }
         whole = await llm.generate(**args)  # type: ignore[call-overload]
         (call,) = whole.tool_calls
         assert call.valid and call.name in ("GetWeather", "add"), call

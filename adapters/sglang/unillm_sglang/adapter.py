@@ -117,46 +117,66 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
                 features[f] = api_support(f, self.api, v)
         if features[Feature.TOOL_CHOICE_AUTO].level != "no":
             features[Feature.TOOL_CHOICE_AUTO] = Support(
-                why="needs the server started with --tool-call-parser (launch with tool_parser=...)")
+                why="needs the server started with --tool-call-parser (launch with tool_parser=...)"
+            )
         for f in (Feature.TOOL_CHOICE_REQUIRED, Feature.TOOL_CHOICE_NAMED):
             if features[f].level != "no":
-                features[f] = Support(why="with a tool parser natively; without one unillm forces "
-                                          "the call with a JSON schema")
+                features[f] = Support(
+                    why="with a tool parser natively; without one unillm forces the call with a JSON schema"
+                )
         if features[Feature.IMAGES].level != "no":
             features[Feature.IMAGES] = Support(why="vision-language models only")
         if features[Feature.SEED].level != "no":
-            features[Feature.SEED] = Support(why="only on servers started with "
-                                             "--enable-deterministic-inference (refused on others)")
+            features[Feature.SEED] = Support(
+                why="only on servers started with --enable-deterministic-inference (refused on others)"
+            )
         return Capabilities(engine=self.name, version=version, features=features)
 
     # -- discovery -------------------------------------------------------------------------
     def discovery(self) -> Mapping[str, HttpCall]:
-        return {"model_info": HttpCall("GET", "/get_model_info"),
-                "server_info": HttpCall("GET", "/get_server_info"),
-                "models": HttpCall("GET", "/v1/models")}
+        return {
+            "model_info": HttpCall("GET", "/get_model_info"),
+            "server_info": HttpCall("GET", "/get_server_info"),
+            "models": HttpCall("GET", "/v1/models"),
+        }
 
     def parse_info(self, answers: Mapping[str, Any], model: str | None) -> SGLangInfo:
         model_info = _mapping(answers.get("model_info"))
         server = _mapping(answers.get("server_info"))
         cards = [m for m in _mapping(answers.get("models")).get("data") or [] if isinstance(m, Mapping)]
         bases = [m for m in cards if not m.get("parent")]
-        served = (model_info.get("served_model_name") or server.get("served_model_name")
-                  or model_info.get("model_path") or (bases[0].get("id") if bases else None))
+        served = (
+            model_info.get("served_model_name")
+            or server.get("served_model_name")
+            or model_info.get("model_path")
+            or (bases[0].get("id") if bases else None)
+        )
         if not served:
-            raise MalformedResponse("sglang: neither /get_model_info nor /v1/models names a model; "
-                                    "is this an SGLang server?")
-        names = tuple(dict.fromkeys(str(n) for n in (served, model_info.get("model_path"),
-                                                     server.get("model_path")) if n))
+            raise MalformedResponse(
+                "sglang: neither /get_model_info nor /v1/models names a model; is this an SGLang server?"
+            )
+        names = tuple(
+            dict.fromkeys(
+                str(n) for n in (served, model_info.get("model_path"), server.get("model_path")) if n
+            )
+        )
         if model is not None and model not in names:
             raise UnknownModel(
                 f"sglang serves {names[0]!r}, not {model!r}. SGLang would silently answer with "
                 f"{names[0]!r}; connect with model={names[0]!r} (or omit model), and use lora= for "
-                "an adapter", engine=self.name, status=None, engine_message="")
+                "an adapter",
+                engine=self.name,
+                status=None,
+                engine_message="",
+            )
         limit = next((m.get("max_model_len") for m in bases), None) or server.get("context_length")
         targets = server.get("lora_target_modules")
         return SGLangInfo(
-            engine=self.name, model=names[0], version=_str_or_none(server.get("version")),
-            max_model_len=int(limit) if isinstance(limit, int) else None, served_names=names,
+            engine=self.name,
+            model=names[0],
+            version=_str_or_none(server.get("version")),
+            max_model_len=int(limit) if isinstance(limit, int) else None,
+            served_names=names,
             lora_enabled=bool(server.get("enable_lora") or server.get("lora_paths")) if server else None,
             max_lora_rank=rank if isinstance(rank := server.get("max_lora_rank"), int) else None,
             lora_target_modules=tuple(targets) if isinstance(targets, (list, tuple)) else None,
@@ -182,16 +202,20 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
         for f in used:
             s = api_support(f, api, v)
             if s.level == "no":
-                raise UnsupportedFeature(self.name, f.value, version=info.version, why=s.why,
-                                         alternative=s.alternative)
+                raise UnsupportedFeature(
+                    self.name, f.value, version=info.version, why=s.why, alternative=s.alternative
+                )
         self._check_lora(request, info)
         self._check_tools(request, info)
         if request.seed is not None and isinstance(info, SGLangInfo) and info.deterministic is False:
             raise UnsupportedFeature(
-                self.name, Feature.SEED.value, version=info.version,
+                self.name,
+                Feature.SEED.value,
+                version=info.version,
                 why="SGLang uses a seed only when started with --enable-deterministic-inference "
-                    "(otherwise it ignores it)",
-                alternative="Launch with extra_args=['--enable-deterministic-inference'], or drop seed")
+                "(otherwise it ignores it)",
+                alternative="Launch with extra_args=['--enable-deterministic-inference'], or drop seed",
+            )
         return api
 
     def _check_tools(self, request: Request, info: EngineInfo) -> None:
@@ -200,25 +224,34 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
             return
         if info.tool_call_parser is None and info.lora_enabled is not None:  # server info known
             raise UnsupportedFeature(
-                self.name, Feature.TOOL_CHOICE_AUTO.value, version=info.version,
+                self.name,
+                Feature.TOOL_CHOICE_AUTO.value,
+                version=info.version,
                 why="this server runs without --tool-call-parser, so SGLang would answer with text "
-                    "and never a call",
+                "and never a call",
                 alternative="Launch with tool_parser='hermes' (or your model's parser), or pass "
-                            "tool_choice='required' or a tool's name, which unillm forces with a "
-                            "JSON schema")
+                "tool_choice='required' or a tool's name, which unillm forces with a "
+                "JSON schema",
+            )
 
     def forces_by_constraint(self, request: Request, info: EngineInfo) -> bool:
         """Without a tool parser SGLang neither forces nor reads calls: unillm forces them."""
         choice = request.tool_choice
-        return (choice is not None and choice.forces_call
-                and not (isinstance(info, SGLangInfo) and info.tool_call_parser))
+        return (
+            choice is not None
+            and choice.forces_call
+            and not (isinstance(info, SGLangInfo) and info.tool_call_parser)
+        )
 
     def _check_lora(self, request: Request, info: EngineInfo) -> None:
         if request.lora is not None and isinstance(info, SGLangInfo) and info.lora_enabled is False:
             raise UnsupportedFeature(
-                self.name, Feature.LORA.value, version=info.version,
+                self.name,
+                Feature.LORA.value,
+                version=info.version,
                 why="this server was started without LoRA (--enable-lora / --lora-paths)",
-                alternative="Launch it with lora={name: path} (or runtime_lora=True, max_lora_rank=R)")
+                alternative="Launch it with lora={name: path} (or runtime_lora=True, max_lora_rank=R)",
+            )
 
     # -- requests --------------------------------------------------------------------------
     def build(self, request: Request, info: EngineInfo) -> HttpCall:
@@ -230,8 +263,11 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
         body = dict(call.json or {})
         if request.lora is not None and not at_least(v, LORA_IN_MODEL_SINCE):
             body["lora_path"] = request.lora
-        if (isinstance(request.output, JsonSchema) and request.messages is None
-                and not at_least(v, COMPLETIONS_RESPONSE_FORMAT_SINCE)):
+        if (
+            isinstance(request.output, JsonSchema)
+            and request.messages is None
+            and not at_least(v, COMPLETIONS_RESPONSE_FORMAT_SINCE)
+        ):
             del body["response_format"]  # /v1/completions read only a JSON-string field then
             body["json_schema"] = json.dumps(dict(request.output.schema))
         if request.extra_body:
@@ -245,8 +281,12 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
 
     def constraint_fields(self, output: Constraint, info: EngineInfo) -> dict[str, Any]:
         if isinstance(output, JsonSchema):
-            return {"response_format": {"type": "json_schema", "json_schema": {
-                "name": output.name, "schema": dict(output.schema)}}}
+            return {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": output.name, "schema": dict(output.schema)},
+                }
+            }
         return constraint_sampling(output)  # regex / ebnf: the same fields as /generate's
 
     # -- answers ---------------------------------------------------------------------------
@@ -275,7 +315,10 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
             return UnknownLora(
                 f"sglang answered {status}: {message}. The LoRA adapter {request.lora!r} is not "
                 "loaded: see llm.loras.list(), or load it with llm.loras.load(name, path)",
-                engine=self.name, status=status, engine_message=message)
+                engine=self.name,
+                status=status,
+                engine_message=message,
+            )
         return super().parse_error(status, body, request, info)
 
     # -- metrics ---------------------------------------------------------------------------
@@ -316,26 +359,35 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
             return
         if info.lora_enabled is False:
             raise UnsupportedFeature(
-                self.name, Feature.LORA_RUNTIME.value, version=info.version,
+                self.name,
+                Feature.LORA_RUNTIME.value,
+                version=info.version,
                 why="this server was started without LoRA (--enable-lora)",
-                alternative="Launch it with runtime_lora=True and max_lora_rank=R (or lora={...})")
+                alternative="Launch it with runtime_lora=True and max_lora_rank=R (or lora={...})",
+            )
         if not config:
             return
         rank = config.get("r")
         if isinstance(rank, int) and info.max_lora_rank is not None and rank > info.max_lora_rank:
             raise UnsupportedFeature(
-                self.name, f"LoRA adapter {name!r} of rank {rank}", version=info.version,
+                self.name,
+                f"LoRA adapter {name!r} of rank {rank}",
+                version=info.version,
                 why=f"the server reserved rank {info.max_lora_rank} at launch (--max-lora-rank)",
-                alternative=f"Relaunch with max_lora_rank={rank} or more")
+                alternative=f"Relaunch with max_lora_rank={rank} or more",
+            )
         wanted = normalized_modules(config.get("target_modules"))
         allowed = normalized_modules(info.lora_target_modules)
         if wanted and allowed and "all" not in allowed and not wanted <= allowed:
             raise UnsupportedFeature(
-                self.name, f"LoRA adapter {name!r} on {sorted(wanted - allowed)}", version=info.version,
+                self.name,
+                f"LoRA adapter {name!r} on {sorted(wanted - allowed)}",
+                version=info.version,
                 why=f"the server reserved LoRA weights for {sorted(allowed)} at launch "
-                    "(--lora-target-modules)",
+                "(--lora-target-modules)",
                 alternative="Relaunch with those modules in --lora-target-modules (extra_args), "
-                            "or pass the adapter in lora={...} at launch")
+                "or pass the adapter in lora={...} at launch",
+            )
 
     def load_lora(self, name: str, path: str) -> HttpCall:
         return HttpCall("POST", "/load_lora_adapter", {"lora_name": name, "lora_path": path})
@@ -347,12 +399,19 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
         return HttpCall("GET", "/v1/models")
 
     def parse_loras(self, body: Any) -> list[LoraInfo]:
-        return [LoraInfo(name=str(m["id"]), path=m.get("root"))
-                for m in _mapping(body).get("data") or [] if isinstance(m, Mapping) and m.get("parent")]
+        return [
+            LoraInfo(name=str(m["id"]), path=m.get("root"))
+            for m in _mapping(body).get("data") or []
+            if isinstance(m, Mapping) and m.get("parent")
+        ]
 
     def lora_error(self, status: int, body: bytes, info: EngineInfo | None) -> UnillmError:
         return missing_route(
-            self.name, status, body, Feature.LORA_RUNTIME, info.version if info else None,
+            self.name,
+            status,
+            body,
+            Feature.LORA_RUNTIME,
+            info.version if info else None,
             why="this server has no /load_lora_adapter endpoint",
             alternative="Upgrade SGLang (>= 0.4.9), or pass lora={name: path} at launch",
         ) or self.parse_error(status, body, None, info)
@@ -361,10 +420,13 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
     def install(self, *, gpu: bool) -> EngineInstall:
         if not gpu:
             raise UnsupportedFeature(
-                self.name, "CPU install", why="SGLang's PyPI wheels need CUDA kernels (sglang-kernel, "
+                self.name,
+                "CPU install",
+                why="SGLang's PyPI wheels need CUDA kernels (sglang-kernel, "
                 "flashinfer); the CPU kernel build is not on PyPI",
                 alternative="Run `unillm setup sglang --gpu` on a CUDA machine, or install SGLang's "
-                            "CPU build yourself and pass python=<its interpreter> to unillm.launch")
+                "CPU build yourself and pass python=<its interpreter> to unillm.launch",
+            )
         return EngineInstall(packages=GPU_PACKAGES)
 
     def command(self, spec: LaunchSpec) -> LaunchCommand:
@@ -376,8 +438,14 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
 
 
 # SGLang stores LoRA weights per fused projection (lora/utils.py get_normalized_target_modules).
-_FUSED = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj", "gate_proj": "gate_up_proj",
-          "up_proj": "gate_up_proj", "all-linear": "all"}
+_FUSED = {
+    "q_proj": "qkv_proj",
+    "k_proj": "qkv_proj",
+    "v_proj": "qkv_proj",
+    "gate_proj": "gate_up_proj",
+    "up_proj": "gate_up_proj",
+    "all-linear": "all",
+}
 
 
 def normalized_modules(modules: Any) -> set[str]:

@@ -91,7 +91,8 @@ try:
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError(
         'unillm_sglang.dsl needs SGLang\'s frontend: pip install "unillm-sglang[dsl]" '
-        '(or: pip install "sglang==0.5.2" pybase64)') from e
+        '(or: pip install "sglang==0.5.2" pybase64)'
+    ) from e
 
 if TYPE_CHECKING:
     from sglang.lang.interpreter import StreamExecutor  # type: ignore[import-untyped]
@@ -101,10 +102,14 @@ __all__ = ["Api", "GenArgs", "UnillmBackend", "gen_args"]
 
 Api = Literal["auto", "completion"]
 _DTYPE_REGEX: dict[object, tuple[str, tuple[str, ...]]] = {
-    int: (REGEX_INT, (" ", "\n")), "int": (REGEX_INT, (" ", "\n")),
-    float: (REGEX_FLOAT, (" ", "\n")), "float": (REGEX_FLOAT, (" ", "\n")),
-    str: (REGEX_STR, ()), "str": (REGEX_STR, ()),
-    bool: (REGEX_BOOL, ()), "bool": (REGEX_BOOL, ()),
+    int: (REGEX_INT, (" ", "\n")),
+    "int": (REGEX_INT, (" ", "\n")),
+    float: (REGEX_FLOAT, (" ", "\n")),
+    "float": (REGEX_FLOAT, (" ", "\n")),
+    str: (REGEX_STR, ()),
+    "str": (REGEX_STR, ()),
+    bool: (REGEX_BOOL, ()),
+    "bool": (REGEX_BOOL, ()),
 }
 
 
@@ -124,13 +129,17 @@ def _unset(value: Any) -> bool:
 def gen_args(params: SglSamplingParams, engine: str) -> GenArgs:
     """Map SGLang's sampling params to unillm options, refusing what has no unified option.
 
-        gen_args(SglSamplingParams(max_new_tokens=8, regex=r"[0-9]+"), "vllm")
-        # GenArgs(options={"max_tokens": 8, ...}, output=Regex("[0-9]+"))
+    gen_args(SglSamplingParams(max_new_tokens=8, regex=r"[0-9]+"), "vllm")
+    # GenArgs(options={"max_tokens": 8, ...}, output=Regex("[0-9]+"))
     """
+
     def refuse(feature: str, alternative: str = "") -> UnsupportedFeature:
-        return UnsupportedFeature(engine, f"sgl.gen({feature}) through unillm", why=(
-            "unillm has no unified option for it, and dropping it would change the answer"),
-            alternative=alternative)
+        return UnsupportedFeature(
+            engine,
+            f"sgl.gen({feature}) through unillm",
+            why=("unillm has no unified option for it, and dropping it would change the answer"),
+            alternative=alternative,
+        )
 
     if params.min_new_tokens:
         raise refuse("min_tokens=...", "Leave min_tokens unset")
@@ -139,8 +148,9 @@ def gen_args(params: SglSamplingParams, engine: str) -> GenArgs:
     if params.ignore_eos:
         raise refuse("ignore_eos=True")
     if not _unset(params.logprob_start_len):
-        raise refuse("logprob_start_len=... (prompt logprobs)",
-                     "Ask for output logprobs only: return_logprob=True")
+        raise refuse(
+            "logprob_start_len=... (prompt logprobs)", "Ask for output logprobs only: return_logprob=True"
+        )
     options: Options = {"max_tokens": params.max_new_tokens}
     if params.temperature is not None:
         options["temperature"] = params.temperature
@@ -203,7 +213,10 @@ class UnillmBackend(BaseBackend):  # type: ignore[misc]
     """
 
     def __init__(
-        self, llm: unillm.Client | BlockingLLM, *, api: Api = "auto",
+        self,
+        llm: unillm.Client | BlockingLLM,
+        *,
+        api: Api = "auto",
         chat_template: str | ChatTemplate | None = None,
     ) -> None:
         super().__init__()
@@ -246,8 +259,12 @@ class UnillmBackend(BaseBackend):  # type: ignore[misc]
     def get_server_info(self) -> dict[str, Any]:
         """Engine, version, model and context limit, as unillm discovered them."""
         info = self.llm.info()
-        return {"engine": info.engine, "version": info.version, "model": info.model,
-                "max_model_len": info.max_model_len}
+        return {
+            "engine": info.engine,
+            "version": info.version,
+            "model": info.model,
+            "max_model_len": info.max_model_len,
+        }
 
     def get_chat_template(self) -> ChatTemplate:
         """SGLang's template for ``state.text()`` (in ``api="completion"``: for the prompt too)."""
@@ -269,14 +286,19 @@ class UnillmBackend(BaseBackend):  # type: ignore[misc]
 
     # -- generation ------------------------------------------------------------------------
     def generate(
-        self, s: StreamExecutor, sampling_params: SglSamplingParams, spec_var_name: str | None = None,
+        self,
+        s: StreamExecutor,
+        sampling_params: SglSamplingParams,
+        spec_var_name: str | None = None,
     ) -> tuple[str | list[str], dict[str, Any]]:
         """Run one ``sgl.gen``: returns the text (a list when n > 1) and its meta info."""
         with _surfaced_in_variables(s):
             return self._generate(s, sampling_params)
 
     def _generate(
-        self, s: StreamExecutor, sampling_params: SglSamplingParams,
+        self,
+        s: StreamExecutor,
+        sampling_params: SglSamplingParams,
     ) -> tuple[str | list[str], dict[str, Any]]:
         self._check_program(s)
         args = gen_args(sampling_params, self.engine)
@@ -291,20 +313,25 @@ class UnillmBackend(BaseBackend):  # type: ignore[misc]
         return r.text, meta
 
     def generate_stream(
-        self, s: StreamExecutor, sampling_params: SglSamplingParams,
+        self,
+        s: StreamExecutor,
+        sampling_params: SglSamplingParams,
     ) -> Iterator[tuple[str, dict[str, Any]]]:
         """Stream one ``sgl.gen`` as ``(text delta, meta info)`` pairs (``run(stream=True)``)."""
         with _surfaced_in_variables(s):
             yield from self._generate_stream(s, sampling_params)
 
     def _generate_stream(
-        self, s: StreamExecutor, sampling_params: SglSamplingParams,
+        self,
+        s: StreamExecutor,
+        sampling_params: SglSamplingParams,
     ) -> Iterator[tuple[str, dict[str, Any]]]:
         self._check_program(s)
         args = gen_args(sampling_params, self.engine)
         if "n" in args.options:
-            raise UnsupportedFeature(self.engine, "sgl.gen(n>1) in a streamed program",
-                                     alternative="Run it without stream=True")
+            raise UnsupportedFeature(
+                self.engine, "sgl.gen(n>1) in a streamed program", alternative="Run it without stream=True"
+            )
         prompt, messages, api = self._prompt(s, "sgl.gen")
         meta: dict[str, Any] = {"engine": self.engine, "api": api}
         for d in self.llm.stream(prompt, messages=messages, output=args.output, **args.options):
@@ -319,7 +346,10 @@ class UnillmBackend(BaseBackend):  # type: ignore[misc]
                 yield d.text, dict(meta)
 
     def select(
-        self, s: StreamExecutor, choices: Sequence[str], temperature: float,
+        self,
+        s: StreamExecutor,
+        choices: Sequence[str],
+        temperature: float,
         choices_method: ChoicesSamplingMethod | None = None,
     ) -> ChoicesDecision:
         """Pick one of ``choices`` by constrained decoding on the engine (see the module notes)."""
@@ -327,23 +357,29 @@ class UnillmBackend(BaseBackend):  # type: ignore[misc]
             return self._select(s, choices, temperature, choices_method)
 
     def _select(
-        self, s: StreamExecutor, choices: Sequence[str], temperature: float,
+        self,
+        s: StreamExecutor,
+        choices: Sequence[str],
+        temperature: float,
         choices_method: ChoicesSamplingMethod | None,
     ) -> ChoicesDecision:
         self._check_program(s)
         if choices_method not in (None, token_length_normalized, greedy_token_selection):
             raise UnsupportedFeature(
-                self.engine, f"sgl.select(choices_method={type(choices_method).__name__})",
+                self.engine,
+                f"sgl.select(choices_method={type(choices_method).__name__})",
                 why="scoring choices needs prompt logprobs, which unillm does not expose; unillm "
-                    "picks a choice by constrained decoding instead",
-                alternative="Leave choices_method unset (constrained choice)")
+                "picks a choice by constrained decoding instead",
+                alternative="Leave choices_method unset (constrained choice)",
+            )
         options = [str(c) for c in choices]
         prompt, messages, api = self._prompt(s, "sgl.select")
         # Enough tokens for the longest option even at one token per byte, plus the end token.
         budget = max(len(c.encode("utf-8")) for c in options) + 8
         # unillm checks the answer is one of the options (OutputParseError otherwise).
-        r = self.llm.generate(prompt, messages=messages, output=Choice(options),
-                              temperature=temperature, max_tokens=budget)
+        r = self.llm.generate(
+            prompt, messages=messages, output=Choice(options), temperature=temperature, max_tokens=budget
+        )
         meta = _meta(r, api)
         meta["method"] = "constrained_choice"
         return ChoicesDecision(decision=r.text, meta_info=meta)
@@ -362,8 +398,11 @@ class UnillmBackend(BaseBackend):  # type: ignore[misc]
         if s.num_api_spec_tokens is not None:
             raise _no_spec(self.engine)
         if s.images_:
-            raise UnsupportedFeature(self.engine, "sgl.image/sgl.video through unillm",
-                                     why="unillm sends text and chat messages only")
+            raise UnsupportedFeature(
+                self.engine,
+                "sgl.image/sgl.video through unillm",
+                why="unillm sends text and chat messages only",
+            )
 
     def _prompt(self, s: StreamExecutor, what: str) -> tuple[str | None, list[dict[str, str]] | None, str]:
         """The prompt (completions API) or the messages (chat API) for the current position."""
@@ -371,28 +410,35 @@ class UnillmBackend(BaseBackend):  # type: ignore[misc]
             return str(s.text_), None, "completion"
         if s.cur_role != "assistant":
             raise UnsupportedFeature(
-                self.engine, f"{what} outside sgl.assistant(...) in a program with roles",
+                self.engine,
+                f"{what} outside sgl.assistant(...) in a program with roles",
                 why="the chat API answers as the assistant; text outside the assistant turn would be lost",
                 alternative=f"Put {what} inside sgl.assistant(...), or use "
-                            "UnillmBackend(llm, api='completion')")
+                "UnillmBackend(llm, api='completion')",
+            )
         template = self.get_chat_template()
         begin = s.cur_role_begin_pos
         if s.text_[begin:].strip():
             raise UnsupportedFeature(
-                self.engine, f"text before {what} inside sgl.assistant(...)",
+                self.engine,
+                f"text before {what} inside sgl.assistant(...)",
                 why="the chat API cannot continue a partly written assistant turn on every engine",
                 alternative="Start the assistant turn with the gen/select (move fixed text to the user "
-                            "turn), or use UnillmBackend(llm, api='completion')")
+                "turn), or use UnillmBackend(llm, api='completion')",
+            )
         expected = "".join(
             p + str(m["content"]) + q
             for i, m in enumerate(s.messages_)
-            for p, q in [template.get_prefix_and_suffix(m["role"], s.messages_[:i])])
+            for p, q in [template.get_prefix_and_suffix(m["role"], s.messages_[:i])]
+        )
         expected += template.get_prefix_and_suffix("assistant", s.messages_)[0]
         if _squash(expected) != _squash(s.text_[:begin]):
             raise UnsupportedFeature(
-                self.engine, f"text outside sgl.system/user/assistant before {what}",
+                self.engine,
+                f"text outside sgl.system/user/assistant before {what}",
                 why="a program with roles is sent as chat messages, which have no place for it",
-                alternative="Put all text inside a role, or use UnillmBackend(llm, api='completion')")
+                alternative="Put all text inside a role, or use UnillmBackend(llm, api='completion')",
+            )
         messages = [{"role": str(m["role"]), "content": str(m["content"])} for m in s.messages_]
         return None, messages, "chat"
 
@@ -428,9 +474,15 @@ def _squash(text: str) -> str:
 
 
 def _meta(r: Completion[Any], api: str) -> dict[str, Any]:
-    return {"engine": r.engine, "model": r.model, "api": api, "finish_reason": r.finish_reason,
-            "prompt_tokens": r.usage.prompt_tokens, "completion_tokens": r.usage.completion_tokens,
-            "e2e_latency": r.timings.total_s}
+    return {
+        "engine": r.engine,
+        "model": r.model,
+        "api": api,
+        "finish_reason": r.finish_reason,
+        "prompt_tokens": r.usage.prompt_tokens,
+        "completion_tokens": r.usage.completion_tokens,
+        "e2e_latency": r.timings.total_s,
+    }
 
 
 def _tops(t: TokenLogprob) -> list[tuple[float, None, str]]:
@@ -439,6 +491,8 @@ def _tops(t: TokenLogprob) -> list[tuple[float, None, str]]:
 
 def _no_spec(engine: str) -> UnsupportedFeature:
     return UnsupportedFeature(
-        engine, "@sgl.function(num_api_spec_tokens=...) through unillm",
+        engine,
+        "@sgl.function(num_api_spec_tokens=...) through unillm",
         why="API speculative execution is an OpenAI-backend trick unillm does not emulate",
-        alternative="Drop num_api_spec_tokens")
+        alternative="Drop num_api_spec_tokens",
+    )

@@ -15,8 +15,15 @@ from typing import Literal
 from unillm.adapter_helpers import Version, at_least, parse_version
 from unillm.capabilities import NATIVE, Feature, Support, unsupported
 
-__all__ = ["Api", "Version", "api_support", "at_least", "is_server_feature", "parse_version",
-           "server_support"]
+__all__ = [
+    "Api",
+    "Version",
+    "api_support",
+    "at_least",
+    "is_server_feature",
+    "parse_version",
+    "server_support",
+]
 
 Api = Literal["openai", "native"]
 
@@ -31,24 +38,44 @@ TOKENIZE_SINCE: Version = (0, 5, 3)
 
 # First release whose API honours the feature; absent means "since OLDEST_KNOWN".
 _SINCE: dict[Api, dict[Feature, Version]] = {
-    "openai": {Feature.TOP_K: (0, 4, 1), Feature.MIN_P: (0, 4, 1), Feature.LORA: (0, 4, 1),
-               Feature.GRAMMAR: (0, 4, 5), Feature.SEED: (0, 5, 6)},
+    "openai": {
+        Feature.TOP_K: (0, 4, 1),
+        Feature.MIN_P: (0, 4, 1),
+        Feature.LORA: (0, 4, 1),
+        Feature.GRAMMAR: (0, 4, 5),
+        Feature.SEED: (0, 5, 6),
+    },
     # ``sampling_seed`` arrived in 0.5.6; before, the OpenAI ``seed`` was accepted and ignored.
     "native": {Feature.GRAMMAR: (0, 4, 5), Feature.SEED: (0, 5, 6)},
 }
 _NEVER: dict[Api, dict[Feature, Support]] = {
     "openai": {},
-    "native": {Feature.CHAT: unsupported(
-        "/generate takes a rendered prompt, not chat messages",
-        "Send messages through the OpenAI chat API (the default), or pass a prompt")},
+    "native": {
+        Feature.CHAT: unsupported(
+            "/generate takes a rendered prompt, not chat messages",
+            "Send messages through the OpenAI chat API (the default), or pass a prompt",
+        )
+    },
 }
-_LARK = unsupported("SGLang's grammar backends read EBNF (xgrammar), not Lark",
-                    'Write the grammar in EBNF: unillm.Grammar(text, syntax="ebnf")')
-_SERVER_FEATURES = (Feature.LORA_RUNTIME, Feature.SPEC_NGRAM, Feature.SPEC_DRAFT,
-                    Feature.SPEC_EAGLE, Feature.SPEC_MTP, Feature.TENSOR_PARALLEL,
-                    Feature.PIPELINE_PARALLEL, Feature.DATA_PARALLEL, Feature.EXPERT_PARALLEL,
-                    Feature.MULTI_NODE, Feature.PD_DISAGGREGATION, Feature.EMBEDDINGS,
-                    Feature.TOKENIZE)
+_LARK = unsupported(
+    "SGLang's grammar backends read EBNF (xgrammar), not Lark",
+    'Write the grammar in EBNF: unillm.Grammar(text, syntax="ebnf")',
+)
+_SERVER_FEATURES = (
+    Feature.LORA_RUNTIME,
+    Feature.SPEC_NGRAM,
+    Feature.SPEC_DRAFT,
+    Feature.SPEC_EAGLE,
+    Feature.SPEC_MTP,
+    Feature.TENSOR_PARALLEL,
+    Feature.PIPELINE_PARALLEL,
+    Feature.DATA_PARALLEL,
+    Feature.EXPERT_PARALLEL,
+    Feature.MULTI_NODE,
+    Feature.PD_DISAGGREGATION,
+    Feature.EMBEDDINGS,
+    Feature.TOKENIZE,
+)
 
 
 def _fmt(v: Version) -> str:
@@ -72,8 +99,10 @@ def api_support(feature: Feature, api: Api, version: Version | None) -> Support:
 def server_support(feature: Feature, version: Version | None) -> Support:
     """Support of a server-wide feature (runtime LoRA, launch settings)."""
     if feature is Feature.LORA_RUNTIME and not at_least(version, LORA_RUNTIME_SINCE):
-        return unsupported(f"/load_lora_adapter exists since SGLang {_fmt(LORA_RUNTIME_SINCE)}",
-                           "Upgrade SGLang, or pass lora={name: path} at launch")
+        return unsupported(
+            f"/load_lora_adapter exists since SGLang {_fmt(LORA_RUNTIME_SINCE)}",
+            "Upgrade SGLang, or pass lora={name: path} at launch",
+        )
     if feature is Feature.TOKENIZE and not at_least(version, TOKENIZE_SINCE):
         return unsupported(f"/tokenize exists since SGLang {_fmt(TOKENIZE_SINCE)}", "Upgrade SGLang")
     return NATIVE

@@ -24,20 +24,33 @@ CPU_EXPERIMENTAL = (
     "dependencies, a stub sgl_kernel whose kernels are never called with the torch_native "
     "attention backend, a patched torchvision). Build it from a clone of unillm with "
     "`python adapters/sglang/tests/cpu_env.py` (~5 min). Dense text models only; LoRA and "
-    "speculative decoding need CUDA")
+    "speculative decoding need CUDA"
+)
 #: unillm's tool-parser names are vLLM's; SGLang names some formats differently.
-TOOL_PARSERS = {"hermes": "qwen25", "llama3_json": "llama3", "deepseek_v3": "deepseekv3",
-                "deepseek_v31": "deepseekv31", "openai": "gpt-oss"}
-_ALGORITHM = {"ngram": "NGRAM", "draft": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3",
-              "mtp": "NEXTN"}
+TOOL_PARSERS = {
+    "hermes": "qwen25",
+    "llama3_json": "llama3",
+    "deepseek_v3": "deepseekv3",
+    "deepseek_v31": "deepseekv31",
+    "openai": "gpt-oss",
+}
+_ALGORITHM = {"ngram": "NGRAM", "draft": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN"}
 
 
 def launch_command(spec: LaunchSpec, engine: str = "sglang") -> LaunchCommand:
     """argv and environment that start SGLang for ``spec`` (unset fields keep SGLang's defaults)."""
     # --enable-metrics: SGLang serves /metrics only when asked (vLLM always does); unillm's
     # normalized metrics, fleets and benchmarks read it, and it costs little.
-    argv = [spec.python or "python", "-m", MODULE, "--model-path", spec.model, "--host", spec.host,
-            "--enable-metrics"]
+    argv = [
+        spec.python or "python",
+        "-m",
+        MODULE,
+        "--model-path",
+        spec.model,
+        "--host",
+        spec.host,
+        "--enable-metrics",
+    ]
     flag = Flags(argv)
     flag.add("--port", spec.port)
     flag.add("--served-model-name", spec.served_name)
@@ -48,8 +61,10 @@ def launch_command(spec: LaunchSpec, engine: str = "sglang") -> LaunchCommand:
     flag.add("--dp-size", p.data if p.data > 1 else None)
     if p.expert:  # SGLang splits experts over the tensor-parallel group: --ep-size = --tp-size
         if p.tensor < 2:
-            raise InvalidOptions("SGLang's expert parallelism spans the tensor-parallel ranks: "
-                                 "use Parallel(tensor=N, expert=True) with N >= 2")
+            raise InvalidOptions(
+                "SGLang's expert parallelism spans the tensor-parallel ranks: "
+                "use Parallel(tensor=N, expert=True) with N >= 2"
+            )
         flag.add("--ep-size", p.tensor)
     flag.add("--dtype", spec.dtype)
     flag.add("--context-length", spec.max_model_len)
@@ -64,11 +79,16 @@ def launch_command(spec: LaunchSpec, engine: str = "sglang") -> LaunchCommand:
     _speculative(spec, argv, flag, engine)
     if spec.nodes is not None:  # every node runs the same command with its own rank
         host, port = spec.nodes.head_address()
-        argv += ["--nnodes", str(spec.nodes.count), "--node-rank", str(spec.nodes.rank),
-                 "--dist-init-addr", f"{host}:{port}"]
+        argv += [
+            "--nnodes",
+            str(spec.nodes.count),
+            "--node-rank",
+            str(spec.nodes.rank),
+            "--dist-init-addr",
+            f"{host}:{port}",
+        ]
     if spec.pd is not None:
-        argv += ["--disaggregation-mode", spec.pd.role,
-                 "--disaggregation-transfer-backend", spec.pd.transfer]
+        argv += ["--disaggregation-mode", spec.pd.role, "--disaggregation-transfer-backend", spec.pd.transfer]
         if spec.pd.role == "prefill":  # decode workers reach the prefill worker's bootstrap server
             flag.add("--disaggregation-bootstrap-port", spec.pd.port)
     key = spec.key()
@@ -88,9 +108,11 @@ def _lora(spec: LaunchSpec, argv: list[str], flag: Flags) -> None:
         argv += ["--lora-paths", *(f"{name}={path}" for name, path in spec.lora.items())]
     elif spec.max_lora_rank is None:
         # With no adapter at launch SGLang cannot infer the LoRA shapes it must reserve.
-        raise InvalidOptions("SGLang needs max_lora_rank=R to load adapters at runtime when none is "
-                             "given at launch (and targets every module it supports); pass "
-                             "max_lora_rank, or lora={name: path}")
+        raise InvalidOptions(
+            "SGLang needs max_lora_rank=R to load adapters at runtime when none is "
+            "given at launch (and targets every module it supports); pass "
+            "max_lora_rank, or lora={name: path}"
+        )
     else:
         argv += ["--lora-target-modules", "all"]
     flag.add("--max-lora-rank", spec.max_lora_rank)
@@ -103,14 +125,19 @@ def _speculative(spec: LaunchSpec, argv: list[str], flag: Flags, engine: str) ->
         return
     algorithm = _ALGORITHM.get(s.method)
     if algorithm is None:
-        raise UnsupportedFeature(engine, f"speculative method {s.method!r}",
-                                 why="SGLang has EAGLE, EAGLE3, NEXTN (MTP), STANDALONE (draft "
-                                     "model) and NGRAM", alternative='Use method="ngram"')
+        raise UnsupportedFeature(
+            engine,
+            f"speculative method {s.method!r}",
+            why="SGLang has EAGLE, EAGLE3, NEXTN (MTP), STANDALONE (draft model) and NGRAM",
+            alternative='Use method="ngram"',
+        )
     if s.lookup_max is not None or s.lookup_min is not None:
-        raise UnsupportedFeature(engine, "speculative lookup_max/lookup_min",
-                                 why="SGLang's NGRAM matches with a trie, not a lookup window",
-                                 alternative="Tune it with extra_args=['--speculative-ngram-max-trie-"
-                                             "depth', N]")
+        raise UnsupportedFeature(
+            engine,
+            "speculative lookup_max/lookup_min",
+            why="SGLang's NGRAM matches with a trie, not a lookup window",
+            alternative="Tune it with extra_args=['--speculative-ngram-max-trie-depth', N]",
+        )
     argv += ["--speculative-algorithm", algorithm]
     flag.add("--speculative-draft-model-path", s.draft_model)
     if algorithm == "NGRAM":
@@ -124,25 +151,43 @@ def _speculative(spec: LaunchSpec, argv: list[str], flag: Flags, engine: str) ->
 def cpu_recipe(spec: LaunchSpec, workdir: Path) -> CpuRecipe:
     """SGLang on a CPU (experimental, see ``CPU_EXPERIMENTAL``): pure-PyTorch backends, float32,
     a small static memory pool (4096 tokens), compact JSON, and no busy-polling when idle."""
-    for wanted, feature in ((spec.lora or spec.runtime_lora, "LoRA"),
-                            (spec.speculative is not None, "speculative decoding")):
+    for wanted, feature in (
+        (spec.lora or spec.runtime_lora, "LoRA"),
+        (spec.speculative is not None, "speculative decoding"),
+    ):
         if wanted:
-            raise UnsupportedFeature("sglang", f"{feature} on a CPU", why="SGLang runs them with CUDA "
-                                     "kernels only", alternative="Drop cpu=True and run SGLang on a GPU, "
-                                     'or use unillm.launch("vllm", ..., cpu=True)')
+            raise UnsupportedFeature(
+                "sglang",
+                f"{feature} on a CPU",
+                why="SGLang runs them with CUDA kernels only",
+                alternative="Drop cpu=True and run SGLang on a GPU, "
+                'or use unillm.launch("vllm", ..., cpu=True)',
+            )
     env = {"SGLANG_USE_CPU_ENGINE": "1", "TMPDIR": str(workdir / "tmp")}
     if spec.model.startswith(("/", "./", "../", "~")):
         env["HF_HUB_OFFLINE"] = "1"
     settings = {
-        "dtype": "float32", "max_num_seqs": 8, "memory_fraction": 0.05, "env": env,
-        "extra_args": ["--device", "cpu", "--attention-backend", "torch_native",
-                       "--sampling-backend", "pytorch", "--skip-server-warmup",
-                       "--max-total-tokens", "4096",
-                       # compact JSON: fewer tokens to decode, and no model can loop on whitespace
-                       "--constrained-json-disable-any-whitespace",
-                       # an idle scheduler otherwise busy-polls a whole core
-                       "--sleep-on-idle"],
+        "dtype": "float32",
+        "max_num_seqs": 8,
+        "memory_fraction": 0.05,
+        "env": env,
+        "extra_args": [
+            "--device",
+            "cpu",
+            "--attention-backend",
+            "torch_native",
+            "--sampling-backend",
+            "pytorch",
+            "--skip-server-warmup",
+            "--max-total-tokens",
+            "4096",
+            # compact JSON: fewer tokens to decode, and no model can loop on whitespace
+            "--constrained-json-disable-any-whitespace",
+            # an idle scheduler otherwise busy-polls a whole core
+            "--sleep-on-idle",
+        ],
         "ready_timeout": 600,
     }
-    return CpuRecipe(settings=settings, dirs=(workdir / "tmp",), engine_env=CPU_ENV,
-                     experimental=CPU_EXPERIMENTAL)
+    return CpuRecipe(
+        settings=settings, dirs=(workdir / "tmp",), engine_env=CPU_ENV, experimental=CPU_EXPERIMENTAL
+    )

@@ -23,8 +23,17 @@ from unillm.results import Completion, CompletionChoice, Delta, Timings, TokenLo
 
 GENERATE_PATH = "/generate"
 #: Keys of ``extra_body`` that only ``/generate`` understands: their presence selects it.
-NATIVE_ONLY_KEYS = frozenset({"sampling_params", "input_ids", "return_logprob", "top_logprobs_num",
-                              "logprob_start_len", "token_ids_logprob", "return_text_in_logprobs"})
+NATIVE_ONLY_KEYS = frozenset(
+    {
+        "sampling_params",
+        "input_ids",
+        "return_logprob",
+        "top_logprobs_num",
+        "logprob_start_len",
+        "token_ids_logprob",
+        "return_text_in_logprobs",
+    }
+)
 _Choice = CompletionChoice[Any]
 _Completion = Completion[Any]
 
@@ -49,8 +58,16 @@ def native_body(request: Request, *, lora: str | None) -> dict[str, Any]:
     sp: dict[str, Any] = {}
     if request.max_tokens is not None:
         sp["max_new_tokens"] = request.max_tokens
-    for key in ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
-                "repetition_penalty", "n"):
+    for key in (
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "presence_penalty",
+        "frequency_penalty",
+        "repetition_penalty",
+        "n",
+    ):
         value = getattr(request, key)
         if value is not None:
             sp[key] = value
@@ -66,8 +83,12 @@ def native_body(request: Request, *, lora: str | None) -> dict[str, Any]:
     if lora is not None:
         body["lora_path"] = lora
     if request.logprobs:
-        body.update(return_logprob=True, return_text_in_logprobs=True, logprob_start_len=-1,
-                    top_logprobs_num=request.top_logprobs or 0)
+        body.update(
+            return_logprob=True,
+            return_text_in_logprobs=True,
+            logprob_start_len=-1,
+            top_logprobs_num=request.top_logprobs or 0,
+        )
     extra = dict(request.extra_body or {})
     if isinstance(extra.get("sampling_params"), Mapping):
         sp.update(extra.pop("sampling_params"))
@@ -78,7 +99,7 @@ def native_body(request: Request, *, lora: str | None) -> dict[str, Any]:
 
 
 def finish_reason(meta: Mapping[str, Any], engine: str = "sglang") -> str | None:
-    """"stop" / "length" / "abort" from ``meta_info.finish_reason`` (None while running).
+    """ "stop" / "length" / "abort" from ``meta_info.finish_reason`` (None while running).
 
     An abort that carries an HTTP status (e.g. a grammar that fails to compile, reported inside
     a 200 stream) raises the typed error instead.
@@ -104,9 +125,13 @@ def parse_logprobs(meta: Mapping[str, Any], start: int = 0) -> list[TokenLogprob
     out = []
     for i in range(start, len(tokens)):
         top = tops[i] if i < len(tops) and tops[i] else []
-        out.append(TokenLogprob(token=_token_text(tokens[i]), logprob=_finite(tokens[i][0]),
-                                top=[TopLogprob(token=_token_text(t), logprob=_finite(t[0]))
-                                     for t in top]))
+        out.append(
+            TokenLogprob(
+                token=_token_text(tokens[i]),
+                logprob=_finite(tokens[i][0]),
+                top=[TopLogprob(token=_token_text(t), logprob=_finite(t[0])) for t in top],
+            )
+        )
     return out
 
 
@@ -124,18 +149,29 @@ def parse_native(body: Any, engine: str, version: str | None, model: str) -> Com
     items = body if isinstance(body, list) else [body]
     try:
         choices = [
-            _Choice(index=i, text=str(item["text"]),
-                    finish_reason=finish_reason(item["meta_info"], engine),
-                    logprobs=parse_logprobs(item["meta_info"]))
+            _Choice(
+                index=i,
+                text=str(item["text"]),
+                finish_reason=finish_reason(item["meta_info"], engine),
+                logprobs=parse_logprobs(item["meta_info"]),
+            )
             for i, item in enumerate(items)
         ]
         metas = [item["meta_info"] for item in items]
-        usage = Usage(prompt_tokens=int(metas[0].get("prompt_tokens") or 0),
-                      completion_tokens=sum(int(m.get("completion_tokens") or 0) for m in metas))
+        usage = Usage(
+            prompt_tokens=int(metas[0].get("prompt_tokens") or 0),
+            completion_tokens=sum(int(m.get("completion_tokens") or 0) for m in metas),
+        )
     except (KeyError, TypeError, IndexError, AttributeError, ValueError) as e:
         raise MalformedResponse(f"{engine}: unexpected /generate body ({e!r})") from None
-    return _Completion(choices=choices, usage=usage, timings=Timings(total_s=0.0), engine=engine,
-                       engine_version=version, model=model)
+    return _Completion(
+        choices=choices,
+        usage=usage,
+        timings=Timings(total_s=0.0),
+        engine=engine,
+        engine_version=version,
+        model=model,
+    )
 
 
 class NativeStreamDecoder:
@@ -154,8 +190,7 @@ class NativeStreamDecoder:
     def feed(self, data: str) -> list[Delta]:
         if data == "[DONE]":
             self.done = True
-            usage = Usage(prompt_tokens=self._prompt_tokens,
-                          completion_tokens=sum(self._completion.values()))
+            usage = Usage(prompt_tokens=self._prompt_tokens, completion_tokens=sum(self._completion.values()))
             return [Delta(finish_reason=self._finish.get(0), usage=usage)]
         event = decode_event(self._engine, data)
         raise_stream_error(self._engine, event)

@@ -29,9 +29,14 @@ def main() -> None:
     args, _ = parser.parse_known_args()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with TGIServer(model_id=args.model_id, host=args.hostname, port=args.port,
-                   api_key=os.environ.get("API_KEY"), max_total_tokens=args.max_total_tokens,
-                   max_input_tokens=args.max_total_tokens - 1):
+    with TGIServer(
+        model_id=args.model_id,
+        host=args.hostname,
+        port=args.port,
+        api_key=os.environ.get("API_KEY"),
+        max_total_tokens=args.max_total_tokens,
+        max_input_tokens=args.max_total_tokens - 1,
+    ):
         print(f"INFO text_generation_router: Connected on {args.hostname}:{args.port}", flush=True)
         stop.wait()
     print("INFO text_generation_launcher: Terminating webserver", flush=True)

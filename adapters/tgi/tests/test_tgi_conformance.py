@@ -15,9 +15,13 @@ from unillm.testing.conformance import ERROR_STATUSES, AdapterConformance
 
 
 def _token(i: int, text: str, *, special: bool = False, last: dict[str, object] | None = None) -> str:
-    event: dict[str, object] = {"index": i, "token": {"id": 100 + i, "text": text, "logprob": -0.5,
-                                                      "special": special},
-                                "generated_text": None, "details": None, "top_tokens": None}
+    event: dict[str, object] = {
+        "index": i,
+        "token": {"id": 100 + i, "text": text, "logprob": -0.5, "special": special},
+        "generated_text": None,
+        "details": None,
+        "top_tokens": None,
+    }
     if last is not None:
         event.update(last)
     return json.dumps(event)
@@ -36,24 +40,44 @@ _ERRORS: dict[int, bytes] = {
 }
 
 
-ANSWER = {"generated_text": " the sea",
-          "details": {"finish_reason": "length", "generated_tokens": 2, "seed": None, "prefill": [],
-                      "tokens": []}}
+ANSWER = {
+    "generated_text": " the sea",
+    "details": {"finish_reason": "length", "generated_tokens": 2, "seed": None, "prefill": [], "tokens": []},
+}
 
 
 class TestTGIConformance(AdapterConformance):
     adapter = TGIAdapter(runtime="launcher", cache_dir="/cache")
-    info = TGIInfo(engine="tgi", model="tiny", version="3.3.6", max_model_len=128, model_id="tiny",
-                   max_input_tokens=64, max_best_of=2, max_stop_sequences=4)
+    info = TGIInfo(
+        engine="tgi",
+        model="tiny",
+        version="3.3.6",
+        max_model_len=128,
+        model_id="tiny",
+        max_input_tokens=64,
+        max_best_of=2,
+        max_stop_sequences=4,
+    )
     answer_body = ANSWER
     answer_text = " the sea"
     stream_request = make_request("Hi", None, None, {"max_tokens": 8}, stream=True)  # /generate_stream
     stream_events = (
-        _token(1, "Hel"), _token(2, "lo"),
-        _token(3, "</s>", special=True, last={
-            "generated_text": "Hello",
-            "details": {"finish_reason": "eos_token", "generated_tokens": 3, "seed": None,
-                        "input_length": 2}}),
+        _token(1, "Hel"),
+        _token(2, "lo"),
+        _token(
+            3,
+            "</s>",
+            special=True,
+            last={
+                "generated_text": "Hello",
+                "details": {
+                    "finish_reason": "eos_token",
+                    "generated_tokens": 3,
+                    "seed": None,
+                    "input_length": 2,
+                },
+            },
+        ),
     )
     stream_text = "Hello"
     error_bodies = _ERRORS

@@ -23,8 +23,17 @@ from unillm.options import Choice, JsonSchema, Regex, Request, make_request
 from unillm.results import Usage
 
 ADAPTER = TGIAdapter(runtime="launcher", cache_dir="/cache")
-INFO = TGIInfo(engine="tgi", model="tiny", version="3.3.6-dev0", max_model_len=4096, model_id="tiny",
-               max_input_tokens=4095, max_best_of=4, max_stop_sequences=4, max_client_batch_size=4)
+INFO = TGIInfo(
+    engine="tgi",
+    model="tiny",
+    version="3.3.6-dev0",
+    max_model_len=4096,
+    model_id="tiny",
+    max_input_tokens=4095,
+    max_best_of=4,
+    max_stop_sequences=4,
+    max_client_batch_size=4,
+)
 CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
 
 
@@ -43,8 +52,10 @@ class Answer(BaseModel):
 
 OUTPUTS: list[tuple[str, Any]] = [
     ("pydantic-with-refs", Answer),
-    ("json-dict", {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}},
-                   "required": ["n"]}),
+    (
+        "json-dict",
+        {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}, "required": ["n"]},
+    ),
     ("regex", Regex(r"\d{4}-\d{2}-\d{2}")),
     ("choice", Choice(["yes", "no", "maybe (later)", "a|b", "1.5*"])),
 ]
@@ -82,18 +93,39 @@ PROMPT_OPTIONS: list[tuple[str, dict[str, Any]]] = [
     ("deadline (client-side)", {"deadline": 30.0}),
     ("extra_body", {"extra_body": {"typical_p": 0.9, "watermark": True, "truncate": 100}}),
     ("greedy with warpers", {"temperature": 0, "top_p": 0.5, "top_k": 5, "seed": 3}),
-    ("seed=0 on completions", {"seed": 0, "max_tokens": 8, "temperature": 0.5, "top_p": 0.8,
-                               "stop": ["x"], "repetition_penalty": 1.2, "lora": "sql"}),
+    (
+        "seed=0 on completions",
+        {
+            "seed": 0,
+            "max_tokens": 8,
+            "temperature": 0.5,
+            "top_p": 0.8,
+            "stop": ["x"],
+            "repetition_penalty": 1.2,
+            "lora": "sql",
+        },
+    ),
 ]
 CHAT_OPTIONS: list[tuple[str, dict[str, Any]]] = [
-    (label, opts) for label, opts in PROMPT_OPTIONS
-    if not {"top_k", "repetition_penalty", "n", "extra_body"} & opts.keys() or label.startswith("top_k=")
+    (label, opts)
+    for label, opts in PROMPT_OPTIONS
+    if not {"top_k", "repetition_penalty", "n", "extra_body"} & opts.keys()
+    or label.startswith("top_k=")
     or label == "n=1"
 ] + [("extra_body", {"extra_body": {"tool_prompt": "Use the tools."}})]
 RICH: dict[str, Any] = {
-    "max_tokens": 32, "temperature": 0.8, "top_p": 0.95, "top_k": 20, "stop": ["\n\n", "END"],
-    "seed": 3, "frequency_penalty": 0.2, "repetition_penalty": 1.05, "logprobs": True,
-    "top_logprobs": 2, "lora": "sql", "extra_body": {"typical_p": 0.9},
+    "max_tokens": 32,
+    "temperature": 0.8,
+    "top_p": 0.95,
+    "top_k": 20,
+    "stop": ["\n\n", "END"],
+    "seed": 3,
+    "frequency_penalty": 0.2,
+    "repetition_penalty": 1.05,
+    "logprobs": True,
+    "top_logprobs": 2,
+    "lora": "sql",
+    "extra_body": {"typical_p": 0.9},
 }
 RICH_CHAT = {k: v for k, v in RICH.items() if k not in ("top_k", "repetition_penalty", "extra_body")}
 
@@ -110,12 +142,26 @@ def _cases() -> list[Any]:
                 cases.append(pytest.param(chat, None, opts, stream, id=f"{kind}-{mode}-{label}"))
             for out_label, output in OUTPUTS:
                 cases.append(pytest.param(chat, output, {}, stream, id=f"{kind}-{mode}-{out_label}"))
-                cases.append(pytest.param(chat, output, RICH_CHAT if chat else RICH, stream,
-                                          id=f"{kind}-{mode}-{out_label}-all-options"))
+                cases.append(
+                    pytest.param(
+                        chat,
+                        output,
+                        RICH_CHAT if chat else RICH,
+                        stream,
+                        id=f"{kind}-{mode}-{out_label}-all-options",
+                    )
+                )
         if not chat:
             for out_label, output in OUTPUTS:
-                cases.append(pytest.param(False, output, {"n": 2, "temperature": 0.9, "lora": "sql"},
-                                          False, id=f"prompt-whole-{out_label}-n"))
+                cases.append(
+                    pytest.param(
+                        False,
+                        output,
+                        {"n": 2, "temperature": 0.9, "lora": "sql"},
+                        False,
+                        id=f"prompt-whole-{out_label}-n",
+                    )
+                )
     return cases
 
 
@@ -123,8 +169,9 @@ CASES = _cases()
 
 
 def build(chat: bool, output: Any, options: dict[str, Any], stream: bool) -> tuple[Request, Any]:
-    request = make_request(None if chat else "Hi there", CHAT if chat else None, output, options,
-                           stream=stream)
+    request = make_request(
+        None if chat else "Hi there", CHAT if chat else None, output, options, stream=stream
+    )
     check(ADAPTER.capabilities(INFO.version), request)  # what the core does before build
     return request, ADAPTER.build(request, INFO)
 
@@ -132,7 +179,11 @@ def build(chat: bool, output: Any, options: dict[str, Any], stream: bool) -> tup
 # -- requests ---------------------------------------------------------------------------------
 @pytest.mark.parametrize(("chat", "output", "options", "stream"), CASES)
 def test_every_built_body_validates_against_the_schema_of_its_path(
-    contract: Contract, chat: bool, output: Any, options: dict[str, Any], stream: bool,
+    contract: Contract,
+    chat: bool,
+    output: Any,
+    options: dict[str, Any],
+    stream: bool,
 ) -> None:
     _, call = build(chat, output, options, stream)
     contract.check_request(call.path, call.json)
@@ -141,7 +192,10 @@ def test_every_built_body_validates_against_the_schema_of_its_path(
 
 @pytest.mark.parametrize(("chat", "output", "options", "stream"), CASES)
 def test_each_request_goes_to_the_api_that_honours_it(
-    chat: bool, output: Any, options: dict[str, Any], stream: bool,
+    chat: bool,
+    output: Any,
+    options: dict[str, Any],
+    stream: bool,
 ) -> None:
     _, call = build(chat, output, options, stream)
     if chat:
@@ -155,11 +209,11 @@ def test_each_request_goes_to_the_api_that_honours_it(
 
 @pytest.mark.parametrize("chat", [False, True])
 def test_prompt_length_preflight_bodies_validate(contract: Contract, chat: bool) -> None:
-    small = TGIInfo(engine="tgi", model="tiny", version="3.3.6-dev0", max_model_len=64,
-                    max_input_tokens=32)
+    small = TGIInfo(engine="tgi", model="tiny", version="3.3.6-dev0", max_model_len=64, max_input_tokens=32)
     long = "word " * 40
-    request = make_request(None if chat else long, [{"role": "user", "content": long}] if chat else None,
-                           None, {}, stream=False)
+    request = make_request(
+        None if chat else long, [{"role": "user", "content": long}] if chat else None, None, {}, stream=False
+    )
     call = ADAPTER.preflight(request, small)
     assert call is not None and call.path == ("/chat_tokenize" if chat else "/tokenize")
     contract.check_request(call.path, call.json)
@@ -200,59 +254,144 @@ TOKENS: list[dict[str, Any]] = [
 GENERATE_ANSWER = {
     "generated_text": "Hello, END",
     "details": {
-        "finish_reason": "stop_sequence", "generated_tokens": 3, "seed": 42, "prefill": [],
+        "finish_reason": "stop_sequence",
+        "generated_tokens": 3,
+        "seed": 42,
+        "prefill": [],
         "tokens": TOKENS,
         "top_tokens": [[t, {**t, "id": t["id"] + 1, "logprob": t["logprob"] - 1}] for t in TOKENS],
-        "best_of_sequences": [{
-            "generated_text": "Hi", "finish_reason": "eos_token", "generated_tokens": 2, "seed": 43,
-            "prefill": [], "tokens": [TOKENS[0], {"id": 2, "text": "</s>", "logprob": -0.1, "special": True}],
-        }],
+        "best_of_sequences": [
+            {
+                "generated_text": "Hi",
+                "finish_reason": "eos_token",
+                "generated_tokens": 2,
+                "seed": 43,
+                "prefill": [],
+                "tokens": [TOKENS[0], {"id": 2, "text": "</s>", "logprob": -0.1, "special": True}],
+            }
+        ],
     },
 }
 STREAM_EVENTS = [
-    {"index": 1, "token": TOKENS[0], "generated_text": None, "details": None,
-     "top_tokens": [TOKENS[0], TOKENS[1]]},
+    {
+        "index": 1,
+        "token": TOKENS[0],
+        "generated_text": None,
+        "details": None,
+        "top_tokens": [TOKENS[0], TOKENS[1]],
+    },
     {"index": 2, "token": TOKENS[1], "generated_text": None, "details": None},
-    {"index": 3, "token": {"id": 2, "text": "</s>", "logprob": -0.05, "special": True},
-     "generated_text": "Hello,", "details": {"finish_reason": "eos_token", "generated_tokens": 3,
-                                              "input_length": 7, "seed": None}},
+    {
+        "index": 3,
+        "token": {"id": 2, "text": "</s>", "logprob": -0.05, "special": True},
+        "generated_text": "Hello,",
+        "details": {"finish_reason": "eos_token", "generated_tokens": 3, "input_length": 7, "seed": None},
+    },
 ]
 CHAT_ANSWER = {
-    "id": "", "created": 1706270835, "model": "tiny", "system_fingerprint": "3.3.6-dev0-native",
+    "id": "",
+    "created": 1706270835,
+    "model": "tiny",
+    "system_fingerprint": "3.3.6-dev0-native",
     "object": "chat.completion",
-    "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Hi!"},
-                 "logprobs": {"content": [{"token": "Hi", "logprob": -0.3,
-                                           "top_logprobs": [{"token": "Hi", "logprob": -0.3}]}]}}],
+    "choices": [
+        {
+            "index": 0,
+            "finish_reason": "stop",
+            "message": {"role": "assistant", "content": "Hi!"},
+            "logprobs": {
+                "content": [
+                    {"token": "Hi", "logprob": -0.3, "top_logprobs": [{"token": "Hi", "logprob": -0.3}]}
+                ]
+            },
+        }
+    ],
     "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15},
 }
 CHAT_CHUNKS = [
-    {"id": "", "created": 1, "model": "tiny", "system_fingerprint": "x", "object": "chat.completion.chunk",
-     "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hi"}, "finish_reason": None,
-                  "logprobs": None}], "usage": None},
-    {"id": "", "created": 1, "model": "tiny", "system_fingerprint": "x", "object": "chat.completion.chunk",
-     "choices": [{"index": 0, "delta": {"role": "assistant", "content": " END"},
-                  "finish_reason": "stop_sequence", "logprobs": None}], "usage": None},
-    {"id": "", "created": 1, "model": "tiny", "system_fingerprint": "x", "object": "chat.completion.chunk",
-     "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}},
+    {
+        "id": "",
+        "created": 1,
+        "model": "tiny",
+        "system_fingerprint": "x",
+        "object": "chat.completion.chunk",
+        "choices": [
+            {
+                "index": 0,
+                "delta": {"role": "assistant", "content": "Hi"},
+                "finish_reason": None,
+                "logprobs": None,
+            }
+        ],
+        "usage": None,
+    },
+    {
+        "id": "",
+        "created": 1,
+        "model": "tiny",
+        "system_fingerprint": "x",
+        "object": "chat.completion.chunk",
+        "choices": [
+            {
+                "index": 0,
+                "delta": {"role": "assistant", "content": " END"},
+                "finish_reason": "stop_sequence",
+                "logprobs": None,
+            }
+        ],
+        "usage": None,
+    },
+    {
+        "id": "",
+        "created": 1,
+        "model": "tiny",
+        "system_fingerprint": "x",
+        "object": "chat.completion.chunk",
+        "choices": [],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11},
+    },
 ]
 COMPLETION_ANSWER = {
-    "id": "", "created": 1, "model": "tiny", "system_fingerprint": "x", "object": "text_completion",
+    "id": "",
+    "created": 1,
+    "model": "tiny",
+    "system_fingerprint": "x",
+    "object": "text_completion",
     "choices": [{"index": 0, "text": "Hello", "finish_reason": "length", "logprobs": None}],
     "usage": {"prompt_tokens": 4, "completion_tokens": 1, "total_tokens": 5},
 }
 COMPLETION_CHUNKS = [
-    {"id": "", "created": 1, "model": "tiny", "system_fingerprint": "x",
-     "choices": [{"index": 0, "text": "Hello", "finish_reason": "", "logprobs": None}]},
-    {"id": "", "created": 1, "model": "tiny", "system_fingerprint": "x",
-     "choices": [{"index": 0, "text": "</s>", "finish_reason": "eos_token", "logprobs": None}],
-     "usage": {"prompt_tokens": 4, "completion_tokens": 2, "total_tokens": 6}},
+    {
+        "id": "",
+        "created": 1,
+        "model": "tiny",
+        "system_fingerprint": "x",
+        "choices": [{"index": 0, "text": "Hello", "finish_reason": "", "logprobs": None}],
+    },
+    {
+        "id": "",
+        "created": 1,
+        "model": "tiny",
+        "system_fingerprint": "x",
+        "choices": [{"index": 0, "text": "</s>", "finish_reason": "eos_token", "logprobs": None}],
+        "usage": {"prompt_tokens": 4, "completion_tokens": 2, "total_tokens": 6},
+    },
 ]
 INFO_ANSWER = {
-    "model_id": "meta-llama/Llama-3.1-8B-Instruct", "model_sha": None, "model_pipeline_tag": None,
-    "max_concurrent_requests": 128, "max_best_of": 2, "max_stop_sequences": 4,
-    "max_input_tokens": 8191, "max_total_tokens": 8192, "validation_workers": 2,
-    "max_client_batch_size": 4, "router": "text-generation-router", "version": "3.3.5",
-    "sha": "abc", "docker_label": "sha-abc",
+    "model_id": "meta-llama/Llama-3.1-8B-Instruct",
+    "model_sha": None,
+    "model_pipeline_tag": None,
+    "max_concurrent_requests": 128,
+    "max_best_of": 2,
+    "max_stop_sequences": 4,
+    "max_input_tokens": 8191,
+    "max_total_tokens": 8192,
+    "validation_workers": 2,
+    "max_client_batch_size": 4,
+    "router": "text-generation-router",
+    "version": "3.3.5",
+    "sha": "abc",
+    "docker_label": "sha-abc",
 }
 
 
@@ -262,8 +401,13 @@ def prompt(**options: Any) -> Request:
 
 def test_generate_answer_with_details_best_of_and_top_tokens(contract: Contract) -> None:
     contract.check_response("/generate", 200, "application/json", GENERATE_ANSWER)
-    request = make_request("Hi", None, None, {"n": 2, "stop": ["END"], "logprobs": True,
-                                               "top_logprobs": 2, "temperature": 0.5}, stream=False)
+    request = make_request(
+        "Hi",
+        None,
+        None,
+        {"n": 2, "stop": ["END"], "logprobs": True, "top_logprobs": 2, "temperature": 0.5},
+        stream=False,
+    )
     c = ADAPTER.parse(GENERATE_ANSWER, request, INFO)
     assert [ch.text for ch in c.choices] == ["Hello, ", "Hi"]  # without the stop string "END"
     assert [ch.finish_reason for ch in c.choices] == ["stop", "stop"]
@@ -328,8 +472,9 @@ def test_completions_answer_and_stream(contract: Contract) -> None:
     decoder = ADAPTER.decoder(make_request("Hi", None, None, {"seed": 0}, stream=True), INFO)
     deltas = [d for c in COMPLETION_CHUNKS for d in decoder.feed(json.dumps(c))] + decoder.feed("[DONE]")
     assert "".join(d.text for d in deltas) == "Hello"  # the final chunk's "</s>" is dropped
-    assert deltas[-1].finish_reason == "stop" and deltas[-1].usage == Usage(prompt_tokens=4,
-                                                                            completion_tokens=2)
+    assert deltas[-1].finish_reason == "stop" and deltas[-1].usage == Usage(
+        prompt_tokens=4, completion_tokens=2
+    )
 
 
 def test_info_answer_gives_version_model_and_limits(contract: Contract) -> None:
@@ -337,7 +482,11 @@ def test_info_answer_gives_version_model_and_limits(contract: Contract) -> None:
     info = ADAPTER.parse_info({"info": INFO_ANSWER}, None)
     assert isinstance(info, TGIInfo)
     assert (info.model, info.version, info.max_model_len, info.max_input_tokens) == (
-        "meta-llama/Llama-3.1-8B-Instruct", "3.3.5", 8192, 8191)
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "3.3.5",
+        8192,
+        8191,
+    )
     assert (info.max_best_of, info.max_stop_sequences) == (2, 4)
 
 
@@ -362,7 +511,12 @@ ERRORS = [
 @pytest.mark.parametrize(("status", "error_type", "message", "error"), ERRORS)
 @pytest.mark.parametrize("path", ["/generate", "/v1/chat/completions", "/v1/completions"])
 def test_each_error_body_becomes_its_typed_error_with_tgis_message(
-    contract: Contract, path: str, status: int, error_type: str, message: str, error: type[Exception],
+    contract: Contract,
+    path: str,
+    status: int,
+    error_type: str,
+    message: str,
+    error: type[Exception],
 ) -> None:
     body = {"error": message, "error_type": error_type}
     contract.check_response(path, status, "application/json", body)
@@ -374,7 +528,11 @@ def test_each_error_body_becomes_its_typed_error_with_tgis_message(
 
 @pytest.mark.parametrize(("status", "error_type", "message", "error"), ERRORS)
 def test_each_stream_error_event_becomes_its_typed_error(
-    contract: Contract, status: int, error_type: str, message: str, error: type[Exception],
+    contract: Contract,
+    status: int,
+    error_type: str,
+    message: str,
+    error: type[Exception],
 ) -> None:
     event = {"error": message, "error_type": error_type}
     contract.check_response("/generate_stream", status, "text/event-stream", event)

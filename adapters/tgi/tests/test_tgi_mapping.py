@@ -26,8 +26,16 @@ from unillm.launch_spec import LaunchSpec
 from unillm.options import Choice, Grammar, Regex, Request, make_request
 
 ADAPTER = TGIAdapter(runtime="launcher", cache_dir="/cache")
-INFO = TGIInfo(engine="tgi", model="tiny", version="3.3.6-dev0", max_model_len=128, model_id="tiny",
-               max_input_tokens=64, max_best_of=2, max_stop_sequences=4)
+INFO = TGIInfo(
+    engine="tgi",
+    model="tiny",
+    version="3.3.6-dev0",
+    max_model_len=128,
+    model_id="tiny",
+    max_input_tokens=64,
+    max_best_of=2,
+    max_stop_sequences=4,
+)
 CHAT = [{"role": "user", "content": "Hi"}]
 
 
@@ -71,10 +79,12 @@ def test_a_temperature_above_zero_samples_with_it() -> None:
     assert params(prompt(temperature=0.7)) == {"details": True, "do_sample": True, "temperature": 0.7}
 
 
-@pytest.mark.parametrize(("options", "absent"), [({"top_p": 1.0}, "top_p"), ({"top_k": 0}, "top_k"),
-                                                 ({"top_k": -1}, "top_k")])
+@pytest.mark.parametrize(
+    ("options", "absent"), [({"top_p": 1.0}, "top_p"), ({"top_k": 0}, "top_k"), ({"top_k": -1}, "top_k")]
+)
 def test_no_filtering_values_are_left_out_because_tgi_rejects_them(
-    options: dict[str, Any], absent: str,
+    options: dict[str, Any],
+    absent: str,
 ) -> None:
     assert absent not in params(prompt(**options))
 
@@ -150,10 +160,13 @@ def test_inlined_schema_accepts_and_rejects_the_same_documents() -> None:
 
 
 def test_ref_siblings_merge_and_conflicting_keywords_use_allof() -> None:
-    schema = {"properties": {
-        "a": {"$ref": "#/$defs/N", "description": "an int"},
-        "b": {"$ref": "#/$defs/N", "maximum": 5},
-    }, "$defs": {"N": {"type": "integer", "maximum": 10}}}
+    schema = {
+        "properties": {
+            "a": {"$ref": "#/$defs/N", "description": "an int"},
+            "b": {"$ref": "#/$defs/N", "maximum": 5},
+        },
+        "$defs": {"N": {"type": "integer", "maximum": 10}},
+    }
     out = inline_refs(schema)["properties"]
     assert out["a"] == {"type": "integer", "maximum": 10, "description": "an int"}
     assert out["b"] == {"allOf": [{"type": "integer", "maximum": 10}, {"maximum": 5}]}
@@ -186,22 +199,25 @@ def test_grammar_is_refused(syntax: Any) -> None:
 
 
 # -- refused before sending -------------------------------------------------------------------
-@pytest.mark.parametrize(("request_", "feature"), [
-    (prompt(min_p=0.1), "min_p"),
-    (prompt(presence_penalty=0.5), "presence_penalty"),
-    (chat(presence_penalty=0.5), "presence_penalty"),
-    (chat(top_k=5), "top_k with chat"),
-    (chat(repetition_penalty=1.1), "repetition_penalty with chat"),
-    (chat(n=2), "n > 1 with chat"),
-    (prompt(n=2, stream=True), "n > 1 with streaming"),
-    (prompt(n=2, seed=1), "n > 1 with a seed"),
-    (prompt(n=2, temperature=0), "n > 1 with temperature=0"),
-    (prompt(n=3), "n=3"),
-    (prompt(top_p=0), "top_p=0"),
-    (prompt(repetition_penalty=0), "repetition_penalty=0"),
-    (prompt(stop=["a", "b", "c", "d", "e"]), "5 stop strings"),
-    (prompt(Regex("a"), seed=0), "seed=0 together with output=Regex"),
-])
+@pytest.mark.parametrize(
+    ("request_", "feature"),
+    [
+        (prompt(min_p=0.1), "min_p"),
+        (prompt(presence_penalty=0.5), "presence_penalty"),
+        (chat(presence_penalty=0.5), "presence_penalty"),
+        (chat(top_k=5), "top_k with chat"),
+        (chat(repetition_penalty=1.1), "repetition_penalty with chat"),
+        (chat(n=2), "n > 1 with chat"),
+        (prompt(n=2, stream=True), "n > 1 with streaming"),
+        (prompt(n=2, seed=1), "n > 1 with a seed"),
+        (prompt(n=2, temperature=0), "n > 1 with temperature=0"),
+        (prompt(n=3), "n=3"),
+        (prompt(top_p=0), "top_p=0"),
+        (prompt(repetition_penalty=0), "repetition_penalty=0"),
+        (prompt(stop=["a", "b", "c", "d", "e"]), "5 stop strings"),
+        (prompt(Regex("a"), seed=0), "seed=0 together with output=Regex"),
+    ],
+)
 def test_options_tgi_cannot_honour_are_refused_before_sending(request_: Request, feature: str) -> None:
     e = refused(request_)
     assert feature in e.feature and e.engine == "tgi" and e.why
@@ -216,9 +232,14 @@ def test_stop_limit_follows_the_servers_max_stop_sequences() -> None:
     assert len(params(prompt(stop=list("abcdef")), roomy)["stop"]) == 6
 
 
-@pytest.mark.parametrize(("version", "feature"), [
-    ("1.3.4", Feature.CHAT), ("1.4.0", Feature.REGEX), ("2.0.4", Feature.LORA),
-])
+@pytest.mark.parametrize(
+    ("version", "feature"),
+    [
+        ("1.3.4", Feature.CHAT),
+        ("1.4.0", Feature.REGEX),
+        ("2.0.4", Feature.LORA),
+    ],
+)
 def test_features_are_gated_by_the_detected_version(version: str, feature: Feature) -> None:
     caps = ADAPTER.capabilities(version)
     assert not caps.supports(feature) and "Upgrade" in caps.support(feature).alternative
@@ -249,7 +270,13 @@ def test_runtime_lora_calls_are_refused() -> None:
 # -- stop strings and finish reasons ------------------------------------------------------------
 def test_finish_reasons_are_unified() -> None:
     assert [finish_reason(r) for r in ("length", "eos_token", "stop_sequence", "stop", "", None)] == [
-        "length", "stop", "stop", "stop", None, None]
+        "length",
+        "stop",
+        "stop",
+        "stop",
+        None,
+        None,
+    ]
 
 
 def test_stream_holds_back_a_possible_stop_string_and_drops_it_at_the_end() -> None:
@@ -303,8 +330,10 @@ def test_info_that_is_not_tgis_is_a_clear_error() -> None:
 
 
 def test_legacy_max_input_length_is_read() -> None:
-    info = ADAPTER.parse_info({"info": {"model_id": "m", "version": "1.4.5", "max_input_length": 10,
-                                        "max_total_tokens": 20}}, "alias")
+    info = ADAPTER.parse_info(
+        {"info": {"model_id": "m", "version": "1.4.5", "max_input_length": 10, "max_total_tokens": 20}},
+        "alias",
+    )
     assert isinstance(info, TGIInfo) and (info.model, info.max_input_tokens) == ("alias", 10)
 
 

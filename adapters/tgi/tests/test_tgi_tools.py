@@ -19,8 +19,14 @@ from unillm.options import make_request
 from unillm.tools import ToolCallAccumulator
 
 ADAPTER = TGIAdapter(runtime="launcher", cache_dir="/cache")
-INFO = TGIInfo(engine="tgi", model="tiny", version="3.3.6-dev0", max_model_len=4096, model_id="tiny",
-               max_input_tokens=4095)
+INFO = TGIInfo(
+    engine="tgi",
+    model="tiny",
+    version="3.3.6-dev0",
+    max_model_len=4096,
+    model_id="tiny",
+    max_input_tokens=4095,
+)
 ASK = [{"role": "user", "content": "Weather in Rome?"}]
 PNG = bytes.fromhex("89504e470d0a1a0a") + b"\x00" * 8
 
@@ -41,20 +47,34 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-CALL = {"id": "0", "type": "function", "function": {"name": "GetWeather",
-                                                     "arguments": '{"place": {"city": "Rome"}}'}}
-CONVERSATION: list[dict[str, Any]] = [*ASK, {"role": "assistant", "content": None, "tool_calls": [CALL]},
-                {"role": "tool", "tool_call_id": "0", "content": "18 C"}]
+CALL = {
+    "id": "0",
+    "type": "function",
+    "function": {"name": "GetWeather", "arguments": '{"place": {"city": "Rome"}}'},
+}
+CONVERSATION: list[dict[str, Any]] = [
+    *ASK,
+    {"role": "assistant", "content": None, "tool_calls": [CALL]},
+    {"role": "tool", "tool_call_id": "0", "content": "18 C"},
+]
 
 
 @pytest.mark.parametrize("choice", ["auto", "required", "none", "GetWeather", add])
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("messages", [ASK, CONVERSATION], ids=["ask", "conversation"])
 def test_every_tool_request_validates_against_chat_request(
-    contract: Contract, choice: Any, stream: bool, messages: Any,
+    contract: Contract,
+    choice: Any,
+    stream: bool,
+    messages: Any,
 ) -> None:
-    request = make_request(None, messages, None, {"tools": [GetWeather, add], "tool_choice": choice,
-                                                  "max_tokens": 32}, stream=stream)
+    request = make_request(
+        None,
+        messages,
+        None,
+        {"tools": [GetWeather, add], "tool_choice": choice, "max_tokens": 32},
+        stream=stream,
+    )
     check(ADAPTER.capabilities(INFO.version), request)
     call = ADAPTER.build(request, INFO)
     assert call.path == "/v1/chat/completions"
@@ -91,30 +111,63 @@ def test_required_is_refused_on_tgi_before_3() -> None:
 
 
 CHAT_CALL_ANSWER: dict[str, Any] = {
-    "id": "", "object": "chat.completion", "created": 1, "model": "tiny", "system_fingerprint": "3.3.6",
-    "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None, "message": {
-        "role": "assistant", "tool_calls": [{"id": "0", "type": "function", "function": {
-            "name": "GetWeather", "arguments": '{"place":{"city":"Rome"},"unit":"C"}'}}]}}],
+    "id": "",
+    "object": "chat.completion",
+    "created": 1,
+    "model": "tiny",
+    "system_fingerprint": "3.3.6",
+    "choices": [
+        {
+            "index": 0,
+            "finish_reason": "stop",
+            "logprobs": None,
+            "message": {
+                "role": "assistant",
+                "tool_calls": [
+                    {
+                        "id": "0",
+                        "type": "function",
+                        "function": {
+                            "name": "GetWeather",
+                            "arguments": '{"place":{"city":"Rome"},"unit":"C"}',
+                        },
+                    }
+                ],
+            },
+        }
+    ],
     "usage": {"prompt_tokens": 20, "completion_tokens": 12, "total_tokens": 32},
 }
 
 
 def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-    return {"id": "", "object": "chat.completion.chunk", "created": 1, "model": "tiny",
-            "system_fingerprint": "3.3.6", "usage": None,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+    return {
+        "id": "",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "tiny",
+        "system_fingerprint": "3.3.6",
+        "usage": None,
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+    }
 
 
 def _tool_delta(arguments: str, name: str | None = None) -> dict[str, Any]:
     function: dict[str, Any] = {"arguments": arguments}
     if name:
         function["name"] = name
-    return {"role": "assistant", "tool_calls": [{"index": 0, "id": "0", "type": "function",
-                                                   "function": function}]}
+    return {
+        "role": "assistant",
+        "tool_calls": [{"index": 0, "id": "0", "type": "function", "function": function}],
+    }
 
 
-CHAT_CALL_CHUNKS = [_chunk(_tool_delta("", "GetWeather")), _chunk(_tool_delta('{"place":{"city":')),
-                    _chunk(_tool_delta('"Rome"},"unit":"C"}')), _chunk(_tool_delta(""), "eos_token")]
+CHAT_CALL_CHUNKS = [
+    _chunk(_tool_delta("", "GetWeather")),
+    _chunk(_tool_delta('{"place":{"city":')),
+    _chunk(_tool_delta('"Rome"},"unit":"C"}')),
+    _chunk(_tool_delta(""), "eos_token"),
+]
 
 
 def test_tool_call_answers_parse_into_validated_calls(contract: Contract) -> None:
@@ -139,6 +192,7 @@ def test_streamed_tool_calls_join_to_the_whole_answer(contract: Contract) -> Non
     for d in deltas:
         acc.add(d.tool_calls)
     whole = ADAPTER.parse(CHAT_CALL_ANSWER, request, INFO)
-    assert [(c.name, c.arguments, c.parsed) for c in acc.calls()] == \
-        [(c.name, c.arguments, c.parsed) for c in whole.tool_calls]
+    assert [(c.name, c.arguments, c.parsed) for c in acc.calls()] == [
+        (c.name, c.arguments, c.parsed) for c in whole.tool_calls
+    ]
     assert deltas[-1].finish_reason == "tool_calls"

@@ -33,8 +33,13 @@ CHAT = [{"role": "user", "content": "Hi"}]
 
 
 def connect(server: TGIServer, **kw: Any) -> unillm.LLM:
-    return unillm.connect("tgi", server.url, retry=RetryPolicy(attempts=2, initial_wait=0.01, max_wait=0.02),
-                          timeouts=Timeouts(connect=2, read=5), **kw)
+    return unillm.connect(
+        "tgi",
+        server.url,
+        retry=RetryPolicy(attempts=2, initial_wait=0.01, max_wait=0.02),
+        timeouts=Timeouts(connect=2, read=5),
+        **kw,
+    )
 
 
 @contextmanager
@@ -63,8 +68,10 @@ async def test_generate_goes_to_generate_and_reads_usage_from_details_and_header
     assert (r.usage.prompt_tokens, r.usage.completion_tokens) == (2, 5)  # 4 pieces + </s>
     sent = server.requests[-1]
     assert sent.path == "/generate"
-    assert sent.body == {"inputs": "Hi", "parameters": {"details": True, "max_new_tokens": 16,
-                                                        "do_sample": True}}
+    assert sent.body == {
+        "inputs": "Hi",
+        "parameters": {"details": True, "max_new_tokens": 16, "do_sample": True},
+    }
 
 
 async def test_max_tokens_cut_is_a_length_finish(server: TGIServer) -> None:
@@ -174,16 +181,27 @@ async def test_seed_zero_goes_to_completions_whole_and_streamed(server: TGIServe
 
 
 # -- errors ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("status", "error_type", "message", "error"), [
-    (422, "validation", "Input validation error: `top_n_tokens` must be >= 0 and <= 5. Given: 9",
-     InvalidRequest),
-    (424, "generation", "Request failed during generation: CUDA out of memory", EngineInternalError),
-    (429, "overloaded", "Model is overloaded", Overloaded),
-    (500, "incomplete_generation", "Incomplete generation", EngineInternalError),
-])
+@pytest.mark.parametrize(
+    ("status", "error_type", "message", "error"),
+    [
+        (
+            422,
+            "validation",
+            "Input validation error: `top_n_tokens` must be >= 0 and <= 5. Given: 9",
+            InvalidRequest,
+        ),
+        (424, "generation", "Request failed during generation: CUDA out of memory", EngineInternalError),
+        (429, "overloaded", "Model is overloaded", Overloaded),
+        (500, "incomplete_generation", "Incomplete generation", EngineInternalError),
+    ],
+)
 @pytest.mark.parametrize("messages", [None, CHAT], ids=["generate", "chat"])
 async def test_tgi_errors_become_typed_errors_with_its_message(
-    server: TGIServer, status: int, error_type: str, message: str, error: type[Exception],
+    server: TGIServer,
+    status: int,
+    error_type: str,
+    message: str,
+    error: type[Exception],
     messages: Any,
 ) -> None:
     server.fail(status, error_type, message)

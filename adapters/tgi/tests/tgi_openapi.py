@@ -30,12 +30,21 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 OPENAPI = Path(__file__).resolve().parent / "data" / "tgi_openapi.json"
-SOURCE = ("TGI's published OpenAPI document (huggingface/text-generation-inference docs/openapi.json, "
-          "3.3.x), prose removed by adapters/tgi/tests/tgi_openapi.py")
+SOURCE = (
+    "TGI's published OpenAPI document (huggingface/text-generation-inference docs/openapi.json, "
+    "3.3.x), prose removed by adapters/tgi/tests/tgi_openapi.py"
+)
 PROSE = frozenset({"description", "summary", "example", "examples", "tags", "contact", "license"})
 URI = "urn:tgi-openapi"
-STRICT = ("GenerateRequest", "CompatGenerateRequest", "GenerateParameters", "ChatRequest",
-          "CompletionRequest", "StreamOptions", "JsonSchemaConfig")
+STRICT = (
+    "GenerateRequest",
+    "CompatGenerateRequest",
+    "GenerateParameters",
+    "ChatRequest",
+    "CompletionRequest",
+    "StreamOptions",
+    "JsonSchemaConfig",
+)
 
 
 def _pointer(*parts: str) -> str:
@@ -82,21 +91,23 @@ class Contract:
 
     def request_validator(self, path: str, method: str = "post") -> Draft202012Validator:
         """The request-body schema of ``method path``."""
-        return self.validator("paths", path, method, "requestBody", "content", "application/json",
-                              "schema")
+        return self.validator("paths", path, method, "requestBody", "content", "application/json", "schema")
 
-    def response_validator(self, path: str, status: int, content_type: str,
-                           method: str = "post") -> Draft202012Validator:
+    def response_validator(
+        self, path: str, status: int, content_type: str, method: str = "post"
+    ) -> Draft202012Validator:
         """The answer schema of ``method path`` for one status and content type."""
-        return self.validator("paths", path, method, "responses", str(status), "content",
-                              content_type, "schema")
+        return self.validator(
+            "paths", path, method, "responses", str(status), "content", content_type, "schema"
+        )
 
     def check_request(self, path: str, body: Any, method: str = "post") -> None:
         """Raise ``jsonschema.ValidationError`` unless ``body`` fits the published request schema."""
         self.request_validator(path, method).validate(body)
 
-    def check_response(self, path: str, status: int, content_type: str, body: Any,
-                       method: str = "post") -> None:
+    def check_response(
+        self, path: str, status: int, content_type: str, body: Any, method: str = "post"
+    ) -> None:
         """Raise ``jsonschema.ValidationError`` unless ``body`` fits the published answer schema."""
         self.response_validator(path, status, content_type, method).validate(body)
 
@@ -111,8 +122,11 @@ def without_prose(node: Any, *, names: bool = False) -> Any:
         return [without_prose(x) for x in node]
     if not isinstance(node, dict):
         return node
-    return {k: without_prose(v, names=k == "properties" and not names) for k, v in node.items()
-            if names or k not in PROSE}
+    return {
+        k: without_prose(v, names=k == "properties" and not names)
+        for k, v in node.items()
+        if names or k not in PROSE
+    }
 
 
 @cache

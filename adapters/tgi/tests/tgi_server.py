@@ -80,11 +80,19 @@ class TGIServer:
     """TGI-compatible HTTP server on 127.0.0.1 (free port)."""
 
     def __init__(
-        self, *, model_id: str = "tiny-llama", version: str = "3.3.6-dev0",
+        self,
+        *,
+        model_id: str = "tiny-llama",
+        version: str = "3.3.6-dev0",
         pieces: tuple[str, ...] = ("Hello", ",", " world", "!"),
-        loras: Mapping[str, tuple[str, ...]] | None = None, max_input_tokens: int = 64,
-        max_total_tokens: int = 128, max_best_of: int = 2, max_stop_sequences: int = 4,
-        max_top_n_tokens: int = 5, api_key: str | None = None, host: str = "127.0.0.1",
+        loras: Mapping[str, tuple[str, ...]] | None = None,
+        max_input_tokens: int = 64,
+        max_total_tokens: int = 128,
+        max_best_of: int = 2,
+        max_stop_sequences: int = 4,
+        max_top_n_tokens: int = 5,
+        api_key: str | None = None,
+        host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
         self.model_id, self.version, self.pieces = model_id, version, pieces
@@ -111,15 +119,17 @@ class TGIServer:
         return f"http://{self.host}:{self.port}"
 
     def __enter__(self) -> TGIServer:
-        self._thread = threading.Thread(target=asyncio.run, args=(self._main(),), daemon=True,
-                                        name="tgi-server")
+        self._thread = threading.Thread(
+            target=asyncio.run, args=(self._main(),), daemon=True, name="tgi-server"
+        )
         self._thread.start()
         if not self._ready.wait(5):
             raise RuntimeError("TGIServer did not start within 5 s")
         return self
 
-    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self._loop is not None and self._stopping is not None:
             with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(self._stopping.set)
@@ -180,8 +190,9 @@ class TGIServer:
                 head = await reader.readuntil(b"\r\n\r\n")
                 lines = head.decode("latin-1").split("\r\n")
                 method, target, _ = lines[0].split(" ", 2)
-                headers = {k.strip().lower(): v.strip()
-                           for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
+                headers = {
+                    k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)
+                }
                 raw = await reader.readexactly(int(headers.get("content-length", "0")))
                 try:
                     body = json.loads(raw) if raw else None
@@ -199,30 +210,46 @@ class TGIServer:
             self._conns.discard(task)
             writer.close()
 
-    async def _send(self, writer: asyncio.StreamWriter, status: int, body: bytes,
-                    content_type: str = "application/json", headers: Mapping[str, str] | None = None) -> bool:
+    async def _send(
+        self,
+        writer: asyncio.StreamWriter,
+        status: int,
+        body: bytes,
+        content_type: str = "application/json",
+        headers: Mapping[str, str] | None = None,
+    ) -> bool:
         head = {"content-type": content_type, "content-length": str(len(body)), **(headers or {})}
         writer.write(_head(status, head) + body)
         await writer.drain()
         return True
 
-    async def _json(self, writer: asyncio.StreamWriter, status: int, payload: Any, path: str,
-                    headers: Mapping[str, str] | None = None) -> bool:
+    async def _json(
+        self,
+        writer: asyncio.StreamWriter,
+        status: int,
+        payload: Any,
+        path: str,
+        headers: Mapping[str, str] | None = None,
+    ) -> bool:
         self._check_answer(path, status, "application/json", payload)
         return await self._send(writer, status, json.dumps(payload).encode(), headers=headers)
 
     def _check_answer(self, path: str, status: int, content_type: str, payload: Any) -> None:
         method = "get" if path in ("/info", "/health", "/metrics") else "post"
-        errors = list(self.contract.response_validator(path, status, content_type, method)
-                      .iter_errors(payload))
+        errors = list(
+            self.contract.response_validator(path, status, content_type, method).iter_errors(payload)
+        )
         if errors:
             self.errors.append(f"answer to {path} breaks the contract: {errors[0].message}")
 
     async def _answer(self, seen: Seen, writer: asyncio.StreamWriter) -> bool:
         path, body = seen.path, seen.body
         protected = (*GENERATION_PATHS, "/tokenize")  # like TGI: info routes stay open
-        if (self.api_key and path in protected
-                and seen.headers.get("authorization") != f"Bearer {self.api_key}"):
+        if (
+            self.api_key
+            and path in protected
+            and seen.headers.get("authorization") != f"Bearer {self.api_key}"
+        ):
             return await self._send(writer, 401, b"", "text/plain")
         if seen.method == "GET":
             if path == "/info":
@@ -230,9 +257,11 @@ class TGIServer:
             if path == "/health":
                 return await self._send(writer, 200, b"")
             if path == "/metrics":
-                text = ("# TYPE tgi_request_count counter\n"
-                        f"tgi_request_count {self.count()}\n"
-                        "# TYPE tgi_queue_size gauge\ntgi_queue_size 0\n")
+                text = (
+                    "# TYPE tgi_request_count counter\n"
+                    f"tgi_request_count {self.count()}\n"
+                    "# TYPE tgi_queue_size gauge\ntgi_queue_size 0\n"
+                )
                 return await self._send(writer, 200, text.encode(), "text/plain")
             return await self._send(writer, 404, b"")
         if path not in (*GENERATION_PATHS, "/tokenize", "/chat_tokenize"):
@@ -247,8 +276,9 @@ class TGIServer:
             return await self._json(writer, 200, _tokens(body["inputs"]), path)
         if path == "/chat_tokenize":
             text = _template(body["messages"])
-            return await self._json(writer, 200, {"tokenize_response": _tokens(text),
-                                                  "templated_text": text}, path)
+            return await self._json(
+                writer, 200, {"tokenize_response": _tokens(text), "templated_text": text}, path
+            )
         stream = path == "/generate_stream" or bool(body.get("stream"))
         fault = self.fault
         if fault is not None and (fault.times is None or self.fault_hits < fault.times):
@@ -277,11 +307,15 @@ class TGIServer:
             inputs, p = body["inputs"], dict(body.get("parameters") or {})
         else:
             inputs = _template(body["messages"]) if chat else body["prompt"][0]
-            p = {"max_new_tokens": body.get("max_tokens"), "stop": body.get("stop") or [],
-                 "seed": body.get("seed"), "top_p": body.get("top_p"),
-                 "adapter_id": None if body.get("model") in (None, "tgi") else body["model"],
-                 "grammar": body.get("response_format"),
-                 "top_n_tokens": body.get("top_logprobs") if chat else None}
+            p = {
+                "max_new_tokens": body.get("max_tokens"),
+                "stop": body.get("stop") or [],
+                "seed": body.get("seed"),
+                "top_p": body.get("top_p"),
+                "adapter_id": None if body.get("model") in (None, "tgi") else body["model"],
+                "grammar": body.get("response_format"),
+                "top_n_tokens": body.get("top_logprobs") if chat else None,
+            }
             t = body.get("temperature")
             p["temperature"] = None if t == 0 else t
         _validate(p, len(inputs), self, stream=path == "/generate_stream")
@@ -308,21 +342,32 @@ class TGIServer:
 
     def _details(self, g: _Generation, best_of: int) -> dict[str, Any]:
         details: dict[str, Any] = {
-            "finish_reason": g.finish, "generated_tokens": len(g.tokens), "prefill": [],
-            "tokens": g.tokens, "seed": g.seed,
+            "finish_reason": g.finish,
+            "generated_tokens": len(g.tokens),
+            "prefill": [],
+            "tokens": g.tokens,
+            "seed": g.seed,
         }
         if g.top_n:
             details["top_tokens"] = [_alternatives(t, g.top_n) for t in g.tokens]
         if best_of > 1:
             details["best_of_sequences"] = [
-                {"generated_text": "".join(g.pieces), "finish_reason": g.finish,
-                 "generated_tokens": len(g.tokens), "prefill": [], "tokens": g.tokens, "seed": 7 + i}
-                for i in range(best_of - 1)]
+                {
+                    "generated_text": "".join(g.pieces),
+                    "finish_reason": g.finish,
+                    "generated_tokens": len(g.tokens),
+                    "prefill": [],
+                    "tokens": g.tokens,
+                    "seed": 7 + i,
+                }
+                for i in range(best_of - 1)
+            ]
             details["seed"] = 7
         return details
 
-    async def _whole(self, writer: asyncio.StreamWriter, path: str, body: dict[str, Any],
-                     g: _Generation) -> bool:
+    async def _whole(
+        self, writer: asyncio.StreamWriter, path: str, body: dict[str, Any], g: _Generation
+    ) -> bool:
         text = "".join(g.pieces)
         headers = {"x-prompt-tokens": str(g.prompt_tokens), "x-generated-tokens": str(len(g.tokens))}
         if path == "/generate":
@@ -331,23 +376,51 @@ class TGIServer:
             if p.get("details"):
                 answer["details"] = self._details(g, int(p.get("best_of") or 1))
             return await self._json(writer, 200, answer, path, headers)
-        usage = {"prompt_tokens": g.prompt_tokens, "completion_tokens": len(g.tokens),
-                 "total_tokens": g.prompt_tokens + len(g.tokens)}
+        usage = {
+            "prompt_tokens": g.prompt_tokens,
+            "completion_tokens": len(g.tokens),
+            "total_tokens": g.prompt_tokens + len(g.tokens),
+        }
         finish = "stop" if g.finish == "eos_token" else g.finish
-        base = {"id": "", "created": int(time.time()), "model": self.model_id,
-                "system_fingerprint": f"{self.version}-native", "usage": usage}
+        base = {
+            "id": "",
+            "created": int(time.time()),
+            "model": self.model_id,
+            "system_fingerprint": f"{self.version}-native",
+            "usage": usage,
+        }
         if path == "/v1/chat/completions":
-            choice: dict[str, Any] = {"index": 0, "finish_reason": finish,
-                                      "message": {"role": "assistant", "content": text}}
+            choice: dict[str, Any] = {
+                "index": 0,
+                "finish_reason": finish,
+                "message": {"role": "assistant", "content": text},
+            }
             if body.get("logprobs"):
                 choice["logprobs"] = {"content": [_chat_logprob(t, g.top_n) for t in g.tokens]}
-            return await self._json(writer, 200, {**base, "object": "chat.completion",
-                                                  "choices": [choice]}, path, headers)
-        return await self._json(writer, 200, {**base, "object": "text_completion", "choices": [
-            {"index": 0, "text": text, "finish_reason": finish, "logprobs": None}]}, path, headers)
+            return await self._json(
+                writer, 200, {**base, "object": "chat.completion", "choices": [choice]}, path, headers
+            )
+        return await self._json(
+            writer,
+            200,
+            {
+                **base,
+                "object": "text_completion",
+                "choices": [{"index": 0, "text": text, "finish_reason": finish, "logprobs": None}],
+            },
+            path,
+            headers,
+        )
 
-    async def _stream(self, writer: asyncio.StreamWriter, path: str, body: dict[str, Any],
-                      g: _Generation | None, *, fault: Fault | None = None) -> bool:
+    async def _stream(
+        self,
+        writer: asyncio.StreamWriter,
+        path: str,
+        body: dict[str, Any],
+        g: _Generation | None,
+        *,
+        fault: Fault | None = None,
+    ) -> bool:
         writer.write(_head(200, {"content-type": "text/event-stream", "transfer-encoding": "chunked"}))
         native, chat = path == "/generate_stream", path == "/v1/chat/completions"
 
@@ -387,9 +460,17 @@ class TGIServer:
                 last = i == len(tokens) - 1
                 await emit(self._event(path, body, g, i, token, last))
                 if chat and last and (body.get("stream_options") or {}).get("include_usage"):
-                    await emit({"id": "", "created": int(time.time()), "model": self.model_id,
-                                "system_fingerprint": f"{self.version}-native", "choices": [],
-                                "usage": _usage(g), "object": "chat.completion.chunk"})
+                    await emit(
+                        {
+                            "id": "",
+                            "created": int(time.time()),
+                            "model": self.model_id,
+                            "system_fingerprint": f"{self.version}-native",
+                            "choices": [],
+                            "usage": _usage(g),
+                            "object": "chat.completion.chunk",
+                        }
+                    )
             if not native:
                 await emit("[DONE]")
             return await end()
@@ -397,32 +478,47 @@ class TGIServer:
             self.disconnected.set()
             return False
 
-    def _event(self, path: str, body: dict[str, Any], g: _Generation, i: int,
-               token: dict[str, Any], last: bool) -> dict[str, Any]:
+    def _event(
+        self, path: str, body: dict[str, Any], g: _Generation, i: int, token: dict[str, Any], last: bool
+    ) -> dict[str, Any]:
         if path == "/generate_stream":
-            event: dict[str, Any] = {"index": i + 1, "token": token, "generated_text": None,
-                                     "details": None}
+            event: dict[str, Any] = {"index": i + 1, "token": token, "generated_text": None, "details": None}
             if g.top_n:
                 event["top_tokens"] = _alternatives(token, g.top_n)
             if last:
                 event["generated_text"] = "".join(g.pieces)
                 if (body.get("parameters") or {}).get("details"):
-                    event["details"] = {"finish_reason": g.finish, "generated_tokens": len(g.tokens),
-                                        "input_length": g.prompt_tokens, "seed": g.seed}
+                    event["details"] = {
+                        "finish_reason": g.finish,
+                        "generated_tokens": len(g.tokens),
+                        "input_length": g.prompt_tokens,
+                        "seed": g.seed,
+                    }
             return event
-        base = {"id": "", "created": int(time.time()), "model": self.model_id,
-                "system_fingerprint": f"{self.version}-native"}
+        base = {
+            "id": "",
+            "created": int(time.time()),
+            "model": self.model_id,
+            "system_fingerprint": f"{self.version}-native",
+        }
         if path == "/v1/chat/completions":
             finish = ("stop" if g.finish == "eos_token" else g.finish) if last else None
             content = "" if token["special"] else token["text"]
-            choice: dict[str, Any] = {"index": 0, "finish_reason": finish,
-                                      "delta": {"role": "assistant", "content": content}}
+            choice: dict[str, Any] = {
+                "index": 0,
+                "finish_reason": finish,
+                "delta": {"role": "assistant", "content": content},
+            }
             if body.get("logprobs"):
                 choice["logprobs"] = {"content": [_chat_logprob(token, g.top_n)]}
             return {**base, "object": "chat.completion.chunk", "choices": [choice], "usage": None}
         # /v1/completions: "" finish on every chunk but the last, which carries usage inline
-        choice = {"index": 0, "text": token["text"], "finish_reason": g.finish if last else "",
-                  "logprobs": None}
+        choice = {
+            "index": 0,
+            "text": token["text"],
+            "finish_reason": g.finish if last else "",
+            "logprobs": None,
+        }
         if last:
             return {**base, "object": "text_completion", "choices": [choice], "usage": _usage(g)}
         return {**base, "object": "text_completion", "choices": [choice]}
@@ -439,12 +535,20 @@ class TGIServer:
 
     def _info(self) -> dict[str, Any]:
         return {
-            "model_id": self.model_id, "model_sha": None, "model_pipeline_tag": "text-generation",
-            "max_concurrent_requests": 128, "max_best_of": self.max_best_of,
-            "max_stop_sequences": self.max_stop_sequences, "max_input_tokens": self.max_input_tokens,
-            "max_total_tokens": self.max_total_tokens, "validation_workers": 2,
-            "max_client_batch_size": 4, "router": "text-generation-router", "version": self.version,
-            "sha": None, "docker_label": None,
+            "model_id": self.model_id,
+            "model_sha": None,
+            "model_pipeline_tag": "text-generation",
+            "max_concurrent_requests": 128,
+            "max_best_of": self.max_best_of,
+            "max_stop_sequences": self.max_stop_sequences,
+            "max_input_tokens": self.max_input_tokens,
+            "max_total_tokens": self.max_total_tokens,
+            "validation_workers": 2,
+            "max_client_batch_size": 4,
+            "router": "text-generation-router",
+            "version": self.version,
+            "sha": None,
+            "docker_label": None,
         }
 
 
@@ -477,8 +581,10 @@ def _validate(p: dict[str, Any], input_length: int, s: TGIServer, *, stream: boo
         raise _Invalid(f"`top_n_tokens` must be >= 0 and <= {s.max_top_n_tokens}. Given: {p['top_n_tokens']}")
     new = p.get("max_new_tokens")
     if new is not None and input_length + min(new, 1024) > s.max_total_tokens:
-        raise _Invalid(f"`inputs` tokens + `max_new_tokens` must be <= {s.max_total_tokens}. "
-                       f"Given: {input_length} `inputs` tokens and {new} `max_new_tokens`")
+        raise _Invalid(
+            f"`inputs` tokens + `max_new_tokens` must be <= {s.max_total_tokens}. "
+            f"Given: {input_length} `inputs` tokens and {new} `max_new_tokens`"
+        )
     if input_length > s.max_input_tokens:
         raise _Invalid(f"`inputs` must have less than {s.max_input_tokens} tokens. Given: {input_length}")
 
@@ -500,14 +606,19 @@ def _alternatives(token: dict[str, Any], n: int) -> list[dict[str, Any]]:
 
 
 def _chat_logprob(token: dict[str, Any], n: int) -> dict[str, Any]:
-    return {"token": token["text"], "logprob": token["logprob"],
-            "top_logprobs": [{"token": a["text"], "logprob": a["logprob"]}
-                             for a in _alternatives(token, n)]}
+    return {
+        "token": token["text"],
+        "logprob": token["logprob"],
+        "top_logprobs": [{"token": a["text"], "logprob": a["logprob"]} for a in _alternatives(token, n)],
+    }
 
 
 def _usage(g: _Generation) -> dict[str, int]:
-    return {"prompt_tokens": g.prompt_tokens, "completion_tokens": len(g.tokens),
-            "total_tokens": g.prompt_tokens + len(g.tokens)}
+    return {
+        "prompt_tokens": g.prompt_tokens,
+        "completion_tokens": len(g.tokens),
+        "total_tokens": g.prompt_tokens + len(g.tokens),
+    }
 
 
 def _error(fault: Fault) -> dict[str, str]:
@@ -519,6 +630,5 @@ def _openai_error(fault: Fault) -> dict[str, Any]:
 
 
 def _head(status: int, headers: Mapping[str, str]) -> bytes:
-    lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}",
-             *(f"{k}: {v}" for k, v in headers.items())]
+    lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", *(f"{k}: {v}" for k, v in headers.items())]
     return ("\r\n".join(lines) + "\r\n\r\n").encode()

@@ -1,7 +1,7 @@
 """The TGI adapter: unified requests to Hugging Face TGI, and TGI launch commands.
 
-    llm = unillm.connect("tgi", "http://127.0.0.1:8080")
-    async with unillm.launch("tgi", model="Qwen/Qwen2.5-0.5B-Instruct") as llm: ...
+llm = unillm.connect("tgi", "http://127.0.0.1:8080")
+async with unillm.launch("tgi", model="Qwen/Qwen2.5-0.5B-Instruct") as llm: ...
 """
 
 from __future__ import annotations
@@ -68,12 +68,18 @@ class TGIAdapter(Adapter):
     engine_module = None  # a Rust launcher, not a Python module
 
     def __init__(
-        self, *, runtime: RuntimeName | Literal["auto"] = "auto", image: str = IMAGE,
-        cache_dir: str | None = None, gpus: str | None = "all", shm_size: str = "1g",
+        self,
+        *,
+        runtime: RuntimeName | Literal["auto"] = "auto",
+        image: str = IMAGE,
+        cache_dir: str | None = None,
+        gpus: str | None = "all",
+        shm_size: str = "1g",
     ) -> None:
         name: RuntimeName = detect_runtime() if runtime == "auto" else runtime
-        self.runtime = Runtime(name=name, image=image, cache_dir=cache_dir or hub_cache(), gpus=gpus,
-                               shm_size=shm_size)
+        self.runtime = Runtime(
+            name=name, image=image, cache_dir=cache_dir or hub_cache(), gpus=gpus, shm_size=shm_size
+        )
         self.loras: frozenset[str] | None = None  # known only for a TGI unillm launched (bind)
 
     def bind(self, spec: LaunchSpec) -> TGIAdapter:
@@ -104,52 +110,69 @@ class TGIAdapter(Adapter):
             Feature.CHOICE: _since(v, (1, 4, 1), "as an escaped regex alternation"),
             Feature.GRAMMAR: unsupported(grammar, alt),
             Feature.GRAMMAR_LARK: unsupported(grammar, alt),
-            Feature.LORA: _since(v, (2, 1, 0), "adapters given at launch; TGI answers an unknown "
-                                               "adapter id with the base model, so unknown names "
-                                               "are refused when unillm launched it"),
-            Feature.LORA_RUNTIME: unsupported("TGI loads LoRA adapters only at launch (--lora-adapters)",
-                                              "Launch it with lora={name: path}"),
-            Feature.N: Support(why="prompts only, not streamed, without seed: TGI's best_of "
-                                   "(n <= --max-best-of)"),
+            Feature.LORA: _since(
+                v,
+                (2, 1, 0),
+                "adapters given at launch; TGI answers an unknown "
+                "adapter id with the base model, so unknown names "
+                "are refused when unillm launched it",
+            ),
+            Feature.LORA_RUNTIME: unsupported(
+                "TGI loads LoRA adapters only at launch (--lora-adapters)", "Launch it with lora={name: path}"
+            ),
+            Feature.N: Support(
+                why="prompts only, not streamed, without seed: TGI's best_of (n <= --max-best-of)"
+            ),
             Feature.LOGPROBS: NATIVE,
             Feature.TOP_K: Support(why=chat_only),
             Feature.MIN_P: unsupported("TGI has no min_p", "Use top_p or top_k"),
             Feature.REPETITION_PENALTY: Support(why=chat_only),
             Feature.PRESENCE_PENALTY: unsupported(
                 "TGI has no presence penalty (its chat API turns presence_penalty p into "
-                "repetition_penalty p + 2)", "Use frequency_penalty or repetition_penalty"),
+                "repetition_penalty p + 2)",
+                "Use frequency_penalty or repetition_penalty",
+            ),
             Feature.FREQUENCY_PENALTY: _since(v, (1, 4, 0)),
             Feature.SEED: NATIVE,
             Feature.STOP: NATIVE,
-            Feature.SPEC_NGRAM: Support(why="--speculate N; Medusa heads of a model are used "
-                                            "automatically"),
-            Feature.SPEC_DRAFT: unsupported("TGI has no draft-model speculation",
-                                            "Use Speculative(method='ngram') or a Medusa model"),
-            Feature.SPEC_EAGLE: unsupported("TGI has no EAGLE speculation",
-                                            "Use Speculative(method='ngram') or a Medusa model"),
-            Feature.SPEC_MTP: unsupported("TGI has no MTP speculation",
-                                          "Use Speculative(method='ngram') or a Medusa model"),
+            Feature.SPEC_NGRAM: Support(why="--speculate N; Medusa heads of a model are used automatically"),
+            Feature.SPEC_DRAFT: unsupported(
+                "TGI has no draft-model speculation", "Use Speculative(method='ngram') or a Medusa model"
+            ),
+            Feature.SPEC_EAGLE: unsupported(
+                "TGI has no EAGLE speculation", "Use Speculative(method='ngram') or a Medusa model"
+            ),
+            Feature.SPEC_MTP: unsupported(
+                "TGI has no MTP speculation", "Use Speculative(method='ngram') or a Medusa model"
+            ),
             Feature.TENSOR_PARALLEL: Support(why="--num-shard"),
             Feature.PIPELINE_PARALLEL: unsupported("TGI only shards tensors", "Use Parallel(tensor=N)"),
-            Feature.DATA_PARALLEL: unsupported("one TGI serves one replica",
-                                               "Launch one TGI per replica behind a router"),
-            Feature.EXPERT_PARALLEL: unsupported("TGI has no expert parallelism",
-                                                 "Use Parallel(tensor=N)"),
-            Feature.MULTI_NODE: unsupported("TGI shards a model over the GPUs of one machine only",
-                                            "Use vLLM or SGLang for multi-node serving"),
+            Feature.DATA_PARALLEL: unsupported(
+                "one TGI serves one replica", "Launch one TGI per replica behind a router"
+            ),
+            Feature.EXPERT_PARALLEL: unsupported("TGI has no expert parallelism", "Use Parallel(tensor=N)"),
+            Feature.MULTI_NODE: unsupported(
+                "TGI shards a model over the GPUs of one machine only",
+                "Use vLLM or SGLang for multi-node serving",
+            ),
             Feature.PD_DISAGGREGATION: unsupported(
                 "TGI has no prefill/decode disaggregation",
-                "Use vLLM or SGLang with unillm.Disaggregation(...)"),
-            Feature.TOOLS: _since(v, (2, 0, 0), "chat messages; TGI constrains calls with its "
-                                                "grammar (local $ref inlined)"),
-            Feature.TOOL_CHOICE_AUTO: _since(v, (2, 0, 0), "grammar-based: TGI adds a no-tool option "
-                                                           "the model may pick"),
+                "Use vLLM or SGLang with unillm.Disaggregation(...)",
+            ),
+            Feature.TOOLS: _since(
+                v, (2, 0, 0), "chat messages; TGI constrains calls with its grammar (local $ref inlined)"
+            ),
+            Feature.TOOL_CHOICE_AUTO: _since(
+                v, (2, 0, 0), "grammar-based: TGI adds a no-tool option the model may pick"
+            ),
             Feature.TOOL_CHOICE_NAMED: _since(v, (2, 0, 0)),
             Feature.TOOL_CHOICE_REQUIRED: _since(v, (3, 0, 0)),
             Feature.IMAGES: Support(why="chat messages to vision-language models only"),
             Feature.EMBEDDINGS: unsupported(
                 "TGI serves generative models only; embeddings are a separate server, Text "
-                "Embeddings Inference (TEI)", EMBED_ALTERNATIVE),
+                "Embeddings Inference (TEI)",
+                EMBED_ALTERNATIVE,
+            ),
             Feature.TOKENIZE: Support(why="texts through /tokenize, messages through /chat_tokenize"),
         }
         return Capabilities(engine=self.name, version=version, features=features)
@@ -181,18 +204,24 @@ class TGIAdapter(Adapter):
     def parse_info(self, answers: Mapping[str, Any], model: str | None) -> EngineInfo:
         info = answers.get("info")
         if not isinstance(info, Mapping) or not isinstance(info.get("model_id"), str):
-            raise MalformedResponse("tgi: GET /info did not answer with TGI's Info (model_id, "
-                                    "version, limits); is this a TGI server?")
+            raise MalformedResponse(
+                "tgi: GET /info did not answer with TGI's Info (model_id, "
+                "version, limits); is this a TGI server?"
+            )
 
         def number(*keys: str) -> int | None:
             value = next((info[k] for k in keys if isinstance(info.get(k), int)), None)
             return int(value) if value is not None else None
 
         return TGIInfo(
-            engine=self.name, model=model or info["model_id"], version=info.get("version"),
-            max_model_len=number("max_total_tokens"), model_id=info["model_id"],
+            engine=self.name,
+            model=model or info["model_id"],
+            version=info.get("version"),
+            max_model_len=number("max_total_tokens"),
+            model_id=info["model_id"],
             max_input_tokens=number("max_input_tokens", "max_input_length"),
-            max_best_of=number("max_best_of"), max_stop_sequences=number("max_stop_sequences"),
+            max_best_of=number("max_best_of"),
+            max_stop_sequences=number("max_stop_sequences"),
             max_client_batch_size=number("max_client_batch_size"),
         )
 
@@ -203,7 +232,9 @@ class TGIAdapter(Adapter):
             raise UnknownLora(
                 f"tgi: LoRA adapter {request.lora!r} was not given at launch (launched: {launched}); "
                 "TGI would silently answer with the base model. Use one of those names, or relaunch "
-                "with lora={name: path}", engine=self.name)
+                "with lora={name: path}",
+                engine=self.name,
+            )
         return wire.build_call(request, info)
 
     def preflight(self, request: Request, info: EngineInfo) -> HttpCall | None:
@@ -218,12 +249,16 @@ class TGIAdapter(Adapter):
             raise InvalidRequest(
                 f"tgi: the prompt is {count} tokens; this server accepts at most {limit} "
                 "(its --max-input-tokens). Shorten the prompt, or relaunch TGI with a larger "
-                "max_model_len", engine=self.name)
+                "max_model_len",
+                engine=self.name,
+            )
         if request.max_tokens and total and count + min(request.max_tokens, wire.CHUNK) > total:
             raise InvalidRequest(
                 f"tgi: the prompt ({count} tokens) plus max_tokens={request.max_tokens} do not fit "
                 f"in this server's {total} tokens (its --max-total-tokens). Lower max_tokens or "
-                "shorten the prompt", engine=self.name)
+                "shorten the prompt",
+                engine=self.name,
+            )
 
     def tokenize_call(self, request: TokenizeRequest, info: EngineInfo) -> HttpCall:
         return wire.tokenize_call(request.text, request.messages)
@@ -250,8 +285,9 @@ class TGIAdapter(Adapter):
         """``/generate`` sends the prompt's token count only as the ``x-prompt-tokens`` header."""
         value = headers.get("x-prompt-tokens")
         if completion.usage.prompt_tokens == 0 and value and value.isdigit():
-            completion.usage = Usage(prompt_tokens=int(value),
-                                     completion_tokens=completion.usage.completion_tokens)
+            completion.usage = Usage(
+                prompt_tokens=int(value), completion_tokens=completion.usage.completion_tokens
+            )
         return completion
 
     def decoder(
@@ -273,8 +309,10 @@ class TGIAdapter(Adapter):
 
     def install(self, *, gpu: bool) -> EngineInstall:
         raise UnsupportedFeature(
-            self.name, "unillm setup",
+            self.name,
+            "unillm setup",
             why="TGI is not a pip package (a Rust launcher plus a CUDA Python server)",
             alternative="Install docker or podman (unillm then runs TGI's official image), or "
-                        "build text-generation-launcher from source: "
-                        "https://github.com/huggingface/text-generation-inference")
+            "build text-generation-launcher from source: "
+            "https://github.com/huggingface/text-generation-inference",
+        )

@@ -20,35 +20,42 @@ from unillm.options import Choice, Constraint, JsonSchema, Regex
 ENGINE = "tgi"
 _REGEX_META = frozenset("\\.^$*+?{}[]()|")
 # Keywords that only describe a schema: a $ref's siblings made of these merge into the target.
-_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "deprecated", "readOnly",
-                          "writeOnly", "$comment"})
+_ANNOTATIONS = frozenset(
+    {"title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly", "$comment"}
+)
 _DEFINITIONS = ("$defs", "definitions")
 
 
 def grammar(output: Constraint, version: str | None) -> dict[str, Any]:
     """TGI's ``GrammarType`` for a constraint (the ``grammar`` / ``response_format`` value).
 
-        grammar(unillm.Regex(r"[0-9]{3}"), "3.3.5")  # {"type": "regex", "value": "[0-9]{3}"}
+    grammar(unillm.Regex(r"[0-9]{3}"), "3.3.5")  # {"type": "regex", "value": "[0-9]{3}"}
     """
     if isinstance(output, JsonSchema):
         schema = inline_refs(output.schema, version)
         if not isinstance(schema.get("properties"), Mapping):
             raise UnsupportedFeature(
-                ENGINE, "output=JSON schema without top-level 'properties'", version=version,
+                ENGINE,
+                "output=JSON schema without top-level 'properties'",
+                version=version,
                 why="TGI compiles only object schemas with a top-level 'properties' (it answers 422 "
-                    "otherwise)",
+                "otherwise)",
                 alternative="Wrap the value in an object: {'type': 'object', 'properties': "
-                            "{'value': <schema>}, 'required': ['value']}")
+                "{'value': <schema>}, 'required': ['value']}",
+            )
         return {"type": "json", "value": schema}
     if isinstance(output, Regex):
         return {"type": "regex", "value": output.pattern}
     if isinstance(output, Choice):
         return {"type": "regex", "value": output.as_regex()}
     raise UnsupportedFeature(
-        ENGINE, Feature.GRAMMAR.value, version=version,
+        ENGINE,
+        Feature.GRAMMAR.value,
+        version=version,
         why="TGI has no context-free grammars, only JSON schemas and regular expressions",
         alternative="Use output=unillm.Regex(...) or a JSON schema, or an engine with grammars "
-                    "(vLLM, SGLang)")
+        "(vLLM, SGLang)",
+    )
 
 
 def escape_literal(text: str) -> str:
@@ -67,16 +74,22 @@ def inline_refs(schema: Mapping[str, Any], version: str | None = None) -> dict[s
     def resolve(ref: str, seen: frozenset[str]) -> Any:
         if not ref.startswith("#"):
             raise UnsupportedFeature(
-                ENGINE, "output=JSON schema with a non-local $ref", version=version,
+                ENGINE,
+                "output=JSON schema with a non-local $ref",
+                version=version,
                 why=f"unillm inlines only references inside the schema, not {ref!r}",
-                alternative="Inline the referenced schema yourself")
+                alternative="Inline the referenced schema yourself",
+            )
         if ref in seen:
             raise UnsupportedFeature(
-                ENGINE, "output=JSON schema with a recursive $ref", version=version,
+                ENGINE,
+                "output=JSON schema with a recursive $ref",
+                version=version,
                 why=f"{ref!r} refers to itself; TGI compiles schemas to a regular expression, "
-                    "which cannot express recursion",
+                "which cannot express recursion",
                 alternative="Bound the depth (spell out the nesting levels you need as separate "
-                            "models), or use an engine with recursive schemas (vLLM, SGLang)")
+                "models), or use an engine with recursive schemas (vLLM, SGLang)",
+            )
         target: Any = schema
         for part in filter(None, ref[1:].split("/")):
             key = unquote(part).replace("~1", "/").replace("~0", "~")
@@ -84,9 +97,12 @@ def inline_refs(schema: Mapping[str, Any], version: str | None = None) -> dict[s
                 target = target[int(key)] if isinstance(target, list) else target[key]
             except (KeyError, IndexError, ValueError, TypeError):
                 raise UnsupportedFeature(
-                    ENGINE, "output=JSON schema with a dangling $ref", version=version,
+                    ENGINE,
+                    "output=JSON schema with a dangling $ref",
+                    version=version,
                     why=f"{ref!r} points at nothing in the schema",
-                    alternative="Fix the reference") from None
+                    alternative="Fix the reference",
+                ) from None
         return walk(target, seen | {ref})
 
     def walk(node: Any, seen: frozenset[str]) -> Any:

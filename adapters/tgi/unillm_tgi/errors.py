@@ -22,15 +22,27 @@ from unillm.options import Request
 ENGINE = "tgi"
 
 ERROR_TYPE_STATUS: dict[str, int] = {
-    "validation": 422, "template_error": 422, "missing_template_variable": 422, "tool_error": 422,
-    "generation": 424, "overloaded": 429, "incomplete_generation": 500,
-    "incomplete_generation_stream": 500, "stream_serialization_error": 500, "healthcheck": 503,
+    "validation": 422,
+    "template_error": 422,
+    "missing_template_variable": 422,
+    "tool_error": 422,
+    "generation": 424,
+    "overloaded": 429,
+    "incomplete_generation": 500,
+    "incomplete_generation_stream": 500,
+    "stream_serialization_error": 500,
+    "healthcheck": 503,
 }
 # TGI's InferError display prefixes (router/src/infer/mod.rs), for streams that hide the type.
 _PREFIX_STATUS: tuple[tuple[str, int], ...] = (
-    ("Input validation error", 422), ("Template error", 422), ("Missing template", 422),
-    ("Tool error", 422), ("Request failed during generation", 424), ("Model is overloaded", 429),
-    ("Incomplete generation", 500), ("Stream event serialization error", 500),
+    ("Input validation error", 422),
+    ("Template error", 422),
+    ("Missing template", 422),
+    ("Tool error", 422),
+    ("Request failed during generation", 424),
+    ("Model is overloaded", 429),
+    ("Incomplete generation", 500),
+    ("Stream event serialization error", 500),
 )
 
 
@@ -39,11 +51,13 @@ def error_for(status: int, message: str, request: Request | None, *, streaming: 
     kw: dict[str, Any] = {"engine": ENGINE, "status": status, "engine_message": message}
     if status == 424:
         return EngineInternalError(
-            f"{ENGINE} answered 424: {message}. The model failed while generating; see the "
-            "server's log", **kw)
+            f"{ENGINE} answered 424: {message}. The model failed while generating; see the server's log", **kw
+        )
     if status == 429 and streaming:
-        return Overloaded(f"{ENGINE} reported in its stream: {message} (a started stream is not "
-                          "retried; try again later)", **kw)
+        return Overloaded(
+            f"{ENGINE} reported in its stream: {message} (a started stream is not retried; try again later)",
+            **kw,
+        )
     return error_for_status(ENGINE, status, message, request)
 
 

@@ -32,10 +32,26 @@ RUNTIME_ENV = "UNILLM_TGI_RUNTIME"
 DEFAULT_PORT = 3000  # the launcher's own default
 CONTAINER_PORT = 80
 CONTAINER_CACHE = "/data"  # HF_HOME inside TGI's image
-QUANTIZATIONS = ("awq", "compressed-tensors", "eetq", "exl2", "gptq", "marlin", "bitsandbytes",
-                 "bitsandbytes-nf4", "bitsandbytes-fp4", "fp8")
-_DTYPES = {"float16": "float16", "half": "float16", "fp16": "float16", "bfloat16": "bfloat16",
-           "bf16": "bfloat16", "auto": None}
+QUANTIZATIONS = (
+    "awq",
+    "compressed-tensors",
+    "eetq",
+    "exl2",
+    "gptq",
+    "marlin",
+    "bitsandbytes",
+    "bitsandbytes-nf4",
+    "bitsandbytes-fp4",
+    "fp8",
+)
+_DTYPES = {
+    "float16": "float16",
+    "half": "float16",
+    "fp16": "float16",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "auto": None,
+}
 
 RuntimeName = Literal["launcher", "docker", "podman"]
 
@@ -55,8 +71,9 @@ class Runtime:
     shm_size: str = "1g"
 
 
-def detect_runtime(which: Callable[[str], str | None] = shutil.which,
-                   env: Mapping[str, str] = os.environ) -> RuntimeName:
+def detect_runtime(
+    which: Callable[[str], str | None] = shutil.which, env: Mapping[str, str] = os.environ
+) -> RuntimeName:
     """``$UNILLM_TGI_RUNTIME`` if set, else the launcher if on PATH, else docker, else podman.
 
     Falls back to "launcher" (its absence is then reported when the launch starts).
@@ -74,14 +91,17 @@ def hub_cache(env: Mapping[str, str] = os.environ) -> str:
     """The host's Hugging Face hub cache (``HF_HUB_CACHE``, ``HF_HOME/hub`` or the default)."""
     if env.get("HF_HUB_CACHE"):
         return os.path.abspath(os.path.expanduser(env["HF_HUB_CACHE"]))
-    home = env.get("HF_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"),
-                                              ".cache", "huggingface")
+    home = env.get("HF_HOME") or os.path.join(
+        env.get("HOME") or os.path.expanduser("~"), ".cache", "huggingface"
+    )
     return os.path.abspath(os.path.join(os.path.expanduser(home), "hub"))
 
 
-EMBED_ALTERNATIVE = ("Serve the embedding model with TEI (https://github.com/huggingface/"
-                     "text-embeddings-inference) and call its /embed, or launch it with "
-                     'unillm.launch("vllm", ..., task="embed") / "sglang"')
+EMBED_ALTERNATIVE = (
+    "Serve the embedding model with TEI (https://github.com/huggingface/"
+    "text-embeddings-inference) and call its /embed, or launch it with "
+    'unillm.launch("vllm", ..., task="embed") / "sglang"'
+)
 
 
 def command(spec: LaunchSpec, runtime: Runtime) -> LaunchCommand:
@@ -95,23 +115,41 @@ def command(spec: LaunchSpec, runtime: Runtime) -> LaunchCommand:
     if spec.prefix_caching is not None:
         env["PREFIX_CACHING"] = "1" if spec.prefix_caching else "0"
     if runtime.name == "launcher":
-        argv = [LAUNCHER, *_engine_args(spec, host=spec.host, port=port),
-                # defaults shared by every TGI on a host: its shard sockets and metrics port
-                "--shard-uds-path", f"/tmp/unillm-tgi-{port}", "--prometheus-port", "0",
-                *spec.extra_args]
+        argv = [
+            LAUNCHER,
+            *_engine_args(spec, host=spec.host, port=port),
+            # defaults shared by every TGI on a host: its shard sockets and metrics port
+            "--shard-uds-path",
+            f"/tmp/unillm-tgi-{port}",
+            "--prometheus-port",
+            "0",
+            *spec.extra_args,
+        ]
     else:
-        argv = [*_container_prefix(spec, runtime, port, env),
-                *_engine_args(spec, host="0.0.0.0", port=CONTAINER_PORT), *spec.extra_args]
+        argv = [
+            *_container_prefix(spec, runtime, port, env),
+            *_engine_args(spec, host="0.0.0.0", port=CONTAINER_PORT),
+            *spec.extra_args,
+        ]
     return LaunchCommand(argv=argv, env=env, health_path="/health", secrets=(key,) if key else ())
 
 
 def _container_prefix(spec: LaunchSpec, runtime: Runtime, port: int, env: Mapping[str, str]) -> list[str]:
     argv = [runtime.name, "run", "--rm", "--name", f"unillm-tgi-{port}"]
     if runtime.gpus:
-        argv += (["--gpus", runtime.gpus] if runtime.name == "docker"
-                 else ["--device", f"nvidia.com/gpu={runtime.gpus}"])
-    argv += ["--shm-size", runtime.shm_size, "-p", f"{spec.host}:{port}:{CONTAINER_PORT}",
-             "-v", f"{runtime.cache_dir}:{CONTAINER_CACHE}"]
+        argv += (
+            ["--gpus", runtime.gpus]
+            if runtime.name == "docker"
+            else ["--device", f"nvidia.com/gpu={runtime.gpus}"]
+        )
+    argv += [
+        "--shm-size",
+        runtime.shm_size,
+        "-p",
+        f"{spec.host}:{port}:{CONTAINER_PORT}",
+        "-v",
+        f"{runtime.cache_dir}:{CONTAINER_CACHE}",
+    ]
     for path in dict.fromkeys([spec.model, *spec.lora.values()]):
         if path.startswith("/"):
             argv += ["-v", f"{path}:{path}:ro"]
@@ -130,8 +168,12 @@ def _engine_args(spec: LaunchSpec, *, host: str, port: int) -> list[str]:
     if spec.quantization is not None:
         argv += ["--quantize", spec.quantization]
     if spec.max_model_len is not None:
-        argv += ["--max-input-tokens", str(spec.max_model_len - 1),
-                 "--max-total-tokens", str(spec.max_model_len)]
+        argv += [
+            "--max-input-tokens",
+            str(spec.max_model_len - 1),
+            "--max-total-tokens",
+            str(spec.max_model_len),
+        ]
     if spec.max_num_seqs is not None:
         argv += ["--max-batch-size", str(spec.max_num_seqs)]
     if spec.memory_fraction is not None:
@@ -148,10 +190,12 @@ def _lora_entry(name: str, path: str) -> str:
         return f"{name}={path}"
     if path != name:
         raise UnsupportedFeature(
-            ENGINE, "a LoRA name that differs from its hub id",
+            ENGINE,
+            "a LoRA name that differs from its hub id",
             why=f"TGI serves a hub adapter under its id ({path!r}), not under {name!r}",
             alternative=f"Use lora={{{path!r}: {path!r}}} and lora={path!r} per request, or "
-                        "download it and pass an absolute path")
+            "download it and pass an absolute path",
+        )
     return path
 
 
@@ -162,37 +206,63 @@ def _refuse_unsupported(spec: LaunchSpec) -> None:
         return UnsupportedFeature(ENGINE, feature, why=why, alternative=alternative)
 
     if spec.task == "embed":
-        raise no('task="embed"', "TGI serves generative models only; embeddings are a separate "
-                 "server, Text Embeddings Inference (TEI)", EMBED_ALTERNATIVE)
+        raise no(
+            'task="embed"',
+            "TGI serves generative models only; embeddings are a separate "
+            "server, Text Embeddings Inference (TEI)",
+            EMBED_ALTERNATIVE,
+        )
 
     if p.pipeline > 1:
-        raise no(Feature.PIPELINE_PARALLEL.value, "TGI only shards tensors (--num-shard)",
-                 "Use parallel=Parallel(tensor=N)")
+        raise no(
+            Feature.PIPELINE_PARALLEL.value,
+            "TGI only shards tensors (--num-shard)",
+            "Use parallel=Parallel(tensor=N)",
+        )
     if p.data > 1:
-        raise no(Feature.DATA_PARALLEL.value, "one TGI serves one replica",
-                 "Launch one TGI per replica (e.g. CUDA_VISIBLE_DEVICES per launch) behind a router")
+        raise no(
+            Feature.DATA_PARALLEL.value,
+            "one TGI serves one replica",
+            "Launch one TGI per replica (e.g. CUDA_VISIBLE_DEVICES per launch) behind a router",
+        )
     if p.expert:
-        raise no(Feature.EXPERT_PARALLEL.value, "TGI has no expert-parallel mode",
-                 "Use parallel=Parallel(tensor=N)")
+        raise no(
+            Feature.EXPERT_PARALLEL.value,
+            "TGI has no expert-parallel mode",
+            "Use parallel=Parallel(tensor=N)",
+        )
     if spec.runtime_lora:
-        raise no(Feature.LORA_RUNTIME.value, "TGI loads LoRA adapters only at launch",
-                 "Pass lora={name: path} instead")
+        raise no(
+            Feature.LORA_RUNTIME.value,
+            "TGI loads LoRA adapters only at launch",
+            "Pass lora={name: path} instead",
+        )
     if spec.max_lora_rank is not None or spec.max_loras is not None:
-        raise no("max_lora_rank / max_loras", "TGI has no such launch settings (it sizes adapters "
-                 "itself)", "Leave them unset")
+        raise no(
+            "max_lora_rank / max_loras",
+            "TGI has no such launch settings (it sizes adapters itself)",
+            "Leave them unset",
+        )
     s = spec.speculative
     if s is not None and s.method != "ngram":
-        raise no(f"speculative {s.method}", "TGI speculates with n-grams (--speculate) or with the "
-                 "Medusa heads a model ships (used automatically); no draft, EAGLE, MTP or suffix",
-                 "Use Speculative(method='ngram', num_tokens=N), or a Medusa model")
+        raise no(
+            f"speculative {s.method}",
+            "TGI speculates with n-grams (--speculate) or with the "
+            "Medusa heads a model ships (used automatically); no draft, EAGLE, MTP or suffix",
+            "Use Speculative(method='ngram', num_tokens=N), or a Medusa model",
+        )
     if s is not None and (s.lookup_max or s.lookup_min):
-        raise no("speculative lookup_max/lookup_min", "TGI's n-gram speculation has no such "
-                 "settings (only the number of tokens, --speculate)", "Leave them unset")
+        raise no(
+            "speculative lookup_max/lookup_min",
+            "TGI's n-gram speculation has no such settings (only the number of tokens, --speculate)",
+            "Leave them unset",
+        )
     if spec.dtype is not None and spec.dtype.lower() not in _DTYPES:
         raise no(f"dtype={spec.dtype}", "TGI runs float16 or bfloat16", "Use dtype='bfloat16'")
     if spec.dtype is not None and _DTYPES[spec.dtype.lower()] and spec.quantization is not None:
-        raise no("dtype together with quantization", "TGI refuses --dtype with --quantize",
-                 "Set only one of them")
+        raise no(
+            "dtype together with quantization", "TGI refuses --dtype with --quantize", "Set only one of them"
+        )
     if spec.quantization is not None and spec.quantization not in QUANTIZATIONS:
         raise no(f"quantization={spec.quantization}", f"TGI's --quantize takes {', '.join(QUANTIZATIONS)}")
     if spec.max_model_len is not None and spec.max_model_len < 2:

@@ -83,9 +83,12 @@ def route(request: Request, info: EngineInfo) -> str:
     if not completions:
         return COMPLETIONS
     g, c = generate[0], completions[0]
-    raise _refuse(info, f"{g.option} together with {c.option}",
-                  f"{g.why}, and /v1/completions (which accepts it) cannot honour {c.option}",
-                  g.alternative)
+    raise _refuse(
+        info,
+        f"{g.option} together with {c.option}",
+        f"{g.why}, and /v1/completions (which accepts it) cannot honour {c.option}",
+        g.alternative,
+    )
 
 
 def _generate_blockers(request: Request) -> list[_Blocker]:
@@ -93,8 +96,13 @@ def _generate_blockers(request: Request) -> list[_Blocker]:
     if request.seed == 0:
         blockers.append(_Blocker("seed=0", "TGI's /generate declares seed >= 1", "Use a seed >= 1"))
     if request.frequency_penalty == -2:
-        blockers.append(_Blocker("frequency_penalty=-2", "TGI's /generate declares "
-                                 "frequency_penalty > -2", "Use a value above -2"))
+        blockers.append(
+            _Blocker(
+                "frequency_penalty=-2",
+                "TGI's /generate declares frequency_penalty > -2",
+                "Use a value above -2",
+            )
+        )
     return blockers
 
 
@@ -127,18 +135,26 @@ def build_call(request: Request, info: EngineInfo) -> HttpCall:
 def _check_common(request: Request, info: EngineInfo) -> None:
     greedy = request.temperature == 0
     if request.top_p == 0 and not greedy:
-        raise _refuse(info, "top_p=0", "TGI requires 0 < top_p < 1 (top_p=1 means no filtering)",
-                      "Use temperature=0 for greedy decoding")
+        raise _refuse(
+            info,
+            "top_p=0",
+            "TGI requires 0 < top_p < 1 (top_p=1 means no filtering)",
+            "Use temperature=0 for greedy decoding",
+        )
     if request.repetition_penalty == 0:
-        raise _refuse(info, "repetition_penalty=0", "TGI requires repetition_penalty > 0 "
-                      "(1.0 means no penalty)")
-    limit = (info.max_stop_sequences if isinstance(info, TGIInfo) and info.max_stop_sequences
-             else DEFAULT_MAX_STOP)
+        raise _refuse(
+            info, "repetition_penalty=0", "TGI requires repetition_penalty > 0 (1.0 means no penalty)"
+        )
+    limit = (
+        info.max_stop_sequences if isinstance(info, TGIInfo) and info.max_stop_sequences else DEFAULT_MAX_STOP
+    )
     if request.stop is not None and len(request.stop) > limit:
-        raise _refuse(info, f"{len(request.stop)} stop strings",
-                      f"this server accepts at most {limit} (its --max-stop-sequences)",
-                      "Pass fewer stop strings, or relaunch TGI with a larger "
-                      "--max-stop-sequences")
+        raise _refuse(
+            info,
+            f"{len(request.stop)} stop strings",
+            f"this server accepts at most {limit} (its --max-stop-sequences)",
+            "Pass fewer stop strings, or relaunch TGI with a larger --max-stop-sequences",
+        )
 
 
 def _sampling(request: Request, *, native: bool) -> dict[str, Any]:
@@ -195,38 +211,66 @@ def _check_best_of(request: Request, info: EngineInfo) -> None:
     n = request.n
     why = "TGI returns n answers through best_of, which "
     if request.stream:
-        raise _refuse(info, "n > 1 with streaming", why + "cannot stream",
-                      "Stream n requests concurrently, or drop stream")
+        raise _refuse(
+            info,
+            "n > 1 with streaming",
+            why + "cannot stream",
+            "Stream n requests concurrently, or drop stream",
+        )
     if request.seed is not None:
-        raise _refuse(info, "n > 1 with a seed", why + "refuses a seed",
-                      "Drop the seed, or send n requests with different seeds")
+        raise _refuse(
+            info,
+            "n > 1 with a seed",
+            why + "refuses a seed",
+            "Drop the seed, or send n requests with different seeds",
+        )
     if request.temperature == 0:
-        raise _refuse(info, "n > 1 with temperature=0", why + "needs sampling",
-                      "Use a temperature above 0")
+        raise _refuse(info, "n > 1 with temperature=0", why + "needs sampling", "Use a temperature above 0")
     top = info.max_best_of if isinstance(info, TGIInfo) else None
     if top is not None and n is not None and n > top:
-        raise _refuse(info, f"n={n}", f"this server allows n <= {top} (its --max-best-of)",
-                      "Lower n, or relaunch TGI with a larger --max-best-of")
+        raise _refuse(
+            info,
+            f"n={n}",
+            f"this server allows n <= {top} (its --max-best-of)",
+            "Lower n, or relaunch TGI with a larger --max-best-of",
+        )
 
 
 def chat_body(request: Request, info: EngineInfo) -> dict[str, Any]:
     """``ChatRequest`` for ``/v1/chat/completions``; ``extra_body`` keys go to the top level."""
     v = _version(info)
     if request.top_k is not None and request.top_k > 0:
-        raise _refuse(info, "top_k with chat messages", "TGI's chat API has no top_k",
-                      "Send a prompt (it goes to /generate) with the chat template applied")
+        raise _refuse(
+            info,
+            "top_k with chat messages",
+            "TGI's chat API has no top_k",
+            "Send a prompt (it goes to /generate) with the chat template applied",
+        )
     if request.repetition_penalty is not None:
-        raise _refuse(info, "repetition_penalty with chat messages",
-                      "TGI's chat API has no repetition_penalty",
-                      "Use frequency_penalty, or send a prompt (it goes to /generate)")
+        raise _refuse(
+            info,
+            "repetition_penalty with chat messages",
+            "TGI's chat API has no repetition_penalty",
+            "Use frequency_penalty, or send a prompt (it goes to /generate)",
+        )
     if request.n is not None and request.n > 1:
-        raise _refuse(info, "n > 1 with chat messages", "TGI's chat API ignores n",
-                      "Send n requests concurrently, or send a prompt (best_of on /generate)")
+        raise _refuse(
+            info,
+            "n > 1 with chat messages",
+            "TGI's chat API ignores n",
+            "Send n requests concurrently, or send a prompt (best_of on /generate)",
+        )
     if request.output is not None and v is not None and v < CHAT_CONSTRAINTS_SINCE:
-        raise _refuse(info, "output= with chat messages", "TGI's chat API takes response_format "
-                      "from 2.1.0 on", "Upgrade TGI, or send a prompt (grammar on /generate)")
-    body: dict[str, Any] = {"model": request.lora or NO_ADAPTER,
-                            "messages": [chat_message(m) for m in request.messages or ()]}
+        raise _refuse(
+            info,
+            "output= with chat messages",
+            "TGI's chat API takes response_format from 2.1.0 on",
+            "Upgrade TGI, or send a prompt (grammar on /generate)",
+        )
+    body: dict[str, Any] = {
+        "model": request.lora or NO_ADAPTER,
+        "messages": [chat_message(m) for m in request.messages or ()],
+    }
     if request.max_tokens is not None:
         body["max_tokens"] = request.max_tokens
     body.update(_sampling(request, native=False))
@@ -265,7 +309,8 @@ def chat_message(message: Mapping[str, Any]) -> dict[str, Any]:
         out.pop("content", None)
         out["tool_calls"] = [
             {**c, "function": {**c["function"], "arguments": _object(c["function"]["arguments"])}}
-            for c in calls]
+            for c in calls
+        ]
     return out
 
 

@@ -59,9 +59,10 @@ class StopTrimmer:
         if not self._stops:
             return text
         buf = self._held + text
-        keep = max((n for n in range(1, len(buf) + 1)
-                    if any(s.startswith(buf[-n:]) for s in self._stops)), default=0)
-        self._held = buf[len(buf) - keep:] if keep else ""
+        keep = max(
+            (n for n in range(1, len(buf) + 1) if any(s.startswith(buf[-n:]) for s in self._stops)), default=0
+        )
+        self._held = buf[len(buf) - keep :] if keep else ""
         return buf[: len(buf) - keep]
 
     def finish(self, stopped: bool) -> str:
@@ -70,15 +71,19 @@ class StopTrimmer:
         return strip_stop(held, self._stops) if stopped else held
 
 
-def token_logprobs(tokens: Sequence[Mapping[str, Any]] | None,
-                   tops: Sequence[Sequence[Mapping[str, Any]]] | None) -> list[TokenLogprob]:
+def token_logprobs(
+    tokens: Sequence[Mapping[str, Any]] | None, tops: Sequence[Sequence[Mapping[str, Any]]] | None
+) -> list[TokenLogprob]:
     """Logprobs from TGI ``Token`` lists (``details.tokens`` and ``details.top_tokens``)."""
     alternatives = list(tops or ())
     return [
         TokenLogprob(
-            token=str(t["text"]), logprob=_finite(t.get("logprob")),
-            top=[TopLogprob(token=str(a["text"]), logprob=_finite(a.get("logprob")))
-                 for a in (alternatives[i] if i < len(alternatives) else ())],
+            token=str(t["text"]),
+            logprob=_finite(t.get("logprob")),
+            top=[
+                TopLogprob(token=str(a["text"]), logprob=_finite(a.get("logprob")))
+                for a in (alternatives[i] if i < len(alternatives) else ())
+            ],
         )
         for i, t in enumerate(tokens or ())
     ]
@@ -108,10 +113,13 @@ def parse_generate(body: Mapping[str, Any], request: Request, model: str, versio
             text = strip_stop(text, request.stop)
         logprobs = token_logprobs(seq.get("tokens"), seq.get("top_tokens")) if request.logprobs else None
         choices.append(_Choice(index=index, text=text, finish_reason=finish_reason(raw), logprobs=logprobs))
-    usage = Usage(prompt_tokens=len(details.get("prefill") or ()),
-                  completion_tokens=sum(int(s.get("generated_tokens") or 0) for s in sequences))
-    return _Completion(choices=choices, usage=usage, timings=_ZERO, engine=ENGINE,
-                       engine_version=version, model=model)
+    usage = Usage(
+        prompt_tokens=len(details.get("prefill") or ()),
+        completion_tokens=sum(int(s.get("generated_tokens") or 0) for s in sequences),
+    )
+    return _Completion(
+        choices=choices, usage=usage, timings=_ZERO, engine=ENGINE, engine_version=version, model=model
+    )
 
 
 def parse_openai(body: Mapping[str, Any], request: Request, model: str, version: str | None) -> _Completion:
@@ -124,12 +132,24 @@ def parse_openai(body: Mapping[str, Any], request: Request, model: str, version:
         if raw == "stop_sequence":
             text = strip_stop(text, request.stop)
         logprobs = parse_logprobs(c.get("logprobs")) if request.logprobs else None
-        choices.append(with_tool_calls(
-            _Choice(index=c.get("index", i), text=text, finish_reason=finish_reason(raw), logprobs=logprobs),
-            (message or {}).get("tool_calls"), request.tools))
+        choices.append(
+            with_tool_calls(
+                _Choice(
+                    index=c.get("index", i), text=text, finish_reason=finish_reason(raw), logprobs=logprobs
+                ),
+                (message or {}).get("tool_calls"),
+                request.tools,
+            )
+        )
     choices.sort(key=lambda c: c.index)
-    return _Completion(choices=choices, usage=parse_usage(body.get("usage")), timings=_ZERO,
-                       engine=ENGINE, engine_version=version, model=model)
+    return _Completion(
+        choices=choices,
+        usage=parse_usage(body.get("usage")),
+        timings=_ZERO,
+        engine=ENGINE,
+        engine_version=version,
+        model=model,
+    )
 
 
 # -- streams -------------------------------------------------------------------------------------
@@ -153,8 +173,9 @@ class GenerateStreamDecoder:
             text = "" if token.get("special") else str(token["text"])
         except (KeyError, TypeError, AttributeError):
             raise MalformedResponse(f"{ENGINE}: stream event without a token: {data[:200]!r}") from None
-        logprobs = (token_logprobs([token], [event.get("top_tokens") or ()])
-                    if self._request.logprobs else None)
+        logprobs = (
+            token_logprobs([token], [event.get("top_tokens") or ()]) if self._request.logprobs else None
+        )
         out = self._trim.push(text)
         if event.get("generated_text") is None:
             return [Delta(text=out, logprobs=logprobs)] if out or logprobs else []
@@ -162,8 +183,10 @@ class GenerateStreamDecoder:
         details = event.get("details") or {}
         raw = details.get("finish_reason")
         out += self._trim.finish(stopped=raw == "stop_sequence")
-        usage = Usage(prompt_tokens=int(details.get("input_length") or 0),
-                      completion_tokens=int(details.get("generated_tokens") or 0))
+        usage = Usage(
+            prompt_tokens=int(details.get("input_length") or 0),
+            completion_tokens=int(details.get("generated_tokens") or 0),
+        )
         return [Delta(text=out, finish_reason=finish_reason(raw), logprobs=logprobs, usage=usage)]
 
 
@@ -209,8 +232,9 @@ class OpenAIRouteDecoder:
                 self._finish = finish
             logprobs = parse_logprobs(c.get("logprobs")) if self._request.logprobs else None
             if out or raw or logprobs or calls:
-                deltas.append(Delta(index=index, text=out, finish_reason=finish, logprobs=logprobs,
-                                    tool_calls=calls))
+                deltas.append(
+                    Delta(index=index, text=out, finish_reason=finish, logprobs=logprobs, tool_calls=calls)
+                )
         usage = chunk.get("usage")
         if usage:
             if deltas:

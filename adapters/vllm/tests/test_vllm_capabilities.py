@@ -20,8 +20,13 @@ def req(output: Any = None, *, stream: bool = False, chat: bool = False, **optio
     return make_request("Hi", None, output, options, stream=stream)
 
 
-CONSTRAINTS = [JsonSchema({"type": "object"}), Regex("a+"), Choice(["a", "b"]),
-               Grammar('root ::= "a"'), Grammar('start: "a"', syntax="lark")]
+CONSTRAINTS = [
+    JsonSchema({"type": "object"}),
+    Regex("a+"),
+    Choice(["a", "b"]),
+    Grammar('root ::= "a"'),
+    Grammar('start: "a"', syntax="lark"),
+]
 
 
 @pytest.mark.parametrize("output", CONSTRAINTS)
@@ -38,8 +43,10 @@ def test_vllm_before_0_6_refuses_output_constraints(version: str, output: Any) -
 
 @pytest.mark.parametrize("version", ["0.5.4", "0.6.0", "0.32.0"])
 def test_vllm_of_any_version_accepts_unconstrained_requests(version: str) -> None:
-    check(VLLMAdapter().capabilities(version),
-          req(chat=True, stream=True, top_k=5, seed=1, n=2, lora="sql", logprobs=True))
+    check(
+        VLLMAdapter().capabilities(version),
+        req(chat=True, stream=True, top_k=5, seed=1, n=2, lora="sql", logprobs=True),
+    )
 
 
 @pytest.mark.parametrize("output", CONSTRAINTS)

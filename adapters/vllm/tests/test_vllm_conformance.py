@@ -20,8 +20,15 @@ MODEL = "/models/tiny"
 
 def _chunk(content: str | None, finish: str | None = None) -> str:
     delta = {} if content is None else {"content": content}
-    return json.dumps({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
-                       "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]})
+    return json.dumps(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": MODEL,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        }
+    )
 
 
 # vLLM's error layout (FastAPI's {"detail": ...} only for unknown routes).
@@ -39,14 +46,26 @@ _ERRORS = {
 
 
 ANSWER = {
-    "id": "cmpl-1", "object": "text_completion", "created": 1, "model": MODEL,
-    "choices": [{"index": 0, "text": " the sea", "logprobs": None, "finish_reason": "length",
-                 "stop_reason": None, "prompt_logprobs": None}],
+    "id": "cmpl-1",
+    "object": "text_completion",
+    "created": 1,
+    "model": MODEL,
+    "choices": [
+        {
+            "index": 0,
+            "text": " the sea",
+            "logprobs": None,
+            "finish_reason": "length",
+            "stop_reason": None,
+            "prompt_logprobs": None,
+        }
+    ],
     "usage": {"prompt_tokens": 2, "total_tokens": 4, "completion_tokens": 2},
 }
-ERROR_BODIES = {status: json.dumps({"error": {"message": message, "type": kind, "param": None,
-                                              "code": status}}).encode()
-                for status, (kind, message) in _ERRORS.items()}
+ERROR_BODIES = {
+    status: json.dumps({"error": {"message": message, "type": kind, "param": None, "code": status}}).encode()
+    for status, (kind, message) in _ERRORS.items()
+}
 
 
 class TestVLLMConformance(AdapterConformance):
@@ -55,13 +74,35 @@ class TestVLLMConformance(AdapterConformance):
     answer_body = ANSWER
     answer_text = " the sea"
     stream_events = (
-        json.dumps({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
-                    "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                 "logprobs": None, "finish_reason": None}]}),
-        _chunk("Hel"), _chunk("lo"), _chunk(None, "length"),
-        json.dumps({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": MODEL,
-                    "choices": [], "usage": {"prompt_tokens": 9, "total_tokens": 11,
-                                             "completion_tokens": 2}}),
+        json.dumps(
+            {
+                "id": "chatcmpl-1",
+                "object": "chat.completion.chunk",
+                "created": 1,
+                "model": MODEL,
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"role": "assistant", "content": ""},
+                        "logprobs": None,
+                        "finish_reason": None,
+                    }
+                ],
+            }
+        ),
+        _chunk("Hel"),
+        _chunk("lo"),
+        _chunk(None, "length"),
+        json.dumps(
+            {
+                "id": "chatcmpl-1",
+                "object": "chat.completion.chunk",
+                "created": 1,
+                "model": MODEL,
+                "choices": [],
+                "usage": {"prompt_tokens": 9, "total_tokens": 11, "completion_tokens": 2},
+            }
+        ),
         "[DONE]",
     )
     stream_text = "Hello"
@@ -98,12 +139,20 @@ def live(vllm_server: RunningEngine) -> TestVLLMConformance:
     assert {status: r.status_code for status, r in errors.items()} == {400: 400, 401: 401, 404: 404}
     text = answer["choices"][0]["message"]["content"]  # read directly, not through the adapter
     assert text, "vLLM answered no text"
-    kit = type("LiveVLLMConformance", (TestVLLMConformance,), {
-        "info": info, "answer_request": request, "answer_body": answer, "answer_text": text,
-        "stream_request": stream_request, "stream_events": sse_payloads(streamed),
-        "stream_text": text,  # greedy: the stream spells the same answer
-        "error_bodies": {status: r.content for status, r in errors.items()},
-    })
+    kit = type(
+        "LiveVLLMConformance",
+        (TestVLLMConformance,),
+        {
+            "info": info,
+            "answer_request": request,
+            "answer_body": answer,
+            "answer_text": text,
+            "stream_request": stream_request,
+            "stream_events": sse_payloads(streamed),
+            "stream_text": text,  # greedy: the stream spells the same answer
+            "error_bodies": {status: r.content for status, r in errors.items()},
+        },
+    )
     live: TestVLLMConformance = kit()
     return live
 

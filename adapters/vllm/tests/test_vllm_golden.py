@@ -49,14 +49,17 @@ def body_of(request: Request, version: str | None = "0.32.0") -> dict[str, Any]:
 
 # -- request bodies ------------------------------------------------------------------------
 
+
 def test_prompt_goes_to_completions() -> None:
     assert ADAPTER.build(prompt_request(), INFO) == HttpCall(
-        "POST", "/v1/completions", {"model": MODEL, "prompt": "Hi"}, False)
+        "POST", "/v1/completions", {"model": MODEL, "prompt": "Hi"}, False
+    )
 
 
 def test_messages_go_to_chat_completions() -> None:
     assert ADAPTER.build(chat_request(), INFO) == HttpCall(
-        "POST", "/v1/chat/completions", {"model": MODEL, "messages": CHAT}, False)
+        "POST", "/v1/chat/completions", {"model": MODEL, "messages": CHAT}, False
+    )
 
 
 SAMPLING_CASES = [
@@ -79,9 +82,7 @@ SAMPLING_CASES = [
 
 
 @pytest.mark.parametrize(("options", "fields"), SAMPLING_CASES)
-def test_sampling_option_in_completions_body(
-    options: dict[str, Any], fields: dict[str, Any]
-) -> None:
+def test_sampling_option_in_completions_body(options: dict[str, Any], fields: dict[str, Any]) -> None:
     assert body_of(prompt_request(**options)) == {"model": MODEL, "prompt": "Hi", **fields}
 
 
@@ -90,27 +91,31 @@ def test_sampling_option_in_chat_body(options: dict[str, Any], fields: dict[str,
     assert body_of(chat_request(**options)) == {"model": MODEL, "messages": CHAT, **fields}
 
 
-@pytest.mark.parametrize(("options", "fields"), [
-    ({"logprobs": True}, {"logprobs": 0}),
-    ({"top_logprobs": 5}, {"logprobs": 5}),
-    ({"logprobs": True, "top_logprobs": 2}, {"logprobs": 2}),
-    ({"logprobs": False}, {}),
-])
+@pytest.mark.parametrize(
+    ("options", "fields"),
+    [
+        ({"logprobs": True}, {"logprobs": 0}),
+        ({"top_logprobs": 5}, {"logprobs": 5}),
+        ({"logprobs": True, "top_logprobs": 2}, {"logprobs": 2}),
+        ({"logprobs": False}, {}),
+    ],
+)
 def test_completions_logprobs_is_the_number_of_alternatives(
     options: dict[str, Any], fields: dict[str, Any]
 ) -> None:
     assert body_of(prompt_request(**options)) == {"model": MODEL, "prompt": "Hi", **fields}
 
 
-@pytest.mark.parametrize(("options", "fields"), [
-    ({"logprobs": True}, {"logprobs": True}),
-    ({"top_logprobs": 5}, {"logprobs": True, "top_logprobs": 5}),
-    ({"top_logprobs": 0}, {"logprobs": True, "top_logprobs": 0}),
-    ({"logprobs": False}, {}),
-])
-def test_chat_logprobs_is_a_flag_plus_top_logprobs(
-    options: dict[str, Any], fields: dict[str, Any]
-) -> None:
+@pytest.mark.parametrize(
+    ("options", "fields"),
+    [
+        ({"logprobs": True}, {"logprobs": True}),
+        ({"top_logprobs": 5}, {"logprobs": True, "top_logprobs": 5}),
+        ({"top_logprobs": 0}, {"logprobs": True, "top_logprobs": 0}),
+        ({"logprobs": False}, {}),
+    ],
+)
+def test_chat_logprobs_is_a_flag_plus_top_logprobs(options: dict[str, Any], fields: dict[str, Any]) -> None:
     assert body_of(chat_request(**options)) == {"model": MODEL, "messages": CHAT, **fields}
 
 
@@ -125,8 +130,9 @@ def test_extra_body_is_merged_last_and_wins() -> None:
     assert body == {"model": MODEL, "prompt": "Hi", "temperature": 0.1, "ignore_eos": True}
 
 
-@pytest.mark.parametrize(("make", "path"), [(prompt_request, "/v1/completions"),
-                                            (chat_request, "/v1/chat/completions")])
+@pytest.mark.parametrize(
+    ("make", "path"), [(prompt_request, "/v1/completions"), (chat_request, "/v1/chat/completions")]
+)
 def test_stream_asks_for_usage_in_the_last_chunk(make: Any, path: str) -> None:
     call = ADAPTER.build(make(stream=True), INFO)
     assert call.stream is True
@@ -138,18 +144,50 @@ def test_stream_asks_for_usage_in_the_last_chunk(make: Any, path: str) -> None:
 
 def test_every_option_at_once_in_a_chat_body() -> None:
     request = chat_request(
-        Choice(["yes", "no"]), stream=True, max_tokens=8, temperature=0.2, top_p=0.9, top_k=20,
-        min_p=0.1, stop=["\n"], seed=1, presence_penalty=0.1, frequency_penalty=0.2,
-        repetition_penalty=1.05, n=2, top_logprobs=3, lora="sql", extra_body={"ignore_eos": False},
+        Choice(["yes", "no"]),
+        stream=True,
+        max_tokens=8,
+        temperature=0.2,
+        top_p=0.9,
+        top_k=20,
+        min_p=0.1,
+        stop=["\n"],
+        seed=1,
+        presence_penalty=0.1,
+        frequency_penalty=0.2,
+        repetition_penalty=1.05,
+        n=2,
+        top_logprobs=3,
+        lora="sql",
+        extra_body={"ignore_eos": False},
         timeout=30,
     )
-    assert ADAPTER.build(request, INFO) == HttpCall("POST", "/v1/chat/completions", {
-        "model": "sql", "messages": CHAT, "max_tokens": 8, "temperature": 0.2, "top_p": 0.9,
-        "top_k": 20, "min_p": 0.1, "stop": ["\n"], "seed": 1, "presence_penalty": 0.1,
-        "frequency_penalty": 0.2, "repetition_penalty": 1.05, "n": 2, "logprobs": True,
-        "top_logprobs": 3, "structured_outputs": {"choice": ["yes", "no"]}, "stream": True,
-        "stream_options": {"include_usage": True}, "ignore_eos": False,
-    }, True)
+    assert ADAPTER.build(request, INFO) == HttpCall(
+        "POST",
+        "/v1/chat/completions",
+        {
+            "model": "sql",
+            "messages": CHAT,
+            "max_tokens": 8,
+            "temperature": 0.2,
+            "top_p": 0.9,
+            "top_k": 20,
+            "min_p": 0.1,
+            "stop": ["\n"],
+            "seed": 1,
+            "presence_penalty": 0.1,
+            "frequency_penalty": 0.2,
+            "repetition_penalty": 1.05,
+            "n": 2,
+            "logprobs": True,
+            "top_logprobs": 3,
+            "structured_outputs": {"choice": ["yes", "no"]},
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "ignore_eos": False,
+        },
+        True,
+    )
 
 
 # -- constrained output --------------------------------------------------------------------
@@ -167,17 +205,22 @@ OUTPUT_CASES = [
 @pytest.mark.parametrize(("output", "key", "value"), OUTPUT_CASES)
 def test_output_maps_to_structured_outputs(output: Any, key: str, value: Any) -> None:
     assert body_of(prompt_request(output), "0.32.0") == {
-        "model": MODEL, "prompt": "Hi", "structured_outputs": {key: value}}
+        "model": MODEL,
+        "prompt": "Hi",
+        "structured_outputs": {key: value},
+    }
 
 
 @pytest.mark.parametrize(("output", "key", "value"), OUTPUT_CASES)
 def test_output_maps_to_guided_fields_before_0_10_2(output: Any, key: str, value: Any) -> None:
     assert body_of(chat_request(output), "0.9.2") == {
-        "model": MODEL, "messages": CHAT, f"guided_{key}": value}
+        "model": MODEL,
+        "messages": CHAT,
+        f"guided_{key}": value,
+    }
 
 
-@pytest.mark.parametrize("version", ["0.10.2", "0.11.0", "0.12.0", "0.32.0", "0.32.0+cpu",
-                                     "1.0.0", None])
+@pytest.mark.parametrize("version", ["0.10.2", "0.11.0", "0.12.0", "0.32.0", "0.32.0+cpu", "1.0.0", None])
 @pytest.mark.parametrize(("output", "key", "value"), OUTPUT_CASES)
 def test_guided_fields_never_sent_to_current_versions(
     version: str | None, output: Any, key: str, value: Any
@@ -203,8 +246,7 @@ class Answer(BaseModel):
 
 
 def test_pydantic_model_class_sends_its_json_schema() -> None:
-    assert body_of(chat_request(Answer))["structured_outputs"] == {
-        "json": Answer.model_json_schema()}
+    assert body_of(chat_request(Answer))["structured_outputs"] == {"json": Answer.model_json_schema()}
 
 
 def test_pydantic_model_class_sends_its_json_schema_as_guided_json_on_old_versions() -> None:
@@ -213,9 +255,12 @@ def test_pydantic_model_class_sends_its_json_schema_as_guided_json_on_old_versio
 
 # -- non-streamed answers ------------------------------------------------------------------
 
+
 def test_parse_completions_body() -> None:
     body = {
-        "id": "cmpl-1", "object": "text_completion", "model": MODEL,
+        "id": "cmpl-1",
+        "object": "text_completion",
+        "model": MODEL,
         "choices": [{"index": 0, "text": " world", "finish_reason": "length", "logprobs": None}],
         "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
     }
@@ -226,48 +271,89 @@ def test_parse_completions_body() -> None:
 
 
 def test_parse_completions_logprobs_layout() -> None:
-    body = {"model": MODEL, "choices": [{
-        "index": 0, "text": "ab", "finish_reason": "stop",
-        "logprobs": {"text_offset": [0, 1], "tokens": ["a", "b"], "token_logprobs": [-0.5, None],
-                     "top_logprobs": [{"a": -0.5, "x": -1.5}, {"b": -0.1}]},
-    }], "usage": {"prompt_tokens": 1, "completion_tokens": 2}}
+    body = {
+        "model": MODEL,
+        "choices": [
+            {
+                "index": 0,
+                "text": "ab",
+                "finish_reason": "stop",
+                "logprobs": {
+                    "text_offset": [0, 1],
+                    "tokens": ["a", "b"],
+                    "token_logprobs": [-0.5, None],
+                    "top_logprobs": [{"a": -0.5, "x": -1.5}, {"b": -0.1}],
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 2},
+    }
     c = ADAPTER.parse(body, prompt_request(top_logprobs=2), INFO)
     assert c.logprobs == [
-        TokenLogprob(token="a", logprob=-0.5, top=[TopLogprob(token="a", logprob=-0.5),
-                                                   TopLogprob(token="x", logprob=-1.5)]),
+        TokenLogprob(
+            token="a",
+            logprob=-0.5,
+            top=[TopLogprob(token="a", logprob=-0.5), TopLogprob(token="x", logprob=-1.5)],
+        ),
         TokenLogprob(token="b", logprob=float("-inf"), top=[TopLogprob(token="b", logprob=-0.1)]),
     ]
 
 
 def test_parse_chat_body_with_two_choices_out_of_order() -> None:
     body = {
-        "id": "chatcmpl-1", "object": "chat.completion", "model": "sql",
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "sql",
         "choices": [
-            {"index": 1, "message": {"role": "assistant", "content": "second"},
-             "finish_reason": "length", "logprobs": None},
-            {"index": 0, "message": {"role": "assistant", "content": "first"},
-             "finish_reason": "stop",
-             "logprobs": {"content": [
-                 {"token": "first", "logprob": -0.25, "bytes": [102],
-                  "top_logprobs": [{"token": "first", "logprob": -0.25},
-                                   {"token": "other", "logprob": -2.0}]}]}},
+            {
+                "index": 1,
+                "message": {"role": "assistant", "content": "second"},
+                "finish_reason": "length",
+                "logprobs": None,
+            },
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "first"},
+                "finish_reason": "stop",
+                "logprobs": {
+                    "content": [
+                        {
+                            "token": "first",
+                            "logprob": -0.25,
+                            "bytes": [102],
+                            "top_logprobs": [
+                                {"token": "first", "logprob": -0.25},
+                                {"token": "other", "logprob": -2.0},
+                            ],
+                        }
+                    ]
+                },
+            },
         ],
         "usage": {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9},
     }
     c = ADAPTER.parse(body, chat_request(n=2, top_logprobs=2, lora="sql"), INFO)
     assert [(x.index, x.text, x.finish_reason) for x in c.choices] == [
-        (0, "first", "stop"), (1, "second", "length")]
+        (0, "first", "stop"),
+        (1, "second", "length"),
+    ]
     assert c.text == "first"
-    assert c.logprobs == [TokenLogprob(token="first", logprob=-0.25, top=[
-        TopLogprob(token="first", logprob=-0.25), TopLogprob(token="other", logprob=-2.0)])]
+    assert c.logprobs == [
+        TokenLogprob(
+            token="first",
+            logprob=-0.25,
+            top=[TopLogprob(token="first", logprob=-0.25), TopLogprob(token="other", logprob=-2.0)],
+        )
+    ]
     assert c.choices[1].logprobs is None
     assert c.usage == Usage(prompt_tokens=5, completion_tokens=4)
     assert c.model == "sql"
 
 
 def test_parse_chat_message_without_content_gives_empty_text() -> None:
-    body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": None},
-                         "finish_reason": "stop"}]}
+    body = {
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": None}, "finish_reason": "stop"}]
+    }
     c = ADAPTER.parse(body, chat_request(), INFO)
     assert c.text == ""
     assert c.usage == Usage()
@@ -282,10 +368,12 @@ def test_parse_unexpected_body_raises_malformed_response(body: Any) -> None:
 
 # -- streams -------------------------------------------------------------------------------
 
+
 def _chunk(delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any) -> str:
     choice = {"index": 0, "delta": delta or {}, "logprobs": None, "finish_reason": finish}
-    return json.dumps({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": MODEL,
-                       "choices": [choice], **extra})
+    return json.dumps(
+        {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": MODEL, "choices": [choice], **extra}
+    )
 
 
 def test_stream_decoder_full_chat_stream() -> None:
@@ -295,9 +383,15 @@ def test_stream_decoder_full_chat_stream() -> None:
         _chunk({"content": "Hel"}),
         _chunk({"content": "lo"}),
         _chunk({}, "stop"),
-        json.dumps({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": MODEL,
-                    "choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 2,
-                                             "total_tokens": 6}}),
+        json.dumps(
+            {
+                "id": "chatcmpl-1",
+                "object": "chat.completion.chunk",
+                "model": MODEL,
+                "choices": [],
+                "usage": {"prompt_tokens": 4, "completion_tokens": 2, "total_tokens": 6},
+            }
+        ),
     ]
     deltas = [d for e in events for d in decoder.feed(e)]
     assert [d.text for d in deltas] == ["Hel", "lo", "", ""]
@@ -317,28 +411,40 @@ def test_stream_decoder_role_chunk_yields_nothing() -> None:
 
 def test_stream_decoder_completions_chunks() -> None:
     decoder = ADAPTER.decoder(prompt_request(stream=True), INFO)
-    chunk = {"object": "text_completion", "choices": [
-        {"index": 0, "text": "abc", "logprobs": None, "finish_reason": "length"}]}
+    chunk = {
+        "object": "text_completion",
+        "choices": [{"index": 0, "text": "abc", "logprobs": None, "finish_reason": "length"}],
+    }
     [delta] = decoder.feed(json.dumps(chunk))
     assert (delta.index, delta.text, delta.finish_reason) == (0, "abc", "length")
 
 
 def test_stream_decoder_chat_logprobs() -> None:
     decoder = ADAPTER.decoder(chat_request(stream=True, logprobs=True), INFO)
-    data = json.dumps({"choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": None,
-                                    "logprobs": {"content": [{"token": "x", "logprob": -1.0,
-                                                              "top_logprobs": []}]}}]})
+    data = json.dumps(
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"content": "x"},
+                    "finish_reason": None,
+                    "logprobs": {"content": [{"token": "x", "logprob": -1.0, "top_logprobs": []}]},
+                }
+            ]
+        }
+    )
     [delta] = decoder.feed(data)
     assert delta.logprobs == [TokenLogprob(token="x", logprob=-1.0)]
 
 
-@pytest.mark.parametrize(("error", "kind"), [
-    ({"message": "bad schema", "type": "BadRequestError", "param": None, "code": 400},
-     InvalidRequest),
-    ({"message": "boom", "type": "InternalServerError", "param": None, "code": 500},
-     EngineInternalError),
-    ({"message": "no code"}, EngineInternalError),
-])
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        ({"message": "bad schema", "type": "BadRequestError", "param": None, "code": 400}, InvalidRequest),
+        ({"message": "boom", "type": "InternalServerError", "param": None, "code": 500}, EngineInternalError),
+        ({"message": "no code"}, EngineInternalError),
+    ],
+)
 def test_stream_error_event_raises_typed_error(error: dict[str, Any], kind: type) -> None:
     decoder = ADAPTER.decoder(chat_request(stream=True), INFO)
     decoder.feed(_chunk({"content": "a"}))
@@ -355,16 +461,26 @@ def test_stream_non_json_or_non_object_raises_malformed_response(data: str) -> N
 
 # -- errors --------------------------------------------------------------------------------
 
+
 def _error_body(message: str, status: int, kind: str = "BadRequestError") -> bytes:
-    return json.dumps({"error": {"message": message, "type": kind, "param": None,
-                                 "code": status}}).encode()
+    return json.dumps({"error": {"message": message, "type": kind, "param": None, "code": status}}).encode()
 
 
-@pytest.mark.parametrize("body", [
-    _error_body("max_tokens is too large", 400),
-    json.dumps({"object": "error", "message": "max_tokens is too large",
-                "type": "BadRequestError", "param": None, "code": 400}).encode(),
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        _error_body("max_tokens is too large", 400),
+        json.dumps(
+            {
+                "object": "error",
+                "message": "max_tokens is too large",
+                "type": "BadRequestError",
+                "param": None,
+                "code": 400,
+            }
+        ).encode(),
+    ],
+)
 def test_400_is_invalid_request_with_engine_message(body: bytes) -> None:
     error = ADAPTER.parse_error(400, body, prompt_request(), INFO)
     assert isinstance(error, InvalidRequest)
@@ -414,8 +530,9 @@ def test_429_and_503_are_overloaded(status: int) -> None:
     assert error.engine_message == "busy"
 
 
-@pytest.mark.parametrize("body", [_error_body("CUDA error", 500, "InternalServerError"),
-                                  b"Internal Server Error"])
+@pytest.mark.parametrize(
+    "body", [_error_body("CUDA error", 500, "InternalServerError"), b"Internal Server Error"]
+)
 def test_500_is_engine_internal_error(body: bytes) -> None:
     error = ADAPTER.parse_error(500, body, prompt_request(), INFO)
     assert isinstance(error, EngineInternalError)
@@ -424,18 +541,21 @@ def test_500_is_engine_internal_error(body: bytes) -> None:
 
 # -- discovery and LoRA listing --------------------------------------------------------------
 
-MODELS = {"object": "list", "data": [
-    {"id": "sql", "object": "model", "root": "/adapters/sql", "parent": MODEL,
-     "max_model_len": None},
-    {"id": MODEL, "object": "model", "root": "/models/base", "parent": None,
-     "max_model_len": 512},
-    {"id": "chat", "object": "model", "root": "/adapters/chat", "parent": MODEL},
-]}
+MODELS = {
+    "object": "list",
+    "data": [
+        {"id": "sql", "object": "model", "root": "/adapters/sql", "parent": MODEL, "max_model_len": None},
+        {"id": MODEL, "object": "model", "root": "/models/base", "parent": None, "max_model_len": 512},
+        {"id": "chat", "object": "model", "root": "/adapters/chat", "parent": MODEL},
+    ],
+}
 
 
 def test_discovery_calls() -> None:
-    assert ADAPTER.discovery() == {"version": HttpCall("GET", "/version"),
-                                   "models": HttpCall("GET", "/v1/models")}
+    assert ADAPTER.discovery() == {
+        "version": HttpCall("GET", "/version"),
+        "models": HttpCall("GET", "/v1/models"),
+    }
 
 
 def test_parse_info_picks_the_base_model_over_lora_entries() -> None:
@@ -459,8 +579,10 @@ def test_parse_info_without_models_raises_malformed_response() -> None:
 
 
 def test_parse_loras_lists_only_entries_with_a_parent() -> None:
-    assert ADAPTER.parse_loras(MODELS) == [LoraInfo(name="sql", path="/adapters/sql"),
-                                           LoraInfo(name="chat", path="/adapters/chat")]
+    assert ADAPTER.parse_loras(MODELS) == [
+        LoraInfo(name="sql", path="/adapters/sql"),
+        LoraInfo(name="chat", path="/adapters/chat"),
+    ]
 
 
 def test_parse_loras_of_an_empty_answer() -> None:
@@ -470,17 +592,26 @@ def test_parse_loras_of_an_empty_answer() -> None:
 
 def test_runtime_lora_calls() -> None:
     assert ADAPTER.load_lora("sql", "/a") == HttpCall(
-        "POST", "/v1/load_lora_adapter", {"lora_name": "sql", "lora_path": "/a"})
-    assert ADAPTER.unload_lora("sql") == HttpCall(
-        "POST", "/v1/unload_lora_adapter", {"lora_name": "sql"})
+        "POST", "/v1/load_lora_adapter", {"lora_name": "sql", "lora_path": "/a"}
+    )
+    assert ADAPTER.unload_lora("sql") == HttpCall("POST", "/v1/unload_lora_adapter", {"lora_name": "sql"})
     assert ADAPTER.list_loras() == HttpCall("GET", "/v1/models")
 
 
 # -- launch commands -----------------------------------------------------------------------
 
 PY = "/envs/vllm/bin/python"
-BASE_ARGV = [PY, "-m", "vllm.entrypoints.openai.api_server", "--model", "m",
-             "--host", "127.0.0.1", "--port", "8000"]
+BASE_ARGV = [
+    PY,
+    "-m",
+    "vllm.entrypoints.openai.api_server",
+    "--model",
+    "m",
+    "--host",
+    "127.0.0.1",
+    "--port",
+    "8000",
+]
 
 
 def command(**settings: Any) -> LaunchCommand:
@@ -500,32 +631,48 @@ def test_python_path_comes_first() -> None:
     assert command(python="/opt/venv/bin/python3.11").argv[0] == "/opt/venv/bin/python3.11"
 
 
-@pytest.mark.parametrize(("settings", "flags"), [
-    ({"served_name": "tiny"}, ["--served-model-name", "tiny"]),
-    ({"parallel": Parallel()}, []),
-    ({"parallel": Parallel(tensor=2)}, ["--tensor-parallel-size", "2"]),
-    ({"parallel": Parallel(pipeline=3)}, ["--pipeline-parallel-size", "3"]),
-    ({"parallel": Parallel(data=4)}, ["--data-parallel-size", "4"]),
-    ({"parallel": Parallel(expert=True)}, ["--enable-expert-parallel"]),
-    ({"parallel": Parallel(tensor=2, pipeline=2, data=2, expert=True)},
-     ["--tensor-parallel-size", "2", "--pipeline-parallel-size", "2",
-      "--data-parallel-size", "2", "--enable-expert-parallel"]),
-    ({"dtype": "bfloat16"}, ["--dtype", "bfloat16"]),
-    ({"max_model_len": 512}, ["--max-model-len", "512"]),
-    ({"max_num_seqs": 8}, ["--max-num-seqs", "8"]),
-    ({"memory_fraction": 0.5}, ["--gpu-memory-utilization", "0.5"]),
-    ({"quantization": "awq"}, ["--quantization", "awq"]),
-    ({"prefix_caching": True}, ["--enable-prefix-caching"]),
-    ({"prefix_caching": False}, ["--no-enable-prefix-caching"]),
-    ({"prefix_caching": None}, []),
-    ({"lora": {"sql": "/adapters/sql", "chat": "/adapters/chat"}},
-     ["--enable-lora", "--lora-modules", "sql=/adapters/sql", "chat=/adapters/chat"]),
-    ({"lora": {"sql": "/a"}, "max_lora_rank": 16, "max_loras": 2},
-     ["--enable-lora", "--lora-modules", "sql=/a", "--max-lora-rank", "16", "--max-loras", "2"]),
-    ({"runtime_lora": True}, ["--enable-lora"]),
-    ({"runtime_lora": True, "max_lora_rank": 8}, ["--enable-lora", "--max-lora-rank", "8"]),
-    ({"extra_args": ["--enforce-eager", "--seed", "1"]}, ["--enforce-eager", "--seed", "1"]),
-])
+@pytest.mark.parametrize(
+    ("settings", "flags"),
+    [
+        ({"served_name": "tiny"}, ["--served-model-name", "tiny"]),
+        ({"parallel": Parallel()}, []),
+        ({"parallel": Parallel(tensor=2)}, ["--tensor-parallel-size", "2"]),
+        ({"parallel": Parallel(pipeline=3)}, ["--pipeline-parallel-size", "3"]),
+        ({"parallel": Parallel(data=4)}, ["--data-parallel-size", "4"]),
+        ({"parallel": Parallel(expert=True)}, ["--enable-expert-parallel"]),
+        (
+            {"parallel": Parallel(tensor=2, pipeline=2, data=2, expert=True)},
+            [
+                "--tensor-parallel-size",
+                "2",
+                "--pipeline-parallel-size",
+                "2",
+                "--data-parallel-size",
+                "2",
+                "--enable-expert-parallel",
+            ],
+        ),
+        ({"dtype": "bfloat16"}, ["--dtype", "bfloat16"]),
+        ({"max_model_len": 512}, ["--max-model-len", "512"]),
+        ({"max_num_seqs": 8}, ["--max-num-seqs", "8"]),
+        ({"memory_fraction": 0.5}, ["--gpu-memory-utilization", "0.5"]),
+        ({"quantization": "awq"}, ["--quantization", "awq"]),
+        ({"prefix_caching": True}, ["--enable-prefix-caching"]),
+        ({"prefix_caching": False}, ["--no-enable-prefix-caching"]),
+        ({"prefix_caching": None}, []),
+        (
+            {"lora": {"sql": "/adapters/sql", "chat": "/adapters/chat"}},
+            ["--enable-lora", "--lora-modules", "sql=/adapters/sql", "chat=/adapters/chat"],
+        ),
+        (
+            {"lora": {"sql": "/a"}, "max_lora_rank": 16, "max_loras": 2},
+            ["--enable-lora", "--lora-modules", "sql=/a", "--max-lora-rank", "16", "--max-loras", "2"],
+        ),
+        ({"runtime_lora": True}, ["--enable-lora"]),
+        ({"runtime_lora": True, "max_lora_rank": 8}, ["--enable-lora", "--max-lora-rank", "8"]),
+        ({"extra_args": ["--enforce-eager", "--seed", "1"]}, ["--enforce-eager", "--seed", "1"]),
+    ],
+)
 def test_launch_flags(settings: dict[str, Any], flags: list[str]) -> None:
     assert command(**settings).argv == [*BASE_ARGV, *flags]
 
@@ -550,8 +697,12 @@ def test_launch_time_lora_alone_does_not_allow_runtime_updates() -> None:
 
 
 def test_extra_args_come_last() -> None:
-    argv = command(lora={"a": "/a"}, max_model_len=64, extra_args=["--enforce-eager"],
-                   speculative=Speculative(method="ngram")).argv
+    argv = command(
+        lora={"a": "/a"},
+        max_model_len=64,
+        extra_args=["--enforce-eager"],
+        speculative=Speculative(method="ngram"),
+    ).argv
     assert argv[-1] == "--enforce-eager"
 
 
@@ -563,21 +714,33 @@ def _speculative(spec: Speculative) -> dict[str, Any]:
     return config
 
 
-@pytest.mark.parametrize(("spec", "config"), [
-    (Speculative(method="ngram", num_tokens=3, lookup_max=5, lookup_min=2),
-     {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 5,
-      "prompt_lookup_min": 2}),
-    (Speculative(method="ngram", num_tokens=4),
-     {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}),
-    (Speculative(method="draft", draft_model="/models/draft", num_tokens=5),
-     {"method": "draft_model", "num_speculative_tokens": 5, "model": "/models/draft"}),
-    (Speculative(method="eagle", draft_model="eagle-head"),
-     {"method": "eagle", "num_speculative_tokens": 4, "model": "eagle-head"}),
-    (Speculative(method="eagle3", draft_model="eagle3-head", num_tokens=2),
-     {"method": "eagle3", "num_speculative_tokens": 2, "model": "eagle3-head"}),
-    (Speculative(method="mtp", num_tokens=1), {"method": "mtp", "num_speculative_tokens": 1}),
-    (Speculative(method="suffix"), {"method": "suffix", "num_speculative_tokens": 4}),
-])
+@pytest.mark.parametrize(
+    ("spec", "config"),
+    [
+        (
+            Speculative(method="ngram", num_tokens=3, lookup_max=5, lookup_min=2),
+            {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 5, "prompt_lookup_min": 2},
+        ),
+        (
+            Speculative(method="ngram", num_tokens=4),
+            {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4},
+        ),
+        (
+            Speculative(method="draft", draft_model="/models/draft", num_tokens=5),
+            {"method": "draft_model", "num_speculative_tokens": 5, "model": "/models/draft"},
+        ),
+        (
+            Speculative(method="eagle", draft_model="eagle-head"),
+            {"method": "eagle", "num_speculative_tokens": 4, "model": "eagle-head"},
+        ),
+        (
+            Speculative(method="eagle3", draft_model="eagle3-head", num_tokens=2),
+            {"method": "eagle3", "num_speculative_tokens": 2, "model": "eagle3-head"},
+        ),
+        (Speculative(method="mtp", num_tokens=1), {"method": "mtp", "num_speculative_tokens": 1}),
+        (Speculative(method="suffix"), {"method": "suffix", "num_speculative_tokens": 4}),
+    ],
+)
 def test_speculative_config(spec: Speculative, config: dict[str, Any]) -> None:
     assert _speculative(spec) == config
 
@@ -625,13 +788,15 @@ def test_render_masks_the_key() -> None:
     cmd = command(api_key=SecretStr("sk-very-secret"), runtime_lora=True)
     line = cmd.render()
     assert "sk-very-secret" not in line
-    assert line == ("VLLM_ALLOW_RUNTIME_LORA_UPDATING=True VLLM_API_KEY=*** "
-                    + " ".join(BASE_ARGV) + " --enable-lora")
+    assert line == (
+        "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True VLLM_API_KEY=*** " + " ".join(BASE_ARGV) + " --enable-lora"
+    )
 
 
 def test_render_masks_secrets_everywhere() -> None:
-    cmd = LaunchCommand(argv=["srv", "--api-key", "k3y-abc", "--x=k3y-abc"],
-                        env={"TOKEN": "k3y-abc"}, secrets=("k3y-abc",))
+    cmd = LaunchCommand(
+        argv=["srv", "--api-key", "k3y-abc", "--x=k3y-abc"], env={"TOKEN": "k3y-abc"}, secrets=("k3y-abc",)
+    )
     assert cmd.render() == "TOKEN=*** srv --api-key *** --x=***"
 
 
@@ -641,6 +806,7 @@ def test_render_quotes_arguments_for_a_shell() -> None:
 
 
 # -- install -------------------------------------------------------------------------------
+
 
 def test_cpu_install_uses_the_cpu_build() -> None:
     install = ADAPTER.install(gpu=False)

@@ -31,11 +31,13 @@ def test_capture_normalizes_to_the_raw_values() -> None:
     assert n.kv_cache_usage == m.value("vllm:kv_cache_usage_perc")
     assert n.prompt_tokens == m.value("vllm:prompt_tokens_total") and n.prompt_tokens
     assert n.generation_tokens == m.value("vllm:generation_tokens_total") and n.generation_tokens
-    for signal, family in (("ttft", "vllm:time_to_first_token_seconds"),
-                           ("e2e", "vllm:e2e_request_latency_seconds"),
-                           ("itl", "vllm:inter_token_latency_seconds"),
-                           ("queue", "vllm:request_queue_time_seconds"),
-                           ("tpot", "vllm:request_time_per_output_token_seconds")):
+    for signal, family in (
+        ("ttft", "vllm:time_to_first_token_seconds"),
+        ("e2e", "vllm:e2e_request_latency_seconds"),
+        ("itl", "vllm:inter_token_latency_seconds"),
+        ("queue", "vllm:request_queue_time_seconds"),
+        ("tpot", "vllm:request_time_per_output_token_seconds"),
+    ):
         h = getattr(n, signal)
         assert h is not None, signal
         assert h.count == m.value(f"{family}_count") and h.sum == m.value(f"{family}_sum")
@@ -65,9 +67,12 @@ def test_prefix_and_speculative_ratios_come_from_the_counters() -> None:
 def as_old_vllm(text: str) -> str:
     """The capture as vLLM < 0.9.2 named it (gpu_* cache names; the per-iteration gap as TPOT)."""
     lines = [line for line in text.splitlines() if "request_time_per_output_token" not in line]
-    return ("\n".join(lines) + "\n").replace("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc") \
-        .replace("vllm:prefix_cache_", "vllm:gpu_prefix_cache_") \
+    return (
+        ("\n".join(lines) + "\n")
+        .replace("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+        .replace("vllm:prefix_cache_", "vllm:gpu_prefix_cache_")
         .replace("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
+    )
 
 
 def test_old_names_are_picked_by_the_detected_version() -> None:

