@@ -57,6 +57,16 @@ class Feature(str, Enum):
     TOKENIZE = "tokenize()"
 
 
+#: How a model is spread over devices and nodes: one refusal covers them all on a one-device engine.
+LAYOUT_FEATURES = (
+    Feature.TENSOR_PARALLEL,
+    Feature.PIPELINE_PARALLEL,
+    Feature.DATA_PARALLEL,
+    Feature.EXPERT_PARALLEL,
+    Feature.MULTI_NODE,
+    Feature.PD_DISAGGREGATION,
+)
+
 Level = Literal["native", "emulated", "no"]
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from unillm.adapter import EngineInfo, EngineInstall, HttpCall
-from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsupported
+from unillm.adapter_helpers import sampling_fields
+from unillm.capabilities import LAYOUT_FEATURES, NATIVE, Capabilities, Feature, Support, unsupported
 from unillm.embeddings import TokenizeRequest
 from unillm.errors import (
     InvalidOptions,
@@ -116,15 +117,7 @@ class LlamaCppAdapter(OpenAICompatAdapter):
         )
         for f in (Feature.SPEC_DRAFT, Feature.SPEC_EAGLE, Feature.SPEC_MTP):
             features[f] = NO_SPEC
-        for f in (
-            Feature.TENSOR_PARALLEL,
-            Feature.PIPELINE_PARALLEL,
-            Feature.DATA_PARALLEL,
-            Feature.EXPERT_PARALLEL,
-            Feature.MULTI_NODE,
-            Feature.PD_DISAGGREGATION,
-        ):
-            features[f] = ONE_DEVICE
+        features.update(dict.fromkeys(LAYOUT_FEATURES, ONE_DEVICE))
         return Capabilities(engine=self.name, version=version, features=features)
 
     # -- discovery -------------------------------------------------------------------------
@@ -168,7 +161,8 @@ class LlamaCppAdapter(OpenAICompatAdapter):
         return request.lora
 
     def extra_sampling(self, request: Request) -> dict[str, Any]:
-        fields = {k: v for k in ("top_k", "min_p") if (v := getattr(request, k)) is not None}
+        """top_k and min_p as they are; repetition_penalty under llama.cpp's name."""
+        fields = sampling_fields(request, ("top_k", "min_p"))
         if request.repetition_penalty is not None:
             fields["repeat_penalty"] = request.repetition_penalty
         return fields

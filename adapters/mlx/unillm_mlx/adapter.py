@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from unillm.adapter import EngineInfo, EngineInstall, HttpCall
 from unillm.adapter_helpers import EXTRA_SAMPLING
-from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsupported
+from unillm.capabilities import LAYOUT_FEATURES, NATIVE, Capabilities, Feature, Support, unsupported
 from unillm.errors import UnillmError, UnknownLora, UnsupportedFeature
 from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
 from unillm.metrics import MetricNames
@@ -146,15 +146,7 @@ class MLXAdapter(RuntimeLoraEndpoints, TokenizeEndpoint, OpenAICompatAdapter):
         features[Feature.EMBEDDINGS] = NO_EMBEDDINGS
         for f in (Feature.SPEC_NGRAM, Feature.SPEC_EAGLE, Feature.SPEC_MTP):
             features[f] = DRAFT_ONLY
-        for f in (
-            Feature.TENSOR_PARALLEL,
-            Feature.PIPELINE_PARALLEL,
-            Feature.DATA_PARALLEL,
-            Feature.EXPERT_PARALLEL,
-            Feature.MULTI_NODE,
-            Feature.PD_DISAGGREGATION,
-        ):
-            features[f] = SINGLE_DEVICE
+        features.update(dict.fromkeys(LAYOUT_FEATURES, SINGLE_DEVICE))
         return Capabilities(engine=self.name, version=version, features=features)
 
     # -- metrics ---------------------------------------------------------------------------
