@@ -193,6 +193,27 @@ def dump_json(path: Path, obj: Any) -> None:
     path.write_text(json.dumps(obj, indent=2, sort_keys=False) + "\n", encoding="utf-8")
 
 
+def write_tokenizer_metadata(
+    model_dir: Path, special_tokens: tuple[str, str, str], max_position: int, chat_template: str
+) -> None:
+    """The tokenizer and generation JSON files beside ``tokenizer.json`` (BOS, EOS, pad = ids 0, 1, 2)."""
+    bos, eos, pad = special_tokens
+    dump_json(
+        model_dir / "tokenizer_config.json",
+        {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "bos_token": bos,
+            "eos_token": eos,
+            "pad_token": pad,
+            "model_max_length": max_position,
+            "clean_up_tokenization_spaces": False,
+            "chat_template": chat_template,
+        },
+    )
+    dump_json(model_dir / "special_tokens_map.json", {"bos_token": bos, "eos_token": eos, "pad_token": pad})
+    dump_json(model_dir / "generation_config.json", {"bos_token_id": 0, "eos_token_id": 1, "pad_token_id": 2})
+
+
 def _corpus() -> list[str]:
     """A small fixed corpus: prose, digits, JSON, SQL, code-ish punctuation."""
     sentences = [
@@ -256,27 +277,7 @@ def write_tokenizer(model_dir: Path) -> list[int]:
         if i < len(SPECIAL_TOKENS) or not all(c == "\n" or " " <= c <= "~" for c in tokenizer.decode([i]))
     ]
 
-    bos, eos, pad = SPECIAL_TOKENS
-    dump_json(
-        model_dir / "tokenizer_config.json",
-        {
-            "tokenizer_class": "PreTrainedTokenizerFast",
-            "bos_token": bos,
-            "eos_token": eos,
-            "pad_token": pad,
-            "model_max_length": MAX_POSITION,
-            "clean_up_tokenization_spaces": False,
-            "chat_template": CHAT_TEMPLATE,
-        },
-    )
-    dump_json(
-        model_dir / "special_tokens_map.json",
-        {"bos_token": bos, "eos_token": eos, "pad_token": pad},
-    )
-    dump_json(
-        model_dir / "generation_config.json",
-        {"bos_token_id": BOS_ID, "eos_token_id": EOS_ID, "pad_token_id": PAD_ID},
-    )
+    write_tokenizer_metadata(model_dir, SPECIAL_TOKENS, MAX_POSITION, CHAT_TEMPLATE)
     return suppressed
 
 

@@ -51,6 +51,7 @@ from unillm.testing.tiny_model import (
     llama_config,
     publish,
     write_lora,
+    write_tokenizer_metadata,
 )
 
 __all__ = ["build_trained_model", "torch_python"]
@@ -231,24 +232,7 @@ def _write_tokenizer(model_dir: Path, texts: list[str]) -> Any:
         single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B", special_tokens=[(BOS, BOS_ID)]
     )
     tokenizer.save(str(model_dir / "tokenizer.json"), pretty=True)
-    bos, eos, pad = SPECIAL_TOKENS
-    dump_json(
-        model_dir / "tokenizer_config.json",
-        {
-            "tokenizer_class": "PreTrainedTokenizerFast",
-            "bos_token": bos,
-            "eos_token": eos,
-            "pad_token": pad,
-            "model_max_length": MAX_POSITION,
-            "clean_up_tokenization_spaces": False,
-            "chat_template": CHAT_TEMPLATE,
-        },
-    )
-    dump_json(model_dir / "special_tokens_map.json", {"bos_token": bos, "eos_token": eos, "pad_token": pad})
-    dump_json(
-        model_dir / "generation_config.json",
-        {"bos_token_id": BOS_ID, "eos_token_id": EOS_ID, "pad_token_id": PAD_ID},
-    )
+    write_tokenizer_metadata(model_dir, SPECIAL_TOKENS, MAX_POSITION, CHAT_TEMPLATE)
     return tokenizer
 
 
