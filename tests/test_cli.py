@@ -10,11 +10,14 @@ import pytest
 import unillm.entrypoints
 from unillm.capabilities import Feature
 from unillm.cli import main
+from unillm.cpu_features import BOOT_DIR, boot_note
 from unillm.supervisor import Launch
 
 PY = "/usr/bin/python3"
 GENERATED = "generated-key-0123456789"
 ENTRY = f"{PY} -m vllm.entrypoints.openai.api_server"
+NOTE = f"# {boot_note()}\n"  # every engine process requests AMX tile state (a no-op without AMX)
+BOOT = f"PYTHONPATH={BOOT_DIR}"
 
 
 @pytest.fixture(autouse=True)
@@ -22,6 +25,7 @@ def _fixed_port_and_key(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make dry-run output deterministic: port 8000 and a known generated key."""
     monkeypatch.setattr("unillm.supervisor.free_port", lambda host="127.0.0.1": 8000)
     monkeypatch.setattr("unillm.supervisor.secrets.token_urlsafe", lambda n=None: GENERATED)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
 
 
 def dry_run(*args: str) -> list[str]:
@@ -67,8 +71,8 @@ def test_dry_run_prints_the_exact_command_with_the_key_masked(
     code = main(dry_run("--max-model-len", "512", "--lora", "a=/x", "--", "--enforce-eager"))
     out, err = capsys.readouterr()
     assert code == 0
-    assert out == (
-        f"VLLM_API_KEY=*** {ENTRY} --model M --host 127.0.0.1 --port 8000 "
+    assert out == NOTE + (
+        f"{BOOT} VLLM_API_KEY=*** {ENTRY} --model M --host 127.0.0.1 --port 8000 "
         "--max-model-len 512 --enable-lora --lora-modules a=/x --enforce-eager\n"
     )
     assert GENERATED not in out + err
@@ -78,12 +82,12 @@ def test_dry_run_never_prints_an_explicit_key(capsys: pytest.CaptureFixture[str]
     assert main(dry_run("--api-key", "sk-cli-secret-42")) == 0
     out, err = capsys.readouterr()
     assert "sk-cli-secret-42" not in out + err
-    assert out == f"VLLM_API_KEY=*** {ENTRY} --model M --host 127.0.0.1 --port 8000\n"
+    assert out == f"{NOTE}{BOOT} VLLM_API_KEY=*** {ENTRY} --model M --host 127.0.0.1 --port 8000\n"
 
 
 def test_dry_run_with_api_key_none_has_no_key(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(dry_run("--api-key", "none")) == 0
-    assert capsys.readouterr().out == f"{ENTRY} --model M --host 127.0.0.1 --port 8000\n"
+    assert capsys.readouterr().out == f"{NOTE}{BOOT} {ENTRY} --model M --host 127.0.0.1 --port 8000\n"
 
 
 def test_default_api_key_is_generated_not_the_word_auto(
@@ -149,8 +153,8 @@ def test_dry_run_maps_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
         )
     )
     assert code == 0
-    assert capsys.readouterr().out == (
-        "FOO=bar VLLM_ALLOW_RUNTIME_LORA_UPDATING=True "
+    assert capsys.readouterr().out == NOTE + (
+        f"FOO=bar {BOOT} VLLM_ALLOW_RUNTIME_LORA_UPDATING=True "
         f"{ENTRY} --model M --host 0.0.0.0 --port 9000 --served-model-name tiny "
         "--tensor-parallel-size 2 --pipeline-parallel-size 2 --data-parallel-size 2 "
         "--enable-expert-parallel --dtype bfloat16 --max-num-seqs 8 "

@@ -388,6 +388,8 @@ def _launch(args: argparse.Namespace) -> int:
             for label, command in commands:
                 if len(commands) > 1 or len(ranks) > 1:
                     print(f"# {label}" + (f", node {rank}" if rank is not None else ""))
+                for note in command.notes:
+                    print(f"# {note}")
                 print(command.render())
         return 0
     if ranks != [None] and len(ranks) != 1:

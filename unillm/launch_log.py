@@ -16,10 +16,52 @@ pattern (the adapter's, or unillm's own) that matched a line.
 from __future__ import annotations
 
 import re
+import signal
 from collections import deque
 from collections.abc import Mapping
 
-__all__ = ["ERROR_LINE", "LaunchLog"]
+__all__ = ["ERROR_LINE", "LaunchLog", "signal_advice"]
+
+#: What a death by each signal usually means, and what to change.
+SIGNAL_MEANING: Mapping[int, str] = {
+    signal.SIGILL: "an instruction this CPU does not allow (a build for another CPU, or a kernel "
+    "such as AMX used without the permission Linux asks for): try dtype='float32', or an engine "
+    "build for this CPU",
+    signal.SIGKILL: "most often the kernel's out-of-memory killer: give it less to hold (a smaller "
+    "model or max_model_len; on a CPU-only machine, cpu=True)",
+    signal.SIGSEGV: "a crash in native code (often an engine build that does not match this "
+    "machine's libraries or CPU): reinstall the engine (`unillm setup <engine>`)",
+    signal.SIGBUS: "a bad memory access, most often shared memory (/dev/shm) too small: give the "
+    "machine or container more shared memory",
+    signal.SIGABRT: "a failed check in native code: see the first error lines of the log",
+    signal.SIGFPE: "an arithmetic fault in native code: see the first error lines of the log",
+    signal.SIGTERM: "it was asked to stop by another process",
+}
+# "Worker proc VllmWorker-0 died unexpectedly (exit code: -4)", multiprocessing's "exitcode=-4"
+_DEATH = re.compile(
+    r"(?:exit ?code[:=]? ?|exited with code |killed by signal )(?P<code>-\d+|SIG[A-Z]+)", re.I
+)
+_WHO = re.compile(r"(?P<who>[\w.-]+) (?:died|exited|was killed)")
+
+
+def signal_advice(code: int | str, who: str = "the engine") -> str | None:
+    """Why ``who`` died, for a negative exit code (``-4``) or a signal name (``"SIGILL"``).
+
+    Args:
+        code: the process's exit code (negative: killed by that signal) or a signal's name.
+        who: what died, for the sentence.
+
+    Returns:
+        A sentence naming the signal, its usual meaning and what to change; None for a normal exit.
+    """
+    try:
+        text = str(code)
+        sig = signal.Signals[text] if text.startswith("SIG") else signal.Signals(-int(text))
+    except (KeyError, ValueError):
+        return None
+    meaning = SIGNAL_MEANING.get(sig, "see the first error lines of the log")
+    return f"{who} died of {sig.name}: {meaning}"
+
 
 ERROR_LINE = re.compile(
     r"Traceback \(most recent call last\)|\b[A-Z]\w*(?:Error|Exception)\b|\b(?:ERROR|FATAL|CRITICAL)\b"
@@ -78,6 +120,12 @@ class LaunchLog:
         for pattern, advice in self._hints:
             if advice not in self.causes and pattern.search(line):
                 self.causes.append(advice)
+        death = _DEATH.search(line) if "-" in line or "SIG" in line else None
+        if death is not None:
+            who = _WHO.search(line)
+            died = signal_advice(death["code"], who["who"] if who else "an engine process")
+            if died is not None:
+                self.add_cause(died)
         self._tail.append((number, line))
 
     def _keep(self, numbered: tuple[int, str]) -> None:

@@ -227,6 +227,7 @@ class LaunchCommand:
     env: Mapping[str, str] = field(default_factory=dict)
     health_path: str = "/health"
     secrets: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # what ``--dry-run`` says about the command (e.g. AMX), as comments
 
     def render(self) -> str:
         """The command as a shell line, with every secret masked."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from itertools import pairwise
 from types import TracebackType
@@ -102,6 +102,19 @@ class LLM:
         self.loras = Loras(self)
         #: Whether the served model reads images (known for a model unillm launched; None: unknown).
         self.takes_images: bool | None = None
+
+    @property
+    def diagnose(self) -> Callable[[], str | None] | None:
+        """Set by :func:`unillm.launch`: says what went wrong with the engine it started.
+
+        Errors that a dead engine or worker explains (unreachable, 5xx) carry its sentence:
+        the signal, its usual meaning and what to change.
+        """
+        return self._transport.diagnose
+
+    @diagnose.setter
+    def diagnose(self, hook: Callable[[], str | None] | None) -> None:
+        self._transport.diagnose = hook
 
     def __repr__(self) -> str:
         model = self._info.model if self._info else self._model
@@ -407,7 +420,7 @@ class LLM:
         error = self.adapter.parse_error(response.status_code, response.content, request, self._info)
         if isinstance(error, Overloaded):
             error.retry_after = retry_after_seconds(response.headers.get("retry-after"))
-        return error
+        return self._transport.explained(error) if response.status_code >= 500 else error
 
     async def _get_json_or_none(self, call: HttpCall) -> Any:
         response = await self._transport.send(call)

@@ -35,8 +35,9 @@ from pydantic import SecretStr, ValidationError
 
 from unillm.adapter import Adapter, adapter_for
 from unillm.capabilities import Feature
+from unillm.cpu_features import boot_env, boot_note
 from unillm.errors import InvalidOptions, LaunchError, UnillmError
-from unillm.launch_log import LaunchLog
+from unillm.launch_log import LaunchLog, signal_advice
 from unillm.launch_spec import LaunchCommand, LaunchSpec
 from unillm.options import Options
 from unillm.transport import Pool, RetryPolicy, Timeouts
@@ -179,11 +180,16 @@ class Launch:
             if self.spec.in_process
             else self.adapter.command(self.spec)
         )
+        env = {**self._cmd.env, **self.spec.env}
+        notes = self._cmd.notes
+        if command is None and not self.spec.prefix and _runs_python(self._cmd.argv, self.spec.python):
+            env, notes = boot_env(env), (*notes, boot_note())  # AMX permission in every engine process
         self._cmd = LaunchCommand(
             argv=[*self.spec.prefix, *self._cmd.argv],
-            env={**self._cmd.env, **self.spec.env},
+            env=env,
             health_path=self._cmd.health_path,
             secrets=(*self._cmd.secrets, *([k] if (k := self.spec.key()) else [])),
+            notes=notes,
         )
         self._log = LaunchLog(self.adapter.launch_hints() if command is None else {}, tail=LOG_TAIL)
         self._own_command = command is None  # an engine's command (not a router's) reads the model
@@ -280,6 +286,7 @@ class Launch:
                 "a model (its config.json and weights; `unillm tiny-model` prints a tiny one) "
                 "or a hub id such as 'Qwen/Qwen2.5-0.5B-Instruct'"
             )
+        self._refuse_busy_port()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **self._cmd.env}
         try:
@@ -301,6 +308,70 @@ class Launch:
             target=self._read_log, args=(self._process,), daemon=True, name="unillm-engine-log"
         )
         self._reader.start()
+
+    def _refuse_busy_port(self) -> None:
+        """Refuse a port another program already listens on: it could answer for the engine."""
+        if self.spec.nodes is not None and self.spec.nodes.rank > 0:
+            return  # a worker node serves no API of its own
+        family = socket.AF_INET6 if ":" in self.spec.host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((self.spec.host, self.spec.port or 0))
+            except OSError as e:
+                raise LaunchError(
+                    f"cannot launch {self.name} on {self.spec.host}:{self.spec.port}: the port is "
+                    f"already in use ({e.strerror}), so another server would answer in its place. "
+                    "Stop that server, choose another port=, or leave port unset to get a free one",
+                    command=self._cmd.render(),
+                    log_tail=[],
+                ) from None
+
+    def _verify_listener(self) -> None:
+        """Check that the server answering at the port is the process unillm started.
+
+        Nothing (the API key included) is sent before this holds. Skipped where it cannot be
+        told: a ``prefix`` launch (a container's proxy holds the port), a worker node, or an OS
+        that hides sockets from this user.
+        """
+        if self._process is None or self.spec.prefix or (self.spec.nodes and self.spec.nodes.rank > 0):
+            return
+        import psutil
+
+        try:
+            root = psutil.Process(self._process.pid)
+            tree = [root, *root.children(recursive=True)]
+            listening = {
+                c.laddr.port
+                for p in tree
+                for c in _connections(p)
+                if c.status == psutil.CONN_LISTEN and c.laddr
+            }
+        except psutil.AccessDenied:
+            return
+        except psutil.NoSuchProcess:
+            listening = set()
+        if self.spec.port not in listening:
+            raise self._fail(
+                f"something answers at {self.base_url}, but it is not the {self.name} process "
+                "unillm started (another server holds the port); nothing was sent to it. Stop that "
+                "server or choose another port="
+            )
+
+    def trouble(self) -> str | None:
+        """What is known to have gone wrong with the running engine: its exit, or a worker's death.
+
+        Returns:
+            A sentence for error messages (signal, usual meaning, what to change, the log's
+            path), or None while nothing is known to be wrong.
+        """
+        code = self.returncode
+        causes = list(self._log.causes)
+        if code is not None:
+            advice = signal_advice(code, f"{self.name} (pid {self.pid})")
+            causes.insert(0, advice or f"{self.name} (pid {self.pid}) exited with code {code}")
+        if not causes:
+            return None
+        return f"{'; '.join(causes)} (full log: {self.log_path})"
 
     def _read_log(self, process: subprocess.Popen[bytes]) -> None:
         assert process.stdout is not None
@@ -340,6 +411,8 @@ class Launch:
                 self._check_alive()
                 with contextlib.suppress(httpx.HTTPError):
                     if (await probe.get(health)).status_code == 200:
+                        self._check_alive()  # a server that is not ours may answer while ours dies
+                        self._verify_listener()
                         break
                 now = time.monotonic()
                 if now > deadline:
@@ -360,6 +433,7 @@ class Launch:
         except UnillmError as e:
             await anyio.sleep(1.0)  # let the log reader catch the engine's last words
             raise self._fail(f"{self.name} is healthy but failed its first request: {e}") from e
+        llm.diagnose = self.trouble  # later errors name a dead engine or worker, and why
         self._report(started, "ready")
 
     def _check_alive(self) -> None:
@@ -367,12 +441,9 @@ class Launch:
         if code is not None:
             if self._reader is not None:
                 self._reader.join(timeout=2.0)  # the engine's last words
-            if code == -signal.SIGKILL:
-                self._log.add_cause(
-                    "The engine was killed (SIGKILL), most often by the kernel's "
-                    "out-of-memory killer: give it less to hold (a smaller model or "
-                    "max_model_len; on a CPU-only machine, cpu=True)"
-                )
+            advice = signal_advice(code, self.name)
+            if advice is not None:
+                self._log.add_cause(advice)
             raise self._fail(f"{self.name} exited with code {code} before it was ready")
 
     async def _stop(self) -> None:
@@ -410,6 +481,17 @@ def _die_with_parent() -> Callable[[], None] | None:
         prctl(pr_set_pdeathsig, signal.SIGTERM)
 
     return hook
+
+
+def _runs_python(argv: list[str], python: str | None) -> bool:
+    """Whether a command starts a Python interpreter (the engines that get unillm's start-up)."""
+    return bool(argv) and (argv[0] == python or Path(argv[0]).name.startswith("python"))
+
+
+def _connections(process: Any) -> list[Any]:
+    """A psutil process's inet sockets (``net_connections``; ``connections`` before psutil 6)."""
+    get = getattr(process, "net_connections", None) or process.connections
+    return list(get(kind="inet"))
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

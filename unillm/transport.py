@@ -22,6 +22,7 @@ from unillm.adapter import HttpCall
 from unillm.errors import EngineTimeout, EngineUnavailable, InvalidOptions, PoolTimeout
 
 R = TypeVar("R")
+E = TypeVar("E", bound=Exception)
 RETRY_STATUSES = frozenset({429, 503})
 
 
@@ -158,6 +159,9 @@ class Transport:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.base_url, self.retry, self.timeouts, self.engine = base_url, retry, timeouts, engine
         self.pool = pool
+        #: Set by :func:`unillm.launch`: what is known to have gone wrong with the engine it
+        #: started (a death by signal, a dead worker), added to the errors that it explains.
+        self.diagnose: Callable[[], str | None] | None = None
         self._client = httpx.AsyncClient(
             base_url=base_url,
             headers=headers,
@@ -170,6 +174,13 @@ class Transport:
         read = self.timeouts.read if read is None else read
         wait = read if self.pool.wait is None else self.pool.wait
         return httpx.Timeout(read, connect=self.timeouts.connect, pool=wait)
+
+    def explained(self, error: E) -> E:
+        """``error`` with what :attr:`diagnose` knows of the engine's trouble appended."""
+        note = self.diagnose() if self.diagnose is not None else None
+        if note:
+            error.args = (f"{error}. {note}", *error.args[1:])
+        return error
 
     async def aclose(self) -> None:
         """Close every pooled connection."""
@@ -233,7 +244,7 @@ class Transport:
                 "raise timeout= or check the engine's load"
             ) from e
         except httpx.TransportError as e:
-            raise EngineUnavailable(f"{self.engine} at {self.base_url}: {e!r}") from e
+            raise self.explained(EngineUnavailable(f"{self.engine} at {self.base_url}: {e!r}")) from e
 
     async def _retrying(self, attempt: Callable[[], Awaitable[httpx.Response]]) -> httpx.Response:
         try:
@@ -270,9 +281,11 @@ class Transport:
     def _give_up(self, failure: _Retryable) -> httpx.Response:
         if failure.response is not None:
             return failure.response
-        raise EngineUnavailable(
-            f"cannot reach {self.engine} at {self.base_url} ({failure.cause!r}) after "
-            f"{self.retry.attempts} attempt(s); is the engine running and listening there?"
+        raise self.explained(
+            EngineUnavailable(
+                f"cannot reach {self.engine} at {self.base_url} ({failure.cause!r}) after "
+                f"{self.retry.attempts} attempt(s); is the engine running and listening there?"
+            )
         ) from failure.cause
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from typing import Any
@@ -250,7 +251,9 @@ def test_cli_dry_run_prints_the_exact_command() -> None:
         text=True,
         check=True,
     ).stdout.strip()
-    assert out == (
+    note, command = out.split("\n", 1)
+    assert note.startswith("# unillm/_boot on PYTHONPATH requests AMX")
+    assert re.sub(r"PYTHONPATH=\S+ ", "", command) == (
         "py -m sglang.launch_server --model-path /m --host 127.0.0.1 --enable-metrics "
         "--port 30000 --tp-size 2 --context-length 2048 --enable-lora --lora-paths sql=/a/sql "
         "--speculative-algorithm NGRAM --speculative-num-draft-tokens 4 --api-key=*** "
