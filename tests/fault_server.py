@@ -74,6 +74,7 @@ class Fault:
     body: bytes | None = None
     content_type: str = "application/json"
     interval: float = 0.02
+    finish: bool = False  # the last chunk before the fault carries the finish reason
 
 
 @dataclass(frozen=True)
@@ -209,9 +210,13 @@ class FaultServer:
             Fault("status", times=times, status=status, body=body, content_type=content_type)
         )
 
-    def drop(self, after: int = 0, *, times: int | None = None) -> FaultServer:
-        """Close the connection after ``after`` stream chunks (non-streamed: before answering)."""
-        return self.set_fault(Fault("drop", times=times, after=after))
+    def drop(self, after: int = 0, *, times: int | None = None, finish: bool = False) -> FaultServer:
+        """Close the connection after ``after`` stream chunks (non-streamed: before answering).
+
+        ``finish``: the last of those chunks carries the finish reason, as vLLM's last text
+        chunk does, so the cut falls between the finish and the usage chunk.
+        """
+        return self.set_fault(Fault("drop", times=times, after=after, finish=finish))
 
     def stall(self, after: int | None = None, *, times: int | None = None) -> FaultServer:
         """Go silent until the client leaves: before the headers (None) or after K chunks.
@@ -476,9 +481,10 @@ class FaultServer:
             limit = len(self.pieces) if fault is None or fault.after is None else fault.after
             n = 0
             endless = fault is not None and fault.kind == "endless"
-            while endless or n < min(limit, len(self.pieces)):
+            sent = min(limit, len(self.pieces))
+            while endless or n < sent:
                 text = self.pieces[n % len(self.pieces)]
-                last = fault is None and n == len(self.pieces) - 1
+                last = (fault is None or fault.finish) and n == sent - 1
                 if not await emit(chunk(text, "length" if last else None)):
                     return self._hung_up(request, watch)
                 n += 1

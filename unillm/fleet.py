@@ -660,7 +660,7 @@ class FleetStream(Stream):
         while True:
             i = fleet._pick(key, tried)
             inner = Stream(fleet.replicas[i], request, deadline)
-            inner._texts = self._texts  # text and partial text accumulate here
+            inner._texts, inner._calls = self._texts, self._calls  # what was delivered accumulates here
             self.replica = fleet.replicas[i].base_url
             fleet._router.begin(i, time.monotonic())
             try:

@@ -545,7 +545,8 @@ class Stream(ClosingStream):
         return observe.stream(self._llm, self, deltas)
 
     def _partial(self) -> list[str]:
-        return ["".join(self._texts[i]) for i in sorted(self._texts)]
+        """The text delivered so far for each choice, by choice index ("" for one with none yet)."""
+        return ["".join(self._texts.get(i, ())) for i in range(max(self._texts, default=-1) + 1)]
 
     async def _run(self) -> AsyncIterator[Delta]:
         llm, request = self._llm, self._request
@@ -582,20 +583,13 @@ class Stream(ClosingStream):
                     if data is None:
                         break
                     for delta in decoder.feed(data):
-                        if delta.tool_calls:
-                            self._calls.setdefault(delta.index, ToolCallAccumulator(request.tools or ())).add(
-                                delta.tool_calls
-                            )
-                        if delta.text or delta.tool_calls:
-                            if delta.text:
-                                self._texts.setdefault(delta.index, []).append(delta.text)
-                            if delta.index == 0:
-                                stamp(clock())
+                        if (delta.text or delta.tool_calls) and delta.index == 0:
+                            stamp(clock())
                         if delta.finish_reason is None and delta.usage is None:
                             if held is not None:
-                                yield held
+                                yield self._delivered(held)
                                 held = None
-                            yield delta
+                            yield self._delivered(delta)
                             continue
                         if delta.index == 0 and delta.finish_reason:
                             finish = delta.finish_reason
@@ -606,7 +600,7 @@ class Stream(ClosingStream):
                             held.finish_reason = held.finish_reason or delta.finish_reason
                         else:
                             if held is not None:
-                                yield held
+                                yield self._delivered(held)
                             held = delta
                     if decoder.done:
                         ended = clock()
@@ -631,7 +625,19 @@ class Stream(ClosingStream):
         final.timings = _stream_timings(
             started, stamps, ended or clock(), tokens, one_choice=(request.n or 1) == 1
         )
-        yield final
+        yield self._delivered(final)
+
+    def _delivered(self, delta: Delta) -> Delta:
+        """``delta``, counted as handed to the caller: ``text``, ``tool_calls`` and a
+        StreamInterrupted's ``partial_text`` hold exactly what the caller received (a delta held
+        back, e.g. the finish awaiting its usage, counts only once it is yielded)."""
+        if delta.tool_calls:
+            self._calls.setdefault(delta.index, ToolCallAccumulator(self._request.tools or ())).add(
+                delta.tool_calls
+            )
+        if delta.text:
+            self._texts.setdefault(delta.index, []).append(delta.text)
+        return delta
 
 
 def _merges(held: Delta, delta: Delta) -> bool:
