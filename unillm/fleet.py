@@ -20,8 +20,9 @@ Failover: a request that fails before the engine answered (connection refused or
 timeout before the headers, 429/503) is sent to another replica, each replica at most once per
 request. A stream that has started is never retried: it ends in ``StreamInterrupted`` with its
 partial text. Overload is not failure: a replica answering 429/503 gets nothing until
-``max(Retry-After, own exponential backoff)`` has passed; when every replica cools down the caller
-gets ``Overloaded`` with the earliest ``retry_after``. An unreachable replica is ejected and
+``max(Retry-After, own exponential backoff)`` has passed (Retry-After believed up to
+``max_retry_after`` seconds, 300 by default; a health check it passes ends the cooldown); when
+every replica cools down the caller gets ``Overloaded`` with the earliest ``retry_after``. An unreachable replica is ejected and
 gets one trial request after a backoff (or comes back when ``health()`` sees it answer). The
 replicas' own retries are off (``RetryPolicy(attempts=1)``): the fleet decides.
 """
@@ -60,7 +61,7 @@ from unillm.metrics import CombinedMetrics, EngineMetrics, Sample
 from unillm.options import Options, OutputSpec, Request, make_request
 from unillm.results import Completion, Delta, Embeddings, LoraInfo, Tokens
 from unillm.routing import Backoff, Policy, ReplicaState, Router
-from unillm.transport import Pool, RetryPolicy, Timeouts
+from unillm.transport import MAX_RETRY_AFTER, Pool, RetryPolicy, Timeouts
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -125,6 +126,7 @@ class Fleet:
         cooldown: Backoff = Backoff(0.5, 30.0),
         ejection: Backoff = Backoff(1.0, 30.0),
         metrics_interval: float = 1.0,
+        max_retry_after: float = MAX_RETRY_AFTER,
     ) -> None:
         given = list(replicas) if isinstance(replicas, Sequence) else []
         if not given:
@@ -161,6 +163,7 @@ class Fleet:
             "cooldown": cooldown,
             "ejection": ejection,
             "metrics_interval": metrics_interval,
+            "max_retry_after": max_retry_after,
         }
         self._router = Router(
             [r.base_url for r in self.replicas],
@@ -169,6 +172,7 @@ class Fleet:
             load_factor=load_factor,
             cooldown=cooldown,
             ejection=ejection,
+            max_retry_after=max_retry_after,
         )
         self._info: EngineInfo | None = None
         self._caps: Capabilities | None = None
@@ -370,12 +374,13 @@ class Fleet:
 
     async def health(self) -> bool:
         """True when at least one replica answers its health check; a replica that does is
-        taken back into rotation, one that cannot be reached is ejected."""
+        taken back into rotation (ending its ejection or cooldown), one that cannot be reached
+        is ejected."""
         answers = await self._each(lambda r: r.health())
         now = time.monotonic()
         for i, answer in enumerate(answers):
             if answer is True:
-                self._router.answered(i)
+                self._router.recovered(i)
             elif isinstance(answer, EngineUnavailable):
                 self._router.failed(i, str(answer), now)
         return any(a is True for a in answers)
