@@ -15,7 +15,9 @@ Normal answers look like vLLM 0.32's: completions and chat, non-streamed or stre
 ``stream_options.include_usage`` is set, then ``data: [DONE]``). Errors use vLLM's layout
 ``{"error": {"message", "type", "param", "code"}}``; an unknown model (or LoRA name) in a
 request gets vLLM's own 404. Faults apply to generation requests only (``/v1/completions``
-and ``/v1/chat/completions``), so discovery (``/version``, ``/v1/models``) keeps working.
+and ``/v1/chat/completions``), so discovery (``/version``, ``/v1/models``) keeps working;
+``server.discovery[path] = {...}`` answers discovery with another body, ``server.stall_discovery
+= True`` makes it go silent.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import anyio
 COMPLETIONS = "/v1/completions"
 CHAT = "/v1/chat/completions"
 GENERATION_PATHS = (COMPLETIONS, CHAT)
+DISCOVERY_PATHS = ("/version", "/v1/models")
 LOAD_LORA, UNLOAD_LORA = "/v1/load_lora_adapter", "/v1/unload_lora_adapter"
 LORA_PATHS = (LOAD_LORA, UNLOAD_LORA)
 
@@ -115,6 +118,8 @@ class FaultServer:
         self.pieces, self.loras = pieces, loras
         self.runtime_lora = runtime_lora  # serve vLLM's /v1/load_lora_adapter and unload
         self.metrics_text: str | None = None  # served on GET /metrics when set
+        self.discovery: dict[str, Any] = {}  # a JSON body answered instead on GET /version, /v1/models
+        self.stall_discovery = False  # GET /version and /v1/models go silent until the client leaves
         self.host = "127.0.0.1"
         self.port = port  # 0: a free port; kept across stop() and start() (a restarted replica)
         self.fault: Fault | None = None
@@ -331,6 +336,12 @@ class FaultServer:
         """Answer one request; False when the connection must be closed afterwards."""
         self._record(request)
         path, method = request.path, request.method
+        if method == "GET" and path in DISCOVERY_PATHS:
+            if self.stall_discovery:
+                await self._until_client_leaves(request, reader)
+                return False
+            if path in self.discovery:
+                return await _send_json(writer, 200, self.discovery[path])
         if method == "GET" and path == "/version":
             return await _send_json(writer, 200, {"version": self.version})
         if method == "GET" and path == "/v1/models":

@@ -40,7 +40,9 @@ def pair() -> Iterator[tuple[FaultServer, FaultServer]]:
 def _http_date(seconds_from_now: float) -> str:
     import datetime as dt
 
-    return format_datetime(dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=seconds_from_now), usegmt=True)
+    return format_datetime(
+        dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=seconds_from_now), usegmt=True
+    )
 
 
 # -- parsing -----------------------------------------------------------------------------------
@@ -103,7 +105,7 @@ def fleet_of(servers: tuple[FaultServer, ...], **kwargs: Any) -> Fleet:
 async def test_a_fleet_replica_answering_retry_after_999999_cools_at_most_the_cap(
     pair: tuple[FaultServer, FaultServer],
 ) -> None:
-    a, b = pair
+    a, _ = pair
     a.fail(429, times=1, retry_after="999999")
     async with fleet_of(pair) as fleet:
         await fleet.generate("hi", max_tokens=4)  # a: 429 -> b
@@ -112,7 +114,7 @@ async def test_a_fleet_replica_answering_retry_after_999999_cools_at_most_the_ca
 
 
 async def test_a_fleets_max_retry_after_is_settable(pair: tuple[FaultServer, FaultServer]) -> None:
-    a, b = pair
+    a, _ = pair
     a.fail(429, times=1, retry_after="999999")
     async with fleet_of(pair, max_retry_after=2.0) as fleet:
         await fleet.generate("hi", max_tokens=4)
@@ -132,7 +134,7 @@ async def test_every_replica_answering_infinite_retry_after_gives_a_finite_overl
 
 
 async def test_a_healthy_health_check_ends_a_replicas_cooldown(pair: tuple[FaultServer, FaultServer]) -> None:
-    a, b = pair
+    a, _ = pair
     a.fail(429, times=1, retry_after="120")
     async with fleet_of(pair) as fleet:
         await fleet.generate("hi", max_tokens=4)

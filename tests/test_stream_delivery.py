@@ -33,14 +33,19 @@ def server() -> Iterator[FaultServer]:
     assert s.errors == [], f"the fault server itself failed: {s.errors}"
 
 
-async def received_until_interrupted(client: Any, **options: Any) -> tuple[str, unillm.StreamInterrupted]:
+async def consume(stream: Any, received: list[str]) -> None:
+    """Read ``stream`` to its end inside ``async with``, keeping the text of every delta."""
+    async with stream as s:
+        async for d in s:
+            received.append(d.text)
+
+
+async def received_until_interrupted(client: Any) -> tuple[str, unillm.StreamInterrupted]:
     """The text the caller received from a stream, and the StreamInterrupted that ended it."""
-    text = ""
+    received: list[str] = []
     with pytest.raises(unillm.StreamInterrupted) as caught:
-        async with client.stream("hi", max_tokens=8, **options) as s:
-            async for d in s:
-                text += d.text
-    return text, caught.value
+        await consume(client.stream("hi", max_tokens=8), received)
+    return "".join(received), caught.value
 
 
 async def test_partial_text_is_what_was_delivered_when_cut_after_the_finish_chunk(
@@ -56,13 +61,12 @@ async def test_stream_text_is_what_was_delivered_when_cut_after_the_finish_chunk
     server: FaultServer,
 ) -> None:
     server.drop(after=3, finish=True)
+    received: list[str] = []
     async with unillm.connect("vllm", server.url, timeouts=FAST) as llm:
-        text = ""
+        stream = llm.stream("hi", max_tokens=8)
         with pytest.raises(unillm.StreamInterrupted):
-            async with llm.stream("hi", max_tokens=8) as s:
-                async for d in s:
-                    text += d.text
-    assert s.text == text
+            await consume(stream, received)
+    assert stream.text == "".join(received)
 
 
 async def test_a_fleet_streams_partial_text_is_what_was_delivered(server: FaultServer) -> None:
@@ -76,13 +80,11 @@ async def test_a_fleet_streams_partial_text_is_what_was_delivered(server: FaultS
 
 async def test_a_deadline_mid_stream_reports_only_delivered_text(server: FaultServer) -> None:
     server.stall(after=3)  # (no finish) three chunks, then silence until the deadline
+    received: list[str] = []
     async with unillm.connect("vllm", server.url, timeouts=FAST) as llm:
-        text = ""
         with pytest.raises(unillm.DeadlineExceeded) as caught:
-            async with llm.stream("hi", max_tokens=8, deadline=0.5) as s:
-                async for d in s:
-                    text += d.text
-    assert caught.value.partial_text == text == "Hello, world"
+            await consume(llm.stream("hi", max_tokens=8, deadline=0.5), received)
+    assert caught.value.partial_text == "".join(received) == "Hello, world"
 
 
 def test_partial_texts_are_indexed_by_choice_even_when_choice_zero_has_none() -> None:

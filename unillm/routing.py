@@ -19,9 +19,10 @@ requests without one.
 
 Health: a replica answering 429/503 is *overloaded*, not broken: it cools down for
 ``max(Retry-After, own exponential backoff)``, Retry-After believed up to ``max_retry_after``
-seconds; a health check it passes ends the cooldown (:meth:`Router.recovered`). A replica that cannot be reached (refused, reset,
-timed out before answering) is *ejected* for an exponential backoff, then *half-open*: one trial
-request may go there; its answer brings the replica back, its failure ejects it again for longer.
+seconds; a health check it passes ends the cooldown (:meth:`Router.recovered`). A replica that
+cannot be reached (refused, reset, timed out before answering) is *ejected* for an exponential
+backoff, then *half-open*: one trial request may go there; its answer brings the replica back,
+its failure ejects it again for longer.
 """
 
 from __future__ import annotations

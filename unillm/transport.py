@@ -137,6 +137,7 @@ def retry_after_seconds(value: str | None, cap: float = MAX_RETRY_AFTER) -> floa
     """
     if not value:
         return None
+    seconds: float | None
     try:
         seconds = float(value)
     except ValueError:
