@@ -15,7 +15,9 @@ Normal answers look like vLLM 0.32's: completions and chat, non-streamed or stre
 ``stream_options.include_usage`` is set, then ``data: [DONE]``). Errors use vLLM's layout
 ``{"error": {"message", "type", "param", "code"}}``; an unknown model (or LoRA name) in a
 request gets vLLM's own 404. Faults apply to generation requests only (``/v1/completions``
-and ``/v1/chat/completions``), so discovery (``/version``, ``/v1/models``) keeps working.
+and ``/v1/chat/completions``), so discovery (``/version``, ``/v1/models``) keeps working;
+``server.discovery[path] = {...}`` answers discovery with another body, ``server.stall_discovery
+= True`` makes it go silent.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import anyio
 COMPLETIONS = "/v1/completions"
 CHAT = "/v1/chat/completions"
 GENERATION_PATHS = (COMPLETIONS, CHAT)
+DISCOVERY_PATHS = ("/version", "/v1/models")
 LOAD_LORA, UNLOAD_LORA = "/v1/load_lora_adapter", "/v1/unload_lora_adapter"
 LORA_PATHS = (LOAD_LORA, UNLOAD_LORA)
 
@@ -74,6 +77,7 @@ class Fault:
     body: bytes | None = None
     content_type: str = "application/json"
     interval: float = 0.02
+    finish: bool = False  # the last chunk before the fault carries the finish reason
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,8 @@ class FaultServer:
         self.pieces, self.loras = pieces, loras
         self.runtime_lora = runtime_lora  # serve vLLM's /v1/load_lora_adapter and unload
         self.metrics_text: str | None = None  # served on GET /metrics when set
+        self.discovery: dict[str, Any] = {}  # a JSON body answered instead on GET /version, /v1/models
+        self.stall_discovery = False  # GET /version and /v1/models go silent until the client leaves
         self.host = "127.0.0.1"
         self.port = port  # 0: a free port; kept across stop() and start() (a restarted replica)
         self.fault: Fault | None = None
@@ -209,9 +215,13 @@ class FaultServer:
             Fault("status", times=times, status=status, body=body, content_type=content_type)
         )
 
-    def drop(self, after: int = 0, *, times: int | None = None) -> FaultServer:
-        """Close the connection after ``after`` stream chunks (non-streamed: before answering)."""
-        return self.set_fault(Fault("drop", times=times, after=after))
+    def drop(self, after: int = 0, *, times: int | None = None, finish: bool = False) -> FaultServer:
+        """Close the connection after ``after`` stream chunks (non-streamed: before answering).
+
+        ``finish``: the last of those chunks carries the finish reason, as vLLM's last text
+        chunk does, so the cut falls between the finish and the usage chunk.
+        """
+        return self.set_fault(Fault("drop", times=times, after=after, finish=finish))
 
     def stall(self, after: int | None = None, *, times: int | None = None) -> FaultServer:
         """Go silent until the client leaves: before the headers (None) or after K chunks.
@@ -326,6 +336,12 @@ class FaultServer:
         """Answer one request; False when the connection must be closed afterwards."""
         self._record(request)
         path, method = request.path, request.method
+        if method == "GET" and path in DISCOVERY_PATHS:
+            if self.stall_discovery:
+                await self._until_client_leaves(request, reader)
+                return False
+            if path in self.discovery:
+                return await _send_json(writer, 200, self.discovery[path])
         if method == "GET" and path == "/version":
             return await _send_json(writer, 200, {"version": self.version})
         if method == "GET" and path == "/v1/models":
@@ -476,9 +492,10 @@ class FaultServer:
             limit = len(self.pieces) if fault is None or fault.after is None else fault.after
             n = 0
             endless = fault is not None and fault.kind == "endless"
-            while endless or n < min(limit, len(self.pieces)):
+            sent = min(limit, len(self.pieces))
+            while endless or n < sent:
                 text = self.pieces[n % len(self.pieces)]
-                last = fault is None and n == len(self.pieces) - 1
+                last = (fault is None or fault.finish) and n == sent - 1
                 if not await emit(chunk(text, "length" if last else None)):
                     return self._hung_up(request, watch)
                 n += 1

@@ -65,6 +65,35 @@ def test_variables_set_before_the_failing_step_stay_readable(backend: Any) -> No
         state["second"]
 
 
+# A step failing inside `with s.var_scope("out")`: SGLang keeps the scope's start offset (an int)
+# under "out" until the scope ends, which it never does; reading it raises the stored error.
+@sgl.function
+def scoped(s: Any) -> None:
+    with s.var_scope("out"):
+        s += "Where? " + sgl.gen("city", max_tokens=4, json_schema=SCHEMA)
+
+
+@pytest.mark.filterwarnings("ignore:Error in stream_executor")  # SGLang's worker thread warns
+def test_reading_the_scope_of_a_failed_step_raises_the_stored_error(backend: Any) -> None:
+    state = scoped.run(backend=backend)
+    with pytest.raises(unillm.OutputParseError) as caught:
+        state["out"]
+    assert state.error() is caught.value
+
+
+@pytest.mark.filterwarnings("ignore:Error in stream_executor")
+def test_a_scope_that_ended_before_the_failing_step_stays_readable(backend: Any) -> None:
+    @sgl.function
+    def two(s: Any) -> None:
+        with s.var_scope("first"):
+            s += "A: " + sgl.gen("a", max_tokens=4)
+        s += " B: " + sgl.gen("b", max_tokens=4, json_schema=SCHEMA)
+
+    state = two.run(backend=backend)
+    state.sync()
+    assert state["first"] == 'A: {"city": "Pa'
+
+
 EXIT_PROGRAM = """
 import sglang as sgl, unillm
 from fault_server import FaultServer

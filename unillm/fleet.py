@@ -20,10 +20,12 @@ Failover: a request that fails before the engine answered (connection refused or
 timeout before the headers, 429/503) is sent to another replica, each replica at most once per
 request. A stream that has started is never retried: it ends in ``StreamInterrupted`` with its
 partial text. Overload is not failure: a replica answering 429/503 gets nothing until
-``max(Retry-After, own exponential backoff)`` has passed; when every replica cools down the caller
-gets ``Overloaded`` with the earliest ``retry_after``. An unreachable replica is ejected and
-gets one trial request after a backoff (or comes back when ``health()`` sees it answer). The
-replicas' own retries are off (``RetryPolicy(attempts=1)``): the fleet decides.
+``max(Retry-After, own exponential backoff)`` has passed (Retry-After believed up to
+``max_retry_after`` seconds, 300 by default; a health check it passes ends the cooldown); when
+every replica cools down the caller gets ``Overloaded`` with the earliest ``retry_after``. An
+unreachable replica is ejected and gets one trial request after a backoff (or comes back when
+``health()`` sees it answer). The replicas' own retries are off (``RetryPolicy(attempts=1)``):
+the fleet decides.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from unillm.deadline import Deadline
 from unillm.embeddings import DEFAULT_BATCH_SIZE
 from unillm.errors import (
     EngineError,
+    EngineTimeout,
     EngineUnavailable,
     FanOutFailed,
     InvalidOptions,
@@ -60,7 +63,8 @@ from unillm.metrics import CombinedMetrics, EngineMetrics, Sample
 from unillm.options import Options, OutputSpec, Request, make_request
 from unillm.results import Completion, Delta, Embeddings, LoraInfo, Tokens
 from unillm.routing import Backoff, Policy, ReplicaState, Router
-from unillm.transport import Pool, RetryPolicy, Timeouts
+from unillm.single_flight import SingleFlight
+from unillm.transport import MAX_RETRY_AFTER, Pool, RetryPolicy, Timeouts
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -125,6 +129,7 @@ class Fleet:
         cooldown: Backoff = Backoff(0.5, 30.0),
         ejection: Backoff = Backoff(1.0, 30.0),
         metrics_interval: float = 1.0,
+        max_retry_after: float = MAX_RETRY_AFTER,
     ) -> None:
         given = list(replicas) if isinstance(replicas, Sequence) else []
         if not given:
@@ -161,6 +166,7 @@ class Fleet:
             "cooldown": cooldown,
             "ejection": ejection,
             "metrics_interval": metrics_interval,
+            "max_retry_after": max_retry_after,
         }
         self._router = Router(
             [r.base_url for r in self.replicas],
@@ -169,12 +175,13 @@ class Fleet:
             load_factor=load_factor,
             cooldown=cooldown,
             ejection=ejection,
+            max_retry_after=max_retry_after,
         )
         self._info: EngineInfo | None = None
         self._caps: Capabilities | None = None
         self._mixed_versions = False
         self._verified = [False] * len(self.replicas)
-        self._lock: anyio.Lock | None = None
+        self._discovery: SingleFlight[EngineInfo] = SingleFlight()
         self._wants_queue = policy in ("least_load", "session")
         self._no_queue = [False] * len(self.replicas)
         self._scraped_at = float("-inf")
@@ -285,27 +292,33 @@ class Fleet:
         return FleetStats(policy=self.policy, replicas=out)
 
     # -- discovery -------------------------------------------------------------------------
-    async def info(self, *, refresh: bool = False) -> EngineInfo:
+    async def info(self, *, refresh: bool = False, timeout: float | None = None) -> EngineInfo:
         """The model every replica serves, discovered from all of them at once and cached.
+
+        Concurrent callers share one discovery (its result or its failure; a later call tries
+        again); ``timeout`` bounds each wait for a replica's bytes, as on a call.
 
         Raises ReplicaMismatch when replicas serve different models or engines, and
         EngineUnavailable when none answers.
         """
         if self._info is not None and not refresh:
             return self._info
-        self._lock = self._lock or anyio.Lock()
-        async with self._lock:
-            if self._info is None or refresh:
-                await self._discover(refresh)
-        assert self._info is not None
-        return self._info
+        limits = [r._discovery_limit(timeout) for r in self.replicas]
+        limit = None if None in limits else max(cast(list[float], limits))
+        try:
+            return await self._discovery.run(lambda: self._discover(refresh, timeout), wait_limit=limit)
+        except TimeoutError:
+            raise EngineTimeout(
+                f"the fleet's discovery (the model its replicas serve) did not finish within "
+                f"{limit:g}s; raise timeout= or check the replicas' load"
+            ) from None
 
-    async def _discover(self, refresh: bool) -> None:
+    async def _discover(self, refresh: bool, timeout: float | None) -> EngineInfo:
         now = time.monotonic()
         asked = [i for i, r in enumerate(self._router.replicas) if r.available(now)]
         if not asked:  # every replica is ejected since an earlier attempt: no new wait
             raise self._nothing_available(now)
-        answers = await self._each(lambda r: r.info(refresh=refresh), asked)
+        answers = await self._each(lambda r: r.info(refresh=refresh, timeout=timeout), asked)
         now = time.monotonic()
         found: dict[int, EngineInfo] = {}
         for i, answer in zip(asked, answers, strict=True):
@@ -344,12 +357,13 @@ class Fleet:
         self._mixed_versions = len(versions) > 1
         for i in found:
             self._verified[i] = True
+        return self._info
 
-    async def _verify(self, i: int) -> None:
+    async def _verify(self, i: int, timeout: float | None = None) -> None:
         """Check a replica that was down at discovery before its first request."""
         assert self._info is not None and self._caps is not None
         replica = self.replicas[i]
-        info = await replica.info()
+        info = await replica.info(timeout=timeout)
         if (info.engine, info.model) != (self._info.engine, self._info.model):
             why = (
                 f"{replica.base_url} serves {info.model!r} on {info.engine}, but the fleet serves "
@@ -370,12 +384,13 @@ class Fleet:
 
     async def health(self) -> bool:
         """True when at least one replica answers its health check; a replica that does is
-        taken back into rotation, one that cannot be reached is ejected."""
+        taken back into rotation (ending its ejection or cooldown), one that cannot be reached
+        is ejected."""
         answers = await self._each(lambda r: r.health())
         now = time.monotonic()
         for i, answer in enumerate(answers):
             if answer is True:
-                self._router.answered(i)
+                self._router.recovered(i)
             elif isinstance(answer, EngineUnavailable):
                 self._router.failed(i, str(answer), now)
         return any(a is True for a in answers)
@@ -467,9 +482,13 @@ class Fleet:
     async def _complete(self, request: Request) -> Completion[Any]:
         if self._info is None or self._mixed_versions:
             await self._ready(request)
-        return await self._call(self._router.key_for(request), lambda llm: llm._complete(request))
+        return await self._call(
+            self._router.key_for(request), lambda llm: llm._complete(request), request.timeout
+        )
 
-    async def _call(self, key: int | None, fn: Callable[[LLM], Awaitable[R]]) -> R:
+    async def _call(
+        self, key: int | None, fn: Callable[[LLM], Awaitable[R]], timeout: float | None = None
+    ) -> R:
         """``fn`` on the replica the policy picks, moving on while it fails before an answer."""
         tried: list[int] = []
         while True:
@@ -477,7 +496,7 @@ class Fleet:
             self._router.begin(i, time.monotonic())
             try:
                 if not self._verified[i]:
-                    await self._verify(i)
+                    await self._verify(i, timeout)
                 result = await fn(self.replicas[i])
             except BaseException as e:
                 if not self._settle(i, e, started=False):
@@ -514,7 +533,7 @@ class Fleet:
     ) -> Embeddings:
         """Embed on one replica (see :meth:`LLM.embed`); fails over before any answer."""
         if self._info is None:
-            await self.info()
+            await self.info(timeout=timeout)
         return await self._call(
             None,
             lambda llm: llm.embed(
@@ -531,13 +550,13 @@ class Fleet:
     ) -> Tokens:
         """Tokenize on one replica (see :meth:`LLM.tokenize`); fails over before any answer."""
         if self._info is None:
-            await self.info()
+            await self.info(timeout=timeout)
         return await self._call(None, lambda llm: llm.tokenize(text, messages=messages, timeout=timeout))
 
     # -- routing ---------------------------------------------------------------------------
     async def _ready(self, request: Request) -> None:
         if self._info is None:
-            await self.info()
+            await self.info(timeout=request.timeout)
         if self._mixed_versions:
             assert self._caps is not None
             check(self._caps, request)
@@ -660,13 +679,13 @@ class FleetStream(Stream):
         while True:
             i = fleet._pick(key, tried)
             inner = Stream(fleet.replicas[i], request, deadline)
-            inner._texts = self._texts  # text and partial text accumulate here
+            inner._texts, inner._calls = self._texts, self._calls  # what was delivered accumulates here
             self.replica = fleet.replicas[i].base_url
             fleet._router.begin(i, time.monotonic())
             try:
                 if not fleet._verified[i]:
                     with deadline.bound():
-                        await fleet._verify(i)
+                        await fleet._verify(i, request.timeout)
                 async for delta in inner:
                     if not self.started:  # the replica answers: healthy again if it was on trial
                         self.started = True

@@ -35,6 +35,7 @@ from unillm.embeddings import (
 )
 from unillm.errors import (
     EngineError,
+    EngineTimeout,
     InvalidOptions,
     MalformedResponse,
     StreamInterrupted,
@@ -44,6 +45,7 @@ from unillm.metrics import EngineMetrics
 from unillm.options import Message, Options, OutputSpec, Request, make_request
 from unillm.outputs import attach_parsed
 from unillm.results import Completion, Delta, Embeddings, LoraInfo, Timings, Tokens, ToolCall, Usage
+from unillm.single_flight import SingleFlight
 from unillm.tools import ToolCallAccumulator
 from unillm.transport import Pool, RetryPolicy, Timeouts, Transport, event_stream, json_body
 
@@ -98,7 +100,7 @@ class LLM:
         )
         self._info: EngineInfo | None = None
         self._caps: Capabilities | None = None
-        self._lock: anyio.Lock | None = None
+        self._discovery: SingleFlight[EngineInfo] = SingleFlight()
         self.loras = Loras(self)
         #: Whether the served model reads images (known for a model unillm launched; None: unknown).
         self.takes_images: bool | None = None
@@ -172,20 +174,55 @@ class LLM:
         return BlockingLLM(self.clone())
 
     # -- discovery -------------------------------------------------------------------------
-    async def info(self, *, refresh: bool = False) -> EngineInfo:
-        """Served model, engine version and limits, discovered once and cached."""
+    async def info(self, *, refresh: bool = False, timeout: float | None = None) -> EngineInfo:
+        """Served model, engine version and limits, discovered once and cached.
+
+        Concurrent callers share one discovery: its result, or its failure (a later call tries
+        again). ``timeout`` bounds each wait for the engine's bytes, as on a call.
+
+        Raises:
+            MalformedResponse: a discovery endpoint answered something its protocol does not.
+            EngineUnavailable: the engine cannot be reached (EngineTimeout: it did not answer).
+        """
         if self._info is not None and not refresh:
             return self._info
-        self._lock = self._lock or anyio.Lock()
-        async with self._lock:
-            if self._info is None or refresh:
-                answers: dict[str, Any] = {}
-                for key, call in self.adapter.discovery().items():
-                    answers[key] = await self._get_json_or_none(call)
-                info = self.adapter.parse_info(answers, self._model)
-                self._caps = self.adapter.capabilities(info.version)
-                self._info = info
-        return self._info
+        limit = self._discovery_limit(timeout)
+        try:
+            return await self._discovery.run(lambda: self._discover(timeout), wait_limit=limit)
+        except TimeoutError:
+            raise EngineTimeout(
+                f"{self.engine} at {self.base_url}: discovery (the served model and version) did "
+                f"not finish within {limit:g}s; raise timeout= or check the engine's load"
+            ) from None
+
+    def _discovery_limit(self, timeout: float | None) -> float | None:
+        """How long a caller waits for a discovery another caller runs (None: ``timeout`` unset)."""
+        if not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
+            return None  # unset (or invalid: the call itself refuses it)
+        return len(self.adapter.discovery()) * (self._timeouts.connect + timeout)
+
+    async def _discover(self, timeout: float | None) -> EngineInfo:
+        calls = self.adapter.discovery()
+        answers: dict[str, Any] = {}
+        for key, call in calls.items():
+            answers[key] = await self._get_json_or_none(call, timeout)
+        try:
+            info = self.adapter.parse_info(answers, self._model)
+        except UnillmError:
+            raise
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as e:
+            raise MalformedResponse(
+                f"{self.engine}: unexpected discovery answers from "
+                f"{', '.join(c.path for c in calls.values())} ({type(e).__name__}: {e})"
+            ) from None
+        if not isinstance(info.model, str) or not info.model:
+            raise MalformedResponse(
+                f"{self.engine}: discovery ({', '.join(c.path for c in calls.values())}) named no "
+                f"model (got {info.model!r}); pass model= to connect, or check the engine"
+            )
+        self._caps = self.adapter.capabilities(info.version)
+        self._info = info
+        return info
 
     async def capabilities(self) -> Capabilities:
         """What this engine, at its detected version, can honour."""
@@ -327,7 +364,7 @@ class LLM:
         requests = embed_batches(texts, batch_size=batch_size, dimensions=dimensions, timeout=timeout)
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise InvalidOptions(f"concurrency must be a positive integer, got {concurrency!r}")
-        info = await self.info()
+        info = await self.info(timeout=timeout)
         assert self._caps is not None
         self._caps.require(Feature.EMBEDDINGS)
         calls = [self.adapter.embed_call(r, info) for r in requests]  # every batch built before sending
@@ -393,7 +430,7 @@ class LLM:
         Messages are rendered with the generation prompt, i.e. what a chat request would send.
         """
         request = tokenize_request(text, messages)
-        info = await self.info()
+        info = await self.info(timeout=timeout)
         assert self._caps is not None
         self._caps.require(Feature.TOKENIZE)
         response = await self._transport.send(self.adapter.tokenize_call(request, info), timeout)
@@ -402,7 +439,7 @@ class LLM:
         return self.adapter.parse_tokens(json_body(response, self.engine), request, info)
 
     async def _prepare(self, request: Request) -> tuple[EngineInfo, HttpCall]:
-        info = await self.info()
+        info = await self.info(timeout=request.timeout)
         assert self._caps is not None
         check(self._caps, request)
         if self.takes_images is False:
@@ -410,7 +447,9 @@ class LLM:
         call = self.adapter.build(request, info)
         preflight = self.adapter.preflight(request, info)
         if preflight is not None:
-            self.adapter.check_preflight(await self._get_json_or_none(preflight), request, info)
+            self.adapter.check_preflight(
+                await self._get_json_or_none(preflight, request.timeout), request, info
+            )
         return info, call
 
     def _error(self, response: httpx.Response, request: Request | None) -> UnillmError:
@@ -422,8 +461,8 @@ class LLM:
             error.retry_after = retry_after_seconds(response.headers.get("retry-after"))
         return self._transport.explained(error) if response.status_code >= 500 else error
 
-    async def _get_json_or_none(self, call: HttpCall) -> Any:
-        response = await self._transport.send(call)
+    async def _get_json_or_none(self, call: HttpCall, timeout: float | None = None) -> Any:
+        response = await self._transport.send(call, timeout)
         if response.status_code in (401, 403):
             raise self._error(response, None)
         if response.status_code != 200:
@@ -558,7 +597,8 @@ class Stream(ClosingStream):
         return observe.stream(self._llm, self, deltas)
 
     def _partial(self) -> list[str]:
-        return ["".join(self._texts[i]) for i in sorted(self._texts)]
+        """The text delivered so far for each choice, by choice index ("" for one with none yet)."""
+        return ["".join(self._texts.get(i, ())) for i in range(max(self._texts, default=-1) + 1)]
 
     async def _run(self) -> AsyncIterator[Delta]:
         llm, request = self._llm, self._request
@@ -595,20 +635,13 @@ class Stream(ClosingStream):
                     if data is None:
                         break
                     for delta in decoder.feed(data):
-                        if delta.tool_calls:
-                            self._calls.setdefault(delta.index, ToolCallAccumulator(request.tools or ())).add(
-                                delta.tool_calls
-                            )
-                        if delta.text or delta.tool_calls:
-                            if delta.text:
-                                self._texts.setdefault(delta.index, []).append(delta.text)
-                            if delta.index == 0:
-                                stamp(clock())
+                        if (delta.text or delta.tool_calls) and delta.index == 0:
+                            stamp(clock())
                         if delta.finish_reason is None and delta.usage is None:
                             if held is not None:
-                                yield held
+                                yield self._delivered(held)
                                 held = None
-                            yield delta
+                            yield self._delivered(delta)
                             continue
                         if delta.index == 0 and delta.finish_reason:
                             finish = delta.finish_reason
@@ -619,7 +652,7 @@ class Stream(ClosingStream):
                             held.finish_reason = held.finish_reason or delta.finish_reason
                         else:
                             if held is not None:
-                                yield held
+                                yield self._delivered(held)
                             held = delta
                     if decoder.done:
                         ended = clock()
@@ -644,7 +677,19 @@ class Stream(ClosingStream):
         final.timings = _stream_timings(
             started, stamps, ended or clock(), tokens, one_choice=(request.n or 1) == 1
         )
-        yield final
+        yield self._delivered(final)
+
+    def _delivered(self, delta: Delta) -> Delta:
+        """``delta``, counted as handed to the caller: ``text``, ``tool_calls`` and a
+        StreamInterrupted's ``partial_text`` hold exactly what the caller received (a delta held
+        back, e.g. the finish awaiting its usage, counts only once it is yielded)."""
+        if delta.tool_calls:
+            self._calls.setdefault(delta.index, ToolCallAccumulator(self._request.tools or ())).add(
+                delta.tool_calls
+            )
+        if delta.text:
+            self._texts.setdefault(delta.index, []).append(delta.text)
+        return delta
 
 
 def _merges(held: Delta, delta: Delta) -> bool:

@@ -18,9 +18,11 @@ replica). A ``session=`` key pins its requests under every policy: the policy de
 requests without one.
 
 Health: a replica answering 429/503 is *overloaded*, not broken: it cools down for
-``max(Retry-After, own exponential backoff)``. A replica that cannot be reached (refused, reset,
-timed out before answering) is *ejected* for an exponential backoff, then *half-open*: one trial
-request may go there; its answer brings the replica back, its failure ejects it again for longer.
+``max(Retry-After, own exponential backoff)``, Retry-After believed up to ``max_retry_after``
+seconds; a health check it passes ends the cooldown (:meth:`Router.recovered`). A replica that
+cannot be reached (refused, reset, timed out before answering) is *ejected* for an exponential
+backoff, then *half-open*: one trial request may go there; its answer brings the replica back,
+its failure ejects it again for longer.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Literal, get_args
 
 from unillm.errors import InvalidOptions
 from unillm.options import Request
+from unillm.transport import MAX_RETRY_AFTER
 
 Policy = Literal["round_robin", "least_load", "prefix", "session"]
 POLICIES: tuple[str, ...] = get_args(Policy)
@@ -129,6 +132,7 @@ class Router:
         load_factor: float = 1.25,
         cooldown: Backoff = Backoff(0.5, 30.0),
         ejection: Backoff = Backoff(1.0, 30.0),
+        max_retry_after: float = MAX_RETRY_AFTER,
     ) -> None:
         if policy not in POLICIES:
             raise InvalidOptions(f"unknown routing policy {policy!r}; use one of {', '.join(POLICIES)}")
@@ -138,8 +142,18 @@ class Router:
             raise InvalidOptions(
                 f"load_factor must be >= 1.0 (1.25 allows 25% above the mean), got {load_factor!r}"
             )
+        if (
+            not isinstance(max_retry_after, (int, float))
+            or isinstance(max_retry_after, bool)
+            or not 0 <= max_retry_after < math.inf
+        ):
+            raise InvalidOptions(
+                f"max_retry_after is the longest Retry-After (seconds) a replica is believed: "
+                f"a finite number >= 0, got {max_retry_after!r}"
+            )
         self.policy = policy
         self.prefix_chars, self.load_factor = prefix_chars, load_factor
+        self.max_retry_after = float(max_retry_after)
         self.cooldown, self.ejection = cooldown, ejection
         self.replicas = [Replica(url) for url in urls]
         self._next = 0
@@ -243,13 +257,20 @@ class Router:
         r = self.replicas[i]
         r.ejected_until, r.eject_streak, r.overload_streak = None, 0, 0
 
+    def recovered(self, i: int) -> None:
+        """Replica ``i`` passed a health check: healthy again, its ejection or cooldown over."""
+        self.answered(i)
+        self.replicas[i].cooling_until = 0.0
+
     def overloaded(self, i: int, retry_after: float | None, now: float) -> None:
-        """Replica ``i`` answered 429/503: no request until max(Retry-After, own backoff)."""
+        """Replica ``i`` answered 429/503: no request until max(Retry-After, own backoff),
+        Retry-After counted up to ``max_retry_after`` (a non-finite or negative one as absent)."""
         r = self.replicas[i]
         r.overloads += 1
         r.overload_streak += 1
         r.ejected_until, r.eject_streak = None, 0
-        wait = max(retry_after or 0.0, self.cooldown.after(r.overload_streak))
+        said = retry_after if retry_after is not None and 0 <= retry_after < math.inf else 0.0
+        wait = max(min(said, self.max_retry_after), self.cooldown.after(r.overload_streak))
         r.cooling_until = max(r.cooling_until, now + wait)
 
     def failed(self, i: int, why: str, now: float) -> None:

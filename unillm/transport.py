@@ -2,6 +2,11 @@
 
 Retries happen for a refused/failed connection and for 429/503 answers received before any
 byte of a body was read, honouring ``Retry-After``; never once a stream has started.
+
+``Retry-After`` is trusted up to :data:`MAX_RETRY_AFTER` seconds (an ``Overloaded.retry_after``
+never says more; a retry waits at most ``RetryPolicy.max_wait``, a fleet replica cools down at
+most ``Fleet(max_retry_after=...)``). A value that is not a finite, non-negative number of
+seconds or an HTTP date in the future counts as absent.
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ from unillm.errors import EngineTimeout, EngineUnavailable, InvalidOptions, Pool
 R = TypeVar("R")
 E = TypeVar("E", bound=Exception)
 RETRY_STATUSES = frozenset({429, 503})
+#: The longest ``Retry-After`` believed, in seconds (5 minutes): one engine answering
+#: ``Retry-After: 999999`` must not stop its callers for days.
+MAX_RETRY_AFTER = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,21 +129,35 @@ class _Retryable(Exception):
         self.cause, self.response, self.retry_after = cause, response, retry_after
 
 
-def retry_after_seconds(value: str | None) -> float | None:
-    """Parse a Retry-After header (seconds or an HTTP date)."""
+def retry_after_seconds(value: str | None, cap: float = MAX_RETRY_AFTER) -> float | None:
+    """Parse a Retry-After header (seconds or an HTTP date), at most ``cap`` seconds.
+
+    Returns:
+        The seconds to wait, or None when the header is absent or not a finite, non-negative
+        number of seconds or an HTTP date in the future (garbage counts as absent).
+    """
     if not value:
         return None
+    seconds: float | None
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
-        pass
-    try:
-        import datetime as dt
-
-        when = parsedate_to_datetime(value)
-        return max(0.0, (when - dt.datetime.now(when.tzinfo)).total_seconds())
-    except (TypeError, ValueError):
+        seconds = _seconds_until(value)
+    if seconds is None or not math.isfinite(seconds) or seconds < 0:
         return None
+    return min(seconds, cap)
+
+
+def _seconds_until(date: str) -> float | None:
+    """Seconds from now until an HTTP date; None for garbage or a date in the past."""
+    import datetime as dt
+
+    try:
+        when = parsedate_to_datetime(date)
+        seconds = (when - dt.datetime.now(when.tzinfo)).total_seconds()
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return seconds if seconds > 0 else None
 
 
 class Transport:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from unillm.adapter import EngineInfo, EngineInstall, HttpCall
-from unillm.adapter_helpers import sampling_fields
+from unillm.adapter_helpers import discovered, model_cards, sampling_fields
 from unillm.capabilities import LAYOUT_FEATURES, NATIVE, Capabilities, Feature, Support, unsupported
 from unillm.embeddings import TokenizeRequest
 from unillm.errors import (
@@ -125,15 +125,14 @@ class LlamaCppAdapter(OpenAICompatAdapter):
         return {"models": HttpCall("GET", "/v1/models"), "openapi": HttpCall("GET", HEALTH_PATH)}
 
     def parse_info(self, answers: Mapping[str, Any], model: str | None) -> LlamaCppInfo:
-        data = (answers.get("models") or {}).get("data") or []
-        aliases = tuple(str(m["id"]) for m in data if isinstance(m, Mapping) and "id" in m)
+        aliases = tuple(str(m["id"]) for m in model_cards(answers, self.name))
         if model is None:
             if not aliases:
                 raise MalformedResponse(
                     "llamacpp: /v1/models lists no model; is this a llama-cpp-python server?"
                 )
             model = aliases[0]  # the default model comes first
-        info = (answers.get("openapi") or {}).get("info") or {}
+        info = discovered(answers, "openapi", self.name, HEALTH_PATH).get("info")
         version = info.get("version") if isinstance(info, Mapping) else None
         return LlamaCppInfo(
             engine=self.name, model=model, version=str(version) if version else None, aliases=aliases

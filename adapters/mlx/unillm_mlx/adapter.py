@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from unillm.adapter import EngineInfo, EngineInstall, HttpCall
-from unillm.adapter_helpers import EXTRA_SAMPLING
+from unillm.adapter_helpers import EXTRA_SAMPLING, discovered, model_cards, text_field
 from unillm.capabilities import LAYOUT_FEATURES, NATIVE, Capabilities, Feature, Support, unsupported
 from unillm.errors import UnillmError, UnknownLora, UnsupportedFeature
 from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
@@ -176,24 +176,12 @@ class MLXAdapter(RuntimeLoraEndpoints, TokenizeEndpoint, OpenAICompatAdapter):
     def parse_info(self, answers: Mapping[str, Any], model: str | None) -> EngineInfo:
         # mlx_lm.server has no /version (None = server mode); its /v1/models may be an empty body.
         # The in-process engine lists its context limit in /v1/models, as vLLM does (the server has none).
-        answer = answers.get("version")
-        version = answer.get("version") if isinstance(answer, Mapping) else None
+        answer = discovered(answers, "version", self.name, "/version")
+        version = text_field(answer, "version", self.name, "/version")
         served = model or self.model_path or DEFAULT_MODEL
-        models = answers.get("models")
-        data = models.get("data") if isinstance(models, Mapping) else None
-        limit = next(
-            (
-                m.get("max_model_len")
-                for m in data or ()
-                if isinstance(m, Mapping)
-                and m.get("id") == served
-                and isinstance(m.get("max_model_len"), int)
-            ),
-            None,
-        )
-        return EngineInfo(
-            engine=self.name, model=served, version=str(version) if version else None, max_model_len=limit
-        )
+        cards = model_cards(answers, self.name)
+        limit = next((m.get("max_model_len") for m in cards if m["id"] == served), None)
+        return EngineInfo(engine=self.name, model=served, version=version, max_model_len=limit)
 
     # -- requests --------------------------------------------------------------------------
     def model_field(self, request: Request, info: EngineInfo) -> str:

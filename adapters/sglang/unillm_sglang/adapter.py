@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from unillm.adapter import EngineInfo, EngineInstall, HttpCall
-from unillm.adapter_helpers import EXTRA_SAMPLING, missing_route
+from unillm.adapter_helpers import EXTRA_SAMPLING, discovered, missing_route, model_cards, text_field
 from unillm.capabilities import Capabilities, Feature, Support, features_of
 from unillm.errors import MalformedResponse, UnillmError, UnknownLora, UnknownModel, UnsupportedFeature
 from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
@@ -141,15 +141,19 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
         }
 
     def parse_info(self, answers: Mapping[str, Any], model: str | None) -> SGLangInfo:
-        model_info = _mapping(answers.get("model_info"))
-        server = _mapping(answers.get("server_info"))
-        cards = [m for m in _mapping(answers.get("models")).get("data") or [] if isinstance(m, Mapping)]
-        bases = [m for m in cards if not m.get("parent")]
+        model_info = discovered(answers, "model_info", self.name, "/get_model_info")
+        server = discovered(answers, "server_info", self.name, "/get_server_info")
+        bases = [m for m in model_cards(answers, self.name) if not m.get("parent")]
+
+        def name(answer: Mapping[str, Any], field: str) -> str | None:
+            where = "/get_model_info" if answer is model_info else "/get_server_info"
+            return text_field(answer, field, self.name, where)
+
         served = (
-            model_info.get("served_model_name")
-            or server.get("served_model_name")
-            or model_info.get("model_path")
-            or (bases[0].get("id") if bases else None)
+            name(model_info, "served_model_name")
+            or name(server, "served_model_name")
+            or name(model_info, "model_path")
+            or (bases[0]["id"] if bases else None)
         )
         if not served:
             raise MalformedResponse(
@@ -157,7 +161,7 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
             )
         names = tuple(
             dict.fromkeys(
-                str(n) for n in (served, model_info.get("model_path"), server.get("model_path")) if n
+                n for n in (served, name(model_info, "model_path"), name(server, "model_path")) if n
             )
         )
         if model is not None and model not in names:
@@ -174,7 +178,7 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
         return SGLangInfo(
             engine=self.name,
             model=names[0],
-            version=_str_or_none(server.get("version")),
+            version=name(server, "version"),
             max_model_len=int(limit) if isinstance(limit, int) else None,
             served_names=names,
             lora_enabled=bool(server.get("enable_lora") or server.get("lora_paths")) if server else None,

@@ -460,12 +460,15 @@ def _surfaced_in_variables(s: StreamExecutor) -> Iterator[None]:
 
     SGLang's worker thread only warns and keeps the error in ``state.error()``, so ``state["city"]``
     used to raise a bare ``KeyError: 'city'``; now it raises the error itself (e.g. OutputParseError).
+    A ``var_scope`` the failed step was inside never ended: SGLang still holds the scope's start
+    offset (an int) under its name, so that name is dropped too and reading it raises the error.
     """
     try:
         yield
     except Exception as e:
         if not isinstance(s.variables, _FailedVariables):
-            s.variables = _FailedVariables(s.variables, e)
+            ended = {k: v for k, v in s.variables.items() if type(v) is not int}  # open scopes: int
+            s.variables = _FailedVariables(ended, e)
         raise
 
 

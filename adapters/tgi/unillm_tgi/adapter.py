@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from unillm.adapter import Adapter, EngineInfo, EngineInstall, HttpCall
-from unillm.adapter_helpers import Version, parse_version, since
+from unillm.adapter_helpers import Version, parse_version, since, text_field
 from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsupported
 from unillm.embeddings import TokenizeRequest
 from unillm.errors import InvalidRequest, MalformedResponse, UnillmError, UnknownLora, UnsupportedFeature
@@ -216,7 +216,7 @@ class TGIAdapter(Adapter):
         return TGIInfo(
             engine=self.name,
             model=model or info["model_id"],
-            version=info.get("version"),
+            version=text_field(info, "version", self.name, "/info"),
             max_model_len=number("max_total_tokens"),
             model_id=info["model_id"],
             max_input_tokens=number("max_input_tokens", "max_input_length"),

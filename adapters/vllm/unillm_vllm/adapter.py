@@ -22,7 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from unillm.adapter import EngineInfo, EngineInstall, HttpCall
-from unillm.adapter_helpers import EXTRA_SAMPLING, missing_route, parse_version
+from unillm.adapter_helpers import (
+    EXTRA_SAMPLING,
+    discovered,
+    missing_route,
+    model_cards,
+    parse_version,
+    text_field,
+)
 from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsupported
 from unillm.errors import MalformedResponse, UnillmError, UnsupportedFeature
 from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
@@ -90,9 +97,10 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
         return {"version": HttpCall("GET", "/version"), "models": HttpCall("GET", "/v1/models")}
 
     def parse_info(self, answers: Mapping[str, Any], model: str | None) -> EngineInfo:
-        version = (answers.get("version") or {}).get("version")
-        models = (answers.get("models") or {}).get("data") or []
-        bases = [m for m in models if not m.get("parent")]
+        version = text_field(
+            discovered(answers, "version", self.name, "/version"), "version", self.name, "/version"
+        )
+        bases = [m for m in model_cards(answers, self.name) if not m.get("parent")]
         if model is None:
             if not bases:
                 raise MalformedResponse("vllm: /v1/models lists no model; is this a vLLM server?")
