@@ -20,6 +20,7 @@ import httpx
 
 from unillm.adapter import HttpCall
 from unillm.errors import EngineTimeout, EngineUnavailable, InvalidOptions, PoolTimeout
+from unillm.redact import display_url
 
 R = TypeVar("R")
 RETRY_STATUSES = frozenset({429, 503})
@@ -156,7 +157,8 @@ class Transport:
         pool: Pool = Pool(),
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.base_url, self.retry, self.timeouts, self.engine = base_url, retry, timeouts, engine
+        self.base_url = display_url(base_url)  # what errors print: a password in it masked
+        self.retry, self.timeouts, self.engine = retry, timeouts, engine
         self.pool = pool
         self._client = httpx.AsyncClient(
             base_url=base_url,
