@@ -263,7 +263,10 @@ def load_yaml(text: str, where: str = "the YAML") -> Any:
     try:
         return yaml.load(text, Loader=NoAliases)  # a SafeLoader
     except yaml.YAMLError as e:
-        raise ConfigError(f"{where} does not parse: {e}") from None
+        mark = getattr(e, "problem_mark", None)
+        where_in = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or " ".join(str(e).split())
+        raise ConfigError(f"{where} does not parse{where_in}: {problem}") from None
 
 
 def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
