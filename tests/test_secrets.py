@@ -8,10 +8,12 @@ masked in repr, errors, spans, ``--dry-run``, ``render()``, ``LaunchError`` and 
 from __future__ import annotations
 
 import base64
+import logging
 import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -76,8 +78,6 @@ def test_a_visible_ascii_key_is_sent_as_a_bearer_token() -> None:
         return httpx.Response(200)
 
     llm = unillm.LLM("vllm", "http://127.0.0.1:9", api_key=KEY, http_transport=httpx.MockTransport(handler))
-    import anyio
-
     assert anyio.run(llm.health)
     assert seen[0].headers["authorization"] == f"Bearer {KEY}"
 
@@ -120,8 +120,6 @@ def test_the_url_password_still_reaches_the_engine_as_basic_auth() -> None:
     llm = unillm.LLM(
         "vllm", f"http://user:{PASSWORD}@127.0.0.1:9", http_transport=httpx.MockTransport(handler)
     )
-    import anyio
-
     assert anyio.run(llm.health)
     expected = base64.b64encode(f"user:{PASSWORD}".encode()).decode()
     assert seen[0].headers["authorization"] == f"Basic {expected}"
@@ -137,8 +135,6 @@ def test_a_clone_keeps_the_url_password_for_the_connection() -> None:
     llm = unillm.LLM(
         "vllm", f"http://user:{PASSWORD}@127.0.0.1:9", http_transport=httpx.MockTransport(handler)
     )
-    import anyio
-
     assert anyio.run(llm.clone().health)
     assert seen[0].headers["authorization"].startswith("Basic ")
 
@@ -281,3 +277,15 @@ async def test_a_launch_error_and_the_engine_log_mask_secret_env_values(tmp_path
     for text in (str(caught.value), (tmp_path / "engine.log").read_text()):
         assert TOKEN not in text
         assert "private-value" not in text
+
+
+def test_httpx_request_logs_do_not_hold_the_url_password(caplog: pytest.LogCaptureFixture) -> None:
+    llm = unillm.LLM(
+        "vllm",
+        f"http://user:{PASSWORD}@127.0.0.1:9",
+        http_transport=httpx.MockTransport(lambda r: httpx.Response(200)),
+    )
+    with caplog.at_level(logging.DEBUG):
+        assert anyio.run(llm.health)
+    assert "127.0.0.1:9/health" in caplog.text
+    assert PASSWORD not in caplog.text

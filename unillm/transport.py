@@ -160,8 +160,11 @@ class Transport:
         self.base_url = display_url(base_url)  # what errors print: a password in it masked
         self.retry, self.timeouts, self.engine = retry, timeouts, engine
         self.pool = pool
+        url = httpx.URL(base_url)  # a user:password in it goes as basic auth, kept out of httpx's logs
+        auth = httpx.BasicAuth(url.username, url.password) if url.userinfo else None
         self._client = httpx.AsyncClient(
-            base_url=base_url,
+            base_url=url.copy_with(userinfo=b"") if auth else url,
+            auth=auth,
             headers=headers,
             timeout=self._timeout(None),
             limits=pool.limits(),
