@@ -42,7 +42,7 @@ def test_prompt_must_be_a_string(prompt: Any) -> None:
 
 
 def test_messages_become_a_tuple_of_plain_dicts() -> None:
-    r = make_request(None, [{"role": "system", "content": "s", "extra": "x"}, *CHAT], None, {}, stream=False)
+    r = make_request(None, [{"role": "system", "content": "s"}, *CHAT], None, {}, stream=False)
     assert r.prompt is None
     assert r.messages == ({"role": "system", "content": "s"}, {"role": "user", "content": "hi"})
 

@@ -167,7 +167,15 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="environment variable for the engine (repeatable)",
+        help="environment variable for the engine (repeatable); values of names like "
+        "HF_TOKEN or *_API_KEY are masked when printed",
+    )
+    launch.add_argument(
+        "--secret-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also mask this --env variable's value when printed (repeatable)",
     )
     launch.add_argument(
         "--dry-run", action="store_true", help="print the command and environment, start nothing"
@@ -306,18 +314,24 @@ def _route_eval(args: argparse.Namespace) -> int:
 def _route_import(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from unillm.config import load_yaml, read_text
     from unillm.errors import ConfigError
     from unillm.semantic.importers import from_litellm, from_vsr
 
     path = Path(args.file)
-    if not path.is_file():
-        raise ConfigError(f"{path} does not exist")
-    if args.kind == "vsr":
-        import yaml
-
-        imported = from_vsr(yaml.safe_load(path.read_text()))
-    else:
-        imported = from_litellm(json.loads(path.read_text()), default_model=args.default_model)
+    text = read_text(path)
+    try:
+        if args.kind == "vsr":
+            imported = from_vsr(load_yaml(text, str(path)))
+        else:
+            imported = from_litellm(json.loads(text), default_model=args.default_model)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path} is not JSON: {e}") from None
+    except (KeyError, TypeError, AttributeError, ValueError) as e:  # a foreign file of the wrong shape
+        if isinstance(e, UnillmError):
+            raise
+        kind = "vLLM Semantic Router config" if args.kind == "vsr" else "LiteLLM auto-router file"
+        raise ConfigError(f"{path} is not a {kind} unillm can read ({type(e).__name__}: {e})") from None
     import tomli_w
 
     print(tomli_w.dumps(imported.to_config()), end="")
@@ -356,6 +370,8 @@ def _spec_settings(args: argparse.Namespace) -> dict[str, Any]:
     settings["lora"] = _pairs(args.lora, "--lora")
     settings["runtime_lora"] = args.runtime_lora
     settings["env"] = _pairs(args.env, "--env")
+    if args.secret_env:
+        settings["secret_env"] = args.secret_env
     if args.api_key is not None:
         settings["api_key"] = None if args.api_key == "none" else args.api_key
     if args.speculative:

@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictFloat, StrictInt, ValidationError
 
 from unillm.errors import ConfigError, InvalidOptions
 from unillm.llm import LLM
@@ -58,16 +58,16 @@ class Config(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    engine: str
+    engine: str = Field(min_length=1)
     base_url: str | list[str] | None = None
     policy: str | None = None
-    model: str | None = None
+    model: str | None = Field(None, min_length=1)  # an empty UNILLM_MODEL is a mistake, not "unset"
     api_key: SecretStr | None = None
     defaults: dict[str, Any] = {}
     launch: dict[str, Any] | None = Field(None, repr=False)
-    timeouts: dict[str, float] = {}
-    retry: dict[str, float] = {}
-    pool: dict[str, int | float] = {}
+    timeouts: dict[str, StrictFloat] = {}  # strict: `attempts = true` is not 1
+    retry: dict[str, StrictFloat] = {}
+    pool: dict[str, StrictInt | StrictFloat] = {}
     uses: list[str] = Field([], description="features the app relies on (for unillm check)")
     engine_version: str | None = Field(None, description="the version unillm check assumes")
     router: dict[str, Any] | None = Field(None, repr=False)
@@ -112,6 +112,10 @@ def config_data(
 ) -> dict[str, Any]:
     """The raw config for its engine: the file, then ``UNILLM_*`` variables, then ``overrides``,
     with the engine's ``[launch.<engine>]`` / ``[defaults.<engine>]`` merged over the common tables."""
+    if not isinstance(source, (str, Path, Mapping)):
+        raise ConfigError(
+            f"a config is a file path (.toml, .yaml, .yml) or a mapping, got {type(source).__name__}"
+        )
     data = copy.deepcopy(dict(source)) if isinstance(source, Mapping) else _read(Path(source))
     _apply_env(data, os.environ if env is None else env)
     unknown = sorted(set(overrides) - set(Config.model_fields))
@@ -193,16 +197,10 @@ def _main(config: Config) -> LLM | Fleet | Launch:
 
 
 def _read(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist")
-    text = path.read_text()
+    text = read_text(path)
     try:
         if path.suffix in (".yaml", ".yml"):
-            try:
-                import yaml
-            except ImportError:
-                raise ConfigError("YAML configs need PyYAML: pip install 'unillm[yaml]'") from None
-            data = yaml.safe_load(text)
+            data = load_yaml(text, str(path))
         elif path.suffix == ".toml":
             if sys.version_info >= (3, 11):
                 import tomllib
@@ -218,6 +216,57 @@ def _read(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must hold a table/mapping at the top level")
     return data
+
+
+def read_text(path: Path) -> str:
+    """The text of a config file (UTF-8).
+
+    Raises:
+        ConfigError: the file does not exist, cannot be read, or is not UTF-8 text.
+    """
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        return path.read_bytes().decode("utf-8")
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(
+            f"{path} is not UTF-8 text (byte {e.start} is not UTF-8); save it as UTF-8"
+        ) from None
+
+
+def load_yaml(text: str, where: str = "the YAML") -> Any:
+    """Parse YAML as a config: safe types only, and no aliases (``*name``), so nothing is expanded.
+
+    Aliases are refused rather than bounded: a config never needs them, and a few nested ones
+    expand into gigabytes ("billion laughs").
+
+    Raises:
+        ConfigError: PyYAML is missing, the text uses an alias, or it does not parse.
+    """
+    try:
+        import yaml
+    except ImportError:
+        raise ConfigError("YAML configs need PyYAML: pip install 'unillm[yaml]'") from None
+
+    class NoAliases(yaml.SafeLoader):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise ConfigError(
+                    f"{where}: YAML aliases (*name) are not allowed (line {mark.line + 1}): "
+                    "write the value out"
+                )
+            return super().compose_node(parent, index)
+
+    try:
+        return yaml.load(text, Loader=NoAliases)  # a SafeLoader
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where_in = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or " ".join(str(e).split())
+        raise ConfigError(f"{where} does not parse{where_in}: {problem}") from None
 
 
 def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:

@@ -110,9 +110,20 @@ def normalize_messages(messages: Any) -> tuple[dict[str, Any], ...]:
     return tuple(_message(i, m) for i, m in enumerate(messages))
 
 
+MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
+
+
 def _message(i: int, m: Any) -> dict[str, Any]:
     if not isinstance(m, Mapping) or not isinstance(m.get("role"), str):
         raise InvalidOptions(f"messages[{i}] needs a string 'role' and a 'content', got {m!r}")
+    unknown = [k for k in m if k not in MESSAGE_KEYS]
+    if unknown:
+        raise InvalidOptions(
+            f"messages[{i}] has unknown key(s) {', '.join(map(repr, unknown))}: a message takes "
+            f"{', '.join(MESSAGE_KEYS)} (engine-specific fields go in extra_body=)"
+        )
+    if m.get("name") is not None and not isinstance(m["name"], str):
+        raise InvalidOptions(f"messages[{i}]: name must be a string, got {m['name']!r}")
     role = m["role"]
     out: dict[str, Any] = {"role": role}
     calls = m.get("tool_calls")

@@ -15,6 +15,7 @@ from typing import Any
 
 from unillm.content import normalize_messages
 from unillm.errors import InvalidOptions, MalformedResponse
+from unillm.options import check_option
 
 __all__ = [
     "EmbedBatch",
@@ -70,10 +71,8 @@ def embed_batches(
     for name, value in (("batch_size", batch_size), ("dimensions", dimensions)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise InvalidOptions(f"{name} must be a positive integer, got {value!r}")
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
-    ):
-        raise InvalidOptions(f"timeout must be a positive number of seconds, got {timeout!r}")
+    if timeout is not None:
+        check_option("timeout", timeout)
     return [
         EmbedRequest(tuple(items[i : i + batch_size]), dimensions, timeout)
         for i in range(0, len(items), batch_size)
@@ -102,8 +101,12 @@ def check_batch(batch: EmbedBatch, request: EmbedRequest, engine: str, dimension
     return length
 
 
-def tokenize_request(text: str | None, messages: Sequence[Any] | None) -> TokenizeRequest:
-    """Validate ``tokenize()``'s arguments: a string, or chat messages (not both)."""
+def tokenize_request(
+    text: str | None, messages: Sequence[Any] | None, *, timeout: float | None = None
+) -> TokenizeRequest:
+    """Validate ``tokenize()``'s arguments: a string, or chat messages (not both), and its timeout."""
+    if timeout is not None:
+        check_option("timeout", timeout)
     if (text is None) == (messages is None):
         raise InvalidOptions('tokenize() needs a text or messages=[{"role": "user", "content": "hi"}]')
     if text is not None and not isinstance(text, str):

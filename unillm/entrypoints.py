@@ -70,7 +70,10 @@ def connect(
 
     ``model`` defaults to the engine's served model; ``defaults`` are options applied to every
     request (overridden per call); ``pool`` sizes each engine's connection pool
-    (:class:`~unillm.Pool`). Nothing is sent until the first request.
+    (:class:`~unillm.Pool`). Nothing is sent until the first request, but the arguments are
+    checked now: a malformed ``base_url`` or an ``api_key`` that cannot be a header (a trailing
+    newline, non-ASCII) raises InvalidOptions (the key is not echoed). A password in the URL
+    (``http://user:pw@host``) is sent as basic auth and printed as ``***`` (``llm.base_url``).
 
     A list of URLs gives a :class:`~unillm.fleet.Fleet` of replicas of one model, routed by
     ``policy`` ("round_robin", "least_load", "prefix", "session"):

@@ -31,6 +31,7 @@ the fleet decides.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
@@ -131,6 +132,7 @@ class Fleet:
         metrics_interval: float = 1.0,
         max_retry_after: float = MAX_RETRY_AFTER,
     ) -> None:
+        _check_fleet_settings(load_factor, metrics_interval, cooldown=cooldown, ejection=ejection)
         given = list(replicas) if isinstance(replicas, Sequence) else []
         if not given:
             raise InvalidOptions(
@@ -760,6 +762,31 @@ def _common(caps: Sequence[Capabilities]) -> Capabilities:
         features[feature] = min((c.support(feature) for c in caps), key=lambda s: _LEVELS[s.level])
     versions = sorted({c.version or "?" for c in caps})
     return Capabilities(engine=caps[0].engine, version=" / ".join(versions), features=features)
+
+
+def _check_fleet_settings(load_factor: float, metrics_interval: float, **backoffs: Backoff) -> None:
+    """Refuse a Fleet's tuning arguments of the wrong kind, before anything is built."""
+
+    def number(value: object) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+    if not number(load_factor) or load_factor < 1:
+        raise InvalidOptions(
+            f"load_factor must be a number >= 1.0 (1.25 allows 25% above the mean), got {load_factor!r}"
+        )
+    if not number(metrics_interval) or metrics_interval < 0:
+        raise InvalidOptions(
+            "metrics_interval must be a number of seconds >= 0 (0: read the queues before every "
+            f"pick), got {metrics_interval!r}"
+        )
+    for name, backoff in backoffs.items():
+        if not isinstance(backoff, Backoff):
+            raise InvalidOptions(f"{name} must be a unillm.Backoff(initial, max), got {backoff!r}")
+        if not (number(backoff.initial) and number(backoff.max) and 0 < backoff.initial <= backoff.max):
+            raise InvalidOptions(
+                f"{name}={backoff!r}: initial and max must be positive seconds, initial <= max "
+                "(e.g. Backoff(0.5, 30.0))"
+            )
 
 
 def _refuse_duplicates(urls: list[str]) -> None:

@@ -8,14 +8,23 @@ spec = LaunchSpec(model="/models/qwen", parallel=Parallel(tensor=2),
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from unillm.errors import InvalidOptions
+from unillm.redact import MASK, check_api_key, is_secret_name
 
 
 class _Settings(BaseModel):
@@ -145,9 +154,12 @@ class LaunchSpec(BaseModel):
     local model's chat template and picks ``hermes`` for ``<tool_call>`` templates.
     ``task="embed"`` serves an embedding model for ``llm.embed()`` (vLLM's pooling runner,
     SGLang's embedding mode); engines without one refuse it.
+    ``env`` values whose names look secret (``HF_TOKEN``, ``*_API_KEY``, ...: see
+    :mod:`unillm.redact`) are masked wherever unillm prints them (``repr``, ``--dry-run``,
+    ``render()``, ``LaunchError``, the engine's log); ``secret_env=["MY_VAR"]`` masks more.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
     model: str
     served_name: str | None = None
@@ -180,8 +192,23 @@ class LaunchSpec(BaseModel):
     python: str | None = None
     prefix: list[str] = []
     env: dict[str, str] = {}
+    secret_env: list[str] = Field([], description="more env names whose values are masked when printed")
     extra_args: list[str] = []
     ready_timeout: float = Field(900, gt=0)
+
+    @field_validator("api_key")
+    @classmethod
+    def _sendable_key(cls, key: Literal["auto"] | SecretStr | None) -> Literal["auto"] | SecretStr | None:
+        if isinstance(key, SecretStr):
+            try:
+                check_api_key(key.get_secret_value())
+            except InvalidOptions as e:
+                raise ValueError(str(e)) from None
+        return key
+
+    def __repr_args__(self) -> Any:
+        for name, value in super().__repr_args__():
+            yield name, masked_env(value, self.secret_env) if name == "env" else value
 
     def parser(self) -> str | None:
         """The tool parser to start the engine with (None: none)."""
@@ -215,29 +242,52 @@ class Flags:
             self.argv.append(flag)
 
 
+MIN_SEARCHED_SECRET = 4  # shorter secret env values are masked where named, not searched for in text
+
+
+def secret_names(env: Mapping[str, str], secret_env: Sequence[str] = ()) -> set[str]:
+    """The names in ``env`` whose values are secret: secret-looking (:mod:`unillm.redact`) or listed."""
+    return {k for k in env if k in secret_env or is_secret_name(k)}
+
+
+def masked_env(env: Mapping[str, str], secret_env: Sequence[str] = ()) -> dict[str, str]:
+    """``env`` with the values of its :func:`secret_names` masked."""
+    hidden = secret_names(env, secret_env)
+    return {k: MASK if k in hidden else v for k, v in env.items()}
+
+
 @dataclass(frozen=True)
 class LaunchCommand:
     """What an adapter returns for a spec: the argv, extra environment and health path.
 
-    Printing it (``repr``, ``str``, ``render()``) masks every secret; read ``argv``/``env``
-    to get them in clear text.
+    Printing it (``repr``, ``str``, ``render()``) masks every secret: the ``secrets`` values
+    wherever they appear, and the ``env`` values of secret-looking names (``HF_TOKEN``, see
+    :mod:`unillm.redact`) and of ``secret_env`` names; read ``argv``/``env`` to get them in clear.
+    ``secrets`` gains those env values (4 characters or more), so the engine's log masks them too.
     """
 
     argv: list[str]
     env: Mapping[str, str] = field(default_factory=dict)
     health_path: str = "/health"
     secrets: tuple[str, ...] = ()
+    secret_env: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # what ``--dry-run`` says about the command (e.g. AMX), as comments
+
+    def __post_init__(self) -> None:
+        found = [self.env[k] for k in secret_names(self.env, self.secret_env)]
+        searched = [v for v in found if len(v) >= MIN_SEARCHED_SECRET]
+        object.__setattr__(self, "secrets", tuple(dict.fromkeys((*self.secrets, *searched))))
 
     def render(self) -> str:
         """The command as a shell line, with every secret masked."""
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
+        hidden = secret_names(self.env, self.secret_env)
+        env = " ".join(f"{k}={MASK if k in hidden else shlex.quote(v)}" for k, v in sorted(self.env.items()))
         line = shlex.join(self.argv)
         return self._mask(f"{env} {line}" if env else line)
 
     def __repr__(self) -> str:
         return self._mask(
-            f"LaunchCommand(argv={self.argv!r}, env={dict(self.env)!r}, "
+            f"LaunchCommand(argv={self.argv!r}, env={masked_env(self.env, self.secret_env)!r}, "
             f"health_path={self.health_path!r}, secrets={('***',) * len(self.secrets)!r})"
         )
 

@@ -44,6 +44,7 @@ from unillm.errors import (
 from unillm.metrics import EngineMetrics
 from unillm.options import Message, Options, OutputSpec, Request, make_request
 from unillm.outputs import attach_parsed
+from unillm.redact import check_api_key, display_url
 from unillm.results import Completion, Delta, Embeddings, LoraInfo, Timings, Tokens, ToolCall, Usage
 from unillm.single_flight import SingleFlight
 from unillm.tools import ToolCallAccumulator
@@ -83,14 +84,17 @@ class LLM:
     ) -> None:
         self.adapter = adapter_for(engine)
         self.engine = self.adapter.name
-        self.base_url = _engine_root(base_url)
+        self._url = _engine_root(base_url)  # with any password in it: only the connection sees it
+        #: The engine's root URL as printed (a password in it masked): repr, errors, spans.
+        self.base_url = display_url(self._url)
+        _check_connect_settings(api_key, defaults, timeouts, retry, pool)
         self.defaults: Options = dict(defaults or {})  # type: ignore[assignment]
         make_request("", None, None, self.defaults, stream=False)  # validate defaults now
         self._model, self._api_key = model, api_key
         self._timeouts, self._retry, self._http_transport = timeouts, retry, http_transport
         self._pool = pool
         self._transport = Transport(
-            self.base_url,
+            self._url,
             api_key=api_key,
             timeouts=timeouts,
             retry=retry,
@@ -153,7 +157,7 @@ class LLM:
         """
         twin = LLM(
             self.adapter,
-            self.base_url,
+            self._url,
             model=model or self._model,
             api_key=self._api_key,
             defaults=self.defaults,
@@ -262,7 +266,7 @@ class LLM:
             raise InvalidOptions(
                 "llm.openai() needs the openai package: pip install 'unillm[openai]'"
             ) from None
-        return AsyncOpenAI(base_url=f"{self.base_url}/v1", api_key=self._api_key or "unused")
+        return AsyncOpenAI(base_url=f"{self._url}/v1", api_key=self._api_key or "unused")
 
     # -- generation ------------------------------------------------------------------------
     @overload
@@ -429,7 +433,7 @@ class LLM:
 
         Messages are rendered with the generation prompt, i.e. what a chat request would send.
         """
-        request = tokenize_request(text, messages)
+        request = tokenize_request(text, messages, timeout=timeout)
         info = await self.info(timeout=timeout)
         assert self._caps is not None
         self._caps.require(Feature.TOKENIZE)
@@ -492,13 +496,60 @@ def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 
 def _engine_root(base_url: str) -> str:
-    """The engine's root URL: unillm adds every path itself, so a trailing ``/v1`` is dropped."""
+    """The engine's root URL, parsed now: unillm adds every path itself (a trailing ``/v1`` is dropped).
+
+    Raises:
+        InvalidOptions: not an http(s) URL with a host and a port in 1-65535, or it holds
+            whitespace, a control character, a ``?query`` or a ``#fragment``.
+    """
+    example = "(e.g. 'http://127.0.0.1:8000')"
     if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+        shown = display_url(base_url) if isinstance(base_url, str) else type(base_url).__name__
+        raise InvalidOptions(f"base_url must start with http:// or https://, got {shown!r} {example}")
+    shown = display_url(base_url)
+    bad = next((c for c in base_url if c.isspace() or not c.isprintable()), None)
+    if bad is not None:
         raise InvalidOptions(
-            f"base_url must start with http:// or https://, got {base_url!r} (e.g. 'http://127.0.0.1:8000')"
+            f"base_url {shown!r} holds whitespace or a control character (U+{ord(bad):04X}); "
+            f"strip it {example}"
+        )
+    try:
+        url = httpx.URL(base_url)
+        port = url.port
+    except httpx.InvalidURL as e:
+        raise InvalidOptions(f"base_url {shown!r} is not a valid URL ({e}) {example}") from None
+    if not url.host:
+        raise InvalidOptions(f"base_url {shown!r} names no host {example}")
+    if port is not None and not 0 < port < 65536:
+        raise InvalidOptions(f"base_url {shown!r}: the port must be in 1-65535, got {port}")
+    if url.query or url.fragment or "?" in base_url or "#" in base_url:
+        raise InvalidOptions(
+            f"base_url {shown!r} has a ?query or #fragment: give the engine's root URL {example}"
         )
     root = base_url.rstrip("/")
     return root[: -len("/v1")] if root.endswith("/v1") else root
+
+
+def _check_connect_settings(
+    api_key: str | None,
+    defaults: Options | None,
+    timeouts: Timeouts,
+    retry: RetryPolicy,
+    pool: Pool,
+) -> None:
+    """Refuse ``connect`` arguments of the wrong kind before anything is built (the key is not echoed)."""
+    check_api_key(api_key)
+    if defaults is not None and not isinstance(defaults, Mapping):
+        raise InvalidOptions(
+            f"defaults must be a mapping of options (e.g. {{'max_tokens': 64}}), got {defaults!r}"
+        )
+    for name, value, kind in (
+        ("timeouts", timeouts, Timeouts),
+        ("retry", retry, RetryPolicy),
+        ("pool", pool, Pool),
+    ):
+        if not isinstance(value, kind):
+            raise InvalidOptions(f"{name} must be a unillm.{kind.__name__}(...), got {value!r}")
 
 
 class ClosingStream:

@@ -45,6 +45,12 @@ class Regex:
 
     pattern: str
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.pattern, str) or not self.pattern:
+            raise InvalidOptions(
+                f"Regex needs a non-empty pattern string, e.g. Regex(r'[0-9]+'), got {self.pattern!r}"
+            )
+
 
 _REGEX_META = frozenset("\\.^$*+?{}[]()|")
 
@@ -84,6 +90,18 @@ class Grammar:
 
     text: str
     syntax: Literal["ebnf", "lark"] = "ebnf"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str) or not self.text.strip():
+            raise InvalidOptions(
+                'Grammar needs the grammar\'s text, e.g. Grammar(\'root ::= "yes" | "no"\'), '
+                f"got {self.text!r}"
+            )
+        if self.syntax not in GRAMMAR_SYNTAXES:
+            raise InvalidOptions(f"Grammar syntax must be one of {GRAMMAR_SYNTAXES}, got {self.syntax!r}")
+
+
+GRAMMAR_SYNTAXES: tuple[str, ...] = ("ebnf", "lark")
 
 
 Constraint = Union[JsonSchema, Regex, Choice, Grammar]  # noqa: UP007 (runtime alias on 3.10)
@@ -241,6 +259,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
 }
 _RANGES: dict[str, tuple[float, float]] = {
     "max_tokens": (1, float("inf")),
+    "top_k": (-1, float("inf")),  # -1 (and 0 on most engines): no top-k limit
     "n": (1, float("inf")),
     "top_logprobs": (0, float("inf")),
     "temperature": (0, float("inf")),
@@ -254,6 +273,27 @@ _POSITIVE: dict[str, str] = {  # seconds that must be > 0, and what each one lim
     "timeout": "the longest wait for the next bytes of an answer",
     "deadline": "the whole call, queueing and retries included",
 }
+
+
+def check_option(key: str, value: Any) -> None:
+    """Refuse one option's value of the wrong type, not finite, or out of range (``timeout=10`` passes).
+
+    Raises:
+        InvalidOptions: saying which option is wrong and what it takes.
+    """
+    types = _TYPES.get(key)
+    if types and (not isinstance(value, types) or (bool not in types and isinstance(value, bool))):
+        raise InvalidOptions(f"{key} must be {' or '.join(t.__name__ for t in types)}, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidOptions(f"{key}={value!r} is not a finite number (JSON has no {value!r})")
+    if key in _POSITIVE and value <= 0:
+        raise InvalidOptions(
+            f"{key}={value!r} must be a positive number of seconds: it limits "
+            f"{_POSITIVE[key]}; leave it unset for the default"
+        )
+    lo, hi = _RANGES.get(key, (None, None))
+    if lo is not None and hi is not None and not lo <= value <= hi:
+        raise InvalidOptions(f"{key}={value!r} is out of range [{lo}, {hi}]")
 
 
 def make_request(
@@ -280,19 +320,7 @@ def make_request(
         raise InvalidOptions(f"unknown option(s) {', '.join(hints)}; known: {sorted(_ALL_OPTIONS)}")
     values = {k: v for k, v in options.items() if v is not None}
     for key, value in values.items():
-        types = _TYPES.get(key)
-        if types and (not isinstance(value, types) or (bool not in types and isinstance(value, bool))):
-            raise InvalidOptions(f"{key} must be {' or '.join(t.__name__ for t in types)}, got {value!r}")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise InvalidOptions(f"{key}={value!r} is not a finite number (JSON has no {value!r})")
-        if key in _POSITIVE and value <= 0:
-            raise InvalidOptions(
-                f"{key}={value!r} must be a positive number of seconds: it limits "
-                f"{_POSITIVE[key]}; leave it unset for the default"
-            )
-        lo, hi = _RANGES.get(key, (None, None))
-        if lo is not None and hi is not None and not lo <= value <= hi:
-            raise InvalidOptions(f"{key}={value!r} is out of range [{lo}, {hi}]")
+        check_option(key, value)
     if "session" in values and not values["session"]:
         raise InvalidOptions("session must be a non-empty string (e.g. a user or conversation id)")
     if "stop" in values:

@@ -190,6 +190,7 @@ class Launch:
             health_path=self._cmd.health_path,
             secrets=(*self._cmd.secrets, *([k] if (k := self.spec.key()) else [])),
             notes=notes,
+            secret_env=(*self._cmd.secret_env, *self.spec.secret_env),
         )
         self._log = LaunchLog(self.adapter.launch_hints() if command is None else {}, tail=LOG_TAIL)
         self._own_command = command is None  # an engine's command (not a router's) reads the model

@@ -25,6 +25,7 @@ import httpx
 
 from unillm.adapter import HttpCall
 from unillm.errors import EngineTimeout, EngineUnavailable, InvalidOptions, PoolTimeout
+from unillm.redact import display_url
 
 R = TypeVar("R")
 E = TypeVar("E", bound=Exception)
@@ -179,13 +180,17 @@ class Transport:
         pool: Pool = Pool(),
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.base_url, self.retry, self.timeouts, self.engine = base_url, retry, timeouts, engine
+        self.base_url = display_url(base_url)  # what errors print: a password in it masked
+        self.retry, self.timeouts, self.engine = retry, timeouts, engine
         self.pool = pool
         #: Set by :func:`unillm.launch`: what is known to have gone wrong with the engine it
         #: started (a death by signal, a dead worker), added to the errors that it explains.
         self.diagnose: Callable[[], str | None] | None = None
+        url = httpx.URL(base_url)  # a user:password in it goes as basic auth, kept out of httpx's logs
+        auth = httpx.BasicAuth(url.username, url.password) if url.userinfo else None
         self._client = httpx.AsyncClient(
-            base_url=base_url,
+            base_url=url.copy_with(userinfo=b"") if auth else url,
+            auth=auth,
             headers=headers,
             timeout=self._timeout(None),
             limits=pool.limits(),
