@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from unillm.errors import InvalidOptions
+from unillm.options import check_lora_name
 from unillm.redact import MASK, check_api_key, is_secret_name
 
 
@@ -195,6 +196,16 @@ class LaunchSpec(BaseModel):
     secret_env: list[str] = Field([], description="more env names whose values are masked when printed")
     extra_args: list[str] = []
     ready_timeout: float = Field(900, gt=0)
+
+    @field_validator("lora")
+    @classmethod
+    def _plain_lora_names(cls, lora: dict[str, str]) -> dict[str, str]:
+        for name in lora:
+            try:
+                check_lora_name(name)
+            except InvalidOptions as e:
+                raise ValueError(str(e)) from None
+        return lora
 
     @field_validator("api_key")
     @classmethod

@@ -42,7 +42,7 @@ from unillm.errors import (
     UnillmError,
 )
 from unillm.metrics import EngineMetrics
-from unillm.options import Message, Options, OutputSpec, Request, make_request
+from unillm.options import Message, Options, OutputSpec, Request, check_lora_name, make_request
 from unillm.outputs import attach_parsed
 from unillm.redact import check_api_key, display_url
 from unillm.results import Completion, Delta, Embeddings, LoraInfo, Timings, Tokens, ToolCall, Usage
@@ -828,7 +828,7 @@ class Loras:
 
     async def load(self, name: str, path: str) -> None:
         """Load an adapter at runtime under ``name`` (then use ``lora=name``)."""
-        _check_name(name)
+        check_lora_name(name)
         if not isinstance(path, str) or not path:
             raise InvalidOptions("adapter path must be a non-empty string (a path on the engine's host)")
         self._llm.adapter.check_lora(name, _local_adapter_config(path), await self._llm.info())
@@ -836,7 +836,7 @@ class Loras:
 
     async def unload(self, name: str) -> None:
         """Unload the adapter ``name``."""
-        _check_name(name)
+        check_lora_name(name)
         await self._llm._lora_call(self._llm.adapter.unload_lora(name))
 
     async def list(self) -> list[LoraInfo]:
@@ -858,11 +858,6 @@ def _local_adapter_config(path: str) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return config if isinstance(config, dict) else None
-
-
-def _check_name(name: str) -> None:
-    if not isinstance(name, str) or not name.strip():
-        raise InvalidOptions("adapter name must be a non-empty string")
 
 
 __all__ = ["LLM", "ClosingStream", "LoraAdapters", "Loras", "Stream"]

@@ -296,6 +296,33 @@ def check_option(key: str, value: Any) -> None:
         raise InvalidOptions(f"{key}={value!r} is out of range [{lo}, {hi}]")
 
 
+def check_lora_name(name: object) -> str:
+    """Refuse a LoRA name that an engine's command line or API would read as something else.
+
+    Names go into engine flags (``--lora-modules name=path``, ``--lora-paths a=x,b=y``), so a name
+    that starts with ``-`` (a flag), or holds ``=``, ``,`` or white space (separators), is refused
+    on every engine, as is an empty one.
+
+    Args:
+        name: the LoRA's name, as given at launch, when loading, or per request.
+
+    Returns:
+        The name, unchanged.
+
+    Raises:
+        InvalidOptions: the name is not a plain, non-empty string of that kind.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidOptions(f"a LoRA name must be a non-empty string, got {name!r}")
+    if name.startswith("-") or any(c in name for c in "=,") or any(c.isspace() for c in name):
+        raise InvalidOptions(
+            f"LoRA name {name!r} cannot be used: names go into engine flags, so they may not start "
+            "with '-' or contain '=', ',' or white space. Use letters, digits, '_', '-', '.' or '/', "
+            "e.g. lora={'sql': '/adapters/sql'}"
+        )
+    return name
+
+
 def make_request(
     prompt: str | None,
     messages: Sequence[Message | Mapping[str, Any]] | None,
@@ -335,6 +362,8 @@ def make_request(
         raise InvalidOptions(
             "lora must name an adapter (e.g. lora='sql'); leave it unset (or None) for the base model"
         )
+    if "lora" in values:
+        check_lora_name(values["lora"])
     if values.get("top_logprobs") is not None and not values.get("logprobs"):
         values["logprobs"] = True
     if "extra_body" in values:
