@@ -140,7 +140,7 @@ def test_the_adapter_guide_names_every_hook() -> None:
     from unillm.adapter import Adapter
     from unillm.openai_compat import OpenAICompatAdapter
 
-    guide = (ROOT / "docs" / "ADAPTERS.md").read_text()
+    guide = (ROOT / "docs" / "adapters.md").read_text()
     hooks = {
         name
         for cls in (Adapter, OpenAICompatAdapter)

@@ -47,7 +47,7 @@ def servers() -> Iterator[list[FaultServer]]:
 
 @pytest.mark.parametrize("page", _pages_with("run", "answer"))
 async def test_the_python_blocks_of_a_page_run(page: str, servers: list[FaultServer]) -> None:
-    urls = dict(zip(ADDRESSES, (s.url for s in servers)))
+    urls = dict(zip(ADDRESSES, (s.url for s in servers), strict=True))
     namespace: dict[str, Any] = {"__name__": "__docs__"}
     for block in (b for b in BLOCKS if b.page == page and b.kind in ("run", "answer")):
         for server in servers:

@@ -45,7 +45,9 @@ def render(columns: dict[str, dict[str, dict[str, str]]]) -> str:
         notes = [(f, s) for f, s in columns[name].items() if s["why"] or s["alternative"]]
         lines.append(f'??? note "{name}: {len(notes)} notes and refusals"')
         for feature, support in notes:
-            text = support["why"] + (f" *Instead:* {support['alternative']}" if support["alternative"] else "")
+            text = support["why"] + (
+                f" *Instead:* {support['alternative']}" if support["alternative"] else ""
+            )
             lines.append(f"    - **{_cell(feature)}** ({MARKS[support['level']]}): {_cell(text)}")
         lines.append("")
     return "\n".join(lines)
