@@ -2,7 +2,7 @@
 
 Every ``adapters/<engine>/`` package declares a ``dev`` extra (`./run` installs it), registers an
 entry point, keeps its code in ``unillm_<engine>/`` (mypy's ``files`` glob) in the same files
-(``__init__.py`` re-exports, ``adapter.py`` the class, ``launch.py`` the launch; docs/ADAPTERS.md)
+(``__init__.py`` re-exports, ``adapter.py`` the class, ``launch.py`` the launch; docs/adapters.md)
 and its tests, with a conformance-kit subclass, in ``tests/``; the core tests collect with no
 adapter importable, and the core's test helpers name no engine (recipes live in the adapters).
 """
@@ -56,7 +56,7 @@ def test_an_adapter_package_follows_the_layout(folder: Path) -> None:
 def test_an_adapter_package_has_the_common_files(folder: Path) -> None:
     package = folder / f"unillm_{folder.name}"
     for name in ("__init__.py", "adapter.py", "launch.py", "py.typed"):
-        assert (package / name).is_file(), f"{package.name}/{name} is missing (docs/ADAPTERS.md)"
+        assert (package / name).is_file(), f"{package.name}/{name} is missing (docs/adapters.md)"
     target = pyproject(folder)["project"]["entry-points"][ENTRY_POINT_GROUP][folder.name]
     assert target.startswith(f"{package.name}:"), "the entry point names the package's public class"
     cls = target.split(":")[1]
@@ -140,7 +140,7 @@ def test_the_adapter_guide_names_every_hook() -> None:
     from unillm.adapter import Adapter
     from unillm.openai_compat import OpenAICompatAdapter
 
-    guide = (ROOT / "docs" / "ADAPTERS.md").read_text()
+    guide = (ROOT / "docs" / "adapters.md").read_text()
     hooks = {
         name
         for cls in (Adapter, OpenAICompatAdapter)
@@ -150,4 +150,4 @@ def test_the_adapter_guide_names_every_hook() -> None:
     assert hooks, "no hooks found"
     named = set(re.findall(r"`(\w+)[`(]", guide))
     assert sorted(hooks - named) == []
-    assert "docs/ADAPTERS.md" in (ROOT / "README.md").read_text()
+    assert "docs/adapters.md" in (ROOT / "README.md").read_text()

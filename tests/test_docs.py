@@ -1,4 +1,4 @@
-"""What the README and the repository's own files say matches the code (a clone has nothing else)."""
+"""What the README, the docs pages and the repository's own files say matches the code."""
 
 from __future__ import annotations
 
@@ -22,25 +22,49 @@ else:  # pragma: no cover
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
+GUIDE = ROOT / "docs" / "guide"
 
 
-def test_the_readme_lists_every_speculative_method() -> None:
-    listed = re.search(r"Speculative\(method=(\"ngram\" \|[^,]*),", README)
+def test_the_readme_stays_short() -> None:
+    assert len(README.encode()) < 8 * 1024
+
+
+def test_the_readme_keeps_the_commands_of_a_fresh_machine() -> None:
+    for command in ("./run demo", "./run test", "./run unit"):
+        assert f"{command}" in README, command
+
+
+def test_every_relative_link_of_the_readme_exists() -> None:
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README)
+    assert links
+    assert sorted(link for link in links if "://" not in link and not (ROOT / link).exists()) == []
+
+
+def test_the_readme_engines_table_has_every_first_party_engine() -> None:
+    table = README[README.index("## Engines") : README.index("## Documentation")]
+    for engine in FIRST_PARTY_ENGINES:
+        assert f"`unillm[{engine}]`" in table, engine
+
+
+def test_the_docs_list_every_speculative_method() -> None:
+    page = (GUIDE / "speculative-decoding.md").read_text()
+    listed = re.search(r"Speculative\(method=(\"ngram\" \|[^,]*),", page)
     assert listed is not None
     for method in typing.get_args(SpeculativeMethod):
         assert f'"{method}"' in listed.group(1), method
 
 
-def test_the_readme_lists_every_option() -> None:
-    listed = re.search(r"The same option names work on every engine: `([^`]*)`", README)
+def test_the_docs_list_every_option() -> None:
+    page = (ROOT / "docs" / "getting-started.md").read_text()
+    listed = re.search(r"The same option names work on every engine: `([^`]*)`", page.replace("\n", " "))
     assert listed is not None
     names = {n.strip() for n in listed.group(1).split(",")}
     assert set(Options.__annotations__) - {"extra_body"} <= names | {"output"}
-    assert "extra_body" in README
+    assert "extra_body" in page
 
 
-def test_the_readme_explains_the_time_and_pool_errors() -> None:
-    section = README[README.index("## Errors") : README.index("## Engines")]
+def test_the_docs_explain_the_time_and_pool_errors() -> None:
+    section = (GUIDE / "errors.md").read_text()
     for name in ("PoolTimeout", "DeadlineExceeded", "EngineTimeout"):
         assert f"`{name}`" in section and hasattr(unillm, name)
 

@@ -66,7 +66,7 @@ def cpu_launch_settings(engine: str, tiny: TinyModel, workdir: Path, **overrides
 def engine_testing(engine: str) -> ModuleType | None:
     """The ``testing`` module of the engine's adapter package (``unillm_vllm.testing``), if any.
 
-    An adapter package keeps its engine's test recipe there (docs/ADAPTERS.md): settings the test
+    An adapter package keeps its engine's test recipe there (docs/adapters.md): settings the test
     models need (``tiny_model_settings(tiny) -> dict``), server helpers, ...
     """
     package = type(adapter_for(engine)).__module__.split(".")[0]
