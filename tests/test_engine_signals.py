@@ -184,3 +184,18 @@ async def test_another_server_answering_for_the_engine_gets_nothing(
         assert [s.path for s in other.requests] == ["/health"]
         assert all("authorization" not in {k.lower() for k in s.headers} for s in other.requests)
     assert launch.returncode is not None  # ours was stopped
+
+
+def test_a_port_left_in_time_wait_by_a_stopped_engine_is_not_busy(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as listener:  # a stopped engine: it closed its connections first
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        conn, _ = listener.accept()
+        conn.close()  # the server side closes first: its end waits in TIME_WAIT
+        client.close()
+    _launch(tmp_path, "sleep", port=port)._refuse_busy_port()  # a restarted replica may bind it

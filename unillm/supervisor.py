@@ -316,6 +316,8 @@ class Launch:
             return  # a worker node serves no API of its own
         family = socket.AF_INET6 if ":" in self.spec.host else socket.AF_INET
         with socket.socket(family, socket.SOCK_STREAM) as probe:
+            # as servers bind: connections of a previous engine in TIME_WAIT do not make it busy
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 probe.bind((self.spec.host, self.spec.port or 0))
             except OSError as e:
