@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from typing_extensions import Self, Unpack
 
 from unillm import observe
-from unillm.adapter import Adapter, EngineInfo, HttpCall, adapter_for, open_decoder, parse_answer
+from unillm.adapter import Adapter, EngineInfo, HttpCall, adapter_for, decoded, open_decoder, parse_answer
 from unillm.capabilities import Capabilities, Feature, check, check_text_only
 from unillm.deadline import Deadline
 from unillm.embeddings import (
@@ -325,7 +325,9 @@ class LLM:
             response = await self._transport.send(calls[i], requests[i].timeout)
             if response.status_code >= 400:
                 raise self._error(response, None)
-            batches[i] = self.adapter.parse_embeddings(json_body(response, self.engine), requests[i], info)
+            body = json_body(response, self.engine)
+            parse = self.adapter.parse_embeddings
+            batches[i] = decoded(self.engine, "embeddings answer", parse, body, requests[i], info)
 
         if len(requests) == 1:
             await run(0)
@@ -362,7 +364,7 @@ class LLM:
             )
         except ValidationError as e:
             raise MalformedResponse(
-                f"{self.engine}: embeddings are not all numbers ({e.errors()[0]['msg']})"
+                f"{self.engine}: embeddings are not all finite numbers ({e.errors()[0]['msg']})"
             ) from None
 
     async def tokenize(
@@ -386,7 +388,8 @@ class LLM:
         response = await self._transport.send(self.adapter.tokenize_call(request, info), timeout)
         if response.status_code >= 400:
             raise self._error(response, None)
-        return self.adapter.parse_tokens(json_body(response, self.engine), request, info)
+        body = json_body(response, self.engine)
+        return decoded(self.engine, "tokenize answer", self.adapter.parse_tokens, body, request, info)
 
     async def _prepare(self, request: Request) -> tuple[EngineInfo, HttpCall]:
         info = await self.info()
@@ -570,7 +573,7 @@ class Stream(ClosingStream):
                     await response.aread()
                     raise llm._error(response, request)
             self.started = True
-            events = event_stream(response, llm.engine)
+            events = event_stream(response, llm.engine, llm._transport.pool.max_event_bytes)
             limited = deadline.limited
             try:
                 while True:
@@ -733,7 +736,7 @@ class Loras:
     async def list(self) -> list[LoraInfo]:
         """Adapters the engine serves now."""
         body = await self._llm._lora_call(self._llm.adapter.list_loras())
-        return self._llm.adapter.parse_loras(body)
+        return decoded(self._llm.engine, "adapter list", self._llm.adapter.parse_loras, body)
 
 
 LoraAdapters = Loras  # deprecated alias
