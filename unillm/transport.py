@@ -237,11 +237,11 @@ class Transport:
         try:
             declared = response.headers.get("content-length", "")
             if declared.isdigit() and int(declared) > limit:
-                raise self._too_large(f"declares {int(declared)} bytes")
+                raise self._too_large(f" (it declares {int(declared)} bytes)")
             async for chunk in response.aiter_bytes():
                 size += len(chunk)
                 if size > limit:
-                    raise self._too_large("is larger")
+                    raise self._too_large("")
                 chunks.append(chunk)
         finally:
             await response.aclose()
@@ -250,10 +250,10 @@ class Transport:
             response.status_code, headers=headers, content=b"".join(chunks), request=response.request
         )
 
-    def _too_large(self, what: str) -> MalformedResponse:
+    def _too_large(self, declared: str) -> MalformedResponse:
         return MalformedResponse(
-            f"{self.engine} at {self.base_url}: the answer {what} than this client's limit of "
-            f"{self.pool.max_answer_bytes} bytes; it was dropped unread. Raise "
+            f"{self.engine} at {self.base_url}: the answer is larger than this client's limit of "
+            f"{self.pool.max_answer_bytes} bytes{declared}; the rest was not read. Raise "
             "unillm.Pool(max_answer_bytes=...) if answers this large are expected"
         )
 
