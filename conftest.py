@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 import unillm
 from unillm.testing.engines import RunningEngine, cpu_launch_settings
@@ -83,3 +84,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_report_header() -> str:
     return f"unillm cache: {os.environ.get('UNILLM_CACHE') or '~/.cache/unillm'}"
+
+
+# Property tests (tests/test_decoder_properties.py): few examples, the same ones every run.
+settings.register_profile("unillm", max_examples=25, derandomize=True, deadline=None, database=None)
+settings.load_profile("unillm")

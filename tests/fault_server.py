@@ -18,6 +18,11 @@ request gets vLLM's own 404. Faults apply to generation requests only (``/v1/com
 and ``/v1/chat/completions``), so discovery (``/version``, ``/v1/models``) keeps working;
 ``server.discovery[path] = {...}`` answers discovery with another body, ``server.stall_discovery
 = True`` makes it go silent.
+
+Any path can also be given a scripted answer, sent byte for byte (a hostile server)::
+
+    server.script("/tokenize", Raw(200, b'{"tokens": "many"}'))
+    server.script("/v1/completions", Raw(200, [b"data: {", b"}\n\n"], content_type="text/event-stream"))
 """
 
 from __future__ import annotations
@@ -81,6 +86,19 @@ class Fault:
 
 
 @dataclass(frozen=True)
+class Raw:
+    """An answer sent as given, whatever was asked. ``body`` as one piece (with Content-Length,
+    unless ``headers`` set one) or as pieces (chunked transfer encoding, one chunk each);
+    ``close``: hang up after sending (e.g. after a Content-Length promising more)."""
+
+    status: int = 200
+    body: bytes | list[bytes] = b""
+    content_type: str | None = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+    close: bool = False
+
+
+@dataclass(frozen=True)
 class Seen:
     """One request the server received."""
 
@@ -124,6 +142,7 @@ class FaultServer:
         self.port = port  # 0: a free port; kept across stop() and start() (a restarted replica)
         self.fault: Fault | None = None
         self.fault_hits = 0
+        self.scripts: dict[str, Raw] = {}  # path -> the answer every request for it gets
         self.requests: list[Seen] = []
         self.disconnects: list[str] = []  # paths whose client left before the answer ended
         self.errors: list[str] = []  # unexpected exceptions inside the server (a test bug)
@@ -179,6 +198,14 @@ class FaultServer:
     # -- configuring faults --------------------------------------------------------------------
     def set_fault(self, fault: Fault | None) -> FaultServer:
         self.fault, self.fault_hits = fault, 0
+        return self
+
+    def script(self, path: str, answer: Raw | None) -> FaultServer:
+        """Answer every request for ``path`` (any method) with ``answer`` (None: as usual again)."""
+        if answer is None:
+            self.scripts.pop(path, None)
+        else:
+            self.scripts[path] = answer
         return self
 
     def fail(
@@ -336,6 +363,9 @@ class FaultServer:
         """Answer one request; False when the connection must be closed afterwards."""
         self._record(request)
         path, method = request.path, request.method
+        scripted = self.scripts.get(path)
+        if scripted is not None:
+            return await _send_raw(writer, scripted)
         if method == "GET" and path in DISCOVERY_PATHS:
             if self.stall_discovery:
                 await self._until_client_leaves(request, reader)
@@ -686,6 +716,23 @@ async def _send(
     writer.write(_head(status, head) + data)
     await writer.drain()
     return True
+
+
+async def _send_raw(writer: asyncio.StreamWriter, answer: Raw) -> bool:
+    head = {"content-type": answer.content_type} if answer.content_type is not None else {}
+    if isinstance(answer.body, bytes):
+        head.setdefault("content-length", str(len(answer.body)))
+        head.update(answer.headers)
+        writer.write(_head(answer.status, head) + answer.body)
+    else:
+        head.update({"transfer-encoding": "chunked", **answer.headers})
+        writer.write(_head(answer.status, head))
+        for piece in answer.body:
+            writer.write(_chunk(piece))
+            await writer.drain()
+        writer.write(b"0\r\n\r\n")
+    await writer.drain()
+    return not answer.close
 
 
 async def _send_json(

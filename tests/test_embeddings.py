@@ -164,7 +164,7 @@ async def test_vectors_with_strings_or_booleans_in_them_are_malformed() -> None:
         return vllm_like([])(request)
 
     async with client(handle) as llm:
-        with pytest.raises(MalformedResponse, match="not all numbers"):
+        with pytest.raises(MalformedResponse, match="not all finite numbers"):
             await llm.embed(["a", "b"])
 
 

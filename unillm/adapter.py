@@ -12,15 +12,22 @@ through the entry-point group ``unillm.adapters``::
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from unillm.capabilities import Capabilities, Feature
 from unillm.embeddings import EmbedBatch, EmbedRequest, TokenizeRequest
-from unillm.errors import InvalidOptions, UnillmError, UnknownEngine, UnsupportedFeature
+from unillm.errors import (
+    SHAPE_ERRORS,
+    InvalidOptions,
+    UnillmError,
+    UnknownEngine,
+    UnsupportedFeature,
+    malformed,
+)
 from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
 from unillm.metrics import MetricNames
 from unillm.options import Request
@@ -29,6 +36,7 @@ from unillm.results import Completion, Delta, LoraInfo, Tokens
 if TYPE_CHECKING:
     import httpx
 
+R = TypeVar("R")
 ENTRY_POINT_GROUP = "unillm.adapters"
 # Engines whose adapter ships with unillm, each installed by the extra of the same name.
 FIRST_PARTY_ENGINES = ("vllm", "sglang", "tgi", "mlx", "llamacpp")
@@ -255,21 +263,60 @@ class Adapter(ABC):
         return self._missing(Feature.LORA_RUNTIME)
 
 
+def decoded(engine: str, what: str, parse: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+    """``parse(*args, **kwargs)``, an adapter's decoding of an engine's answer, keeping unillm's
+    promise whatever the adapter does with a body of the wrong shape: a KeyError, TypeError,
+    pydantic ValidationError (... :data:`~unillm.errors.SHAPE_ERRORS`) becomes MalformedResponse.
+
+        tokens = decoded(adapter.name, "tokenize answer", adapter.parse_tokens, body, request, info)
+    """
+    try:
+        return parse(*args, **kwargs)
+    except UnillmError:
+        raise
+    except SHAPE_ERRORS as e:
+        raise malformed(engine, what, e) from e
+
+
 def parse_answer(
     adapter: Adapter, body: Any, request: Request, info: EngineInfo, call: HttpCall
 ) -> Completion[Any]:
     """``adapter.parse`` with the call it built (an adapter written before ``call=`` existed
-    gets the three arguments it knows)."""
+    gets the three arguments it knows); an answer of the wrong shape is a MalformedResponse."""
     if accepts_call(type(adapter), "parse"):
-        return adapter.parse(body, request, info, call=call)
-    return adapter.parse(body, request, info)
+        return decoded(adapter.name, "answer", adapter.parse, body, request, info, call=call)
+    return decoded(adapter.name, "answer", adapter.parse, body, request, info)
 
 
 def open_decoder(adapter: Adapter, request: Request, info: EngineInfo, call: HttpCall) -> StreamDecoder:
-    """``adapter.decoder`` with the call it built (see :func:`parse_answer`)."""
+    """``adapter.decoder`` with the call it built (see :func:`parse_answer`); a stream event of
+    the wrong shape is a MalformedResponse."""
     if accepts_call(type(adapter), "decoder"):
-        return adapter.decoder(request, info, call=call)
-    return adapter.decoder(request, info)
+        decoder = adapter.decoder(request, info, call=call)
+    else:
+        decoder = adapter.decoder(request, info)
+    return _Checked(adapter.name, decoder)
+
+
+class _Checked:
+    """A stream decoder whose every failure on a malformed event is a MalformedResponse."""
+
+    __slots__ = ("_decoder", "_engine")
+
+    def __init__(self, engine: str, decoder: StreamDecoder) -> None:
+        self._engine, self._decoder = engine, decoder
+
+    def feed(self, data: str) -> list[Delta]:
+        try:
+            return self._decoder.feed(data)
+        except UnillmError:
+            raise
+        except SHAPE_ERRORS as e:
+            raise malformed(self._engine, "stream event", e) from e
+
+    @property
+    def done(self) -> bool:
+        return self._decoder.done
 
 
 @cache

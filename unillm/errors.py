@@ -53,8 +53,26 @@ class UnsupportedFeature(UnillmError):
         super().__init__(msg)
 
 
+#: Longest engine message kept, in an exception's text and in its ``engine_message``.
+ENGINE_MESSAGE_LIMIT = 2000
+
+
+def clip_message(message: str, limit: int = ENGINE_MESSAGE_LIMIT) -> str:
+    """``message`` cut to at most ``limit`` characters, saying how long it was (an engine can send
+    megabytes). Cutting twice changes nothing."""
+    if len(message) <= limit:
+        return message
+    mark = f"... [cut: {len(message)} characters in all]"
+    return message[: max(0, limit - len(mark))] + mark
+
+
 class EngineError(UnillmError):
-    """The engine answered with an error status; ``engine_message`` is its own text."""
+    """The engine answered with an error status; ``engine_message`` is its own text.
+
+    Engine messages are bounded: ``engine_message`` (and the part of the exception's text that
+    quotes it) holds at most :data:`ENGINE_MESSAGE_LIMIT` characters of what the engine sent,
+    marked when it was cut.
+    """
 
     def __init__(
         self,
@@ -64,7 +82,7 @@ class EngineError(UnillmError):
         status: int | None = None,
         engine_message: str = "",
     ) -> None:
-        self.engine, self.status, self.engine_message = engine, status, engine_message
+        self.engine, self.status, self.engine_message = engine, status, clip_message(engine_message)
         super().__init__(message)
 
 
@@ -164,7 +182,39 @@ class DeadlineExceeded(UnillmError, TimeoutError):
 
 
 class MalformedResponse(UnillmError):
-    """The engine's answer is not what its protocol promises (bad JSON, broken SSE)."""
+    """The engine's answer is not what its protocol promises (bad JSON, broken SSE, a field of the
+    wrong type, an answer larger than ``unillm.Pool``'s size limits)."""
+
+
+#: What a decoder raises on an answer of the wrong shape (pydantic's ValidationError is a ValueError).
+SHAPE_ERRORS: tuple[type[Exception], ...] = (
+    LookupError,
+    TypeError,
+    AttributeError,
+    ValueError,
+    ArithmeticError,
+    RecursionError,
+)
+
+
+def malformed(engine: str, what: str, error: Exception) -> MalformedResponse:
+    """The MalformedResponse for an answer whose decoding failed with ``error`` (one of
+    :data:`SHAPE_ERRORS`): names the engine, what was decoded and, briefly, what was wrong::
+
+        except SHAPE_ERRORS as e:
+            raise malformed("vllm", "stream chunk", e) from e
+    """
+    from pydantic import ValidationError
+
+    if isinstance(error, ValidationError) and error.errors():  # where and what, without the input
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "value"
+        detail = f"{where}: {first['msg']}"
+    elif isinstance(error, KeyError):
+        detail = f"missing field {clip_message(str(error), 100)}"
+    else:
+        detail = f"{type(error).__name__}: {clip_message(str(error), 200)}"
+    return MalformedResponse(f"{engine}: unexpected {what} ({detail})")
 
 
 class StreamInterrupted(UnillmError):

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from typing_extensions import Self, Unpack
 
 from unillm import observe
-from unillm.adapter import Adapter, EngineInfo, HttpCall, adapter_for, open_decoder, parse_answer
+from unillm.adapter import Adapter, EngineInfo, HttpCall, adapter_for, decoded, open_decoder, parse_answer
 from unillm.capabilities import Capabilities, Feature, check, check_text_only
 from unillm.deadline import Deadline
 from unillm.embeddings import (
@@ -379,7 +379,9 @@ class LLM:
             response = await self._transport.send(calls[i], requests[i].timeout)
             if response.status_code >= 400:
                 raise self._error(response, None)
-            batches[i] = self.adapter.parse_embeddings(json_body(response, self.engine), requests[i], info)
+            body = json_body(response, self.engine)
+            parse = self.adapter.parse_embeddings
+            batches[i] = decoded(self.engine, "embeddings answer", parse, body, requests[i], info)
 
         if len(requests) == 1:
             await run(0)
@@ -416,7 +418,7 @@ class LLM:
             )
         except ValidationError as e:
             raise MalformedResponse(
-                f"{self.engine}: embeddings are not all numbers ({e.errors()[0]['msg']})"
+                f"{self.engine}: embeddings are not all finite numbers ({e.errors()[0]['msg']})"
             ) from None
 
     async def tokenize(
@@ -440,7 +442,8 @@ class LLM:
         response = await self._transport.send(self.adapter.tokenize_call(request, info), timeout)
         if response.status_code >= 400:
             raise self._error(response, None)
-        return self.adapter.parse_tokens(json_body(response, self.engine), request, info)
+        body = json_body(response, self.engine)
+        return decoded(self.engine, "tokenize answer", self.adapter.parse_tokens, body, request, info)
 
     async def _prepare(self, request: Request) -> tuple[EngineInfo, HttpCall]:
         info = await self.info(timeout=request.timeout)
@@ -473,7 +476,7 @@ class LLM:
             return None
         try:
             return response.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON (or nested past the parser): no answer
             return None
 
     async def _lora_call(self, call: HttpCall) -> Any:
@@ -674,7 +677,7 @@ class Stream(ClosingStream):
                     await response.aread()
                     raise llm._error(response, request)
             self.started = True
-            events = event_stream(response, llm.engine)
+            events = event_stream(response, llm.engine, llm._transport.pool.max_event_bytes)
             limited = deadline.limited
             try:
                 while True:
@@ -842,7 +845,7 @@ class Loras:
     async def list(self) -> list[LoraInfo]:
         """Adapters the engine serves now."""
         body = await self._llm._lora_call(self._llm.adapter.list_loras())
-        return self._llm.adapter.parse_loras(body)
+        return decoded(self._llm.engine, "adapter list", self._llm.adapter.parse_loras, body)
 
 
 LoraAdapters = Loras  # deprecated alias

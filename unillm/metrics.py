@@ -225,18 +225,23 @@ class EngineMetrics(BaseModel):
         engine: str | None = None,
         mapping: MetricNames | None = None,
     ) -> EngineMetrics:
-        """Parse the Prometheus text exposition format (``mapping`` enables ``.normalized()``)."""
+        """Parse the Prometheus text exposition format (``mapping`` enables ``.normalized()``).
+
+        Raises MalformedResponse for text that is not in that format.
+        """
         from prometheus_client.parser import text_string_to_metric_families
 
-        return cls(
-            engine=engine,
-            mapping=mapping,
-            samples=[
+        from unillm.errors import SHAPE_ERRORS, malformed
+
+        try:
+            samples = [
                 Sample(name=s.name, labels=dict(s.labels), value=s.value)
                 for family in text_string_to_metric_families(text)
                 for s in family.samples
-            ],
-        )
+            ]
+        except SHAPE_ERRORS as e:
+            raise malformed(engine or "engine", "metrics text", e) from e
+        return cls(engine=engine, mapping=mapping, samples=samples)
 
     def _by_name(self) -> dict[str, list[Sample]]:
         if self._index is None:

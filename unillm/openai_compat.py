@@ -14,6 +14,7 @@ from unillm.adapter import Adapter, EngineInfo, HttpCall
 from unillm.adapter_helpers import sampling_fields
 from unillm.embeddings import EmbedBatch, EmbedRequest, TokenizeRequest, float_vectors
 from unillm.errors import (
+    SHAPE_ERRORS,
     EngineError,
     EngineInternalError,
     InvalidRequest,
@@ -24,6 +25,8 @@ from unillm.errors import (
     UnillmError,
     UnknownLora,
     UnknownModel,
+    clip_message,
+    malformed,
 )
 from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
 from unillm.results import (
@@ -140,7 +143,7 @@ class OpenAICompatAdapter(Adapter):
         forced = request.tool_choice if self.forces_by_constraint(request, info) else None
         chat = is_chat(call, request)
         try:
-            raw_choices = body["choices"]
+            raw_choices = choices_of(body, self.name)
             choices = [
                 with_tool_calls(
                     _Choice(
@@ -155,19 +158,20 @@ class OpenAICompatAdapter(Adapter):
                 )
                 for i, c in enumerate(raw_choices)
             ]
-            usage = parse_usage(body.get("usage"))
-        except (KeyError, TypeError, AttributeError) as e:
-            raise MalformedResponse(f"{self.name}: unexpected completion body ({e!r})") from None
-        choices.sort(key=lambda c: c.index)
-        return _Completion(
-            choices=choices,
-            usage=usage,
-            timings=_ZERO,
-            engine=self.name,
-            engine_version=info.version,
-            model=body.get("model") or info.model,
-            id=body.get("id") if isinstance(body.get("id"), str) else None,
-        )
+            choices.sort(key=lambda c: c.index)
+            return _Completion(
+                choices=choices,
+                usage=parse_usage(body.get("usage")),
+                timings=_ZERO,
+                engine=self.name,
+                engine_version=info.version,
+                model=body.get("model") or info.model,
+                id=body.get("id") if isinstance(body.get("id"), str) else None,
+            )
+        except UnillmError:
+            raise
+        except SHAPE_ERRORS as e:
+            raise malformed(self.name, "completion body", e) from e
 
     def decoder(
         self, request: Request, info: EngineInfo, call: HttpCall | None = None
@@ -203,6 +207,8 @@ class RuntimeLoraEndpoints:
     """Runtime LoRA calls in vLLM's layout (``/v1/load_lora_adapter`` ...; adapters listed in
     ``/v1/models`` with a ``parent``), also served by unillm's in-process engines."""
 
+    name: ClassVar[str]
+
     def load_lora(self, name: str, path: str) -> HttpCall:
         return HttpCall("POST", "/v1/load_lora_adapter", {"lora_name": name, "lora_path": path})
 
@@ -213,11 +219,14 @@ class RuntimeLoraEndpoints:
         return HttpCall("GET", "/v1/models")
 
     def parse_loras(self, body: Any) -> list[LoraInfo]:
-        return [
-            LoraInfo(name=m["id"], path=m.get("root"))
-            for m in (body or {}).get("data", [])
-            if m.get("parent")
-        ]
+        try:
+            return [
+                LoraInfo(name=m["id"], path=m.get("root"))
+                for m in (body or {}).get("data", [])
+                if m.get("parent")
+            ]
+        except SHAPE_ERRORS as e:
+            raise malformed(self.name, "/v1/models answer", e) from e
 
 
 class OpenAIEmbeddings:
@@ -233,11 +242,20 @@ class OpenAIEmbeddings:
 
     def parse_embeddings(self, body: Any, request: EmbedRequest, info: EngineInfo) -> EmbedBatch:
         try:
-            data = sorted(body["data"], key=lambda d: d["index"])
+            data = body["data"]
+            indices = [d["index"] for d in data]
+            if any(type(i) is not int for i in indices) or sorted(indices) != list(range(len(data))):
+                raise MalformedResponse(
+                    f"{self.name}: embedding indices {clip_message(str(indices), 200)} are not "
+                    f"0 to {len(data) - 1}, each once (a vector would be lost or misplaced)"
+                )
+            data = sorted(data, key=lambda d: d["index"])
             vectors = float_vectors([d["embedding"] for d in data], self.name)
             usage = parse_usage(body.get("usage"))
-        except (KeyError, TypeError, AttributeError) as e:
-            raise MalformedResponse(f"{self.name}: unexpected embeddings body ({e!r})") from None
+        except UnillmError:
+            raise
+        except SHAPE_ERRORS as e:
+            raise malformed(self.name, "embeddings body", e) from e
         return EmbedBatch(vectors=vectors, prompt_tokens=usage.prompt_tokens)
 
 
@@ -258,8 +276,8 @@ class TokenizeEndpoint:
         try:
             ids, limit = body["tokens"], body.get("max_model_len")
             return Tokens(ids=ids, max_model_len=limit, engine=self.name, model=info.model)
-        except (KeyError, TypeError, AttributeError, ValueError) as e:
-            raise MalformedResponse(f"{self.name}: unexpected tokenize body ({e!r})") from None
+        except SHAPE_ERRORS as e:
+            raise malformed(self.name, "tokenize body", e) from e
 
 
 class OpenAIStreamDecoder:
@@ -287,6 +305,14 @@ class OpenAIStreamDecoder:
             return []
         chunk = decode_event(self._engine, data)
         raise_stream_error(self._engine, chunk)
+        try:
+            return self._deltas(chunk)
+        except UnillmError:
+            raise
+        except SHAPE_ERRORS as e:
+            raise malformed(self._engine, "stream chunk", e) from e
+
+    def _deltas(self, chunk: dict[str, Any]) -> list[Delta]:
         deltas = []
         for c in chunk.get("choices") or ():
             index = c.get("index", 0)
@@ -387,11 +413,21 @@ def with_tool_calls(
     return choice
 
 
+def choices_of(body: Any, engine: str) -> list[Any]:
+    """The ``choices`` list of an OpenAI-layout answer; MalformedResponse when it has none."""
+    choices = body["choices"]
+    if not isinstance(choices, list) or not choices:
+        raise MalformedResponse(
+            f"{engine}: the answer holds no choices (choices={clip_message(repr(choices), 100)})"
+        )
+    return choices
+
+
 def decode_event(engine: str, data: str) -> dict[str, Any]:
     """One SSE ``data`` payload as a JSON object, or MalformedResponse naming the engine."""
     try:
         event = json.loads(data)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         raise MalformedResponse(f"{engine}: stream event is not JSON: {data[:200]!r}") from None
     if not isinstance(event, dict):
         raise MalformedResponse(f"{engine}: stream event is not an object: {data[:200]!r}")
@@ -455,25 +491,26 @@ def _finite(value: Any) -> float:
 
 
 def error_message(body: bytes | Mapping[str, Any]) -> str:
-    """The engine's own message from the common error layouts (or the raw text)."""
+    """The engine's own message from the common error layouts (or the raw text), cut to
+    :data:`~unillm.errors.ENGINE_MESSAGE_LIMIT` characters."""
     if isinstance(body, (bytes, bytearray)):
         try:
             data: Any = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return body.decode("utf-8", "replace").strip()[:2000]
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+            return clip_message(body.decode("utf-8", "replace").strip())
     else:
         data = body
     if isinstance(data, Mapping):
         err = data.get("error", data)
         if isinstance(err, str):
-            return err
+            return clip_message(err)
         if isinstance(err, Mapping):
             for key in ("message", "detail", "error"):
                 if isinstance(err.get(key), str):
-                    return str(err[key])
+                    return clip_message(str(err[key]))
             if isinstance(err.get("detail"), list):
-                return json.dumps(err["detail"])
-    return json.dumps(data)[:2000]
+                return clip_message(json.dumps(err["detail"]))
+    return clip_message(json.dumps(data))
 
 
 def _status_of(chunk: Mapping[str, Any]) -> int:
@@ -489,7 +526,8 @@ def error_for_status(
     request: Request | None,
     retry_after: float | None = None,
 ) -> EngineError:
-    """Map an HTTP status and the engine's message to unillm's typed errors."""
+    """Map an HTTP status and the engine's message (cut to a bounded length) to unillm's typed errors."""
+    message = clip_message(message)
     text = f"{engine} answered {status}: {message.rstrip('.')}"
     kw: dict[str, Any] = {"engine": engine, "status": status, "engine_message": message}
     if status in (400, 422):

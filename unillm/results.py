@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 T = TypeVar("T")
 
@@ -157,12 +157,13 @@ class Completion(BaseModel, Generic[T]):
     """A finished generation. ``text``/``finish_reason``/``parsed`` are those of choice 0.
 
     ``parsed`` is set for ``output=`` constraints: a pydantic instance for a model class,
-    the decoded JSON for a schema dict, the text for Regex/Choice/Grammar.
+    the decoded JSON for a schema dict, the text for Regex/Choice/Grammar. There is always at
+    least one choice (an engine answer without any is a MalformedResponse).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    choices: list[CompletionChoice[T]]
+    choices: list[CompletionChoice[T]] = Field(min_length=1)
     usage: Usage
     timings: Timings
     engine: str
@@ -239,7 +240,8 @@ class Embeddings(BaseModel):
     e.vectors[0], e.dimensions, e.usage.prompt_tokens, e.cosine(0, 1)
     """
 
-    model_config = ConfigDict(frozen=True, strict=True)  # numbers only: no strings, no booleans
+    # finite numbers only: no strings, no booleans, no NaN or infinity
+    model_config = ConfigDict(frozen=True, strict=True, allow_inf_nan=False)
 
     vectors: list[list[float]]
     dimensions: int

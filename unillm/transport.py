@@ -24,7 +24,7 @@ import anyio
 import httpx
 
 from unillm.adapter import HttpCall
-from unillm.errors import EngineTimeout, EngineUnavailable, InvalidOptions, PoolTimeout
+from unillm.errors import EngineTimeout, EngineUnavailable, InvalidOptions, MalformedResponse, PoolTimeout
 from unillm.redact import display_url
 
 R = TypeVar("R")
@@ -33,6 +33,8 @@ RETRY_STATUSES = frozenset({429, 503})
 #: The longest ``Retry-After`` believed, in seconds (5 minutes): one engine answering
 #: ``Retry-After: 999999`` must not stop its callers for days.
 MAX_RETRY_AFTER = 300.0
+MiB = 1024 * 1024
+ANSWER_BYTES, EVENT_BYTES = 32 * MiB, 8 * MiB  # Pool's defaults (its docstring says why)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,20 +79,33 @@ class Timeouts:
 
 @dataclass(frozen=True, slots=True)
 class Pool:
-    """The connections kept to one engine: ``unillm.connect(..., pool=unillm.Pool(64, wait=5))``.
+    """The connections kept to one engine, and how large one answer may be:
+    ``unillm.connect(..., pool=unillm.Pool(64, wait=5))`` (or a ``[pool]`` config table).
 
     At most ``max_connections`` requests are in flight at once; more wait up to ``wait`` seconds
     (None: as long as the read timeout) for a free connection, then raise ``PoolTimeout``
     having sent nothing. ``max_keepalive`` idle connections are kept ``keepalive_expiry`` s.
+
+    Size limits, in bytes after any Content-Encoding is undone; past them the answer is dropped
+    unread and the call raises ``MalformedResponse``, so a broken or hostile server cannot fill
+    the client's memory:
+
+    * ``max_answer_bytes`` (32 MiB): a whole non-streamed answer. The largest real ones are
+      embedding batches (64 vectors of 8192 floats: about 12 MiB of JSON) and answers with
+      ``top_logprobs`` (a few KiB per token).
+    * ``max_event_bytes`` (8 MiB): one server-sent event of a stream. Events carry a few tokens,
+      except SGLang's native stream, whose events repeat the whole text (and logprobs) so far.
     """
 
     max_connections: int = 256
     wait: float | None = None
     max_keepalive: int = 64
     keepalive_expiry: float = 4.0  # below uvicorn's 5 s (vLLM, SGLang): never reuse a closing one
+    max_answer_bytes: int = ANSWER_BYTES
+    max_event_bytes: int = EVENT_BYTES
 
     def __post_init__(self) -> None:
-        for name in ("max_connections", "max_keepalive"):
+        for name in ("max_connections", "max_keepalive", "max_answer_bytes", "max_event_bytes"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InvalidOptions(f"Pool.{name} must be a positive integer, got {value!r}")
@@ -222,22 +237,24 @@ class Transport:
         )
 
     async def send(self, call: HttpCall, timeout: float | None = None) -> httpx.Response:
-        """Send and read the whole answer; raise EngineUnavailable if it cannot be reached."""
+        """Send and read the whole answer (at most ``Pool.max_answer_bytes``); raise
+        EngineUnavailable if it cannot be reached, MalformedResponse if it is too large."""
 
         async def attempt() -> httpx.Response:
-            response = await self._client.send(self._request(call, timeout))
-            return self._check_retry(response)
+            response = await self._client.send(self._request(call, timeout), stream=True)
+            return self._check_retry(await self.read(response))
 
         return await self._retrying(attempt)
 
     @asynccontextmanager
     async def open(self, call: HttpCall, timeout: float | None = None) -> AsyncIterator[httpx.Response]:
-        """Open a streamed answer; retries happen only before its body is read."""
+        """Open a streamed answer; retries happen only before its body is read. An error answer
+        (status 400 or more) comes read whole, as :meth:`send` reads it."""
 
         async def attempt() -> httpx.Response:
             response = await self._client.send(self._request(call, timeout), stream=True)
-            if response.status_code in RETRY_STATUSES:
-                await response.aread()
+            if response.status_code >= 400:
+                response = await self.read(response)
             return self._check_retry(response)
 
         response = await self._retrying(attempt)
@@ -246,6 +263,37 @@ class Transport:
         finally:
             with anyio.CancelScope(shield=True):
                 await response.aclose()
+
+    async def read(self, response: httpx.Response) -> httpx.Response:
+        """``response`` (opened with ``stream=True``) read whole and closed, its content decoded.
+
+        Raises MalformedResponse, without reading the rest, past ``Pool.max_answer_bytes``.
+        """
+        limit = self.pool.max_answer_bytes
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > limit:
+                raise self._too_large(f" (it declares {int(declared)} bytes)")
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > limit:
+                    raise self._too_large("")
+                chunks.append(chunk)
+        finally:
+            await response.aclose()
+        headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() != "content-encoding"]
+        return httpx.Response(
+            response.status_code, headers=headers, content=b"".join(chunks), request=response.request
+        )
+
+    def _too_large(self, declared: str) -> MalformedResponse:
+        return MalformedResponse(
+            f"{self.engine} at {self.base_url}: the answer is larger than this client's limit of "
+            f"{self.pool.max_answer_bytes} bytes{declared}; the rest was not read. Raise "
+            "unillm.Pool(max_answer_bytes=...) if answers this large are expected"
+        )
 
     def _check_retry(self, response: httpx.Response) -> httpx.Response:
         if response.status_code in RETRY_STATUSES and self.retry.attempts > 1:
@@ -269,6 +317,11 @@ class Transport:
             raise EngineTimeout(
                 f"{self.engine} at {self.base_url} did not answer in time ({type(e).__name__}); "
                 "raise timeout= or check the engine's load"
+            ) from e
+        except httpx.DecodingError as e:
+            raise MalformedResponse(
+                f"{self.engine} at {self.base_url}: the answer does not decode as its headers say "
+                f"(Content-Encoding or charset): {e}"
             ) from e
         except httpx.TransportError as e:
             raise self.explained(EngineUnavailable(f"{self.engine} at {self.base_url}: {e!r}")) from e
@@ -340,34 +393,56 @@ def _standard_json(value: Any, engine: str) -> bytes:
         ) from None
 
 
-async def event_stream(response: httpx.Response, engine: str) -> AsyncIterator[str]:
+async def event_stream(
+    response: httpx.Response, engine: str, max_event_bytes: int = EVENT_BYTES
+) -> AsyncIterator[str]:
     """The ``data`` of each server-sent event in ``response``, parsed by httpx-sse.
 
         async for data in event_stream(response, "vllm"):
             chunk = json.loads(data)
 
-    A body that is not ``text/event-stream``, or a broken stream, raises MalformedResponse
-    naming the engine. Events that carry no data (a bare ``event:`` or ``id:``) are skipped.
+    A body that is not ``text/event-stream``, a broken stream, a body that does not decode as
+    its Content-Encoding says, or more than ``max_event_bytes`` bytes without an event (checked
+    as they arrive: the rest is not read) raise MalformedResponse naming the engine. Events that
+    carry no data (a bare ``event:`` or ``id:``) are skipped.
     """
     from httpx_sse import EventSource, SSEError
 
+    pending = 0  # bytes received since the last event was dispatched
+
+    async def capped() -> AsyncIterator[bytes]:
+        nonlocal pending
+        async for chunk in response.aiter_bytes():  # decoded: the size that lands in memory
+            pending += len(chunk)
+            if pending > max_event_bytes:
+                raise MalformedResponse(
+                    f"{engine}: a stream event is larger than this client's limit of "
+                    f"{max_event_bytes} bytes; the stream was dropped. Raise "
+                    "unillm.Pool(max_event_bytes=...) if events this large are expected"
+                )
+            yield chunk
+
+    # httpx-sse reads the headers and the text of this stand-in, whose bytes are already decoded
+    content_type = response.headers.get("content-type", "")
+    source = httpx.Response(response.status_code, headers={"content-type": content_type}, content=capped())
     try:
-        async for event in EventSource(response).aiter_sse():
+        async for event in EventSource(source).aiter_sse():
+            pending = 0
             if event.data:
                 yield event.data
     except SSEError as e:
-        from unillm.errors import MalformedResponse
-
         raise MalformedResponse(f"{engine}: malformed event stream: {e}") from None
+    except httpx.DecodingError as e:
+        raise MalformedResponse(
+            f"{engine}: the stream does not decode as its headers say (Content-Encoding or charset): {e}"
+        ) from None
 
 
 def json_body(response: httpx.Response, engine: str) -> Any:
     """The decoded JSON of an answer, or a MalformedResponse naming the engine."""
-    from unillm.errors import MalformedResponse
-
     try:
         return json.loads(response.content)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
         raise MalformedResponse(
             f"{engine} answered {response.status_code} with non-JSON: {response.text[:200]!r}"
         ) from None

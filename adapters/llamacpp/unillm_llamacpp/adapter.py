@@ -16,12 +16,14 @@ from unillm.adapter_helpers import discovered, model_cards, sampling_fields
 from unillm.capabilities import LAYOUT_FEATURES, NATIVE, Capabilities, Feature, Support, unsupported
 from unillm.embeddings import TokenizeRequest
 from unillm.errors import (
+    SHAPE_ERRORS,
     InvalidOptions,
     InvalidRequest,
     MalformedResponse,
     UnillmError,
     UnknownLora,
     UnsupportedFeature,
+    malformed,
 )
 from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
 from unillm.openai_compat import OpenAICompatAdapter, error_for_status, error_message
@@ -263,8 +265,8 @@ class LlamaCppAdapter(OpenAICompatAdapter):
             return Tokens(
                 ids=body["tokens"], max_model_len=info.max_model_len, engine=self.name, model=info.model
             )
-        except (KeyError, TypeError, ValueError) as e:
-            raise MalformedResponse(f"{self.name}: unexpected tokenize body ({e!r})") from None
+        except SHAPE_ERRORS as e:
+            raise malformed(self.name, "tokenize body", e) from e
 
     # -- launch (unillm_llamacpp.launch) -------------------------------------------------
     def install(self, *, gpu: bool) -> EngineInstall:

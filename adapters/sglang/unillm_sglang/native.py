@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from unillm.errors import MalformedResponse
+from unillm.errors import SHAPE_ERRORS, UnillmError, clip_message, malformed
 from unillm.openai_compat import decode_event, error_for_status, raise_stream_error
 from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
 from unillm.results import Completion, CompletionChoice, Delta, Timings, TokenLogprob, TopLogprob, Usage
@@ -110,7 +110,8 @@ def finish_reason(meta: Mapping[str, Any], engine: str = "sglang") -> str | None
     if isinstance(raw, Mapping):
         status = raw.get("status_code")
         if raw.get("type") == "abort" and isinstance(status, int) and status >= 400:
-            raise error_for_status(engine, status, str(raw.get("message") or "aborted").strip(), None)
+            message = clip_message(str(raw.get("message") or "aborted").strip())
+            raise error_for_status(engine, status, message, None)
         kind = raw.get("type")
         return str(kind) if kind is not None else None
     return str(raw)
@@ -162,16 +163,18 @@ def parse_native(body: Any, engine: str, version: str | None, model: str) -> Com
             prompt_tokens=int(metas[0].get("prompt_tokens") or 0),
             completion_tokens=sum(int(m.get("completion_tokens") or 0) for m in metas),
         )
-    except (KeyError, TypeError, IndexError, AttributeError, ValueError) as e:
-        raise MalformedResponse(f"{engine}: unexpected /generate body ({e!r})") from None
-    return _Completion(
-        choices=choices,
-        usage=usage,
-        timings=Timings(total_s=0.0),
-        engine=engine,
-        engine_version=version,
-        model=model,
-    )
+        return _Completion(
+            choices=choices,
+            usage=usage,
+            timings=Timings(total_s=0.0),
+            engine=engine,
+            engine_version=version,
+            model=model,
+        )
+    except UnillmError:
+        raise
+    except SHAPE_ERRORS as e:
+        raise malformed(engine, "/generate body", e) from e
 
 
 class NativeStreamDecoder:
@@ -196,8 +199,10 @@ class NativeStreamDecoder:
         raise_stream_error(self._engine, event)
         try:
             return [self._delta(event)]
-        except (KeyError, TypeError, IndexError, AttributeError, ValueError) as e:
-            raise MalformedResponse(f"{self._engine}: unexpected /generate stream event ({e!r})") from None
+        except UnillmError:
+            raise
+        except SHAPE_ERRORS as e:
+            raise malformed(self._engine, "/generate stream event", e) from e
 
     def _delta(self, event: Mapping[str, Any]) -> Delta:
         meta = event["meta_info"]

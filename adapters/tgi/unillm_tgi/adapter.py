@@ -14,7 +14,15 @@ from unillm.adapter import Adapter, EngineInfo, EngineInstall, HttpCall
 from unillm.adapter_helpers import Version, parse_version, since, text_field
 from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsupported
 from unillm.embeddings import TokenizeRequest
-from unillm.errors import InvalidRequest, MalformedResponse, UnillmError, UnknownLora, UnsupportedFeature
+from unillm.errors import (
+    SHAPE_ERRORS,
+    InvalidRequest,
+    MalformedResponse,
+    UnillmError,
+    UnknownLora,
+    UnsupportedFeature,
+    malformed,
+)
 from unillm.launch_spec import LaunchCommand, LaunchSpec
 from unillm.metrics import MetricNames
 from unillm.options import Request
@@ -278,8 +286,10 @@ class TGIAdapter(Adapter):
             if path == wire.GENERATE:
                 return parse_generate(body, request, info.model, info.version)
             return parse_openai(body, request, info.model, info.version)
-        except (KeyError, TypeError, AttributeError, ValueError) as e:
-            raise MalformedResponse(f"tgi: unexpected answer body ({e!r}): {str(body)[:200]}") from None
+        except UnillmError:
+            raise
+        except SHAPE_ERRORS as e:
+            raise malformed(self.name, "answer body", e) from e
 
     def parse_headers(self, headers: Mapping[str, str], completion: Completion[Any]) -> Completion[Any]:
         """``/generate`` sends the prompt's token count only as the ``x-prompt-tokens`` header."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from unillm.errors import EngineError, EngineInternalError, Overloaded
+from unillm.errors import EngineError, EngineInternalError, Overloaded, clip_message
 from unillm.openai_compat import error_for_status, error_message
 from unillm.options import Request
 
@@ -48,6 +48,7 @@ _PREFIX_STATUS: tuple[tuple[str, int], ...] = (
 
 def error_for(status: int, message: str, request: Request | None, *, streaming: bool = False) -> EngineError:
     """The typed error for a TGI status and message (424 is a failure inside the engine)."""
+    message = clip_message(message)
     kw: dict[str, Any] = {"engine": ENGINE, "status": status, "engine_message": message}
     if status == 424:
         return EngineInternalError(

@@ -17,8 +17,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from unillm.errors import MalformedResponse
-from unillm.openai_compat import ToolDeltas, decode_event, parse_logprobs, parse_usage, with_tool_calls
+from unillm.errors import SHAPE_ERRORS, MalformedResponse, UnillmError, malformed
+from unillm.openai_compat import (
+    ToolDeltas,
+    choices_of,
+    decode_event,
+    parse_logprobs,
+    parse_usage,
+    with_tool_calls,
+)
 from unillm.options import Request
 from unillm.results import Completion, CompletionChoice, Delta, Timings, TokenLogprob, TopLogprob, Usage
 from unillm_tgi.errors import event_error, is_error_event
@@ -125,7 +132,7 @@ def parse_generate(body: Mapping[str, Any], request: Request, model: str, versio
 def parse_openai(body: Mapping[str, Any], request: Request, model: str, version: str | None) -> _Completion:
     """A completion from TGI's ``/v1/chat/completions`` or ``/v1/completions`` answer."""
     choices = []
-    for i, c in enumerate(body["choices"]):
+    for i, c in enumerate(choices_of(body, ENGINE)):
         message = c.get("message")
         text = str((message.get("content") if message is not None else c["text"]) or "")
         raw = c.get("finish_reason")
@@ -173,6 +180,14 @@ class GenerateStreamDecoder:
             text = "" if token.get("special") else str(token["text"])
         except (KeyError, TypeError, AttributeError):
             raise MalformedResponse(f"{ENGINE}: stream event without a token: {data[:200]!r}") from None
+        try:
+            return self._deltas(event, token, text)
+        except UnillmError:
+            raise
+        except SHAPE_ERRORS as e:
+            raise malformed(ENGINE, "/generate_stream event", e) from e
+
+    def _deltas(self, event: dict[str, Any], token: Any, text: str) -> list[Delta]:
         logprobs = (
             token_logprobs([token], [event.get("top_tokens") or ()]) if self._request.logprobs else None
         )
@@ -214,6 +229,14 @@ class OpenAIRouteDecoder:
         chunk = decode_event(ENGINE, data)
         if is_error_event(chunk):
             raise event_error(chunk, self._request)
+        try:
+            return self._deltas(chunk)
+        except UnillmError:
+            raise
+        except SHAPE_ERRORS as e:
+            raise malformed(ENGINE, "stream chunk", e) from e
+
+    def _deltas(self, chunk: dict[str, Any]) -> list[Delta]:
         deltas = []
         for c in chunk.get("choices") or ():
             delta = c.get("delta")
