@@ -79,7 +79,7 @@ def targets(names: list[str], workdir: Path) -> tuple[list[Any], dict[str, str]]
     from unillm_mlx.testing import mlx_launch_settings
 
     from unillm.bench import Launched
-    from unillm.engine_env import env_dir, managed_python
+    from unillm.launching.envs import env_dir, managed_python
     from unillm.testing.engines import cpu_launch_settings
     from unillm.testing.tiny_model import build_tiny_model
 

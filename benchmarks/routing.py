@@ -121,7 +121,7 @@ async def requests_per_s(client: Any, load: int, concurrency: int, max_tokens: i
 
 async def engines_throughput(args: argparse.Namespace) -> dict[str, list[float]]:
     """req/s per round for each set-up; the set-ups take turns (rotating order) in every round."""
-    from unillm.fleet_launch import FleetLaunch, router_launch
+    from unillm.launching.fleet_launch import FleetLaunch, router_launch
     from unillm.testing.engines import cpu_launch_settings
     from unillm.testing.tiny_model import build_tiny_model
 

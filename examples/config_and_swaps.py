@@ -1,7 +1,7 @@
 """Check one app's config against every installed engine before swapping (starts nothing)."""
 
 import unillm
-from unillm.adapter import installed_engines
+from unillm.adapter.registry import installed_engines
 
 app = {
     "engine": "vllm",

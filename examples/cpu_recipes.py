@@ -1,7 +1,7 @@
 """The settings each engine's CPU recipe would launch a model with (nothing is started)."""
 
 import unillm
-from unillm.adapter import installed_engines
+from unillm.adapter.registry import installed_engines
 
 for engine in installed_engines():
     try:

@@ -1,6 +1,6 @@
 """What every installed engine adapter declares it can do (what `unillm engines` prints)."""
 
-from unillm.adapter import get_adapter, installed_engines
+from unillm.adapter.registry import get_adapter, installed_engines
 from unillm.capabilities import Feature
 
 for name in installed_engines():

@@ -1,7 +1,7 @@
 """The launch command each engine gets for ngram speculative decoding (nothing is started)."""
 
 import unillm
-from unillm.adapter import get_adapter, installed_engines
+from unillm.adapter.registry import get_adapter, installed_engines
 
 spec = unillm.LaunchSpec(
     model="/models/tiny", port=8000, speculative=unillm.Speculative(method="ngram", num_tokens=4)

@@ -51,7 +51,7 @@ async def capture(engine: str) -> Path:
                     await s.collect()
             await llm.generate(messages=[{"role": "user", "content": "hi"}], max_tokens=8)
             info = await llm.info()
-            text = (await llm._transport.send(unillm.adapter.HttpCall("GET", "/metrics"))).text
+            text = (await llm._transport.send(unillm.adapter.base.HttpCall("GET", "/metrics"))).text
     out = ROOT / "adapters" / engine / "tests" / "data" / f"metrics-{engine}-{info.version}.prom"
     out.write_text(
         f"# Captured by tests/capture_metrics.py from {engine} {info.version} (tiny "

@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 
 import unillm.adapter
-from unillm.adapter import Adapter, EngineInfo, HttpCall
-from unillm.adapter_helpers import EXTRA_SAMPLING
+from unillm.adapter.base import Adapter, EngineInfo, HttpCall
+from unillm.adapter.launch_spec import Flags, LaunchCommand, LaunchSpec
+from unillm.adapter.openai_compat import OpenAICompatAdapter
+from unillm.adapter.sampling import EXTRA_SAMPLING
 from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsupported
 from unillm.errors import MalformedResponse
-from unillm.launch_spec import Flags, LaunchCommand, LaunchSpec
-from unillm.openai_compat import OpenAICompatAdapter
 from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex
 
 _NOT_HERE = unsupported("the fake engine runs on one device", "Use a real engine")
@@ -98,11 +98,11 @@ class _EntryPoint:
 @contextmanager
 def registered(*adapters: type[Adapter]) -> Iterator[None]:
     """Make ``adapters`` findable by name (``get_adapter``, ``connect``, configs) inside the block."""
-    table = {**unillm.adapter._entry_points(), **{a.name: _EntryPoint(a.name, a) for a in adapters}}
+    table = {**unillm.adapter.registry._entry_points(), **{a.name: _EntryPoint(a.name, a) for a in adapters}}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(unillm.adapter, "_entry_points", lambda: table)
-        unillm.adapter.get_adapter.cache_clear()
+        patch.setattr(unillm.adapter.registry, "_entry_points", lambda: table)
+        unillm.adapter.registry.get_adapter.cache_clear()
         try:
             yield
         finally:
-            unillm.adapter.get_adapter.cache_clear()
+            unillm.adapter.registry.get_adapter.cache_clear()

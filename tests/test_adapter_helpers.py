@@ -1,12 +1,14 @@
-"""The helpers adapters share (unillm.adapter_helpers, unillm.openai_compat.structured_output)."""
+"""The helpers adapters share (unillm.adapter.versions, unillm.adapter.openai_compat.structured_output)."""
 
 from __future__ import annotations
 
 import pytest
 
-from unillm.adapter_helpers import at_least, missing_route, parse_version, sampling_fields, since
+from unillm.adapter.http_errors import missing_route
+from unillm.adapter.openai_compat import structured_output
+from unillm.adapter.sampling import sampling_fields
+from unillm.adapter.versions import at_least, parse_version, since
 from unillm.capabilities import NATIVE, Feature
-from unillm.openai_compat import structured_output
 from unillm.options import Choice, Grammar, JsonSchema, Regex, make_request
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from unillm.adapter import ENTRY_POINT_GROUP, FIRST_PARTY_ENGINES
+from unillm.adapter.registry import ENTRY_POINT_GROUP, FIRST_PARTY_ENGINES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -137,8 +137,8 @@ def test_the_whole_suite_collects_with_no_engine_installed() -> None:
 
 
 def test_the_adapter_guide_names_every_hook() -> None:
-    from unillm.adapter import Adapter
-    from unillm.openai_compat import OpenAICompatAdapter
+    from unillm.adapter.base import Adapter
+    from unillm.adapter.openai_compat import OpenAICompatAdapter
 
     guide = (ROOT / "docs" / "adapters.md").read_text()
     hooks = {

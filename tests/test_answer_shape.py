@@ -6,7 +6,7 @@ import anyio
 from fault_server import FaultServer
 
 import unillm
-from unillm.openai_compat import parse_usage
+from unillm.adapter.openai_compat import parse_usage
 from unillm.results import Usage
 
 

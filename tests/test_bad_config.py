@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from unillm.cli import main
-from unillm.config import from_config, load_config
+from unillm.cli.main import main
+from unillm.config.load import from_config, load_config
 from unillm.errors import ConfigError
 
 CONNECT = {"engine": "vllm", "base_url": "http://127.0.0.1:8000"}

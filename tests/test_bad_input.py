@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 import unillm
-from unillm.routing import Backoff
+from unillm.fleet.picker import Backoff
 
 pytestmark = pytest.mark.anyio
 

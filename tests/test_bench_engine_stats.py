@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from unillm.adapter import get_adapter
+from unillm.adapter.registry import get_adapter
 from unillm.bench.engine_stats import EngineStats
 from unillm.metrics import EngineMetrics, NormalizedMetrics
 

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from fault_server import FaultServer
 
+from unillm.api import connect
 from unillm.bench import Launched, Load, Slo, Synthetic, Url, markdown_table, run_suite, write_report
 from unillm.bench.runner import run_load
 from unillm.bench.targets import Fleet, matrix
-from unillm.cli import main
-from unillm.entrypoints import connect
+from unillm.cli.main import main
 from unillm.errors import EngineUnavailable, InvalidOptions, UnknownEngine
-from unillm.supervisor import free_port
+from unillm.launching.supervisor import free_port
 
 pytestmark = pytest.mark.anyio
 CRASHING = str(Path(__file__).resolve().parent / "crashing_engine.py")

@@ -57,8 +57,8 @@ def test_the_blocking_twin_gives_a_blocking_openai_client() -> None:
 def test_the_blocking_generate_is_typed_like_the_async_one() -> None:
     from typing_extensions import get_overloads
 
-    from unillm.blocking import BlockingLLM
-    from unillm.llm import LLM
+    from unillm.client.blocking import BlockingLLM
+    from unillm.client.llm import LLM
 
     def returns(fn: object) -> list[str]:
         return [o.__annotations__["return"] for o in get_overloads(fn)]  # type: ignore[arg-type]
@@ -70,7 +70,7 @@ def test_the_blocking_generate_is_typed_like_the_async_one() -> None:
 def test_closing_a_client_after_its_loop_stopped_does_nothing() -> None:
     """At interpreter exit the loop stops first (closing its clients' connections); a later close()
     of a client on it, e.g. from another exit hook, must not raise."""
-    from unillm.blocking import BlockingLLM, _Loop
+    from unillm.client.blocking import BlockingLLM, _Loop
 
     loop = _Loop()
     llm = BlockingLLM(unillm.connect("vllm", "http://127.0.0.1:9"), loop)

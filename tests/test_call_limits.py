@@ -20,8 +20,8 @@ from fault_server import FaultServer
 
 import unillm
 from unillm import Pool, RetryPolicy, Timeouts
-from unillm.adapter import HttpCall
-from unillm.transport import Transport
+from unillm.adapter.base import HttpCall
+from unillm.client.transport import Transport
 
 PIECES = ("Hello", ",", " world", "!")
 TESTS = Path(__file__).parent

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-import unillm.entrypoints
+import unillm.api
 from unillm.capabilities import Feature
-from unillm.cli import main
-from unillm.cpu_features import BOOT_DIR, boot_note
-from unillm.supervisor import Launch
+from unillm.cli.main import main
+from unillm.launching.cpu_features import BOOT_DIR, boot_note
+from unillm.launching.supervisor import Launch
 
 PY = "/usr/bin/python3"
 GENERATED = "generated-key-0123456789"
@@ -23,8 +23,8 @@ BOOT = f"PYTHONPATH={BOOT_DIR}"
 @pytest.fixture(autouse=True)
 def _fixed_port_and_key(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make dry-run output deterministic: port 8000 and a known generated key."""
-    monkeypatch.setattr("unillm.supervisor.free_port", lambda host="127.0.0.1": 8000)
-    monkeypatch.setattr("unillm.supervisor.secrets.token_urlsafe", lambda n=None: GENERATED)
+    monkeypatch.setattr("unillm.launching.supervisor.free_port", lambda host="127.0.0.1": 8000)
+    monkeypatch.setattr("unillm.launching.supervisor.secrets.token_urlsafe", lambda n=None: GENERATED)
     monkeypatch.delenv("PYTHONPATH", raising=False)
 
 
@@ -95,13 +95,13 @@ def test_default_api_key_is_generated_not_the_word_auto(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     launches: list[Launch] = []
-    real = unillm.entrypoints.launch
+    real = unillm.api.launch
 
     def spy(*args: Any, **kwargs: Any) -> Launch:
         launches.append(real(*args, **kwargs))
         return launches[-1]
 
-    monkeypatch.setattr(unillm.entrypoints, "launch", spy)
+    monkeypatch.setattr(unillm.api, "launch", spy)
     assert main(dry_run()) == 0
     [run] = launches
     assert run.spec.key() == GENERATED

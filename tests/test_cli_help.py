@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from unillm.cli import _parser, main
+from unillm.cli.main import _parser, main
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

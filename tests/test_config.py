@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from fake_adapter import FakeAdapter, registered
 
-from unillm.config import Config, from_config, load_config
+from unillm.client.llm import LLM
+from unillm.client.transport import RetryPolicy, Timeouts
+from unillm.config.load import Config, from_config, load_config
 from unillm.errors import ConfigError
-from unillm.llm import LLM
-from unillm.supervisor import Launch
-from unillm.transport import RetryPolicy, Timeouts
+from unillm.launching.supervisor import Launch
 
 PY = "/usr/bin/python3"
 SECRET = "sk-config-secret-123"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import unillm
-from unillm.cli import main
+from unillm.cli.main import main
 
 CONFIGS = Path(__file__).parent / "configs"
 APP = CONFIGS / "app.toml"

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 import unillm
-from unillm.config import from_config, load_config
+from unillm.config.load import from_config, load_config
 from unillm.errors import ConfigError
-from unillm.supervisor import Launch
+from unillm.launching.supervisor import Launch
 
 PY = "/usr/bin/python3"
 CONFIG = """\

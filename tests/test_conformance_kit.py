@@ -11,11 +11,12 @@ from typing import Any, ClassVar
 import pytest
 from fake_adapter import FakeAdapter, registered
 
-from unillm.adapter import EngineInfo, HttpCall, get_adapter, parse_answer
+from unillm.adapter.base import EngineInfo, HttpCall, parse_answer
+from unillm.adapter.launch_spec import LaunchCommand, LaunchSpec
+from unillm.adapter.openai_compat import OpenAIStreamDecoder
+from unillm.adapter.registry import get_adapter
 from unillm.capabilities import Capabilities, Feature, Support
 from unillm.errors import EngineInternalError, UnillmError, UnknownEngine
-from unillm.launch_spec import LaunchCommand, LaunchSpec
-from unillm.openai_compat import OpenAIStreamDecoder
 from unillm.options import Request, make_request
 from unillm.results import Completion
 from unillm.testing.conformance import (

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import unillm
-from unillm.adapter import get_adapter
-from unillm.cpu import merge_recipe
+from unillm.adapter.registry import get_adapter
+from unillm.launching.cpu import merge_recipe
 
 PY = "/usr/bin/python3"
 
@@ -100,7 +100,7 @@ def test_recipes_are_pure(tmp_path: Path) -> None:
 def test_cli_launch_cpu_dry_run_prints_the_recipe(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from unillm.cli import main
+    from unillm.cli.main import main
 
     monkeypatch.setenv("UNILLM_CACHE", str(tmp_path))
     assert (
@@ -128,7 +128,7 @@ def test_cli_launch_cpu_dry_run_prints_the_recipe(
 def test_cli_launch_cpu_lets_the_recipe_turn_the_key_off(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from unillm.cli import main
+    from unillm.cli.main import main
 
     monkeypatch.setenv("UNILLM_CACHE", str(tmp_path))
     assert main(["launch", "mlx", "--cpu", "--model", "/m", "--dry-run", "--python", PY]) == 0

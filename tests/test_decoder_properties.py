@@ -18,7 +18,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import unillm
-from unillm.adapter import Adapter, EngineInfo, HttpCall, get_adapter
+from unillm.adapter.base import Adapter, EngineInfo, HttpCall
+from unillm.adapter.registry import get_adapter
 from unillm.embeddings import EmbedRequest, TokenizeRequest
 from unillm.errors import UnillmError
 from unillm.options import make_request

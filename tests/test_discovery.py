@@ -19,8 +19,8 @@ from fault_server import FaultServer
 
 import unillm
 from unillm import Fleet, Timeouts
-from unillm.adapter import adapter_for
-from unillm.single_flight import SingleFlight
+from unillm.adapter.registry import adapter_for
+from unillm.client.single_flight import SingleFlight
 
 PIECES = ("Hello", ",", " world", "!")
 TEXT = "".join(PIECES)

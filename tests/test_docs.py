@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import unillm
-from unillm.adapter import FIRST_PARTY_ENGINES
-from unillm.launch_spec import SpeculativeMethod
+from unillm.adapter.launch_spec import SpeculativeMethod
+from unillm.adapter.registry import FIRST_PARTY_ENGINES
 from unillm.options import Options
 
 if sys.version_info >= (3, 11):
@@ -107,7 +107,7 @@ def test_the_quickstart_notebook_connects_where_its_launch_command_serves(
     import shlex
     from urllib.parse import urlsplit
 
-    from unillm.cli import main
+    from unillm.cli.main import main
 
     cells = json.loads((ROOT / "notebooks" / "quickstart.ipynb").read_text())["cells"]
     markdown = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")

@@ -14,10 +14,10 @@ import httpx
 import pytest
 
 import unillm
-from unillm.adapter import get_adapter
+from unillm.adapter.launch_spec import LaunchSpec
+from unillm.adapter.registry import get_adapter
 from unillm.embeddings import EmbedBatch, EmbedRequest, check_batch, embed_batches, tokenize_request
 from unillm.errors import InvalidOptions, InvalidRequest, MalformedResponse, UnsupportedFeature
-from unillm.launch_spec import LaunchSpec
 
 pytestmark = pytest.mark.anyio
 Handler = Callable[[httpx.Request], httpx.Response]

@@ -15,9 +15,9 @@ from fake_adapter import FakeAdapter
 from fault_server import FaultServer
 
 import unillm
-from unillm.cpu_features import BOOT_DIR, boot_env, cpu_has_amx
-from unillm.launch_spec import LaunchCommand, LaunchSpec
-from unillm.supervisor import Launch
+from unillm.adapter.launch_spec import LaunchCommand, LaunchSpec
+from unillm.launching.cpu_features import BOOT_DIR, boot_env, cpu_has_amx
+from unillm.launching.supervisor import Launch
 
 HERE = Path(__file__).resolve().parent
 ENGINE = HERE / "signal_engine.py"

@@ -1,4 +1,4 @@
-"""Launching fleets: replicas, a router in front, prefill/decode workers (unillm.fleet_launch).
+"""Launching fleets: replicas, a router in front, prefill/decode workers (unillm.launching.fleet_launch).
 
 Rendering is checked with plain data; supervision with stand-in engines (tests/fake_vllm_engine.py)
 that serve the vLLM look-alike, so no model loads. Real replicas: tests/integration/test_fleets.py.
@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 import unillm
+from unillm.adapter.launch_spec import Disaggregation, LaunchSpec, Nodes
 from unillm.errors import InvalidOptions, LaunchError, UnsupportedFeature
-from unillm.fleet_launch import FleetLaunch
-from unillm.launch_spec import Disaggregation, LaunchSpec, Nodes
-from unillm.supervisor import Launch
+from unillm.launching.fleet_launch import FleetLaunch
+from unillm.launching.supervisor import Launch
 
 FAKE_ENGINE = Path(__file__).with_name("fake_vllm_engine.py")
 pytestmark = pytest.mark.anyio
@@ -124,7 +124,7 @@ def test_pd_fleet_renders_roles_unique_transfer_ports_and_the_routers_pd_flags(
 async def test_pd_is_refused_on_a_machine_without_gpu_and_nothing_starts(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("unillm.engine_env.has_gpu", lambda: False)
+    monkeypatch.setattr("unillm.launching.envs.has_gpu", lambda: False)
     run = FleetLaunch(
         "vllm",
         spec(),

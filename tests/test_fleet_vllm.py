@@ -14,7 +14,7 @@ import pytest
 from fault_server import FaultServer
 
 import unillm
-from unillm.routing import Policy
+from unillm.fleet.picker import Policy
 from unillm.testing.engines import RunningEngine
 from unillm.testing.tiny_model import TinyModel
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import unillm
-from unillm.launch_log import LaunchLog
+from unillm.launching.logs import LaunchLog
 
 # A stand-in engine printing a failed vLLM CPU launch as vLLM 0.32 does (172 lines): a warning that
 # mentions an error, a worker traceback logged line by line at ERROR level with the real cause at

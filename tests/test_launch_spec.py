@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import unillm
-from unillm.supervisor import build_spec
+from unillm.adapter.launch_spec import build_spec
 
 
 def test_settings_layered_on_a_spec_are_validated() -> None:

@@ -10,8 +10,8 @@ from fake_adapter import FakeAdapter
 from fault_server import FaultServer
 
 import unillm
-from unillm.cli import main
-from unillm.config import from_config
+from unillm.cli.main import main
+from unillm.config.load import from_config
 
 BAD = ["--allowed-local-media-path", "-x", "a=b", "a,b", "a b", "tab\tname", "", " "]
 

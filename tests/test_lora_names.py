@@ -6,10 +6,10 @@ from __future__ import annotations
 from fake_adapter import FakeAdapter
 
 import unillm
-from unillm.blocking import BlockingAdapters, BlockingLoras
-from unillm.client import AdapterControl, LoraControl
-from unillm.fleet import FleetAdapters, FleetLoras
-from unillm.llm import LoraAdapters, Loras
+from unillm.client.blocking import BlockingAdapters, BlockingLoras
+from unillm.client.llm import LoraAdapters, Loras
+from unillm.client.protocol import AdapterControl, LoraControl
+from unillm.fleet.fleet import FleetAdapters, FleetLoras
 
 
 def test_the_old_names_are_the_new_objects() -> None:
@@ -37,7 +37,7 @@ def test_fleet_adapters_is_fleet_loras() -> None:
 
 
 def test_a_missing_lora_error_names_llm_loras() -> None:
-    from unillm.openai_compat import error_for_status
+    from unillm.adapter.http_errors import error_for_status
     from unillm.options import make_request
 
     request = make_request("Hi", None, None, {"lora": "sql"}, stream=False)

@@ -23,7 +23,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import unillm
 from unillm import observe
-from unillm.otel import OTelObserver
+from unillm.observe.otel import OTelObserver
 
 pytestmark = pytest.mark.anyio
 PIECES = ["Hel", "lo", " wor", "ld"]

@@ -17,8 +17,8 @@ from fault_server import FaultServer
 
 import unillm
 from unillm import Backoff, Fleet, RetryPolicy, Timeouts
-from unillm.routing import Router
-from unillm.transport import MAX_RETRY_AFTER, retry_after_seconds
+from unillm.client.transport import MAX_RETRY_AFTER, retry_after_seconds
+from unillm.fleet.picker import ReplicaPicker
 
 FAST = Timeouts(connect=1, read=2)
 
@@ -73,13 +73,13 @@ def test_an_ordinary_retry_after_is_kept() -> None:
 
 # -- the fleet's router --------------------------------------------------------------------------
 def test_a_router_cools_a_replica_at_most_max_retry_after() -> None:
-    router = Router(["http://a:1", "http://b:1"], max_retry_after=60)
+    router = ReplicaPicker(["http://a:1", "http://b:1"], max_retry_after=60)
     router.overloaded(0, 999999.0, now=0.0)
     assert router.replicas[0].cooling_until == 60.0
 
 
 def test_a_router_treats_an_infinite_retry_after_as_absent() -> None:
-    router = Router(["http://a:1"], cooldown=Backoff(0.5, 30.0))
+    router = ReplicaPicker(["http://a:1"], cooldown=Backoff(0.5, 30.0))
     router.overloaded(0, math.inf, now=0.0)
     assert router.replicas[0].cooling_until == 0.5  # its own backoff only
 
@@ -87,11 +87,11 @@ def test_a_router_treats_an_infinite_retry_after_as_absent() -> None:
 @pytest.mark.parametrize("bad", [-1, math.inf, math.nan, "60", True])
 def test_a_bad_max_retry_after_is_refused(bad: Any) -> None:
     with pytest.raises(unillm.InvalidOptions, match="max_retry_after"):
-        Router(["http://a:1"], max_retry_after=bad)
+        ReplicaPicker(["http://a:1"], max_retry_after=bad)
 
 
 def test_a_recovered_replica_is_out_of_its_cooldown() -> None:
-    router = Router(["http://a:1"])
+    router = ReplicaPicker(["http://a:1"])
     router.overloaded(0, 100.0, now=0.0)
     router.recovered(0)
     assert router.replicas[0].state(now=1.0) == "healthy"

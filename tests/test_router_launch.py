@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 import unillm
+from unillm.adapter.launch_spec import Disaggregation, LaunchSpec
 from unillm.errors import Unauthorized
-from unillm.fleet_launch import FleetLaunch
-from unillm.launch_spec import Disaggregation, LaunchSpec
+from unillm.launching.fleet_launch import FleetLaunch
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 FAKE_ENGINE = Path(__file__).with_name("fake_vllm_engine.py")
@@ -81,7 +81,7 @@ async def test_smg_checks_the_key_itself(tmp_path: Path) -> None:
 async def test_prefill_decode_mode_sends_the_prompt_to_prefill_then_decodes(
     router: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("unillm.engine_env.has_gpu", lambda: True)  # look-alikes need no GPU
+    monkeypatch.setattr("unillm.launching.envs.has_gpu", lambda: True)  # look-alikes need no GPU
     run = FleetLaunch(
         "vllm",
         stand_in(),

@@ -1,4 +1,4 @@
-"""The router command layer (unillm.routers): pure rendering, checked with plain data.
+"""The router command layer (unillm.launching.routers): pure rendering, checked with plain data.
 
 That the routers' own parsers accept these commands is proven in test_topology_parsers.py.
 """
@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from unillm.engine_env import install_plan
 from unillm.errors import InvalidOptions, UnsupportedFeature
-from unillm.routers import ROUTERS, PrefillWorker, RouterSpec, get_router
-from unillm.routing import POLICIES
+from unillm.fleet.picker import POLICIES
+from unillm.launching.envs import install_plan
+from unillm.launching.routers import ROUTERS, PrefillWorker, RouterSpec, get_router
 
 WORKERS = ("http://127.0.0.1:8001", "http://127.0.0.1:8002")
 

@@ -21,8 +21,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import unillm
-from unillm.cli import main
-from unillm.launch_spec import LaunchCommand, LaunchSpec
+from unillm.adapter.launch_spec import LaunchCommand, LaunchSpec
+from unillm.cli.main import main
 from unillm.redact import display_url, is_secret_name
 
 KEY = "sk-0123456789abcdef"

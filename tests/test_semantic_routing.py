@@ -542,7 +542,7 @@ utterances = ["hello"]
 
 def test_the_example_routes_without_an_embedder_say_how_to_add_one() -> None:
     # examples/routes.toml (what the README points `unillm route eval` at) has no embedder.
-    from unillm.semantic.config import router_from_config
+    from unillm.config.semantic import router_from_config
 
     with pytest.raises(unillm.ConfigError, match=r"embedder: Field required\. Add a \[router\.embedder\]"):
         router_from_config(ROOT / "examples" / "routes.toml")
@@ -551,7 +551,7 @@ def test_the_example_routes_without_an_embedder_say_how_to_add_one() -> None:
 def test_cli_import_prints_routes_and_reports_what_did_not_map(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from unillm.cli import main
+    from unillm.cli.main import main
 
     path = tmp_path / "vsr.json"  # YAML is a superset of JSON
     path.write_text(json.dumps(VSR))

@@ -1,4 +1,4 @@
-"""unillm.transport.event_stream (httpx-sse underneath): SSE parsing, however the bytes are split."""
+"""unillm.client.transport.event_stream (httpx-sse underneath): SSE parsing, however the bytes are split."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
+from unillm.client.transport import event_stream
 from unillm.errors import MalformedResponse
-from unillm.transport import event_stream
 
 pytestmark = pytest.mark.anyio
 

@@ -12,12 +12,12 @@ from fake_adapter import FakeAdapter
 from pydantic import BaseModel
 
 import unillm
-from unillm.adapter import EngineInfo
+from unillm.adapter.base import EngineInfo
+from unillm.adapter.openai_compat import OpenAIStreamDecoder
 from unillm.capabilities import Feature, features_of
 from unillm.content import Image, has_images
 from unillm.errors import InvalidOptions, UnsupportedFeature
-from unillm.model_facts import detect_tool_parser, takes_images
-from unillm.openai_compat import OpenAIStreamDecoder
+from unillm.launching.model_facts import detect_tool_parser, takes_images
 from unillm.options import Request, make_request
 from unillm.results import ToolCallDelta
 from unillm.tools import (

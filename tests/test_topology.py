@@ -8,10 +8,10 @@ import json
 import pytest
 
 import unillm
-from unillm.adapter import get_adapter
+from unillm.adapter.launch_spec import LaunchSpec, Nodes, PDRole
+from unillm.adapter.registry import get_adapter
 from unillm.errors import InvalidOptions, UnsupportedFeature
-from unillm.launch_spec import LaunchSpec, Nodes, PDRole
-from unillm.supervisor import Launch
+from unillm.launching.supervisor import Launch
 
 
 def spec(**kw: object) -> LaunchSpec:

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from unillm.engine_env import managed_python
-from unillm.fleet_launch import FleetLaunch
-from unillm.launch_spec import Disaggregation, LaunchCommand, LaunchSpec, Nodes, Parallel
-from unillm.routers import get_router
-from unillm.supervisor import Launch
+from unillm.adapter.launch_spec import Disaggregation, LaunchCommand, LaunchSpec, Nodes, Parallel
+from unillm.launching.envs import managed_python
+from unillm.launching.fleet_launch import FleetLaunch
+from unillm.launching.routers import get_router
+from unillm.launching.supervisor import Launch
 
 pytestmark = pytest.mark.engine
 # The cases below are rendered at collection by the vLLM and SGLang adapters.

@@ -21,28 +21,28 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "LLM": "unillm.llm",
-    "Stream": "unillm.llm",
-    "Client": "unillm.client",
-    "Fleet": "unillm.fleet",
-    "FleetStats": "unillm.fleet",
-    "ReplicaStats": "unillm.fleet",
-    "Backoff": "unillm.routing",
-    "connect": "unillm.entrypoints",
-    "launch": "unillm.entrypoints",
-    "from_config": "unillm.config",
-    "load_config": "unillm.config",
-    "cpu_settings": "unillm.cpu",
-    "check_config": "unillm.config_check",
-    "ConfigCheck": "unillm.config_check",
-    "Launch": "unillm.supervisor",
-    "LaunchProgress": "unillm.supervisor",
-    "LaunchSpec": "unillm.launch_spec",
-    "Parallel": "unillm.launch_spec",
-    "Speculative": "unillm.launch_spec",
-    "Nodes": "unillm.launch_spec",
-    "Disaggregation": "unillm.launch_spec",
-    "FleetLaunch": "unillm.fleet_launch",
+    "LLM": "unillm.client.llm",
+    "Stream": "unillm.client.stream",
+    "Client": "unillm.client.protocol",
+    "Fleet": "unillm.fleet.fleet",
+    "FleetStats": "unillm.fleet.fleet",
+    "ReplicaStats": "unillm.fleet.fleet",
+    "Backoff": "unillm.fleet.picker",
+    "connect": "unillm.api",
+    "launch": "unillm.api",
+    "from_config": "unillm.config.load",
+    "load_config": "unillm.config.load",
+    "cpu_settings": "unillm.launching.cpu",
+    "check_config": "unillm.config.check",
+    "ConfigCheck": "unillm.config.check",
+    "Launch": "unillm.launching.supervisor",
+    "LaunchProgress": "unillm.launching.supervisor",
+    "LaunchSpec": "unillm.adapter.launch_spec",
+    "Parallel": "unillm.adapter.launch_spec",
+    "Speculative": "unillm.adapter.launch_spec",
+    "Nodes": "unillm.adapter.launch_spec",
+    "Disaggregation": "unillm.adapter.launch_spec",
+    "FleetLaunch": "unillm.launching.fleet_launch",
     "JsonSchema": "unillm.options",
     "Regex": "unillm.options",
     "Choice": "unillm.options",
@@ -63,15 +63,15 @@ _EXPORTS = {
     "Tokens": "unillm.results",
     "Capabilities": "unillm.capabilities",
     "Feature": "unillm.capabilities",
-    "RetryPolicy": "unillm.transport",
-    "Timeouts": "unillm.transport",
-    "Pool": "unillm.transport",
+    "RetryPolicy": "unillm.client.transport",
+    "Timeouts": "unillm.client.transport",
+    "Pool": "unillm.client.transport",
     "EngineMetrics": "unillm.metrics",
     "NormalizedMetrics": "unillm.metrics",
     "MetricNames": "unillm.metrics",
-    "BlockingLLM": "unillm.blocking",
-    "instrument": "unillm.otel",
-    "uninstrument": "unillm.otel",
+    "BlockingLLM": "unillm.client.blocking",
+    "instrument": "unillm.observe.otel",
+    "uninstrument": "unillm.observe.otel",
     "UnillmError": "unillm.errors",
     "InvalidOptions": "unillm.errors",
     "ConfigError": "unillm.errors",
@@ -123,18 +123,27 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from unillm import metrics as metrics
     from unillm import observe as observe
-    from unillm.blocking import BlockingLLM as BlockingLLM
+    from unillm.adapter.launch_spec import Disaggregation as Disaggregation
+    from unillm.adapter.launch_spec import LaunchSpec as LaunchSpec
+    from unillm.adapter.launch_spec import Nodes as Nodes
+    from unillm.adapter.launch_spec import Parallel as Parallel
+    from unillm.adapter.launch_spec import Speculative as Speculative
+    from unillm.api import connect as connect
+    from unillm.api import launch as launch
     from unillm.capabilities import Capabilities as Capabilities
     from unillm.capabilities import Feature as Feature
-    from unillm.client import Client as Client
-    from unillm.config import from_config as from_config
-    from unillm.config import load_config as load_config
-    from unillm.config_check import ConfigCheck as ConfigCheck
-    from unillm.config_check import check_config as check_config
+    from unillm.client.blocking import BlockingLLM as BlockingLLM
+    from unillm.client.llm import LLM as LLM
+    from unillm.client.protocol import Client as Client
+    from unillm.client.stream import Stream as Stream
+    from unillm.client.transport import Pool as Pool
+    from unillm.client.transport import RetryPolicy as RetryPolicy
+    from unillm.client.transport import Timeouts as Timeouts
+    from unillm.config.check import ConfigCheck as ConfigCheck
+    from unillm.config.check import check_config as check_config
+    from unillm.config.load import from_config as from_config
+    from unillm.config.load import load_config as load_config
     from unillm.content import Image as Image
-    from unillm.cpu import cpu_settings as cpu_settings
-    from unillm.entrypoints import connect as connect
-    from unillm.entrypoints import launch as launch
     from unillm.errors import ConfigError as ConfigError
     from unillm.errors import DeadlineExceeded as DeadlineExceeded
     from unillm.errors import EngineError as EngineError
@@ -159,28 +168,25 @@ if TYPE_CHECKING:
     from unillm.errors import UnknownLora as UnknownLora
     from unillm.errors import UnknownModel as UnknownModel
     from unillm.errors import UnsupportedFeature as UnsupportedFeature
-    from unillm.fleet import Fleet as Fleet
-    from unillm.fleet import FleetStats as FleetStats
-    from unillm.fleet import ReplicaStats as ReplicaStats
-    from unillm.fleet_launch import FleetLaunch as FleetLaunch
-    from unillm.launch_spec import Disaggregation as Disaggregation
-    from unillm.launch_spec import LaunchSpec as LaunchSpec
-    from unillm.launch_spec import Nodes as Nodes
-    from unillm.launch_spec import Parallel as Parallel
-    from unillm.launch_spec import Speculative as Speculative
-    from unillm.llm import LLM as LLM
-    from unillm.llm import Stream as Stream
+    from unillm.fleet.fleet import Fleet as Fleet
+    from unillm.fleet.fleet import FleetStats as FleetStats
+    from unillm.fleet.fleet import ReplicaStats as ReplicaStats
+    from unillm.fleet.picker import Backoff as Backoff
+    from unillm.launching.cpu import cpu_settings as cpu_settings
+    from unillm.launching.fleet_launch import FleetLaunch as FleetLaunch
+    from unillm.launching.supervisor import Launch as Launch
+    from unillm.launching.supervisor import LaunchProgress as LaunchProgress
     from unillm.metrics import EngineMetrics as EngineMetrics
     from unillm.metrics import MetricNames as MetricNames
     from unillm.metrics import NormalizedMetrics as NormalizedMetrics
+    from unillm.observe.otel import instrument as instrument
+    from unillm.observe.otel import uninstrument as uninstrument
     from unillm.options import Choice as Choice
     from unillm.options import Grammar as Grammar
     from unillm.options import JsonSchema as JsonSchema
     from unillm.options import Message as Message
     from unillm.options import Options as Options
     from unillm.options import Regex as Regex
-    from unillm.otel import instrument as instrument
-    from unillm.otel import uninstrument as uninstrument
     from unillm.results import AdapterInfo as AdapterInfo
     from unillm.results import Completion as Completion
     from unillm.results import Delta as Delta
@@ -191,11 +197,5 @@ if TYPE_CHECKING:
     from unillm.results import ToolCall as ToolCall
     from unillm.results import ToolCallDelta as ToolCallDelta
     from unillm.results import Usage as Usage
-    from unillm.routing import Backoff as Backoff
-    from unillm.supervisor import Launch as Launch
-    from unillm.supervisor import LaunchProgress as LaunchProgress
     from unillm.tools import Tool as Tool
     from unillm.tools import ToolCallAccumulator as ToolCallAccumulator
-    from unillm.transport import Pool as Pool
-    from unillm.transport import RetryPolicy as RetryPolicy
-    from unillm.transport import Timeouts as Timeouts

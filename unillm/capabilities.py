@@ -6,13 +6,14 @@ caps.supports(Feature.REGEX)       # True / False
 
 from __future__ import annotations
 
+from difflib import get_close_matches
 from enum import Enum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from unillm.content import has_images
-from unillm.errors import UnsupportedFeature
+from unillm.errors import InvalidOptions, UnsupportedFeature
 from unillm.options import Choice, Grammar, JsonSchema, Regex, Request
 
 
@@ -179,3 +180,14 @@ def check_text_only(engine: str, info: Any, request: Request) -> None:
             why=f"the model {getattr(info, 'model', '?')!r} is text-only (its config has no vision part)",
             alternative="Launch a vision-language model, or send text only",
         )
+
+
+def feature_by_name(name: str) -> Feature:
+    """The feature named in ``uses`` (``"json_schema"``, ``"lora_runtime"``...; case-insensitive)."""
+    by_name = {f.name.lower(): f for f in Feature}
+    found = by_name.get(str(name).lower())
+    if found is None:
+        close = get_close_matches(str(name).lower(), by_name, 1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise InvalidOptions(f"unknown feature {name!r} in uses{hint}; known: {sorted(by_name)}")
+    return found

@@ -396,3 +396,6 @@ def _tool_values(values: dict[str, Any], output: Constraint | None, *, chat: boo
             "tools= and output= cannot be combined: a forced tool call is already "
             "constrained to the tool's schema; constrain either the answer or the call"
         )
+
+
+Messages = Sequence[Message | Mapping[str, str]]

@@ -17,7 +17,7 @@ MARKS = {"native": "yes", "emulated": "unillm", "no": "—"}
 
 def declared() -> dict[str, dict[str, dict[str, str]]]:
     """What ``unillm engines --json`` prints: column -> feature -> support."""
-    from unillm.cli import main
+    from unillm.cli.main import main
 
     out = io.StringIO()
     with redirect_stdout(out):

@@ -35,8 +35,8 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 import unillm
 from unillm.errors import StreamInterrupted, UnillmError
-from unillm.fleet_launch import FleetLaunch, router_launch
-from unillm.supervisor import Launch
+from unillm.launching.fleet_launch import FleetLaunch, router_launch
+from unillm.launching.supervisor import Launch
 from unillm.testing.engines import cpu_launch_settings
 from unillm.testing.tiny_model import TinyModel
 

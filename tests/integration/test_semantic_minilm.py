@@ -121,7 +121,7 @@ async def test_a_routed_generation_reaches_the_routes_lora_on_real_vllm(
 def test_unillm_route_eval_reports_from_a_config(
     minilm: RunningEngine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from unillm.cli import main
+    from unillm.cli.main import main
 
     config = tmp_path / "routes.toml"
     config.write_text(

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from unillm.errors import UnillmError
 
 if TYPE_CHECKING:
-    from unillm.client import Client
+    from unillm.client.protocol import Client
 
 Snapshot = dict[str, Any]  # replica label -> NormalizedMetrics | None
 

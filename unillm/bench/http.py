@@ -22,7 +22,7 @@ from unillm.errors import InvalidOptions
 if TYPE_CHECKING:
     import httpx
 
-    from unillm.transport import Pool
+    from unillm.client.transport import Pool
 
 HttpClient = Literal["auto", "aiohttp", "httpx"]
 HTTP_CLIENTS: tuple[str, ...] = ("auto", "aiohttp", "httpx")
@@ -51,12 +51,12 @@ def resolve(http: str) -> Literal["aiohttp", "httpx"]:
 def measuring_transport(http: str, pool: Pool | None = None) -> httpx.AsyncBaseTransport | None:
     """An httpx transport that sends through aiohttp, or None for httpx's own (see :func:`resolve`).
 
-    ``pool`` sizes its connections like the SDK's (:class:`~unillm.transport.Pool`).
+    ``pool`` sizes its connections like the SDK's (:class:`~unillm.client.transport.Pool`).
     """
     if resolve(http) == "httpx":
         return None
     from httpx_aiohttp import AiohttpTransport
 
-    from unillm.transport import Pool
+    from unillm.client.transport import Pool
 
     return AiohttpTransport(limits=(pool or Pool()).limits())

@@ -28,7 +28,7 @@ from unillm.errors import InvalidOptions, UnillmError
 
 if TYPE_CHECKING:
     from unillm.bench.result import RunResult, TargetInfo
-    from unillm.client import Client
+    from unillm.client.protocol import Client
     from unillm.options import Options
 
 

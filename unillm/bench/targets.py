@@ -30,13 +30,13 @@ import anyio
 
 from unillm.bench.http import resolve
 from unillm.bench.result import TargetInfo
+from unillm.client.transport import RetryPolicy
 from unillm.errors import EngineUnavailable, InvalidOptions, UnillmError
-from unillm.transport import RetryPolicy
 
 if TYPE_CHECKING:
-    from unillm.client import Client
-    from unillm.llm import LLM
-    from unillm.supervisor import Launch
+    from unillm.client.llm import LLM
+    from unillm.client.protocol import Client
+    from unillm.launching.supervisor import Launch
 
 #: Benchmarks never retry: a retried request would hide the failure and distort its timings.
 NO_RETRY = RetryPolicy(attempts=1)
@@ -115,7 +115,7 @@ def measuring_client(
 ) -> LLM:
     """An LLM for measuring: no retries, and the HTTP client ``http`` (see unillm.bench.http)."""
     from unillm.bench.http import measuring_transport
-    from unillm.llm import LLM
+    from unillm.client.llm import LLM
 
     return LLM(
         engine, url, model=model, api_key=api_key, retry=NO_RETRY, http_transport=measuring_transport(http)
@@ -143,7 +143,7 @@ class Fleet(Target):
         self.label = label or f"{engine} fleet x{len(urls)}" + (f" ({policy})" if policy else "")
 
     def _replicas(self) -> dict[str, LLM]:
-        from unillm.llm import LLM
+        from unillm.client.llm import LLM
 
         return {u: LLM(self.engine, u, api_key=self.api_key, retry=NO_RETRY) for u in self.urls}
 
@@ -163,7 +163,7 @@ class Fleet(Target):
 
 
 def _fleet_client(engine: str, urls: list[str], api_key: str | None, policy: str | None) -> Any:
-    from unillm.entrypoints import connect
+    from unillm.api import connect
 
     extra: dict[str, Any] = {"policy": policy} if policy else {}
     try:
@@ -183,8 +183,8 @@ class Config(Target):
         self.label = label or path
 
     async def check(self) -> None:
-        from unillm.config import load_config
-        from unillm.llm import LLM
+        from unillm.client.llm import LLM
+        from unillm.config.load import load_config
 
         config = load_config(self.path)
         urls = [config.base_url] if isinstance(config.base_url, str) else config.base_url or []
@@ -193,8 +193,8 @@ class Config(Target):
             async with LLM(config.engine, url, api_key=key, retry=NO_RETRY) as llm:
                 await reachable(llm, config.engine, url)
         if not urls:
-            from unillm.config import from_config
-            from unillm.supervisor import Launch
+            from unillm.config.load import from_config
+            from unillm.launching.supervisor import Launch
 
             made = from_config(self.path)
             run = getattr(made, "llm", made)  # a semantic router's main target
@@ -203,8 +203,8 @@ class Config(Target):
 
     @contextlib.asynccontextmanager
     async def open(self) -> AsyncIterator[Opened]:
-        from unillm.config import from_config, load_config
-        from unillm.supervisor import Launch
+        from unillm.config.load import from_config, load_config
+        from unillm.launching.supervisor import Launch
 
         made: Any = from_config(self.path)
         if isinstance(made, Launch):
@@ -268,8 +268,8 @@ class Launched(Target):
     def launch(self) -> Launch:
         """The Launch (built once, so its port and command stay the same from check to open)."""
         if self._launch is None:
-            from unillm.entrypoints import launch
-            from unillm.supervisor import print_progress
+            from unillm.api import launch
+            from unillm.launching.supervisor import print_progress
 
             self._launch = launch(
                 self.engine, progress=print_progress, retry=NO_RETRY, **_spec_settings(self.settings)
@@ -416,7 +416,7 @@ async def reachable(llm: LLM, engine: str, url: str) -> None:
 
 def _spec_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     """LaunchSpec fields from matrix settings (parallel sizes and speculative shorthands)."""
-    from unillm.launch_spec import Parallel, Speculative
+    from unillm.adapter.launch_spec import Parallel, Speculative
 
     out = dict(settings)
     sizes = {k: out.pop(k) for k in ("tensor", "pipeline", "data", "expert") if k in out}

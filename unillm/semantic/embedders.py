@@ -135,7 +135,7 @@ class OpenAIEmbedder:
         return vectors
 
     async def _batch(self, texts: list[str]) -> list[list[float]]:
-        from unillm.openai_compat import error_for_status, error_message
+        from unillm.adapter.http_errors import error_for_status, error_message
 
         body: dict[str, Any] = {"input": texts}
         if self.model:

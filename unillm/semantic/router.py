@@ -29,8 +29,8 @@ import anyio
 from typing_extensions import Self
 
 from unillm import observe
+from unillm.client.stream import ClosingStream
 from unillm.errors import InvalidOptions, UnillmError
-from unillm.llm import ClosingStream
 from unillm.results import Completion, Delta, RouteDecision
 from unillm.semantic.decide import SignalIndex, decide
 from unillm.semantic.embedders import Embedder, EmbeddingError
@@ -91,7 +91,7 @@ class SemanticRouter:
 
     # -- lifecycle -------------------------------------------------------------------------
     async def __aenter__(self) -> Self:
-        from unillm.supervisor import Launch
+        from unillm.launching.supervisor import Launch
 
         if isinstance(self.llm, Launch):  # from a config with a [launch] table: start it now
             self._launch, self.llm = self.llm, await self.llm.__aenter__()
@@ -209,7 +209,7 @@ class SemanticRouter:
 
     def blocking(self) -> Any:
         """A blocking twin (``generate``/``stream`` without ``await``)."""
-        from unillm.blocking import BlockingLLM
+        from unillm.client.blocking import BlockingLLM
 
         return BlockingLLM(self)  # type: ignore[arg-type]
 

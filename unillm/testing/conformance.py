@@ -37,7 +37,8 @@ from unittest import mock
 import pytest
 from pydantic import SecretStr
 
-from unillm.adapter import Adapter, EngineInfo, HttpCall, accepts_call, open_decoder, parse_answer
+from unillm.adapter.base import Adapter, EngineInfo, HttpCall, accepts_call, open_decoder, parse_answer
+from unillm.adapter.launch_spec import LaunchCommand, LaunchSpec
 from unillm.capabilities import Feature
 from unillm.errors import (
     EngineInternalError,
@@ -48,7 +49,6 @@ from unillm.errors import (
     UnillmError,
     UnsupportedFeature,
 )
-from unillm.launch_spec import LaunchCommand, LaunchSpec
 from unillm.options import Request, make_request
 
 __all__ = [

@@ -12,11 +12,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from unillm.adapter import Adapter, adapter_for
-from unillm.cpu import cpu_settings
-from unillm.entrypoints import connect
-from unillm.llm import LLM
-from unillm.supervisor import Launch
+from unillm.adapter.base import Adapter
+from unillm.adapter.registry import adapter_for
+from unillm.api import connect
+from unillm.client.llm import LLM
+from unillm.launching.cpu import cpu_settings
+from unillm.launching.supervisor import Launch
 from unillm.testing.tiny_model import TinyModel
 
 

@@ -134,7 +134,7 @@ def _loras(folder: Path) -> dict[str, Path]:
 
 def torch_python() -> Path:
     """An interpreter with torch and transformers: ``$UNILLM_TRAIN_PYTHON``, this one, or vLLM's env."""
-    from unillm.engine_env import managed_python
+    from unillm.launching.envs import managed_python
 
     if env := os.environ.get("UNILLM_TRAIN_PYTHON"):
         return Path(env)

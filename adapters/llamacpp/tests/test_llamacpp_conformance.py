@@ -12,8 +12,8 @@ from pathlib import Path
 from pydantic import SecretStr
 from unillm_llamacpp import LlamaCppAdapter, LlamaCppInfo
 
+from unillm.adapter.launch_spec import LaunchSpec
 from unillm.errors import InvalidRequest, Unauthorized
-from unillm.launch_spec import LaunchSpec
 from unillm.options import make_request
 from unillm.testing.conformance import ERROR_STATUSES, SECRET, AdapterConformance, openai_error, sse_payloads
 

@@ -14,10 +14,10 @@ from unillm_llamacpp.schema import SchemaNotEnforced, server_schema
 from unillm_llamacpp.serve import API_KEY_ENV, SERVER_MAIN
 
 import unillm
-from unillm.adapter import get_adapter
+from unillm.adapter.launch_spec import LaunchSpec, Parallel, Speculative
+from unillm.adapter.registry import get_adapter
 from unillm.capabilities import Feature, check
 from unillm.errors import InvalidOptions, InvalidRequest, UnknownLora, UnsupportedFeature
-from unillm.launch_spec import LaunchSpec, Parallel, Speculative
 from unillm.options import OutputSpec, make_request
 
 INFO = LlamaCppInfo(engine="llamacpp", model="tiny", version="0.3.36", aliases=("tiny", "sql"))

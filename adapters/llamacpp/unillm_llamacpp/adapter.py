@@ -11,24 +11,40 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from unillm.adapter import EngineInfo, EngineInstall, HttpCall
-from unillm.adapter_helpers import discovered, model_cards, sampling_fields
-from unillm.capabilities import LAYOUT_FEATURES, NATIVE, Capabilities, Feature, Support, unsupported
-from unillm.embeddings import TokenizeRequest
-from unillm.errors import (
+from unillm.adapter import (
+    LAYOUT_FEATURES,
+    NATIVE,
     SHAPE_ERRORS,
+    Capabilities,
+    Choice,
+    Constraint,
+    CpuRecipe,
+    Feature,
+    Grammar,
     InvalidOptions,
     InvalidRequest,
+    JsonSchema,
+    LaunchCommand,
+    LaunchSpec,
     MalformedResponse,
+    OpenAICompatAdapter,
+    Regex,
+    Request,
+    Support,
+    TokenizeRequest,
+    Tokens,
     UnillmError,
     UnknownLora,
     UnsupportedFeature,
+    discovered,
+    error_for_status,
+    error_message,
     malformed,
+    model_cards,
+    sampling_fields,
+    unsupported,
 )
-from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
-from unillm.openai_compat import OpenAICompatAdapter, error_for_status, error_message
-from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
-from unillm.results import Tokens
+from unillm.adapter.base import EngineInfo, EngineInstall, HttpCall
 from unillm_llamacpp import launch
 from unillm_llamacpp.launch import HEALTH_PATH, NO_SPEC, ONE_DEVICE
 

@@ -6,10 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from unillm.adapter import EngineInstall
-from unillm.capabilities import unsupported
-from unillm.errors import UnsupportedFeature
-from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
+from unillm.adapter import CpuRecipe, LaunchCommand, LaunchSpec, UnsupportedFeature, unsupported
+from unillm.adapter.base import EngineInstall
 from unillm_llamacpp.serve import API_KEY_ENV, SERVER_MAIN
 
 __all__ = ["ENGINE_PACKAGE", "HEALTH_PATH", "command", "cpu_recipe", "install", "refuse_unsupported"]

@@ -6,7 +6,7 @@ spec.model, spec.lora    # '.../gguf/tiny-<hash>.gguf', {'sql': '.../gguf/tiny-l
 
 from __future__ import annotations
 
-from unillm.launch_spec import LaunchSpec
+from unillm.adapter import LaunchSpec
 from unillm_llamacpp.gguf_convert import is_hf_llama, is_peft_adapter, lora_to_gguf, to_gguf
 
 __all__ = ["to_gguf_spec"]

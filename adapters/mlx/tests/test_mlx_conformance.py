@@ -13,7 +13,7 @@ from pathlib import Path
 
 from unillm_mlx import MLXAdapter
 
-from unillm.adapter import EngineInfo
+from unillm.adapter.base import EngineInfo
 from unillm.options import make_request
 from unillm.testing.conformance import ERROR_STATUSES, AdapterConformance, sse_payloads
 

@@ -17,10 +17,11 @@ import pytest
 from unillm_mlx import IN_PROCESS_SUFFIX, SERVER_MAIN, MLXAdapter
 
 import unillm
-from unillm.adapter import EngineInfo, get_adapter
+from unillm.adapter.base import EngineInfo
+from unillm.adapter.launch_spec import LaunchSpec, Parallel, Speculative
+from unillm.adapter.registry import get_adapter
 from unillm.capabilities import Feature, check
-from unillm.cli import main
-from unillm.launch_spec import LaunchSpec, Parallel, Speculative
+from unillm.cli.main import main
 from unillm.options import OutputSpec, make_request
 
 DATA = Path(__file__).parent / "data"
@@ -137,7 +138,7 @@ def test_mlx_launch_dry_run_prints_the_command(capsys: pytest.CaptureFixture[str
         == 0
     )
     note, command = capsys.readouterr().out.strip().split("\n", 1)
-    assert note.startswith("# unillm/_boot on PYTHONPATH requests AMX")
+    assert note.startswith("# unillm/launching/_boot on PYTHONPATH requests AMX")
     assert re.sub(r"PYTHONPATH=\S+ ", "", command) == (
         "HF_HUB_CACHE=/models/tiny HF_HUB_OFFLINE=1 /env/bin/python -c "
         f"{shlex.quote(SERVER_MAIN)} --model /models/tiny --host 127.0.0.1 --port 8123 "

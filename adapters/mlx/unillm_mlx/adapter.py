@@ -13,22 +13,35 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from unillm.adapter import EngineInfo, EngineInstall, HttpCall
-from unillm.adapter_helpers import EXTRA_SAMPLING, discovered, model_cards, text_field
-from unillm.capabilities import LAYOUT_FEATURES, NATIVE, Capabilities, Feature, Support, unsupported
-from unillm.errors import UnillmError, UnknownLora, UnsupportedFeature
-from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
-from unillm.metrics import MetricNames
-from unillm.openai_compat import (
+from unillm.adapter import (
     COMPLETIONS_PATH,
+    EXTRA_SAMPLING,
+    LAYOUT_FEATURES,
+    NATIVE,
+    Capabilities,
+    Constraint,
+    CpuRecipe,
+    Feature,
+    LaunchCommand,
+    LaunchSpec,
+    MetricNames,
     OpenAICompatAdapter,
+    Request,
     RuntimeLoraEndpoints,
+    Support,
     TokenizeEndpoint,
+    UnillmError,
+    UnknownLora,
+    UnsupportedFeature,
+    discovered,
     error_for_status,
     error_message,
+    model_cards,
     structured_output,
+    text_field,
+    unsupported,
 )
-from unillm.options import Constraint, Request
+from unillm.adapter.base import EngineInfo, EngineInstall, HttpCall
 from unillm_mlx import launch
 from unillm_mlx.launch import DRAFT_ONLY, MLX_LM_VERSION, NO_EMBEDDINGS, SINGLE_DEVICE, looks_like_path
 

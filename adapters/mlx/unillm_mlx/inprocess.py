@@ -33,7 +33,7 @@ import anyio.to_thread
 import httpx
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from unillm.launch_spec import LaunchSpec
+from unillm.adapter import LaunchSpec
 from unillm_mlx import DEFAULT_MODEL, IN_PROCESS_SUFFIX, refuse_unsupported
 
 __all__ = ["InProcessTransport"]

@@ -11,10 +11,8 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from unillm.adapter import EngineInstall
-from unillm.capabilities import unsupported
-from unillm.errors import UnsupportedFeature
-from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
+from unillm.adapter import CpuRecipe, LaunchCommand, LaunchSpec, UnsupportedFeature, unsupported
+from unillm.adapter.base import EngineInstall
 
 __all__ = [
     "MLX_LM_VERSION",

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from unillm.launch_spec import LaunchSpec
+    from unillm.adapter import LaunchSpec
 
 __all__ = ["convert_peft_adapter", "is_peft_adapter", "mlx_lora", "with_mlx_loras"]
 

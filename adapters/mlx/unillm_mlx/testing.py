@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from unillm.cpu import cpu_settings
+from unillm import cpu_settings
 from unillm.testing.tiny_model import TinyModel
 
 if TYPE_CHECKING:
-    from unillm.llm import LLM
-    from unillm.supervisor import Launch
+    from unillm import LLM, Launch
 
 __all__ = ["MLXServer", "mlx_launch_settings"]
 
@@ -40,6 +39,6 @@ class MLXServer:
 
     def connect(self, **kwargs: Any) -> LLM:
         """A fresh LLM for the server, knowing its model path and LoRA names."""
-        from unillm.llm import LLM
+        from unillm import LLM
 
         return LLM(self.launch.adapter.bind(self.launch.spec), self.launch.base_url, **kwargs)

@@ -9,7 +9,7 @@ from unillm_sglang import SGLangAdapter
 from unillm_sglang.adapter import ApiChoice
 
 import unillm
-from unillm.adapter import Adapter
+from unillm.adapter.base import Adapter
 from unillm.testing.engines import RunningEngine
 
 

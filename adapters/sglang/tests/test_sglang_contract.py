@@ -21,8 +21,8 @@ import pytest
 from pydantic import BaseModel, SecretStr
 from unillm_sglang import SGLangAdapter, SGLangInfo
 
+from unillm.adapter.launch_spec import LaunchSpec, Nodes, Parallel, PDRole, Speculative
 from unillm.content import Image
-from unillm.launch_spec import LaunchSpec, Nodes, Parallel, PDRole, Speculative
 from unillm.options import Choice, Grammar, Regex, make_request
 
 pytestmark = pytest.mark.engine

@@ -9,7 +9,7 @@ import pytest
 from unillm_sglang import SGLangAdapter, SGLangInfo
 from unillm_sglang.native import NativeStreamDecoder
 
-from unillm.adapter import EngineInfo, HttpCall
+from unillm.adapter.base import EngineInfo, HttpCall
 from unillm.capabilities import Feature, check
 from unillm.errors import (
     InvalidRequest,
@@ -556,7 +556,7 @@ def test_unknown_limits_or_unreadable_config_are_left_to_the_server() -> None:
 
 
 def test_the_tiny_models_lora_configs_are_checked_against_the_launch_limits() -> None:
-    from unillm.llm import _local_adapter_config
+    from unillm.client.llm import _local_adapter_config
     from unillm.testing.tiny_model import build_tiny_model
 
     config = _local_adapter_config(str(build_tiny_model().loras["sql"]))

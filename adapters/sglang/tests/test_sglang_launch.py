@@ -11,8 +11,8 @@ import pytest
 from pydantic import SecretStr
 from unillm_sglang import SGLangAdapter
 
+from unillm.adapter.launch_spec import LaunchSpec, Parallel, Speculative
 from unillm.errors import InvalidOptions, UnsupportedFeature
-from unillm.launch_spec import LaunchSpec, Parallel, Speculative
 
 ADAPTER = SGLangAdapter()
 BASE = [
@@ -252,7 +252,7 @@ def test_cli_dry_run_prints_the_exact_command() -> None:
         check=True,
     ).stdout.strip()
     note, command = out.split("\n", 1)
-    assert note.startswith("# unillm/_boot on PYTHONPATH requests AMX")
+    assert note.startswith("# unillm/launching/_boot on PYTHONPATH requests AMX")
     assert re.sub(r"PYTHONPATH=\S+ ", "", command) == (
         "py -m sglang.launch_server --model-path /m --host 127.0.0.1 --enable-metrics "
         "--port 30000 --tp-size 2 --context-length 2048 --enable-lora --lora-paths sql=/a/sql "

@@ -28,21 +28,37 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from unillm.adapter import EngineInfo, EngineInstall, HttpCall
-from unillm.adapter_helpers import EXTRA_SAMPLING, discovered, missing_route, model_cards, text_field
-from unillm.capabilities import Capabilities, Feature, Support, features_of
-from unillm.errors import MalformedResponse, UnillmError, UnknownLora, UnknownModel, UnsupportedFeature
-from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
-from unillm.metrics import MetricNames
-from unillm.openai_compat import (
+from unillm.adapter import (
+    EXTRA_SAMPLING,
+    Capabilities,
+    Completion,
+    Constraint,
+    CpuRecipe,
+    Feature,
+    JsonSchema,
+    LaunchCommand,
+    LaunchSpec,
+    LoraInfo,
+    MalformedResponse,
+    MetricNames,
     OpenAICompatAdapter,
     OpenAIEmbeddings,
     OpenAIStreamDecoder,
+    Request,
+    Support,
     TokenizeEndpoint,
+    UnillmError,
+    UnknownLora,
+    UnknownModel,
+    UnsupportedFeature,
+    discovered,
     error_message,
+    features_of,
+    missing_route,
+    model_cards,
+    text_field,
 )
-from unillm.options import Constraint, JsonSchema, Request
-from unillm.results import Completion, LoraInfo
+from unillm.adapter.base import EngineInfo, EngineInstall, HttpCall
 from unillm_sglang.features import (
     COMPLETIONS_RESPONSE_FORMAT_SINCE,
     LORA_IN_MODEL_SINCE,

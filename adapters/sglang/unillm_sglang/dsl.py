@@ -62,10 +62,17 @@ from typing import TYPE_CHECKING, Any, Literal
 from typing_extensions import Self
 
 import unillm
-from unillm.blocking import BlockingLLM
-from unillm.errors import InvalidOptions, UnsupportedFeature
-from unillm.options import Choice, JsonSchema, Options, Regex
-from unillm.results import Completion, TokenLogprob
+from unillm import BlockingLLM
+from unillm.adapter import (
+    Choice,
+    Completion,
+    InvalidOptions,
+    JsonSchema,
+    Options,
+    Regex,
+    TokenLogprob,
+    UnsupportedFeature,
+)
 
 try:
     from sglang.lang.backend.base_backend import (  # type: ignore[import-untyped]

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from unillm.adapter_helpers import Version, at_least, parse_version
-from unillm.capabilities import NATIVE, Feature, Support, unsupported
+from unillm.adapter import NATIVE, Feature, Support, Version, at_least, parse_version, unsupported
 
 __all__ = [
     "Api",

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from unillm.errors import InvalidOptions, UnsupportedFeature
-from unillm.launch_spec import CpuRecipe, Flags, LaunchCommand, LaunchSpec
+from unillm.adapter import CpuRecipe, Flags, InvalidOptions, LaunchCommand, LaunchSpec, UnsupportedFeature
 
 MODULE = "sglang.launch_server"
 CPU_ENV = "sglang-cpu"

@@ -16,10 +16,28 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from unillm.errors import SHAPE_ERRORS, UnillmError, clip_message, malformed
-from unillm.openai_compat import decode_event, error_for_status, raise_stream_error
-from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
-from unillm.results import Completion, CompletionChoice, Delta, Timings, TokenLogprob, TopLogprob, Usage
+from unillm.adapter import (
+    SHAPE_ERRORS,
+    Choice,
+    Completion,
+    CompletionChoice,
+    Constraint,
+    Delta,
+    Grammar,
+    JsonSchema,
+    Regex,
+    Request,
+    Timings,
+    TokenLogprob,
+    TopLogprob,
+    UnillmError,
+    Usage,
+    clip_message,
+    decode_event,
+    error_for_status,
+    malformed,
+    raise_stream_error,
+)
 
 GENERATE_PATH = "/generate"
 #: Keys of ``extra_body`` that only ``/generate`` understands: their presence selects it.

@@ -16,10 +16,10 @@ from unillm_tgi import Runtime, TGIAdapter, detect_runtime
 from unillm_tgi.launch import IMAGE, command
 
 import unillm
-from unillm.adapter import get_adapter
+from unillm.adapter.launch_spec import LaunchSpec, Parallel, Speculative
+from unillm.adapter.registry import get_adapter
 from unillm.errors import UnknownLora, UnsupportedFeature
-from unillm.launch_spec import LaunchSpec, Parallel, Speculative
-from unillm.supervisor import Launch
+from unillm.launching.supervisor import Launch
 
 KEY = "s3cret-key"
 SPEC = LaunchSpec(
@@ -231,7 +231,7 @@ def tgi_runtime_docker(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.mark.usefixtures("tgi_runtime_docker")
 def test_cli_dry_run_prints_the_exact_command(capsys: pytest.CaptureFixture[str]) -> None:
-    from unillm.cli import main
+    from unillm.cli.main import main
 
     code = main(
         [

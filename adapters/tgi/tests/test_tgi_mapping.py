@@ -13,7 +13,8 @@ from unillm_tgi import TGIAdapter, TGIInfo
 from unillm_tgi.constraints import inline_refs
 from unillm_tgi.responses import StopTrimmer, finish_reason
 
-from unillm.adapter import EngineInfo
+from unillm.adapter.base import EngineInfo
+from unillm.adapter.launch_spec import LaunchSpec
 from unillm.capabilities import Feature, check
 from unillm.errors import (
     InvalidRequest,
@@ -22,7 +23,6 @@ from unillm.errors import (
     UnknownLora,
     UnsupportedFeature,
 )
-from unillm.launch_spec import LaunchSpec
 from unillm.options import Choice, Grammar, Regex, Request, make_request
 
 ADAPTER = TGIAdapter(runtime="launcher", cache_dir="/cache")

@@ -10,23 +10,33 @@ import copy
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from unillm.adapter import Adapter, EngineInfo, EngineInstall, HttpCall
-from unillm.adapter_helpers import Version, parse_version, since, text_field
-from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsupported
-from unillm.embeddings import TokenizeRequest
-from unillm.errors import (
+from unillm.adapter import (
+    NATIVE,
     SHAPE_ERRORS,
+    Capabilities,
+    Completion,
+    Feature,
     InvalidRequest,
+    LaunchCommand,
+    LaunchSpec,
     MalformedResponse,
+    MetricNames,
+    Request,
+    Support,
+    TokenizeRequest,
+    Tokens,
     UnillmError,
     UnknownLora,
     UnsupportedFeature,
+    Usage,
+    Version,
     malformed,
+    parse_version,
+    since,
+    text_field,
+    unsupported,
 )
-from unillm.launch_spec import LaunchCommand, LaunchSpec
-from unillm.metrics import MetricNames
-from unillm.options import Request
-from unillm.results import Completion, Tokens, Usage
+from unillm.adapter.base import Adapter, EngineInfo, EngineInstall, HttpCall
 from unillm_tgi import requests as wire
 from unillm_tgi.errors import http_error
 from unillm_tgi.launch import (

@@ -13,9 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
 
-from unillm.capabilities import Feature
-from unillm.errors import UnsupportedFeature
-from unillm.options import Choice, Constraint, JsonSchema, Regex
+from unillm.adapter import Choice, Constraint, Feature, JsonSchema, Regex, UnsupportedFeature
 
 ENGINE = "tgi"
 _REGEX_META = frozenset("\\.^$*+?{}[]()|")

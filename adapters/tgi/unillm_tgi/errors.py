@@ -15,9 +15,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from unillm.errors import EngineError, EngineInternalError, Overloaded, clip_message
-from unillm.openai_compat import error_for_status, error_message
-from unillm.options import Request
+from unillm.adapter import (
+    EngineError,
+    EngineInternalError,
+    Overloaded,
+    Request,
+    clip_message,
+    error_for_status,
+    error_message,
+)
 
 ENGINE = "tgi"
 

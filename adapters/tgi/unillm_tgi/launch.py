@@ -21,9 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from unillm.capabilities import Feature
-from unillm.errors import UnsupportedFeature
-from unillm.launch_spec import LaunchCommand, LaunchSpec
+from unillm.adapter import Feature, LaunchCommand, LaunchSpec, UnsupportedFeature
 
 ENGINE = "tgi"
 LAUNCHER = "text-generation-launcher"

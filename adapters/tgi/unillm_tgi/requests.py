@@ -27,12 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from unillm.adapter import EngineInfo, HttpCall
-from unillm.adapter_helpers import Version, parse_version
-from unillm.content import text_of
-from unillm.errors import UnsupportedFeature
-from unillm.options import Request
-from unillm.tools import Tool
+from unillm.adapter import Request, Tool, UnsupportedFeature, Version, parse_version, text_of
+from unillm.adapter.base import EngineInfo, HttpCall
 from unillm_tgi.constraints import grammar, inline_refs
 
 ENGINE = "tgi"

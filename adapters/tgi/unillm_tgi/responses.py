@@ -17,17 +17,26 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from unillm.errors import SHAPE_ERRORS, MalformedResponse, UnillmError, malformed
-from unillm.openai_compat import (
+from unillm.adapter import (
+    SHAPE_ERRORS,
+    Completion,
+    CompletionChoice,
+    Delta,
+    MalformedResponse,
+    Request,
+    Timings,
+    TokenLogprob,
     ToolDeltas,
+    TopLogprob,
+    UnillmError,
+    Usage,
     choices_of,
     decode_event,
+    malformed,
     parse_logprobs,
     parse_usage,
     with_tool_calls,
 )
-from unillm.options import Request
-from unillm.results import Completion, CompletionChoice, Delta, Timings, TokenLogprob, TopLogprob, Usage
 from unillm_tgi.errors import event_error, is_error_event
 
 ENGINE = "tgi"

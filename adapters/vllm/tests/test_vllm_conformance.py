@@ -10,7 +10,7 @@ import httpx
 import pytest
 from unillm_vllm import VLLMAdapter
 
-from unillm.adapter import EngineInfo
+from unillm.adapter.base import EngineInfo
 from unillm.options import make_request
 from unillm.testing.conformance import ERROR_STATUSES, AdapterConformance, sse_payloads
 from unillm.testing.engines import RunningEngine

@@ -9,7 +9,8 @@ import pytest
 from pydantic import BaseModel, SecretStr
 from unillm_vllm import VLLMAdapter
 
-from unillm.adapter import EngineInfo, HttpCall
+from unillm.adapter.base import EngineInfo, HttpCall
+from unillm.adapter.launch_spec import LaunchCommand, LaunchSpec, Parallel, Speculative
 from unillm.capabilities import Feature
 from unillm.errors import (
     EngineInternalError,
@@ -22,7 +23,6 @@ from unillm.errors import (
     UnknownModel,
     UnsupportedFeature,
 )
-from unillm.launch_spec import LaunchCommand, LaunchSpec, Parallel, Speculative
 from unillm.options import Choice, Grammar, JsonSchema, Regex, Request, make_request
 from unillm.results import LoraInfo, TokenLogprob, TopLogprob, Usage
 

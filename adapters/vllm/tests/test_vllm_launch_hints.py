@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from unillm_vllm import VLLMAdapter
 
-from unillm.launch_log import LaunchLog
+from unillm.launching.logs import LaunchLog
 
 LINES = {
     "startup memory": "ValueError: Available memory on node 0 (3.10/23.41 GiB) on startup is less than "

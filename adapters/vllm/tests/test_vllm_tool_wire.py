@@ -10,9 +10,9 @@ import pytest
 from pydantic import BaseModel
 from unillm_vllm import VLLMAdapter
 
-from unillm.adapter import EngineInfo
+from unillm.adapter.base import EngineInfo
+from unillm.adapter.launch_spec import LaunchSpec
 from unillm.errors import UnsupportedFeature
-from unillm.launch_spec import LaunchSpec
 from unillm.options import Request, make_request
 from unillm.tools import ToolCallAccumulator
 

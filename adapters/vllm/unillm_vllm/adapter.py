@@ -21,28 +21,35 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from unillm.adapter import EngineInfo, EngineInstall, HttpCall
-from unillm.adapter_helpers import (
+from unillm.adapter import (
     EXTRA_SAMPLING,
+    NATIVE,
+    Capabilities,
+    Constraint,
+    CpuRecipe,
+    Feature,
+    LaunchCommand,
+    LaunchSpec,
+    MalformedResponse,
+    MetricNames,
+    OpenAICompatAdapter,
+    OpenAIEmbeddings,
+    Request,
+    RuntimeLoraEndpoints,
+    Support,
+    TokenizeEndpoint,
+    UnillmError,
+    UnsupportedFeature,
     discovered,
+    error_message,
     missing_route,
     model_cards,
     parse_version,
-    text_field,
-)
-from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsupported
-from unillm.errors import MalformedResponse, UnillmError, UnsupportedFeature
-from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
-from unillm.metrics import MetricNames
-from unillm.openai_compat import (
-    OpenAICompatAdapter,
-    OpenAIEmbeddings,
-    RuntimeLoraEndpoints,
-    TokenizeEndpoint,
-    error_message,
     structured_output,
+    text_field,
+    unsupported,
 )
-from unillm.options import Constraint, Request
+from unillm.adapter.base import EngineInfo, EngineInstall, HttpCall
 from unillm_vllm import launch
 
 __all__ = ["VLLMAdapter"]

@@ -10,9 +10,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from unillm.adapter import EngineInstall
-from unillm.errors import InvalidOptions, UnsupportedFeature
-from unillm.launch_spec import CpuRecipe, Flags, LaunchCommand, LaunchSpec, PDRole
+from unillm.adapter import (
+    CpuRecipe,
+    Flags,
+    InvalidOptions,
+    LaunchCommand,
+    LaunchSpec,
+    PDRole,
+    UnsupportedFeature,
+)
+from unillm.adapter.base import EngineInstall
 
 __all__ = ["CPU_BUILD", "LAUNCH_HINTS", "command", "cpu_recipe", "install"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from unillm.cpu import cpu_settings
+from unillm import cpu_settings
 from unillm.testing.tiny_model import TinyModel
 
 __all__ = ["TRAINED_MODEL_ARGS", "embedding_settings", "tiny_model_settings"]

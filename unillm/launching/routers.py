@@ -14,7 +14,7 @@ supervisor starts and watches the process like an engine's.
 The unified routing policies map onto each router's own: ``round_robin``, ``least_load``,
 ``prefix`` (requests sharing a prompt prefix go to the same replica, for its prefix cache),
 and ``session`` (a caller's key pins a conversation to one replica): the same names as the
-client-side fleet's (:mod:`unillm.routing`). A policy a router does not have is refused with
+client-side fleet's (:mod:`unillm.fleet.picker`). A policy a router does not have is refused with
 :class:`~unillm.errors.UnsupportedFeature` before anything starts.
 """
 
@@ -25,10 +25,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from unillm.adapter import EngineInstall
+from unillm.adapter.base import EngineInstall
+from unillm.adapter.launch_spec import Flags, LaunchCommand, TransferBackend
 from unillm.errors import InvalidOptions, UnsupportedFeature
-from unillm.launch_spec import Flags, LaunchCommand, TransferBackend
-from unillm.routing import POLICIES, Policy
+from unillm.fleet.picker import POLICIES, Policy
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@
                              disaggregation=unillm.Disaggregation(prefill=1, decode=1)) as llm:
         ...                                                    # prefill/decode workers (GPU)
 
-Each engine is one :class:`~unillm.supervisor.Launch` (own port and log, the same readiness,
+Each engine is one :class:`~unillm.launching.supervisor.Launch` (own port and log, the same readiness,
 progress and teardown); they start concurrently. A router is supervised the same way, with its
-command from :mod:`unillm.routers`, and is ready when its health check answers and one tiny
+command from :mod:`unillm.launching.routers`, and is ready when its health check answers and one tiny
 request went through it. Teardown stops the router and every engine, also when one failed to
 start.
 """
@@ -32,26 +32,28 @@ import anyio
 import anyio.abc
 from pydantic import SecretStr
 
-from unillm.adapter import Adapter, get_adapter
+from unillm.adapter.base import Adapter
+from unillm.adapter.launch_spec import Disaggregation, LaunchCommand, LaunchSpec, PDRole, TransferBackend
+from unillm.adapter.registry import get_adapter
+from unillm.client.blocking import blocking_launch
+from unillm.client.transport import Pool, RetryPolicy, Timeouts
 from unillm.errors import InvalidOptions, LaunchError, UnsupportedFeature
-from unillm.launch_spec import Disaggregation, LaunchCommand, LaunchSpec, PDRole, TransferBackend
+from unillm.fleet.picker import Policy
+from unillm.launching.routers import PrefillWorker, RouterSpec, RouterTool, get_router
+from unillm.launching.supervisor import Launch, ProgressHook, free_port, print_progress
 from unillm.options import Options
-from unillm.routers import PrefillWorker, RouterSpec, RouterTool, get_router
-from unillm.routing import Policy
-from unillm.supervisor import Launch, ProgressHook, _blocking_launch, free_port, print_progress
-from unillm.transport import Pool, RetryPolicy, Timeouts
 
 if TYPE_CHECKING:
-    from unillm.blocking import BlockingLLM
-    from unillm.fleet import Fleet
-    from unillm.llm import LLM
+    from unillm.client.blocking import BlockingLLM
+    from unillm.client.llm import LLM
+    from unillm.fleet.fleet import Fleet
 
 
 class FleetLaunch:
     """Engines (replicas, or prefill and decode workers) and maybe a router, started together.
 
     Create it with ``unillm.launch(engine, ..., replicas=N | disaggregation=..., router=...)``.
-    ``async with`` gives a :class:`~unillm.fleet.Fleet` (no router) or an ``LLM`` pointed at
+    ``async with`` gives a :class:`~unillm.fleet.fleet.Fleet` (no router) or an ``LLM`` pointed at
     the router. ``commands()`` shows every command without starting anything.
     ``replica_env`` adds environment per engine, in order, e.g. each replica its own GPUs:
     ``[{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}]``.
@@ -194,7 +196,7 @@ class FleetLaunch:
             llms = await self._start_engines()
             if self.router is not None:
                 return await self.router.__aenter__()
-            from unillm.fleet import Fleet
+            from unillm.fleet.fleet import Fleet
 
             self._fleet = Fleet(llms, policy=self.policy)
             return self._fleet
@@ -209,7 +211,7 @@ class FleetLaunch:
 
     def blocking(self) -> contextlib.AbstractContextManager[BlockingLLM]:
         """Start from blocking code: ``with unillm.launch(..., replicas=2).blocking() as llm:``."""
-        return _blocking_launch(self)
+        return blocking_launch(self)
 
     async def _start_engines(self) -> list[LLM]:
         llms: list[LLM | None] = [None] * len(self.engines)
@@ -344,14 +346,14 @@ def _bootstrap_port(engine: str, role: PDRole) -> int | None:
 
 
 def _router_python(name: str) -> str | None:
-    from unillm.engine_env import managed_python
+    from unillm.launching.envs import managed_python
 
     found = managed_python(name)
     return str(found) if found is not None else None
 
 
 def _require_gpu(engine: str) -> None:
-    from unillm.engine_env import has_gpu
+    from unillm.launching.envs import has_gpu
 
     if not has_gpu():
         raise UnsupportedFeature(

@@ -33,21 +33,21 @@ from __future__ import annotations
 import copy
 import json
 import os
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictFloat, StrictInt, ValidationError
 
+from unillm.client.llm import LLM
+from unillm.client.transport import Pool, RetryPolicy, Timeouts
+from unillm.config.files import read_config_file
 from unillm.errors import ConfigError, InvalidOptions
-from unillm.llm import LLM
+from unillm.launching.supervisor import Launch
 from unillm.options import make_request
-from unillm.supervisor import Launch
-from unillm.transport import Pool, RetryPolicy, Timeouts
 
 if TYPE_CHECKING:
-    from unillm.fleet import Fleet
+    from unillm.fleet.fleet import Fleet
     from unillm.semantic.router import SemanticRouter
 
 _PREFIX = "UNILLM_"
@@ -80,7 +80,7 @@ def load_config(
 
     config = unillm.load_config("unillm.toml", engine="mlx")   # keyword overrides win
     """
-    from unillm.config_check import feature_by_name
+    from unillm.capabilities import feature_by_name
 
     data = config_data(source, env, **overrides)
     try:
@@ -116,7 +116,7 @@ def config_data(
         raise ConfigError(
             f"a config is a file path (.toml, .yaml, .yml) or a mapping, got {type(source).__name__}"
         )
-    data = copy.deepcopy(dict(source)) if isinstance(source, Mapping) else _read(Path(source))
+    data = copy.deepcopy(dict(source)) if isinstance(source, Mapping) else read_config_file(Path(source))
     _apply_env(data, os.environ if env is None else env)
     unknown = sorted(set(overrides) - set(Config.model_fields))
     if unknown:
@@ -147,7 +147,7 @@ def from_config(
     main = _main(config)
     if config.router is None:
         return main
-    from unillm.semantic.config import build_router
+    from unillm.config.semantic import build_router
 
     return build_router(config.router, llm=main, env=os.environ if env is None else env)
 
@@ -161,7 +161,7 @@ def _main(config: Config) -> LLM | Fleet | Launch:
         raise ConfigError(f"invalid [timeouts], [retry] or [pool]: {e}") from None
     common: dict[str, Any] = {"defaults": config.defaults, "timeouts": timeouts, "retry": retry, "pool": pool}
     if isinstance(config.base_url, list):
-        from unillm.fleet import Fleet
+        from unillm.fleet.fleet import Fleet
 
         if config.retry:
             raise ConfigError("[retry] is for one engine; a fleet fails over between its replicas")
@@ -180,8 +180,8 @@ def _main(config: Config) -> LLM | Fleet | Launch:
             raise ConfigError(f"invalid fleet config: {e}") from None
     if config.base_url is not None:
         return LLM(config.engine, config.base_url, model=config.model, api_key=key, **common)
-    from unillm.entrypoints import launch
-    from unillm.supervisor import build_spec
+    from unillm.adapter.launch_spec import build_spec
+    from unillm.api import launch
 
     settings = dict(config.launch or {})
     if config.model and "model" not in settings:
@@ -194,79 +194,6 @@ def _main(config: Config) -> LLM | Fleet | Launch:
         raise ConfigError(f"invalid [launch]: {e}") from None
     started: Launch = launch(config.engine, spec, **common)
     return started
-
-
-def _read(path: Path) -> dict[str, Any]:
-    text = read_text(path)
-    try:
-        if path.suffix in (".yaml", ".yml"):
-            data = load_yaml(text, str(path))
-        elif path.suffix == ".toml":
-            if sys.version_info >= (3, 11):
-                import tomllib
-            else:  # pragma: no cover
-                import tomli as tomllib
-            data = tomllib.loads(text)
-        else:
-            raise ConfigError(f"{path}: use a .toml, .yaml or .yml file")
-    except ConfigError:
-        raise
-    except Exception as e:
-        raise ConfigError(f"{path} does not parse: {e}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a table/mapping at the top level")
-    return data
-
-
-def read_text(path: Path) -> str:
-    """The text of a config file (UTF-8).
-
-    Raises:
-        ConfigError: the file does not exist, cannot be read, or is not UTF-8 text.
-    """
-    if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist")
-    try:
-        return path.read_bytes().decode("utf-8")
-    except OSError as e:
-        raise ConfigError(f"cannot read {path}: {e.strerror}") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(
-            f"{path} is not UTF-8 text (byte {e.start} is not UTF-8); save it as UTF-8"
-        ) from None
-
-
-def load_yaml(text: str, where: str = "the YAML") -> Any:
-    """Parse YAML as a config: safe types only, and no aliases (``*name``), so nothing is expanded.
-
-    Aliases are refused rather than bounded: a config never needs them, and a few nested ones
-    expand into gigabytes ("billion laughs").
-
-    Raises:
-        ConfigError: PyYAML is missing, the text uses an alias, or it does not parse.
-    """
-    try:
-        import yaml
-    except ImportError:
-        raise ConfigError("YAML configs need PyYAML: pip install 'unillm[yaml]'") from None
-
-    class NoAliases(yaml.SafeLoader):
-        def compose_node(self, parent: Any, index: Any) -> Any:
-            if self.check_event(yaml.AliasEvent):
-                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
-                raise ConfigError(
-                    f"{where}: YAML aliases (*name) are not allowed (line {mark.line + 1}): "
-                    "write the value out"
-                )
-            return super().compose_node(parent, index)
-
-    try:
-        return yaml.load(text, Loader=NoAliases)  # a SafeLoader
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where_in = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or " ".join(str(e).split())
-        raise ConfigError(f"{where} does not parse{where_in}: {problem}") from None
 
 
 def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
@@ -305,8 +232,8 @@ def _for_engine(data: dict[str, Any], engine: Any) -> dict[str, Any]:
     """Merge ``engine``'s ``[launch.<engine>]`` and ``[defaults.<engine>]`` over the common tables."""
     from difflib import get_close_matches
 
-    from unillm.adapter import installed_engines
-    from unillm.launch_spec import LaunchSpec
+    from unillm.adapter.launch_spec import LaunchSpec
+    from unillm.adapter.registry import installed_engines
     from unillm.options import Options
 
     installed = installed_engines()

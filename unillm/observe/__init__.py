@@ -29,7 +29,8 @@ from unillm.options import Request
 from unillm.results import Completion, Delta, Timings, Usage
 
 if TYPE_CHECKING:
-    from unillm.llm import LLM, Stream
+    from unillm.client.llm import LLM
+    from unillm.client.stream import Stream
 
 #: The registered observers; the hot path only checks that this tuple is empty.
 OBSERVERS: tuple[Observer, ...] = ()

@@ -6,12 +6,12 @@
     await summarize(unillm.connect("vllm", "http://a:8000"), text)                        # one engine
     await summarize(unillm.connect("vllm", ["http://a:8000", "http://b:8000"]), text)     # a fleet
 
-The blocking twin (:class:`~unillm.blocking.BlockingLLM`) and the SGLang DSL backend take a Client.
+The blocking twin (:class:`~unillm.client.blocking.BlockingLLM`) and the SGLang DSL backend take a Client.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
@@ -19,20 +19,19 @@ from pydantic import BaseModel
 from typing_extensions import Self, Unpack
 
 from unillm.embeddings import DEFAULT_BATCH_SIZE
-from unillm.options import Message, Options, OutputSpec
+from unillm.options import Messages, Options, OutputSpec
 from unillm.results import Completion, Embeddings, LoraInfo, Tokens
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-    from unillm.adapter import EngineInfo
-    from unillm.blocking import BlockingLLM
+    from unillm.adapter.base import EngineInfo
     from unillm.capabilities import Capabilities
-    from unillm.llm import Stream
+    from unillm.client.blocking import BlockingLLM
+    from unillm.client.stream import Stream
     from unillm.metrics import EngineMetrics
 
 M = TypeVar("M", bound=BaseModel)
-Messages = Sequence[Message | Mapping[str, str]]
 
 
 class LoraControl(Protocol):
@@ -52,7 +51,7 @@ AdapterControl = LoraControl  # deprecated alias (the word "adapter" names engin
 
 
 class Client(Protocol):
-    """Anything that generates like :class:`~unillm.llm.LLM`: one engine, or a fleet of replicas."""
+    """Anything that generates like :class:`~unillm.client.llm.LLM`: one engine, or a fleet of replicas."""
 
     @property
     def engine(self) -> str:

@@ -13,29 +13,15 @@ model_cards(answers, "vllm")                                    # /v1/models' ca
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from unillm.capabilities import NATIVE, Feature, Support, unsupported
-from unillm.errors import MalformedResponse, UnsupportedFeature
-from unillm.options import Request
+from unillm.capabilities import NATIVE, Support, unsupported
+from unillm.errors import MalformedResponse
 
-__all__ = [
-    "EXTRA_SAMPLING",
-    "Version",
-    "at_least",
-    "discovered",
-    "missing_route",
-    "model_cards",
-    "parse_version",
-    "sampling_fields",
-    "since",
-    "text_field",
-]
+__all__ = ["Version", "at_least", "discovered", "model_cards", "parse_version", "since", "text_field"]
 
 Version = tuple[int, int, int]
-#: Sampling options beyond the OpenAI API that vLLM, SGLang and mlx-lm read under these names.
-EXTRA_SAMPLING = ("top_k", "min_p", "repetition_penalty")
 _VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
 
@@ -58,34 +44,6 @@ def since(version: Version | None, minimum: Version, engine: str, why: str = "")
     if at_least(version, minimum):
         return Support(why=why) if why else NATIVE
     return unsupported(f"needs {engine} >= {'.'.join(map(str, minimum))}", f"Upgrade {engine}")
-
-
-def sampling_fields(request: Request, names: Iterable[str] = EXTRA_SAMPLING) -> dict[str, Any]:
-    """The request's values of the sampling options ``names`` that it sets, under the same names."""
-    return {name: value for name in names if (value := getattr(request, name)) is not None}
-
-
-def missing_route(
-    engine: str,
-    status: int,
-    body: bytes,
-    feature: Feature,
-    version: str | None,
-    *,
-    why: str,
-    alternative: str,
-) -> UnsupportedFeature | None:
-    """The refusal for an endpoint this server lacks: a 404 whose message is the web framework's
-    bare ``Not Found`` (not the engine's 404 naming a model or adapter). None for other answers.
-
-        return missing_route(self.name, status, body, Feature.LORA_RUNTIME, version, why="...",
-                             alternative="...") or self.parse_error(status, body, None, info)
-    """
-    from unillm.openai_compat import error_message
-
-    if status != 404 or error_message(body) != "Not Found":
-        return None
-    return UnsupportedFeature(engine, feature.value, version=version, why=why, alternative=alternative)
 
 
 def discovered(answers: Mapping[str, Any], key: str, engine: str, endpoint: str) -> Mapping[str, Any]:

@@ -16,16 +16,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from unillm.adapter import Adapter, get_adapter
+from unillm.adapter.base import Adapter
+from unillm.adapter.launch_spec import CpuRecipe, LaunchSpec
+from unillm.adapter.registry import get_adapter
 from unillm.errors import LaunchError
-from unillm.launch_spec import CpuRecipe, LaunchSpec
 
 __all__ = ["apply_cpu_recipe", "cpu_settings", "cpu_workdir", "merge_recipe"]
 
 
 def cpu_workdir(engine: str) -> Path:
     """The default private work dir of ``engine``'s CPU recipe: ``$UNILLM_CACHE/cpu/<engine>``."""
-    from unillm.engine_env import cache_root
+    from unillm.launching.envs import cache_root
 
     return cache_root() / "cpu" / engine
 
@@ -33,7 +34,7 @@ def cpu_workdir(engine: str) -> Path:
 def merge_recipe(spec: LaunchSpec, recipe: CpuRecipe) -> LaunchSpec:
     """``spec`` with the recipe filled in (pure): fields set in ``spec`` win, env is merged,
     the recipe's extra_args come first. The result has ``cpu=False`` (applied once)."""
-    from unillm.supervisor import build_spec
+    from unillm.adapter.launch_spec import build_spec
 
     mine = {name: getattr(spec, name) for name in spec.model_fields_set}
     merged: dict[str, Any] = {**dict(recipe.settings), **mine, "cpu": False}
@@ -67,7 +68,7 @@ def cpu_settings(
     ``settings`` (LaunchSpec fields) win over the recipe; ``workdir`` holds the engine's caches
     and temporary files (default ``$UNILLM_CACHE/cpu/<engine>``). Same as ``launch(..., cpu=True)``.
     """
-    from unillm.supervisor import build_spec
+    from unillm.adapter.launch_spec import build_spec
 
     adapter = get_adapter(engine)
     spec = build_spec(None, {"model": str(model), **settings, "cpu": False})
@@ -76,7 +77,7 @@ def cpu_settings(
 
 
 def _recipe_python(adapter: Adapter, recipe: CpuRecipe) -> Path:
-    from unillm.engine_env import env_dir
+    from unillm.launching.envs import env_dir
 
     assert recipe.engine_env is not None
     python = env_dir(recipe.engine_env) / "bin" / "python"

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 from unillm.errors import UnillmError
 
 if TYPE_CHECKING:
-    from unillm.fleet_launch import FleetLaunch
-    from unillm.launch_spec import LaunchCommand
-    from unillm.supervisor import Launch
+    from unillm.adapter.launch_spec import LaunchCommand
+    from unillm.launching.fleet_launch import FleetLaunch
+    from unillm.launching.supervisor import Launch
 
 _DESCRIPTION = """\
 One command line for vLLM, SGLang, TGI and MLX: install, launch, check a config.
@@ -74,8 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from unillm.routers import ROUTERS
-    from unillm.routing import POLICIES
+    from unillm.fleet.picker import POLICIES
+    from unillm.launching.routers import ROUTERS
 
     parser = argparse.ArgumentParser(
         prog="unillm", description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -296,7 +296,7 @@ def _route_parser(sub: Any) -> None:
 def _route_eval(args: argparse.Namespace) -> int:
     import anyio
 
-    from unillm.semantic.config import router_from_config
+    from unillm.config.semantic import router_from_config
     from unillm.semantic.evaluation import evaluate, load_samples
 
     samples = load_samples(args.labelled)
@@ -314,7 +314,7 @@ def _route_eval(args: argparse.Namespace) -> int:
 def _route_import(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from unillm.config import load_yaml, read_text
+    from unillm.config.files import load_yaml, read_text
     from unillm.errors import ConfigError
     from unillm.semantic.importers import from_litellm, from_vsr
 
@@ -353,7 +353,7 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
 
 
 def _spec_settings(args: argparse.Namespace) -> dict[str, Any]:
-    from unillm.launch_spec import Parallel, Speculative
+    from unillm.adapter.launch_spec import Parallel, Speculative
 
     settings: dict[str, Any] = {"model": args.model}
     settings.update({k: getattr(args, k) for k in _SCALAR_FLAGS if getattr(args, k) is not None})
@@ -386,7 +386,7 @@ def _launch(args: argparse.Namespace) -> int:
     import anyio
     from pydantic import ValidationError
 
-    from unillm.entrypoints import launch
+    from unillm.api import launch
     from unillm.errors import InvalidOptions
 
     try:
@@ -432,8 +432,8 @@ def _launch(args: argparse.Namespace) -> int:
 
 
 def _fleet_settings(args: argparse.Namespace) -> dict[str, Any]:
+    from unillm.adapter.launch_spec import Disaggregation
     from unillm.errors import InvalidOptions
-    from unillm.launch_spec import Disaggregation
 
     out: dict[str, Any] = {}
     if args.replicas != 1:
@@ -453,8 +453,8 @@ def _fleet_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 def _node_ranks(args: argparse.Namespace, settings: dict[str, Any]) -> list[int | None]:
     """The node ranks to render: [None] without --nodes, every rank for a dry run without one."""
+    from unillm.adapter.launch_spec import Nodes
     from unillm.errors import InvalidOptions
-    from unillm.launch_spec import Nodes
 
     if args.nodes is None:
         if args.node_rank is not None or args.head_address:
@@ -469,7 +469,7 @@ def _node_ranks(args: argparse.Namespace, settings: dict[str, Any]) -> list[int 
 
 
 def _commands(run: Launch | FleetLaunch) -> list[tuple[str, LaunchCommand]]:
-    from unillm.supervisor import Launch
+    from unillm.launching.supervisor import Launch
 
     if isinstance(run, Launch):
         return [(run.name, run.command())]
@@ -477,7 +477,7 @@ def _commands(run: Launch | FleetLaunch) -> list[tuple[str, LaunchCommand]]:
 
 
 def _where(run: Launch | FleetLaunch) -> str:
-    from unillm.supervisor import Launch
+    from unillm.launching.supervisor import Launch
 
     logs = [run.log_path] if isinstance(run, Launch) else [x.log_path for x in run.launches]
     return f"{run.base_url}; log{'s' if len(logs) > 1 else ''}: {', '.join(map(str, logs))}"
@@ -485,7 +485,7 @@ def _where(run: Launch | FleetLaunch) -> str:
 
 def _key_note(run: Launch | FleetLaunch) -> str:
     """Where a generated API key can be read (never printed): a 0600 file beside the log."""
-    from unillm.supervisor import Launch
+    from unillm.launching.supervisor import Launch
 
     key = run.spec.key()
     if key is None:
@@ -499,14 +499,14 @@ def _key_note(run: Launch | FleetLaunch) -> str:
 
 
 def _setup(args: argparse.Namespace) -> int:
-    from unillm.engine_env import setup_engine
+    from unillm.launching.envs import setup_engine
 
     setup_engine(args.engine, gpu=args.gpu, pip_args=args.pip_arg)
     return 0
 
 
 def _check(args: argparse.Namespace) -> int:
-    from unillm.config_check import check_config
+    from unillm.config.check import check_config
 
     overrides = {"engine": args.engine} if args.engine else {}
     report = check_config(args.config, version=args.engine_version, **overrides)
@@ -543,7 +543,7 @@ def _tiny_model(args: argparse.Namespace) -> int:
 
 
 def _engines(args: argparse.Namespace) -> int:
-    from unillm.adapter import get_adapter, installed_engines
+    from unillm.adapter.registry import get_adapter, installed_engines
     from unillm.capabilities import Feature
 
     names = installed_engines()

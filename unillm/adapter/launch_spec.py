@@ -329,3 +329,16 @@ class CpuRecipe:
     engine_env: str | None = None
     experimental: str = ""
     prepare: Callable[[LaunchSpec], LaunchSpec] | None = None
+
+
+def build_spec(spec: LaunchSpec | None, settings: dict[str, Any]) -> LaunchSpec:
+    """A LaunchSpec from an explicit spec and/or keyword settings, with readable errors."""
+    try:
+        if spec is None:
+            return LaunchSpec(**settings)
+        if not settings:
+            return spec
+        return LaunchSpec.model_validate({**spec.model_dump(exclude_unset=True), **settings})
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
+        raise InvalidOptions(f"invalid launch settings: {problems}") from None

@@ -18,17 +18,10 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
+from unillm.adapter.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
 from unillm.capabilities import Capabilities, Feature
 from unillm.embeddings import EmbedBatch, EmbedRequest, TokenizeRequest
-from unillm.errors import (
-    SHAPE_ERRORS,
-    InvalidOptions,
-    UnillmError,
-    UnknownEngine,
-    UnsupportedFeature,
-    malformed,
-)
-from unillm.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
+from unillm.errors import SHAPE_ERRORS, UnillmError, UnsupportedFeature, malformed
 from unillm.metrics import MetricNames
 from unillm.options import Request
 from unillm.results import Completion, Delta, LoraInfo, Tokens
@@ -37,9 +30,6 @@ if TYPE_CHECKING:
     import httpx
 
 R = TypeVar("R")
-ENTRY_POINT_GROUP = "unillm.adapters"
-# Engines whose adapter ships with unillm, each installed by the extra of the same name.
-FIRST_PARTY_ENGINES = ("vllm", "sglang", "tgi", "mlx", "llamacpp")
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,58 +319,3 @@ def accepts_call(cls: type[Adapter], method: str) -> bool:
     except (TypeError, ValueError):
         return False
     return any(p.name == "call" or p.kind is p.VAR_KEYWORD for p in params)
-
-
-@cache
-def _entry_points() -> dict[str, Any]:
-    from importlib.metadata import entry_points
-
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
-
-
-def installed_engines() -> list[str]:
-    """Names of every engine whose adapter is installed."""
-    return sorted(_entry_points())
-
-
-def adapter_for(engine: str | Adapter) -> Adapter:
-    """The adapter for an engine name (e.g. "vllm") or an :class:`Adapter` instance, as is."""
-    if isinstance(engine, Adapter):
-        return engine
-    if not isinstance(engine, str):
-        raise InvalidOptions(
-            f"engine must be an engine name such as 'vllm' (installed: "
-            f"{', '.join(installed_engines()) or 'none'}) or an Adapter, got {engine!r}"
-        )
-    return get_adapter(engine)
-
-
-@cache
-def get_adapter(engine: str) -> Adapter:
-    """The adapter registered for ``engine`` (e.g. "vllm")."""
-    ep = _entry_points().get(engine.lower())
-    if ep is None:
-        raise UnknownEngine(_unknown_engine_message(engine))
-    cls = ep.load()
-    adapter = cls() if isinstance(cls, type) else cls
-    if not isinstance(adapter, Adapter):
-        raise UnknownEngine(f"entry point {ep.value!r} for {engine!r} is not a unillm Adapter")
-    return adapter
-
-
-def _unknown_engine_message(engine: str) -> str:
-    from difflib import get_close_matches
-
-    name = engine.lower()
-    have = ", ".join(installed_engines()) or "none"
-    message = f"no unillm adapter is installed for engine {engine!r} (installed: {have}). "
-    if name in FIRST_PARTY_ENGINES:
-        return message + f"Install it: pip install 'unillm[{name}]'"
-    known = sorted({*FIRST_PARTY_ENGINES, *installed_engines()})
-    close = get_close_matches(name, known, 1)
-    hint = f"Did you mean {close[0]!r}? " if close else ""
-    return (
-        message + f"{hint}unillm knows {', '.join(map(repr, known))} (pip install "
-        "'unillm[<engine>]'); another engine needs a third-party adapter registered under "
-        f"the entry-point group {ENTRY_POINT_GROUP!r}"
-    )

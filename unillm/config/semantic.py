@@ -81,7 +81,7 @@ class EmbedderConfig(BaseModel):
         """The embedder this table describes (nothing is sent yet)."""
         key = self.key(env)
         if self.engine:
-            from unillm.entrypoints import connect
+            from unillm.api import connect
 
             assert self.base_url is not None
             return EngineEmbedder(connect(self.engine, self.base_url, model=self.model, api_key=key))
@@ -153,7 +153,7 @@ def build_router(
     data: Mapping[str, Any], *, llm: Any = None, env: Mapping[str, str] | None = None
 ) -> SemanticRouter:
     """A SemanticRouter from a ``[router]`` table; ``llm`` is the main target (LLM, Fleet or Launch)."""
-    from unillm.entrypoints import connect
+    from unillm.api import connect
     from unillm.errors import InvalidOptions
     from unillm.semantic.routes import RouteSet
 
@@ -189,9 +189,9 @@ def router_from_config(
 
     router = router_from_config("unillm.toml", llm=unillm.connect("vllm", url))
     """
-    from unillm.config import _read
+    from unillm.config.files import read_config_file
 
-    data = dict(source) if isinstance(source, Mapping) else _read(Path(source))
+    data = dict(source) if isinstance(source, Mapping) else read_config_file(Path(source))
     if not isinstance(data.get("router"), Mapping):
         raise ConfigError("the config has no [router] table")
     return build_router(data["router"], llm=llm, env=env)

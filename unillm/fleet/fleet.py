@@ -9,7 +9,7 @@
 
     fleet = unillm.Fleet([llm_a, llm_b], policy="least_load")    # from LLMs you built (owned)
 
-Policies (see :mod:`unillm.routing`): ``round_robin``, ``least_load`` (requests in flight, streams
+Policies (see :mod:`unillm.fleet.picker`): ``round_robin``, ``least_load`` (requests in flight, streams
 until closed, plus the engine's waiting queue from its metrics, scraped in the background at most
 every ``metrics_interval`` seconds), ``prefix`` (consistent hashing with bounded load over the
 first ``prefix_chars`` characters of the prompt or messages, so a shared prefix hits one engine's
@@ -42,9 +42,13 @@ import httpx
 from pydantic import BaseModel, ConfigDict
 from typing_extensions import Self, Unpack
 
-from unillm.adapter import EngineInfo
+from unillm.adapter.base import EngineInfo
 from unillm.capabilities import Capabilities, Support, check
-from unillm.deadline import Deadline
+from unillm.client.deadline import Deadline
+from unillm.client.llm import LLM, Messages
+from unillm.client.single_flight import SingleFlight
+from unillm.client.stream import Stream
+from unillm.client.transport import MAX_RETRY_AFTER, Pool, RetryPolicy, Timeouts
 from unillm.embeddings import DEFAULT_BATCH_SIZE
 from unillm.errors import (
     EngineError,
@@ -59,18 +63,15 @@ from unillm.errors import (
     UnillmError,
     UnsupportedFeature,
 )
-from unillm.llm import LLM, Messages, Stream
+from unillm.fleet.picker import Backoff, Policy, ReplicaPicker, ReplicaState
 from unillm.metrics import CombinedMetrics, EngineMetrics, Sample
 from unillm.options import Options, OutputSpec, Request, make_request
 from unillm.results import Completion, Delta, Embeddings, LoraInfo, Tokens
-from unillm.routing import Backoff, Policy, ReplicaState, Router
-from unillm.single_flight import SingleFlight
-from unillm.transport import MAX_RETRY_AFTER, Pool, RetryPolicy, Timeouts
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-    from unillm.blocking import BlockingLLM
+    from unillm.client.blocking import BlockingLLM
 
 M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R")
@@ -170,7 +171,7 @@ class Fleet:
             "metrics_interval": metrics_interval,
             "max_retry_after": max_retry_after,
         }
-        self._router = Router(
+        self._picker = ReplicaPicker(
             [r.base_url for r in self.replicas],
             policy,
             prefix_chars=prefix_chars,
@@ -267,7 +268,7 @@ class Fleet:
 
     def blocking(self) -> BlockingLLM:
         """A blocking twin for scripts; it also works inside a running loop (Jupyter)."""
-        from unillm.blocking import BlockingLLM
+        from unillm.client.blocking import BlockingLLM
 
         return BlockingLLM(self.clone())
 
@@ -275,7 +276,7 @@ class Fleet:
         """Per-replica counters and state, read without any I/O."""
         now = time.monotonic()
         out = []
-        for r in self._router.replicas:
+        for r in self._picker.replicas:
             state = r.state(now)
             until = r.ejected_until if state == "ejected" else r.cooling_until if state == "cooling" else None
             out.append(
@@ -317,7 +318,7 @@ class Fleet:
 
     async def _discover(self, refresh: bool, timeout: float | None) -> EngineInfo:
         now = time.monotonic()
-        asked = [i for i, r in enumerate(self._router.replicas) if r.available(now)]
+        asked = [i for i, r in enumerate(self._picker.replicas) if r.available(now)]
         if not asked:  # every replica is ejected since an earlier attempt: no new wait
             raise self._nothing_available(now)
         answers = await self._each(lambda r: r.info(refresh=refresh, timeout=timeout), asked)
@@ -325,7 +326,7 @@ class Fleet:
         found: dict[int, EngineInfo] = {}
         for i, answer in zip(asked, answers, strict=True):
             if isinstance(answer, EngineUnavailable):
-                self._router.failed(i, str(answer), now)
+                self._picker.failed(i, str(answer), now)
             elif isinstance(answer, UnillmError):
                 raise answer
             else:
@@ -371,7 +372,7 @@ class Fleet:
                 f"{replica.base_url} serves {info.model!r} on {info.engine}, but the fleet serves "
                 f"{self._info.model!r} on {self._info.engine}; it gets no requests"
             )
-            self._router.mismatched(i, why)
+            self._picker.mismatched(i, why)
             raise ReplicaMismatch(why, replicas={replica.base_url: f"{info.engine} serving {info.model!r}"})
         if info.version != self._info.version:
             self._caps = _common([self._caps, await replica.capabilities()])
@@ -392,9 +393,9 @@ class Fleet:
         now = time.monotonic()
         for i, answer in enumerate(answers):
             if answer is True:
-                self._router.recovered(i)
+                self._picker.recovered(i)
             elif isinstance(answer, EngineUnavailable):
-                self._router.failed(i, str(answer), now)
+                self._picker.failed(i, str(answer), now)
         return any(a is True for a in answers)
 
     async def metrics(self) -> CombinedMetrics:
@@ -485,7 +486,7 @@ class Fleet:
         if self._info is None or self._mixed_versions:
             await self._ready(request)
         return await self._call(
-            self._router.key_for(request), lambda llm: llm._complete(request), request.timeout
+            self._picker.key_for(request), lambda llm: llm._complete(request), request.timeout
         )
 
     async def _call(
@@ -495,7 +496,7 @@ class Fleet:
         tried: list[int] = []
         while True:
             i = self._pick(key, tried)
-            self._router.begin(i, time.monotonic())
+            self._picker.begin(i, time.monotonic())
             try:
                 if not self._verified[i]:
                     await self._verify(i, timeout)
@@ -506,10 +507,10 @@ class Fleet:
                 tried.append(i)
                 continue
             else:
-                self._router.answered(i)
+                self._picker.answered(i)
                 return result
             finally:
-                self._router.end(i)
+                self._picker.end(i)
 
     def stream(
         self,
@@ -565,7 +566,7 @@ class Fleet:
 
     def _pick(self, key: int | None, tried: list[int]) -> int:
         now = time.monotonic()
-        i = self._router.pick(key, tried, now)
+        i = self._picker.pick(key, tried, now)
         if i is None:
             raise self._nothing_available(now)
         if self._wants_queue and now - self._scraped_at >= self.metrics_interval:
@@ -578,18 +579,18 @@ class Fleet:
         if isinstance(error, ReplicaMismatch):
             return not started
         if isinstance(error, Overloaded):
-            self._router.overloaded(i, error.retry_after, now)
+            self._picker.overloaded(i, error.retry_after, now)
             return not started
         if isinstance(error, (EngineUnavailable, StreamInterrupted)):
-            self._router.failed(i, str(error), now)
+            self._picker.failed(i, str(error), now)
             return not started
         if started or isinstance(error, EngineError):
-            self._router.answered(i)
+            self._picker.answered(i)
         return False
 
     def _nothing_available(self, now: float) -> UnillmError:
-        wait = self._router.earliest_cooldown_end(now)
-        probe = self._router.earliest_probe(now)
+        wait = self._picker.earliest_cooldown_end(now)
+        probe = self._picker.earliest_probe(now)
         if wait is not None:  # the earliest moment any replica takes a request (or a trial)
             wait = min(wait, probe) if probe is not None else wait
             return Overloaded(
@@ -598,7 +599,7 @@ class Fleet:
                 engine=self.engine,
                 retry_after=wait,
             )
-        why = "; ".join(f"{r.url}: {r.last_error}" for r in self._router.replicas)
+        why = "; ".join(f"{r.url}: {r.last_error}" for r in self._picker.replicas)
         when = f" The next trial request goes out in {probe:.2f}s." if probe is not None else ""
         return EngineUnavailable(f"no replica of the fleet can take the request ({why}).{when}")
 
@@ -617,7 +618,7 @@ class Fleet:
         try:
             now = time.monotonic()
             wanted = [
-                i for i, r in enumerate(self._router.replicas) if not self._no_queue[i] and r.available(now)
+                i for i, r in enumerate(self._picker.replicas) if not self._no_queue[i] and r.available(now)
             ]
             async with anyio.create_task_group() as tg:
                 for i in wanted:
@@ -626,7 +627,7 @@ class Fleet:
             self._scrape = None
 
     async def _scrape_queue(self, i: int) -> None:
-        state = self._router.replicas[i]
+        state = self._picker.replicas[i]
         waiting: float | None = None
         with anyio.move_on_after(max(self.metrics_interval, 0.5)):
             try:
@@ -676,14 +677,14 @@ class FleetStream(Stream):
         deadline = Deadline(request.deadline, fleet.engine, stream=True)
         with deadline.bound():
             await fleet._ready(request)
-        key = fleet._router.key_for(request)
+        key = fleet._picker.key_for(request)
         tried: list[int] = []
         while True:
             i = fleet._pick(key, tried)
             inner = Stream(fleet.replicas[i], request, deadline)
             inner._texts, inner._calls = self._texts, self._calls  # what was delivered accumulates here
             self.replica = fleet.replicas[i].base_url
-            fleet._router.begin(i, time.monotonic())
+            fleet._picker.begin(i, time.monotonic())
             try:
                 if not fleet._verified[i]:
                     with deadline.bound():
@@ -691,7 +692,7 @@ class FleetStream(Stream):
                 async for delta in inner:
                     if not self.started:  # the replica answers: healthy again if it was on trial
                         self.started = True
-                        fleet._router.answered(i)
+                        fleet._picker.answered(i)
                     yield delta
             except BaseException as e:
                 if not fleet._settle(i, e, started=inner.started):
@@ -699,11 +700,11 @@ class FleetStream(Stream):
                 tried.append(i)
                 continue
             else:
-                fleet._router.answered(i)
+                fleet._picker.answered(i)
                 return
             finally:
                 await inner.aclose()
-                fleet._router.end(i)
+                fleet._picker.end(i)
 
 
 class FleetLoras:

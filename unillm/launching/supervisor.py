@@ -23,7 +23,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -31,20 +31,22 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import httpx
-from pydantic import SecretStr, ValidationError
+from pydantic import SecretStr
 
-from unillm.adapter import Adapter, adapter_for
+from unillm.adapter.base import Adapter
+from unillm.adapter.launch_spec import LaunchCommand, LaunchSpec
+from unillm.adapter.registry import adapter_for
 from unillm.capabilities import Feature
-from unillm.cpu_features import boot_env, boot_note
+from unillm.client.blocking import blocking_launch
+from unillm.client.transport import Pool, RetryPolicy, Timeouts
 from unillm.errors import InvalidOptions, LaunchError, UnillmError
-from unillm.launch_log import LaunchLog, signal_advice
-from unillm.launch_spec import LaunchCommand, LaunchSpec
+from unillm.launching.cpu_features import boot_env, boot_note
+from unillm.launching.logs import LaunchLog, signal_advice
 from unillm.options import Options
-from unillm.transport import Pool, RetryPolicy, Timeouts
 
 if TYPE_CHECKING:
-    from unillm.blocking import BlockingLLM
-    from unillm.llm import LLM
+    from unillm.client.blocking import BlockingLLM
+    from unillm.client.llm import LLM
 
 LOG_TAIL = 50
 IN_PROCESS_URL = "http://in-process"
@@ -85,7 +87,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 def resolve_spec(adapter: Adapter, spec: LaunchSpec) -> LaunchSpec:
     """Fill in the CPU recipe, port, API key and engine interpreter so the command is final."""
     if spec.cpu:
-        from unillm.cpu import apply_cpu_recipe
+        from unillm.launching.cpu import apply_cpu_recipe
 
         spec = apply_cpu_recipe(adapter, spec)
     update: dict[str, Any] = {}
@@ -96,7 +98,7 @@ def resolve_spec(adapter: Adapter, spec: LaunchSpec) -> LaunchSpec:
     if spec.python is None and not spec.prefix and not spec.in_process:
         update["python"] = engine_python(adapter)
     if spec.tool_parser is None:
-        from unillm.model_facts import detect_tool_parser
+        from unillm.launching.model_facts import detect_tool_parser
 
         update["tool_parser"] = detect_tool_parser(spec.model) or "none"
     return spec.model_copy(update=update) if update else spec
@@ -104,7 +106,7 @@ def resolve_spec(adapter: Adapter, spec: LaunchSpec) -> LaunchSpec:
 
 def engine_python(adapter: Adapter) -> str | None:
     """The interpreter that has the engine: its managed env, or this one if it can import it."""
-    from unillm.engine_env import managed_python
+    from unillm.launching.envs import managed_python
 
     managed = managed_python(adapter.name)
     if managed is not None:
@@ -125,21 +127,8 @@ def check_launch_features(adapter: Adapter, spec: LaunchSpec) -> None:
                 caps.require(feature)
 
 
-def build_spec(spec: LaunchSpec | None, settings: dict[str, Any]) -> LaunchSpec:
-    """A LaunchSpec from an explicit spec and/or keyword settings, with readable errors."""
-    try:
-        if spec is None:
-            return LaunchSpec(**settings)
-        if not settings:
-            return spec
-        return LaunchSpec.model_validate({**spec.model_dump(exclude_unset=True), **settings})
-    except ValidationError as e:
-        problems = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
-        raise InvalidOptions(f"invalid launch settings: {problems}") from None
-
-
 class Launch:
-    """An engine to start; ``async with`` it to get a connected :class:`~unillm.llm.LLM`.
+    """An engine to start; ``async with`` it to get a connected :class:`~unillm.client.llm.LLM`.
 
     Create it with :func:`unillm.launch`. ``command()`` shows what will run (secrets
     masked by ``render()``) without starting anything.
@@ -226,8 +215,8 @@ class Launch:
         return self._log.tail
 
     async def __aenter__(self) -> LLM:
-        from unillm.llm import LLM
-        from unillm.model_facts import takes_images
+        from unillm.client.llm import LLM
+        from unillm.launching.model_facts import takes_images
 
         if self.spec.in_process:
             transport = self.adapter.in_process(self.spec)
@@ -263,7 +252,7 @@ class Launch:
 
     def blocking(self) -> contextlib.AbstractContextManager[BlockingLLM]:
         """Start the engine from blocking code: ``with unillm.launch(...).blocking() as llm:``."""
-        return _blocking_launch(self)
+        return blocking_launch(self)
 
     # -- process ---------------------------------------------------------------------------
     def _start(self) -> None:
@@ -510,17 +499,3 @@ def _kill_leftovers() -> None:
         time.sleep(1.0)
     for pgid in list(_LIVE_GROUPS):
         _signal_group(pgid, signal.SIGKILL)
-
-
-@contextlib.contextmanager
-def _blocking_launch(launch: contextlib.AbstractAsyncContextManager[Any]) -> Iterator[BlockingLLM]:
-    """Enter a launch (one engine or a fleet) on a private loop thread; a blocking twin of its client."""
-    from unillm.blocking import BlockingLLM, _Loop
-
-    loop = _Loop()
-    try:
-        with loop.portal.wrap_async_context_manager(launch) as llm:
-            blocking = BlockingLLM(llm, loop)
-            yield blocking
-    finally:
-        loop.close()

@@ -29,10 +29,13 @@ from unillm.results import Completion, Delta, Embeddings, LoraInfo, Tokens
 if TYPE_CHECKING:
     from openai import OpenAI
 
-    from unillm.adapter import EngineInfo
+    from unillm.adapter.base import EngineInfo
     from unillm.capabilities import Capabilities
-    from unillm.client import Client, Messages
+    from unillm.client.protocol import Client
     from unillm.metrics import EngineMetrics
+    from unillm.options import Messages
+import contextlib
+from typing import TYPE_CHECKING
 
 R = TypeVar("R")
 M = TypeVar("M", bound=BaseModel)
@@ -78,7 +81,7 @@ class _Loop:
 
 
 class BlockingLLM:
-    """The blocking face of an :class:`~unillm.llm.LLM` or a :class:`~unillm.fleet.Fleet`;
+    """The blocking face of an :class:`~unillm.client.llm.LLM` or a :class:`~unillm.fleet.fleet.Fleet`;
     close it (or use ``with``) when done."""
 
     def __init__(self, llm: Client, loop: _Loop | None = None) -> None:
@@ -229,7 +232,7 @@ class BlockingLLM:
 
 
 class BlockingLoras:
-    """Blocking twin of :class:`~unillm.llm.Loras`."""
+    """Blocking twin of :class:`~unillm.client.llm.Loras`."""
 
     def __init__(self, owner: BlockingLLM) -> None:
         self._owner = owner
@@ -248,3 +251,15 @@ class BlockingLoras:
 
 
 BlockingAdapters = BlockingLoras  # deprecated alias
+
+
+@contextlib.contextmanager
+def blocking_launch(launch: contextlib.AbstractAsyncContextManager[Any]) -> Iterator[BlockingLLM]:
+    """Enter a launch (one engine or a fleet) on a private loop thread; a blocking twin of its client."""
+    loop = _Loop()
+    try:
+        with loop.portal.wrap_async_context_manager(launch) as llm:
+            blocking = BlockingLLM(llm, loop)
+            yield blocking
+    finally:
+        loop.close()
