@@ -295,7 +295,7 @@ class LLM:
     async def _complete(self, request: Request) -> Completion[Any]:
         """Send one validated, non-streamed request and parse the answer (seen by unillm.observe)."""
         if observe.OBSERVERS:
-            return await observe.generate(self, request, self._send_and_parse)
+            return await observe.generate(self._observed_as(), request, self._send_and_parse)
         return await self._send_and_parse(request)
 
     async def _send_and_parse(self, request: Request) -> Completion[Any]:
@@ -429,6 +429,13 @@ class LLM:
             raise self._error(response, None)
         body = json_body(response, self.engine)
         return decoded(self.engine, "tokenize answer", self.adapter.parse_tokens, body, request, info)
+
+    def _observed_as(self) -> observe.Target:
+        """This LLM as observers see its calls: engine, URL and served model."""
+        return observe.Target(self.engine, self.base_url, self._served_model)
+
+    async def _served_model(self) -> str:
+        return (await self.info()).model
 
     async def _prepare(self, request: Request) -> tuple[EngineInfo, HttpCall]:
         info = await self.info(timeout=request.timeout)

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from itertools import pairwise
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 import httpx
@@ -24,7 +24,25 @@ from unillm.results import Delta, Timings, ToolCall
 from unillm.tools import ToolCallAccumulator
 
 if TYPE_CHECKING:
-    from unillm.client.llm import LLM
+    from unillm.adapter.base import Adapter, EngineInfo, HttpCall
+    from unillm.client.transport import Timeouts, Transport
+    from unillm.errors import UnillmError
+
+
+class StreamSource(Protocol):
+    """What a :class:`Stream` needs of the ``LLM`` that sends it (an ``LLM`` is one): written
+    here, so that this module does not import the one that creates streams."""
+
+    engine: str
+    adapter: Adapter
+    _transport: Transport
+    _timeouts: Timeouts
+
+    def _observed_as(self) -> observe.Target: ...
+
+    async def _prepare(self, request: Request) -> tuple[EngineInfo, HttpCall]: ...
+
+    def _error(self, response: httpx.Response, request: Request | None) -> UnillmError: ...
 
 
 class ClosingStream:
@@ -95,7 +113,7 @@ class Stream(ClosingStream):
     deterministically; breaking out of a bare ``async for`` closes it right after (asyncio).
     """
 
-    def __init__(self, llm: LLM, request: Request, deadline: Deadline | None = None) -> None:
+    def __init__(self, llm: StreamSource, request: Request, deadline: Deadline | None = None) -> None:
         self._llm, self._request = llm, request
         self._deadline = deadline  # a caller's (a Fleet's) deadline; None: one per stream
         self._texts: dict[int, list[str]] = {}
@@ -120,7 +138,7 @@ class Stream(ClosingStream):
 
     def _observed(self, deltas: AsyncIterator[Delta]) -> AsyncIterator[Delta]:
         """``deltas`` as the registered observers see them (unillm.observe)."""
-        return observe.stream(self._llm, self, deltas)
+        return observe.stream(self._llm._observed_as(), self._request, self._partial, deltas)
 
     def _partial(self) -> list[str]:
         """The text delivered so far for each choice, by choice index ("" for one with none yet)."""

@@ -23,14 +23,10 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from unillm.options import Request
 from unillm.results import Completion, Delta, Timings, Usage
-
-if TYPE_CHECKING:
-    from unillm.client.llm import LLM
-    from unillm.client.stream import Stream
 
 #: The registered observers; the hot path only checks that this tuple is empty.
 OBSERVERS: tuple[Observer, ...] = ()
@@ -41,18 +37,24 @@ _ATTRIBUTES: ContextVar[Mapping[str, Any]] = ContextVar(
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """One generate/stream call about to be sent (``model`` is None if discovery failed)."""
+    """One generate/stream call about to be sent: to which engine (its adapter's name, "vllm",
+    "sglang", ...), at which URL, for which model (None if discovery failed)."""
 
-    llm: LLM
+    engine: str
+    url: str
     request: Request
     operation: Literal["chat", "text_completion"]
     model: str | None
     attributes: Mapping[str, Any] = field(default_factory=dict)
 
-    @property
-    def engine(self) -> str:
-        """The engine's name ("vllm", "sglang", ...)."""
-        return self.llm.engine
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where observed calls go: the engine, its URL, and how to learn the served model."""
+
+    engine: str
+    url: str
+    model: Callable[[], Awaitable[str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,18 +119,18 @@ def attributes(values: Mapping[str, Any]) -> Iterator[None]:
 
 
 # -- used by LLM (only when OBSERVERS is not empty) --------------------------------------------
-async def _call(llm: LLM, request: Request) -> tuple[Call, BaseException | None]:
+async def _call(target: Target, request: Request) -> tuple[Call, BaseException | None]:
     error: BaseException | None = None
     model: str | None = request.lora
     if model is None:
         try:
-            model = (await llm.info()).model
+            model = await target.model()
         except Exception as e:  # observed as the call's failure, then raised by the caller
             error = e
     operation: Literal["chat", "text_completion"] = (
         "chat" if request.messages is not None else "text_completion"
     )
-    return Call(llm, request, operation, model, _ATTRIBUTES.get()), error
+    return Call(target.engine, target.url, request, operation, model, _ATTRIBUTES.get()), error
 
 
 def _start(call: Call) -> list[Observation]:
@@ -141,12 +143,12 @@ def _fail(observations: Sequence[Observation], error: BaseException) -> None:
 
 
 async def generate(
-    llm: LLM,
+    target: Target,
     request: Request,
     run: Callable[[Request], Awaitable[Completion[Any]]],
 ) -> Completion[Any]:
     """``run(request)`` with every observer told how it went."""
-    call, error = await _call(llm, request)
+    call, error = await _call(target, request)
     observations = _start(call)
     if error is not None:
         _fail(observations, error)
@@ -170,9 +172,15 @@ async def generate(
     return completion
 
 
-async def stream(llm: LLM, stream: Stream, deltas: AsyncIterator[Delta]) -> AsyncIterator[Delta]:
-    """``deltas`` passed through, with every observer told how the stream went."""
-    call, error = await _call(llm, stream._request)
+async def stream(
+    target: Target,
+    request: Request,
+    partial: Callable[[], Sequence[str]],
+    deltas: AsyncIterator[Delta],
+) -> AsyncIterator[Delta]:
+    """``deltas`` passed through, with every observer told how the stream went (``partial()``:
+    the texts received so far, per choice)."""
+    call, error = await _call(target, request)
     observations = _start(call)
     if error is not None:
         _fail(observations, error)
@@ -188,22 +196,22 @@ async def stream(llm: LLM, stream: Stream, deltas: AsyncIterator[Delta]) -> Asyn
             yield delta
     except GeneratorExit:  # the caller stopped reading: not an error
         await deltas.aclose()  # type: ignore[attr-defined]
-        _finish(observations, stream, final, finishes)
+        _finish(observations, partial, final, finishes)
         raise
     except BaseException as e:
         await deltas.aclose()  # type: ignore[attr-defined]
         _fail(observations, e)
         raise
-    _finish(observations, stream, final, finishes)
+    _finish(observations, partial, final, finishes)
 
 
 def _finish(
     observations: Sequence[Observation],
-    stream: Stream,
+    partial: Callable[[], Sequence[str]],
     final: Delta | None,
     finishes: Mapping[int, str | None],
 ) -> None:
-    texts = stream._partial()
+    texts = partial()
     outcome = Outcome(
         stream=True,
         texts=texts,
@@ -216,4 +224,4 @@ def _finish(
         o.finish(outcome)
 
 
-__all__ = ["OBSERVERS", "Call", "Observation", "Observer", "Outcome", "add", "attributes", "remove"]
+__all__ = ["OBSERVERS", "Call", "Observation", "Observer", "Outcome", "Target", "add", "attributes", "remove"]

@@ -141,7 +141,7 @@ class OTelObserver:
         attrs: dict[str, Any] = {"gen_ai.operation.name": call.operation, self._provider_key: call.engine}
         if call.model:
             attrs["gen_ai.request.model"] = call.model
-        url = _server(call.llm.base_url)
+        url = _server(call.url)
         if url is not None:
             attrs["server.address"], attrs["server.port"] = url
         return attrs
