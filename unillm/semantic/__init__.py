@@ -32,7 +32,6 @@ _EXPORTS = {
     "EvalReport": "unillm.semantic.evaluation",
     "from_vsr": "unillm.semantic.importers",
     "from_litellm": "unillm.semantic.importers",
-    "router_from_config": "unillm.config.semantic",
 }
 __all__ = sorted(_EXPORTS)
 
@@ -45,7 +44,6 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
-    from unillm.config.semantic import router_from_config as router_from_config
     from unillm.semantic.embedders import Embedder as Embedder
     from unillm.semantic.embedders import EmbeddingError as EmbeddingError
     from unillm.semantic.embedders import EngineEmbedder as EngineEmbedder
