@@ -1,39 +1,37 @@
 """LoRA adapters are "loras" (``llm.loras``, ``LoraInfo``, ``UnknownLora``): "adapter" names engine
-adapters. The older names stay as deprecated aliases of the same objects."""
+adapters. The pre-release "adapter" names for LoRAs are gone."""
 
 from __future__ import annotations
 
+import pytest
 from fake_adapter import FakeAdapter
 
 import unillm
-from unillm.client.blocking import BlockingAdapters, BlockingLoras
-from unillm.client.llm import LoraAdapters, Loras
-from unillm.client.protocol import AdapterControl, LoraControl
-from unillm.fleet.fleet import FleetAdapters, FleetLoras
+from unillm.client import blocking, llm, protocol
+from unillm.fleet import fleet
+
+OLD_NAMES = [
+    (unillm, "AdapterInfo"),
+    (unillm, "UnknownAdapter"),
+    (llm, "LoraAdapters"),
+    (blocking, "BlockingAdapters"),
+    (fleet, "FleetAdapters"),
+    (protocol, "AdapterControl"),
+]
 
 
-def test_the_old_names_are_the_new_objects() -> None:
-    assert unillm.AdapterInfo is unillm.LoraInfo
-    assert unillm.UnknownAdapter is unillm.UnknownLora
-    assert issubclass(unillm.UnknownLora, unillm.NotFound)
-    assert (LoraAdapters, BlockingAdapters, FleetAdapters, AdapterControl) == (
-        Loras,
-        BlockingLoras,
-        FleetLoras,
-        LoraControl,
-    )
+@pytest.mark.parametrize(("module", "name"), OLD_NAMES, ids=[n for _, n in OLD_NAMES])
+def test_the_deprecated_lora_alias_is_gone(module: object, name: str) -> None:
+    assert not hasattr(module, name)
 
 
-def test_llm_adapters_is_llm_loras() -> None:
-    llm = unillm.LLM(FakeAdapter(), "http://127.0.0.1:9")
-    assert isinstance(llm.loras, Loras) and llm.adapters is llm.loras
-    with llm.blocking() as blocking:
-        assert isinstance(blocking.loras, BlockingLoras) and blocking.adapters is blocking.loras
-
-
-def test_fleet_adapters_is_fleet_loras() -> None:
-    fleet = unillm.Fleet([unillm.LLM(FakeAdapter(), "http://127.0.0.1:9")])
-    assert isinstance(fleet.loras, FleetLoras) and fleet.adapters is fleet.loras
+def test_llm_fleet_and_blocking_twin_have_loras_and_no_adapters_alias() -> None:
+    one = unillm.LLM(FakeAdapter(), "http://127.0.0.1:9")
+    many = unillm.Fleet([unillm.LLM(FakeAdapter(), "http://127.0.0.1:9")])
+    with one.blocking() as twin:
+        assert isinstance(twin.loras, blocking.BlockingLoras) and not hasattr(twin, "adapters")
+    assert isinstance(one.loras, llm.Loras) and not hasattr(one, "adapters")
+    assert isinstance(many.loras, fleet.FleetLoras) and not hasattr(many, "adapters")
 
 
 def test_a_missing_lora_error_names_llm_loras() -> None:

@@ -82,9 +82,6 @@ _EXPORTS = {
     "NotFound": "unillm.errors",
     "UnknownModel": "unillm.errors",
     "UnknownLora": "unillm.errors",
-    # deprecated aliases of UnknownLora and LoraInfo ("adapter" names engine adapters)
-    "UnknownAdapter": "unillm.errors",
-    "AdapterInfo": "unillm.results",
     "Unauthorized": "unillm.errors",
     "Overloaded": "unillm.errors",
     "EngineInternalError": "unillm.errors",
@@ -163,7 +160,6 @@ if TYPE_CHECKING:
     from unillm.errors import StreamInterrupted as StreamInterrupted
     from unillm.errors import Unauthorized as Unauthorized
     from unillm.errors import UnillmError as UnillmError
-    from unillm.errors import UnknownAdapter as UnknownAdapter
     from unillm.errors import UnknownEngine as UnknownEngine
     from unillm.errors import UnknownLora as UnknownLora
     from unillm.errors import UnknownModel as UnknownModel
@@ -187,7 +183,6 @@ if TYPE_CHECKING:
     from unillm.options import Message as Message
     from unillm.options import Options as Options
     from unillm.options import Regex as Regex
-    from unillm.results import AdapterInfo as AdapterInfo
     from unillm.results import Completion as Completion
     from unillm.results import Delta as Delta
     from unillm.results import Embeddings as Embeddings

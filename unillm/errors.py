@@ -106,7 +106,6 @@ class UnknownLora(NotFound):
     """The requested LoRA adapter is not loaded on this engine."""
 
 
-UnknownAdapter = UnknownLora  # deprecated alias (the word "adapter" is for engine adapters)
 
 
 class Overloaded(EngineError):

@@ -230,7 +230,6 @@ class LoraInfo(BaseModel):
     path: str | None = None
 
 
-AdapterInfo = LoraInfo  # deprecated alias (the word "adapter" is for engine adapters)
 
 
 class Embeddings(BaseModel):

@@ -94,11 +94,6 @@ class BlockingLLM:
     def __enter__(self) -> Self:
         return self
 
-    @property
-    def adapters(self) -> BlockingLoras:
-        """Deprecated alias of :attr:`loras` (the word "adapter" names engine adapters)."""
-        return self.loras
-
     def __exit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
@@ -250,7 +245,6 @@ class BlockingLoras:
         return self._owner._run(self._owner.llm.loras.list)
 
 
-BlockingAdapters = BlockingLoras  # deprecated alias
 
 
 @contextlib.contextmanager

@@ -111,11 +111,6 @@ class LLM:
         model = self._info.model if self._info else self._model
         return f"LLM(engine={self.engine!r}, base_url={self.base_url!r}, model={model!r})"
 
-    @property
-    def adapters(self) -> Loras:
-        """Deprecated alias of :attr:`loras` (the word "adapter" names engine adapters)."""
-        return self.loras
-
     # -- lifecycle -------------------------------------------------------------------------
     async def __aenter__(self) -> Self:
         return self
@@ -572,7 +567,6 @@ class Loras:
         return decoded(self._llm.engine, "adapter list", self._llm.adapter.parse_loras, body)
 
 
-LoraAdapters = Loras  # deprecated alias
 
 
 def _local_adapter_config(path: str) -> dict[str, Any] | None:
@@ -587,4 +581,4 @@ def _local_adapter_config(path: str) -> dict[str, Any] | None:
     return config if isinstance(config, dict) else None
 
 
-__all__ = ["LLM", "LoraAdapters", "Loras"]
+__all__ = ["LLM", "Loras"]

@@ -47,9 +47,6 @@ class LoraControl(Protocol):
         """Adapters served now."""
 
 
-AdapterControl = LoraControl  # deprecated alias (the word "adapter" names engine adapters)
-
-
 class Client(Protocol):
     """Anything that generates like :class:`~unillm.client.llm.LLM`: one engine, or a fleet of replicas."""
 
@@ -64,10 +61,6 @@ class Client(Protocol):
     @property
     def loras(self) -> LoraControl:
         """Runtime LoRA adapters."""
-
-    @property
-    def adapters(self) -> LoraControl:
-        """Deprecated alias of :attr:`loras`."""
 
     async def __aenter__(self) -> Self: ...
 

@@ -191,11 +191,6 @@ class Fleet:
         self._scrape: asyncio.Task[None] | None = None
         self.loras = FleetLoras(self)
 
-    @property
-    def adapters(self) -> FleetLoras:
-        """Deprecated alias of :attr:`loras` (the word "adapter" names engine adapters)."""
-        return self.loras
-
     @classmethod
     def connect(
         cls,
@@ -751,7 +746,6 @@ class FleetLoras:
         )
 
 
-FleetAdapters = FleetLoras  # deprecated alias
 
 
 def _common(caps: Sequence[Capabilities]) -> Capabilities:
