@@ -76,7 +76,10 @@ def test_the_core_test_helpers_name_no_engine() -> None:
     ``engine == "vllm"`` in the core's CPU and test helpers."""
     engines = {*FIRST_PARTY_ENGINES, *(f.name for f in ADAPTERS)}
     offenders = []
-    for path in [ROOT / "unillm" / "launching" / "cpu.py", *sorted((ROOT / "unillm" / "testing").glob("*.py"))]:
+    for path in [
+        ROOT / "unillm" / "launching" / "cpu.py",
+        *sorted((ROOT / "unillm" / "testing").glob("*.py")),
+    ]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Compare) and any(
                 isinstance(c, ast.Constant) and c.value in engines for c in node.comparators

@@ -12,6 +12,10 @@ engine carry the engine's own message in ``engine_message``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 
 class UnillmError(Exception):
@@ -104,8 +108,6 @@ class UnknownModel(NotFound):
 
 class UnknownLora(NotFound):
     """The requested LoRA adapter is not loaded on this engine."""
-
-
 
 
 class Overloaded(EngineError):
@@ -261,3 +263,22 @@ class LaunchError(UnillmError):
         tail = "\n".join(f"  | {line}" for line in self.log_tail)
         parts.append(f"last log lines:\n{tail or '  (none)'}")
         super().__init__("\n".join(parts))
+
+
+def validation_problems(error: ValidationError, whole: str = "") -> str:
+    """A pydantic ``ValidationError`` as one readable line: ``field.sub: message; ...``.
+
+    Args:
+        error: What pydantic raised.
+        whole: What to call the object itself in an error about it as a whole (no field), e.g.
+            ``"(top)"``; empty: such an error is its message alone.
+
+    Returns:
+        The problems, ``; ``-separated, without pydantic's ``Value error, `` prefixes.
+    """
+    problems = []
+    for x in error.errors():
+        where = ".".join(map(str, x["loc"])) or whole
+        message = x["msg"].removeprefix("Value error, ")
+        problems.append(f"{where}: {message}" if where else message)
+    return "; ".join(problems)

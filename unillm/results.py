@@ -230,8 +230,6 @@ class LoraInfo(BaseModel):
     path: str | None = None
 
 
-
-
 class Embeddings(BaseModel):
     """Embedding vectors, one per input text and in the same order, all of ``dimensions`` floats.
 

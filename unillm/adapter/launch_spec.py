@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from unillm.errors import InvalidOptions
+from unillm.errors import InvalidOptions, validation_problems
 from unillm.options import check_lora_name
 from unillm.redact import MASK, check_api_key, is_secret_name
 
@@ -35,13 +35,7 @@ class _Settings(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as e:
-            problems = "; ".join(
-                ": ".join(
-                    filter(None, (".".join(map(str, x["loc"])), x["msg"].removeprefix("Value error, ")))
-                )
-                for x in e.errors()
-            )
-            raise InvalidOptions(f"invalid {type(self).__name__}: {problems}") from None
+            raise InvalidOptions(f"invalid {type(self).__name__}: {validation_problems(e)}") from None
 
 
 class Parallel(_Settings):
@@ -340,5 +334,5 @@ def build_spec(spec: LaunchSpec | None, settings: dict[str, Any]) -> LaunchSpec:
             return spec
         return LaunchSpec.model_validate({**spec.model_dump(exclude_unset=True), **settings})
     except ValidationError as e:
-        problems = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
+        problems = validation_problems(e)
         raise InvalidOptions(f"invalid launch settings: {problems}") from None

@@ -15,7 +15,7 @@ import math
 import sys
 from typing import Any
 
-from unillm.errors import InvalidOptions
+from unillm.errors import InvalidOptions, validation_problems
 
 EXAMPLES = __doc__.split("\n\n", 1)[1] if __doc__ else ""
 
@@ -212,7 +212,7 @@ def _workload(args: argparse.Namespace) -> Any:
             )
         return JsonlPrompts(path=args.dataset, output_len=args.output_len, num_prompts=args.num_prompts)
     except ValidationError as e:
-        problems = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
+        problems = validation_problems(e)
         raise InvalidOptions(f"invalid workload: {problems}") from None
 
 

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from unillm.errors import UnillmError
+from unillm.errors import UnillmError, validation_problems
 
 if TYPE_CHECKING:
     from unillm.adapter.launch_spec import LaunchCommand
@@ -394,7 +394,7 @@ def _launch(args: argparse.Namespace) -> int:
         fleet = _fleet_settings(args)
         ranks = _node_ranks(args, settings)
     except ValidationError as e:
-        problems = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
+        problems = validation_problems(e)
         raise InvalidOptions(f"invalid launch settings: {problems}") from None
     if args.dry_run:  # one command as is; several (nodes, replicas, router) each labelled
         for rank in ranks:

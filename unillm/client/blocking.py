@@ -245,8 +245,6 @@ class BlockingLoras:
         return self._owner._run(self._owner.llm.loras.list)
 
 
-
-
 @contextlib.contextmanager
 def blocking_launch(launch: contextlib.AbstractAsyncContextManager[Any]) -> Iterator[BlockingLLM]:
     """Enter a launch (one engine or a fleet) on a private loop thread; a blocking twin of its client."""

@@ -567,8 +567,6 @@ class Loras:
         return decoded(self._llm.engine, "adapter list", self._llm.adapter.parse_loras, body)
 
 
-
-
 def _local_adapter_config(path: str) -> dict[str, Any] | None:
     """The adapter's ``adapter_config.json`` when ``path`` is a folder on this host, else None."""
     import json

@@ -26,7 +26,7 @@ from unillm.adapter.base import Adapter, EngineInfo
 from unillm.adapter.launch_spec import LaunchSpec
 from unillm.adapter.registry import get_adapter
 from unillm.capabilities import Capabilities, Feature, feature_by_name, features_of
-from unillm.errors import ConfigError, InvalidOptions, UnillmError
+from unillm.errors import ConfigError, InvalidOptions, UnillmError, validation_problems
 from unillm.options import Choice, Grammar, JsonSchema, Regex, Request, make_request
 
 if TYPE_CHECKING:
@@ -206,9 +206,7 @@ def _readable(error: Exception) -> Exception:
     from pydantic import ValidationError
 
     if isinstance(error, ValidationError):
-        return InvalidOptions(
-            "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in error.errors())
-        )
+        return InvalidOptions(validation_problems(error))
     return error
 
 

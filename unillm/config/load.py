@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictFloat, Stric
 from unillm.client.llm import LLM
 from unillm.client.transport import Pool, RetryPolicy, Timeouts
 from unillm.config.files import read_config_file
-from unillm.errors import ConfigError, InvalidOptions
+from unillm.errors import ConfigError, InvalidOptions, validation_problems
 from unillm.launching.supervisor import Launch
 from unillm.options import make_request
 
@@ -86,7 +86,7 @@ def load_config(
     try:
         config = Config.model_validate(data)
     except ValidationError as e:
-        problems = "; ".join(f"{'.'.join(map(str, x['loc'])) or '(top)'}: {x['msg']}" for x in e.errors())
+        problems = validation_problems(e, "(top)")
         raise ConfigError(f"invalid unillm config: {problems}") from None
     if (config.base_url is None) == (config.launch is None):
         raise ConfigError(

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
-from unillm.errors import ConfigError
+from unillm.errors import ConfigError, validation_problems
 from unillm.semantic.embedders import Embedder, EngineEmbedder, OpenAIEmbedder
 from unillm.semantic.router import SemanticRouter
 from unillm.semantic.routes import EmbeddingSignal, KeywordSignal, Route
@@ -138,7 +138,7 @@ def parse_router_config(data: Mapping[str, Any]) -> RouterConfig:
     try:
         return RouterConfig.model_validate(data)
     except ValidationError as e:
-        problems = "; ".join(f"{'.'.join(map(str, x['loc'])) or '(router)'}: {x['msg']}" for x in e.errors())
+        problems = validation_problems(e, "(router)")
         if any(x["loc"] == ("embedder",) and x["type"] == "missing" for x in e.errors()):
             problems += (
                 ". Add a [router.embedder] table saying where vectors come from: "

@@ -746,8 +746,6 @@ class FleetLoras:
         )
 
 
-
-
 def _common(caps: Sequence[Capabilities]) -> Capabilities:
     """The features every one of ``caps`` supports (the weakest level of each)."""
     if len(caps) == 1 or all(c == caps[0] for c in caps[1:]):

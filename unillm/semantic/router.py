@@ -30,7 +30,7 @@ from typing_extensions import Self
 
 from unillm import observe
 from unillm.client.stream import ClosingStream
-from unillm.errors import InvalidOptions, UnillmError
+from unillm.errors import InvalidOptions, UnillmError, validation_problems
 from unillm.results import Completion, Delta, RouteDecision
 from unillm.semantic.decide import SignalIndex, decide
 from unillm.semantic.embedders import Embedder, EmbeddingError
@@ -69,7 +69,7 @@ class SemanticRouter:
             try:
                 self.routes = RouteSet(routes=tuple(routes), default=default)
             except ValidationError as e:
-                raise InvalidOptions(f"invalid routes: {_problems(e)}") from None
+                raise InvalidOptions(f"invalid routes: {validation_problems(e, '(routes)')}") from None
         self.embedder, self.llm, self.text, self.on_embedder_error = embedder, llm, text, on_embedder_error
         self.targets = dict(targets or {})
         for route in self.routes.routes:
@@ -310,7 +310,3 @@ def _build_index(signals: Sequence[Any], vectors: Sequence[Sequence[float]]) -> 
         return SignalIndex.build(signals, vectors)
     except ValueError as e:
         raise EmbeddingError(f"the embedder returned unusable vectors for the route examples: {e}") from None
-
-
-def _problems(error: Any) -> str:
-    return "; ".join(f"{'.'.join(map(str, x['loc'])) or '(routes)'}: {x['msg']}" for x in error.errors())
