@@ -16,14 +16,14 @@ import base64
 import io
 import json
 import mimetypes
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
 from unillm.errors import InvalidOptions
 
-__all__ = ["Image", "has_images", "normalize_messages", "text_of"]
+__all__ = ["Image", "content_text", "has_images", "normalize_messages", "text_of"]
 
 _SNIFF = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
@@ -221,14 +221,33 @@ def has_images(messages: Sequence[Mapping[str, Any]] | None) -> bool:
     )
 
 
+def content_text(content: Any, image: Callable[[Mapping[str, Any]], str] | None = None) -> str:
+    """A message's ``content`` as text: a string as it is, content parts' texts joined by newlines.
+
+    Args:
+        content: A message's content: a string, or a list of parts.
+        image: Writes a non-text part (an image) as text; None: such parts are left out.
+
+    Returns:
+        The text ("" for no content).
+    """
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, (list, tuple)):
+        return ""
+    out = []
+    for part in content:
+        if isinstance(part, str):
+            out.append(part)
+        elif isinstance(part, Mapping):
+            if isinstance(part.get("text"), str):
+                out.append(part["text"])
+            elif image is not None:
+                out.append(image(part))
+    return "\n".join(out)
+
+
 def text_of(message: Mapping[str, Any]) -> str:
     """A message's text (its text parts joined, images left out; tool calls as their JSON)."""
-    content = message.get("content")
-    if isinstance(content, str):
-        text = content
-    elif isinstance(content, list):
-        text = "\n".join(p["text"] for p in content if p.get("type") == "text")
-    else:
-        text = ""
     calls = message.get("tool_calls")
-    return text + (json.dumps(calls) if calls else "")
+    return content_text(message.get("content")) + (json.dumps(calls) if calls else "")

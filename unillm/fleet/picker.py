@@ -32,9 +32,10 @@ import zlib
 from bisect import bisect_left
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from unillm.client.transport import MAX_RETRY_AFTER
+from unillm.content import content_text
 from unillm.errors import InvalidOptions
 from unillm.options import Request
 
@@ -91,26 +92,13 @@ class Replica:
         return self.cooling_until <= now
 
 
-def _content_text(content: object) -> str:
-    """A message's content as text for hashing: text parts as they are, an image by its URL's
-    two ends (a data URL can be megabytes; its ends tell images apart)."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, (list, tuple)):
-        return ""
-    out = []
-    for part in content:
-        if isinstance(part, str):
-            out.append(part)
-        elif isinstance(part, Mapping):
-            if isinstance(part.get("text"), str):
-                out.append(part["text"])
-            else:
-                inner = part.get(str(part.get("type")))
-                url = inner.get("url") if isinstance(inner, Mapping) else None
-                ends = f"{url[:64]}{url[-64:]}" if isinstance(url, str) else part.get("type")
-                out.append(f"\1{ends}\1")
-    return "".join(out)
+def _image_ends(part: Mapping[str, Any]) -> str:
+    """An image part for hashing: its URL's two ends (a data URL can be megabytes; its ends tell
+    images apart)."""
+    inner = part.get(str(part.get("type")))
+    url = inner.get("url") if isinstance(inner, Mapping) else None
+    ends = f"{url[:64]}{url[-64:]}" if isinstance(url, str) else part.get("type")
+    return f"\1{ends}\1"
 
 
 def _hash(text: str) -> int:
@@ -173,7 +161,7 @@ class ReplicaPicker:
         assert request.messages is not None
         text, n = [], 0
         for m in request.messages:
-            part = f"{m.get('role')}\0{_content_text(m.get('content'))}\0"
+            part = f"{m.get('role')}\0{content_text(m.get('content'), _image_ends)}\0"
             text.append(part)
             n += len(part)
             if n >= self.prefix_chars:

@@ -30,6 +30,7 @@ from typing_extensions import Self
 
 from unillm import observe
 from unillm.client.stream import ClosingStream
+from unillm.content import content_text
 from unillm.errors import InvalidOptions, UnillmError, validation_problems
 from unillm.results import Completion, Delta, RouteDecision
 from unillm.semantic.decide import SignalIndex, decide
@@ -280,20 +281,10 @@ def routing_text(
     picked = [m for m in messages if which == "all" or m.get("role") == "user"]
     if which == "last_user":
         picked = picked[-1:]
-    text = "\n".join(_content_text(m.get("content")) for m in picked).strip()
+    text = "\n".join(content_text(m.get("content")) for m in picked).strip()
     if not text:
         raise InvalidOptions(f"no text to route: the messages have no {which.replace('_', ' ')} text")
     return text
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):  # OpenAI-style content parts: keep the text parts
-        return " ".join(
-            str(p.get("text", "")) for p in content if isinstance(p, Mapping) and p.get("type") == "text"
-        )
-    return ""
 
 
 async def embed_cached(embedder: Embedder, texts: Sequence[str]) -> list[list[float]]:
