@@ -398,4 +398,5 @@ def _tool_values(values: dict[str, Any], output: Constraint | None, *, chat: boo
         )
 
 
-Messages = Sequence[Message | Mapping[str, str]]
+#: Chat messages as callers pass them: typed :class:`Message` dicts or any mappings.
+Messages = Sequence[Message | Mapping[str, Any]]

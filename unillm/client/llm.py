@@ -31,7 +31,7 @@ from unillm.client.transport import Pool, RetryPolicy, Timeouts, Transport, json
 from unillm.embeddings import DEFAULT_BATCH_SIZE, EmbedBatch, check_batch, embed_batches, tokenize_request
 from unillm.errors import EngineError, EngineTimeout, InvalidOptions, MalformedResponse, UnillmError
 from unillm.metrics import EngineMetrics
-from unillm.options import Message, Options, OutputSpec, Request, check_lora_name, make_request
+from unillm.options import Messages, Options, OutputSpec, Request, check_lora_name, make_request
 from unillm.redact import check_api_key, display_url
 from unillm.results import Completion, Embeddings, LoraInfo, Timings, Tokens, Usage
 
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     from unillm.client.blocking import BlockingLLM
 
 M = TypeVar("M", bound=BaseModel)
-Messages = Sequence[Message | Mapping[str, Any]]
 
 
 class LLM:

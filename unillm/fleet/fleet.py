@@ -45,7 +45,7 @@ from typing_extensions import Self, Unpack
 from unillm.adapter.base import EngineInfo
 from unillm.capabilities import Capabilities, Support, check
 from unillm.client.deadline import Deadline
-from unillm.client.llm import LLM, Messages
+from unillm.client.llm import LLM
 from unillm.client.single_flight import SingleFlight
 from unillm.client.stream import Stream
 from unillm.client.transport import MAX_RETRY_AFTER, Pool, RetryPolicy, Timeouts
@@ -65,7 +65,7 @@ from unillm.errors import (
 )
 from unillm.fleet.picker import Backoff, Policy, ReplicaPicker, ReplicaState
 from unillm.metrics import CombinedMetrics, EngineMetrics, Sample
-from unillm.options import Options, OutputSpec, Request, make_request
+from unillm.options import Messages, Options, OutputSpec, Request, make_request
 from unillm.results import Completion, Delta, Embeddings, LoraInfo, Tokens
 
 if TYPE_CHECKING:
