@@ -135,6 +135,7 @@ ADAPTER_SDK = {
     "Parallel",
     "Regex",
     "Request",
+    "Refuse",
     "RuntimeLoraEndpoints",
     "Speculative",
     "StreamDecoder",

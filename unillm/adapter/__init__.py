@@ -36,6 +36,7 @@ from unillm.adapter.openai_compat import (
     structured_output,
     with_tool_calls,
 )
+from unillm.adapter.refusals import Refuse
 from unillm.adapter.registry import ENTRY_POINT_GROUP, get_adapter, installed_engines
 from unillm.adapter.sampling import EXTRA_SAMPLING, sampling_fields
 from unillm.adapter.versions import (
@@ -138,6 +139,7 @@ __all__ = [
     "Parallel",
     "Regex",
     "Request",
+    "Refuse",
     "RuntimeLoraEndpoints",
     "SHAPE_ERRORS",
     "Speculative",

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from unillm.adapter import CpuRecipe, LaunchCommand, LaunchSpec, UnsupportedFeature, unsupported
+from unillm.adapter import CpuRecipe, LaunchCommand, LaunchSpec, Refuse, unsupported
 from unillm.adapter.base import EngineInstall
 from unillm_llamacpp.serve import API_KEY_ENV, SERVER_MAIN
 
@@ -66,10 +66,7 @@ def cpu_recipe(spec: LaunchSpec, workdir: Path) -> CpuRecipe:
 
 def refuse_unsupported(spec: LaunchSpec) -> None:
     """Raise UnsupportedFeature for launch settings llama-cpp-python's server cannot honour."""
-
-    def no(setting: str, why: str, alternative: str) -> UnsupportedFeature:
-        return UnsupportedFeature("llamacpp", setting, why=why, alternative=alternative)
-
+    no = Refuse("llamacpp")
     if not spec.model.endswith(".gguf"):
         raise no(
             "a non-GGUF model",

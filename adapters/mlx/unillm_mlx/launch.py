@@ -11,7 +11,7 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from unillm.adapter import CpuRecipe, LaunchCommand, LaunchSpec, UnsupportedFeature, unsupported
+from unillm.adapter import CpuRecipe, LaunchCommand, LaunchSpec, Refuse, unsupported
 from unillm.adapter.base import EngineInstall
 
 __all__ = [
@@ -111,10 +111,7 @@ def cpu_recipe(spec: LaunchSpec, workdir: Path) -> CpuRecipe:
 
 def refuse_unsupported(spec: LaunchSpec, *, in_process: bool = False) -> None:
     """Raise UnsupportedFeature for launch settings mlx-lm (server or in-process) cannot honour."""
-
-    def no(setting: str, why: str, alternative: str = "") -> UnsupportedFeature:
-        return UnsupportedFeature("mlx", setting, why=why, alternative=alternative)
-
+    no = Refuse("mlx")
     if spec.task == "embed":
         raise no('task="embed"', NO_EMBEDDINGS.why, NO_EMBEDDINGS.alternative)
     p = spec.parallel
@@ -141,9 +138,7 @@ def refuse_unsupported(spec: LaunchSpec, *, in_process: bool = False) -> None:
                 "max_loras": "mlx_lm.server loads one adapter at a time (switching reloads the model)",
             }
         )
-    for setting, why in unsupported_settings.items():
-        if getattr(spec, setting) is not None:
-            raise no(setting, why, f"Drop {setting}=")
+    no.set_settings(spec, unsupported_settings)
     if in_process:
         if spec.prefix_caching:
             raise no("prefix_caching", "the in-process engine keeps no prompt cache", "Drop prefix_caching=")

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from unillm.adapter import Feature, LaunchCommand, LaunchSpec, UnsupportedFeature
+from unillm.adapter import Feature, LaunchCommand, LaunchSpec, Refuse, UnsupportedFeature
 
 ENGINE = "tgi"
 LAUNCHER = "text-generation-launcher"
@@ -199,9 +199,7 @@ def _lora_entry(name: str, path: str) -> str:
 
 def _refuse_unsupported(spec: LaunchSpec) -> None:
     p = spec.parallel
-
-    def no(feature: str, why: str, alternative: str = "") -> UnsupportedFeature:
-        return UnsupportedFeature(ENGINE, feature, why=why, alternative=alternative)
+    no = Refuse(ENGINE)
 
     if spec.task == "embed":
         raise no(

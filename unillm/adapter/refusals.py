@@ -1,0 +1,45 @@
+"""Refusing launch settings an engine cannot honour, before anything starts: what, why, what instead.
+
+refuse = Refuse("mlx")
+if spec.task == "embed":
+    raise refuse('task="embed"', "mlx-lm serves generation only", 'Use unillm.launch("vllm", ...)')
+refuse.set_settings(spec, {"dtype": "mlx-lm uses the dtype stored in the model"})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from unillm.adapter.launch_spec import LaunchSpec
+from unillm.errors import UnsupportedFeature
+
+
+@dataclass(frozen=True, slots=True)
+class Refuse:
+    """The launch refusals of one engine (its adapter's name)."""
+
+    engine: str
+
+    def __call__(self, setting: str, why: str, alternative: str = "") -> UnsupportedFeature:
+        """The error refusing ``setting``.
+
+        Args:
+            setting: The launch setting, as the caller wrote it (``'task="embed"'``, ``"parallel"``).
+            why: Why the engine cannot honour it.
+            alternative: What to do instead.
+        """
+        return UnsupportedFeature(self.engine, setting, why=why, alternative=alternative)
+
+    def set_settings(self, spec: LaunchSpec, why: Mapping[str, str]) -> None:
+        """Refuse the first of these settings that ``spec`` sets (is not None), with ``Drop <name>=``.
+
+        Raises:
+            UnsupportedFeature: A setting of ``why`` is set.
+        """
+        for setting, reason in why.items():
+            if getattr(spec, setting) is not None:
+                raise self(setting, reason, f"Drop {setting}=")
+
+
+__all__ = ["Refuse"]
