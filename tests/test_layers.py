@@ -1,0 +1,66 @@
+"""The layering contract covers everything: every unillm module sits in a layer, every adapter
+package is held to the adapter SDK, and no private name crosses modules. (``lint-imports`` in
+``./run gate`` checks the arrows; these tests check that its contracts leave nothing out.)"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG: dict[str, Any] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+ADAPTER_PACKAGES = sorted(p.name for p in ROOT.glob("adapters/*/unillm_*") if (p / "__init__.py").is_file())
+# What adapters may import besides the SDK: the test kit (their test harness uses it).
+ADAPTER_MAY_IMPORT = {"adapter", "testing"}
+
+
+def contract(kind: str) -> dict[str, Any]:
+    (found,) = [c for c in CONFIG["contracts"] if c["type"] == kind]
+    return found
+
+
+def unillm_children() -> set[str]:
+    """The modules and packages directly under unillm/ (what a layer is made of)."""
+    folder = ROOT / "unillm"
+    modules = {p.stem for p in folder.glob("*.py") if p.name != "__init__.py"}
+    packages = {p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}
+    return modules | packages
+
+
+def test_every_unillm_module_sits_in_exactly_one_layer() -> None:
+    layers = [name.strip() for layer in contract("layers")["layers"] for name in layer.split("|")]
+    assert sorted(layers) == sorted(unillm_children())
+
+
+def test_every_adapter_package_is_a_root_package_of_the_contracts() -> None:
+    assert set(ADAPTER_PACKAGES) <= set(CONFIG["root_packages"])
+
+
+def test_every_adapter_package_is_held_to_the_adapter_sdk() -> None:
+    assert sorted(contract("forbidden")["source_modules"]) == ADAPTER_PACKAGES
+
+
+def test_adapters_are_forbidden_every_core_module_but_the_sdk_and_the_test_kit() -> None:
+    forbidden = {m.removeprefix("unillm.") for m in contract("forbidden")["forbidden_modules"]}
+    assert forbidden == unillm_children() - ADAPTER_MAY_IMPORT
+
+
+def test_no_module_imports_a_private_name_from_another() -> None:
+    offenders = []
+    files = [*ROOT.glob("unillm/**/*.py"), *ROOT.glob("adapters/*/unillm_*/**/*.py")]
+    for path in sorted(files):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("unillm"):
+                private = [
+                    a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")
+                ]
+                if private:
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.module}.{private}")
+    assert offenders == []
