@@ -110,7 +110,7 @@ def assert_no_secret(error: UnillmError) -> None:
 def test_any_body_parses_to_a_completion_or_a_unillm_error(name: str, path: str, body: Any) -> None:
     adapter, info = engine(name)
     try:
-        completion = adapter.parse(body, request(path, stream=False), info, call=HttpCall("POST", path))  # type: ignore[call-arg]
+        completion = adapter.parse(body, request(path, stream=False), info, call=HttpCall("POST", path))
     except UnillmError as e:
         assert_no_secret(e)
         return
@@ -124,7 +124,7 @@ def test_any_event_sequence_decodes_to_deltas_or_a_unillm_error(
     name: str, path: str, data: list[str]
 ) -> None:
     adapter, info = engine(name)
-    decoder = adapter.decoder(request(path, stream=True), info, call=HttpCall("POST", path, stream=True))  # type: ignore[call-arg]
+    decoder = adapter.decoder(request(path, stream=True), info, call=HttpCall("POST", path, stream=True))
     try:
         for payload in data:
             deltas = decoder.feed(payload)

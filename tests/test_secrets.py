@@ -60,7 +60,7 @@ def test_a_bad_key_is_refused_by_launch_without_echoing_it() -> None:
 
 def test_a_bad_key_in_a_launch_spec_is_not_echoed_by_its_validation_error() -> None:
     with pytest.raises(ValueError, match="api_key") as caught:
-        LaunchSpec(model="m", api_key=KEY + "\n")  # type: ignore[arg-type]
+        LaunchSpec(model="m", api_key=KEY + "\n")
     assert KEY not in str(caught.value)
 
 
