@@ -22,8 +22,9 @@ ADAPTER_MAY_IMPORT = {"adapter", "testing"}
 
 
 def contract(kind: str) -> dict[str, Any]:
-    (found,) = [c for c in CONFIG["contracts"] if c["type"] == kind]
-    return found
+    found: list[dict[str, Any]] = [c for c in CONFIG["contracts"] if c["type"] == kind]
+    (one,) = found
+    return one
 
 
 def unillm_children() -> set[str]:
@@ -35,7 +36,7 @@ def unillm_children() -> set[str]:
 
 
 def test_every_unillm_module_sits_in_exactly_one_layer() -> None:
-    layers = [name.strip() for layer in contract("layers")["layers"] for name in layer.split("|")]
+    layers = [name.strip().strip("()") for layer in contract("layers")["layers"] for name in layer.split("|")]
     assert sorted(layers) == sorted(unillm_children())
 
 

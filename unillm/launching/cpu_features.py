@@ -63,4 +63,7 @@ def boot_note() -> str:
     if not sys.platform.startswith("linux"):
         return "unillm/launching/_boot on PYTHONPATH: nothing to request on this OS"
     state = "has AMX" if cpu_has_amx() else "has no AMX, so the request is a no-op"
-    return f"unillm/launching/_boot on PYTHONPATH requests AMX tile state in every engine process (this CPU {state})"
+    return (
+        "unillm/launching/_boot on PYTHONPATH requests AMX tile state in every engine process "
+        f"(this CPU {state})"
+    )
