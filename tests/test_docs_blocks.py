@@ -13,6 +13,8 @@ from docs_blocks import ADDRESSES, Block, pages, python_blocks
 from docs_blocks import blocks as page_blocks
 from fault_server import FaultServer
 
+import unillm
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -57,7 +59,8 @@ async def test_the_python_blocks_of_a_page_run(page: str, servers: list[FaultSer
 
 @pytest.mark.parametrize("page", _pages_with("engine"))
 async def test_the_engine_blocks_of_a_page_run_on_real_vllm(page: str, llm: Any) -> None:
-    namespace: dict[str, Any] = {"__name__": "__docs__", "llm": llm}
+    # as after the page's first block, which imports unillm (the page's other blocks run elsewhere)
+    namespace: dict[str, Any] = {"__name__": "__docs__", "llm": llm, "unillm": unillm}
     for block in (b for b in BLOCKS if b.page == page and b.kind == "engine"):
         await _run(block, namespace, {})
 
