@@ -10,6 +10,7 @@ with :func:`registered` (it patches the entry-point table; nothing is installed)
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -24,6 +25,7 @@ from unillm.adapter.sampling import EXTRA_SAMPLING
 from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsupported
 from unillm.errors import MalformedResponse
 from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex
+from unillm.testing.conformance import CORE_LAUNCH_SETTINGS
 
 _NOT_HERE = unsupported("the fake engine runs on one device", "Use a real engine")
 _SINGLE_DEVICE = (
@@ -79,6 +81,12 @@ class FakeAdapter(OpenAICompatAdapter):
         flags = Flags(argv)
         flags.add("--port", spec.port)
         flags.add("--max-model-len", spec.max_model_len)
+        # the other settings the caller set, each as a flag of the (made-up) engine
+        mapped = {*CORE_LAUNCH_SETTINGS, "model", "host", "port", "python", "max_model_len", "extra_args"}
+        for name, value in sorted(
+            spec.model_dump(mode="json", exclude=mapped, exclude_defaults=True).items()
+        ):
+            flags.add(f"--{name.replace('_', '-')}", json.dumps(value))
         key = spec.key()
         argv += spec.extra_args
         env = {"FAKE_API_KEY": key} if key else {}

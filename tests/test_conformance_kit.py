@@ -14,13 +14,16 @@ from fake_adapter import FakeAdapter, registered
 from unillm.adapter.base import EngineInfo, HttpCall, parse_answer
 from unillm.adapter.launch_spec import LaunchCommand, LaunchSpec
 from unillm.adapter.openai_compat import OpenAIStreamDecoder
+from unillm.adapter.refusals import Refuse
 from unillm.adapter.registry import get_adapter
 from unillm.capabilities import Capabilities, Feature, Support
-from unillm.errors import EngineInternalError, UnillmError, UnknownEngine
+from unillm.errors import EngineInternalError, UnillmError, UnknownEngine, UnsupportedFeature
 from unillm.options import Request, make_request
 from unillm.results import Completion
+from unillm.testing import conformance
 from unillm.testing.conformance import (
     ERROR_STATUSES,
+    LAUNCH_PROBES,
     AdapterConformance,
     IOAttempted,
     blocked_io,
@@ -251,3 +254,72 @@ def test_the_core_hands_parse_the_call_build_made() -> None:
     call = adapter.build(request, info)
     parse_answer(adapter, {"choices": [{"text": "x", "finish_reason": "stop"}]}, request, info, call)
     assert adapter.seen == ["/v1/completions"]
+
+
+# -- launch settings: mapped, refused, or stated ------------------------------------------------
+class DropsTheDtype(FakeAdapter):
+    def command(self, spec: LaunchSpec) -> LaunchCommand:
+        return super().command(spec.model_copy(update={"dtype": None}))
+
+
+class RefusesTheDtype(DropsTheDtype):
+    def command(self, spec: LaunchSpec) -> LaunchCommand:
+        Refuse(self.name).set_settings(spec, {"dtype": "the fake engine has one dtype"})
+        return super().command(spec)
+
+
+class RefusesForAnotherEngine(DropsTheDtype):
+    def command(self, spec: LaunchSpec) -> LaunchCommand:
+        Refuse("other").set_settings(spec, {"dtype": "the fake engine has one dtype"})
+        return super().command(spec)
+
+
+def test_a_silently_dropped_launch_setting_fails() -> None:
+    with pytest.raises(AssertionError, match=r"dtype: .* is silently dropped"):
+        kit_for(DropsTheDtype()).test_maps_or_refuses_the_launch_setting("dtype")
+
+
+def test_a_refused_launch_setting_passes() -> None:
+    kit_for(RefusesTheDtype()).test_maps_or_refuses_the_launch_setting("dtype")
+
+
+def test_a_refusal_in_another_engines_name_fails() -> None:
+    with pytest.raises(AssertionError, match="must name fake and say why"):
+        kit_for(RefusesForAnotherEngine()).test_maps_or_refuses_the_launch_setting("dtype")
+
+
+def test_a_stated_unchanged_setting_passes_only_while_it_leaves_the_command() -> None:
+    stated = {"dtype": "the fake engine has one dtype"}
+    dropping: FakeKit = type(
+        "Stated", (FakeKit,), {"adapter": DropsTheDtype(), "unchanged_launch_settings": stated}
+    )()
+    dropping.test_maps_or_refuses_the_launch_setting("dtype")
+    mapping: FakeKit = type("Stale", (FakeKit,), {"unchanged_launch_settings": stated})()
+    with pytest.raises(AssertionError, match="but it changes"):
+        mapping.test_maps_or_refuses_the_launch_setting("dtype")
+
+
+def test_the_core_refuses_what_the_capabilities_refuse() -> None:
+    """The fake declares no multi-node support: the core refuses nodes= before command() runs."""
+    kit = kit_for(FakeAdapter())
+    base, spec = kit._probe_specs("nodes")
+    refusal = kit._launch_or_refusal(spec)
+    assert isinstance(refusal, UnsupportedFeature) and refusal.feature == Feature.MULTI_NODE.value
+    assert isinstance(kit._launch_or_refusal(base), LaunchCommand)
+
+
+class WithANewField(LaunchSpec):
+    new_knob: int | None = None
+
+
+def test_a_new_launch_spec_field_fails_until_it_is_classified(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(conformance, "LaunchSpec", WithANewField)
+    with pytest.raises(AssertionError, match=r"neither probed .* \['new_knob'\]"):
+        FakeKit().test_classifies_every_launch_setting()
+
+
+def test_every_probe_sets_a_valid_value_the_baseline_lacks() -> None:
+    kit = FakeKit()
+    for probe in LAUNCH_PROBES:
+        base, spec = kit._probe_specs(probe)
+        assert base != spec, probe

@@ -2,8 +2,8 @@
 
 Fill in canned engine answers (recorded from the real engine where you can) and pytest runs the
 shared checks: request building, parsing and SSE decoding (handed the call ``build`` made, as the
-core does, and without it), error mapping, declared features, masked secrets, and no I/O in the
-translation methods::
+core does, and without it), error mapping, declared features, masked secrets, every launch setting
+mapped or refused (:data:`LAUNCH_PROBES`), and no I/O in the translation methods::
 
     from unillm.testing.conformance import AdapterConformance, openai_error
 
@@ -31,6 +31,8 @@ import socket
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any, ClassVar, NoReturn
 from unittest import mock
 
@@ -38,10 +40,11 @@ import pytest
 from pydantic import SecretStr
 
 from unillm.adapter.base import Adapter, EngineInfo, HttpCall, accepts_call, open_decoder, parse_answer
-from unillm.adapter.launch_spec import LaunchCommand, LaunchSpec
+from unillm.adapter.launch_spec import LaunchCommand, LaunchSpec, Nodes, Parallel, PDRole, Speculative
 from unillm.capabilities import Feature
 from unillm.errors import (
     EngineInternalError,
+    InvalidOptions,
     InvalidRequest,
     NotFound,
     Overloaded,
@@ -49,14 +52,18 @@ from unillm.errors import (
     UnillmError,
     UnsupportedFeature,
 )
+from unillm.launching.supervisor import check_launch_features
 from unillm.options import Request, make_request
 
 __all__ = [
+    "CORE_LAUNCH_SETTINGS",
     "ERROR_STATUSES",
     "EXPECTED_ERROR",
+    "LAUNCH_PROBES",
     "SECRET",
     "AdapterConformance",
     "IOAttempted",
+    "LaunchProbe",
     "blocked_io",
     "openai_error",
     "sse_payloads",
@@ -77,6 +84,91 @@ EXPECTED_ERROR: dict[int, type[UnillmError]] = {
 }
 ERROR_STATUSES = tuple(EXPECTED_ERROR)
 REQUEST_KINDS = ("prompt", "chat", "prompt-stream", "chat-stream")
+
+
+@dataclass(frozen=True)
+class LaunchProbe:
+    """One launch setting set to a representative non-default value.
+
+    ``command(spec + needs + value)`` must differ from ``command(spec + needs)`` in argv or env,
+    or be refused (``UnsupportedFeature``/``InvalidOptions``). ``needs`` are the settings the
+    value only makes sense with (``max_loras`` needs ``lora``); when the adapter refuses those
+    already, the setting cannot be dropped silently either.
+    """
+
+    value: Mapping[str, Any]
+    needs: Mapping[str, Any] = field(default_factory=dict)
+
+
+_LORA = {"probe": "/adapters/probe"}
+_NGRAM = Speculative(method="ngram", num_tokens=3)
+_NODES = Nodes(count=2, rank=0, head="10.0.0.1")
+# Probe name -> probe. A name is the LaunchSpec field, then ``.part`` or ``=value`` when one
+# field has several probes (each part of a nested setting, each value of a switch).
+LAUNCH_PROBES: Mapping[str, LaunchProbe] = {
+    "model": LaunchProbe({}),  # the baseline's model, renamed (see _probe_specs)
+    "served_name": LaunchProbe({"served_name": "probe-name"}),
+    "task": LaunchProbe({"task": "embed"}),
+    "host": LaunchProbe({"host": "0.0.0.0"}, {"api_key": None}),  # keyless: engines without auth
+    "port": LaunchProbe({"port": 8123}),
+    "python": LaunchProbe({"python": "/opt/probe/bin/python"}),
+    "parallel.tensor": LaunchProbe({"parallel": Parallel(tensor=2)}),
+    "parallel.pipeline": LaunchProbe({"parallel": Parallel(pipeline=2)}),
+    "parallel.data": LaunchProbe({"parallel": Parallel(data=2)}),
+    "parallel.expert": LaunchProbe(
+        {"parallel": Parallel(tensor=2, expert=True)}, {"parallel": Parallel(tensor=2)}
+    ),
+    "dtype": LaunchProbe({"dtype": "bfloat16"}),
+    "max_model_len": LaunchProbe({"max_model_len": 256}),
+    "max_num_seqs": LaunchProbe({"max_num_seqs": 4}),
+    "memory_fraction": LaunchProbe({"memory_fraction": 0.5}),
+    "quantization": LaunchProbe({"quantization": "fp8"}),
+    "prefix_caching=True": LaunchProbe({"prefix_caching": True}),
+    "prefix_caching=False": LaunchProbe({"prefix_caching": False}),
+    "lora": LaunchProbe({"lora": _LORA}),
+    "max_lora_rank": LaunchProbe({"max_lora_rank": 16}, {"lora": _LORA}),
+    "max_loras": LaunchProbe({"max_loras": 2}, {"lora": _LORA}),
+    "runtime_lora": LaunchProbe({"runtime_lora": True}),
+    "speculative": LaunchProbe({"speculative": _NGRAM}),
+    "speculative.num_tokens": LaunchProbe(
+        {"speculative": Speculative(method="ngram", num_tokens=5)}, {"speculative": _NGRAM}
+    ),
+    "speculative.draft_model": LaunchProbe(
+        {"speculative": Speculative(method="draft", draft_model="/models/probe-draft", num_tokens=3)}
+    ),
+    "speculative.lookup_max": LaunchProbe(
+        {"speculative": Speculative(method="ngram", num_tokens=3, lookup_max=5)}, {"speculative": _NGRAM}
+    ),
+    "speculative.lookup_min": LaunchProbe(
+        {"speculative": Speculative(method="ngram", num_tokens=3, lookup_min=2)}, {"speculative": _NGRAM}
+    ),
+    # vLLM splits data x pipeline x tensor ranks evenly over the nodes: two ranks for two nodes
+    "nodes": LaunchProbe({"nodes": _NODES}, {"parallel": Parallel(tensor=2)}),
+    "nodes.rank": LaunchProbe(
+        {"nodes": Nodes(count=2, rank=1, head="10.0.0.1")}, {"parallel": Parallel(tensor=2), "nodes": _NODES}
+    ),
+    "pd": LaunchProbe({"pd": PDRole(role="prefill")}),
+    "pd.role": LaunchProbe({"pd": PDRole(role="decode")}, {"pd": PDRole(role="prefill")}),
+    "pd.transfer": LaunchProbe(
+        {"pd": PDRole(role="prefill", transfer="mooncake")}, {"pd": PDRole(role="prefill")}
+    ),
+    "pd.port": LaunchProbe({"pd": PDRole(role="prefill", port=5601)}, {"pd": PDRole(role="prefill")}),
+    "tool_parser": LaunchProbe({"tool_parser": "hermes"}),
+    "extra_args": LaunchProbe({"extra_args": ["--probe-flag"]}),
+}
+# LaunchSpec fields the adapter's command() does not see change anything, because the core
+# (unillm.launching.supervisor.Launch) consumes them itself, or another check covers them.
+# A new LaunchSpec field fails test_classifies_every_launch_setting until it is probed or listed.
+CORE_LAUNCH_SETTINGS: Mapping[str, str] = {
+    "prefix": "Launch puts it before the adapter's argv",
+    "env": "Launch merges it over the adapter's env",
+    "secret_env": "Launch masks these env values wherever it prints the command",
+    "ready_timeout": "Launch's wait for the engine to be ready",
+    "cpu": "resolve_spec applies the adapter's cpu_recipe (its settings) before command()",
+    "in_process": "Launch calls the adapter's in_process() hook instead of command()",
+    "api_key": "test_masks_the_api_key_in_printed_commands checks it is passed and masked "
+    "('auto' is generated by resolve_spec before command())",
+}
 
 
 class IOAttempted(AssertionError):
@@ -137,7 +229,7 @@ class AdapterConformance:
     (the SSE ``data`` payloads answering ``stream_request``), ``error_bodies`` (the body the
     engine sends with each status of :data:`ERROR_STATUSES`). Optional: ``launch_spec`` (it must
     carry an API key), ``capability_versions`` (versions whose capability tables are checked),
-    ``passes_api_key``, ``refused_requests``.
+    ``passes_api_key``, ``refused_requests``, ``unchanged_launch_settings``.
     """
 
     adapter: ClassVar[Adapter]
@@ -153,6 +245,10 @@ class AdapterConformance:
     error_bodies: ClassVar[Mapping[int, bytes]]
     launch_spec: ClassVar[LaunchSpec] = LaunchSpec(model="/models/tiny", port=8000, api_key=SecretStr(SECRET))
     capability_versions: ClassVar[Sequence[str | None]] = (None,)
+    # LAUNCH_PROBES names whose value leaves the command as it is, for a stated reason (the
+    # engine's own default, or a setting the core fills in for every engine that this one
+    # has no use for) -> why. The kit checks that they do leave it unchanged.
+    unchanged_launch_settings: ClassVar[Mapping[str, str]] = {}
     # Request kinds (REQUEST_KINDS) the adapter refuses with UnsupportedFeature -> why.
     refused_requests: ClassVar[Mapping[str, str]] = {}
     # False for an engine without authentication that ignores a key on a loopback address.
@@ -281,6 +377,64 @@ class AdapterConformance:
             assert not passed, "passes_api_key = False, yet the key is in the command"
         for printed in (command.render(), repr(command), str(command)):
             assert secret not in printed, f"the API key is printed: {printed}"
+
+    def test_classifies_every_launch_setting(self) -> None:
+        probed = {name.split(".")[0].split("=")[0] for name in LAUNCH_PROBES}
+        unclassified = set(LaunchSpec.model_fields) - probed - set(CORE_LAUNCH_SETTINGS)
+        assert not unclassified, (
+            f"LaunchSpec fields neither probed (LAUNCH_PROBES) nor consumed by the core "
+            f"(CORE_LAUNCH_SETTINGS): {sorted(unclassified)}"
+        )
+        assert not probed & set(CORE_LAUNCH_SETTINGS), "a setting is both probed and core-consumed"
+        unknown = set(self.unchanged_launch_settings) - set(LAUNCH_PROBES)
+        assert not unknown, f"unchanged_launch_settings names no probe: {sorted(unknown)}"
+
+    @pytest.mark.parametrize("probe", LAUNCH_PROBES)
+    def test_maps_or_refuses_the_launch_setting(self, probe: str) -> None:
+        base, spec = self._probe_specs(probe)
+        with blocked_io():
+            before, after = self._launch_or_refusal(base), self._launch_or_refusal(spec)
+        for outcome in (before, after):
+            if isinstance(outcome, UnsupportedFeature):
+                assert outcome.engine == self.adapter.name and outcome.why, (
+                    f"the refusal must name {self.adapter.name} and say why: {outcome}"
+                )
+        if not isinstance(before, LaunchCommand):
+            return  # the settings the probe needs are refused already
+        changed = not isinstance(after, LaunchCommand) or (after.argv, dict(after.env)) != (
+            before.argv,
+            dict(before.env),
+        )
+        why = self.unchanged_launch_settings.get(probe)
+        if why is not None:
+            assert why, f"unchanged_launch_settings gives no reason for {probe}"
+            assert not changed, f"unchanged_launch_settings says {probe} leaves the command, but it changes"
+            return
+        assert changed, (
+            f"{probe}: {dict(LAUNCH_PROBES[probe].value)} is silently dropped: command() neither changes "
+            f"argv/env nor refuses it (UnsupportedFeature naming the engine, why and what instead)"
+        )
+
+    def _probe_specs(self, probe: str) -> tuple[LaunchSpec, LaunchSpec]:
+        """The baseline (``launch_spec`` with the probe's needs) and the baseline with the probe set."""
+        p = LAUNCH_PROBES[probe]
+        base = LaunchSpec.model_validate({**self.launch_spec.model_dump(), **p.needs})
+        value = dict(p.value)
+        if probe == "model":  # renamed, so that it keeps what the engine needs (e.g. ".gguf")
+            path = PurePosixPath(base.model)
+            value = {"model": str(path.with_stem(path.stem + "-probe"))}
+        spec = LaunchSpec.model_validate({**base.model_dump(), **value})
+        set_now = {k: v for k, v in value.items() if getattr(base, k) == v}
+        assert not set_now, f"{probe}: launch_spec already sets {set_now}; the probe sets nothing new"
+        return base, spec
+
+    def _launch_or_refusal(self, spec: LaunchSpec) -> LaunchCommand | UnsupportedFeature | InvalidOptions:
+        """The command, or the refusal, the core gets for ``spec`` before anything starts."""
+        try:
+            check_launch_features(self.adapter, spec)
+            return self.adapter.command(spec)
+        except (UnsupportedFeature, InvalidOptions) as refusal:
+            return refusal
 
     def _command_or_refusal(self, spec: LaunchSpec) -> LaunchCommand | UnsupportedFeature:
         try:

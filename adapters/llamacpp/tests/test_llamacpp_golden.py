@@ -71,6 +71,11 @@ def test_command_serves_the_model_and_each_lora_under_its_name() -> None:
     assert cmd.health_path == "/openapi.json"
 
 
+def test_command_turns_the_prompt_cache_off_when_asked() -> None:
+    spec = LaunchSpec(model="/m/tiny.gguf", api_key=None, prefix_caching=False)
+    assert [m["cache"] for m in settings_of(ADAPTER.command(spec).argv)["models"]] == [False]
+
+
 @pytest.mark.parametrize(
     ("settings", "feature"),
     [

@@ -41,8 +41,8 @@ def command(spec: LaunchSpec) -> LaunchCommand:
     base: dict[str, Any] = {"model": spec.model}
     if spec.max_model_len is not None:
         base["n_ctx"] = spec.max_model_len
-    if spec.prefix_caching:
-        base["cache"] = True  # llama-cpp-python's RAM prompt cache
+    if spec.prefix_caching is not None:
+        base["cache"] = spec.prefix_caching  # llama-cpp-python's RAM prompt cache (off by default)
     if spec.speculative is not None:
         base.update(draft_model=PROMPT_LOOKUP, draft_model_num_pred_tokens=spec.speculative.num_tokens)
     models = [{**base, "model_alias": spec.served_name or spec.model}]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import MappingProxyType
 
 from unillm_mlx import MLXAdapter
 
@@ -40,6 +41,15 @@ class TestMLXConformance(AdapterConformance):
     error_bodies = ERROR_BODIES
     capability_versions = (None, "0.32.2+in-process")
     passes_api_key = False  # mlx_lm.server has no authentication
+    unchanged_launch_settings = MappingProxyType(
+        {
+            "prefix_caching=True": "mlx_lm.server keeps a prompt cache by default",
+            "lora": "served per request: bind() sends the adapter's path in each request's "
+            "`adapters` field (mlx_lm.server has no flag that names several adapters)",
+            "tool_parser": "mlx_lm.server reads tool calls in the format its tokenizer's chat "
+            "template names; it has no parser setting (the core fills tool_parser in for every engine)",
+        }
+    )
 
 
 def test_the_recorded_error_is_a_400() -> None:

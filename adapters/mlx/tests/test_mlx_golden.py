@@ -104,6 +104,10 @@ def test_mlx_command_names_no_lora_at_launch_because_requests_carry_the_path() -
         ({"max_lora_rank": 8}, "max_lora_rank"),
         ({"runtime_lora": True}, "runtime_lora"),
         ({"host": "0.0.0.0", "api_key": "secret"}, "api_key"),
+        (
+            {"speculative": Speculative(method="draft", draft_model="/d"), "prefix_caching": True},
+            "prefix_caching with a draft model",
+        ),
     ],
 )
 def test_mlx_command_refuses_settings_mlx_lm_server_lacks(settings: dict[str, Any], feature: str) -> None:

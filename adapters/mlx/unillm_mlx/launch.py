@@ -149,6 +149,13 @@ def refuse_unsupported(spec: LaunchSpec, *, in_process: bool = False) -> None:
             "mlx_lm.server has no adapter endpoints",
             "Pass lora={name: path} at launch, or run MLX in-process (in_process=True)",
         )
+    if spec.speculative is not None and spec.prefix_caching:
+        raise no(
+            "prefix_caching with a draft model",
+            "with a draft model, a prompt-cache hit gives wrong greedy output in mlx_lm.server, "
+            "so unillm turns its prompt cache off",
+            "Drop prefix_caching= (or speculative=)",
+        )
     key = spec.key()
     if key and not _is_loopback(spec.host):
         raise no(

@@ -97,6 +97,9 @@ class TestSGLangConformance(AdapterConformance):
     stream_text = "Hello"
     error_bodies = ERROR_BODIES
     capability_versions = (None, "0.5.23", "0.4.9", "0.3.6")
+    unchanged_launch_settings = MappingProxyType(
+        {"prefix_caching=True": "SGLang's RadixAttention caches prefixes by default"}
+    )
 
 
 assert set(_ERRORS) == set(ERROR_STATUSES)

@@ -7,6 +7,7 @@ router answer 401 and unknown routes (404) with an empty body, as ``tgi_server.p
 from __future__ import annotations
 
 import json
+from types import MappingProxyType
 
 from unillm_tgi import TGIAdapter, TGIInfo
 
@@ -82,6 +83,16 @@ class TestTGIConformance(AdapterConformance):
     stream_text = "Hello"
     error_bodies = _ERRORS
     capability_versions = (None, "3.3.6", "2.0.4", "1.3.0")
+    unchanged_launch_settings = MappingProxyType(
+        {
+            "served_name": "TGI has no served-name flag: served_name is the model name unillm "
+            "reports in its results",
+            "python": "text-generation-launcher is not a Python program (the core fills python "
+            "in for every engine)",
+            "tool_parser": "TGI forces tool calls with its grammar and has no parser setting "
+            "(the core fills tool_parser in for every engine)",
+        }
+    )
 
 
 assert set(_ERRORS) == set(ERROR_STATUSES)
