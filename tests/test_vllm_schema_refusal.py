@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 from fault_server import FaultServer
-from unillm_vllm import VLLMAdapter
 
 import unillm
 from unillm.adapter.launch_spec import LaunchSpec
+from unillm.adapter.registry import get_adapter
 from unillm.client.llm import LLM
 
 pytestmark = pytest.mark.anyio
@@ -21,7 +21,7 @@ def anyio_backend() -> str:
 
 
 async def test_a_schema_xgrammar_cannot_honour_never_reaches_the_server() -> None:
-    adapter = VLLMAdapter().bind(LaunchSpec(model="/m", extra_args=XGRAMMAR))
+    adapter = get_adapter("vllm").bind(LaunchSpec(model="/m", extra_args=XGRAMMAR))
     with FaultServer() as server:
         async with LLM(adapter, server.url) as llm:
             with pytest.raises(unillm.UnsupportedFeature) as caught:

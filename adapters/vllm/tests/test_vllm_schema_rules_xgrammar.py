@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from unillm_vllm.schema_rules import xgrammar_problem
@@ -29,7 +30,7 @@ else:
 """
 
 
-def xgrammar(schema: dict[str, object], text: str) -> str:
+def xgrammar(schema: dict[str, Any], text: str) -> str:
     python = Path.home() / ".cache/unillm/envs/vllm/bin/python"
     run = subprocess.run(
         [str(python), "-c", PROBE, json.dumps(schema), text], capture_output=True, text=True, check=True
@@ -70,7 +71,7 @@ from vllm.v1.structured_output.backend_xgrammar import has_xgrammar_unsupported_
 print(json.dumps([check(schema) for schema in json.loads(sys.argv[1])]))
 """
 # Schemas none of the wrong-compile rules touch, so only vLLM's own check decides.
-PARITY = [
+PARITY: list[dict[str, Any]] = [
     {"type": "object", "properties": {"n": {"type": "integer"}}},
     {"type": "number", "multipleOf": 2},
     {"type": "string", "multipleOf": 2},
