@@ -13,6 +13,12 @@ Without a known parser (launched without one, or connected), ``tool_choice="requ
 tool's name goes out as a structured-outputs JSON schema and unillm reads the call from the
 answer; ``"auto"`` needs the parser and is refused before sending when unillm launched the server
 without one.
+
+JSON schemas: when unillm launched the server (``bind(spec)``) and the launch arguments set the
+structured-outputs backend to ``xgrammar`` (the CPU recipe does), a schema xgrammar cannot honour
+is refused before sending (:mod:`unillm_vllm.schema_rules`). A connected server, or a launch
+without that setting, may use vLLM's ``auto``, which falls back to guidance for such schemas, so
+nothing is refused there.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from unillm.adapter import (
 )
 from unillm.adapter.base import EngineInfo, EngineInstall, HttpCall
 from unillm_vllm import launch
+from unillm_vllm.schema_rules import structured_backend, xgrammar_problem
 
 __all__ = ["VLLMAdapter"]
 
@@ -67,13 +74,27 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
     engine_module = "vllm"
     extra_sampling_fields = EXTRA_SAMPLING
 
-    def __init__(self, *, tool_parser: str | None = None, launched: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        tool_parser: str | None = None,
+        launched: bool = False,
+        structured_backend: str | None = None,
+    ) -> None:
         self.tool_parser = tool_parser
         self.launched = launched  # True: tool_parser is known (unillm started the server)
+        # the structured-outputs backend the server was started with; None: unknown (connected)
+        self.structured_backend = structured_backend
 
     def bind(self, spec: LaunchSpec) -> VLLMAdapter:
-        """This adapter, knowing the tool parser the server was started with."""
-        return VLLMAdapter(tool_parser=spec.parser(), launched=True)
+        """This adapter, knowing the tool parser and structured-outputs backend the server was
+        started with (the backend from ``--structured-outputs-config`` in ``spec.extra_args``,
+        where the CPU recipe puts it; vLLM's default ``auto`` without one)."""
+        return VLLMAdapter(
+            tool_parser=spec.parser(),
+            launched=True,
+            structured_backend=structured_backend(spec.extra_args),
+        )
 
     def capabilities(self, version: str | None = None) -> Capabilities:
         v = parse_version(version)
@@ -120,9 +141,26 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
         v = parse_version(info.version)
         legacy = v is not None and v < STRUCTURED_OUTPUTS_SINCE
         key, value = structured_output(output)  # vLLM's "grammar" reads EBNF and Lark
+        if key == "json" and self.structured_backend == "xgrammar":
+            self._check_xgrammar_schema(value, info)
         if legacy:
             return {f"guided_{key}": value}
         return {"structured_outputs": {key: value}}
+
+    def _check_xgrammar_schema(self, schema: Mapping[str, Any], info: EngineInfo) -> None:
+        problem = xgrammar_problem(schema)
+        if problem is None:
+            return
+        raise UnsupportedFeature(
+            self.name,
+            f"JSON schema keyword {problem.keyword!r} at {problem.pointer}",
+            version=info.version,
+            why=f"the server's structured-outputs backend is xgrammar (a launch setting), and {problem.why}",
+            alternative="Launch with extra_args=['--structured-outputs-config', "
+            '\'{"backend":"guidance","disable_any_whitespace":true}\'] (or "auto", which falls back '
+            "to guidance), use another engine, or drop output= and validate the answer yourself "
+            "(e.g. Model.model_validate_json(r.text))",
+        )
 
     def forces_by_constraint(self, request: Request, info: EngineInfo) -> bool:
         choice = request.tool_choice

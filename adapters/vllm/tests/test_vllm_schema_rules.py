@@ -1,0 +1,274 @@
+"""JSON schemas vLLM's xgrammar backend cannot honour are found before sending, one rule each;
+ordinary schemas pass, and only a server launched with xgrammar gets the check."""
+
+from __future__ import annotations
+
+from datetime import date
+from enum import Enum
+from typing import Any, Literal
+
+import pytest
+from pydantic import BaseModel, Field
+from unillm_vllm import VLLMAdapter
+from unillm_vllm.launch import cpu_recipe
+from unillm_vllm.schema_rules import structured_backend, xgrammar_problem
+
+from unillm.adapter.base import EngineInfo
+from unillm.adapter.launch_spec import LaunchSpec
+from unillm.errors import UnsupportedFeature
+from unillm.options import JsonSchema
+
+INFO = EngineInfo(engine="vllm", model="m", version="0.32.0")
+OBJ = {"type": "object"}
+
+
+FLAG = "--structured-outputs-config"
+X, G = '{"backend":"xgrammar"}', '{"backend":"guidance"}'
+
+
+def where(schema: dict[str, Any]) -> tuple[str, str] | None:
+    problem = xgrammar_problem(schema)
+    return None if problem is None else (problem.keyword, problem.pointer)
+
+
+# -- vLLM's own check (has_xgrammar_unsupported_json_features) -----------------------------
+def test_multiple_of_on_a_number_is_refused() -> None:
+    assert where({"type": "number", "multipleOf": 0.5}) == ("multipleOf", "/multipleOf")
+
+
+def test_multiple_of_on_an_integer_in_a_type_list_is_refused() -> None:
+    assert where({"type": ["integer", "null"], "multipleOf": 2}) == ("multipleOf", "/multipleOf")
+
+
+@pytest.mark.parametrize("keyword", ["uniqueItems", "contains", "minContains", "maxContains"])
+def test_array_keywords_xgrammar_lacks_are_refused(keyword: str) -> None:
+    schema = {"type": "array", "items": {"type": "integer"}, keyword: True}
+    assert where(schema) == (keyword, f"/{keyword}")
+
+
+def test_an_unknown_string_format_is_refused() -> None:
+    assert where({"type": "string", "format": "color"}) == ("format", "/format")
+
+
+def test_a_known_string_format_passes() -> None:
+    assert where({"type": "string", "format": "date-time"}) is None
+
+
+def test_a_length_bound_beside_a_pattern_is_refused() -> None:
+    assert where({"type": "string", "pattern": "^a+$", "maxLength": 5}) == ("maxLength", "/maxLength")
+
+
+def test_a_length_bound_beside_a_format_is_refused() -> None:
+    assert where({"type": "string", "format": "email", "minLength": 3}) == ("minLength", "/minLength")
+
+
+def test_property_names_with_a_bounded_pattern_are_refused() -> None:
+    schema = {"type": "object", "propertyNames": {"pattern": "^a", "maxLength": 3}}
+    assert where(schema) == ("propertyNames", "/propertyNames")
+
+
+@pytest.mark.parametrize(
+    "beside",
+    [
+        {"patternProperties": {"^a": {}}},
+        {"properties": {"a": {}}},
+        {"unevaluatedProperties": False},
+    ],
+)
+def test_property_names_beside_what_xgrammar_cannot_combine_are_refused(beside: dict[str, Any]) -> None:
+    schema = {"type": "object", "propertyNames": {"pattern": "^a"}, **beside}
+    assert where(schema) == ("propertyNames", "/propertyNames")
+
+
+def test_pattern_properties_beside_properties_are_refused() -> None:
+    schema = {"type": "object", "properties": {"a": {}}, "patternProperties": {"^b": {}}}
+    assert where(schema) == ("patternProperties", "/patternProperties")
+
+
+def test_several_pattern_properties_are_refused() -> None:
+    schema = {"type": "object", "patternProperties": {"^a": {}, "^b": {}}}
+    assert where(schema) == ("patternProperties", "/patternProperties")
+
+
+def test_all_of_with_two_branches_is_refused() -> None:
+    assert where({"allOf": [{"type": "string"}, {"enum": ["yes", "no"]}]}) == ("allOf", "/allOf")
+
+
+def test_a_nested_problem_is_located_by_its_json_pointer() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a/b": {"type": "array", "items": [{"type": "integer", "multipleOf": 3}]}},
+    }
+    assert where(schema) == ("multipleOf", "/properties/a~1b/items/0/multipleOf")
+
+
+def test_vllms_check_also_looks_inside_defaults_as_vllm_does() -> None:
+    schema = {"type": "object", "default": {"type": "number", "multipleOf": 2}}
+    assert where(schema) == ("multipleOf", "/default/multipleOf")
+
+
+# -- compiled wrongly or failing inside xgrammar -----------------------------------------------
+def test_required_without_properties_is_refused() -> None:
+    assert where({"type": "object", "required": ["a"]}) == ("required", "/required/0")
+
+
+def test_a_required_name_missing_from_properties_is_refused() -> None:
+    schema = {"type": "object", "properties": {"x": {}}, "required": ["x", "y"]}
+    assert where(schema) == ("required", "/required/1")
+
+
+@pytest.mark.parametrize("combinator", ["oneOf", "anyOf"])
+def test_a_combinator_beside_top_level_properties_is_refused(combinator: str) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"x": {"type": "integer"}},
+        "required": ["x"],
+        combinator: [{"properties": {"a": {}}}, {"properties": {"b": {}}}],
+    }
+    assert where(schema) == (combinator, f"/{combinator}")
+
+
+def test_a_single_all_of_beside_properties_is_refused() -> None:
+    schema = {"type": "object", "properties": {"x": {}}, "allOf": [OBJ]}
+    assert where(schema) == ("allOf", "/allOf")
+
+
+def test_min_items_without_items_is_refused() -> None:
+    assert where({"type": "array", "minItems": 1}) == ("minItems", "/minItems")
+
+
+def test_min_items_within_prefix_items_passes() -> None:
+    assert where({"type": "array", "prefixItems": [OBJ, OBJ], "minItems": 2}) is None
+
+
+def test_min_items_with_items_passes() -> None:
+    assert where({"type": "array", "items": True, "minItems": 1}) is None
+
+
+def test_data_values_are_not_read_as_schemas_by_the_wrong_compile_rules() -> None:
+    schema = {"type": "object", "properties": {"a": {}}, "default": {"required": ["zzz"]}}
+    assert where(schema) is None
+
+
+# -- ordinary schemas pass -------------------------------------------------------------------
+class Colour(str, Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Address(BaseModel):
+    city: str
+    zip_code: str | None = None
+
+
+class Person(BaseModel):
+    name: str = Field(min_length=1, max_length=40)
+    age: int = Field(ge=0, le=150)
+    born: date
+    colour: Colour
+    tags: list[str] = []
+    address: Address
+    kind: Literal["a", "b"] = "a"
+    scores: dict[str, float] = {}
+
+
+class Answer(BaseModel):
+    value: int = Field(ge=0, le=100)
+
+
+class Cat(BaseModel):
+    pet: Literal["cat"]
+    lives: int
+
+
+class Dog(BaseModel):
+    pet: Literal["dog"]
+    bark: bool
+
+
+class Owner(BaseModel):
+    animal: Cat | Dog = Field(discriminator="pet")
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        OBJ,
+        {"type": "array"},
+        {"type": "object", "properties": {"n": {"type": "integer"}}},
+        {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+        {"type": "string", "pattern": "^[a-z]+$"},
+        {"type": "string", "minLength": 2, "maxLength": 4},
+        {"type": "object", "patternProperties": {"^a": {"type": "string"}}},
+        {"allOf": [{"type": "string"}]},
+        {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+        Person.model_json_schema(),
+        Answer.model_json_schema(),
+        Owner.model_json_schema(),
+    ],
+)
+def test_schemas_vllm_accepts_are_not_refused(schema: dict[str, Any]) -> None:
+    assert xgrammar_problem(schema) is None
+
+
+# -- which backend: the launch arguments ------------------------------------------------------
+@pytest.mark.parametrize(
+    ("args", "backend"),
+    [
+        ([], "auto"),
+        (["--structured-outputs-config", '{"backend":"xgrammar"}'], "xgrammar"),
+        (['--structured-outputs-config={"backend":"guidance"}'], "guidance"),
+        (["--structured-outputs-config", '{"disable_any_whitespace":true}'], "auto"),
+        (
+            [FLAG, X, FLAG, G],
+            "guidance",
+        ),
+        ([f"{FLAG}.backend", "outlines"], "outlines"),
+        ([f"{FLAG}.backend", '"guidance"'], "guidance"),
+        (
+            [f"{FLAG}.backend=guidance", FLAG, X],
+            "guidance",
+        ),
+        (
+            [FLAG, X, f"{FLAG}.disable_any_whitespace=true"],
+            "auto",
+        ),
+    ],
+)
+def test_the_backend_is_read_the_way_vllm_parses_its_arguments(args: list[str], backend: str) -> None:
+    assert structured_backend(args) == backend
+
+
+def test_the_cpu_recipe_pins_xgrammar(tmp_path: Any) -> None:
+    recipe = cpu_recipe(LaunchSpec(model="/m"), tmp_path)
+    assert structured_backend(recipe.settings["extra_args"]) == "xgrammar"
+
+
+# -- the adapter -----------------------------------------------------------------------------
+BAD = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}
+
+
+def test_a_server_launched_with_xgrammar_refuses_the_schema_naming_keyword_place_and_alternative(
+    tmp_path: Any,
+) -> None:
+    spec = LaunchSpec(
+        model="/m", extra_args=cpu_recipe(LaunchSpec(model="/m"), tmp_path).settings["extra_args"]
+    )
+    with pytest.raises(UnsupportedFeature) as caught:
+        VLLMAdapter().bind(spec).constraint_fields(JsonSchema(BAD), INFO)
+    message = str(caught.value)
+    assert "'uniqueItems' at /uniqueItems" in message
+    assert "xgrammar" in message
+    assert "guidance" in message and "validate the answer yourself" in message
+
+
+def test_a_connected_server_gets_the_schema_as_vllms_auto_falls_back_to_guidance() -> None:
+    body = VLLMAdapter().constraint_fields(JsonSchema(BAD), INFO)
+    assert body == {"structured_outputs": {"json": BAD}}
+
+
+def test_a_server_launched_with_guidance_gets_the_schema() -> None:
+    args = ["--structured-outputs-config", '{"backend":"guidance"}']
+    adapter = VLLMAdapter().bind(LaunchSpec(model="/m", extra_args=args))
+    assert adapter.constraint_fields(JsonSchema(BAD), INFO) == {"structured_outputs": {"json": BAD}}

@@ -1,0 +1,108 @@
+"""The wrong-compile rules of ``unillm_vllm.schema_rules``, confirmed with xgrammar itself.
+
+Runs xgrammar's ``Grammar.from_json_schema`` (strict mode, as vLLM calls it) in vLLM's managed env:
+a grammar build, no server. Marked ``engine`` because it needs that env.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from unillm_vllm.schema_rules import xgrammar_problem
+
+pytestmark = pytest.mark.engine
+
+PROBE = """
+import json, sys
+import xgrammar as xgr
+from xgrammar.testing import _is_grammar_accept_string as accepts
+schema, text = json.loads(sys.argv[1]), sys.argv[2]
+try:
+    grammar = xgr.Grammar.from_json_schema(schema, any_whitespace=False, separators=(",", ":"))
+except Exception:
+    print("error")
+else:
+    print("accepts" if accepts(grammar, text) else "rejects")
+"""
+
+
+def xgrammar(schema: dict[str, Any], text: str) -> str:
+    python = Path.home() / ".cache/unillm/envs/vllm/bin/python"
+    run = subprocess.run(
+        [str(python), "-c", PROBE, json.dumps(schema), text], capture_output=True, text=True, check=True
+    )
+    return run.stdout.strip()
+
+
+def test_xgrammar_accepts_an_object_without_a_required_name_missing_from_properties() -> None:
+    assert xgrammar({"type": "object", "required": ["a"]}, "{}") == "accepts"
+
+
+def test_xgrammar_drops_the_properties_beside_one_of() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"x": {"type": "integer"}},
+        "required": ["x"],
+        "oneOf": [{"properties": {"a": {"type": "string"}}, "required": ["a"]}],
+    }
+    assert xgrammar(schema, '{"a":"s"}') == "accepts"
+
+
+def test_xgrammar_drops_the_properties_beside_a_single_all_of() -> None:
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"], "allOf": [{}]}
+    assert xgrammar(schema, "{}") == "accepts"
+
+
+def test_xgrammar_fails_on_min_items_without_items() -> None:
+    assert xgrammar({"type": "array", "minItems": 1}, "[1]") == "error"
+
+
+def test_xgrammar_compiles_min_items_with_items_true() -> None:
+    assert xgrammar({"type": "array", "minItems": 1, "items": True}, "[1]") == "accepts"
+
+
+VLLM_CHECK = """
+import json, sys
+from vllm.v1.structured_output.backend_xgrammar import has_xgrammar_unsupported_json_features as check
+print(json.dumps([check(schema) for schema in json.loads(sys.argv[1])]))
+"""
+# Schemas none of the wrong-compile rules touch, so only vLLM's own check decides.
+PARITY: list[dict[str, Any]] = [
+    {"type": "object", "properties": {"n": {"type": "integer"}}},
+    {"type": "number", "multipleOf": 2},
+    {"type": "string", "multipleOf": 2},
+    {"type": ["integer", "null"], "multipleOf": 2},
+    {"type": "array", "items": {}, "uniqueItems": False},
+    {"type": "array", "items": {}, "contains": {}},
+    {"uniqueItems": True},
+    {"type": "string", "format": "color"},
+    {"type": "string", "format": "uuid"},
+    {"type": "string", "pattern": "a", "maxLength": 2},
+    {"type": "string", "minLength": 1, "maxLength": 2},
+    {"type": "object", "propertyNames": {"format": "email", "minLength": 1}},
+    {"type": "object", "propertyNames": {"pattern": "a"}},
+    {"type": "object", "propertyNames": {}, "unevaluatedProperties": False},
+    {"type": "object", "propertyNames": {}, "unevaluatedProperties": True},
+    {"type": "object", "patternProperties": {"a": {}, "b": {}}},
+    {"type": "object", "patternProperties": {"a": {}}},
+    {"allOf": [{}, {}]},
+    {"allOf": [{}]},
+    {
+        "type": "object",
+        "properties": {"a/b": {"type": "array", "items": [{"type": "number", "multipleOf": 1}]}},
+    },
+    {"type": "object", "default": {"type": "number", "multipleOf": 2}},
+]
+
+
+def test_the_vllm_rules_agree_with_vllms_own_check() -> None:
+    python = Path.home() / ".cache/unillm/envs/vllm/bin/python"
+    run = subprocess.run(
+        [str(python), "-c", VLLM_CHECK, json.dumps(PARITY)], capture_output=True, text=True, check=True
+    )
+    vllm_says = json.loads(run.stdout.strip().splitlines()[-1])
+    assert vllm_says == [xgrammar_problem(schema) is not None for schema in PARITY]

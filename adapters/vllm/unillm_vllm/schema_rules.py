@@ -1,0 +1,255 @@
+"""JSON schemas vLLM's xgrammar backend cannot honour, found before sending (pure, engine-free).
+
+    xgrammar_problem({"type": "array", "uniqueItems": True})
+    # SchemaProblem(keyword='uniqueItems', pointer='/uniqueItems', why='...')
+
+Two groups of rules, applied to every schema object in the document:
+
+* **Refused by vLLM** (HTTP 400 "features not supported by xgrammar"): the same checks as vLLM
+  0.32's ``has_xgrammar_unsupported_json_features`` in
+  ``vllm/v1/structured_output/backend_xgrammar.py`` (with its ``STRING_SUPPORTED_FORMATS``,
+  ``_has_pattern_and_length_bounds`` and ``_schema_types``), walking the document the way it
+  does (every object reachable through object values and list items).
+* **Compiled wrongly or failing inside xgrammar** (confirmed with xgrammar 0.2.8's
+  ``Grammar.from_json_schema``, which vLLM calls in strict mode, by
+  ``adapters/vllm/tests/test_vllm_schema_rules_xgrammar.py``): ``required`` names missing from
+  the sibling ``properties`` (the grammar never emits them, so ``{}`` passes); ``anyOf`` /
+  ``oneOf`` / ``allOf`` beside ``properties`` or ``required`` (the grammar is built from the
+  branches alone); ``minItems`` above the ``prefixItems`` count with no ``items`` (strict mode
+  reads a missing ``items`` as ``false`` and the compile fails: HTTP 400). These skip values
+  that are data, not schemas (``const``, ``enum``, ``default``, ``examples``).
+
+No schema is rewritten: each problem is refused with the exact fix where one exists.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["XGRAMMAR_FORMATS", "SchemaProblem", "structured_backend", "xgrammar_problem"]
+
+#: String formats xgrammar's JSON-schema converter implements (vLLM's STRING_SUPPORTED_FORMATS).
+XGRAMMAR_FORMATS = frozenset(
+    {
+        "email",
+        "date",
+        "time",
+        "date-time",
+        "duration",
+        "ipv4",
+        "ipv6",
+        "hostname",
+        "uuid",
+        "uri",
+        "uri-reference",
+        "uri-template",
+        "json-pointer",
+        "relative-json-pointer",
+    }
+)
+_ARRAY_UNSUPPORTED = ("uniqueItems", "contains", "minContains", "maxContains")
+_COMBINATORS = ("anyOf", "oneOf", "allOf")
+_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
+_CONFIG_FLAG = "--structured-outputs-config"
+
+
+@dataclass(frozen=True)
+class SchemaProblem:
+    """A keyword the backend cannot honour, where it is (a JSON pointer) and why."""
+
+    keyword: str
+    pointer: str
+    why: str
+
+
+def structured_backend(extra_args: Sequence[str]) -> str:
+    """The structured-outputs backend that vLLM command-line arguments configure.
+
+    Read the way vLLM's ``FlexibleArgumentParser`` does: dotted flags
+    (``--structured-outputs-config.backend=guidance``) are merged into one config that replaces
+    any JSON ``--structured-outputs-config '{...}'``; of several JSON flags the last wins; a
+    config without ``backend`` means vLLM's default, ``"auto"``.
+    """
+    dotted: dict[str, Any] = {}
+    whole: Any = {}
+    for i, arg in enumerate(extra_args):
+        flag, eq, value = arg.partition("=")
+        if not flag.startswith(_CONFIG_FLAG):
+            continue
+        if not eq:
+            value = extra_args[i + 1] if i + 1 < len(extra_args) else ""
+        if flag == _CONFIG_FLAG:
+            whole = _json_or_none(value)
+        elif flag.startswith(_CONFIG_FLAG + "."):
+            parsed = _json_or_none(value)  # vLLM reads a dotted value as JSON, else as text
+            dotted[flag.removeprefix(_CONFIG_FLAG + ".")] = value if parsed is None else parsed
+    config = dotted or whole
+    backend = config.get("backend") if isinstance(config, dict) else None
+    return backend if isinstance(backend, str) and backend else "auto"
+
+
+def xgrammar_problem(schema: Mapping[str, Any]) -> SchemaProblem | None:
+    """The first feature of ``schema`` that vLLM's xgrammar backend refuses or compiles wrongly.
+
+    Args:
+        schema: A JSON schema document.
+
+    Returns:
+        The problem, or None when xgrammar honours the schema as far as these rules know.
+    """
+    for pointer, node, is_data in _nodes(schema, "", is_data=False):
+        problem = _vllm_refusal(node, pointer)
+        if problem is None and not is_data:
+            problem = _wrong_compile(node, pointer)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _nodes(
+    node: Mapping[str, Any], pointer: str, *, is_data: bool
+) -> Iterator[tuple[str, Mapping[str, Any], bool]]:
+    """Every object in the document, depth first, as vLLM's check visits them."""
+    yield pointer, node, is_data
+    for key, value in node.items():
+        here = f"{pointer}/{_escape(str(key))}"
+        data = is_data or key in _DATA_KEYWORDS
+        items = enumerate(value) if isinstance(value, list) else [(None, value)]
+        for index, item in items:
+            if isinstance(item, Mapping):
+                yield from _nodes(item, here if index is None else f"{here}/{index}", is_data=data)
+
+
+def _vllm_refusal(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
+    """vLLM's own check (``has_xgrammar_unsupported_json_features``), one object at a time."""
+    types = _types(node)
+    if types & {"integer", "number"} and "multipleOf" in node:
+        return SchemaProblem("multipleOf", f"{at}/multipleOf", "xgrammar ignores multipleOf on numbers")
+    if "array" in types:
+        for key in _ARRAY_UNSUPPORTED:
+            if key in node:
+                return SchemaProblem(key, f"{at}/{key}", f"xgrammar does not implement {key} on arrays")
+    if "string" in types:
+        fmt = node.get("format")
+        if "format" in node and not (isinstance(fmt, str) and fmt in XGRAMMAR_FORMATS):
+            return SchemaProblem(
+                "format",
+                f"{at}/format",
+                f"xgrammar knows the formats {', '.join(sorted(XGRAMMAR_FORMATS))}, not {fmt!r}",
+            )
+        bound = _length_beside_pattern(node)
+        if bound:
+            return SchemaProblem(
+                bound, f"{at}/{bound}", f"xgrammar cannot combine {bound} with pattern or format"
+            )
+    if "object" in types and "propertyNames" in node:
+        names = node["propertyNames"]
+        if isinstance(names, Mapping) and _length_beside_pattern(names):
+            return SchemaProblem(
+                "propertyNames",
+                f"{at}/propertyNames",
+                "xgrammar cannot combine a length bound with pattern or format in propertyNames",
+            )
+        for other in ("patternProperties", "properties"):
+            if other in node:
+                return SchemaProblem(
+                    "propertyNames", f"{at}/propertyNames", f"xgrammar cannot combine it with {other}"
+                )
+        if node.get("unevaluatedProperties", True) is not True:
+            return SchemaProblem(
+                "propertyNames",
+                f"{at}/propertyNames",
+                "xgrammar cannot combine it with unevaluatedProperties",
+            )
+    patterns = node.get("patternProperties")
+    if "object" in types and isinstance(patterns, Mapping):
+        if "properties" in node:
+            return SchemaProblem(
+                "patternProperties",
+                f"{at}/patternProperties",
+                "xgrammar cannot combine patternProperties with properties",
+            )
+        if len(patterns) > 1:
+            return SchemaProblem(
+                "patternProperties",
+                f"{at}/patternProperties",
+                "xgrammar takes one pattern in patternProperties, not several",
+            )
+    branches = node.get("allOf")
+    if isinstance(branches, list) and len(branches) >= 2:
+        return SchemaProblem(
+            "allOf", f"{at}/allOf", "xgrammar does not intersect allOf branches (it would accept any JSON)"
+        )
+    return None
+
+
+def _wrong_compile(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
+    """Schemas vLLM accepts but xgrammar compiles wrongly or fails to compile."""
+    properties = node.get("properties")
+    declared = properties if isinstance(properties, Mapping) else {}
+    required = node.get("required")
+    if isinstance(required, list):
+        for index, name in enumerate(required):
+            if isinstance(name, str) and name not in declared:
+                return SchemaProblem(
+                    "required",
+                    f"{at}/required/{index}",
+                    f"xgrammar never emits a required property missing from properties ({name!r}), "
+                    "so it would accept objects without it",
+                )
+    if isinstance(properties, Mapping) or isinstance(required, list):
+        for key in _COMBINATORS:
+            if isinstance(node.get(key), list):
+                return SchemaProblem(
+                    key,
+                    f"{at}/{key}",
+                    f"xgrammar builds this object from the {key} branches alone and drops the "
+                    "properties/required beside them",
+                )
+    if "array" in _types(node):
+        return _min_items_without_items(node, at)
+    return None
+
+
+def _min_items_without_items(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
+    prefix = node.get("prefixItems")
+    fixed = len(prefix) if isinstance(prefix, list) else 0
+    least = node.get("minItems")
+    if "items" in node or not isinstance(least, int) or least <= fixed:
+        return None
+    return SchemaProblem(
+        "minItems",
+        f"{at}/minItems",
+        "xgrammar (strict mode) reads a missing items as false, so minItems above the prefixItems "
+        'count fails to compile; add "items": true, which means the same',
+    )
+
+
+def _types(node: Mapping[str, Any]) -> set[str]:
+    declared = node.get("type")
+    if isinstance(declared, str):
+        return {declared}
+    if isinstance(declared, list):
+        return {t for t in declared if isinstance(t, str)}
+    return set()
+
+
+def _length_beside_pattern(node: Mapping[str, Any]) -> str | None:
+    """``minLength``/``maxLength`` when ``pattern`` or ``format`` sits beside it, else None."""
+    if "pattern" not in node and "format" not in node:
+        return None
+    return next((key for key in ("minLength", "maxLength") if key in node), None)
+
+
+def _escape(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
