@@ -85,7 +85,12 @@ NATIVE = Support()
 
 
 def unsupported(why: str, alternative: str = "") -> Support:
-    """Shorthand for a feature the engine cannot honour."""
+    """Shorthand for a feature the engine cannot honour.
+
+    Args:
+        why: What the engine lacks.
+        alternative: What the caller can do instead; empty: nothing suggested.
+    """
     return Support(level="no", why=why, alternative=alternative)
 
 
@@ -138,7 +143,11 @@ _OPTION_FEATURE = {
 
 
 def features_of(request: Request) -> list[Feature]:
-    """Every feature a request relies on."""
+    """Every feature a request relies on.
+
+    Args:
+        request: The validated request.
+    """
     used = [Feature.CHAT if request.messages is not None else Feature.COMPLETION]
     if request.stream:
         used.append(Feature.STREAM)

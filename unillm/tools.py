@@ -203,6 +203,9 @@ class ToolCallAccumulator:
     acc = ToolCallAccumulator(tools)
     async for d in llm.stream(..., tools=tools): acc.add(d.tool_calls)
     acc.calls()   # == the non-streamed answer's tool_calls
+
+    Args:
+        tools: The tools the request offered; their schemas check the finished arguments.
     """
 
     def __init__(self, tools: Sequence[Tool] = ()) -> None:
@@ -212,7 +215,11 @@ class ToolCallAccumulator:
         self._ids: dict[int, str] = {}
 
     def add(self, deltas: Iterable[ToolCallDelta] | None) -> None:
-        """Take the tool-call deltas of one stream delta (None: nothing)."""
+        """Take the tool-call deltas of one stream delta (None: nothing).
+
+        Args:
+            deltas: One delta's ``tool_calls``; None (no tool call in this delta) is ignored.
+        """
         for d in deltas or ():
             self._parts.setdefault(d.index, [])
             if d.id:

@@ -231,18 +231,31 @@ class Flags:
     flags = Flags(argv)
     flags.add("--max-model-len", spec.max_model_len)   # skipped when None
     flags.switch("--enable-lora", bool(spec.lora))
+
+    Args:
+        argv: The command so far; flags are appended to this list in place.
     """
 
     def __init__(self, argv: list[str]) -> None:
         self.argv = argv
 
     def add(self, flag: str, value: object) -> None:
-        """Append ``flag value`` unless value is None."""
+        """Append ``flag value`` unless value is None.
+
+        Args:
+            flag: The flag, e.g. ``--max-model-len``.
+            value: Its value (``str()``-ed); None appends nothing.
+        """
         if value is not None:
             self.argv += [flag, str(value)]
 
     def switch(self, flag: str, on: bool) -> None:
-        """Append a bare ``flag`` when ``on``."""
+        """Append a bare ``flag`` when ``on``.
+
+        Args:
+            flag: The bare flag, e.g. ``--enable-lora``.
+            on: Whether to append it.
+        """
         if on:
             self.argv.append(flag)
 
