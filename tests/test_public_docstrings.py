@@ -30,39 +30,38 @@ from unillm.client.llm import Loras
 _MODULES = (unillm, unillm.adapter, unillm.semantic, unillm.bench)
 #: Public classes reached through an attribute rather than a name (``llm.loras``, ``blocking.loras``).
 _REACHABLE = (Loras, BlockingLoras)
+#: Pydantic settings users construct for a launch: each field is documented under Attributes:.
+_SETTINGS = (
+    unillm.LaunchSpec,
+    unillm.Parallel,
+    unillm.Speculative,
+    unillm.Nodes,
+    unillm.Disaggregation,
+)
 
 _ARG_LINE = re.compile(r"^\s+\*{0,2}(\w+)(?:\s*\([^)]*\))?:")
 _SECTION = re.compile(r"^\w[\w ]*:\s*$")
 
 
-def _documented_args(doc: str) -> set[str]:
-    """Names listed in the docstring's `Args:` section."""
+def _documented(doc: str, section: str = "Args:") -> set[str]:
+    """Names listed in the docstring's ``section`` (``Args:``, ``Attributes:``)."""
+    lines = doc.splitlines()
     names: set[str] = set()
-    inside = False
-    for line in doc.splitlines():
-        if line.strip() == "Args:":
-            inside = True
+    for index, line in enumerate(lines):
+        if line.strip() != section:
             continue
-        if inside and _SECTION.match(line):
-            inside = False
-        if inside and (match := _ARG_LINE.match(line)) and _indent(line) == _args_indent(doc):
-            names.add(match.group(1))
+        entries = [entry for entry in lines[index + 1 :] if entry.strip()]
+        indent = _indent(entries[0]) if entries else -1
+        for entry in entries:
+            if _SECTION.match(entry):
+                break
+            if _indent(entry) == indent and (match := _ARG_LINE.match(entry)):
+                names.add(match.group(1))
     return names
 
 
 def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
-
-
-def _args_indent(doc: str) -> int:
-    """The indentation of the first entry under `Args:`."""
-    lines = doc.splitlines()
-    for index, line in enumerate(lines):
-        if line.strip() == "Args:":
-            for entry in lines[index + 1 :]:
-                if entry.strip():
-                    return _indent(entry)
-    return -1
 
 
 def _is_model(cls: type) -> bool:
@@ -129,7 +128,7 @@ def _args_problems(func: Callable[..., Any], owner_doc: str) -> list[str]:
     doc = inspect.getdoc(func) or ""
     if func.__name__ == "__init__":
         doc = f"{doc}\n{owner_doc}"
-    listed = _documented_args(doc)
+    listed = _documented(doc)
     missing = []
     params = _parameters(func)
     missing += [f"{name} (not a parameter)" for name in sorted(listed - {p.name for p in params})]
@@ -170,3 +169,19 @@ def test_every_public_model_has_a_class_docstring() -> None:
         if inspect.isclass(obj := getattr(module, name)) and _is_model(obj) and not _has_own_docstring(obj)
     )
     assert not undocumented, f"models without a docstring: {undocumented}"
+
+
+def test_every_user_built_dataclass_and_launch_setting_documents_each_field() -> None:
+    built: list[tuple[type, list[str]]] = [
+        (obj, [f.name for f in dataclasses.fields(obj) if f.init])
+        for name in unillm.__all__
+        if inspect.isclass(obj := getattr(unillm, name)) and dataclasses.is_dataclass(obj)
+    ]
+    built += [(cls, list(cls.model_fields)) for cls in _SETTINGS]
+    problems = []
+    for cls, fields in built:
+        doc = inspect.getdoc(cls) or ""
+        listed = _documented(doc) | _documented(doc, "Attributes:")
+        if missing := [f for f in fields if f not in listed]:
+            problems.append(f"{cls.__qualname__}: {', '.join(missing)}")
+    assert not problems, "fields missing from Args:/Attributes:\n" + "\n".join(problems)

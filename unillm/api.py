@@ -211,8 +211,8 @@ def launch(
         disaggregation: Prefill/decode engine counts to start behind the router.
         replica_env: Extra environment per engine, one mapping per replica.
         progress: Called with each launch step; None is silent.
-        log_path: Where the engine's output goes (one engine only); None picks a file under
-            the cache.
+        log_path: Where the engine's output goes (one engine only); None:
+            ``unillm-<engine>-<port>.log`` in the temp folder.
         defaults: Options applied to every request, overridden per call.
         timeouts: Connect/read/pool limits in seconds for the connected client.
         retry: How the connected client retries overloads and dropped connections.

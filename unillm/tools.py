@@ -56,6 +56,14 @@ class Tool:
     a pydantic class) rather than a dict of its fields.
 
         Tool.from_spec(get_weather).to_openai()
+
+    Args:
+        name: The function's name, as the model calls it.
+        parameters: The JSON schema of its arguments.
+        description: What it does, for the model; None sends none.
+        model: The pydantic class that validates the arguments; None leaves them a dict.
+        returns_model: Calls carry a ``model`` instance instead of a dict.
+        function: The Python function it was built from, if any.
     """
 
     name: str

@@ -242,7 +242,7 @@ class Adapter(ABC):
             info: What discovery learnt about the engine (model, version, limits).
 
         Raises:
-            InvalidOptions: The request cannot succeed (e.g. the prompt is too long).
+            InvalidRequest: The request cannot succeed (e.g. the prompt is too long for the model).
         """
         return None
 

@@ -116,7 +116,8 @@ def check_config(
 
     Args:
         source: A YAML/TOML file path, or the config as a mapping.
-        env: Environment for ``${VAR}`` references; None is ``os.environ``.
+        env: Environment whose ``UNILLM_*`` variables override config keys
+            (``UNILLM_LAUNCH__PORT=8001``); None is ``os.environ``.
         version: The engine version to check against; None is the config's ``engine_version``,
             else the newest known.
         **overrides: Settings that replace the file's.

@@ -82,7 +82,8 @@ def load_config(
 
     Args:
         source: A YAML/TOML file path, or the config as a mapping.
-        env: Environment for ``${VAR}`` references; None is ``os.environ``.
+        env: Environment whose ``UNILLM_*`` variables override config keys
+            (``UNILLM_LAUNCH__PORT=8001``); None is ``os.environ``.
         **overrides: Settings that replace the file's.
 
     Returns:
@@ -156,7 +157,8 @@ def from_config(
 
     Args:
         source: A YAML/TOML file path, or the config as a mapping.
-        env: Environment for ``${VAR}`` references; None is ``os.environ``.
+        env: Environment whose ``UNILLM_*`` variables override config keys
+            (``UNILLM_LAUNCH__PORT=8001``); None is ``os.environ``.
         **overrides: Settings that replace the file's (e.g. ``model="..."``).
 
     Returns:

@@ -47,7 +47,12 @@ _VIRTUAL_NODES = 64
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
-    """An exponential backoff: ``initial`` seconds, doubling on every repeat, capped at ``max``."""
+    """An exponential backoff: ``initial`` seconds, doubling on every repeat, capped at ``max``.
+
+    Args:
+        initial: Seconds of the first wait.
+        max: The longest wait in seconds.
+    """
 
     initial: float = 0.5
     max: float = 30.0

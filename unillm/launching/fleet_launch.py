@@ -65,14 +65,14 @@ class FleetLaunch:
         router: A router process in front ("vllm-router" or "smg"); None routes client-side.
         policy: How the fleet (or the router) picks an engine per request.
         disaggregation: Prefill/decode engine counts to start behind the router.
-        router_python: The interpreter that has the router; None finds it.
+        router_python: The interpreter that has the router; None: its managed env (``unillm setup``).
         replica_env: Extra environment per engine, one mapping per replica, in order.
         progress: Called with each launch step; None is silent.
         defaults: Options applied to every request, overridden per call.
         timeouts: Connect/read/pool limits in seconds for the connected client.
         retry: How the connected client retries overloads and dropped connections.
         pool: Connection-pool sizes for the connected client.
-        log_dir: The folder for one log per process; None picks one under the cache.
+        log_dir: The folder for one log per process; None: the temp folder.
 
     Raises:
         InvalidOptions: Settings that do not fit together (e.g. a router without replicas).

@@ -55,7 +55,14 @@ _LIVE_GROUPS: set[int] = set()
 
 @dataclass(frozen=True)
 class LaunchProgress:
-    """One progress report while an engine starts."""
+    """One progress report while an engine starts.
+
+    Args:
+        engine: The engine's name (or the launch's label).
+        elapsed_s: Seconds since the launch began.
+        phase: "starting", "warming up" or "ready".
+        last_line: The engine's last log line.
+    """
 
     engine: str
     elapsed_s: float
@@ -159,7 +166,8 @@ class Launch:
             timeouts: Connect/read/pool limits in seconds for the connected client.
             retry: How the connected client retries overloads and dropped connections.
             pool: Connection-pool sizes for the connected client.
-            log_path: Where the engine's output goes; None picks a file under the cache.
+            log_path: Where the engine's output goes; None: ``unillm-<name>-<port>.log`` in the temp
+                folder.
             command: A command to run instead of the adapter's; None builds it from ``spec``.
             name: The label in progress, log file and errors; None is the engine's name.
         """

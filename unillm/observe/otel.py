@@ -275,7 +275,7 @@ def instrument(
             ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``.
 
     Returns:
-        The registered observer (pass it to :func:`uninstrument` to stop).
+        The registered observer; :func:`uninstrument` stops it.
     """
     try:
         import opentelemetry.metrics
