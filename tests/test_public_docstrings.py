@@ -3,8 +3,9 @@
 Walks `__all__` of `unillm`, `unillm.adapter`, `unillm.semantic` and `unillm.bench`: each
 public function, method and constructor that takes parameters (besides self/cls) has a
 Google-style `Args:` section naming each one (`*args`/`**kwargs` only need to be mentioned by
-name). Pydantic models and dataclasses are documented by their fields, so they need a class
-docstring.
+name). Pydantic models, dataclasses and exceptions are built from their fields, so their
+constructors are not checked but their methods are; models need a class docstring, and the ones
+users build (dataclasses in `unillm.__all__`, the launch settings) list each field.
 """
 
 from __future__ import annotations
@@ -107,11 +108,12 @@ def _callables() -> Iterator[tuple[str, Callable[..., Any]]]:
             continue
         seen.add(id(obj))
         if inspect.isclass(obj):
-            if not _ours(obj) or issubclass(obj, enum.Enum) or _is_model(obj):
+            if not _ours(obj) or issubclass(obj, enum.Enum):
                 continue
             queue.extend((f"{obj.__qualname__}", cls) for cls in _property_classes(obj))
             init = vars(obj).get("__init__")
-            if init is not None and _ours(init) and not issubclass(obj, BaseException):
+            documented_by_fields = _is_model(obj) or issubclass(obj, BaseException)
+            if init is not None and _ours(init) and not documented_by_fields:
                 yield f"{obj.__qualname__}.__init__", init
             for name, member in inspect.getmembers(obj):
                 if name.startswith("_"):

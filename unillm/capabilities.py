@@ -104,15 +104,30 @@ class Capabilities(BaseModel):
     features: dict[Feature, Support]
 
     def support(self, feature: Feature) -> Support:
-        """How ``feature`` is supported (``level="no"`` when undeclared)."""
+        """How ``feature`` is supported (``level="no"`` when undeclared).
+
+        Args:
+            feature: The feature to look up.
+        """
         return self.features.get(feature) or unsupported("not declared by the adapter")
 
     def supports(self, feature: Feature) -> bool:
-        """True when the feature is honoured natively or emulated."""
+        """True when the feature is honoured natively or emulated.
+
+        Args:
+            feature: The feature to look up.
+        """
         return self.support(feature).level != "no"
 
     def require(self, feature: Feature) -> None:
-        """Raise :class:`UnsupportedFeature` unless the feature is honoured."""
+        """Raise :class:`UnsupportedFeature` unless the feature is honoured.
+
+        Args:
+            feature: The feature to look up.
+
+        Raises:
+            UnsupportedFeature: The feature is not honoured (with the adapter's reason).
+        """
         s = self.support(feature)
         if s.level == "no":
             raise UnsupportedFeature(

@@ -40,7 +40,11 @@ class JsonSchema:
 
     @classmethod
     def from_model(cls, model: type[BaseModel]) -> JsonSchema:
-        """Build the constraint from a pydantic model class."""
+        """Build the constraint from a pydantic model class.
+
+        Args:
+            model: The pydantic class; its JSON schema is the constraint and it parses ``.parsed``.
+        """
         return cls(model.model_json_schema(), name=model.__name__, model=model)
 
 

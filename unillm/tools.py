@@ -75,7 +75,15 @@ class Tool:
 
     @classmethod
     def from_spec(cls, spec: ToolSpec) -> Tool:
-        """A tool from a pydantic class, an OpenAI or bare JSON definition, or a typed function."""
+        """A tool from a pydantic class, an OpenAI or bare JSON definition, or a typed function.
+
+        Args:
+            spec: A pydantic class, an OpenAI or bare JSON-schema definition, a typed function, or a
+                Tool (returned as is).
+
+        Raises:
+            InvalidOptions: A spec of none of those kinds.
+        """
         if isinstance(spec, Tool):
             return spec
         if isinstance(spec, type) and issubclass(spec, BaseModel):

@@ -245,7 +245,11 @@ class LLM:
         return self._caps
 
     async def health(self) -> bool:
-        """True when the engine answers its health check with 200."""
+        """True when the engine answers its health check with 200.
+
+        Returns:
+            Whether the engine is healthy; an unreachable engine is False, not an error.
+        """
         try:
             response = await self._transport.send(HttpCall("GET", self.adapter.health_path()))
         except EngineError:
@@ -259,7 +263,12 @@ class LLM:
             m.value("vllm:num_requests_running")      # raw, engine-specific names (m.names())
             m.normalized().waiting                    # unillm's schema (see unillm.metrics)
 
-        Raises UnsupportedFeature, before sending, for an engine without a metrics endpoint.
+        Returns:
+            The scraped samples, with the engine's name mapping for ``.normalized()``.
+
+        Raises:
+            UnsupportedFeature: The engine has no metrics endpoint (raised before sending).
+            EngineError: The engine answered the scrape with an error status.
         """
         info = await self.info()
         mapping = self.adapter.metric_names(info.version)
@@ -269,7 +278,14 @@ class LLM:
         return EngineMetrics.parse(response.text, engine=self.engine, mapping=mapping)
 
     def openai(self) -> AsyncOpenAI:
-        """An ``openai.AsyncOpenAI`` client for the same endpoint (needs ``unillm[openai]``)."""
+        """An ``openai.AsyncOpenAI`` client for the same endpoint (needs ``unillm[openai]``).
+
+        Returns:
+            A client for the engine's ``/v1`` API, with this client's API key.
+
+        Raises:
+            InvalidOptions: The openai package is not installed.
+        """
         try:
             from openai import AsyncOpenAI
         except ImportError:

@@ -104,7 +104,14 @@ class FleetStats(BaseModel):
     replicas: list[ReplicaStats]
 
     def replica(self, url: str) -> ReplicaStats:
-        """The counters of the replica at ``url``."""
+        """The counters of the replica at ``url``.
+
+        Args:
+            url: The replica's base URL, as printed (``llm.base_url``).
+
+        Raises:
+            KeyError: No replica has that URL.
+        """
         for r in self.replicas:
             if r.url == url.rstrip("/"):
                 return r

@@ -58,7 +58,11 @@ class Backoff:
     max: float = 30.0
 
     def after(self, streak: int) -> float:
-        """Seconds to wait after the ``streak``-th failure in a row (1-based)."""
+        """Seconds to wait after the ``streak``-th failure in a row (1-based).
+
+        Args:
+            streak: Failures in a row so far, counting from 1.
+        """
         return min(self.max, self.initial * 2.0 ** max(0, streak - 1))
 
 
