@@ -78,6 +78,26 @@ def connect(
     A list of URLs gives a :class:`~unillm.fleet.fleet.Fleet` of replicas of one model, routed by
     ``policy`` ("round_robin", "least_load", "prefix", "session"):
     ``unillm.connect("vllm", ["http://a:8000", "http://b:8000"], policy="prefix")``.
+
+    Args:
+        engine: The adapter's name ("vllm", "sglang", "tgi", "mlx", "llamacpp", ...).
+        base_url: The engine's URL, or a list of replica URLs for a fleet.
+        model: The model to ask for; None uses the engine's served model.
+        api_key: Sent as a bearer token; never echoed in messages or reprs.
+        defaults: Options applied to every request, overridden per call.
+        timeouts: Connect/read/pool limits in seconds (:class:`~unillm.Timeouts`).
+        retry: How one engine retries overloads and dropped connections; None is the default
+            :class:`~unillm.RetryPolicy`. Refused for a list of URLs.
+        policy: How a fleet picks a replica; only with a list of URLs.
+        prefix_chars: How many leading prompt characters the "prefix" policy hashes.
+        pool: Connection-pool sizes per engine (:class:`~unillm.Pool`).
+
+    Returns:
+        An :class:`~unillm.LLM` for one URL, a :class:`~unillm.Fleet` for a list.
+
+    Raises:
+        InvalidOptions: A malformed URL or key, or an argument that does not fit one/many URLs.
+        UnknownEngine: No adapter is installed under ``engine``.
     """
     if isinstance(base_url, str):
         if policy is not None:
@@ -180,6 +200,31 @@ def launch(
     starts that router in front and gives an ``LLM`` pointed at it; ``disaggregation=`` starts
     prefill and decode engines behind the router; ``replica_env`` adds environment per engine
     (e.g. its own ``CUDA_VISIBLE_DEVICES``). See :mod:`unillm.launching.fleet_launch`.
+
+    Args:
+        engine: The adapter's name ("vllm", "sglang", "tgi", "mlx", "llamacpp", ...).
+        spec: A prepared launch spec; ``settings`` are merged over it.
+        replicas: How many engines to start; more than one gives a fleet.
+        router: A router process to start in front ("vllm-router" or "smg"); None routes
+            client-side.
+        policy: How the replicas (or the router) pick an engine per request.
+        disaggregation: Prefill/decode engine counts to start behind the router.
+        replica_env: Extra environment per engine, one mapping per replica.
+        progress: Called with each launch step; None is silent.
+        log_path: Where the engine's output goes (one engine only); None:
+            ``unillm-<engine>-<port>.log`` in the temp folder.
+        defaults: Options applied to every request, overridden per call.
+        timeouts: Connect/read/pool limits in seconds for the connected client.
+        retry: How the connected client retries overloads and dropped connections.
+        pool: Connection-pool sizes per engine.
+        **settings: :class:`~unillm.LaunchSpec` fields, e.g. ``model="..."``, ``max_model_len=512``.
+
+    Returns:
+        A :class:`~unillm.Launch` (one engine) or
+        :class:`~unillm.launching.fleet_launch.FleetLaunch`; ``async with`` it for the client.
+
+    Raises:
+        InvalidOptions: A setting the spec refuses, or ``log_path`` with several processes.
     """
     full = build_spec(spec, settings)
     if replicas == 1 and router is None and disaggregation is None and not replica_env:

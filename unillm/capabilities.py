@@ -85,7 +85,12 @@ NATIVE = Support()
 
 
 def unsupported(why: str, alternative: str = "") -> Support:
-    """Shorthand for a feature the engine cannot honour."""
+    """Shorthand for a feature the engine cannot honour.
+
+    Args:
+        why: What the engine lacks.
+        alternative: What the caller can do instead; empty: nothing suggested.
+    """
     return Support(level="no", why=why, alternative=alternative)
 
 
@@ -99,15 +104,30 @@ class Capabilities(BaseModel):
     features: dict[Feature, Support]
 
     def support(self, feature: Feature) -> Support:
-        """How ``feature`` is supported (``level="no"`` when undeclared)."""
+        """How ``feature`` is supported (``level="no"`` when undeclared).
+
+        Args:
+            feature: The feature to look up.
+        """
         return self.features.get(feature) or unsupported("not declared by the adapter")
 
     def supports(self, feature: Feature) -> bool:
-        """True when the feature is honoured natively or emulated."""
+        """True when the feature is honoured natively or emulated.
+
+        Args:
+            feature: The feature to look up.
+        """
         return self.support(feature).level != "no"
 
     def require(self, feature: Feature) -> None:
-        """Raise :class:`UnsupportedFeature` unless the feature is honoured."""
+        """Raise :class:`UnsupportedFeature` unless the feature is honoured.
+
+        Args:
+            feature: The feature to look up.
+
+        Raises:
+            UnsupportedFeature: The feature is not honoured (with the adapter's reason).
+        """
         s = self.support(feature)
         if s.level == "no":
             raise UnsupportedFeature(
@@ -138,7 +158,11 @@ _OPTION_FEATURE = {
 
 
 def features_of(request: Request) -> list[Feature]:
-    """Every feature a request relies on."""
+    """Every feature a request relies on.
+
+    Args:
+        request: The validated request.
+    """
     used = [Feature.CHAT if request.messages is not None else Feature.COMPLETION]
     if request.stream:
         used.append(Feature.STREAM)

@@ -40,6 +40,13 @@ class Image:
 
     Local files, bytes and PIL images are sent inline as ``data:`` URLs (base64); a URL is sent
     as is, for the engine to fetch. ``detail`` is passed through where an engine reads it.
+
+    Args:
+        source: A URL, a ``data:`` URI, a file path or the image's bytes (or a PIL image).
+        detail: The detail hint sent with it ("low", "high", "auto"); None sends none.
+
+    Raises:
+        InvalidOptions: A source that is none of those, or a file that cannot be read.
     """
 
     __slots__ = ("detail", "url")
@@ -248,6 +255,13 @@ def content_text(content: Any, image: Callable[[Mapping[str, Any]], str] | None 
 
 
 def text_of(message: Mapping[str, Any]) -> str:
-    """A message's text (its text parts joined, images left out; tool calls as their JSON)."""
+    """A message's text (its text parts joined, images left out; tool calls as their JSON).
+
+    Args:
+        message: A chat message whose ``content`` is a string or a list of parts.
+
+    Returns:
+        The message's text parts joined; images are left out.
+    """
     calls = message.get("tool_calls")
     return content_text(message.get("content")) + (json.dumps(calls) if calls else "")

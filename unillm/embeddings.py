@@ -116,7 +116,15 @@ def tokenize_request(
 
 def float_vectors(rows: Any, engine: str) -> list[list[float]]:
     """Embedding rows from JSON, checked for shape only: the numbers are validated once, when
-    :class:`~unillm.results.Embeddings` is built (strictly, at pydantic-core speed)."""
+    :class:`~unillm.results.Embeddings` is built (strictly, at pydantic-core speed).
+
+    Args:
+        rows: The answer's embedding rows, as decoded JSON.
+        engine: The adapter's name, for the error message.
+
+    Raises:
+        MalformedResponse: The rows are not lists (e.g. base64-encoded).
+    """
     if type(rows) is not list or not all(type(row) is list for row in rows):
         raise MalformedResponse(
             f"{engine}: embeddings must be lists of numbers (ask for encoding_format='float')"

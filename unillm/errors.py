@@ -63,7 +63,12 @@ ENGINE_MESSAGE_LIMIT = 2000
 
 def clip_message(message: str, limit: int = ENGINE_MESSAGE_LIMIT) -> str:
     """``message`` cut to at most ``limit`` characters, saying how long it was (an engine can send
-    megabytes). Cutting twice changes nothing."""
+    megabytes). Cutting twice changes nothing.
+
+    Args:
+        message: The text to cut.
+        limit: The most characters to keep, the cut mark included.
+    """
     if len(message) <= limit:
         return message
     mark = f"... [cut: {len(message)} characters in all]"
@@ -204,6 +209,11 @@ def malformed(engine: str, what: str, error: Exception) -> MalformedResponse:
 
         except SHAPE_ERRORS as e:
             raise malformed("vllm", "stream chunk", e) from e
+
+    Args:
+        engine: The adapter's name, for the error message.
+        what: What was being decoded (e.g. "stream chunk").
+        error: The decoding error (one of ``SHAPE_ERRORS``).
     """
     from pydantic import ValidationError
 

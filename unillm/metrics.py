@@ -228,6 +228,11 @@ class EngineMetrics(BaseModel):
         """Parse the Prometheus text exposition format (``mapping`` enables ``.normalized()``).
 
         Raises MalformedResponse for text that is not in that format.
+
+        Args:
+            text: The Prometheus text exposition.
+            engine: The engine's name, kept on the result.
+            mapping: The engine's metric names (see :meth:`Adapter.metric_names`).
         """
         from prometheus_client.parser import text_string_to_metric_families
 
@@ -256,7 +261,12 @@ class EngineMetrics(BaseModel):
         return sorted(self._by_name())
 
     def value(self, name: str, **labels: str) -> float | None:
-        """Sum of the samples called ``name`` whose labels include ``labels``; None if absent."""
+        """Sum of the samples called ``name`` whose labels include ``labels``; None if absent.
+
+        Args:
+            name: The sample name, as the engine exposes it.
+            **labels: Label values the samples must carry (e.g. ``model_name="tiny"``).
+        """
         hits = [
             s.value
             for s in self._by_name().get(name, ())
@@ -265,12 +275,20 @@ class EngineMetrics(BaseModel):
         return sum(hits) if hits else None
 
     def mean(self, name: str) -> float | None:
-        """Mean of the samples called ``name`` over label sets (for fractions); None if absent."""
+        """Mean of the samples called ``name`` over label sets (for fractions); None if absent.
+
+        Args:
+            name: The sample name, as the engine exposes it.
+        """
         hits = [s.value for s in self._by_name().get(name, ())]
         return sum(hits) / len(hits) if hits else None
 
     def histogram(self, family: str) -> Histogram | None:
-        """The histogram ``family`` summed over label sets; None if the engine does not expose it."""
+        """The histogram ``family`` summed over label sets; None if the engine does not expose it.
+
+        Args:
+            family: The histogram's metric name, without ``_bucket``/``_sum``/``_count``.
+        """
         index = self._by_name()
         count = self.value(f"{family}_count")
         if count is None:
@@ -289,6 +307,9 @@ class EngineMetrics(BaseModel):
 
         n = (await llm.metrics()).normalized()
         print(n.waiting, n.kv_cache_usage, n.ttft.p90 if n.ttft else None)
+
+        Args:
+            mapping: The engine's metric names; None uses the one given to :meth:`parse`.
         """
         names = mapping or self.mapping
         if names is None:

@@ -27,6 +27,11 @@ class JsonSchema:
 
     ``model`` (set when built from a pydantic class) is used to parse ``Completion.parsed``.
         JsonSchema({"type": "object", "properties": {"n": {"type": "integer"}}})
+
+    Args:
+        schema: The JSON schema the answer must validate against.
+        name: The schema's name where an engine sends one (OpenAI's ``json_schema.name``).
+        model: The pydantic class that parses ``Completion.parsed``; None parses to plain JSON.
     """
 
     schema: Mapping[str, Any]
@@ -35,13 +40,24 @@ class JsonSchema:
 
     @classmethod
     def from_model(cls, model: type[BaseModel]) -> JsonSchema:
-        """Build the constraint from a pydantic model class."""
+        """Build the constraint from a pydantic model class.
+
+        Args:
+            model: The pydantic class; its JSON schema is the constraint and it parses ``.parsed``.
+        """
         return cls(model.model_json_schema(), name=model.__name__, model=model)
 
 
 @dataclass(frozen=True, slots=True)
 class Regex:
-    """Constrain the answer to match ``pattern`` in full: ``Regex(r"[0-9]{3}")``."""
+    """Constrain the answer to match ``pattern`` in full: ``Regex(r"[0-9]{3}")``.
+
+    Args:
+        pattern: The regular expression the whole answer must match (non-empty).
+
+    Raises:
+        InvalidOptions: An empty or non-string pattern.
+    """
 
     pattern: str
 
@@ -57,7 +73,14 @@ _REGEX_META = frozenset("\\.^$*+?{}[]()|")
 
 @dataclass(frozen=True, slots=True)
 class Choice:
-    """Constrain the answer to exactly one of ``options``: ``Choice(["yes", "no"])``."""
+    """Constrain the answer to exactly one of ``options``: ``Choice(["yes", "no"])``.
+
+    Args:
+        options: The allowed answers (non-empty strings; a bare string is refused).
+
+    Raises:
+        InvalidOptions: No options, or one that is not a string.
+    """
 
     options: tuple[str, ...]
 
@@ -86,6 +109,13 @@ class Grammar:
     """Constrain the answer to a context-free grammar (EBNF/GBNF by default, or Lark).
 
     Grammar('root ::= "yes" | "no"')
+
+    Args:
+        text: The grammar itself.
+        syntax: "ebnf" (EBNF/GBNF, rule ``root``) or "lark".
+
+    Raises:
+        InvalidOptions: An empty grammar or an unknown syntax.
     """
 
     text: str
@@ -124,7 +154,31 @@ class Message(TypedDict, total=False):
 
 
 class Options(TypedDict, total=False):
-    """Sampling and routing options accepted by ``generate`` and ``stream`` on every engine."""
+    """Sampling and routing options accepted by ``generate`` and ``stream`` on every engine.
+
+    Attributes:
+        max_tokens: The most tokens to generate.
+        temperature: Sampling temperature; 0 is greedy.
+        top_p: Nucleus sampling: keep the smallest set of tokens whose probability sums to this.
+        top_k: Sample among the k likeliest tokens.
+        min_p: Drop tokens less likely than this fraction of the likeliest one.
+        stop: A string, or strings, that end the answer (not included in it).
+        seed: Seeds sampling, for repeatable answers where the engine supports it.
+        presence_penalty: Penalises tokens that already appeared (OpenAI's definition).
+        frequency_penalty: Penalises tokens by how often they appeared (OpenAI's definition).
+        repetition_penalty: Multiplicative penalty on repeated tokens (1.0: none).
+        n: How many answers (choices) to generate.
+        logprobs: Return each generated token's log probability.
+        top_logprobs: Also return this many likeliest alternatives per token.
+        lora: The LoRA adapter to answer with (launched with it, or loaded by ``llm.loras.load``).
+        extra_body: Engine-specific request fields, merged into the body as is.
+        timeout: Seconds each wait for the next bytes may take (a stall), not the whole call;
+            unset: the client's ``Timeouts.read``.
+        session: A key that sends a Fleet's requests to the same replica (one LLM: ignored).
+        deadline: Seconds the whole call may take, queueing and retries included; unset: no limit.
+        tools: Functions the model may call: pydantic classes, Python functions or JSON-schema dicts.
+        tool_choice: "auto" (default), "required", "none", or the tool (or its name) to call.
+    """
 
     max_tokens: int
     temperature: float

@@ -252,7 +252,12 @@ class Embeddings(BaseModel):
         return len(self.vectors)
 
     def cosine(self, i: int, j: int) -> float:
-        """Cosine similarity of vectors ``i`` and ``j`` (0.0 when either is all zeros)."""
+        """Cosine similarity of vectors ``i`` and ``j`` (0.0 when either is all zeros).
+
+        Args:
+            i: The first vector's index.
+            j: The second vector's index.
+        """
         a, b = self.vectors[i], self.vectors[j]
         dot = sum(x * y for x, y in zip(a, b, strict=True))
         norm = (sum(x * x for x in a) * sum(y * y for y in b)) ** 0.5

@@ -56,6 +56,14 @@ class Tool:
     a pydantic class) rather than a dict of its fields.
 
         Tool.from_spec(get_weather).to_openai()
+
+    Args:
+        name: The function's name, as the model calls it.
+        parameters: The JSON schema of its arguments.
+        description: What it does, for the model; None sends none.
+        model: The pydantic class that validates the arguments; None leaves them a dict.
+        returns_model: Calls carry a ``model`` instance instead of a dict.
+        function: The Python function it was built from, if any.
     """
 
     name: str
@@ -67,7 +75,15 @@ class Tool:
 
     @classmethod
     def from_spec(cls, spec: ToolSpec) -> Tool:
-        """A tool from a pydantic class, an OpenAI or bare JSON definition, or a typed function."""
+        """A tool from a pydantic class, an OpenAI or bare JSON definition, or a typed function.
+
+        Args:
+            spec: A pydantic class, an OpenAI or bare JSON-schema definition, a typed function, or a
+                Tool (returned as is).
+
+        Raises:
+            InvalidOptions: A spec of none of those kinds.
+        """
         if isinstance(spec, Tool):
             return spec
         if isinstance(spec, type) and issubclass(spec, BaseModel):
@@ -203,6 +219,9 @@ class ToolCallAccumulator:
     acc = ToolCallAccumulator(tools)
     async for d in llm.stream(..., tools=tools): acc.add(d.tool_calls)
     acc.calls()   # == the non-streamed answer's tool_calls
+
+    Args:
+        tools: The tools the request offered; their schemas check the finished arguments.
     """
 
     def __init__(self, tools: Sequence[Tool] = ()) -> None:
@@ -212,7 +231,11 @@ class ToolCallAccumulator:
         self._ids: dict[int, str] = {}
 
     def add(self, deltas: Iterable[ToolCallDelta] | None) -> None:
-        """Take the tool-call deltas of one stream delta (None: nothing)."""
+        """Take the tool-call deltas of one stream delta (None: nothing).
+
+        Args:
+            deltas: One delta's ``tool_calls``; None (no tool call in this delta) is ignored.
+        """
         for d in deltas or ():
             self._parts.setdefault(d.index, [])
             if d.id:

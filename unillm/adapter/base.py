@@ -65,7 +65,17 @@ class StreamDecoder(Protocol):
     """Turns each SSE ``data`` payload of one stream into deltas (pure, stateful per stream)."""
 
     def feed(self, data: str) -> list[Delta]:
-        """Decode one event's data; raise an EngineError if the event reports one."""
+        """Decode one event's data; raise an EngineError if the event reports one.
+
+        Args:
+            data: One SSE event's ``data`` payload (a JSON string, or ``[DONE]``).
+
+        Returns:
+            The deltas it carries (possibly none).
+
+        Raises:
+            EngineError: The event reports an engine error.
+        """
 
     @property
     def done(self) -> bool:
@@ -81,7 +91,11 @@ class Adapter(ABC):
 
     @abstractmethod
     def capabilities(self, version: str | None = None) -> Capabilities:
-        """The features honoured by ``version`` (None: the newest the adapter knows)."""
+        """The features honoured by ``version`` (None: the newest the adapter knows).
+
+        Args:
+            version: The engine version (e.g. "0.8.5"); None is the newest the adapter knows.
+        """
 
     @abstractmethod
     def discovery(self) -> Mapping[str, HttpCall]:
@@ -89,11 +103,21 @@ class Adapter(ABC):
 
     @abstractmethod
     def parse_info(self, answers: Mapping[str, Any], model: str | None) -> EngineInfo:
-        """Engine version and served model from the discovery answers."""
+        """Engine version and served model from the discovery answers.
+
+        Args:
+            answers: The decoded answer of each :meth:`discovery` call, by key (None: the call failed).
+            model: The model the caller asked for; None: pick the served one.
+        """
 
     @abstractmethod
     def build(self, request: Request, info: EngineInfo) -> HttpCall:
-        """The HTTP call that performs ``request``."""
+        """The HTTP call that performs ``request``.
+
+        Args:
+            request: The validated request (prompt or messages, options, output constraint).
+            info: What discovery learnt about the engine (model, version, limits).
+        """
 
     @abstractmethod
     def parse(
@@ -104,28 +128,62 @@ class Adapter(ABC):
         ``call`` is what :meth:`build` returned for ``request``: read the route it took from
         ``call.path`` instead of deciding again. The core always passes it; it is None only
         when a caller parses an answer on its own (then decide from ``request``).
+
+        Args:
+            body: The engine's decoded JSON answer.
+            request: The validated request (prompt or messages, options, output constraint).
+            info: What discovery learnt about the engine (model, version, limits).
+            call: The HTTP call the adapter built for this request; None from an older core.
         """
 
     @abstractmethod
     def decoder(self, request: Request, info: EngineInfo, call: HttpCall | None = None) -> StreamDecoder:
-        """A fresh decoder for one streamed answer to ``call`` (as for :meth:`parse`)."""
+        """A fresh decoder for one streamed answer to ``call`` (as for :meth:`parse`).
+
+        Args:
+            request: The validated request (prompt or messages, options, output constraint).
+            info: What discovery learnt about the engine (model, version, limits).
+            call: The HTTP call the adapter built for this request; None from an older core.
+        """
 
     @abstractmethod
     def parse_error(
         self, status: int, body: bytes, request: Request | None, info: EngineInfo | None
     ) -> UnillmError:
-        """The typed error for an error answer, carrying the engine's own message."""
+        """The typed error for an error answer, carrying the engine's own message.
+
+        Args:
+            status: The HTTP status code.
+            body: The raw answer body (may be empty or not JSON).
+            request: The request that failed; None for calls outside a request (discovery).
+            info: Discovery's answer; None when the engine is not yet discovered.
+        """
 
     @abstractmethod
     def command(self, spec: LaunchSpec) -> LaunchCommand:
-        """The argv and environment that start the engine for ``spec``."""
+        """The argv and environment that start the engine for ``spec``.
+
+        Args:
+            spec: The launch settings (model, parallelism, port, environment, ...).
+
+        Raises:
+            InvalidOptions: A setting the engine has no flag for (refused, not dropped).
+        """
 
     def install(self, *, gpu: bool) -> EngineInstall:
-        """How ``unillm setup`` installs the engine into its own environment."""
+        """How ``unillm setup`` installs the engine into its own environment.
+
+        Args:
+            gpu: Install the GPU build (True) or the CPU build.
+        """
         raise NotImplementedError(f"{self.name}: no managed install; install it yourself")
 
     def in_process(self, spec: LaunchSpec) -> httpx.AsyncBaseTransport:
-        """An engine inside this process, answering the adapter's own HTTP API."""
+        """An engine inside this process, answering the adapter's own HTTP API.
+
+        Args:
+            spec: The launch settings (model, parallelism, port, environment, ...).
+        """
         raise UnsupportedFeature(
             self.name,
             "in-process mode",
@@ -137,6 +195,13 @@ class Adapter(ABC):
 
         ``workdir`` is a private folder for the engine's caches and temporary files. The core
         applies the recipe for ``unillm.launch(..., cpu=True)`` and ``unillm.cpu_settings``.
+
+        Args:
+            spec: The launch settings (model, parallelism, port, environment, ...).
+            workdir: A private folder for the engine's caches and temporary files.
+
+        Raises:
+            UnsupportedFeature: The engine has no CPU recipe (the default).
         """
         raise UnsupportedFeature(
             self.name,
@@ -153,41 +218,91 @@ class Adapter(ABC):
         """The version discovery will report for an engine launched from ``spec`` (None: unknown).
 
         ``unillm check`` uses it when the mode decides the capabilities (e.g. MLX in-process).
+
+        Args:
+            spec: The launch settings (model, parallelism, port, environment, ...).
         """
         return None
 
     def preflight(self, request: Request, info: EngineInfo) -> HttpCall | None:
-        """A call to make before sending ``request`` (e.g. count its tokens); None: nothing."""
+        """A call to make before sending ``request`` (e.g. count its tokens); None: nothing.
+
+        Args:
+            request: The validated request (prompt or messages, options, output constraint).
+            info: What discovery learnt about the engine (model, version, limits).
+        """
         return None
 
     def check_preflight(self, answer: Any, request: Request, info: EngineInfo) -> None:
-        """Refuse ``request`` from the preflight's JSON answer (None when that call failed)."""
+        """Refuse ``request`` from the preflight's JSON answer (None when that call failed).
+
+        Args:
+            answer: The preflight call's decoded JSON answer (None when that call failed).
+            request: The validated request (prompt or messages, options, output constraint).
+            info: What discovery learnt about the engine (model, version, limits).
+
+        Raises:
+            InvalidRequest: The request cannot succeed (e.g. the prompt is too long for the model).
+        """
         return None
 
     def embed_call(self, request: EmbedRequest, info: EngineInfo) -> HttpCall:
-        """The call that embeds one batch of texts (declare ``Feature.EMBEDDINGS`` to enable)."""
+        """The call that embeds one batch of texts (declare ``Feature.EMBEDDINGS`` to enable).
+
+        Args:
+            request: One batch of texts to embed, with the requested dimensions.
+            info: What discovery learnt about the engine (model, version, limits).
+        """
         raise self._missing(Feature.EMBEDDINGS)
 
     def parse_embeddings(self, body: Any, request: EmbedRequest, info: EngineInfo) -> EmbedBatch:
-        """The vectors (in input order) and prompt tokens of one embedding answer."""
+        """The vectors (in input order) and prompt tokens of one embedding answer.
+
+        Args:
+            body: The engine's decoded JSON answer.
+            request: One batch of texts to embed, with the requested dimensions.
+            info: What discovery learnt about the engine (model, version, limits).
+        """
         raise self._missing(Feature.EMBEDDINGS)
 
     def tokenize_call(self, request: TokenizeRequest, info: EngineInfo) -> HttpCall:
-        """The call that tokenizes a text or chat messages (declare ``Feature.TOKENIZE``)."""
+        """The call that tokenizes a text or chat messages (declare ``Feature.TOKENIZE``).
+
+        Args:
+            request: The text or chat messages to tokenize.
+            info: What discovery learnt about the engine (model, version, limits).
+        """
         raise self._missing(Feature.TOKENIZE)
 
     def parse_tokens(self, body: Any, request: TokenizeRequest, info: EngineInfo) -> Tokens:
-        """The token ids from a tokenize answer."""
+        """The token ids from a tokenize answer.
+
+        Args:
+            body: The engine's decoded JSON answer.
+            request: The text or chat messages to tokenize.
+            info: What discovery learnt about the engine (model, version, limits).
+        """
         raise self._missing(Feature.TOKENIZE)
 
     def parse_headers(self, headers: Mapping[str, str], completion: Completion[Any]) -> Completion[Any]:
-        """Complete a parsed answer with what the engine sends only in response headers."""
+        """Complete a parsed answer with what the engine sends only in response headers.
+
+        Args:
+            headers: The answer's HTTP headers.
+            completion: The completion parsed from the body.
+
+        Returns:
+            The completion, completed (the same object or a copy).
+        """
         return completion
 
     def bind(self, spec: LaunchSpec) -> Adapter:
         """The adapter to talk to an engine started from ``spec`` (default: this one).
 
         Adapters whose requests need launch facts (MLX sends LoRA *paths*) return a configured copy.
+
+        Args:
+            spec: The launch settings (model, parallelism, port, environment, ...).
         """
         return self
 
@@ -211,26 +326,52 @@ class Adapter(ABC):
         before sending. The default maps nothing (raw samples only)::
 
             return MetricNames(waiting="myengine_queue_size", ttft="myengine_ttft_seconds")
+
+        Args:
+            version: The engine version the names are for; None: the newest known.
         """
         return MetricNames()
 
     def lora_error(self, status: int, body: bytes, info: EngineInfo | None) -> UnillmError:
-        """The typed error for a failed LoRA load/unload/list call."""
+        """The typed error for a failed LoRA load/unload/list call.
+
+        Args:
+            status: The HTTP status code.
+            body: The raw answer body (may be empty or not JSON).
+            info: Discovery's answer; None when the engine is not yet discovered.
+        """
         return self.parse_error(status, body, None, info)
 
     def check_lora(self, name: str, config: Mapping[str, Any] | None, info: EngineInfo) -> None:
         """Refuse, before sending, an adapter the engine cannot load (default: no check).
 
         ``config`` is the adapter's ``adapter_config.json`` when its path is readable here.
+
+        Args:
+            name: The name requests will use (``lora=name``).
+            config: The adapter's ``adapter_config.json`` when it is a local folder; None otherwise.
+            info: What discovery learnt about the engine (model, version, limits).
+
+        Raises:
+            UnsupportedFeature: The engine cannot serve this adapter (e.g. its rank is too high).
         """
         return None
 
     def load_lora(self, name: str, path: str) -> HttpCall:
-        """The call that loads a LoRA adapter at runtime."""
+        """The call that loads a LoRA adapter at runtime.
+
+        Args:
+            name: The name requests will use (``lora=name``).
+            path: The adapter's folder on the engine's host.
+        """
         raise self._no_runtime_lora()
 
     def unload_lora(self, name: str) -> HttpCall:
-        """The call that unloads a LoRA adapter at runtime."""
+        """The call that unloads a LoRA adapter at runtime.
+
+        Args:
+            name: The adapter's name, as loaded.
+        """
         raise self._no_runtime_lora()
 
     def list_loras(self) -> HttpCall:
@@ -238,7 +379,11 @@ class Adapter(ABC):
         raise self._no_runtime_lora()
 
     def parse_loras(self, body: Any) -> list[LoraInfo]:
-        """The adapters the engine serves."""
+        """The adapters the engine serves.
+
+        Args:
+            body: The decoded answer of :meth:`list_loras`'s call.
+        """
         return []
 
     def _missing(self, feature: Feature) -> Exception:

@@ -23,14 +23,26 @@ from unillm.options import Request
 
 
 def raise_stream_error(engine: str, event: Mapping[str, Any]) -> None:
-    """Raise the typed error an OpenAI-layout ``{"error": {...}}`` stream event carries."""
+    """Raise the typed error an OpenAI-layout ``{"error": {...}}`` stream event carries.
+
+    Args:
+        engine: The adapter's name, for the error message.
+        event: One decoded stream event.
+
+    Raises:
+        EngineError: The event holds an ``error`` (the subclass for its status).
+    """
     if "error" in event:
         raise error_for_status(engine, _status_of(event), error_message(event), None)
 
 
 def error_message(body: bytes | Mapping[str, Any]) -> str:
     """The engine's own message from the common error layouts (or the raw text), cut to
-    :data:`~unillm.errors.ENGINE_MESSAGE_LIMIT` characters."""
+    :data:`~unillm.errors.ENGINE_MESSAGE_LIMIT` characters.
+
+    Args:
+        body: The raw error body, or an already decoded JSON object.
+    """
     if isinstance(body, (bytes, bytearray)):
         try:
             data: Any = json.loads(body)
@@ -64,7 +76,18 @@ def error_for_status(
     request: Request | None,
     retry_after: float | None = None,
 ) -> EngineError:
-    """Map an HTTP status and the engine's message (cut to a bounded length) to unillm's typed errors."""
+    """Map an HTTP status and the engine's message (cut to a bounded length) to unillm's typed errors.
+
+    Args:
+        engine: The adapter's name, for the error message.
+        status: The HTTP status code.
+        message: The engine's own message (cut to a bounded length).
+        request: The request that failed; None outside a request.
+        retry_after: Seconds from a ``Retry-After`` header; None: none sent.
+
+    Returns:
+        The EngineError subclass for the status (Overloaded, NotFound, InvalidRequest, ...).
+    """
     message = clip_message(message)
     text = f"{engine} answered {status}: {message.rstrip('.')}"
     kw: dict[str, Any] = {"engine": engine, "status": status, "engine_message": message}
@@ -105,6 +128,15 @@ def missing_route(
 
         return missing_route(self.name, status, body, Feature.LORA_RUNTIME, version, why="...",
                              alternative="...") or self.parse_error(status, body, None, info)
+
+    Args:
+        engine: The adapter's name, for the error message.
+        status: The HTTP status code.
+        body: The raw answer body.
+        feature: The feature the endpoint serves.
+        version: The engine's version string; None: unknown.
+        why: What the refusal says is missing.
+        alternative: What the caller can do instead.
     """
     from unillm.adapter.http_errors import error_message
 

@@ -39,7 +39,14 @@ class _Settings(BaseModel):
 
 
 class Parallel(_Settings):
-    """How to split the model across devices: ``Parallel(tensor=2)``."""
+    """How to split the model across devices: ``Parallel(tensor=2)``.
+
+    Attributes:
+        tensor: Devices each layer is split across (tensor parallelism).
+        pipeline: Stages the layers are split into (pipeline parallelism).
+        data: Model replicas inside the engine (data parallelism).
+        expert: Spread a mixture-of-experts model's experts across the devices.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -56,6 +63,13 @@ class Speculative(_Settings):
     """Speculative decoding: ``Speculative(method="ngram", num_tokens=4)``.
 
     ``draft`` and ``eagle``/``eagle3`` need ``draft_model`` (a path or model id).
+
+    Attributes:
+        method: "ngram", "draft", "eagle", "eagle3", "mtp" or "suffix".
+        num_tokens: Tokens proposed per step.
+        draft_model: The draft model's path or id (``draft`` and ``eagle``/``eagle3`` need one).
+        lookup_max: ngram: the longest n-gram to match; None: the engine's default.
+        lookup_min: ngram: the shortest n-gram to match; None: the engine's default.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -79,6 +93,11 @@ class Nodes(_Settings):
     Run the same launch on every node with its own ``rank``; rank 0 is the head (it serves
     the API), ``head`` is its address as the other nodes reach it (``host`` or ``host:port``,
     the port the engine's processes rendezvous on; default 29500).
+
+    Attributes:
+        count: Machines in all (2 or more).
+        rank: This machine's rank; 0 is the head.
+        head: The head's address as the other nodes reach it (``host`` or ``host:port``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -113,6 +132,11 @@ class PDRole(_Settings):
 
     ``port`` is the KV-transfer side channel (NIXL) or bootstrap port (Mooncake, SGLang) of
     this worker: unique per worker on a machine.
+
+    Attributes:
+        role: "prefill" or "decode".
+        transfer: How the KV cache moves ("nixl" or "mooncake").
+        port: This worker's side-channel/bootstrap port; None: the engine's default.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -127,6 +151,11 @@ class Disaggregation(_Settings):
 
     ``prefill`` engines compute prompts and hand their KV cache over ``transfer`` (NIXL or
     Mooncake) to ``decode`` engines, which generate; a router pairs them per request.
+
+    Attributes:
+        prefill: Prefill engines to start.
+        decode: Decode engines to start.
+        transfer: How the KV cache moves from prefill to decode ("nixl" or "mooncake").
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -152,6 +181,37 @@ class LaunchSpec(BaseModel):
     ``env`` values whose names look secret (``HF_TOKEN``, ``*_API_KEY``, ...: see
     :mod:`unillm.redact`) are masked wherever unillm prints them (``repr``, ``--dry-run``,
     ``render()``, ``LaunchError``, the engine's log); ``secret_env=["MY_VAR"]`` masks more.
+
+    Attributes:
+        model: The model's path or hub id.
+        served_name: The name the engine serves the model under; None: the engine's choice.
+        task: "generate", or "embed" for an embedding model.
+        host: The address the engine listens on.
+        port: The port; None picks a free one.
+        api_key: "auto" generates a key, a string sets it, None serves without one.
+        parallel: How the model is split across devices.
+        dtype: The weights' dtype (e.g. "bfloat16"); None: the engine's default.
+        max_model_len: The longest context in tokens; None: the model's.
+        max_num_seqs: The most sequences batched at once.
+        memory_fraction: The share of GPU memory the engine may take (0-1].
+        quantization: The quantization method (e.g. "awq", "fp8").
+        prefix_caching: Turn prefix caching on or off; None: the engine's default.
+        lora: LoRA adapters to load at start, name -> path.
+        max_lora_rank: The highest adapter rank to reserve memory for.
+        max_loras: Adapters served at once.
+        runtime_lora: Allow loading adapters while running (``llm.loras.load``).
+        speculative: Speculative decoding settings; None: off.
+        nodes: Run one engine over several machines; None: this one only.
+        pd: This engine's prefill/decode role (set by :class:`Disaggregation`).
+        tool_parser: How the engine reads tool calls in the model's output; None: detected.
+        in_process: Run the engine inside this process (adapters that support it).
+        cpu: Apply the engine's CPU recipe (the fields you set win).
+        python: The interpreter of the engine's environment; None: its managed env, else this one.
+        prefix: Words put before the whole command (e.g. ``["docker", "exec", "box"]``).
+        env: Extra environment for the engine (secret-looking values are masked when printed).
+        secret_env: More env names whose values are masked when printed.
+        extra_args: Engine flags appended as is.
+        ready_timeout: Seconds the engine may take to become healthy before LaunchError.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
@@ -231,18 +291,31 @@ class Flags:
     flags = Flags(argv)
     flags.add("--max-model-len", spec.max_model_len)   # skipped when None
     flags.switch("--enable-lora", bool(spec.lora))
+
+    Args:
+        argv: The command so far; flags are appended to this list in place.
     """
 
     def __init__(self, argv: list[str]) -> None:
         self.argv = argv
 
     def add(self, flag: str, value: object) -> None:
-        """Append ``flag value`` unless value is None."""
+        """Append ``flag value`` unless value is None.
+
+        Args:
+            flag: The flag, e.g. ``--max-model-len``.
+            value: Its value (``str()``-ed); None appends nothing.
+        """
         if value is not None:
             self.argv += [flag, str(value)]
 
     def switch(self, flag: str, on: bool) -> None:
-        """Append a bare ``flag`` when ``on``."""
+        """Append a bare ``flag`` when ``on``.
+
+        Args:
+            flag: The bare flag, e.g. ``--enable-lora``.
+            on: Whether to append it.
+        """
         if on:
             self.argv.append(flag)
 

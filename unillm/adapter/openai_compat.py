@@ -56,24 +56,48 @@ class OpenAICompatAdapter(Adapter):
 
     # -- hooks for subclasses ------------------------------------------------------------
     def model_field(self, request: Request, info: EngineInfo) -> str:
-        """The ``model`` field: the served model, or the LoRA name when one is asked for."""
+        """The ``model`` field: the served model, or the LoRA name when one is asked for.
+
+        Args:
+            request: The validated request (prompt or messages, options, output constraint).
+            info: What discovery learnt about the engine (model, version, limits).
+        """
         return request.lora or info.model
 
     def constraint_fields(self, output: Constraint, info: EngineInfo) -> dict[str, Any]:
-        """Body fields that enforce ``output`` (capabilities have already been checked)."""
+        """Body fields that enforce ``output`` (capabilities have already been checked).
+
+        Args:
+            output: The constraint to enforce (JsonSchema, Regex, Choice or Grammar).
+            info: What discovery learnt about the engine (model, version, limits).
+        """
         raise NotImplementedError
 
     def extra_sampling(self, request: Request) -> dict[str, Any]:
-        """Body fields for non-OpenAI sampling options (default: ``extra_sampling_fields``)."""
+        """Body fields for non-OpenAI sampling options (default: ``extra_sampling_fields``).
+
+        Args:
+            request: The validated request (prompt or messages, options, output constraint).
+        """
         return sampling_fields(request, self.extra_sampling_fields) if self.extra_sampling_fields else {}
 
     def forces_by_constraint(self, request: Request, info: EngineInfo) -> bool:
         """True when a forced call (``required`` / a name) goes out as a JSON-schema constraint
-        that unillm turns back into a call, because the engine cannot force calls itself."""
+        that unillm turns back into a call, because the engine cannot force calls itself.
+
+        Args:
+            request: The validated request (prompt or messages, options, output constraint).
+            info: What discovery learnt about the engine (model, version, limits).
+        """
         return False
 
     def tool_fields(self, request: Request, info: EngineInfo) -> dict[str, Any]:
-        """Body fields for ``tools`` / ``tool_choice`` (capabilities have already been checked)."""
+        """Body fields for ``tools`` / ``tool_choice`` (capabilities have already been checked).
+
+        Args:
+            request: The validated request (prompt or messages, options, output constraint).
+            info: What discovery learnt about the engine (model, version, limits).
+        """
         if not request.tools or request.tool_choice is None:
             return {}
         tools = [t.to_openai() for t in request.tools]
@@ -179,6 +203,13 @@ def structured_output(output: Constraint, *, lark_key: str = "grammar") -> tuple
     in-process engines read too::
 
         key, value = structured_output(unillm.Regex("a+"))    # ("regex", "a+")
+
+    Args:
+        output: The constraint to send (JsonSchema, Regex, Choice or Grammar).
+        lark_key: The key a Lark grammar goes under.
+
+    Returns:
+        The ``structured_outputs`` key and its value.
     """
     if isinstance(output, JsonSchema):
         return "json", dict(output.schema)
@@ -197,15 +228,34 @@ class RuntimeLoraEndpoints:
     name: ClassVar[str]
 
     def load_lora(self, name: str, path: str) -> HttpCall:
+        """The vLLM-style ``POST /v1/load_lora_adapter`` call.
+
+        Args:
+            name: The name requests will use (``lora=name``).
+            path: The adapter's folder on the engine's host.
+        """
         return HttpCall("POST", "/v1/load_lora_adapter", {"lora_name": name, "lora_path": path})
 
     def unload_lora(self, name: str) -> HttpCall:
+        """The vLLM-style ``POST /v1/unload_lora_adapter`` call.
+
+        Args:
+            name: The adapter's name, as loaded.
+        """
         return HttpCall("POST", "/v1/unload_lora_adapter", {"lora_name": name})
 
     def list_loras(self) -> HttpCall:
         return HttpCall("GET", "/v1/models")
 
     def parse_loras(self, body: Any) -> list[LoraInfo]:
+        """The adapters in a ``/v1/models`` answer (the cards with a ``parent``).
+
+        Args:
+            body: The decoded ``/v1/models`` answer.
+
+        Raises:
+            MalformedResponse: The answer does not have the OpenAI models layout.
+        """
         try:
             return [
                 LoraInfo(name=m["id"], path=m.get("root"))
@@ -222,12 +272,28 @@ class OpenAIEmbeddings:
     name: ClassVar[str]
 
     def embed_call(self, request: EmbedRequest, info: EngineInfo) -> HttpCall:
+        """The ``POST /v1/embeddings`` call for one batch (float encoding).
+
+        Args:
+            request: One batch of texts to embed, with the requested dimensions.
+            info: What discovery learnt about the engine (model, version, limits).
+        """
         body: dict[str, Any] = {"model": info.model, "input": list(request.texts), "encoding_format": "float"}
         if request.dimensions is not None:
             body["dimensions"] = request.dimensions
         return HttpCall("POST", EMBEDDINGS_PATH, body)
 
     def parse_embeddings(self, body: Any, request: EmbedRequest, info: EngineInfo) -> EmbedBatch:
+        """The vectors, in input order, and the prompt tokens of a ``/v1/embeddings`` answer.
+
+        Args:
+            body: The engine's decoded JSON answer.
+            request: One batch of texts to embed, with the requested dimensions.
+            info: What discovery learnt about the engine (model, version, limits).
+
+        Raises:
+            MalformedResponse: Indices missing or repeated, or rows that are not number lists.
+        """
         try:
             data = body["data"]
             indices = [d["index"] for d in data]
@@ -252,6 +318,12 @@ class TokenizeEndpoint:
     name: ClassVar[str]
 
     def tokenize_call(self, request: TokenizeRequest, info: EngineInfo) -> HttpCall:
+        """The ``POST /tokenize`` call (messages rendered with the generation prompt).
+
+        Args:
+            request: The text or chat messages to tokenize.
+            info: What discovery learnt about the engine (model, version, limits).
+        """
         body: dict[str, Any] = {"model": info.model}
         if request.messages is not None:
             body.update(messages=list(request.messages), add_generation_prompt=True)
@@ -260,6 +332,16 @@ class TokenizeEndpoint:
         return HttpCall("POST", TOKENIZE_PATH, body)
 
     def parse_tokens(self, body: Any, request: TokenizeRequest, info: EngineInfo) -> Tokens:
+        """The token ids (and ``max_model_len``) of a ``/tokenize`` answer.
+
+        Args:
+            body: The engine's decoded JSON answer.
+            request: The text or chat messages to tokenize.
+            info: What discovery learnt about the engine (model, version, limits).
+
+        Raises:
+            MalformedResponse: The answer has no ``tokens`` list.
+        """
         try:
             ids, limit = body["tokens"], body.get("max_model_len")
             return Tokens(ids=ids, max_model_len=limit, engine=self.name, model=info.model)
@@ -273,6 +355,11 @@ class OpenAIStreamDecoder:
     ``forced`` (a forced tool choice the engine received as a JSON-schema constraint) turns the
     streamed text into tool-call deltas. ``chat`` says which API streams (chat: ``delta``
     objects; completions: ``text``); None reads it from each chunk.
+
+    Args:
+        engine: The adapter's name, for error messages.
+        forced: The forced tool choice sent as a JSON-schema constraint; None: none.
+        chat: True for the chat API, False for completions; None reads it from each chunk.
     """
 
     __slots__ = ("_chat", "_engine", "_finish", "_forced", "_forced_choice", "_tools", "done")
@@ -287,6 +374,17 @@ class OpenAIStreamDecoder:
         self.done = False
 
     def feed(self, data: str) -> list[Delta]:
+        """Decode one SSE event's data; ``[DONE]`` ends the stream.
+
+        Args:
+            data: One SSE event's ``data`` payload.
+
+        Returns:
+            The deltas it carries (possibly none).
+
+        Raises:
+            EngineError: The event reports an engine error (MalformedResponse: it is not a chunk).
+        """
         if data == "[DONE]":
             self.done = True
             return []
@@ -342,7 +440,12 @@ class ToolDeltas:
         self.seen: set[int] = set()  # choices that produced tool calls
 
     def feed(self, choice: int, raw: Any) -> list[ToolCallDelta] | None:
-        """Deltas for one chunk's ``delta.tool_calls`` of choice ``choice`` (None: no calls)."""
+        """Deltas for one chunk's ``delta.tool_calls`` of choice ``choice`` (None: no calls).
+
+        Args:
+            choice: The choice's index.
+            raw: The chunk's ``delta.tool_calls`` as the engine sent it.
+        """
         if not raw:
             return None
         out = []
@@ -370,7 +473,12 @@ class ToolDeltas:
         return out or None
 
     def finish_reason(self, choice: int, finish: str) -> str:
-        """``"tool_calls"`` for a choice that called tools and stopped (engines differ here)."""
+        """``"tool_calls"`` for a choice that called tools and stopped (engines differ here).
+
+        Args:
+            choice: The choice's index.
+            finish: The finish reason the engine sent.
+        """
         return "tool_calls" if choice in self.seen and finish == "stop" else finish
 
 
@@ -378,7 +486,14 @@ def with_tool_calls(
     choice: CompletionChoice[Any], raw: Any, tools: tuple[Tool, ...] | None, forced: ToolChoice | None = None
 ) -> CompletionChoice[Any]:
     """``choice`` with its tool calls: from the engine's ``tool_calls``, or (``forced``) from the
-    text of an answer constrained to a call; the finish reason of a call is ``"tool_calls"``."""
+    text of an answer constrained to a call; the finish reason of a call is ``"tool_calls"``.
+
+    Args:
+        choice: The parsed choice, without tool calls yet.
+        raw: The engine's ``message.tool_calls`` (None: none).
+        tools: The tools the request offered; their schemas check the arguments.
+        forced: The forced tool choice sent as a constraint; None reads ``raw``.
+    """
     calls: list[ToolCall] = []
     if forced is not None and tools:
         calls, choice.text = calls_from_forced_text(choice.text, forced, tools), ""
@@ -401,7 +516,15 @@ def with_tool_calls(
 
 
 def choices_of(body: Any, engine: str) -> list[Any]:
-    """The ``choices`` list of an OpenAI-layout answer; MalformedResponse when it has none."""
+    """The ``choices`` list of an OpenAI-layout answer; MalformedResponse when it has none.
+
+    Args:
+        body: The engine's decoded JSON answer.
+        engine: The adapter's name, for the error message.
+
+    Raises:
+        MalformedResponse: ``choices`` is not a non-empty list.
+    """
     choices = body["choices"]
     if not isinstance(choices, list) or not choices:
         raise MalformedResponse(
@@ -411,7 +534,15 @@ def choices_of(body: Any, engine: str) -> list[Any]:
 
 
 def decode_event(engine: str, data: str) -> dict[str, Any]:
-    """One SSE ``data`` payload as a JSON object, or MalformedResponse naming the engine."""
+    """One SSE ``data`` payload as a JSON object, or MalformedResponse naming the engine.
+
+    Args:
+        engine: The adapter's name, for the error message.
+        data: One SSE event's ``data`` payload.
+
+    Raises:
+        MalformedResponse: The payload is not a JSON object.
+    """
     try:
         event = json.loads(data)
     except (json.JSONDecodeError, RecursionError):
@@ -430,7 +561,11 @@ def is_chat(call: HttpCall | None, request: Request) -> bool:
 
 
 def parse_usage(usage: Mapping[str, Any] | None) -> Usage:
-    """Usage from an OpenAI ``usage`` object (absent counts as zero)."""
+    """Usage from an OpenAI ``usage`` object (absent counts as zero).
+
+    Args:
+        usage: The answer's ``usage`` object; None or empty gives zero counts.
+    """
     if not usage:
         return Usage()
     return Usage(
@@ -441,7 +576,11 @@ def parse_usage(usage: Mapping[str, Any] | None) -> Usage:
 
 
 def parse_logprobs(raw: Any) -> list[TokenLogprob] | None:
-    """Token logprobs from either the chat (``content`` list) or completions layout."""
+    """Token logprobs from either the chat (``content`` list) or completions layout.
+
+    Args:
+        raw: The choice's ``logprobs`` (chat or completions layout); None or empty gives None.
+    """
     if not raw:
         return None
     if "content" in raw:

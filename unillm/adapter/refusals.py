@@ -34,6 +34,10 @@ class Refuse:
     def set_settings(self, spec: LaunchSpec, why: Mapping[str, str]) -> None:
         """Refuse the first of these settings that ``spec`` sets (is not None), with ``Drop <name>=``.
 
+        Args:
+            spec: The launch settings.
+            why: Setting name -> why the engine cannot honour it.
+
         Raises:
             UnsupportedFeature: A setting of ``why`` is set.
         """

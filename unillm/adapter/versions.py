@@ -27,7 +27,11 @@ _VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
 def parse_version(text: str | None) -> Version | None:
     """(major, minor, patch) from a version string such as "0.32.0+cpu" or "3.3.6-dev0" (None:
-    no version, or not one)."""
+    no version, or not one).
+
+    Args:
+        text: The version string the engine reports; None or empty gives None.
+    """
     if not text:
         return None
     m = _VERSION.match(text)
@@ -35,12 +39,24 @@ def parse_version(text: str | None) -> Version | None:
 
 
 def at_least(version: Version | None, minimum: Version) -> bool:
-    """True when ``version`` (None: unknown, taken as the newest) is ``minimum`` or newer."""
+    """True when ``version`` (None: unknown, taken as the newest) is ``minimum`` or newer.
+
+    Args:
+        version: The engine's parsed version; None (unknown) counts as the newest.
+        minimum: The first version with the feature.
+    """
     return version is None or version >= minimum
 
 
 def since(version: Version | None, minimum: Version, engine: str, why: str = "") -> Support:
-    """A feature the engine has from ``minimum`` on: native (with ``why`` as a note) or refused."""
+    """A feature the engine has from ``minimum`` on: native (with ``why`` as a note) or refused.
+
+    Args:
+        version: The engine's parsed version; None (unknown) counts as the newest.
+        minimum: The first version with the feature.
+        engine: The engine's name, for the refusal.
+        why: A note kept on the native support; empty: none.
+    """
     if at_least(version, minimum):
         return Support(why=why) if why else NATIVE
     return unsupported(f"needs {engine} >= {'.'.join(map(str, minimum))}", f"Upgrade {engine}")
@@ -48,6 +64,12 @@ def since(version: Version | None, minimum: Version, engine: str, why: str = "")
 
 def discovered(answers: Mapping[str, Any], key: str, engine: str, endpoint: str) -> Mapping[str, Any]:
     """The JSON object a discovery call answered (``answers[key]``, from GET ``endpoint``).
+
+    Args:
+        answers: The decoded discovery answers, by key (None: the call failed).
+        key: The discovery call's key.
+        engine: The adapter's name, for the error message.
+        endpoint: The path that call requested, for the error message.
 
     Returns:
         The object, or ``{}`` when the call failed (no answer to read).
@@ -66,6 +88,12 @@ def discovered(answers: Mapping[str, Any], key: str, engine: str, endpoint: str)
 def text_field(answer: Mapping[str, Any], field: str, engine: str, endpoint: str) -> str | None:
     """``answer[field]`` as a non-empty string, None when absent or null.
 
+    Args:
+        answer: One decoded discovery answer.
+        field: The field to read.
+        engine: The adapter's name, for the error message.
+        endpoint: The path that answered, for the error message.
+
     Raises:
         MalformedResponse: naming ``endpoint``, when the field holds anything else.
     """
@@ -81,6 +109,12 @@ def model_cards(
     answers: Mapping[str, Any], engine: str, key: str = "models", endpoint: str = "/v1/models"
 ) -> list[Mapping[str, Any]]:
     """The model cards of an OpenAI-style ``/v1/models`` answer ([] when the call failed).
+
+    Args:
+        answers: The decoded discovery answers, by key (None: the call failed).
+        engine: The adapter's name, for the error message.
+        key: The discovery call's key.
+        endpoint: The path that call requested, for the error message.
 
     Raises:
         MalformedResponse: naming ``endpoint``, when ``data`` is not a list of objects each with

@@ -48,7 +48,13 @@ class Load(BaseModel):
 
 
 def send_times(load: Load, n: int, *, seed: int = 0) -> list[float]:
-    """Seconds after the start at which each of ``n`` requests is sent (non-decreasing)."""
+    """Seconds after the start at which each of ``n`` requests is sent (non-decreasing).
+
+    Args:
+        load: The arrival process (rate in requests/s, poisson or fixed, burstiness).
+        n: How many requests.
+        seed: Seeds the random gaps, so runs are repeatable.
+    """
     if n <= 0:
         return []
     if math.isinf(load.rate):

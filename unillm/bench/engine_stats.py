@@ -46,7 +46,13 @@ class EngineStats(BaseModel):
 
     @classmethod
     def between(cls, before: Snapshot, after: Snapshot, samples: list[Snapshot]) -> EngineStats:
-        """Deltas of the counters from ``before`` to ``after``, peaks of the sampled gauges."""
+        """Deltas of the counters from ``before`` to ``after``, peaks of the sampled gauges.
+
+        Args:
+            before: The engine's metrics before the run.
+            after: Its metrics after the run.
+            samples: Snapshots taken during the run (for the gauges' peaks).
+        """
         deltas = {
             k: after[k] - before[k] for k in after if after.get(k) is not None and before.get(k) is not None
         }

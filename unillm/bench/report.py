@@ -28,7 +28,11 @@ COLUMNS = (
 
 
 def markdown_table(runs: Sequence[RunResult]) -> str:
-    """One row per run: target, load, completed/failed, throughputs and latency medians/tails."""
+    """One row per run: target, load, completed/failed, throughputs and latency medians/tails.
+
+    Args:
+        runs: The runs to tabulate, one row each.
+    """
     goodput = any(r.summary is not None and r.summary.request_goodput is not None for r in runs)
     head = ["target", "load", "ok/failed", *(h for h, _, _ in COLUMNS)]
     if goodput:
@@ -57,7 +61,13 @@ def markdown_table(runs: Sequence[RunResult]) -> str:
 
 
 def write_report(report: BenchReport, out_dir: str | Path, *, plots: bool = True) -> list[Path]:
-    """Write every file of the report into ``out_dir``; returns the paths written."""
+    """Write every file of the report into ``out_dir``; returns the paths written.
+
+    Args:
+        report: The suite's report.
+        out_dir: The folder to write into (created if missing).
+        plots: Also write the plots (needs matplotlib).
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []

@@ -55,7 +55,13 @@ class RunResult(BaseModel):
 
     @classmethod
     def from_records(cls, records: list[RequestRecord], summary: Summary, **fields: Any) -> RunResult:
-        """Fill the per-request series (vLLM's order: one entry per request, failed ones too)."""
+        """Fill the per-request series (vLLM's order: one entry per request, failed ones too).
+
+        Args:
+            records: Every request's record, in workload order.
+            summary: The aggregate of those records.
+            **fields: The result's other fields (target, load, engine stats, ...).
+        """
         return cls(
             summary=summary,
             input_lens=[r.input_tokens for r in records],
@@ -68,7 +74,14 @@ class RunResult(BaseModel):
         )
 
     def metric(self, key: str) -> float | None:
-        """A vLLM statistic by its key, e.g. ``"median_ttft_ms"`` or ``"output_throughput"``."""
+        """A vLLM statistic by its key, e.g. ``"median_ttft_ms"`` or ``"output_throughput"``.
+
+        Args:
+            key: The statistic's key in ``vllm bench serve``'s JSON.
+
+        Returns:
+            Its value; None when the run has no such statistic.
+        """
         if self.summary is None:
             return None
         if key in self.summary.metrics:

@@ -73,6 +73,29 @@ async def run_load(
     requests go first and are not measured. ``metric_sources`` are the engines whose metrics
     are compared before and after (default: ``client`` itself); ``replica_requests()``
     (fleets) counts the requests each replica received, diffed over the run.
+
+    Args:
+        client: The connected LLM or Fleet to measure.
+        requests: The workload's requests, sent in order.
+        load: When requests are sent (rate, burstiness, max concurrency).
+        options: Sampling options for every request (e.g. ``{"temperature": 0}``).
+        warmup: Requests sent first and not measured.
+        slo: Objectives a request must meet to count towards goodput; None: no goodput.
+        percentiles: Which percentiles of each latency to report.
+        seed: Seeds the arrival times, so runs are repeatable.
+        target: What the result says was measured; None: the client's engine.
+        workload: How the workload was made, recorded in the result.
+        metric_sources: The engines whose metrics are compared, by label; None: ``client``.
+        sample_every_s: Seconds between metric samples during the run (for peaks); None: none.
+        alive: Returns why the target died (None while it lives); pending requests then fail.
+        progress: Called with each request's progress; None is silent.
+        replica_requests: Counts the requests each replica received (fleets); None: not counted.
+
+    Returns:
+        Every request's record, the summary and the engines' metric deltas.
+
+    Raises:
+        InvalidOptions: An empty workload or a malformed setting.
     """
     from unillm.bench.result import RunResult, TargetInfo
 

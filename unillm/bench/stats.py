@@ -153,7 +153,14 @@ def summarize(
     percentiles: Iterable[float] = DEFAULT_PERCENTILES,
     slo: Slo | None = None,
 ) -> Summary:
-    """Aggregate per-request records over a run of ``duration`` seconds, as vLLM does."""
+    """Aggregate per-request records over a run of ``duration`` seconds, as vLLM does.
+
+    Args:
+        records: One record per request, failed ones included.
+        duration: The run's length in seconds (the throughputs' denominator).
+        percentiles: Which percentiles of each latency to report.
+        slo: Objectives for goodput; None: no goodput.
+    """
     if duration <= 0:
         raise ValueError(f"duration must be positive, got {duration}")
     done = [r for r in records if r.success]

@@ -50,6 +50,22 @@ async def run_suite(
     """Measure every target under every load; see the module docstring.
 
     ``on_result(result)`` is called after each run (e.g. to save partial results).
+
+    Args:
+        targets: What to measure (Url, Fleet, Launched, Config); each is opened in turn.
+        workload: The prompts: synthetic, or from a JSONL dataset.
+        loads: The loads to run on every target.
+        options: Sampling options for every request (e.g. ``{"temperature": 0}``).
+        warmup: Requests sent first and not measured.
+        slo: Objectives a request must meet to count towards goodput; None: no goodput.
+        percentiles: Which percentiles of each latency to report.
+        seed: Seeds the arrival times, so runs are repeatable.
+        sample_every_s: Seconds between metric samples during the run (for peaks); None: none.
+        progress: Called with each request's progress; None is silent.
+        on_result: Called with each run's result as it finishes; None: not called.
+
+    Returns:
+        Every run's result, target by load.
     """
     if not targets:
         raise InvalidOptions("nothing to measure: give a URL, a config, or engines to launch")

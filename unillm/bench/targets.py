@@ -69,7 +69,17 @@ class Target(ABC):
 
 
 class Url(Target):
-    """An engine already running at ``url``: ``Url("vllm", "http://127.0.0.1:8000")``."""
+    """An engine already running at ``url``: ``Url("vllm", "http://127.0.0.1:8000")``.
+
+    Args:
+        engine: The adapter's name ("vllm", ...).
+        url: The engine's root URL.
+        api_key: Sent as a bearer token; never echoed.
+        model: The model to ask for; None uses the served one.
+        label: The name in reports; None is ``"<engine> @ <url>"``.
+        http: The measuring HTTP client: "auto" (aiohttp when ``httpx-aiohttp`` is installed),
+            "aiohttp" or "httpx".
+    """
 
     def __init__(
         self,
@@ -126,6 +136,16 @@ class Fleet(Target):
     """Replicas of one engine behind unillm's fleet client: ``Fleet("vllm", [url1, url2])``.
 
     Each replica's metrics are compared before and after, so the result shows each one's share.
+
+    Args:
+        engine: The adapter's name ("vllm", ...).
+        urls: The replicas' URLs (at least two).
+        api_key: Sent to every replica as a bearer token; never echoed.
+        policy: The fleet's routing policy; None is the fleet's default.
+        label: The name in reports; None says engine, size and policy.
+
+    Raises:
+        InvalidOptions: Fewer than two URLs.
     """
 
     def __init__(
@@ -176,7 +196,12 @@ def _fleet_client(engine: str, urls: list[str], api_key: str | None, policy: str
 
 
 class Config(Target):
-    """Whatever a unillm config describes (a URL to connect to, or a [launch] table)."""
+    """Whatever a unillm config describes (a URL to connect to, or a [launch] table).
+
+    Args:
+        path: The unillm config file.
+        label: The name in reports; None is the path.
+    """
 
     def __init__(self, path: str, *, label: str | None = None) -> None:
         self.path = path
@@ -247,6 +272,14 @@ class Launched(Target):
     """An engine unillm starts for the measurement and stops afterwards (one matrix cell).
 
     Launched("vllm", {"model": "/models/tiny", "prefix_caching": False})
+
+    Args:
+        engine: The adapter's name ("vllm", ...).
+        settings: Launch settings (LaunchSpec fields, plus ``tensor``/``speculative`` shorthands).
+        label: The name in reports; None derives one from the settings.
+        show: The settings the label and report show; None: all of ``settings``.
+        http: The measuring HTTP client: "auto" (aiohttp when ``httpx-aiohttp`` is installed),
+            "aiohttp" or "httpx".
     """
 
     def __init__(
@@ -341,6 +374,17 @@ def matrix(
     Keys are LaunchSpec fields, plus ``tensor``/``pipeline``/``data``/``expert`` (parallel
     sizes) and ``speculative`` as ``"METHOD:TOKENS"`` or None. ``per_engine`` adds settings for
     one engine only (e.g. its interpreter or environment).
+
+    Args:
+        engines: The engines to launch.
+        base: Settings every cell starts from.
+        vary: Each setting to vary and its values; every combination is one cell.
+        per_engine: Settings for one engine only, by engine name.
+        http: The measuring HTTP client: "auto" (aiohttp when ``httpx-aiohttp`` is installed),
+            "aiohttp" or "httpx".
+
+    Returns:
+        One Launched target per engine and combination.
     """
     axes = dict(vary or {})
     for key, values in axes.items():

@@ -82,7 +82,12 @@ class _Loop:
 
 class BlockingLLM:
     """The blocking face of an :class:`~unillm.client.llm.LLM` or a :class:`~unillm.fleet.fleet.Fleet`;
-    close it (or use ``with``) when done."""
+    close it (or use ``with``) when done.
+
+    Args:
+        llm: The async client (an LLM or a Fleet) to drive; this object owns it.
+        loop: The private loop thread to share with a parent; None starts its own.
+    """
 
     def __init__(self, llm: Client, loop: _Loop | None = None) -> None:
         self.llm = llm
@@ -117,7 +122,11 @@ class BlockingLLM:
         return self._loop.call(call)
 
     def info(self) -> EngineInfo:
-        """See :meth:`LLM.info`."""
+        """See :meth:`LLM.info`.
+
+        Returns:
+            The served model, engine version and limits.
+        """
         return self._run(self.llm.info)
 
     def capabilities(self) -> Capabilities:
@@ -172,7 +181,24 @@ class BlockingLLM:
         output: OutputSpec | None = None,
         **options: Unpack[Options],
     ) -> Completion[Any]:
-        """See :meth:`LLM.generate`; ``output=Model`` gives ``Completion[Model]``."""
+        """See :meth:`LLM.generate`; ``output=Model`` gives ``Completion[Model]``.
+
+        Args:
+            prompt: A plain-text prompt (sent to the completions API); or pass ``messages``.
+            messages: Chat messages (``{"role": ..., "content": ...}``), sent to the chat API.
+            output: Constrains the answer: a pydantic class, a JSON-schema dict, Regex, Choice or
+                Grammar; the parsed value lands in ``.parsed``.
+            **options: Per-call :class:`~unillm.Options` (max_tokens, temperature, tools, lora,
+                deadline, timeout, ...), over the client's defaults.
+
+        Returns:
+            The whole answer: text, usage, timings and finish reason.
+
+        Raises:
+            InvalidOptions: A malformed option, refused before sending.
+            UnsupportedFeature: An option this engine (at its version) cannot honour.
+            EngineError: The engine refused or failed the request (a subclass says how).
+        """
         return self._run(self.llm.generate, prompt, messages=messages, output=output, **options)
 
     def embed(
@@ -184,7 +210,23 @@ class BlockingLLM:
         concurrency: int = 4,
         timeout: float | None = None,
     ) -> Embeddings:
-        """See :meth:`LLM.embed`."""
+        """See :meth:`LLM.embed`.
+
+        Args:
+            texts: One text or a sequence of texts; one vector comes back per text, in order.
+            batch_size: Texts per request to the engine.
+            dimensions: Ask for shorter vectors (Matryoshka models only); None is the model's size.
+            concurrency: How many batches are in flight at once.
+            timeout: Seconds each wait for the engine's bytes may take; None uses the client's
+                read timeout.
+
+        Returns:
+            The vectors, their common length, usage and timings.
+
+        Raises:
+            UnsupportedFeature: The engine has no embeddings API.
+            MalformedResponse: The vectors are not finite numbers or differ in length.
+        """
         return self._run(
             self.llm.embed,
             texts,
@@ -201,7 +243,20 @@ class BlockingLLM:
         messages: Messages | None = None,
         timeout: float | None = None,
     ) -> Tokens:
-        """See :meth:`LLM.tokenize`."""
+        """See :meth:`LLM.tokenize`.
+
+        Args:
+            text: A text to tokenize as is; or pass ``messages``.
+            messages: Chat messages, rendered by the model's chat template with the generation prompt.
+            timeout: Seconds each wait for the engine's bytes may take; None uses the client's
+                read timeout.
+
+        Returns:
+            The token ids and their count.
+
+        Raises:
+            UnsupportedFeature: The engine has no tokenize endpoint.
+        """
         return self._run(self.llm.tokenize, text, messages=messages, timeout=timeout)
 
     def stream(
@@ -212,7 +267,19 @@ class BlockingLLM:
         output: OutputSpec | None = None,
         **options: Unpack[Options],
     ) -> Iterator[Delta]:
-        """See :meth:`LLM.stream`; leaving the loop early closes the stream."""
+        """See :meth:`LLM.stream`; leaving the loop early closes the stream.
+
+        Args:
+            prompt: A plain-text prompt (sent to the completions API); or pass ``messages``.
+            messages: Chat messages (``{"role": ..., "content": ...}``), sent to the chat API.
+            output: Constrains the answer: a pydantic class, a JSON-schema dict, Regex, Choice or
+                Grammar; the parsed value lands in ``.parsed``.
+            **options: Per-call :class:`~unillm.Options` (max_tokens, temperature, tools, lora,
+                deadline, timeout, ...), over the client's defaults.
+
+        Returns:
+            An iterator of deltas; the last carries usage, timings and finish reason.
+        """
         agen: AsyncIterator[Delta] = aiter(
             self.llm.stream(prompt, messages=messages, output=output, **options)
         )
@@ -227,17 +294,37 @@ class BlockingLLM:
 
 
 class BlockingLoras:
-    """Blocking twin of :class:`~unillm.client.llm.Loras`."""
+    """Blocking twin of :class:`~unillm.client.llm.Loras`.
+
+    Args:
+        owner: The blocking client whose engine's adapters these are.
+    """
 
     def __init__(self, owner: BlockingLLM) -> None:
         self._owner = owner
 
     def load(self, name: str, path: str) -> None:
-        """Load a LoRA adapter at runtime."""
+        """Load a LoRA adapter at runtime.
+
+        Args:
+            name: The name requests use (``lora=name``).
+            path: The adapter's folder, as a path on the engine's host.
+
+        Raises:
+            InvalidOptions: A malformed name or an empty path.
+            UnsupportedFeature: The engine cannot load adapters at runtime.
+        """
         self._owner._run(self._owner.llm.loras.load, name, path)
 
     def unload(self, name: str) -> None:
-        """Unload a LoRA adapter."""
+        """Unload a LoRA adapter.
+
+        Args:
+            name: The adapter's name, as loaded.
+
+        Raises:
+            UnknownLora: The engine serves no adapter of that name.
+        """
         self._owner._run(self._owner.llm.loras.unload, name)
 
     def list(self) -> list[LoraInfo]:

@@ -51,6 +51,22 @@ class LLM:
 
     Discovery (served model, engine version, capabilities) happens on first use and is
     cached; ``await llm.info()`` forces it. Use ``async with`` to close the connections.
+
+    Args:
+        engine: The adapter's name ("vllm", ...) or an adapter instance.
+        base_url: The engine's root URL (a trailing ``/v1`` is dropped).
+        model: The model to ask for; None uses the engine's served model.
+        api_key: Sent as a bearer token; never echoed in messages or reprs.
+        defaults: Options applied to every request, overridden per call.
+        timeouts: Connect/read/pool limits in seconds (:class:`~unillm.Timeouts`).
+        retry: How refused connections and 429/503 answers are retried.
+        http_transport: An httpx transport to send through instead of the network (tests,
+            in-process engines).
+        pool: Connection-pool sizes (:class:`~unillm.Pool`).
+
+    Raises:
+        InvalidOptions: A malformed URL, key or setting.
+        UnknownEngine: No adapter is installed under ``engine``.
     """
 
     def __init__(
@@ -133,6 +149,13 @@ class LLM:
 
         ``retry`` replaces the retry policy (a Fleet's replicas use ``RetryPolicy(attempts=1)``);
         ``model`` names another model (or LoRA adapter) the engine serves: ``llm.clone(model="sql")``.
+
+        Args:
+            retry: The twin's retry policy; None keeps this one's.
+            model: Another model (or LoRA adapter) the engine serves; None keeps this one's.
+
+        Returns:
+            A new, independent LLM.
         """
         twin = LLM(
             self.adapter,
@@ -162,6 +185,14 @@ class LLM:
 
         Concurrent callers share one discovery: its result, or its failure (a later call tries
         again). ``timeout`` bounds each wait for the engine's bytes, as on a call.
+
+        Args:
+            refresh: Ask the engine again instead of returning the cached answer.
+            timeout: Seconds each wait for the engine's bytes may take; None uses the client's
+                read timeout.
+
+        Returns:
+            The served model, engine version and limits.
 
         Raises:
             MalformedResponse: a discovery endpoint answered something its protocol does not.
@@ -214,7 +245,11 @@ class LLM:
         return self._caps
 
     async def health(self) -> bool:
-        """True when the engine answers its health check with 200."""
+        """True when the engine answers its health check with 200.
+
+        Returns:
+            Whether the engine is healthy; an unreachable engine is False, not an error.
+        """
         try:
             response = await self._transport.send(HttpCall("GET", self.adapter.health_path()))
         except EngineError:
@@ -228,7 +263,12 @@ class LLM:
             m.value("vllm:num_requests_running")      # raw, engine-specific names (m.names())
             m.normalized().waiting                    # unillm's schema (see unillm.metrics)
 
-        Raises UnsupportedFeature, before sending, for an engine without a metrics endpoint.
+        Returns:
+            The scraped samples, with the engine's name mapping for ``.normalized()``.
+
+        Raises:
+            UnsupportedFeature: The engine has no metrics endpoint (raised before sending).
+            EngineError: The engine answered the scrape with an error status.
         """
         info = await self.info()
         mapping = self.adapter.metric_names(info.version)
@@ -238,7 +278,14 @@ class LLM:
         return EngineMetrics.parse(response.text, engine=self.engine, mapping=mapping)
 
     def openai(self) -> AsyncOpenAI:
-        """An ``openai.AsyncOpenAI`` client for the same endpoint (needs ``unillm[openai]``)."""
+        """An ``openai.AsyncOpenAI`` client for the same endpoint (needs ``unillm[openai]``).
+
+        Returns:
+            A client for the engine's ``/v1`` API, with this client's API key.
+
+        Raises:
+            InvalidOptions: The openai package is not installed.
+        """
         try:
             from openai import AsyncOpenAI
         except ImportError:
@@ -281,6 +328,22 @@ class LLM:
         ``output=`` constrains the answer (pydantic class, JSON-schema dict, Regex, Choice,
         Grammar) and fills ``.parsed``. Unsupported options raise UnsupportedFeature first.
         ``deadline=`` seconds bound the whole call; ``timeout=`` bounds each wait for bytes.
+
+        Args:
+            prompt: A plain-text prompt (sent to the completions API); or pass ``messages``.
+            messages: Chat messages (``{"role": ..., "content": ...}``), sent to the chat API.
+            output: Constrains the answer: a pydantic class, a JSON-schema dict, Regex, Choice or
+                Grammar; the parsed value lands in ``.parsed``.
+            **options: Per-call :class:`~unillm.Options` (max_tokens, temperature, tools, lora,
+                deadline, timeout, ...), over the client's defaults.
+
+        Returns:
+            The whole answer: text, usage, timings and finish reason.
+
+        Raises:
+            InvalidOptions: A malformed option, refused before sending.
+            UnsupportedFeature: An option this engine (at its version) cannot honour.
+            EngineError: The engine refused or failed the request (a subclass says how).
         """
         request = make_request(prompt, messages, output, {**self.defaults, **options}, stream=False)
         with Deadline(request.deadline, self.engine).bound():
@@ -322,6 +385,17 @@ class LLM:
                     print(d.text, end="")
 
         Leaving the loop early (or cancelling) closes the HTTP stream, so the engine stops.
+
+        Args:
+            prompt: A plain-text prompt (sent to the completions API); or pass ``messages``.
+            messages: Chat messages (``{"role": ..., "content": ...}``), sent to the chat API.
+            output: Constrains the answer: a pydantic class, a JSON-schema dict, Regex, Choice or
+                Grammar; the parsed value lands in ``.parsed``.
+            **options: Per-call :class:`~unillm.Options` (max_tokens, temperature, tools, lora,
+                deadline, timeout, ...), over the client's defaults.
+
+        Returns:
+            A :class:`~unillm.Stream`; use it with ``async with`` and ``async for``.
         """
         request = make_request(prompt, messages, output, {**self.defaults, **options}, stream=True)
         return Stream(self, request)
@@ -343,6 +417,21 @@ class LLM:
         ``dimensions=`` asks the engine for shorter vectors (Matryoshka models only). Engines
         without an embeddings API raise UnsupportedFeature before sending; an engine that
         serves one needs an embedding model (``unillm.launch(..., task="embed")``).
+
+        Args:
+            texts: One text or a sequence of texts; one vector comes back per text, in order.
+            batch_size: Texts per request to the engine.
+            dimensions: Ask for shorter vectors (Matryoshka models only); None is the model's size.
+            concurrency: How many batches are in flight at once.
+            timeout: Seconds each wait for the engine's bytes may take; None uses the client's
+                read timeout.
+
+        Returns:
+            The vectors, their common length, usage and timings.
+
+        Raises:
+            UnsupportedFeature: The engine has no embeddings API.
+            MalformedResponse: The vectors are not finite numbers or differ in length.
         """
         requests = embed_batches(texts, batch_size=batch_size, dimensions=dimensions, timeout=timeout)
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
@@ -413,6 +502,18 @@ class LLM:
             (await llm.tokenize(messages=[{"role": "user", "content": "hi"}])).ids
 
         Messages are rendered with the generation prompt, i.e. what a chat request would send.
+
+        Args:
+            text: A text to tokenize as is; or pass ``messages``.
+            messages: Chat messages, rendered by the model's chat template with the generation prompt.
+            timeout: Seconds each wait for the engine's bytes may take; None uses the client's
+                read timeout.
+
+        Returns:
+            The token ids and their count.
+
+        Raises:
+            UnsupportedFeature: The engine has no tokenize endpoint.
         """
         request = tokenize_request(text, messages, timeout=timeout)
         info = await self.info(timeout=timeout)
@@ -542,13 +643,26 @@ def _check_connect_settings(
 
 
 class Loras:
-    """LoRA adapters of one engine: ``await llm.loras.load("sql", "/adapters/sql")``."""
+    """LoRA adapters of one engine: ``await llm.loras.load("sql", "/adapters/sql")``.
+
+    Args:
+        llm: The client whose engine's adapters these are.
+    """
 
     def __init__(self, llm: LLM) -> None:
         self._llm = llm
 
     async def load(self, name: str, path: str) -> None:
-        """Load an adapter at runtime under ``name`` (then use ``lora=name``)."""
+        """Load an adapter at runtime under ``name`` (then use ``lora=name``).
+
+        Args:
+            name: The name requests use (``lora=name``).
+            path: The adapter's folder, as a path on the engine's host.
+
+        Raises:
+            InvalidOptions: A malformed name or an empty path.
+            UnsupportedFeature: The engine cannot load adapters at runtime.
+        """
         check_lora_name(name)
         if not isinstance(path, str) or not path:
             raise InvalidOptions("adapter path must be a non-empty string (a path on the engine's host)")
@@ -556,7 +670,14 @@ class Loras:
         await self._llm._lora_call(self._llm.adapter.load_lora(name, path))
 
     async def unload(self, name: str) -> None:
-        """Unload the adapter ``name``."""
+        """Unload the adapter ``name``.
+
+        Args:
+            name: The adapter's name, as loaded.
+
+        Raises:
+            UnknownLora: The engine serves no adapter of that name.
+        """
         check_lora_name(name)
         await self._llm._lora_call(self._llm.adapter.unload_lora(name))
 

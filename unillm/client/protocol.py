@@ -38,10 +38,26 @@ class LoraControl(Protocol):
     """Runtime LoRA adapters: ``await llm.loras.load("sql", "/adapters/sql")``."""
 
     async def load(self, name: str, path: str) -> None:
-        """Load an adapter at runtime under ``name``."""
+        """Load an adapter at runtime under ``name``.
+
+        Args:
+            name: The name requests use (``lora=name``).
+            path: The adapter's folder, as a path on the engine's host.
+
+        Raises:
+            InvalidOptions: A malformed name or an empty path.
+            UnsupportedFeature: The engine cannot load adapters at runtime.
+        """
 
     async def unload(self, name: str) -> None:
-        """Unload the adapter ``name``."""
+        """Unload the adapter ``name``.
+
+        Args:
+            name: The adapter's name, as loaded.
+
+        Raises:
+            UnknownLora: The engine serves no adapter of that name.
+        """
 
     async def list(self) -> list[LoraInfo]:
         """Adapters served now."""
@@ -78,7 +94,14 @@ class Client(Protocol):
         """A blocking twin for scripts and notebooks."""
 
     async def info(self, *, refresh: bool = False) -> EngineInfo:
-        """Served model, engine version and limits."""
+        """Served model, engine version and limits.
+
+        Args:
+            refresh: Ask the engine again instead of returning the cached answer.
+
+        Returns:
+            The served model, engine version and limits.
+        """
 
     async def capabilities(self) -> Capabilities:
         """What the engine, at its detected version, can honour."""
@@ -120,7 +143,24 @@ class Client(Protocol):
         output: OutputSpec | None = None,
         **options: Unpack[Options],
     ) -> Completion[Any]:
-        """Generate a whole answer."""
+        """Generate a whole answer.
+
+        Args:
+            prompt: A plain-text prompt (sent to the completions API); or pass ``messages``.
+            messages: Chat messages (``{"role": ..., "content": ...}``), sent to the chat API.
+            output: Constrains the answer: a pydantic class, a JSON-schema dict, Regex, Choice or
+                Grammar; the parsed value lands in ``.parsed``.
+            **options: Per-call :class:`~unillm.Options` (max_tokens, temperature, tools, lora,
+                deadline, timeout, ...), over the client's defaults.
+
+        Returns:
+            The whole answer: text, usage, timings and finish reason.
+
+        Raises:
+            InvalidOptions: A malformed option, refused before sending.
+            UnsupportedFeature: An option this engine (at its version) cannot honour.
+            EngineError: The engine refused or failed the request (a subclass says how).
+        """
 
     def stream(
         self,
@@ -130,7 +170,19 @@ class Client(Protocol):
         output: OutputSpec | None = None,
         **options: Unpack[Options],
     ) -> Stream:
-        """Stream an answer as deltas."""
+        """Stream an answer as deltas.
+
+        Args:
+            prompt: A plain-text prompt (sent to the completions API); or pass ``messages``.
+            messages: Chat messages (``{"role": ..., "content": ...}``), sent to the chat API.
+            output: Constrains the answer: a pydantic class, a JSON-schema dict, Regex, Choice or
+                Grammar; the parsed value lands in ``.parsed``.
+            **options: Per-call :class:`~unillm.Options` (max_tokens, temperature, tools, lora,
+                deadline, timeout, ...), over the client's defaults.
+
+        Returns:
+            A :class:`~unillm.Stream`; use it with ``async with`` and ``async for``.
+        """
 
     async def embed(
         self,
@@ -141,7 +193,23 @@ class Client(Protocol):
         concurrency: int = 4,
         timeout: float | None = None,
     ) -> Embeddings:
-        """One vector per text."""
+        """One vector per text.
+
+        Args:
+            texts: One text or a sequence of texts; one vector comes back per text, in order.
+            batch_size: Texts per request to the engine.
+            dimensions: Ask for shorter vectors (Matryoshka models only); None is the model's size.
+            concurrency: How many batches are in flight at once.
+            timeout: Seconds each wait for the engine's bytes may take; None uses the client's
+                read timeout.
+
+        Returns:
+            The vectors, their common length, usage and timings.
+
+        Raises:
+            UnsupportedFeature: The engine has no embeddings API.
+            MalformedResponse: The vectors are not finite numbers or differ in length.
+        """
 
     async def tokenize(
         self,
@@ -150,7 +218,20 @@ class Client(Protocol):
         messages: Messages | None = None,
         timeout: float | None = None,
     ) -> Tokens:
-        """Token ids of a text or of rendered chat messages."""
+        """Token ids of a text or of rendered chat messages.
+
+        Args:
+            text: A text to tokenize as is; or pass ``messages``.
+            messages: Chat messages, rendered by the model's chat template with the generation prompt.
+            timeout: Seconds each wait for the engine's bytes may take; None uses the client's
+                read timeout.
+
+        Returns:
+            The token ids and their count.
+
+        Raises:
+            UnsupportedFeature: The engine has no tokenize endpoint.
+        """
 
 
 __all__ = ["LoraControl", "Client"]

@@ -111,6 +111,11 @@ class Stream(ClosingStream):
 
     ``text`` holds what arrived so far for choice 0. ``async with`` (or ``aclose()``) ends it
     deterministically; breaking out of a bare ``async for`` closes it right after (asyncio).
+
+    Args:
+        llm: The client that sends the request (built by :meth:`LLM.stream`).
+        request: The validated request.
+        deadline: The whole call's deadline, when a caller already started it.
     """
 
     def __init__(self, llm: StreamSource, request: Request, deadline: Deadline | None = None) -> None:

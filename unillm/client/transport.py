@@ -39,7 +39,14 @@ ANSWER_BYTES, EVENT_BYTES = 32 * MiB, 8 * MiB  # Pool's defaults (its docstring 
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """How often and how long to retry safe failures. ``RetryPolicy(attempts=1)`` disables it."""
+    """How often and how long to retry safe failures. ``RetryPolicy(attempts=1)`` disables it.
+
+    Args:
+        attempts: Tries in all, the first included (1 turns retries off).
+        initial_wait: Seconds before the first retry (a ``Retry-After`` header wins).
+        max_wait: The longest wait in seconds between two tries, ``Retry-After`` included.
+        max_total: Seconds after which no further retry starts.
+    """
 
     attempts: int = 4
     initial_wait: float = 0.25
@@ -68,6 +75,10 @@ class Timeouts:
     """Seconds to connect, and to wait for the next bytes of an answer (a stall).
 
     ``read`` is not a limit on the whole call: pass ``deadline=`` to a call for that.
+
+    Args:
+        connect: Seconds to open a connection.
+        read: Seconds to wait for the next bytes of an answer before EngineTimeout.
     """
 
     connect: float = 10.0
@@ -95,6 +106,14 @@ class Pool:
       ``top_logprobs`` (a few KiB per token).
     * ``max_event_bytes`` (8 MiB): one server-sent event of a stream. Events carry a few tokens,
       except SGLang's native stream, whose events repeat the whole text (and logprobs) so far.
+
+    Args:
+        max_connections: Requests in flight at once.
+        wait: Seconds to wait for a free connection before PoolTimeout; None: the read timeout.
+        max_keepalive: Idle connections kept open.
+        keepalive_expiry: Seconds an idle connection is kept.
+        max_answer_bytes: The largest non-streamed answer, in bytes.
+        max_event_bytes: The largest server-sent event of a stream, in bytes.
     """
 
     max_connections: int = 256

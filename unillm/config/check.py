@@ -113,6 +113,17 @@ def check_config(
 
     ``overrides`` are config keys (as for :func:`unillm.from_config`); ``version`` is the engine
     version to check against (default: the config's ``engine_version``, else the newest known).
+
+    Args:
+        source: A YAML/TOML file path, or the config as a mapping.
+        env: Environment whose ``UNILLM_*`` variables override config keys
+            (``UNILLM_LAUNCH__PORT=8001``); None is ``os.environ``.
+        version: The engine version to check against; None is the config's ``engine_version``,
+            else the newest known.
+        **overrides: Settings that replace the file's.
+
+    Returns:
+        Every problem found, without starting or contacting anything.
     """
     from unillm.config.load import Config, config_data
 

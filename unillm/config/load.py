@@ -79,6 +79,18 @@ def load_config(
     """Read and validate a config file (``.toml``, ``.yaml``/``.yml``) or mapping.
 
     config = unillm.load_config("unillm.toml", engine="mlx")   # keyword overrides win
+
+    Args:
+        source: A YAML/TOML file path, or the config as a mapping.
+        env: Environment whose ``UNILLM_*`` variables override config keys
+            (``UNILLM_LAUNCH__PORT=8001``); None is ``os.environ``.
+        **overrides: Settings that replace the file's.
+
+    Returns:
+        The validated config, not yet connected or launched.
+
+    Raises:
+        ConfigError: The file cannot be read or does not validate (each problem named).
     """
     from unillm.capabilities import feature_by_name
 
@@ -142,6 +154,18 @@ def from_config(
     and over ``UNILLM_*`` variables). ``async with`` the result gives the client. With a
     ``[router]`` table the result is a :class:`~unillm.semantic.SemanticRouter` whose main
     target is that client.
+
+    Args:
+        source: A YAML/TOML file path, or the config as a mapping.
+        env: Environment whose ``UNILLM_*`` variables override config keys
+            (``UNILLM_LAUNCH__PORT=8001``); None is ``os.environ``.
+        **overrides: Settings that replace the file's (e.g. ``model="..."``).
+
+    Returns:
+        What the config describes: an LLM, a Fleet, a Launch or a SemanticRouter.
+
+    Raises:
+        ConfigError: The file cannot be read or does not validate (each problem named).
     """
     config = load_config(source, env, **overrides)
     main = _main(config)

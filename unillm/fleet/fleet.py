@@ -104,7 +104,14 @@ class FleetStats(BaseModel):
     replicas: list[ReplicaStats]
 
     def replica(self, url: str) -> ReplicaStats:
-        """The counters of the replica at ``url``."""
+        """The counters of the replica at ``url``.
+
+        Args:
+            url: The replica's base URL, as printed (``llm.base_url``).
+
+        Raises:
+            KeyError: No replica has that URL.
+        """
         for r in self.replicas:
             if r.url == url.rstrip("/"):
                 return r
@@ -118,6 +125,21 @@ class Fleet:
     (the fleet owns those LLMs: ``aclose`` closes them). Discovery (model, engine, version of
     every replica) happens on first use; replicas serving different models raise
     :class:`~unillm.errors.ReplicaMismatch`.
+
+    Args:
+        replicas: The LLMs to route between (owned by the fleet from now on).
+        policy: How a replica is picked: "round_robin", "least_load", "prefix" or "session".
+        defaults: Options applied to every request, overridden per call.
+        prefix_chars: How many leading prompt characters the "prefix" policy hashes.
+        load_factor: How far above the mean load (>= 1.0; 1.25 is 25%) the "prefix" policy lets
+            one replica go before it spills to the next.
+        cooldown: Backoff in seconds for a replica that answered 429/503.
+        ejection: Backoff in seconds before an unreachable replica gets a trial request.
+        metrics_interval: Seconds between scrapes of each engine's queue ("least_load").
+        max_retry_after: The longest ``Retry-After`` (seconds) believed from a replica.
+
+    Raises:
+        InvalidOptions: An empty replica list or a setting out of range.
     """
 
     def __init__(
@@ -205,7 +227,22 @@ class Fleet:
         prefix_chars: int = 256,
         pool: Pool = Pool(),
     ) -> Fleet:
-        """A fleet of running replicas: ``Fleet.connect("vllm", ["http://a:8000", "http://b:8000"])``."""
+        """A fleet of running replicas: ``Fleet.connect("vllm", ["http://a:8000", "http://b:8000"])``.
+
+        Args:
+            engine: The adapter's name ("vllm", ...).
+            base_urls: One URL per replica.
+            policy: How a replica is picked: "round_robin", "least_load", "prefix" or "session".
+            model: The model to ask for; None uses what the replicas serve.
+            api_key: Sent to every replica as a bearer token; never echoed.
+            defaults: Options applied to every request, overridden per call.
+            timeouts: Connect/read/pool limits in seconds, per replica.
+            prefix_chars: How many leading prompt characters the "prefix" policy hashes.
+            pool: Connection-pool sizes per replica.
+
+        Returns:
+            A fleet of one LLM per URL (each with ``RetryPolicy(attempts=1)``).
+        """
         if isinstance(base_urls, str) or not isinstance(base_urls, Sequence):
             raise InvalidOptions(f"a fleet takes a list of base URLs, got {base_urls!r}")
         if not base_urls:
@@ -298,6 +335,14 @@ class Fleet:
 
         Raises ReplicaMismatch when replicas serve different models or engines, and
         EngineUnavailable when none answers.
+
+        Args:
+            refresh: Ask the engine again instead of returning the cached answer.
+            timeout: Seconds each wait for the engine's bytes may take; None uses the client's
+                read timeout.
+
+        Returns:
+            The served model, engine version and limits.
         """
         if self._info is not None and not refresh:
             return self._info
@@ -472,7 +517,24 @@ class Fleet:
         output: OutputSpec | None = None,
         **options: Unpack[Options],
     ) -> Completion[Any]:
-        """Generate on one replica (see :meth:`LLM.generate`); fails over before any answer."""
+        """Generate on one replica (see :meth:`LLM.generate`); fails over before any answer.
+
+        Args:
+            prompt: A plain-text prompt (sent to the completions API); or pass ``messages``.
+            messages: Chat messages (``{"role": ..., "content": ...}``), sent to the chat API.
+            output: Constrains the answer: a pydantic class, a JSON-schema dict, Regex, Choice or
+                Grammar; the parsed value lands in ``.parsed``.
+            **options: Per-call :class:`~unillm.Options` (max_tokens, temperature, tools, lora,
+                deadline, timeout, ...), over the client's defaults.
+
+        Returns:
+            The whole answer: text, usage, timings and finish reason.
+
+        Raises:
+            InvalidOptions: A malformed option, refused before sending.
+            UnsupportedFeature: An option this engine (at its version) cannot honour.
+            EngineError: The engine refused or failed the request (a subclass says how).
+        """
         request = make_request(prompt, messages, output, {**self.defaults, **options}, stream=False)
         with Deadline(request.deadline, self.engine).bound():
             return await self._complete(request)
@@ -515,7 +577,19 @@ class Fleet:
         output: OutputSpec | None = None,
         **options: Unpack[Options],
     ) -> Stream:
-        """Stream from one replica (see :meth:`LLM.stream`); fails over only before it starts."""
+        """Stream from one replica (see :meth:`LLM.stream`); fails over only before it starts.
+
+        Args:
+            prompt: A plain-text prompt (sent to the completions API); or pass ``messages``.
+            messages: Chat messages (``{"role": ..., "content": ...}``), sent to the chat API.
+            output: Constrains the answer: a pydantic class, a JSON-schema dict, Regex, Choice or
+                Grammar; the parsed value lands in ``.parsed``.
+            **options: Per-call :class:`~unillm.Options` (max_tokens, temperature, tools, lora,
+                deadline, timeout, ...), over the client's defaults.
+
+        Returns:
+            A :class:`~unillm.Stream`; use it with ``async with`` and ``async for``.
+        """
         request = make_request(prompt, messages, output, {**self.defaults, **options}, stream=True)
         return FleetStream(self, request)
 
@@ -529,7 +603,23 @@ class Fleet:
         concurrency: int = 4,
         timeout: float | None = None,
     ) -> Embeddings:
-        """Embed on one replica (see :meth:`LLM.embed`); fails over before any answer."""
+        """Embed on one replica (see :meth:`LLM.embed`); fails over before any answer.
+
+        Args:
+            texts: One text or a sequence of texts; one vector comes back per text, in order.
+            batch_size: Texts per request to the engine.
+            dimensions: Ask for shorter vectors (Matryoshka models only); None is the model's size.
+            concurrency: How many batches are in flight at once.
+            timeout: Seconds each wait for the engine's bytes may take; None uses the client's
+                read timeout.
+
+        Returns:
+            The vectors, their common length, usage and timings.
+
+        Raises:
+            UnsupportedFeature: The engine has no embeddings API.
+            MalformedResponse: The vectors are not finite numbers or differ in length.
+        """
         if self._info is None:
             await self.info(timeout=timeout)
         return await self._call(
@@ -546,7 +636,20 @@ class Fleet:
         messages: Messages | None = None,
         timeout: float | None = None,
     ) -> Tokens:
-        """Tokenize on one replica (see :meth:`LLM.tokenize`); fails over before any answer."""
+        """Tokenize on one replica (see :meth:`LLM.tokenize`); fails over before any answer.
+
+        Args:
+            text: A text to tokenize as is; or pass ``messages``.
+            messages: Chat messages, rendered by the model's chat template with the generation prompt.
+            timeout: Seconds each wait for the engine's bytes may take; None uses the client's
+                read timeout.
+
+        Returns:
+            The token ids and their count.
+
+        Raises:
+            UnsupportedFeature: The engine has no tokenize endpoint.
+        """
         if self._info is None:
             await self.info(timeout=timeout)
         return await self._call(None, lambda llm: llm.tokenize(text, messages=messages, timeout=timeout))

@@ -47,13 +47,22 @@ _VIRTUAL_NODES = 64
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
-    """An exponential backoff: ``initial`` seconds, doubling on every repeat, capped at ``max``."""
+    """An exponential backoff: ``initial`` seconds, doubling on every repeat, capped at ``max``.
+
+    Args:
+        initial: Seconds of the first wait.
+        max: The longest wait in seconds.
+    """
 
     initial: float = 0.5
     max: float = 30.0
 
     def after(self, streak: int) -> float:
-        """Seconds to wait after the ``streak``-th failure in a row (1-based)."""
+        """Seconds to wait after the ``streak``-th failure in a row (1-based).
+
+        Args:
+            streak: Failures in a row so far, counting from 1.
+        """
         return min(self.max, self.initial * 2.0 ** max(0, streak - 1))
 
 

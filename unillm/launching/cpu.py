@@ -67,6 +67,18 @@ def cpu_settings(
 
     ``settings`` (LaunchSpec fields) win over the recipe; ``workdir`` holds the engine's caches
     and temporary files (default ``$UNILLM_CACHE/cpu/<engine>``). Same as ``launch(..., cpu=True)``.
+
+    Args:
+        engine: The adapter's name ("vllm", "sglang", "llamacpp", ...).
+        model: The model's name or local path.
+        workdir: The engine's caches and temporary files; None is ``$UNILLM_CACHE/cpu/<engine>``.
+        **settings: LaunchSpec fields that win over the recipe's.
+
+    Returns:
+        LaunchSpec settings for a CPU-only host, to pass to :func:`unillm.launch`.
+
+    Raises:
+        UnsupportedFeature: The engine has no CPU recipe.
     """
     from unillm.adapter.launch_spec import build_spec
 

@@ -57,6 +57,25 @@ class FleetLaunch:
     the router. ``commands()`` shows every command without starting anything.
     ``replica_env`` adds environment per engine, in order, e.g. each replica its own GPUs:
     ``[{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}]``.
+
+    Args:
+        engine: The adapter's name ("vllm", ...) or an adapter instance.
+        spec: What every engine starts with (model, parallelism, ...).
+        replicas: How many engines to start.
+        router: A router process in front ("vllm-router" or "smg"); None routes client-side.
+        policy: How the fleet (or the router) picks an engine per request.
+        disaggregation: Prefill/decode engine counts to start behind the router.
+        router_python: The interpreter that has the router; None: its managed env (``unillm setup``).
+        replica_env: Extra environment per engine, one mapping per replica, in order.
+        progress: Called with each launch step; None is silent.
+        defaults: Options applied to every request, overridden per call.
+        timeouts: Connect/read/pool limits in seconds for the connected client.
+        retry: How the connected client retries overloads and dropped connections.
+        pool: Connection-pool sizes for the connected client.
+        log_dir: The folder for one log per process; None: the temp folder.
+
+    Raises:
+        InvalidOptions: Settings that do not fit together (e.g. a router without replicas).
     """
 
     def __init__(

@@ -55,7 +55,14 @@ _LIVE_GROUPS: set[int] = set()
 
 @dataclass(frozen=True)
 class LaunchProgress:
-    """One progress report while an engine starts."""
+    """One progress report while an engine starts.
+
+    Args:
+        engine: The engine's name (or the launch's label).
+        elapsed_s: Seconds since the launch began.
+        phase: "starting", "warming up" or "ready".
+        last_line: The engine's last log line.
+    """
 
     engine: str
     elapsed_s: float
@@ -149,7 +156,21 @@ class Launch:
         name: str | None = None,
     ) -> None:
         """``command`` replaces the adapter's (e.g. a router in front of engines that speaks
-        the adapter's API); ``name`` labels progress, log file and errors (default: the engine)."""
+        the adapter's API); ``name`` labels progress, log file and errors (default: the engine).
+
+        Args:
+            engine: The adapter's name ("vllm", ...) or an adapter instance.
+            spec: What to start: model, parallelism, port, environment, ...
+            progress: Called with each launch step; None is silent.
+            defaults: Options applied to every request, overridden per call.
+            timeouts: Connect/read/pool limits in seconds for the connected client.
+            retry: How the connected client retries overloads and dropped connections.
+            pool: Connection-pool sizes for the connected client.
+            log_path: Where the engine's output goes; None: ``unillm-<name>-<port>.log`` in the temp
+                folder.
+            command: A command to run instead of the adapter's; None builds it from ``spec``.
+            name: The label in progress, log file and errors; None is the engine's name.
+        """
         self.adapter = adapter_for(engine)
         self.name = name or self.adapter.name
         self.spec = resolve_spec(self.adapter, spec) if command is None else spec

@@ -267,6 +267,15 @@ def instrument(
         unillm.instrument(tracer_provider=tp, meter_provider=mp, capture_content=True)
 
     Needs ``pip install 'unillm[otel]'``. Calling it again replaces the previous instrumentation.
+
+    Args:
+        tracer_provider: The OpenTelemetry tracer provider; None uses the global one.
+        meter_provider: The OpenTelemetry meter provider; None uses the global one.
+        capture_content: Record prompts and answers in spans; None reads
+            ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``.
+
+    Returns:
+        The registered observer; :func:`uninstrument` stops it.
     """
     try:
         import opentelemetry.metrics

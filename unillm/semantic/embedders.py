@@ -32,14 +32,25 @@ class Embedder(Protocol):
         """Identifies the model and endpoint (route embeddings are cached under it)."""
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One vector per text, in order."""
+        """One vector per text, in order.
+
+        Args:
+            texts: The texts to embed.
+
+        Returns:
+            One vector per text, in order.
+        """
 
     async def aclose(self) -> None:
         """Release connections."""
 
 
 class EngineEmbedder:
-    """Embeddings from any unillm engine that serves them (``llm.embed``)."""
+    """Embeddings from any unillm engine that serves them (``llm.embed``).
+
+    Args:
+        llm: A unillm client (LLM or Fleet) serving an embedding model; the embedder owns it.
+    """
 
     def __init__(self, llm: Any) -> None:
         self.llm = llm
@@ -49,6 +60,11 @@ class EngineEmbedder:
         return repr(self.llm)  # engine, URL and model
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per text, in order, from ``llm.embed``.
+
+        Args:
+            texts: The texts to embed.
+        """
         result = await self.llm.embed(list(texts))
         return [list(v) for v in getattr(result, "vectors", result)]
 
@@ -62,6 +78,22 @@ class OpenAIEmbedder:
     ``auth="bearer"`` sends ``Authorization: Bearer <key>``; ``auth="api-key"`` sends Azure's
     ``api-key`` header. ``api_version`` is added as the ``api-version`` query parameter.
     ``dimensions`` asks models that support it for shorter vectors.
+
+    Args:
+        base_url: The endpoint's root URL (http or https; a trailing ``/v1`` is merged with ``path``).
+        model: The ``model`` field to send; None sends none (e.g. Azure deployments).
+        api_key: The key, sent as ``auth`` says; never echoed.
+        auth: "bearer" (``Authorization: Bearer``) or "api-key" (Azure's header).
+        api_version: The ``api-version`` query parameter; None: none.
+        dimensions: Ask for shorter vectors; None is the model's size.
+        path: The embeddings path under ``base_url``.
+        timeout: Seconds each step of a request may take (connect, read, write, pool).
+        batch_size: Texts per request.
+        headers: Extra headers sent with every request.
+        http_transport: An httpx transport to send through instead of the network (tests).
+
+    Raises:
+        EmbeddingError: A URL that is not http(s), or a batch size or dimensions below 1.
     """
 
     def __init__(
@@ -112,6 +144,15 @@ class OpenAIEmbedder:
         """Azure OpenAI: ``{endpoint}/openai/deployments/{deployment}/embeddings?api-version=...``.
 
         With Microsoft Entra ID pass the token as ``api_key`` and ``auth="bearer"``.
+
+        Args:
+            endpoint: The Azure resource's URL (``https://<name>.openai.azure.com``).
+            deployment: The embedding model's deployment name.
+            api_version: The Azure API version (e.g. "2024-10-21").
+            api_key: The resource key, or an Entra ID token with ``auth="bearer"``.
+            auth: "api-key" (Azure's header) or "bearer".
+            dimensions: Ask for shorter vectors; None is the model's size.
+            **kwargs: Other :class:`OpenAIEmbedder` settings (timeout, batch_size, headers, ...).
         """
         return cls(
             endpoint,
@@ -129,6 +170,14 @@ class OpenAIEmbedder:
         return f"openai:{self.url}:{self.model}:{self.dimensions}"
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per text, in order, in batches of ``batch_size``.
+
+        Args:
+            texts: The texts to embed.
+
+        Raises:
+            EngineError: The endpoint refused or could not be reached (MalformedResponse: odd body).
+        """
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             vectors += await self._batch(list(texts[start : start + self.batch_size]))

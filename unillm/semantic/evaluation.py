@@ -162,7 +162,14 @@ def suggest_threshold(
 
 
 def load_samples(path: str | Path) -> list[Sample]:
-    """Labelled samples from a JSONL file: ``{"text": "...", "route": "code"}`` per line."""
+    """Labelled samples from a JSONL file: ``{"text": "...", "route": "code"}`` per line.
+
+    Args:
+        path: The JSONL file, one labelled sample per line.
+
+    Raises:
+        InvalidOptions: The file is missing or a line is not a sample (its number named).
+    """
     from pydantic import ValidationError
 
     file = Path(path)
@@ -187,7 +194,18 @@ def load_samples(path: str | Path) -> list[Sample]:
 
 
 async def evaluate(router: Any, samples: Sequence[Sample]) -> EvalReport:
-    """Route every sample once with ``router`` (a SemanticRouter) and report how it went."""
+    """Route every sample once with ``router`` (a SemanticRouter) and report how it went.
+
+    Args:
+        router: The SemanticRouter to evaluate (only its routing runs; nothing is generated).
+        samples: Labelled samples, e.g. from :func:`load_samples`.
+
+    Returns:
+        Accuracy and per-route figures.
+
+    Raises:
+        InvalidOptions: A label that is not one of the router's routes.
+    """
     known = {r.name for r in router.routes.routes}
     unknown = sorted({s.route for s in samples if s.route is not None and s.route not in known})
     if unknown:

@@ -37,7 +37,17 @@ class Imported(BaseModel):
 
 
 def from_vsr(config: Mapping[str, Any]) -> Imported:
-    """Routes from a vLLM Semantic Router config (v0.3 ``routing:`` block or top-level signals)."""
+    """Routes from a vLLM Semantic Router config (v0.3 ``routing:`` block or top-level signals).
+
+    Args:
+        config: The parsed YAML of a vLLM Semantic Router config.
+
+    Returns:
+        The routes, and what did not map.
+
+    Raises:
+        InvalidOptions: The config is not a mapping.
+    """
     if not isinstance(config, Mapping):
         raise InvalidOptions("a vLLM Semantic Router config is a mapping (the parsed YAML)")
     block = config.get("routing", config)
@@ -125,6 +135,16 @@ def from_litellm(route_file: Mapping[str, Any], default_model: str | None = None
     """Routes from LiteLLM's auto-router file (``auto_router_config_path``; a route layer JSON).
 
     ``default_model`` is LiteLLM's ``auto_router_default_model``: it becomes a default route.
+
+    Args:
+        route_file: The parsed JSON of LiteLLM's auto-router file.
+        default_model: LiteLLM's ``auto_router_default_model``; it becomes the default route.
+
+    Returns:
+        The routes, and what did not map.
+
+    Raises:
+        InvalidOptions: The file has no ``routes`` list.
     """
     if not isinstance(route_file, Mapping) or not isinstance(route_file.get("routes"), list):
         raise InvalidOptions("a LiteLLM auto-router file is a JSON object with a 'routes' list")

@@ -49,6 +49,20 @@ class SemanticRouter:
     Without any target the router only decides (``route()``, evaluation).
     ``on_embedder_error="default"`` sends requests to the default route with a warning when
     the embedder fails; ``"raise"`` (the default) raises :class:`EmbeddingError`.
+
+    Args:
+        routes: The routes (or a validated RouteSet) to choose between.
+        embedder: What embeds the request text and the routes' examples.
+        llm: The main target: routes without ``target=`` and the unrouted default; None: none.
+        targets: The other targets (LLM or Fleet) by name, as routes' ``target=`` name them.
+        default: The route taken when none matches; None sends those requests to ``llm``.
+        text: What is embedded: "last_user" message, every "user" message, or "all" messages
+            (a prompt is embedded as is).
+        on_embedder_error: "raise" raises EmbeddingError when the embedder fails; "default" warns
+            and takes the default route.
+
+    Raises:
+        InvalidOptions: Invalid routes, or a route whose target is not in ``targets``.
     """
 
     def __init__(
@@ -127,7 +141,15 @@ class SemanticRouter:
     async def route(
         self, prompt: str | None = None, *, messages: Sequence[Mapping[str, Any]] | None = None
     ) -> RouteDecision:
-        """Decide the route for a prompt or chat, without generating anything."""
+        """Decide the route for a prompt or chat, without generating anything.
+
+        Args:
+            prompt: A plain-text prompt; or pass ``messages``.
+            messages: Chat messages; which of them are embedded is the router's ``text`` setting.
+
+        Returns:
+            Which route matched (or the default), with its scores.
+        """
         text = routing_text(prompt, messages, self.text)
         started = time.perf_counter()
         try:
@@ -159,7 +181,14 @@ class SemanticRouter:
         return decide(self.routes, text, scores, seconds=time.perf_counter() - started)
 
     def target_of(self, decision: RouteDecision) -> tuple[Any, dict[str, Any]]:
-        """The client and the option overrides (``lora``) that a decision sends a request to."""
+        """The client and the option overrides (``lora``) that a decision sends a request to.
+
+        Args:
+            decision: A decision from :meth:`route`.
+
+        Returns:
+            The target client and the options (``lora``/``model``) the route adds.
+        """
         route = self.routes.route(decision.route) if decision.route is not None else None
         client = self.llm if route is None or route.target is None else self.targets[route.target]
         if client is None:
@@ -188,7 +217,17 @@ class SemanticRouter:
         messages: Sequence[Mapping[str, Any]] | None = None,
         **options: Any,
     ) -> Completion[Any]:
-        """Route, then generate on the route's target; ``.route`` on the result says where."""
+        """Route, then generate on the route's target; ``.route`` on the result says where.
+
+        Args:
+            prompt: A plain-text prompt; or pass ``messages``.
+            messages: Chat messages; which of them are embedded is the router's ``text`` setting.
+            **options: Per-call options for the target (as for :meth:`LLM.generate`); they win over the
+                route's overrides.
+
+        Returns:
+            The target's completion, with ``.route`` set.
+        """
         decision = await self.route(prompt, messages=messages)
         client, overrides = self.target_of(decision)
         with observe.attributes(route_attributes(decision)):
@@ -205,7 +244,17 @@ class SemanticRouter:
         messages: Sequence[Mapping[str, Any]] | None = None,
         **options: Any,
     ) -> RoutedStream:
-        """Route, then stream from the route's target; ``stream.route`` says where (once started)."""
+        """Route, then stream from the route's target; ``stream.route`` says where (once started).
+
+        Args:
+            prompt: A plain-text prompt; or pass ``messages``.
+            messages: Chat messages; which of them are embedded is the router's ``text`` setting.
+            **options: Per-call options for the target (as for :meth:`LLM.generate`); they win over the
+                route's overrides.
+
+        Returns:
+            A stream that routes when it starts; ``.route`` says where.
+        """
         return RoutedStream(self, prompt, messages, options)
 
     def blocking(self) -> Any:
@@ -216,7 +265,14 @@ class SemanticRouter:
 
 
 class RoutedStream(ClosingStream):
-    """A stream whose route is decided when it starts; iterate it like ``LLM.stream``."""
+    """A stream whose route is decided when it starts; iterate it like ``LLM.stream``.
+
+    Args:
+        router: The router that decides the route when the stream starts.
+        prompt: A plain-text prompt, or None with ``messages``.
+        messages: Chat messages, or None with ``prompt``.
+        options: Per-call options for the target.
+    """
 
     def __init__(
         self,

@@ -65,7 +65,11 @@ class Condition(BaseModel):
         return set().union(*(c.signals() for c in self.of))
 
     def holds(self, fired: set[str]) -> bool:
-        """True when the condition holds for the set of fired signal names."""
+        """True when the condition holds for the set of fired signal names.
+
+        Args:
+            fired: The names of the signals that fired for a request.
+        """
         if self.signal is not None:
             return self.signal in fired
         if self.op == "and":
@@ -174,7 +178,11 @@ class RouteSet(BaseModel):
         return [s for s in self.all_signals() if isinstance(s, EmbeddingSignal)]
 
     def route(self, name: str) -> Route:
-        """The route called ``name``."""
+        """The route called ``name``.
+
+        Args:
+            name: The route's name (one of the set's).
+        """
         return next(r for r in self.routes if r.name == name)
 
 
