@@ -487,7 +487,7 @@ def test_stats_have_a_stable_shape() -> None:
         "waiting": None,
         "last_error": None,
     }
-    with pytest.raises(KeyError):
+    with pytest.raises(unillm.InvalidOptions, match="not a replica"):
         stats.replica("http://127.0.0.1:3")
     assert time.monotonic() > 0
 

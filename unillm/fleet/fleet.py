@@ -110,12 +110,12 @@ class FleetStats(BaseModel):
             url: The replica's base URL, as printed (``llm.base_url``).
 
         Raises:
-            KeyError: No replica has that URL.
+            InvalidOptions: No replica has that URL.
         """
         for r in self.replicas:
             if r.url == url.rstrip("/"):
                 return r
-        raise KeyError(f"{url!r} is not a replica of this fleet ({[r.url for r in self.replicas]})")
+        raise InvalidOptions(f"{url!r} is not a replica of this fleet ({[r.url for r in self.replicas]})")
 
 
 class Fleet:
