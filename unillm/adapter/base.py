@@ -88,6 +88,10 @@ class Adapter(ABC):
     name: ClassVar[str]
     display_name: ClassVar[str]
     engine_module: ClassVar[str | None] = None  # importable when the engine is installed
+    #: Whether the engine's launch takes a tool-call parser (``tool_parser=``, e.g. vLLM's
+    #: ``--tool-call-parser``). Only then does the core detect one from the model's chat template;
+    #: elsewhere an explicit ``tool_parser`` is refused before anything starts.
+    takes_tool_parser: ClassVar[bool] = False
 
     @abstractmethod
     def capabilities(self, version: str | None = None) -> Capabilities:

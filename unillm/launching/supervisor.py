@@ -39,7 +39,7 @@ from unillm.adapter.registry import adapter_for
 from unillm.capabilities import Feature
 from unillm.client.blocking import blocking_launch
 from unillm.client.transport import Pool, RetryPolicy, Timeouts
-from unillm.errors import InvalidOptions, LaunchError, UnillmError
+from unillm.errors import InvalidOptions, LaunchError, UnillmError, UnsupportedFeature
 from unillm.launching.cpu_features import boot_env, boot_note
 from unillm.launching.logs import LaunchLog, signal_advice
 from unillm.options import Options
@@ -104,7 +104,7 @@ def resolve_spec(adapter: Adapter, spec: LaunchSpec) -> LaunchSpec:
         update["api_key"] = SecretStr(secrets.token_urlsafe(24))
     if spec.python is None and not spec.prefix and not spec.in_process:
         update["python"] = engine_python(adapter)
-    if spec.tool_parser is None:
+    if spec.tool_parser is None and adapter.takes_tool_parser:
         from unillm.launching.model_facts import detect_tool_parser
 
         update["tool_parser"] = detect_tool_parser(spec.model) or "none"
@@ -126,6 +126,15 @@ def engine_python(adapter: Adapter) -> str | None:
 
 def check_launch_features(adapter: Adapter, spec: LaunchSpec) -> None:
     """Refuse, before anything starts, launch settings the engine has no flags for."""
+    if spec.parser() is not None and not adapter.takes_tool_parser:
+        raise UnsupportedFeature(
+            adapter.name,
+            "tool_parser",
+            why=f"{adapter.name} has no tool-call parser setting (it reads tool calls its own way, "
+            "or not at all)",
+            alternative="Drop tool_parser=; tool_choice='required' or a tool's name is forced by unillm "
+            "where the engine constrains output",
+        )
     needs = [(spec.nodes is not None, Feature.MULTI_NODE), (spec.pd is not None, Feature.PD_DISAGGREGATION)]
     if any(used for used, _ in needs):
         caps = adapter.capabilities()

@@ -86,7 +86,6 @@ def test_command_turns_the_prompt_cache_off_when_asked() -> None:
         ({"parallel": Parallel(tensor=2)}, "parallel"),
         ({"runtime_lora": True}, "runtime_lora"),
         ({"max_num_seqs": 4}, "max_num_seqs > 1"),
-        ({"tool_parser": "hermes"}, "tool_parser"),
         ({"dtype": "bfloat16"}, "dtype"),
         ({"quantization": "awq"}, "quantization"),
         ({"max_lora_rank": 8}, "max_lora_rank"),

@@ -113,12 +113,6 @@ def refuse_unsupported(spec: LaunchSpec) -> None:
             "llama-cpp-python's server answers one request at a time",
             "Drop max_num_seqs=, or run replicas (a Fleet)",
         )
-    if spec.tool_parser not in (None, "", "none"):
-        raise no(
-            "tool_parser",
-            "llama-cpp-python reads no calls out of free text",
-            "Drop tool_parser=; tool_choice='required' or a tool's name is forced by unillm",
-        )
     unsupported_settings = {
         "dtype": "a GGUF file stores its own types (convert with another --outtype)",
         "quantization": "llama.cpp quantizes GGUF files offline (llama-quantize), not at launch",

@@ -46,8 +46,6 @@ class TestMLXConformance(AdapterConformance):
             "prefix_caching=True": "mlx_lm.server keeps a prompt cache by default",
             "lora": "served per request: bind() sends the adapter's path in each request's "
             "`adapters` field (mlx_lm.server has no flag that names several adapters)",
-            "tool_parser": "mlx_lm.server reads tool calls in the format its tokenizer's chat "
-            "template names; it has no parser setting (the core fills tool_parser in for every engine)",
         }
     )
 

@@ -109,6 +109,7 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
     # The server runtime's kernel package: ``sglang`` alone may be the frontend-only install (the
     # DSL extra), which cannot serve, and finding ``sglang.srt`` would import all of torch.
     engine_module = "sgl_kernel"
+    takes_tool_parser = True  # --tool-call-parser NAME
     extra_sampling_fields = EXTRA_SAMPLING
 
     def __init__(self, api: ApiChoice = "auto") -> None:

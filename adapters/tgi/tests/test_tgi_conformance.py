@@ -89,8 +89,6 @@ class TestTGIConformance(AdapterConformance):
             "reports in its results",
             "python": "text-generation-launcher is not a Python program (the core fills python "
             "in for every engine)",
-            "tool_parser": "TGI forces tool calls with its grammar and has no parser setting "
-            "(the core fills tool_parser in for every engine)",
         }
     )
 
