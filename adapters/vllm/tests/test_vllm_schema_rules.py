@@ -207,6 +207,17 @@ def test_properties_named_like_keywords_are_not_read_as_keywords() -> None:
     assert where(schema) is None
 
 
+@pytest.mark.parametrize("pattern", ["^(?!x-).*$", "^a(?=b)", "^(?<=a)b$", "^(?<!a)b$", "\\\\(?=b)"])
+def test_a_pattern_with_a_lookaround_is_refused(pattern: str) -> None:
+    schema = {"type": "object", "properties": {"p": {"type": "string", "pattern": pattern}}}
+    assert where(schema) == ("pattern", "/properties/p/pattern")
+
+
+@pytest.mark.parametrize("pattern", ["^\\(?!a$", "^[(?!]+$", "^[^](?=]$", "(?<name>a)", "(?:a)"])
+def test_a_pattern_with_only_lookalikes_of_a_lookaround_passes(pattern: str) -> None:
+    assert where({"type": "string", "pattern": pattern}) is None
+
+
 def test_data_values_are_not_read_as_schemas_by_the_wrong_compile_rules() -> None:
     schema = {"type": "object", "properties": {"a": {}}, "default": {"required": ["zzz"]}}
     assert where(schema) is None

@@ -120,6 +120,19 @@ def test_xgrammar_ignores_if_then_else(branch: dict[str, Any]) -> None:
     )
 
 
+def test_xgrammar_ignores_a_lookahead_in_a_pattern() -> None:
+    assert xgrammar({"type": "string", "pattern": "^(?!x-).*$"}, '"x-a"') == "accepts"
+
+
+@pytest.mark.parametrize("pattern", ["^(?<=a)b$", "^(?<!a)b$"])
+def test_xgrammar_fails_on_a_lookbehind_in_a_pattern(pattern: str) -> None:
+    assert xgrammar({"type": "string", "pattern": pattern}, '"b"') == "error"
+
+
+def test_xgrammar_honours_a_pattern_with_lookaround_characters_in_a_class() -> None:
+    assert xgrammar({"type": "string", "pattern": "^[(?!]+$"}, '"x"') == "rejects"
+
+
 VLLM_CHECK = """
 import json, sys
 from vllm.v1.structured_output.backend_xgrammar import has_xgrammar_unsupported_json_features as check

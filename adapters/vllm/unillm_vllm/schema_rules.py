@@ -16,7 +16,8 @@ Two groups of rules, applied to every schema object in the document:
   the sibling ``properties`` (the grammar never emits them, so ``{}`` passes); ``anyOf`` /
   ``oneOf`` / ``allOf`` or ``$ref`` beside any constraining keyword (``properties``,
   ``required``, ``type``, ``minimum``, ...: xgrammar compiles one and drops the other); ``not``,
-  and ``if`` with ``then`` / ``else`` (ignored); ``minItems`` above the ``prefixItems`` count
+  and ``if`` with ``then`` / ``else`` (ignored); a lookahead in ``pattern`` (ignored) or a
+  lookbehind (the compile fails: HTTP 400); ``minItems`` above the ``prefixItems`` count
   with no ``items`` (strict mode reads a missing ``items`` as ``false`` and the compile fails:
   HTTP 400). Annotations
   (``title``, ``description``, ``default``, ...) never count. These rules skip values that are
@@ -72,6 +73,7 @@ _CONSTRAINING = frozenset(
     }
 )  # fmt: skip
 _CONFIG_FLAG = "--structured-outputs-config"
+_LOOKAROUNDS = ("?=", "?!", "?<=", "?<!")
 
 
 @dataclass(frozen=True)
@@ -226,7 +228,7 @@ def _wrong_compile(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
                     f"xgrammar never emits a required property missing from properties ({name!r}), "
                     "so it would accept objects without it",
                 )
-    problem = _dropped_sibling(node, at) or _ignored_keyword(node, at)
+    problem = _dropped_sibling(node, at) or _ignored_keyword(node, at) or _lookaround(node, at)
     if problem is None and "array" in _types(node):
         return _min_items_without_items(node, at)
     return problem
@@ -256,6 +258,40 @@ def _ignored_keyword(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
             "if", f"{at}/if", "xgrammar ignores if/then/else, so it would accept what they exclude"
         )
     return None
+
+
+def _lookaround(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
+    """A ``pattern`` with a lookahead (ignored by xgrammar) or a lookbehind (fails to compile)."""
+    pattern = node.get("pattern")
+    if not isinstance(pattern, str) or not _has_lookaround(pattern):
+        return None
+    return SchemaProblem(
+        "pattern",
+        f"{at}/pattern",
+        "xgrammar ignores lookahead and cannot compile lookbehind ((?=, (?!, (?<=, (?<!) in a pattern",
+    )
+
+
+def _has_lookaround(pattern: str) -> bool:
+    """Whether a regular expression has a lookahead or lookbehind group (not escaped, not in a class)."""
+    i, in_class = 0, False
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+            i += 1
+            i += 1 if pattern.startswith("^", i) else 0
+            i += 1 if pattern.startswith("]", i) else 0  # a leading ] is literal
+            continue
+        elif char == "(" and pattern.startswith(_LOOKAROUNDS, i + 1):
+            return True
+        i += 1
+    return False
 
 
 def _min_items_without_items(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
