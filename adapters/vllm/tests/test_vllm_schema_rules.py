@@ -145,6 +145,79 @@ def test_min_items_with_items_passes() -> None:
     assert where({"type": "array", "items": True, "minItems": 1}) is None
 
 
+@pytest.mark.parametrize(
+    ("combinator", "beside"),
+    [
+        ("anyOf", {"type": "string", "maxLength": 3}),
+        ("anyOf", {"minimum": 5}),
+        ("anyOf", {"items": {"type": "integer"}}),
+        ("anyOf", {"additionalProperties": False}),
+        ("anyOf", {"enum": [1, "a"]}),
+        ("anyOf", {"oneOf": [OBJ]}),
+        ("oneOf", {"type": "integer"}),
+        ("allOf", {"minimum": 5}),
+    ],
+)
+def test_a_combinator_beside_a_constraining_keyword_is_refused(
+    combinator: str, beside: dict[str, Any]
+) -> None:
+    schema = {**beside, combinator: [{"type": "string"}]}
+    assert where(schema) == (combinator, f"/{combinator}")
+
+
+def test_a_combinator_beside_annotations_only_passes() -> None:
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "t",
+        "description": "d",
+        "default": 1,
+        "examples": [1],
+        "$defs": {"a": OBJ},
+        "anyOf": [{"type": "integer"}, {"type": "null"}],
+    }
+    assert where(schema) is None
+
+
+@pytest.mark.parametrize("beside", [{"minimum": 5}, {"enum": ["x"]}, {"required": []}, {"type": "string"}])
+def test_a_ref_beside_a_constraining_keyword_is_refused(beside: dict[str, Any]) -> None:
+    schema = {"type": "object", "properties": {"p": {"$ref": "#/$defs/a", **beside}}, "$defs": {"a": OBJ}}
+    assert where(schema) == ("$ref", "/properties/p/$ref")
+
+
+def test_a_ref_beside_annotations_only_passes() -> None:
+    schema = {"$ref": "#/$defs/a", "title": "t", "description": "d", "default": 1, "$defs": {"a": OBJ}}
+    assert where(schema) is None
+
+
+def test_not_is_refused() -> None:
+    assert where({"type": "integer", "not": {"const": 1}}) == ("not", "/not")
+
+
+@pytest.mark.parametrize("branch", ["then", "else"])
+def test_if_with_then_or_else_is_refused(branch: str) -> None:
+    assert where({"type": "integer", "if": {"minimum": 5}, branch: {"maximum": 6}}) == ("if", "/if")
+
+
+def test_then_without_if_passes_as_json_schema_ignores_it_too() -> None:
+    assert where({"type": "integer", "then": {"maximum": 2}}) is None
+
+
+def test_properties_named_like_keywords_are_not_read_as_keywords() -> None:
+    schema = {"type": "object", "properties": {"not": {"type": "string"}, "if": {}, "then": {}}}
+    assert where(schema) is None
+
+
+@pytest.mark.parametrize("pattern", ["^(?!x-).*$", "^a(?=b)", "^(?<=a)b$", "^(?<!a)b$", "\\\\(?=b)"])
+def test_a_pattern_with_a_lookaround_is_refused(pattern: str) -> None:
+    schema = {"type": "object", "properties": {"p": {"type": "string", "pattern": pattern}}}
+    assert where(schema) == ("pattern", "/properties/p/pattern")
+
+
+@pytest.mark.parametrize("pattern", ["^\\(?!a$", "^[(?!]+$", "^[^](?=]$", "(?<name>a)", "(?:a)"])
+def test_a_pattern_with_only_lookalikes_of_a_lookaround_passes(pattern: str) -> None:
+    assert where({"type": "string", "pattern": pattern}) is None
+
+
 def test_data_values_are_not_read_as_schemas_by_the_wrong_compile_rules() -> None:
     schema = {"type": "object", "properties": {"a": {}}, "default": {"required": ["zzz"]}}
     assert where(schema) is None

@@ -15,6 +15,7 @@ import pytest
 from unillm_vllm.schema_rules import xgrammar_problem
 
 pytestmark = pytest.mark.engine
+OBJ = {"type": "object"}
 
 PROBE = """
 import json, sys
@@ -63,6 +64,73 @@ def test_xgrammar_fails_on_min_items_without_items() -> None:
 
 def test_xgrammar_compiles_min_items_with_items_true() -> None:
     assert xgrammar({"type": "array", "minItems": 1, "items": True}, "[1]") == "accepts"
+
+
+@pytest.mark.parametrize(
+    ("schema", "text"),
+    [
+        ({"type": "string", "maxLength": 3, "anyOf": [{"type": "string"}]}, '"abcdef"'),
+        ({"minimum": 5, "anyOf": [{"type": "integer"}]}, "1"),
+        ({"type": "array", "items": {"type": "integer"}, "anyOf": [{"type": "array"}]}, '["a"]'),
+        ({"type": "object", "additionalProperties": False, "anyOf": [OBJ]}, '{"a":1}'),
+        ({"enum": [1, "a"], "anyOf": [{"type": "integer"}]}, '"a"'),
+        ({"anyOf": [{"type": "integer"}], "oneOf": [{"type": "string"}]}, "1"),
+        ({"type": "integer", "oneOf": [{"minimum": 0}]}, '"x"'),
+        ({"minimum": 5, "allOf": [{"type": "integer"}]}, "1"),
+    ],
+)
+def test_xgrammar_drops_a_constraining_keyword_beside_a_combinator(schema: dict[str, Any], text: str) -> None:
+    assert xgrammar(schema, text) == "accepts"
+
+
+def test_xgrammar_keeps_a_combinator_beside_annotations() -> None:
+    schema = {"title": "t", "description": "d", "default": 1, "examples": [1], "anyOf": [{"type": "integer"}]}
+    assert xgrammar(schema, '"x"') == "rejects"
+
+
+@pytest.mark.parametrize(
+    ("beside", "target", "text"),
+    [
+        ({"minimum": 5}, {"type": "integer"}, "1"),
+        ({"enum": ["x"]}, {"type": "string"}, '"y"'),
+        ({"properties": {"b": {"type": "integer"}}, "required": ["b"]}, OBJ, "{}"),
+        ({"type": "string"}, {}, "1"),
+    ],
+)
+def test_xgrammar_drops_a_constraining_keyword_beside_a_ref(
+    beside: dict[str, Any], target: dict[str, Any], text: str
+) -> None:
+    assert xgrammar({"$ref": "#/$defs/a", **beside, "$defs": {"a": target}}, text) == "accepts"
+
+
+def test_xgrammar_keeps_a_ref_beside_annotations() -> None:
+    schema = {"$ref": "#/$defs/a", "title": "t", "default": 1, "$defs": {"a": {"type": "integer"}}}
+    assert xgrammar(schema, '"x"') == "rejects"
+
+
+def test_xgrammar_ignores_not() -> None:
+    assert xgrammar({"type": "integer", "not": {"const": 1}}, "1") == "accepts"
+
+
+@pytest.mark.parametrize("branch", [{"then": {"maximum": 6}}, {"else": {"maximum": 2}}])
+def test_xgrammar_ignores_if_then_else(branch: dict[str, Any]) -> None:
+    assert (
+        xgrammar({"type": "integer", "if": {"minimum": 5}, **branch}, "9" if "then" in branch else "3")
+        == "accepts"
+    )
+
+
+def test_xgrammar_ignores_a_lookahead_in_a_pattern() -> None:
+    assert xgrammar({"type": "string", "pattern": "^(?!x-).*$"}, '"x-a"') == "accepts"
+
+
+@pytest.mark.parametrize("pattern", ["^(?<=a)b$", "^(?<!a)b$"])
+def test_xgrammar_fails_on_a_lookbehind_in_a_pattern(pattern: str) -> None:
+    assert xgrammar({"type": "string", "pattern": pattern}, '"b"') == "error"
+
+
+def test_xgrammar_honours_a_pattern_with_lookaround_characters_in_a_class() -> None:
+    assert xgrammar({"type": "string", "pattern": "^[(?!]+$"}, '"x"') == "rejects"
 
 
 VLLM_CHECK = """

@@ -14,10 +14,15 @@ Two groups of rules, applied to every schema object in the document:
   ``Grammar.from_json_schema``, which vLLM calls in strict mode, by
   ``adapters/vllm/tests/test_vllm_schema_rules_xgrammar.py``): ``required`` names missing from
   the sibling ``properties`` (the grammar never emits them, so ``{}`` passes); ``anyOf`` /
-  ``oneOf`` / ``allOf`` beside ``properties`` or ``required`` (the grammar is built from the
-  branches alone); ``minItems`` above the ``prefixItems`` count with no ``items`` (strict mode
-  reads a missing ``items`` as ``false`` and the compile fails: HTTP 400). These skip values
-  that are data, not schemas (``const``, ``enum``, ``default``, ``examples``).
+  ``oneOf`` / ``allOf`` or ``$ref`` beside any constraining keyword (``properties``,
+  ``required``, ``type``, ``minimum``, ...: xgrammar compiles one and drops the other); ``not``,
+  and ``if`` with ``then`` / ``else`` (ignored); a lookahead in ``pattern`` (ignored) or a
+  lookbehind (the compile fails: HTTP 400); ``minItems`` above the ``prefixItems`` count
+  with no ``items`` (strict mode reads a missing ``items`` as ``false`` and the compile fails:
+  HTTP 400). Annotations
+  (``title``, ``description``, ``default``, ...) never count. These rules skip values that are
+  data, not schemas (``const``, ``enum``, ``default``, ``examples``), and the name-to-schema
+  maps themselves (``properties``, ``$defs``, ...).
 
 No schema is rewritten: each problem is refused with the exact fix where one exists.
 """
@@ -53,7 +58,22 @@ XGRAMMAR_FORMATS = frozenset(
 _ARRAY_UNSUPPORTED = ("uniqueItems", "contains", "minContains", "maxContains")
 _COMBINATORS = ("anyOf", "oneOf", "allOf")
 _DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
+#: Keywords whose values map names to schemas: the map itself is not a schema.
+_NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+#: JSON Schema's validating keywords (applicators and assertions); annotations are not among them.
+_CONSTRAINING = frozenset(
+    {
+        "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum",
+        "exclusiveMinimum", "maxLength", "minLength", "pattern", "format", "items", "prefixItems",
+        "additionalItems", "contains", "maxItems", "minItems", "uniqueItems", "maxContains",
+        "minContains", "unevaluatedItems", "properties", "patternProperties",
+        "additionalProperties", "propertyNames", "required", "maxProperties", "minProperties",
+        "dependentRequired", "dependentSchemas", "dependencies", "unevaluatedProperties",
+        "$ref", "not", "if", "then", "else", "anyOf", "oneOf", "allOf",
+    }
+)  # fmt: skip
 _CONFIG_FLAG = "--structured-outputs-config"
+_LOOKAROUNDS = ("?=", "?!", "?<=", "?<!")
 
 
 @dataclass(frozen=True)
@@ -100,9 +120,9 @@ def xgrammar_problem(schema: Mapping[str, Any]) -> SchemaProblem | None:
     Returns:
         The problem, or None when xgrammar honours the schema as far as these rules know.
     """
-    for pointer, node, is_data in _nodes(schema, "", is_data=False):
+    for pointer, node, kind in _nodes(schema, "", kind="schema"):
         problem = _vllm_refusal(node, pointer)
-        if problem is None and not is_data:
+        if problem is None and kind == "schema":
             problem = _wrong_compile(node, pointer)
         if problem is not None:
             return problem
@@ -110,17 +130,25 @@ def xgrammar_problem(schema: Mapping[str, Any]) -> SchemaProblem | None:
 
 
 def _nodes(
-    node: Mapping[str, Any], pointer: str, *, is_data: bool
-) -> Iterator[tuple[str, Mapping[str, Any], bool]]:
-    """Every object in the document, depth first, as vLLM's check visits them."""
-    yield pointer, node, is_data
+    node: Mapping[str, Any], pointer: str, *, kind: str
+) -> Iterator[tuple[str, Mapping[str, Any], str]]:
+    """Every object in the document, depth first, as vLLM's check visits them.
+
+    Each comes with its kind: ``"schema"``, ``"map"`` (names to schemas, as in ``properties``)
+    or ``"data"`` (inside ``const``, ``enum``, ``default`` or ``examples``).
+    """
+    yield pointer, node, kind
     for key, value in node.items():
         here = f"{pointer}/{_escape(str(key))}"
-        data = is_data or key in _DATA_KEYWORDS
+        child = "schema"
+        if kind == "data" or (kind == "schema" and key in _DATA_KEYWORDS):
+            child = "data"
+        elif kind == "schema" and key in _NAME_MAPS:
+            child = "map"
         items = enumerate(value) if isinstance(value, list) else [(None, value)]
         for index, item in items:
             if isinstance(item, Mapping):
-                yield from _nodes(item, here if index is None else f"{here}/{index}", is_data=data)
+                yield from _nodes(item, here if index is None else f"{here}/{index}", kind=child)
 
 
 def _vllm_refusal(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
@@ -200,18 +228,70 @@ def _wrong_compile(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
                     f"xgrammar never emits a required property missing from properties ({name!r}), "
                     "so it would accept objects without it",
                 )
-    if isinstance(properties, Mapping) or isinstance(required, list):
-        for key in _COMBINATORS:
-            if isinstance(node.get(key), list):
-                return SchemaProblem(
-                    key,
-                    f"{at}/{key}",
-                    f"xgrammar builds this object from the {key} branches alone and drops the "
-                    "properties/required beside them",
-                )
-    if "array" in _types(node):
+    problem = _dropped_sibling(node, at) or _ignored_keyword(node, at) or _lookaround(node, at)
+    if problem is None and "array" in _types(node):
         return _min_items_without_items(node, at)
+    return problem
+
+
+def _dropped_sibling(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
+    """A combinator or ``$ref`` beside another constraining keyword: xgrammar keeps only one."""
+    for key in (*_COMBINATORS, "$ref"):
+        if not isinstance(node.get(key), str if key == "$ref" else list):
+            continue
+        beside = sorted(name for name in node if name in _CONSTRAINING and name != key)
+        if beside:
+            return SchemaProblem(
+                key,
+                f"{at}/{key}",
+                f"xgrammar compiles either {key} or the keywords beside it ({', '.join(beside)}), not both",
+            )
     return None
+
+
+def _ignored_keyword(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
+    """``not`` and ``if`` with ``then``/``else``, which xgrammar ignores."""
+    if isinstance(node.get("not"), (Mapping, bool)):
+        return SchemaProblem("not", f"{at}/not", "xgrammar ignores not, so it would accept what it excludes")
+    if "if" in node and ("then" in node or "else" in node):
+        return SchemaProblem(
+            "if", f"{at}/if", "xgrammar ignores if/then/else, so it would accept what they exclude"
+        )
+    return None
+
+
+def _lookaround(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
+    """A ``pattern`` with a lookahead (ignored by xgrammar) or a lookbehind (fails to compile)."""
+    pattern = node.get("pattern")
+    if not isinstance(pattern, str) or not _has_lookaround(pattern):
+        return None
+    return SchemaProblem(
+        "pattern",
+        f"{at}/pattern",
+        "xgrammar ignores lookahead and cannot compile lookbehind ((?=, (?!, (?<=, (?<!) in a pattern",
+    )
+
+
+def _has_lookaround(pattern: str) -> bool:
+    """Whether a regular expression has a lookahead or lookbehind group (not escaped, not in a class)."""
+    i, in_class = 0, False
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+            i += 1
+            i += 1 if pattern.startswith("^", i) else 0
+            i += 1 if pattern.startswith("]", i) else 0  # a leading ] is literal
+            continue
+        elif char == "(" and pattern.startswith(_LOOKAROUNDS, i + 1):
+            return True
+        i += 1
+    return False
 
 
 def _min_items_without_items(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
