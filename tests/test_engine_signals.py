@@ -199,3 +199,13 @@ def test_a_port_left_in_time_wait_by_a_stopped_engine_is_not_busy(tmp_path: Path
         conn.close()  # the server side closes first: its end waits in TIME_WAIT
         client.close()
     _launch(tmp_path, "sleep", port=port)._refuse_busy_port()  # a restarted replica may bind it
+
+
+def test_a_hint_matched_while_starting_is_not_blamed_for_later_errors(tmp_path: Path) -> None:
+    launch = _launch(tmp_path, "sleep")
+    launch._log.add_cause("a known cause seen in the start-up log")
+    assert launch.trouble() is None  # the engine runs and no process died
+    launch._log.add("ERROR Worker proc VllmWorker-1 died unexpectedly (exit code: -9)")
+    trouble = launch.trouble()
+    assert trouble is not None and trouble.startswith("VllmWorker-1 died of SIGKILL")
+    assert "known cause" not in trouble

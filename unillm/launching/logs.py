@@ -97,6 +97,7 @@ class LaunchLog:
         self._after = 0  # context lines still to keep after the last error line
         self._first = self._exceptions = 0
         self.causes: list[str] = []
+        self.deaths: list[str] = []  # the processes the log says died of a signal (also in causes)
         self.count = 0
 
     def add(self, line: str) -> None:
@@ -124,7 +125,8 @@ class LaunchLog:
         if death is not None:
             who = _WHO.search(line)
             died = signal_advice(death["code"], who["who"] if who else "an engine process")
-            if died is not None:
+            if died is not None and died not in self.deaths:
+                self.deaths.append(died)
                 self.add_cause(died)
         self._tail.append((number, line))
 

@@ -387,7 +387,7 @@ class Launch:
             path), or None while nothing is known to be wrong.
         """
         code = self.returncode
-        causes = list(self._log.causes)
+        causes = list(self._log.deaths)  # not every cause: a hint matched while starting is old news
         if code is not None:
             advice = signal_advice(code, f"{self.name} (pid {self.pid})")
             causes.insert(0, advice or f"{self.name} (pid {self.pid}) exited with code {code}")
