@@ -85,20 +85,21 @@ def draw_sample(data: Path, per_subset: int, seed: int) -> dict[str, list[str]]:
 
 def load_sample(data: Path, args: argparse.Namespace) -> list[tuple[str, str, dict[str, Any]]]:
     """(subset, id, schema) for the sample in the repo (or a new draw with ``--resample``)."""
-    if args.resample or not SAMPLE.exists():
+    sample = Path(args.sample)
+    if args.resample or not sample.exists():
         ids = draw_sample(data, args.per_subset, args.seed)
         head = subprocess.run(
             ["git", "-C", str(data.parent), "rev-parse", "HEAD"], capture_output=True, text=True
         )
-        SAMPLE.parent.mkdir(parents=True, exist_ok=True)
+        sample.parent.mkdir(parents=True, exist_ok=True)
         meta = {
             "source": REPO,
             "commit": head.stdout.strip() or None,
             "seed": args.seed,
             "per_subset": args.per_subset,
         }
-        SAMPLE.write_text(json.dumps({**meta, "ids": ids}, indent=1) + "\n")
-    ids = json.loads(SAMPLE.read_text())["ids"]
+        sample.write_text(json.dumps({**meta, "ids": ids}, indent=1) + "\n")
+    ids = json.loads(sample.read_text())["ids"]
     out = []
     for subset, names in ids.items():
         for name in names[: args.per_subset]:
@@ -327,19 +328,33 @@ def summary(
     return "\n".join(lines), totals
 
 
-def earlier_runs(ids: list[str]) -> dict[str, Any]:
+def matrix(totals: dict[str, Any]) -> str:
+    """One row per target and path over the whole sample (the docs' table)."""
+    rows = ["| engine (backend) | path | " + " | ".join(OUTCOMES) + " |", "|" + "---|" * (len(OUTCOMES) + 2)]
+    for target, paths in totals.items():
+        if "skipped" in paths:
+            rows.append(f"| {target} | — | {paths['skipped']} |" + " |" * (len(OUTCOMES) - 1))
+            continue
+        for path, counts in paths.items():
+            rows.append(
+                f"| {target} | {path} | " + " | ".join(str(counts.get(o, 0)) for o in OUTCOMES) + " |"
+            )
+    return "\n".join(rows)
+
+
+def earlier_runs(ids: list[str], out: Path) -> dict[str, Any]:
     """The runs in results.json when it holds the same sample (``--keep`` adds to them)."""
-    path = OUT / "results.json"
+    path = out / "results.json"
     earlier = json.loads(path.read_text()) if path.exists() else {}
     return dict(earlier.get("runs", {})) if earlier.get("schemas") == ids else {}
 
 
-def write_results(ids: list[str], runs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def write_results(ids: list[str], runs: dict[str, Any], out: Path) -> tuple[str, dict[str, Any]]:
     schemas = [(i.split("/", 1)[0], i, {}) for i in ids]
     table, totals = summary(schemas, runs)
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "summary.md").write_text(table + "\n")
-    (OUT / "results.json").write_text(json.dumps({"schemas": ids, "runs": runs, "totals": totals}, indent=1))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.md").write_text(matrix(totals) + "\n\nPer subset:\n\n" + table + "\n")
+    (out / "results.json").write_text(json.dumps({"schemas": ids, "runs": runs, "totals": totals}, indent=1))
     return table, totals
 
 
@@ -357,12 +372,15 @@ def main() -> None:
     )
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--sample", default=str(SAMPLE), help="the sample's ids and seed (JSON)")
+    parser.add_argument("--out", default=str(OUT), help="where summary.md and results.json go")
     parser.add_argument("--keep", action="store_true", help="keep other targets' results from results.json")
     args = parser.parse_args()
     schemas = load_sample(data_dir(args.data), args)
     print(f"[coverage] {len(schemas)} schemas from {len(SUBSETS)} subsets", file=sys.stderr)
     ids = [f"{s}/{n}" for s, n, _ in schemas]
-    runs = earlier_runs(ids) if args.keep else {}
+    out = Path(args.out)
+    runs = earlier_runs(ids, out) if args.keep else {}
     for target in args.targets.split(","):
         started = time.perf_counter()
         try:
@@ -370,8 +388,8 @@ def main() -> None:
         except Exception as e:  # a target that cannot start is reported, the others still run
             runs[target] = f"failed: {type(e).__name__}: {str(e).splitlines()[0]}"
         print(f"[coverage] {target}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
-        write_results(ids, runs)  # after every target: a long run keeps what it measured
-    table, totals = write_results(ids, runs)
+        write_results(ids, runs, out)  # after every target: a long run keeps what it measured
+    table, totals = write_results(ids, runs, out)
     print(table)
     through = {t: v["unillm"] for t, v in totals.items() if isinstance(v, dict) and "unillm" in v}
     goals = {
