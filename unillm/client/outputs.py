@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from pydantic import ValidationError
@@ -67,7 +69,7 @@ def _parse(choice: CompletionChoice[Any], output: Constraint, engine: str) -> An
 def _validate(value: Any, output: JsonSchema, choice: CompletionChoice[Any], engine: str, hint: str) -> None:
     from jsonschema import validators
 
-    validator = validators.validator_for(output.schema)(output.schema)
+    validator = _decimal_validator(validators.validator_for(output.schema))(output.schema)
     try:
         error = next(iter(validator.iter_errors(value)), None)
     except (
@@ -80,6 +82,30 @@ def _validate(value: Any, output: JsonSchema, choice: CompletionChoice[Any], eng
             text=choice.text,
             finish_reason=choice.finish_reason,
         )
+
+
+@lru_cache(maxsize=8)
+def _decimal_validator(base: Any) -> Any:
+    """``base`` with ``multipleOf`` judged on the numbers as written in JSON (decimal), not as
+    binary floats: 3730.99 is a multiple of 0.01, though ``3730.99 / 0.01`` is not whole."""
+    from jsonschema import validators
+
+    plain = base.VALIDATORS["multipleOf"]
+
+    def multiple_of(validator: Any, step: Any, instance: Any, schema: Any) -> Any:
+        if (
+            validator.is_type(instance, "number")
+            and isinstance(step, (int, float))
+            and not isinstance(step, bool)
+        ):
+            try:
+                if Decimal(repr(instance)) % Decimal(repr(step)) == 0:
+                    return
+            except ArithmeticError:  # exponents out of Decimal's range: the plain rule decides
+                pass
+        yield from plain(validator, step, instance, schema)
+
+    return validators.extend(base, {"multipleOf": multiple_of})
 
 
 def _first_line(e: Exception) -> str:

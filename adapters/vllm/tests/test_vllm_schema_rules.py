@@ -55,6 +55,45 @@ def test_a_known_string_format_passes() -> None:
     assert where({"type": "string", "format": "date-time"}) is None
 
 
+@pytest.mark.parametrize("quantifier", ["{129}", "{129,}", "{1,255}", "{2,300}"])
+def test_a_counted_repetition_above_128_in_a_pattern_is_refused(quantifier: str) -> None:
+    assert where({"type": "string", "pattern": f"^[a-z]{quantifier}$"}) == ("pattern", "/pattern")
+
+
+def test_a_counted_repetition_above_128_in_a_pattern_properties_name_is_refused_at_that_name() -> None:
+    schema = {"type": "object", "patternProperties": {"^a/{1,255}$": {}}, "additionalProperties": False}
+    assert where(schema) == ("patternProperties", "/patternProperties/^a~1{1,255}$")
+
+
+@pytest.mark.parametrize("pattern", ["^a{1,128}$", r"^\{1,255\}$", "^[{]300}$", "^a{,300}$"])
+def test_counts_up_to_128_and_braces_that_are_not_counts_pass(pattern: str) -> None:
+    assert where({"type": "string", "pattern": pattern}) is None
+
+
+@pytest.mark.parametrize(
+    "branches",
+    [
+        [{"type": "integer"}, {"type": "number"}],
+        [{"type": "string"}, {"type": ["string", "null"]}],
+        [{"type": "string"}, {"description": "anything"}],
+        [True, {"type": "object"}],
+    ],
+)
+def test_one_of_with_two_type_only_branches_that_overlap_is_refused(branches: list[Any]) -> None:
+    assert where({"oneOf": branches}) == ("oneOf", "/oneOf/1")
+
+
+@pytest.mark.parametrize(
+    "branches",
+    [
+        [{"type": "integer"}, {"type": "string"}, {"type": "null"}],
+        [{"type": "object", "properties": {"a": {}}, "required": ["a"]}, {"type": "object"}],
+    ],
+)
+def test_one_of_with_disjoint_or_constrained_branches_passes(branches: list[Any]) -> None:
+    assert where({"oneOf": branches}) is None
+
+
 def test_a_length_bound_beside_a_pattern_is_refused() -> None:
     assert where({"type": "string", "pattern": "^a+$", "maxLength": 5}) == ("maxLength", "/maxLength")
 

@@ -31,10 +31,11 @@ rewrite (:func:`unillm.adapter.schemas.portable_schema`), applied before these c
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from unillm.adapter.schemas.walk import CONSTRAINING, SchemaProblem, nodes, types_of
+from unillm.adapter.schemas.walk import CONSTRAINING, SchemaProblem, escape, nodes, types_of
 
 __all__ = ["XGRAMMAR_FORMATS", "vllm_refusal", "xgrammar_miscompile", "xgrammar_problem"]
 
@@ -60,6 +61,9 @@ XGRAMMAR_FORMATS = frozenset(
 _ARRAY_UNSUPPORTED = ("uniqueItems", "contains", "minContains", "maxContains")
 _COMBINATORS = ("anyOf", "oneOf", "allOf")
 _LOOKAROUNDS = ("?=", "?!", "?<=", "?<!")
+_COUNT = re.compile(r"\{(\d+)(?:,(\d*))?\}")
+#: The largest counted repetition xgrammar 0.2.x compiles in a pattern (measured: 128 passes, 129 fails).
+MAX_REPEAT = 128
 
 
 def xgrammar_problem(schema: Mapping[str, Any]) -> SchemaProblem | None:
@@ -177,7 +181,12 @@ def _wrong_compile(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
                     f"xgrammar never emits a required property missing from properties ({name!r}), "
                     "so it would accept objects without it",
                 )
-    problem = _dropped_sibling(node, at) or _ignored_keyword(node, at) or _lookaround(node, at)
+    problem = (
+        _dropped_sibling(node, at)
+        or _ignored_keyword(node, at)
+        or _pattern_problem(node, at)
+        or _overlapping_one_of(node, at)
+    )
     if problem is None and "array" in types_of(node):
         return _min_items_without_items(node, at)
     return problem
@@ -209,20 +218,67 @@ def _ignored_keyword(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
     return None
 
 
-def _lookaround(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
-    """A ``pattern`` with a lookahead (ignored by xgrammar) or a lookbehind (fails to compile)."""
-    pattern = node.get("pattern")
-    if not isinstance(pattern, str) or not _has_lookaround(pattern):
+def _pattern_problem(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
+    """A ``pattern`` (or a ``patternProperties`` name) xgrammar gets wrong: a lookahead (ignored),
+    a lookbehind (fails to compile), or a counted repetition above 128 (fails to compile once a
+    tokenizer is attached: vLLM answers HTTP 500, SGLang 400)."""
+    patterns = [("pattern", node.get("pattern"))]
+    names = node.get("patternProperties")
+    if isinstance(names, Mapping):
+        patterns += [(f"patternProperties/{escape(str(key))}", key) for key in names]
+    for where, pattern in patterns:
+        if not isinstance(pattern, str):
+            continue
+        if _has_lookaround(pattern):
+            why = (
+                "xgrammar ignores lookahead and cannot compile lookbehind ((?=, (?!, (?<=, (?<!) in a pattern"
+            )
+        elif _largest_count(pattern) > MAX_REPEAT:
+            why = f"xgrammar cannot compile a counted repetition above {MAX_REPEAT} in a pattern"
+        else:
+            continue
+        return SchemaProblem(where.split("/", 1)[0], f"{at}/{where}", why)
+    return None
+
+
+def _overlapping_one_of(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
+    """``oneOf`` with two branches that only name overlapping types: xgrammar reads ``oneOf`` as
+    ``anyOf``, so it emits a value both accept (``52`` for integer and number), which ``oneOf``
+    forbids."""
+    branches = node.get("oneOf")
+    if not isinstance(branches, list):
         return None
-    return SchemaProblem(
-        "pattern",
-        f"{at}/pattern",
-        "xgrammar ignores lookahead and cannot compile lookbehind ((?=, (?!, (?<=, (?<!) in a pattern",
-    )
+    plain = [(i, _type_only(b)) for i, b in enumerate(branches)]
+    typed = [(i, t) for i, t in plain if t is not None]
+    for n, (i, first) in enumerate(typed):
+        for j, second in typed[n + 1 :]:
+            if _overlap(first, second):
+                return SchemaProblem(
+                    "oneOf",
+                    f"{at}/oneOf/{j}",
+                    f"xgrammar reads oneOf as anyOf, and branches {i} and {j} accept the same values",
+                )
+    return None
 
 
-def _has_lookaround(pattern: str) -> bool:
-    """Whether a regular expression has a lookahead or lookbehind group (not escaped, not in a class)."""
+def _type_only(branch: Any) -> set[str] | None:
+    """The types a branch accepts when ``type`` is all it constrains (empty: every type); else None."""
+    if branch is True:
+        return set()
+    if not isinstance(branch, Mapping) or any(k in CONSTRAINING for k in branch if k != "type"):
+        return None
+    return types_of(branch) if "type" in branch else set()
+
+
+def _overlap(first: set[str], second: set[str]) -> bool:
+    if not first or not second:
+        return True  # a branch without a type accepts everything
+    widen = {"integer": {"integer", "number"}, "number": {"integer", "number"}}
+    return any(widen.get(t, {t}) & second for t in first)
+
+
+def _syntax(pattern: str) -> Iterator[int]:
+    """Positions of a regular expression's characters that are syntax: not escaped, not in a class."""
     i, in_class = 0, False
     while i < len(pattern):
         char = pattern[i]
@@ -237,10 +293,20 @@ def _has_lookaround(pattern: str) -> bool:
             i += 1 if pattern.startswith("^", i) else 0
             i += 1 if pattern.startswith("]", i) else 0  # a leading ] is literal
             continue
-        elif char == "(" and pattern.startswith(_LOOKAROUNDS, i + 1):
-            return True
+        else:
+            yield i
         i += 1
-    return False
+
+
+def _has_lookaround(pattern: str) -> bool:
+    """Whether a regular expression has a lookahead or lookbehind group."""
+    return any(pattern[i] == "(" and pattern.startswith(_LOOKAROUNDS, i + 1) for i in _syntax(pattern))
+
+
+def _largest_count(pattern: str) -> int:
+    """The largest number in the pattern's counted repetitions (``a{3}``, ``a{2,}``, ``a{1,9}``); 0: none."""
+    counts = (_COUNT.match(pattern, i) for i in _syntax(pattern) if pattern[i] == "{")
+    return max((int(n) for m in counts if m for n in m.groups() if n), default=0)
 
 
 def _min_items_without_items(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
