@@ -424,9 +424,10 @@ async def event_stream(
             chunk = json.loads(data)
 
     A newline-delimited JSON body (``application/x-ndjson``, Ollama's streams) yields each
-    non-empty line as one event's data. A body that is neither, a broken stream, a body that does not decode as
-    its Content-Encoding says, or more than ``max_event_bytes`` bytes without an event (checked
-    as they arrive: the rest is not read) raise MalformedResponse naming the engine. Events that
+    non-empty line as one event's data. A body that is neither (nor ``text/event-stream``), a
+    broken stream, a body that does not decode as its Content-Encoding says, or more than
+    ``max_event_bytes`` bytes without an event (checked as they arrive: the rest is not read)
+    raise MalformedResponse naming the engine. Events that
     carry no data (a bare ``event:`` or ``id:``) are skipped.
     """
     from httpx_sse import EventSource, SSEError

@@ -350,7 +350,8 @@ class Launch:
                 "(no /proc/driver/nvidia, no nvidia-smi); --dry-run still prints the command",
                 alternative=needed.install,
             )
-        if needed.kind == "binary" and shutil.which(needed.name) is None:
+        path = {**os.environ, **self._cmd.env}.get("PATH")  # the PATH the engine is started with
+        if needed.kind == "binary" and shutil.which(needed.name, path=path) is None:
             raise LaunchError(
                 f"{self.name} needs the program {needed.name!r} on PATH, and it is not there "
                 f"(unillm does not install it). {needed.install}",
@@ -573,7 +574,9 @@ def _json_line(line: str, engine: str, label: str) -> Any:
     try:
         return json.loads(line)
     except ValueError:
-        raise MalformedResponse(f"{engine}: {label} answered a line that is not JSON: {line[:200]!r}") from None
+        raise MalformedResponse(
+            f"{engine}: {label} answered a line that is not JSON: {line[:200]!r}"
+        ) from None
 
 
 def _die_with_parent() -> Callable[[], None] | None:

@@ -415,7 +415,8 @@ class AdapterConformance:
             return
         assert changed, (
             f"{probe}: {dict(LAUNCH_PROBES[probe].value)} is silently dropped: command() neither changes "
-            f"argv/env/files/start steps nor refuses it (UnsupportedFeature naming the engine, why and what instead)"
+            "argv/env/files/start steps nor refuses it (UnsupportedFeature naming the engine, why and "
+            "what instead)"
         )
 
     def _probe_specs(self, probe: str) -> tuple[LaunchSpec, LaunchSpec]:

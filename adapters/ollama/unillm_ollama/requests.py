@@ -50,14 +50,7 @@ def build_call(request: Request, model: str) -> HttpCall:
     body: dict[str, Any] = {"model": request.lora or model, "stream": request.stream}
     if path == CHAT:
         body["messages"] = [message(m) for m in request.messages or ()]
-    else:
-        if request.tools:
-            raise UnsupportedFeature(
-                ENGINE,
-                "tools with a prompt",
-                why="Ollama takes tools on /api/chat only",
-                alternative="Send chat messages (messages=[...]) with tools=",
-            )
+    else:  # the core refuses tools with a prompt (tools need chat messages)
         body["prompt"] = request.prompt
         body["raw"] = True  # a completion: no chat template around the prompt
     options = {
