@@ -13,7 +13,6 @@ server answers, and copied to ``served_name`` (``/api/copy``) when one is given.
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Any
 
 from unillm.adapter import (
@@ -148,18 +147,4 @@ def _refuse_unsupported(spec: LaunchSpec) -> None:
             "Ollama's server has no speculative decoding setting",
             "Drop speculative=, or use vLLM, SGLang or TensorRT-LLM",
         )
-    if spec.key() and not _is_loopback(spec.host):
-        raise no(
-            "api_key",
-            f"Ollama has no API keys, so a key would not protect {spec.host}",
-            "Bind 127.0.0.1, or put an authenticating proxy in front",
-        )
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    no.key_without_auth(spec, "Ollama")
