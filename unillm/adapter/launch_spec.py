@@ -363,6 +363,11 @@ class LaunchFile:
 
 
 def _no_progress(event: Any) -> str | None:
+    """The default progress reader of a :class:`StartStep`: shows nothing.
+
+    Args:
+        event: One decoded object of the step's answer.
+    """
     return None
 
 
