@@ -8,8 +8,6 @@ The canned answer is a ``/v1/completions`` CompletionResponse, the stream a chat
 
 from __future__ import annotations
 
-from types import MappingProxyType
-
 from pydantic import SecretStr
 from trtllm_fixtures import ERRORS, answer, stream
 from unillm_tensorrt_llm import TensorRTLLMAdapter
@@ -30,9 +28,6 @@ class TestTensorRTLLMConformance(AdapterConformance):
     launch_spec = LaunchSpec(model="/models/tiny", port=8000, api_key=SecretStr(SECRET))
     capability_versions = (None, "1.2.1")
     passes_api_key = False
-    unchanged_launch_settings = MappingProxyType(
-        {"served_name": "trtllm-serve has no served-name flag: served_name is the name unillm reports"}
-    )
 
 
 assert set(ERRORS) == set(ERROR_STATUSES)

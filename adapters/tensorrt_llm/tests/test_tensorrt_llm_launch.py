@@ -111,6 +111,7 @@ def test_loras_prefix_reuse_and_dtype_are_rendered_into_the_yaml() -> None:
         ({"runtime_lora": True}, "loras.load/unload at runtime"),
         ({"parallel": Parallel(data=2)}, "data parallel"),
         ({"task": "embed"}, 'task="embed"'),
+        ({"served_name": "tiny"}, "served_name"),
         ({"host": "0.0.0.0", "api_key": SecretStr("k" * 12)}, "api_key"),
     ],
 )

@@ -122,6 +122,12 @@ def _refuse_unsupported(spec: LaunchSpec) -> None:
             "unillm launches trtllm-serve for generation only",
             'Launch an embedding model with unillm.launch("vllm", ..., task="embed") or "sglang"',
         )
+    if spec.served_name is not None:
+        raise no(
+            "served_name",
+            "trtllm-serve has no served-name flag: it serves the model under the name it was given",
+            "Drop served_name= (requests use the model's path or hub id, as /v1/models lists it)",
+        )
     if p.data > 1:
         raise no(
             Feature.DATA_PARALLEL.value,
