@@ -92,6 +92,11 @@ class Adapter(ABC):
     #: ``--tool-call-parser``). Only then does the core detect one from the model's chat template;
     #: elsewhere an explicit ``tool_parser`` is refused before anything starts.
     takes_tool_parser: ClassVar[bool] = False
+    #: The constrained-decoding backends the engine's launch can select (``structured_backend=``),
+    #: and whether it can forbid whitespace in JSON (``compact_json=``); elsewhere either setting
+    #: is refused before anything starts.
+    structured_backends: ClassVar[tuple[str, ...]] = ()
+    takes_compact_json: ClassVar[bool] = False
 
     @abstractmethod
     def capabilities(self, version: str | None = None) -> Capabilities:

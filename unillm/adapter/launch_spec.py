@@ -176,6 +176,10 @@ class LaunchSpec(BaseModel):
     it on a CPU-only machine within a small memory budget; the fields you set win over it.
     ``tool_parser`` enables ``tool_choice="auto"`` (vLLM, SGLang); when omitted, unillm reads a
     local model's chat template and picks ``hermes`` for ``<tool_call>`` templates.
+    ``structured_backend`` picks the engine's constrained-decoding backend (vLLM: "auto",
+    "xgrammar", "guidance", "outlines", "lm-format-enforcer"; SGLang: "xgrammar", "llguidance",
+    "outlines"), and ``compact_json=True`` forbids whitespace in constrained JSON; unillm then
+    knows which schemas the server can honour and refuses the others before sending.
     ``task="embed"`` serves an embedding model for ``llm.embed()`` (vLLM's pooling runner,
     SGLang's embedding mode); engines without one refuse it.
     ``env`` values whose names look secret (``HF_TOKEN``, ``*_API_KEY``, ...: see
@@ -204,6 +208,8 @@ class LaunchSpec(BaseModel):
         nodes: Run one engine over several machines; None: this one only.
         pd: This engine's prefill/decode role (set by :class:`Disaggregation`).
         tool_parser: How the engine reads tool calls in the model's output; None: detected.
+        structured_backend: The engine's constrained-decoding backend; None: its default.
+        compact_json: Forbid whitespace in constrained JSON; None: the engine's default.
         in_process: Run the engine inside this process (adapters that support it).
         cpu: Apply the engine's CPU recipe (the fields you set win).
         python: The interpreter of the engine's environment; None: its managed env, else this one.
@@ -242,6 +248,11 @@ class LaunchSpec(BaseModel):
         "'hermes', 'llama3_json', 'mistral', 'pythonic', ...); None: detected from "
         "the model's chat template where reliable; 'none': no parser",
     )
+    structured_backend: str | None = Field(
+        None,
+        description="the engine's constrained-decoding backend (vLLM: 'auto', 'xgrammar', 'guidance', ...)",
+    )
+    compact_json: bool | None = Field(None, description="forbid whitespace in constrained JSON")
     in_process: bool = False
     cpu: bool = Field(False, description="apply the engine's CPU recipe (your settings win)")
     python: str | None = None

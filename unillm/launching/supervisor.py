@@ -137,6 +137,7 @@ def check_launch_features(adapter: Adapter, spec: LaunchSpec) -> None:
             alternative="Drop tool_parser=; tool_choice='required' or a tool's name is forced by unillm "
             "where the engine constrains output",
         )
+    _check_structured_settings(adapter, spec)
     needs = [(spec.nodes is not None, Feature.MULTI_NODE), (spec.pd is not None, Feature.PD_DISAGGREGATION)]
     if any(used for used, _ in needs):
         caps = adapter.capabilities()
@@ -577,6 +578,26 @@ def _json_line(line: str, engine: str, label: str) -> Any:
         raise MalformedResponse(
             f"{engine}: {label} answered a line that is not JSON: {line[:200]!r}"
         ) from None
+
+
+def _check_structured_settings(adapter: Adapter, spec: LaunchSpec) -> None:
+    backends = adapter.structured_backends
+    if spec.structured_backend is not None and spec.structured_backend not in backends:
+        raise UnsupportedFeature(
+            adapter.name,
+            f"structured_backend={spec.structured_backend!r}",
+            why=f"{adapter.name}'s constrained-decoding backends are {', '.join(backends)}"
+            if backends
+            else f"{adapter.name} has one constrained-decoding backend of its own, with no setting",
+            alternative=f"Pick one of {', '.join(backends)}" if backends else "Drop structured_backend=",
+        )
+    if spec.compact_json is not None and not adapter.takes_compact_json:
+        raise UnsupportedFeature(
+            adapter.name,
+            "compact_json",
+            why=f"{adapter.name} has no setting for whitespace in constrained JSON",
+            alternative="Drop compact_json=",
+        )
 
 
 def _die_with_parent() -> Callable[[], None] | None:

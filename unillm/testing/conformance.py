@@ -155,6 +155,8 @@ LAUNCH_PROBES: Mapping[str, LaunchProbe] = {
     ),
     "pd.port": LaunchProbe({"pd": PDRole(role="prefill", port=5601)}, {"pd": PDRole(role="prefill")}),
     "tool_parser": LaunchProbe({"tool_parser": "hermes"}),
+    "structured_backend": LaunchProbe({"structured_backend": "xgrammar"}),
+    "compact_json": LaunchProbe({"compact_json": True}),
     "extra_args": LaunchProbe({"extra_args": ["--probe-flag"]}),
 }
 # LaunchSpec fields the adapter's command() does not see change anything, because the core

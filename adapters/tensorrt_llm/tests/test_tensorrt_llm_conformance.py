@@ -8,6 +8,8 @@ The canned answer is a ``/v1/completions`` CompletionResponse, the stream a chat
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from pydantic import SecretStr
 from trtllm_fixtures import ERRORS, answer, stream
 from unillm_tensorrt_llm import TensorRTLLMAdapter
@@ -28,6 +30,9 @@ class TestTensorRTLLMConformance(AdapterConformance):
     launch_spec = LaunchSpec(model="/models/tiny", port=8000, api_key=SecretStr(SECRET))
     capability_versions = (None, "1.2.1")
     passes_api_key = False
+    unchanged_launch_settings = MappingProxyType(
+        {"structured_backend": "xgrammar is the guided-decoding backend unillm's launch sets by default"}
+    )
 
 
 assert set(ERRORS) == set(ERROR_STATUSES)

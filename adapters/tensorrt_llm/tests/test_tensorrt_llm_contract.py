@@ -21,7 +21,8 @@ from trtllm_protocol import (
 from unillm_tensorrt_llm import TensorRTLLMAdapter
 
 from unillm.adapter.base import EngineInfo
-from unillm.errors import UnknownLora
+from unillm.adapter.launch_spec import LaunchSpec
+from unillm.errors import UnknownLora, UnsupportedFeature
 from unillm.options import Choice, Grammar, JsonSchema, Regex, make_request
 from unillm.testing.conformance import sse_payloads
 
@@ -86,6 +87,19 @@ def test_constraints_are_the_protocols_response_format(output: Any, expected: di
     request = built("Hi", output=output)
     assert request.response_format is not None
     assert request.response_format.model_dump(by_alias=True, exclude_none=True) == expected
+
+
+def test_a_schema_xgrammar_cannot_honour_is_refused_when_the_backend_is_known() -> None:
+    launched = TensorRTLLMAdapter().bind(LaunchSpec(model="/models/tiny"))
+    schema = {"type": "string", "pattern": "(?=a)a"}  # a lookahead: xgrammar has none
+    with pytest.raises(UnsupportedFeature, match="xgrammar"):
+        launched.build(make_request("Hi", None, JsonSchema(schema), {}, stream=False), INFO)
+
+
+def test_a_connected_server_of_unknown_backend_gets_the_schema_as_given() -> None:
+    schema = {"type": "string", "pattern": "(?=a)a"}
+    request = built("Hi", output=JsonSchema(schema))
+    assert request.response_format.json_schema == {"name": "output", "schema": schema}
 
 
 def test_a_lora_is_a_lora_request_with_its_path_and_a_stable_id() -> None:

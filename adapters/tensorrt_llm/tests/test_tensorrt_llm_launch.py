@@ -86,6 +86,10 @@ def test_speculative_decoding_is_rendered_into_the_yaml(
     assert options(speculative=speculative)["speculative_config"] == config
 
 
+def test_the_structured_backend_is_the_guided_decoding_backend() -> None:
+    assert options(structured_backend="llguidance")["guided_decoding_backend"] == "llguidance"
+
+
 def test_loras_prefix_reuse_and_dtype_are_rendered_into_the_yaml() -> None:
     sent = options(
         lora={"sql": "/a/sql", "poem": "/a/poem"},

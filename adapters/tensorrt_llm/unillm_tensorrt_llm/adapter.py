@@ -37,6 +37,7 @@ from unillm.adapter import (
     unsupported,
 )
 from unillm.adapter.base import EngineInfo, EngineInstall, HttpCall
+from unillm.adapter.schemas import guidance_problem, portable_schema, schema_refusal, xgrammar_problem
 from unillm_tensorrt_llm import launch, metrics
 
 ENGINE = "tensorrt_llm"
@@ -70,14 +71,21 @@ class TensorRTLLMAdapter(OpenAICompatAdapter):
     display_name = "TensorRT-LLM"
     engine_module = "tensorrt_llm"
     extra_sampling_fields = EXTRA_SAMPLING
+    structured_backends = launch.BACKENDS  # guided_decoding_backend in the YAML options
 
-    def __init__(self, *, loras: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, *, loras: Mapping[str, str] | None = None, structured_backend: str | None = None
+    ) -> None:
+        """``structured_backend``: the server's guided-decoding backend when known (schemas it
+        cannot honour are then refused before sending); None: unknown (a connected server)."""
         self.loras = dict(loras or {})
+        self.structured_backend = structured_backend
 
     def bind(self, spec: LaunchSpec) -> TensorRTLLMAdapter:
-        """A copy that knows the LoRA paths ``spec`` launched with (requests name them by path)."""
+        """A copy that knows the LoRA paths and the guided-decoding backend ``spec`` launched with."""
         bound = copy.copy(self)
         bound.loras = dict(spec.lora)
+        bound.structured_backend = spec.structured_backend or launch.DEFAULT_BACKEND
         return bound
 
     def __repr__(self) -> str:
@@ -166,10 +174,11 @@ class TensorRTLLMAdapter(OpenAICompatAdapter):
 
     def constraint_fields(self, output: Constraint, info: EngineInfo) -> dict[str, Any]:
         if isinstance(output, JsonSchema):
+            schema = self._checked_schema(output.schema, info)
             return {
                 "response_format": {
                     "type": "json_schema",
-                    "json_schema": {"name": output.name, "schema": dict(output.schema)},
+                    "json_schema": {"name": output.name, "schema": schema},
                 }
             }
         if isinstance(output, Regex):
@@ -180,6 +189,31 @@ class TensorRTLLMAdapter(OpenAICompatAdapter):
             }
         assert isinstance(output, Grammar)  # Lark is refused by the capabilities before this
         return {"response_format": {"type": "ebnf", "ebnf": output.text}}
+
+    def _checked_schema(self, schema: Mapping[str, Any], info: EngineInfo) -> dict[str, Any]:
+        """The schema to send: for a known xgrammar server exactly rewritten and checked against
+        its rules, for llguidance checked by llguidance itself (where installed); as given else."""
+        backend = self.structured_backend
+        if backend == "xgrammar":
+            schema = portable_schema(schema)
+        problem = (
+            xgrammar_problem(schema)
+            if backend == "xgrammar"
+            else guidance_problem(schema, compact=False)
+            if backend == "llguidance"
+            else None
+        )
+        if problem is not None:
+            other = "llguidance" if backend == "xgrammar" else "xgrammar"
+            raise schema_refusal(
+                self.name,
+                str(backend),
+                problem,
+                version=info.version,
+                alternative=f"Launch with structured_backend={other!r}, or drop output= and validate the "
+                "answer yourself (e.g. Model.model_validate_json(r.text))",
+            )
+        return dict(schema)
 
     def forces_by_constraint(self, request: Request, info: EngineInfo) -> bool:
         choice = request.tool_choice

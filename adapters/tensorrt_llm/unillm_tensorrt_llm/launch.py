@@ -37,6 +37,8 @@ SERVE = "trtllm-serve"
 DEFAULT_PORT = 8000
 OPTIONS_FILE = "extra_llm_api_options.yaml"
 DTYPES = ("auto", "float16", "bfloat16", "float32")
+BACKENDS = ("xgrammar", "llguidance")  # LlmArgs.guided_decoding_backend
+DEFAULT_BACKEND = "xgrammar"
 GPU_INSTALL = (
     "Run it on a machine with an NVIDIA GPU and its driver (CUDA 12.x), e.g. NVIDIA's container "
     "nvcr.io/nvidia/tensorrt-llm/release with prefix=['docker', 'exec', ...]; on this machine use "
@@ -81,7 +83,8 @@ def command(spec: LaunchSpec) -> LaunchCommand:
 def llm_api_options(spec: LaunchSpec) -> dict[str, Any]:
     """The ``LlmArgs`` fields of the YAML file: what trtllm-serve has no flag for."""
     options: dict[str, Any] = {
-        "guided_decoding_backend": "xgrammar",  # response_format is refused without a backend
+        # response_format is refused without a backend; xgrammar is TensorRT-LLM's usual one
+        "guided_decoding_backend": spec.structured_backend or DEFAULT_BACKEND,
         "enable_iter_perf_stats": True,  # /metrics serves iteration stats only when on
     }
     if spec.dtype is not None:

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from unillm_vllm.schema_rules import xgrammar_problem
+
+from unillm.adapter.schemas import xgrammar_problem
 
 pytestmark = pytest.mark.engine
 OBJ = {"type": "object"}

@@ -1,0 +1,75 @@
+"""Walking a JSON schema document: every schema object in it, with its JSON pointer (pure).
+
+for pointer, node, kind in nodes(schema, ""):
+    ...   # kind: "schema", "map" (names to schemas, as in properties) or "data" (in const, enum)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["CONSTRAINING", "DATA_KEYWORDS", "NAME_MAPS", "SchemaProblem", "escape", "nodes", "types_of"]
+
+DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
+#: Keywords whose values map names to schemas: the map itself is not a schema.
+NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+#: JSON Schema's validating keywords (applicators and assertions); annotations are not among them.
+CONSTRAINING = frozenset(
+    {
+        "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum",
+        "exclusiveMinimum", "maxLength", "minLength", "pattern", "format", "items", "prefixItems",
+        "additionalItems", "contains", "maxItems", "minItems", "uniqueItems", "maxContains",
+        "minContains", "unevaluatedItems", "properties", "patternProperties",
+        "additionalProperties", "propertyNames", "required", "maxProperties", "minProperties",
+        "dependentRequired", "dependentSchemas", "dependencies", "unevaluatedProperties",
+        "$ref", "not", "if", "then", "else", "anyOf", "oneOf", "allOf",
+    }
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SchemaProblem:
+    """A keyword the backend cannot honour, where it is (a JSON pointer) and why."""
+
+    keyword: str
+    pointer: str
+    why: str
+
+
+def nodes(
+    node: Mapping[str, Any], pointer: str = "", *, kind: str = "schema"
+) -> Iterator[tuple[str, Mapping[str, Any], str]]:
+    """Every object in the document, depth first, as vLLM's check visits them.
+
+    Each comes with its kind: ``"schema"``, ``"map"`` (names to schemas, as in ``properties``)
+    or ``"data"`` (inside ``const``, ``enum``, ``default`` or ``examples``).
+    """
+    yield pointer, node, kind
+    for key, value in node.items():
+        here = f"{pointer}/{escape(str(key))}"
+        child = "schema"
+        if kind == "data" or (kind == "schema" and key in DATA_KEYWORDS):
+            child = "data"
+        elif kind == "schema" and key in NAME_MAPS:
+            child = "map"
+        items = enumerate(value) if isinstance(value, list) else [(None, value)]
+        for index, item in items:
+            if isinstance(item, Mapping):
+                yield from nodes(item, here if index is None else f"{here}/{index}", kind=child)
+
+
+def types_of(node: Mapping[str, Any]) -> set[str]:
+    """The JSON types a schema object declares in ``type`` (empty when it declares none)."""
+    declared = node.get("type")
+    if isinstance(declared, str):
+        return {declared}
+    if isinstance(declared, list):
+        return {t for t in declared if isinstance(t, str)}
+    return set()
+
+
+def escape(token: str) -> str:
+    """``token`` escaped for a JSON pointer (RFC 6901: ``~`` as ``~0``, ``/`` as ``~1``)."""
+    return token.replace("~", "~0").replace("/", "~1")
