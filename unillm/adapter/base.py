@@ -22,7 +22,7 @@ from unillm.adapter.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
 from unillm.capabilities import Capabilities, Feature
 from unillm.embeddings import EmbedBatch, EmbedRequest, TokenizeRequest
 from unillm.errors import SHAPE_ERRORS, UnillmError, UnsupportedFeature, malformed
-from unillm.metrics import MetricNames
+from unillm.metrics import MetricNames, Sample
 from unillm.options import Request
 from unillm.results import Completion, Delta, LoraInfo, Tokens
 
@@ -340,6 +340,17 @@ class Adapter(ABC):
             version: The engine version the names are for; None: the newest known.
         """
         return MetricNames()
+
+    def metric_samples(self, text: str) -> list[Sample] | None:
+        """The samples of a metrics answer that is not Prometheus text (None: it is; the default).
+
+        An engine that serves its metrics as JSON (TensorRT-LLM's iteration stats) turns them
+        into samples named as its :meth:`metric_names` expects.
+
+        Args:
+            text: The body of the ``metrics_path()`` answer.
+        """
+        return None
 
     def lora_error(self, status: int, body: bytes, info: EngineInfo | None) -> UnillmError:
         """The typed error for a failed LoRA load/unload/list call.

@@ -412,6 +412,9 @@ def _standard_json(value: Any, engine: str) -> bytes:
         ) from None
 
 
+NDJSON_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-seq")
+
+
 async def event_stream(
     response: httpx.Response, engine: str, max_event_bytes: int = EVENT_BYTES
 ) -> AsyncIterator[str]:
@@ -420,9 +423,11 @@ async def event_stream(
         async for data in event_stream(response, "vllm"):
             chunk = json.loads(data)
 
-    A body that is not ``text/event-stream``, a broken stream, a body that does not decode as
-    its Content-Encoding says, or more than ``max_event_bytes`` bytes without an event (checked
-    as they arrive: the rest is not read) raise MalformedResponse naming the engine. Events that
+    A newline-delimited JSON body (``application/x-ndjson``, Ollama's streams) yields each
+    non-empty line as one event's data. A body that is neither (nor ``text/event-stream``), a
+    broken stream, a body that does not decode as its Content-Encoding says, or more than
+    ``max_event_bytes`` bytes without an event (checked as they arrive: the rest is not read)
+    raise MalformedResponse naming the engine. Events that
     carry no data (a bare ``event:`` or ``id:``) are skipped.
     """
     from httpx_sse import EventSource, SSEError
@@ -444,6 +449,17 @@ async def event_stream(
     # httpx-sse reads the headers and the text of this stand-in, whose bytes are already decoded
     content_type = response.headers.get("content-type", "")
     source = httpx.Response(response.status_code, headers={"content-type": content_type}, content=capped())
+    if content_type.split(";")[0].strip().lower() in NDJSON_TYPES:  # Ollama: one JSON object a line
+        try:
+            async for line in source.aiter_lines():
+                pending = 0
+                if line.strip():
+                    yield line
+        except httpx.DecodingError as e:
+            raise MalformedResponse(
+                f"{engine}: the stream does not decode as its headers say (Content-Encoding or charset): {e}"
+            ) from None
+        return
     try:
         async for event in EventSource(source).aiter_sse():
             pending = 0
