@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from unillm.adapter.schemas.guidance import guidance_available, guidance_problem
 from unillm.adapter.schemas.rewrite import portable_schema
-from unillm.adapter.schemas.walk import SchemaProblem
+from unillm.adapter.schemas.walk import SchemaProblem, largest_count
 from unillm.adapter.schemas.xgrammar import (
     XGRAMMAR_FORMATS,
     vllm_refusal,
@@ -27,6 +27,7 @@ __all__ = [
     "SchemaProblem",
     "guidance_available",
     "guidance_problem",
+    "largest_count",
     "portable_schema",
     "schema_refusal",
     "vllm_refusal",

@@ -6,11 +6,24 @@ for pointer, node, kind in nodes(schema, ""):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CONSTRAINING", "DATA_KEYWORDS", "NAME_MAPS", "SchemaProblem", "escape", "nodes", "types_of"]
+__all__ = [
+    "CONSTRAINING",
+    "DATA_KEYWORDS",
+    "NAME_MAPS",
+    "SchemaProblem",
+    "escape",
+    "largest_count",
+    "nodes",
+    "regex_syntax",
+    "types_of",
+]
+
+_COUNT = re.compile(r"\{(\d+)(?:,(\d*))?\}")
 
 DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
 #: Keywords whose values map names to schemas: the map itself is not a schema.
@@ -73,3 +86,30 @@ def types_of(node: Mapping[str, Any]) -> set[str]:
 def escape(token: str) -> str:
     """``token`` escaped for a JSON pointer (RFC 6901: ``~`` as ``~0``, ``/`` as ``~1``)."""
     return token.replace("~", "~0").replace("/", "~1")
+
+
+def regex_syntax(pattern: str) -> Iterator[int]:
+    """Positions of a regular expression's characters that are syntax: not escaped, not in a class."""
+    i, in_class = 0, False
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+            i += 1
+            i += 1 if pattern.startswith("^", i) else 0
+            i += 1 if pattern.startswith("]", i) else 0  # a leading ] is literal
+            continue
+        else:
+            yield i
+        i += 1
+
+
+def largest_count(pattern: str) -> int:
+    """The largest number in the pattern's counted repetitions (``a{3}``, ``a{2,}``, ``a{1,9}``); 0: none."""
+    counts = (_COUNT.match(pattern, i) for i in regex_syntax(pattern) if pattern[i] == "{")
+    return max((int(n) for m in counts if m for n in m.groups() if n), default=0)

@@ -31,11 +31,18 @@ rewrite (:func:`unillm.adapter.schemas.portable_schema`), applied before these c
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from unillm.adapter.schemas.walk import CONSTRAINING, SchemaProblem, escape, nodes, types_of
+from unillm.adapter.schemas.walk import (
+    CONSTRAINING,
+    SchemaProblem,
+    escape,
+    largest_count,
+    nodes,
+    regex_syntax,
+    types_of,
+)
 
 __all__ = ["XGRAMMAR_FORMATS", "vllm_refusal", "xgrammar_miscompile", "xgrammar_problem"]
 
@@ -61,7 +68,6 @@ XGRAMMAR_FORMATS = frozenset(
 _ARRAY_UNSUPPORTED = ("uniqueItems", "contains", "minContains", "maxContains")
 _COMBINATORS = ("anyOf", "oneOf", "allOf")
 _LOOKAROUNDS = ("?=", "?!", "?<=", "?<!")
-_COUNT = re.compile(r"\{(\d+)(?:,(\d*))?\}")
 #: The largest counted repetition xgrammar 0.2.x compiles in a pattern (measured: 128 passes, 129 fails).
 MAX_REPEAT = 128
 
@@ -233,7 +239,7 @@ def _pattern_problem(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
             why = (
                 "xgrammar ignores lookahead and cannot compile lookbehind ((?=, (?!, (?<=, (?<!) in a pattern"
             )
-        elif _largest_count(pattern) > MAX_REPEAT:
+        elif largest_count(pattern) > MAX_REPEAT:
             why = f"xgrammar cannot compile a counted repetition above {MAX_REPEAT} in a pattern"
         else:
             continue
@@ -277,36 +283,9 @@ def _overlap(first: set[str], second: set[str]) -> bool:
     return any(widen.get(t, {t}) & second for t in first)
 
 
-def _syntax(pattern: str) -> Iterator[int]:
-    """Positions of a regular expression's characters that are syntax: not escaped, not in a class."""
-    i, in_class = 0, False
-    while i < len(pattern):
-        char = pattern[i]
-        if char == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = char != "]"
-        elif char == "[":
-            in_class = True
-            i += 1
-            i += 1 if pattern.startswith("^", i) else 0
-            i += 1 if pattern.startswith("]", i) else 0  # a leading ] is literal
-            continue
-        else:
-            yield i
-        i += 1
-
-
 def _has_lookaround(pattern: str) -> bool:
     """Whether a regular expression has a lookahead or lookbehind group."""
-    return any(pattern[i] == "(" and pattern.startswith(_LOOKAROUNDS, i + 1) for i in _syntax(pattern))
-
-
-def _largest_count(pattern: str) -> int:
-    """The largest number in the pattern's counted repetitions (``a{3}``, ``a{2,}``, ``a{1,9}``); 0: none."""
-    counts = (_COUNT.match(pattern, i) for i in _syntax(pattern) if pattern[i] == "{")
-    return max((int(n) for m in counts if m for n in m.groups() if n), default=0)
+    return any(pattern[i] == "(" and pattern.startswith(_LOOKAROUNDS, i + 1) for i in regex_syntax(pattern))
 
 
 def _min_items_without_items(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
