@@ -11,6 +11,8 @@ import importlib
 import pytest
 
 UNILLM = {
+    "Route",
+    "SemanticRouter",
     "Backoff",
     "BlockingLLM",
     "Capabilities",
@@ -186,6 +188,7 @@ ADAPTER_SDK = {
 }
 
 SEMANTIC = {
+    "Calibration",
     "Condition",
     "Embedder",
     "EmbeddingError",
@@ -197,6 +200,7 @@ SEMANTIC = {
     "Route",
     "RouteSet",
     "RoutedStream",
+    "Scoring",
     "SemanticRouter",
     "evaluate",
     "from_litellm",
