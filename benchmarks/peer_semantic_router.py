@@ -75,7 +75,13 @@ def main(tasks_file: str, vectors_file: str) -> None:
         fitted_us = call_us(router, test[:: max(1, len(test) // 100)])
         print(
             json.dumps(
-                {"default": default, "fitted": fitted, "default_us": default_us, "fitted_us": fitted_us}
+                {
+                    "default": default,
+                    "top": top,
+                    "fitted": fitted,
+                    "default_us": default_us,
+                    "fitted_us": fitted_us,
+                }
             ),
             flush=True,
         )

@@ -258,7 +258,10 @@ PEER_PYTHON = Path.home() / ".cache" / "unillm" / "bench-envs" / "semantic-route
 def peer_runs(
     tasks: list[dict[str, Any]], table: dict[str, np.ndarray], python: Path
 ) -> tuple[str, list[dict[str, Any]]]:
-    """semantic-router's predictions per task, run in its own venv; ("unavailable: why", []) if it cannot run."""
+    """semantic-router's predictions per task, run in its own venv.
+
+    Returns its name and version with the answers, or ("unavailable: why", []) if it cannot run.
+    """
     import subprocess
     import tempfile
 
@@ -316,7 +319,11 @@ def clinc(
         for method, field in (("semantic-router", "default"), ("semantic-router-fit", "fitted")):
             curve = at_oos_recall(answer["default"], answer["top"], expected)  # fit keeps the order
             runs[k].setdefault(method, []).append(
-                {**scores(answer[field], expected), "in_scope_at_oos70": curve, "decision_us": answer[f"{field}_us"]}
+                {
+                    **scores(answer[field], expected),
+                    "in_scope_at_oos70": curve,
+                    "decision_us": answer[f"{field}_us"],
+                }
             )
     table_out = {
         str(k): {

@@ -61,7 +61,9 @@ def _clusters(seed: int, spread: float = 0.35) -> tuple[dict[str, list[float]], 
     return vectors, [*routes, Route(name="other")]
 
 
-def _index(routes: Sequence[Route], vectors: dict[str, list[float]], scoring: Scoring | None = None) -> SignalIndex:
+def _index(
+    routes: Sequence[Route], vectors: dict[str, list[float]], scoring: Scoring | None = None
+) -> SignalIndex:
     default = routes[-1].name if not routes[-1].utterances else None
     signals = RouteSet(routes=tuple(routes), default=default).embedding_signals()
     return SignalIndex.build(signals, [vectors[t] for t in index_texts(signals)], scoring)
@@ -107,8 +109,12 @@ def test_the_blend_follows_all_examples_where_nearest_neighbour_follows_one() ->
         "q": [1.0, 0.0, 0.45],
     }
     routes = [Route(name="a", utterances=["a1", "a2"]), Route(name="b", utterances=["b1", "b2"])]
-    nearest = _index(routes, vectors | {"a": [0, 0, 0], "b": [0, 0, 0]}, Scoring(blend=1, prior=0, center=False))
-    blended = _index(routes, vectors | {"a": [0, 0, 0], "b": [0, 0, 0]}, Scoring(blend=0.5, prior=0, center=False))
+    nearest = _index(
+        routes, vectors | {"a": [0, 0, 0], "b": [0, 0, 0]}, Scoring(blend=1, prior=0, center=False)
+    )
+    blended = _index(
+        routes, vectors | {"a": [0, 0, 0], "b": [0, 0, 0]}, Scoring(blend=0.5, prior=0, center=False)
+    )
     best = nearest.scores(vectors["q"])
     assert best["b#utterances"] > best["a#utterances"]
     mixed = blended.scores(vectors["q"])

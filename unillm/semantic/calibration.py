@@ -16,8 +16,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from unillm.errors import InvalidOptions
-from unillm.semantic.decide import SignalIndex, decide, index_texts, numpy_module
+from unillm.semantic.decide import SignalIndex, decide
 from unillm.semantic.scoring import Scoring, best_accuracy_cut
+from unillm.semantic.vectors import numpy_module
 
 BLENDS = (0.3, 0.5, 0.7, 1.0)
 PRIORS: tuple[float | None, ...] = (None, 0.0, 0.1, 0.3, 0.5)
@@ -36,24 +37,35 @@ class Calibration(BaseModel):
     thresholds: dict[str, float]  # every embedding signal's threshold now in use
 
 
-async def calibrate(router: Any, samples: Sequence[Any]) -> Calibration:
-    """Fit ``router`` (a SemanticRouter) to labelled samples; see :meth:`SemanticRouter.calibrate`."""
-    from unillm.semantic.router import embed_cached, routing_text
-
+def check_labels(router: Any, samples: Sequence[Any]) -> None:
+    """Refuse no samples, or labels that are not routes of ``router``."""
     if not samples:
         raise InvalidOptions("calibration needs labelled samples")
     known = {r.name for r in router.routes.routes}
     unknown = sorted({s.route for s in samples if s.route is not None and s.route not in known})
     if unknown:
         raise InvalidOptions(f"labels {unknown} are not routes of this router ({sorted(known)})")
-    texts = [routing_text(s.text, s.messages, router.text) for s in samples]
+
+
+async def calibrate(
+    router: Any,
+    samples: Sequence[Any],
+    texts: list[str],
+    queries: list[list[float]],
+    vectors: list[list[float]],
+) -> Calibration:
+    """Fit ``router`` (a SemanticRouter) to labelled samples; see :meth:`SemanticRouter.calibrate`.
+
+    Args:
+        router: The router to fit.
+        samples: The labelled samples (checked with :func:`check_labels`).
+        texts: Each sample's routing text.
+        queries: Each routing text's vector.
+        vectors: The vectors of the router's ``index_texts``.
+    """
     labels = [s.route if s.route is not None else router.routes.default for s in samples]
-    before = _accuracy(
-        router, await router.index(), texts, labels, await embed_cached(router.embedder, texts)
-    )
+    before = _accuracy(router, await router.index(), texts, labels, queries)
     signals = router.routes.embedding_signals()
-    vectors = await embed_cached(router.embedder, index_texts(signals))
-    queries = await embed_cached(router.embedder, texts)
     unset = [s.name for s in signals if s.threshold is None]
     best: tuple[float, Scoring, float | None] | None = None
     for blend in BLENDS:

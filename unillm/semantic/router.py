@@ -177,9 +177,13 @@ class SemanticRouter:
         Raises:
             InvalidOptions: No samples, or a label that is not one of the routes.
         """
-        from unillm.semantic.calibration import calibrate
+        from unillm.semantic.calibration import calibrate, check_labels
 
-        return await calibrate(self, samples)
+        check_labels(self, samples)
+        texts = [routing_text(s.text, s.messages, self.text) for s in samples]
+        queries = await embed_cached(self.embedder, texts)
+        vectors = await embed_cached(self.embedder, index_texts(self.routes.embedding_signals()))
+        return await calibrate(self, samples, texts, queries, vectors)
 
     def rescore(self, scoring: Scoring, thresholds: Mapping[str, float] | None = None) -> None:
         """Use other scoring weights (and fitted thresholds) from now on; vectors are not re-embedded.

@@ -63,7 +63,7 @@ def best_cut(own: Vector, rivals: Vector) -> float:
     Maximises the share of ``own`` at or above the cut plus the share of ``rivals`` below it,
     halfway between neighbouring scores.
     """
-    from unillm.semantic.decide import numpy_module
+    from unillm.semantic.vectors import numpy_module
 
     np = numpy_module()
     values = np.unique(np.concatenate([own, rivals]))
@@ -80,7 +80,7 @@ def best_accuracy_cut(scores: Vector, right_if_kept: Vector, right_if_refused: V
     A sample whose score reaches the cut keeps its match (right when ``right_if_kept``), one
     below it falls back (right when ``right_if_refused``). Ties go to the lowest such cut.
     """
-    from unillm.semantic.decide import numpy_module
+    from unillm.semantic.vectors import numpy_module
 
     np = numpy_module()
     order = np.argsort(scores)
@@ -104,7 +104,7 @@ def fitted_threshold(own: Sequence[Any], rivals: Sequence[Any], fallback: float)
     Without rivals (a single route) the cut keeps 90% of the own scores; without own scores
     (every route has one example) it is ``fallback``.
     """
-    from unillm.semantic.decide import numpy_module
+    from unillm.semantic.vectors import numpy_module
 
     np = numpy_module()
     mine = np.concatenate([np.asarray(x, dtype=np.float32) for x in own]) if own else np.zeros(0)
