@@ -52,7 +52,7 @@ class SignalIndex:
     centred: Matrix
     centroids: Matrix  # one row per signal (zero unless blend)
     priors: Matrix  # one row per signal: the description's centred unit vector (zero if none)
-    weights: Matrix  # per signal: blend weight, prior weight
+    weights: Matrix  # per signal: blend weight, prior weight, kind (0 max, 1 mean, 2 blend), candidates
     thresholds: dict[str, float]
 
     @property
@@ -97,12 +97,13 @@ class SignalIndex:
         centred = _centre(matrix, center)
         centroids = np.zeros((len(spans), matrix.shape[1]), dtype=np.float32)
         priors = np.zeros_like(centroids)
-        weights = np.zeros((len(spans), 2), dtype=np.float32)
+        weights = np.zeros((len(spans), 4), dtype=np.float32)
         for i, (s, a, b) in enumerate(spans):
+            weights[i, 2:] = (("max", "mean", "blend").index(s.aggregation), b - a)
             if s.aggregation != "blend":
                 continue
             centroids[i] = unit_rows([centred[a:b].sum(axis=0)])[0]
-            weights[i] = (scoring.blend, 0.0)
+            weights[i, 0] = scoring.blend
             if s.description:
                 priors[i] = _centre(next(described)[None, :], center)[0]
                 weights[i, 1] = scoring.prior_weight(b - a)
@@ -123,22 +124,15 @@ class SignalIndex:
         qc = _centre(q, self.center)[0]
         starts = [a for _, a, _ in self.spans]
         raw, centred = self.matrix @ q[0], self.centred @ qc
-        out = np.empty(len(self.spans), dtype=np.float32)
-        best, best_centred = np.maximum.reduceat(raw, starts), np.maximum.reduceat(centred, starts)
-        sums = np.add.reduceat(raw, starts)
         blend = (
-            self.weights[:, 0] * best_centred
+            self.weights[:, 0] * np.maximum.reduceat(centred, starts)
             + (1 - self.weights[:, 0]) * (self.centroids @ qc)
             + self.weights[:, 1] * (self.priors @ qc)
         ) / (1 + self.weights[:, 1])
-        for i, (s, a, b) in enumerate(self.spans):
-            if s.aggregation == "max":
-                out[i] = best[i]
-            elif s.aggregation == "mean":
-                out[i] = sums[i] / (b - a)
-            else:
-                out[i] = blend[i]
-        return out  # type: ignore[no-any-return]
+        kind = self.weights[:, 2]  # 0: max, 1: mean, 2: blend
+        best = np.maximum.reduceat(raw, starts)
+        mean = np.add.reduceat(raw, starts) / self.weights[:, 3]
+        return np.where(kind == 2, blend, np.where(kind == 1, mean, best))  # type: ignore[no-any-return]
 
     def leave_one_out(self) -> tuple[dict[str, Matrix], dict[str, Matrix]]:
         """Per signal: its candidates' scores without themselves, and the best other blend signal's.
@@ -170,7 +164,7 @@ class SignalIndex:
         if signal.aggregation == "mean":
             return float(gram_raw[row, rest].mean())
         centroid = unit_rows([self.centred[rest].sum(axis=0)])[0]
-        blend, prior = self.weights[i]
+        blend, prior = self.weights[i, :2]
         return float(
             blend * gram[row, rest].max()
             + (1 - blend) * np.dot(centroid, self.centred[row])
