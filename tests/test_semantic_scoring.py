@@ -287,3 +287,22 @@ async def test_fitted_thresholds_and_scoring_round_trip_through_a_config_table()
 
 def test_semantic_router_and_route_are_top_level_names() -> None:
     assert unillm.SemanticRouter is SemanticRouter and unillm.Route is Route
+
+
+async def test_a_fitted_threshold_that_rejects_most_examples_says_to_add_examples() -> None:
+    vectors = {"a1": [1.0, 0.0, 0.0], "a2": [0.0, 1.0, 0.0], "b1": [0.7, 0.7, 0.1], "b2": [0.6, 0.7, 0.2]}
+    vectors |= {"a": [0.0, 0.0, 0.0], "b": [0.0, 0.0, 0.0]}
+    routes = [Route(name="a", utterances=["a1", "a2"]), Route(name="b", utterances=["b1", "b2"])]
+    with pytest.warns(RuntimeWarning, match="'a#utterances'.*add examples"):
+        await SemanticRouter(routes, embedder=Table(vectors, "spread")).index()
+
+
+async def test_thresholds_chosen_by_calibration_do_not_warn() -> None:
+    vectors, routes = _clusters(11)
+    router = SemanticRouter(routes, embedder=Table(vectors), default="other")
+    router.rescore(
+        Scoring(), dict.fromkeys(["alpha#utterances", "beta#utterances", "gamma#utterances"], 0.99)
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert set((await router.thresholds()).values()) == {0.99}

@@ -142,7 +142,7 @@ class SemanticRouter:
                     signals = self.routes.embedding_signals()
                     vectors = await embed_cached(self.embedder, index_texts(signals))
                     self._index = _build_index(signals, vectors, self.scoring, self._pinned)
-                    warn_about_strict_thresholds(self._index)
+                    warn_about_strict_thresholds(self._index, calibrated=set(self._pinned or ()))
         return self._index
 
     async def thresholds(self) -> dict[str, float]:
@@ -411,21 +411,31 @@ async def embed_cached(embedder: Embedder, texts: Sequence[str]) -> list[list[fl
     return [_VECTORS[(embedder.key, t)] for t in texts]
 
 
-def warn_about_strict_thresholds(index: SignalIndex) -> None:
-    """Warn (once per signal and threshold) when a threshold rejects most of its own examples."""
+def warn_about_strict_thresholds(index: SignalIndex, calibrated: set[str] | None = None) -> None:
+    """Warn (once per signal and threshold) when a threshold rejects most of its own examples.
+
+    Args:
+        index: The index whose signals' thresholds are checked.
+        calibrated: Signals whose threshold calibration chose on labelled prompts (not checked).
+    """
     own, _ = index.leave_one_out()
     for signal, _, _ in index.spans:
         scores, threshold = own.get(signal.name), index.threshold(signal)
-        if scores is None or (signal.name, threshold) in _WARNED:
+        if scores is None or (signal.name, threshold) in _WARNED or signal.name in (calibrated or ()):
             continue
         rejected = float((scores < threshold).mean())
         if rejected > REJECTED_SHARE_WARNING:
             _WARNED.add((signal.name, threshold))
+            advice = (
+                "its examples are further from each other than from other routes': add examples "
+                "or run router.calibrate(samples)"
+                if signal.threshold is None
+                else "leave threshold unset to fit it, or run router.calibrate(samples)"
+            )
             warnings.warn(
                 f"unillm semantic router: {signal.name!r} has threshold {threshold:.2f}, which rejects "
-                f"{rejected:.0%} of its own examples (each scored against the others); its prompts "
-                "will mostly take the default route. Leave threshold unset to fit it, or run "
-                "router.calibrate(samples)",
+                f"{rejected:.0%} of its own examples (each scored against the others), so its prompts "
+                f"will mostly take the default route; {advice}",
                 RuntimeWarning,
                 stacklevel=3,
             )
