@@ -11,6 +11,8 @@ import importlib
 import pytest
 
 UNILLM = {
+    "Route",
+    "SemanticRouter",
     "Backoff",
     "BlockingLLM",
     "Capabilities",
@@ -193,6 +195,7 @@ ADAPTER_SDK = {
 }
 
 SEMANTIC = {
+    "Calibration",
     "Condition",
     "Embedder",
     "EmbeddingError",
@@ -204,6 +207,7 @@ SEMANTIC = {
     "Route",
     "RouteSet",
     "RoutedStream",
+    "Scoring",
     "SemanticRouter",
     "evaluate",
     "from_litellm",
