@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -39,7 +40,11 @@ def add_batch_parser(sub: Any) -> None:
     t.add_argument("--config", help="a unillm config (TOML/YAML): connect or launch as it says")
     t.add_argument("--model", help="launch --engine with this model for the run, stop it after")
     t.add_argument("--engine", help="the engine's adapter (vllm, sglang, tgi, mlx, llamacpp)")
-    t.add_argument("--api-key", help="API key of the engine(s)")
+    t.add_argument(
+        "--api-key",
+        default=os.environ.get("UNILLM_API_KEY"),
+        help="API key of the engine(s) (default: $UNILLM_API_KEY, which keeps it out of ps)",
+    )
     t.add_argument("--policy", help="fleet routing policy (round_robin, least_load, prefix, session)")
     t.add_argument(
         "--launch",

@@ -202,7 +202,7 @@ class _Run:
         async with self.receive:
             async for first in self.receive:
                 group = [first]
-                with contextlib.suppress(anyio.WouldBlock):
+                with contextlib.suppress(anyio.WouldBlock, anyio.EndOfStream):
                     while True:
                         group.append(self.receive.receive_nowait())
                 with anyio.CancelScope(shield=True):  # a write that has begun ends whole
