@@ -233,8 +233,9 @@ def kill_and_resume(
     runs = 0
     while True:
         runs += 1
+        already = out.read_bytes().count(b"\n") if out.exists() else 0
         proc = unillm_batch(inp, out, url, concurrency, key)
-        target = points[len(killed_at)] if len(killed_at) < kills else None
+        target = max(points[len(killed_at)], already + 1) if len(killed_at) < kills else None
         while target is not None and proc.poll() is None:
             written = out.read_bytes().count(b"\n") if out.exists() else 0
             if written >= target:

@@ -1,11 +1,12 @@
 """How many requests a batch keeps in flight: adapted to the engine, never above the cap (pure).
 
 The engine's own waiting queue (from its metrics) is the signal where it has one: the goal is a
-short queue, so the engine never idles between requests, yet few requests wait in it (each of
-them would be resent after a crash). A queue longer than ``queue_target`` shrinks the limit by
-a quarter; a short one grows it, by doubling until the first shrink (slow start) and by an
-eighth after. Without a queue gauge, latency decides: a request much slower than the fastest
-recent ones means the engine is saturated (its queue is inside the latency).
+queue that never runs dry, so the engine never idles between two requests, yet not a long one
+(a queued request only waits, and it is resent after a crash). A queue longer than
+``queue_target`` (half the limit) shrinks the limit by a quarter; a shorter one grows it, by
+doubling until the first shrink and by an eighth after. The run starts at the cap. Without a
+queue gauge, latency decides: a request much slower than the fastest recent ones means the
+engine is saturated (its queue is inside the latency).
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ class Pacer:
 
     Args:
         max_concurrency: The cap (``--max-concurrency``).
-        start: The first limit; None is a quarter of the cap (at least 1).
-        queue_target: Waiting requests at the engine that count as enough; None: an eighth of
-            the limit, at least 2.
+        start: The first limit; None is the cap.
+        queue_target: Waiting requests at the engine that count as enough; None: half the
+            limit, at least 4.
         slow_factor: In latency mode, a mean latency this many times the best one shrinks the limit.
     """
 
@@ -36,7 +37,7 @@ class Pacer:
     _latencies: list[float] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
-        first = self.start if self.start is not None else math.ceil(self.max_concurrency / 4)
+        first = self.start if self.start is not None else self.max_concurrency
         self.limit = self._bounded(first)
 
     def _bounded(self, value: float) -> int:
@@ -68,7 +69,7 @@ class Pacer:
         latencies, self._latencies = self._latencies, []
         busy = in_flight >= self.limit
         if waiting is not None:
-            target = self.queue_target if self.queue_target is not None else max(2.0, self.limit / 8)
+            target = self.queue_target if self.queue_target is not None else max(4.0, self.limit / 2)
             if waiting > target:
                 self._shrink()
             elif busy:
