@@ -22,7 +22,7 @@ done. Then every custom_id must appear exactly once, all succeeded, and the engi
 completed at most ``requests + max_concurrency`` generation requests (its
 ``vllm:request_success_total``, aborted ones apart, before and after).
 
-    .venv/bin/python benchmarks/batch.py                      # ~4 min here
+    .venv/bin/python benchmarks/batch.py                      # ~7 min here
     .venv/bin/python benchmarks/batch.py --rounds 3 --requests 300
     .venv/bin/python benchmarks/batch.py --kill-test          # ~2 min here
 
@@ -169,11 +169,12 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
         write_input(inp, args.requests, args.max_tokens)
         for r in range(args.rounds):
             order = ("unillm", "vllm") if r % 2 == 0 else ("vllm", "unillm")
-            row: dict[str, Any] = {}
+            row: dict[str, Any] = {"load_before": os.getloadavg()[0]}
             for tool in order:
                 print(f"[batch] round {r + 1}/{args.rounds}: {tool} ...", file=sys.stderr, flush=True)
                 row[tool] = run_unillm_leg(args, inp, d) if tool == "unillm" else run_vllm_leg(args, inp, d)
             row["ratio"] = row["unillm"]["requests_per_s"] / row["vllm"]["requests_per_s"]
+            row["load_after"] = os.getloadavg()[0]
             rounds.append(row)
             print(
                 f"  unillm {row['unillm']['requests_per_s']:.2f} req/s, "
@@ -300,16 +301,16 @@ def kill_test(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--kill-test", action="store_true", help="the kill -9 and resume proof instead")
-    p.add_argument("--requests", type=int, default=None, help="requests (default 200; kill test 1000)")
-    p.add_argument("--max-tokens", type=int, default=16)
-    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--requests", type=int, default=None, help="requests (default 400; kill test 1000)")
+    p.add_argument("--max-tokens", type=int, default=32)
+    p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--max-num-seqs", type=int, default=16, help="the engine's batch size (both tools)")
     p.add_argument("--max-concurrency", type=int, default=32, help="unillm batch's cap")
     p.add_argument("--kills", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     if args.requests is None:
-        args.requests = 1000 if args.kill_test else 200
+        args.requests = 1000 if args.kill_test else 400
     result = kill_test(args) if args.kill_test else compare(args)
     print(json.dumps(result, separators=(",", ":")))
 

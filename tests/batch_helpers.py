@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.fault_server import FaultServer, _Request
+from fault_server import FaultServer
 
 
 def write_input(path: Path, n: int) -> Path:
@@ -47,9 +47,7 @@ class SlowServer(FaultServer):
         super().__init__()
         self.delay, self.now, self.most = delay, 0, 0
 
-    async def _answer(
-        self, request: _Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> bool:
+    async def _answer(self, request: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         if request.method != "POST":
             return await super()._answer(request, reader, writer)
         self.now += 1

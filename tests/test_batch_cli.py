@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+from batch_helpers import SlowServer, every, ids, results, write_input
+from fault_server import FaultServer
 
-from tests.batch_helpers import SlowServer, every, ids, results, write_input
-from tests.fault_server import FaultServer
 from unillm.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]

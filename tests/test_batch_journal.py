@@ -13,7 +13,7 @@ from unillm.batch.journal import Journal
 
 
 def result(custom_id: str, *, ok: bool = True) -> str:
-    response = {"status_code": 200 if ok else 500, "request_id": "r", "body": {}}
+    response: dict[str, object] = {"status_code": 200 if ok else 500, "request_id": "r", "body": {}}
     error = None if ok else {"code": "EngineInternalError", "message": "boom"}
     return json.dumps({"id": "x", "custom_id": custom_id, "response": response, "error": error}) + "\n"
 

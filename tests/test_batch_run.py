@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from batch_helpers import SlowServer, every, ids, results, write_input
+from fault_server import FaultServer
 
 import unillm
 import unillm.batch
-from tests.batch_helpers import SlowServer, every, ids, results, write_input
-from tests.fault_server import FaultServer
 from unillm import InvalidOptions, RetryPolicy
 
 pytestmark = pytest.mark.anyio
@@ -91,7 +91,8 @@ async def test_bad_input_sends_nothing(tmp_path: Path) -> None:
 
 async def test_a_slow_engine_never_has_more_than_max_concurrency_in_flight(tmp_path: Path) -> None:
     inp, out = write_input(tmp_path / "in.jsonl", 24), tmp_path / "out.jsonl"
-    with SlowServer(0.05) as server:
+    server = SlowServer(0.05)
+    with server:
         async with unillm.connect("vllm", server.url) as llm:
             summary = await unillm.batch.run(inp, out, llm, max_concurrency=3)
         most = server.most

@@ -17,7 +17,7 @@ import pytest
 from unillm.testing.engines import RunningEngine
 
 pytestmark = pytest.mark.anyio
-REQUESTS, CONCURRENCY = 200, 8
+REQUESTS, CONCURRENCY = 120, 8
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "batch.py"
 
 
