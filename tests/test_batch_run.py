@@ -11,6 +11,7 @@ from fault_server import FaultServer
 import unillm
 import unillm.batch
 from unillm import InvalidOptions, RetryPolicy
+from unillm.batch.runner import execute
 
 pytestmark = pytest.mark.anyio
 FAST_RETRY = RetryPolicy(attempts=3, initial_wait=0.01, max_wait=0.02)
@@ -113,3 +114,15 @@ async def test_a_fleet_replica_dying_mid_batch_loses_nothing(tmp_path: Path) -> 
             summary = await unillm.batch.run(inp, out, fleet, max_concurrency=4, progress=kill_a)
         served_by_b = b.count("/v1/chat/completions")
     assert (ids(out), summary.succeeded, served_by_b > 20) == (every(40), 40, True)
+
+
+async def test_a_long_engine_queue_shrinks_the_concurrency(tmp_path: Path) -> None:
+    inp, out = write_input(tmp_path / "in.jsonl", 40), tmp_path / "out.jsonl"
+    server = SlowServer(0.05)
+    server.metrics_text = "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 100\n"
+    with server, unillm.batch.plan(inp, out) as p:
+        async with unillm.connect("vllm", server.url) as llm:
+            summary = await execute(
+                llm, p.pending, p.journal, p.summary, max_concurrency=16, metrics_interval=0.02
+            )
+    assert (ids(out), summary.concurrency < 16) == (every(40), True)

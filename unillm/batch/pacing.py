@@ -53,7 +53,11 @@ class Pacer:
         self.limit = self._bounded(math.ceil(self.limit * 0.75) if self.limit > 1 else 1)
 
     def latency(self, seconds: float) -> None:
-        """Record one finished request's latency (used when the engine shows no queue)."""
+        """Record one finished request's latency (used when the engine shows no queue).
+
+        Args:
+            seconds: The request's end-to-end time.
+        """
         self._latencies.append(seconds)
 
     def tick(self, waiting: float | None, in_flight: int) -> int:
