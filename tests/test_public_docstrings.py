@@ -1,6 +1,6 @@
 """Every public callable documents its parameters, so the API reference has parameter tables.
 
-Walks `__all__` of `unillm`, `unillm.adapter`, `unillm.semantic` and `unillm.bench`: each
+Walks `__all__` of `unillm`, `unillm.adapter`, `unillm.semantic`, `unillm.bench` and `unillm.batch`: each
 public function, method and constructor that takes parameters (besides self/cls) has a
 Google-style `Args:` section naming each one (`*args`/`**kwargs` only need to be mentioned by
 name). Pydantic models, dataclasses and exceptions are built from their fields, so their
@@ -22,13 +22,14 @@ import pydantic
 
 import unillm
 import unillm.adapter
+import unillm.batch
 import unillm.bench
 import unillm.semantic
 from unillm.client.blocking import BlockingLoras
 from unillm.client.llm import Loras
 
 #: The public namespaces the API reference documents.
-_MODULES = (unillm, unillm.adapter, unillm.semantic, unillm.bench)
+_MODULES = (unillm, unillm.adapter, unillm.semantic, unillm.bench, unillm.batch)
 #: Public classes reached through an attribute rather than a name (``llm.loras``, ``blocking.loras``).
 _REACHABLE = (Loras, BlockingLoras)
 #: Pydantic settings users construct for a launch: each field is documented under Attributes:.

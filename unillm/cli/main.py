@@ -10,6 +10,7 @@ unillm launch vllm --model M --replicas 2 --router smg --policy prefix --dry-run
 unillm launch vllm --model M --nodes 2 --head-address 10.0.0.1 --port 8000 --dry-run
 unillm launch vllm --model M --prefill 1 --decode 1 --router vllm-router --dry-run
 unillm bench vllm --url http://127.0.0.1:8000 --max-concurrency 1,4,16   # see `unillm bench -h`
+unillm batch in.jsonl --out out.jsonl --engine vllm --url URL   # resumable; see `unillm batch -h`
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ examples:
   unillm check unillm.toml                    every refusal the configured engine would raise
   unillm tiny-model --json                    build the tiny test model, print its paths
   unillm bench vllm --url URL --max-concurrency 1,4,16   measure under load (vllm bench serve's definitions)
+  unillm batch in.jsonl --out out.jsonl --engine vllm --url URL   a JSONL batch, resumable
 """
 _SCALAR_FLAGS = {
     "served_name": "name the engine serves the model under (default: the model path)",
@@ -252,9 +254,11 @@ def _parser() -> argparse.ArgumentParser:
     tiny.set_defaults(run=_tiny_model)
     _route_parser(sub)
 
+    from unillm.batch.cli import add_batch_parser
     from unillm.bench.cli import add_bench_parser
 
     add_bench_parser(sub)
+    add_batch_parser(sub)
     return parser
 
 

@@ -1,0 +1,319 @@
+"""`unillm batch` against `vllm run-batch` on the same vLLM-CPU, and the kill -9 and resume proof.
+
+Compare (default): one input file (OpenAI Batch lines, ``/v1/chat/completions``, the only
+generation endpoint `vllm run-batch` 0.32 takes) goes through both tools in interleaved rounds
+(the order alternates each round), each on a fresh vLLM-CPU with the same flags (the project's
+CPU recipe for the tiny model, ``--max-num-seqs``):
+
+* `unillm batch` runs as its own process against a vLLM server that unillm launched; its
+  summary's ``requests_per_s`` counts the batch only (from the first request sent to the last
+  result fsynced), not the engine's start;
+* `vllm run-batch` runs in the vLLM env (``~/.cache/unillm/envs/vllm``, the interpreter
+  ``unillm.launching.envs.managed_python("vllm")`` finds) with the server's own command line
+  (host and port dropped); a shim times its ``run_batch`` (reading the file, every request,
+  writing the output), so the engine's start is left out there too.
+
+The ratio is the median over rounds of unillm's requests/s over vLLM's (goal >= 1.0); both
+outputs are checked (every custom_id once, status 200).
+
+Kill test (``--kill-test``): a 1,000-request batch against one vLLM-CPU; `unillm batch` is
+killed with SIGKILL three times, each at a random number of written results, and rerun until
+done. Then every custom_id must appear exactly once, all succeeded, and the engine must have
+completed at most ``requests + max_concurrency`` generation requests (its
+``vllm:request_success_total``, aborted ones apart, before and after).
+
+    .venv/bin/python benchmarks/batch.py                      # ~7 min here
+    .venv/bin/python benchmarks/batch.py --rounds 3 --requests 300
+    .venv/bin/python benchmarks/batch.py --kill-test          # ~2 min here
+
+Prints a table, then as its last line one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cpu_engine import vllm_target
+
+UNILLM = [sys.executable, "-m", "unillm.cli"]
+RUN_BATCH_SHIM = (
+    "import asyncio, sys, time\n"
+    "import vllm.entrypoints.launchers.run_batch as rb\n"
+    "run = rb.run_batch\n"
+    "async def timed(client, args):\n"
+    "    t = time.perf_counter()\n"
+    "    await run(client, args)\n"
+    "    print('RUN_BATCH_SECONDS', time.perf_counter() - t, file=sys.stderr, flush=True)\n"
+    "rb.run_batch = timed\n"
+    "asyncio.run(rb.main(rb.parse_args()))\n"
+)
+
+
+def write_input(path: Path, n: int, max_tokens: int, *, prefixes: int = 8) -> None:
+    """N chat requests in OpenAI Batch lines: a few shared system prompts, distinct questions."""
+    with open(path, "w") as f:
+        for i in range(n):
+            system = f"You are assistant number {i % prefixes}. Answer briefly and politely."
+            body = {
+                "model": "tiny",
+                "messages": [
+                    {"role": "system", "content": system},
+                    {"role": "user", "content": f"Question {i}: what comes after {i}?"},
+                ],
+                "max_tokens": max_tokens,
+                "temperature": 0,
+                "ignore_eos": True,
+            }
+            line = {"custom_id": f"req-{i}", "method": "POST", "url": "/v1/chat/completions", "body": body}
+            f.write(json.dumps(line) + "\n")
+
+
+def check_output(path: Path, n: int) -> dict[str, int]:
+    """Every custom_id of the input exactly once; counts of lines, ids, successes."""
+    lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    ids = [x["custom_id"] for x in lines]
+    ok = sum(
+        1 for x in lines if x.get("error") is None and (x.get("response") or {}).get("status_code") == 200
+    )
+    return {"lines": len(lines), "unique_ids": len(set(ids)), "expected": n, "succeeded": ok}
+
+
+def unillm_batch(inp: Path, out: Path, url: str, concurrency: int, key: str | None) -> subprocess.Popen[str]:
+    env = {**os.environ, **({"UNILLM_API_KEY": key} if key else {})}
+    cmd = [*UNILLM, "batch", str(inp), "--out", str(out), "--engine", "vllm", "--url", url]
+    cmd += ["--max-concurrency", str(concurrency), "--no-progress", "--json"]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def engine_settings(workdir: Path, max_num_seqs: int) -> dict[str, Any]:
+    from unillm.testing.engines import cpu_launch_settings
+    from unillm.testing.tiny_model import build_tiny_model
+
+    return cpu_launch_settings(
+        "vllm", build_tiny_model(), workdir, max_num_seqs=max_num_seqs, api_key=None, served_name="tiny"
+    )
+
+
+def run_unillm_leg(args: argparse.Namespace, inp: Path, d: Path) -> dict[str, Any]:
+    import unillm
+
+    out = d / "unillm-out.jsonl"
+    out.unlink(missing_ok=True)
+
+    async def go() -> dict[str, Any]:
+        run = unillm.launch("vllm", **engine_settings(d / "u", args.max_num_seqs), log_path=d / "u.log")
+        async with run:
+            started = time.perf_counter()
+            proc = unillm_batch(inp, out, run.base_url, args.max_concurrency, None)
+            stdout, stderr = await anyio.to_thread.run_sync(proc.communicate)
+            wall = time.perf_counter() - started
+        if proc.returncode != 0:
+            raise SystemExit(f"unillm batch failed ({proc.returncode}):\n{stderr[-3000:]}")
+        summary = json.loads(stdout.strip().splitlines()[-1])
+        return {"requests_per_s": summary["requests_per_s"], "seconds": summary["seconds"], "wall_s": wall}
+
+    result = anyio.run(go)
+    result["check"] = check_output(out, args.requests)
+    return result
+
+
+def run_vllm_leg(args: argparse.Namespace, inp: Path, d: Path) -> dict[str, Any]:
+    import unillm
+
+    out = d / "vllm-out.jsonl"
+    out.unlink(missing_ok=True)
+    command = unillm.launch("vllm", **engine_settings(d / "v", args.max_num_seqs)).command()
+    argv = list(command.argv)
+    module = argv.index("-m")
+    flags = argv[module + 2 :]
+    for flag in ("--host", "--port"):
+        if flag in flags:
+            i = flags.index(flag)
+            del flags[i : i + 2]
+    cmd = [argv[0], "-c", RUN_BATCH_SHIM, "-i", str(inp), "-o", str(out), *flags]
+    env = {**os.environ, **command.env}
+    started = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800, check=False)
+    wall = time.perf_counter() - started
+    marks = [line for line in done.stderr.splitlines() if line.startswith("RUN_BATCH_SECONDS")]
+    if done.returncode != 0 or not marks:
+        raise SystemExit(f"vllm run-batch failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    seconds = float(marks[-1].split()[1])
+    return {
+        "requests_per_s": args.requests / seconds,
+        "seconds": seconds,
+        "wall_s": wall,
+        "check": check_output(out, args.requests),
+    }
+
+
+def compare(args: argparse.Namespace) -> dict[str, Any]:
+    rounds: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="unillm-batch-bench-") as tmp:
+        d = Path(tmp)
+        inp = d / "in.jsonl"
+        write_input(inp, args.requests, args.max_tokens)
+        for r in range(args.rounds):
+            order = ("unillm", "vllm") if r % 2 == 0 else ("vllm", "unillm")
+            row: dict[str, Any] = {"load_before": os.getloadavg()[0]}
+            for tool in order:
+                print(f"[batch] round {r + 1}/{args.rounds}: {tool} ...", file=sys.stderr, flush=True)
+                row[tool] = run_unillm_leg(args, inp, d) if tool == "unillm" else run_vllm_leg(args, inp, d)
+            row["ratio"] = row["unillm"]["requests_per_s"] / row["vllm"]["requests_per_s"]
+            row["load_after"] = os.getloadavg()[0]
+            rounds.append(row)
+            print(
+                f"  unillm {row['unillm']['requests_per_s']:.2f} req/s, "
+                f"vllm run-batch {row['vllm']['requests_per_s']:.2f} req/s, ratio {row['ratio']:.3f}",
+                file=sys.stderr,
+            )
+    ratio = statistics.median(r["ratio"] for r in rounds)
+    checks_ok = all(
+        r[t]["check"]["unique_ids"] == args.requests == r[t]["check"]["lines"] == r[t]["check"]["succeeded"]
+        for r in rounds
+        for t in ("unillm", "vllm")
+    )
+    print("| round | unillm req/s | vllm run-batch req/s | ratio |\n|---|---|---|---|")
+    for i, r in enumerate(rounds, 1):
+        u, v = r["unillm"]["requests_per_s"], r["vllm"]["requests_per_s"]
+        print(f"| {i} | {u:.2f} | {v:.2f} | {r['ratio']:.3f} |")
+    return {
+        "benchmark": "batch",
+        "requests": args.requests,
+        "max_tokens": args.max_tokens,
+        "max_num_seqs": args.max_num_seqs,
+        "max_concurrency": args.max_concurrency,
+        "rounds": rounds,
+        "unillm_requests_per_s": statistics.median(r["unillm"]["requests_per_s"] for r in rounds),
+        "vllm_requests_per_s": statistics.median(r["vllm"]["requests_per_s"] for r in rounds),
+        "ratio": ratio,
+        "goal_met": ratio >= 1.0,
+        "outputs_complete": checks_ok,
+    }
+
+
+async def served(url: str) -> tuple[float, float]:
+    """(completed, aborted) generation requests so far, from vLLM's request_success_total."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    async with httpx.AsyncClient() as http:
+        text = (await http.get(f"{url}/metrics")).text
+    done = aborted = 0.0
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == "vllm:request_success_total":
+                if s.labels.get("finished_reason") == "abort":
+                    aborted += s.value
+                else:
+                    done += s.value
+    return done, aborted
+
+
+def kill_and_resume(
+    inp: Path, out: Path, url: str, *, requests: int, concurrency: int, kills: int, seed: int, key: str | None
+) -> dict[str, Any]:
+    """Run `unillm batch`, SIGKILL it ``kills`` times at random numbers of results, rerun to the end."""
+    rng = random.Random(seed)
+    points = sorted(rng.sample(range(requests // 10, requests * 9 // 10), kills))
+    killed_at: list[int] = []
+    runs = 0
+    while True:
+        runs += 1
+        already = out.read_bytes().count(b"\n") if out.exists() else 0
+        proc = unillm_batch(inp, out, url, concurrency, key)
+        target = max(points[len(killed_at)], already + 1) if len(killed_at) < kills else None
+        while target is not None and proc.poll() is None:
+            written = out.read_bytes().count(b"\n") if out.exists() else 0
+            if written >= target:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+                killed_at.append(written)
+                break
+            time.sleep(0.01)
+        else:
+            stdout, stderr = proc.communicate()
+            if proc.returncode != 0:
+                raise RuntimeError(f"unillm batch failed ({proc.returncode}): {stderr[-2000:]}")
+            summary = json.loads(stdout.strip().splitlines()[-1])
+            return {"killed_at": killed_at, "runs": runs, "last_run": summary, **check_output(out, requests)}
+        proc.communicate()
+
+
+def kill_test(args: argparse.Namespace) -> dict[str, Any]:
+    async def go() -> dict[str, Any]:
+        async with vllm_target(None, None, max_num_seqs=args.max_num_seqs) as engine:
+            with tempfile.TemporaryDirectory(prefix="unillm-batch-kill-") as tmp:
+                inp, out = Path(tmp) / "in.jsonl", Path(tmp) / "out.jsonl"
+                write_input(inp, args.requests, args.max_tokens)
+                before = await served(engine.url)
+                started = time.perf_counter()
+                result = await anyio.to_thread.run_sync(
+                    lambda: kill_and_resume(
+                        inp,
+                        out,
+                        engine.url,
+                        requests=args.requests,
+                        concurrency=args.max_concurrency,
+                        kills=args.kills,
+                        seed=args.seed,
+                        key=engine.api_key,
+                    )
+                )
+                wall = time.perf_counter() - started
+                after = await served(engine.url)
+        completed, aborted = after[0] - before[0], after[1] - before[1]
+        return {
+            "benchmark": "batch-kill-test",
+            **result,
+            "max_concurrency": args.max_concurrency,
+            "engine_completed": completed,
+            "engine_aborted": aborted,
+            "bound": args.requests + args.max_concurrency,
+            "within_bound": completed <= args.requests + args.max_concurrency,
+            "exactly_once": result["lines"] == result["unique_ids"] == args.requests,
+            "wall_s": wall,
+        }
+
+    result = anyio.run(go)
+    print(
+        f"killed at {result['killed_at']} results; {result['lines']} lines, {result['unique_ids']} ids, "
+        f"{result['succeeded']} succeeded; engine completed {result['engine_completed']:.0f} "
+        f"(bound {result['bound']}), aborted {result['engine_aborted']:.0f}"
+    )
+    return result
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--kill-test", action="store_true", help="the kill -9 and resume proof instead")
+    p.add_argument("--requests", type=int, default=None, help="requests (default 400; kill test 1000)")
+    p.add_argument("--max-tokens", type=int, default=32)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--max-num-seqs", type=int, default=16, help="the engine's batch size (both tools)")
+    p.add_argument("--max-concurrency", type=int, default=32, help="unillm batch's cap")
+    p.add_argument("--kills", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+    if args.requests is None:
+        args.requests = 1000 if args.kill_test else 400
+    result = kill_test(args) if args.kill_test else compare(args)
+    print(json.dumps(result, separators=(",", ":")))
+
+
+if __name__ == "__main__":
+    main()
