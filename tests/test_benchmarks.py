@@ -67,7 +67,7 @@ def test_embed_overhead_benchmark_compares_unillm_with_httpx() -> None:
 
 def test_structured_coverage_benchmark_classifies_every_schema_of_a_checkout(tmp_path: Path) -> None:
     sys.path.insert(0, str(BENCHMARKS))
-    from structured_coverage import SUBSETS
+    from structured_coverage import SUBSETS  # type: ignore[import-not-found]  # benchmarks/ is no package
 
     recursive = {"$defs": {"n": {"properties": {"next": {"$ref": "#/$defs/n"}}}}, "$ref": "#/$defs/n"}
     for subset in SUBSETS:  # a stand-in checkout: one plain schema and one recursive one per subset

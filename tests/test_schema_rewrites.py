@@ -15,7 +15,7 @@ INT_A = {"type": "object", "properties": {"a": {"type": "integer"}}}
 
 
 def accepts(schema: Any, value: Any) -> bool:
-    return validators.validator_for(schema)(schema).is_valid(value)
+    return bool(validators.validator_for(schema)(schema).is_valid(value))
 
 
 def test_all_of_with_disjoint_properties_and_required_is_merged_into_one_schema() -> None:

@@ -8,7 +8,7 @@ The measured comparison on CLINC150 with real MiniLM is benchmarks/routing_accur
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pytest
@@ -33,7 +33,7 @@ def anyio_backend() -> str:
 class Table:
     """An embedder answering from a fixed text -> vector table."""
 
-    def __init__(self, vectors: dict[str, Sequence[float]], key: str = "table") -> None:
+    def __init__(self, vectors: Mapping[str, Sequence[float]], key: str = "table") -> None:
         self.vectors, self.key, self.calls = vectors, key, 0
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
@@ -131,12 +131,12 @@ def test_the_route_description_pulls_a_query_towards_its_route() -> None:
 
 
 def test_centering_removes_the_direction_every_example_shares() -> None:
-    vectors = {
+    vectors: dict[str, list[float]] = {
         "a1": [5.0, 1.0, 0.0],
         "b1": [5.0, 0.0, 1.0],
         "q": [5.0, 0.4, -0.3],
-        "a": [0, 0, 0],
-        "b": [0, 0, 0],
+        "a": [0.0, 0.0, 0.0],
+        "b": [0.0, 0.0, 0.0],
     }
     routes = [Route(name="a", utterances=["a1"]), Route(name="b", utterances=["b1"])]
     raw = _index(routes, vectors, Scoring(prior=0, center=False)).scores(vectors["q"])
@@ -174,7 +174,8 @@ def test_an_explicit_threshold_is_kept_and_not_fitted() -> None:
     routes[0] = routes[0].model_copy(update={"threshold": 0.9})
     index = _index(routes, vectors)
     assert "alpha#utterances" not in index.thresholds
-    assert index.threshold(routes[0].own_signals()[0]) == 0.9
+    signal = routes[0].own_signals()[0]
+    assert isinstance(signal, EmbeddingSignal) and index.threshold(signal) == 0.9
 
 
 async def test_fitted_thresholds_route_in_scope_probes_and_send_the_rest_to_the_default() -> None:

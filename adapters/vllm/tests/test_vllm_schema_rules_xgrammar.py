@@ -155,7 +155,7 @@ for schema in json.loads(sys.argv[1]):
 
 
 def test_xgrammar_compiles_a_counted_repetition_up_to_128_and_fails_above(tiny: Any) -> None:
-    schemas = [
+    schemas: list[dict[str, Any]] = [
         {"type": "string", "pattern": "^[a-z]{1,128}$"},
         {"type": "string", "pattern": "^[a-z]{1,129}$"},
         {"type": "object", "patternProperties": {"^a{200}$": {}}},
