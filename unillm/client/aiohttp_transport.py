@@ -4,8 +4,9 @@ httpx's pure-Python stack per streamed chunk: ``benchmarks/client_overhead.py``)
 The transport's promises hold here as on httpx's wire, and its failures are raised as the
 httpx exceptions the transport already maps to unillm's errors (one mapping for both wires):
 
-* stall timeout: aiohttp's ``sock_read``, re-armed by every byte received (``ReadTimeout``);
-  the connect timeout is ``sock_connect`` (``ConnectTimeout``);
+* stall timeout: aiohttp's ``sock_read`` until the first bytes of a body, then a
+  :class:`StallWatch` (``ReadTimeout``); the connect timeout is ``sock_connect``
+  (``ConnectTimeout``);
 * pool limit: at most ``max_connections`` answers open at once, more wait up to ``pool_wait``
   seconds for a free slot and then raise ``PoolTimeout`` having sent nothing;
 * keep-alive: an answer read to its end returns its connection to the pool, kept
@@ -20,7 +21,7 @@ loop the transport picks httpx's wire.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 import aiohttp
 import anyio
@@ -112,11 +113,16 @@ class AiohttpWire:
             slots.release()
             raise
 
-        async def close() -> None:
-            response.release()
-            slots.release()
+        chunks = _body(response, read)
 
-        return Answer(response.status, response.headers, chunks=_body(response), close=close)
+        async def close() -> None:
+            try:
+                await chunks.aclose()  # stops its StallWatch
+            finally:
+                response.release()
+                slots.release()
+
+        return Answer(response.status, response.headers, chunks=chunks, close=close)
 
     async def aclose(self) -> None:
         """Close every pooled connection."""
@@ -145,14 +151,74 @@ async def _request(
         raise as_httpx_error(e) from e
 
 
-async def _body(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
-    """The decoded body as it arrives, failures named as httpx names them."""
-    read = response.content.readany
+async def _body(response: aiohttp.ClientResponse, stall: float) -> AsyncGenerator[bytes, None]:
+    """The decoded body as it arrives, failures named as httpx names them.
+
+    The first bytes are awaited under aiohttp's ``sock_read``; a body still arriving after them
+    is watched by a :class:`StallWatch` instead (``sock_read`` re-arms a timer per chunk).
+    """
+    content = response.content
+    read = content.readany
+    watch: StallWatch | None = None
     try:
-        while chunk := await read():
+        chunk = await read()
+        while chunk:
             yield chunk
+            if watch is None and not content.at_eof():
+                watch = StallWatch(content, stall)
+                if response.connection is not None:
+                    response.connection.protocol.read_timeout = None  # type: ignore[union-attr]
+            if watch is not None:
+                watch.waiting = True
+                chunk = await read()
+                watch.waiting = False
+            else:
+                chunk = await read()
     except FAILURES as e:
         raise as_httpx_error(e) from e
+    finally:
+        if watch is not None:
+            watch.stop()
+
+
+class StallWatch:
+    """Fails a body whose reader has waited ``stall`` seconds for bytes that never came.
+
+    It looks every ``stall / TICKS`` seconds (so a stall is reported between ``stall`` and
+    ``stall * (1 + 1/TICKS)`` seconds after the last byte), where aiohttp's ``sock_read``
+    cancels and re-arms a timer on every chunk received: ~3 us a chunk, a third of unillm's
+    own work per streamed chunk. A reader busy elsewhere (not waiting) is no stall.
+
+    Args:
+        content: The body's stream reader.
+        stall: Seconds of waiting without a byte that make a stall.
+    """
+
+    TICKS = 8
+    __slots__ = ("_content", "_handle", "_loop", "_quiet", "_seen", "_stall", "_tick", "waiting")
+
+    def __init__(self, content: aiohttp.StreamReader, stall: float) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._content, self._stall, self._tick = content, stall, stall / self.TICKS
+        self._seen, self._quiet = content.total_bytes, 0
+        self.waiting = False  #: set by the reader around each wait for bytes
+        self._handle: asyncio.TimerHandle | None = self._loop.call_later(self._tick, self._check)
+
+    def _check(self) -> None:
+        total = self._content.total_bytes
+        self._quiet = self._quiet + 1 if self.waiting and total == self._seen else 0
+        self._seen = total
+        if self._quiet >= self.TICKS:
+            self._handle = None
+            self._content.set_exception(aiohttp.SocketTimeoutError(f"no bytes arrived for {self._stall:g}s"))
+        else:
+            self._handle = self._loop.call_later(self._tick, self._check)
+
+    def stop(self) -> None:
+        """Stop watching (the body ended or was closed)."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
 
 
 def as_httpx_error(e: aiohttp.ClientError | asyncio.TimeoutError) -> httpx.RequestError:

@@ -523,7 +523,7 @@ async def event_stream(
 
     A body that is not ``text/event-stream``, a broken stream, a body that does not decode as
     its Content-Encoding says, or more than ``max_event_bytes`` bytes without an event (checked
-    as they arrive: the rest is not read) raise MalformedResponse naming the engine. Events that
+    as each piece arrives: the rest is not read) raise MalformedResponse naming the engine. Events that
     carry no data (a bare ``event:`` or ``id:``) are skipped.
 
     httpx-sse's line and event decoders are fed the body's bytes directly (UTF-8, as the SSE
@@ -541,21 +541,25 @@ async def event_stream(
     text = codecs.getincrementaldecoder("utf-8")("replace").decode
     lines, events = SSELineDecoder(), SSEDecoder()
     pending = 0  # bytes received since the last event was dispatched
+    since = 0  # of which in whole lines (the rest waits in lines.buffer)
     try:
         async for chunk in response.aiter_bytes():  # decoded: the size that lands in memory
-            pending += len(chunk)
+            dispatched = False
+            for line in lines.decode(text(chunk)):
+                event = events.decode(line)
+                if event is None:
+                    since += len(line) + 1
+                    continue
+                since, dispatched = 0, True
+                if event.data:
+                    yield event.data
+            pending = since + sum(map(len, lines.buffer)) if dispatched else pending + len(chunk)
             if pending > max_event_bytes:
                 raise MalformedResponse(
                     f"{engine}: a stream event is larger than this client's limit of "
                     f"{max_event_bytes} bytes; the stream was dropped. Raise "
                     "unillm.Pool(max_event_bytes=...) if events this large are expected"
                 )
-            for line in lines.decode(text(chunk)):
-                event = events.decode(line)
-                if event is not None:
-                    pending = 0
-                    if event.data:
-                        yield event.data
     except httpx.DecodingError as e:
         raise MalformedResponse(
             f"{engine}: the stream does not decode as its headers say (Content-Encoding or charset): {e}"
