@@ -1,4 +1,4 @@
-"""Client-side CPU overhead of unillm against raw httpx, the openai SDK and litellm.
+"""Client-side CPU overhead of unillm against raw httpx, raw aiohttp, the openai SDK and litellm.
 
 What is measured, in one run, for every client:
 
@@ -10,6 +10,14 @@ What is measured, in one run, for every client:
 * **Import time**: wall time of ``python -c "import X"`` in a fresh interpreter, median of 5
   runs, minus the median of ``python -c "pass"``. For unillm, ``import_s`` is ``import unillm``
   (lazy) and ``import_full_s`` is ``import unillm; unillm.connect`` (loads the real modules).
+* **Memory per concurrent stream** (``--memory-streams``, 1,000 and 5,000): in a fresh process
+  per client, that many streams are opened at once against a server that holds each after its
+  first chunk; the growth of resident memory, divided by the count.
+
+The clients: ``httpx`` and ``aiohttp`` (bare loops: the floors), ``unillm`` (its default wire,
+aiohttp), ``unillm_httpx`` (``Pool(http="httpx")``), ``unillm_fleet`` (a fleet of 2 replicas,
+each its own server process), ``openai`` (on httpx), ``openai_aiohttp`` (its aiohttp backend,
+``DefaultAioHttpClient``) and ``litellm``.
 
 How: a tiny HTTP/1.1 server (raw sockets, pre-encoded answers, keep-alive, one thread per
 connection) runs in a **separate process** on 127.0.0.1, so its CPU is not counted. It speaks
@@ -17,23 +25,25 @@ just enough of vLLM's OpenAI API: ``/version``, ``/v1/models``, ``/v1/completion
 ``/v1/chat/completions``. Stream chunks are sent one by one, ``--chunk-gap-us`` apart (default
 300 us; 0 sends them back to back), so each client reads them as an engine would deliver
 them. The measured N requests (M streams) are split into rounds; each round runs every client
-in turn (the order rotates), and the reported figure is the best round (as ``timeit`` does;
-the medians are in the JSON too), so a burst of load from elsewhere on the machine only adds
-noise to a round it can be dropped from. Every answer is checked (the full 64-token text, 64
-content chunks, the usage count), so a broken client cannot look fast. The server also counts
-the TCP connections each client opens, which shows whether it reuses its keep-alive connection.
+in turn (the order rotates), and the reported figure is the median round (the best rounds are in
+the JSON too), so a burst of load from elsewhere on the machine only moves a round the median
+leaves out. Every answer is checked (the full 64-token text, 64 content chunks, the usage
+count), so a broken client cannot look fast. The server also counts the TCP connections each
+client opens, which shows whether it reuses its keep-alive connection.
 
-``--quick`` (for smoke tests, ~15 s) runs fewer calls, times imports once and leaves out
-litellm (its import alone takes 5-10 s here; ``--clients`` brings it back).
+``--quick`` (for smoke tests, ~30 s) runs fewer calls, times imports once, measures memory at
+50 streams and leaves out litellm (its import alone takes 5-10 s here; ``--clients`` brings it
+back).
 
 Run (from the repository root, with the dev venv)::
 
     .venv/bin/python benchmarks/client_overhead.py [--requests N] [--streams M] [--quick]
 
 It prints a table, then, as the very last line of stdout, one JSON object with the ratios
-(``per_request_vs_httpx``, ``per_stream_vs_httpx``, ``openai_per_*``, ``litellm_per_*``),
-the absolute microseconds, the import times and the connection counts per client. There are
-no timing asserts: this is a measurement, not a test.
+(``per_request_vs_httpx``, ``per_stream_vs_httpx``, ``per_*_vs_aiohttp``, ``fleet_per_*_vs_direct``,
+``openai_*``, ``litellm_*``), issue 22's ``goals`` (each true or false), the absolute
+microseconds, the import times, the memory per stream and the connection counts per client.
+There are no timing asserts: this is a measurement, not a test.
 """
 
 from __future__ import annotations
@@ -44,6 +54,7 @@ import gc
 import json
 import logging
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -374,11 +385,13 @@ class HttpxClient(Client):
 
     name = "httpx"
 
-    def __init__(self, base_url: str, connections: int = 100) -> None:
+    def __init__(self, base_url: str, connections: int | None = None) -> None:
         import httpx
 
-        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=min(20, connections))
-        self._client = httpx.AsyncClient(base_url=base_url, limits=limits)
+        # httpx's defaults, or for a memory run room for every stream and no 5 s read timeout
+        limits = httpx.Limits(max_connections=connections or 100, max_keepalive_connections=20)
+        timeout = 5.0 if connections is None else 600.0
+        self._client = httpx.AsyncClient(base_url=base_url, limits=limits, timeout=timeout)
         self._body = {"model": MODEL, "prompt": PROMPT, "max_tokens": MAX_TOKENS}
         self._stream_body = {**self._body, "stream": True, "stream_options": {"include_usage": True}}
 
@@ -753,6 +766,7 @@ async def _held_streams(name: str, count: int, servers: list[Server]) -> dict[st
 
 
 MiB = 1024 * 1024
+MEMORY_RUN_S = 180  # one client at one count (httpx's own pool takes minutes at 5,000 streams)
 
 
 def memory_child(name: str, count: int, gap_us: float) -> None:
@@ -773,17 +787,25 @@ def memory(names: list[str], counts: list[int], gap_us: float) -> dict[str, dict
     for name in (n for n in MEMORY_CLIENTS if n in names):
         result[name] = {}
         for count in counts:
-            done = subprocess.run(
+            child = subprocess.Popen(
                 [sys.executable, os.path.abspath(__file__), "--memory", f"{name}:{count}"],
-                capture_output=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 text=True,
                 env={**os.environ, **CHILD_ENV},
-                timeout=600,
-                check=False,
+                start_new_session=True,  # its servers with it: stopped together on a timeout
             )
-            lines = done.stdout.strip().splitlines()
-            if done.returncode != 0 or not lines:
-                print(f"  ! memory {name} x{count}: {done.stderr[-500:]}", file=sys.stderr)
+            try:
+                stdout, stderr = child.communicate(timeout=MEMORY_RUN_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.communicate()
+                print(f"  ! memory {name} x{count}: over {MEMORY_RUN_S} s", file=sys.stderr)
+                result[name][count] = None
+                continue
+            lines = stdout.strip().splitlines()
+            if child.returncode != 0 or not lines:
+                print(f"  ! memory {name} x{count}: {stderr[-500:]}", file=sys.stderr)
                 result[name][count] = None
             else:
                 result[name][count] = json.loads(lines[-1])["kib_per_stream"]
@@ -892,7 +914,8 @@ def report(run: Run, args: argparse.Namespace) -> dict[str, Any]:
         print(
             f"{n:<15} {_fmt(req[n], '10.1f')} {_fmt(_ratio(req[n], req['httpx']), '7.2f')} "
             f"{_fmt(_ratio(req[n], req['aiohttp']), '9.2f')} {_fmt(strm[n], '10.1f')} "
-            f"{_fmt(_ratio(strm[n], strm['httpx']), '7.2f')} {_fmt(_ratio(strm[n], strm['aiohttp']), '9.2f')} "
+            f"{_fmt(_ratio(strm[n], strm['httpx']), '7.2f')} "
+            f"{_fmt(_ratio(strm[n], strm['aiohttp']), '9.2f')} "
             f"{imports:>9} {run.connections.get(n, 0):>5}"
         )
     print("(conns: TCP connections opened during the measured rounds; 1 or 0 means reuse)")
@@ -965,8 +988,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="small run for smoke tests (~15 s): 200 requests, 20 streams, "
-        "4 rounds, imports timed once, no litellm",
+        help="small run for smoke tests (~30 s): 200 requests, 20 streams, "
+        "4 rounds, imports timed once, memory at 50 streams, no litellm",
     )
     parser.add_argument(
         "--chunk-gap-us",
