@@ -48,18 +48,19 @@ def _prompts() -> list[str]:
 
 def decision_cost(rounds: int) -> dict[str, float]:
     """Microseconds of CPU per decision (scores against every example + the choice)."""
-    from unillm.semantic.decide import SignalIndex, decide
+    from unillm.semantic.decide import SignalIndex, decide, index_texts
 
     routes, prompts, rng = _routes(), _prompts(), random.Random(0)
     signals = routes.embedding_signals()
     examples = sum(len(s.candidates) for s in signals)
-    index = SignalIndex.build(signals, [[rng.gauss(0, 1) for _ in range(384)] for _ in range(examples)])
+    texts = index_texts(signals)
+    index = SignalIndex.build(signals, [[rng.gauss(0, 1) for _ in range(384)] for _ in texts])
     queries = [[rng.gauss(0, 1) for _ in range(384)] for _ in prompts]
     per_round = []
     for _ in range(rounds):
         started = time.process_time()
         for text, query in zip(prompts, queries, strict=True):
-            decide(routes, text, index.scores(query))
+            decide(routes, text, index.scores(query), thresholds=index.thresholds)
         per_round.append((time.process_time() - started) / len(prompts) * 1e6)
     return {
         "decision_us": round(min(per_round), 1),

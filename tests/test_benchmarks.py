@@ -63,3 +63,24 @@ def test_harness_overhead_benchmark_compares_unillm_bench_with_a_bare_loop() -> 
 def test_embed_overhead_benchmark_compares_unillm_with_httpx() -> None:
     result = last_json_line("embed_overhead.py", "--quick")
     assert isinstance(result["embed_vs_httpx"], float) and result["dimensions"] == 384
+
+
+def test_structured_coverage_benchmark_classifies_every_schema_of_a_checkout(tmp_path: Path) -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    from structured_coverage import SUBSETS
+
+    recursive = {"$defs": {"n": {"properties": {"next": {"$ref": "#/$defs/n"}}}}, "$ref": "#/$defs/n"}
+    for subset in SUBSETS:  # a stand-in checkout: one plain schema and one recursive one per subset
+        (tmp_path / "data" / subset).mkdir(parents=True)
+        plain = {"type": "object", "properties": {"a": {"type": "integer"}}}
+        (tmp_path / "data" / subset / "plain.json").write_text(json.dumps(plain))
+        (tmp_path / "data" / subset / "loop.json").write_text(json.dumps(recursive))
+    out = tmp_path / "out"
+    result = last_json_line(
+        "structured_coverage.py",
+        *("--data", str(tmp_path), "--sample", str(tmp_path / "sample.json"), "--out", str(out)),
+        *("--resample", "--per-subset", "2", "--targets", "tgi"),
+    )
+    assert result["schemas"] == 2 * len(SUBSETS)
+    assert result["totals"] == {"tgi": {"unillm": {"valid": len(SUBSETS), "refused": len(SUBSETS)}}}
+    assert "| tgi | unillm |" in (out / "summary.md").read_text()

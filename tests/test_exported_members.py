@@ -11,6 +11,8 @@ import importlib
 import pytest
 
 UNILLM = {
+    "Route",
+    "SemanticRouter",
     "Backoff",
     "BlockingLLM",
     "Capabilities",
@@ -134,6 +136,13 @@ ADAPTER_SDK = {
     "PDRole",
     "Parallel",
     "Refuse",
+    "calls_from_forced_text",
+    "forced_call_schema",
+    "ForcedCallStream",
+    "Sample",
+    "StartStep",
+    "LaunchFile",
+    "Prerequisite",
     "Regex",
     "Request",
     "RuntimeLoraEndpoints",
@@ -186,6 +195,7 @@ ADAPTER_SDK = {
 }
 
 SEMANTIC = {
+    "Calibration",
     "Condition",
     "Embedder",
     "EmbeddingError",
@@ -197,6 +207,7 @@ SEMANTIC = {
     "Route",
     "RouteSet",
     "RoutedStream",
+    "Scoring",
     "SemanticRouter",
     "evaluate",
     "from_litellm",

@@ -25,6 +25,6 @@ async def test_a_schema_xgrammar_cannot_honour_never_reaches_the_server() -> Non
     with FaultServer() as server:
         async with LLM(adapter, server.url) as llm:
             with pytest.raises(unillm.UnsupportedFeature) as caught:
-                await llm.generate("hi", output={"type": "object", "required": ["a"]}, max_tokens=4)
+                await llm.generate("hi", output={"type": "array", "uniqueItems": True}, max_tokens=4)
         assert server.count("/v1/completions") + server.count("/v1/chat/completions") == 0
-    assert "'required' at /required/0" in str(caught.value)
+    assert "'uniqueItems' at /uniqueItems" in str(caught.value)

@@ -78,6 +78,8 @@ _EXPORTS = {
     "UnknownEngine": "unillm.errors",
     "UnsupportedFeature": "unillm.errors",
     "EngineError": "unillm.errors",
+    "SemanticRouter": "unillm.semantic.router",
+    "Route": "unillm.semantic.routes",
     "InvalidRequest": "unillm.errors",
     "NotFound": "unillm.errors",
     "UnknownModel": "unillm.errors",
@@ -192,5 +194,7 @@ if TYPE_CHECKING:
     from unillm.results import ToolCall as ToolCall
     from unillm.results import ToolCallDelta as ToolCallDelta
     from unillm.results import Usage as Usage
+    from unillm.semantic.router import SemanticRouter as SemanticRouter
+    from unillm.semantic.routes import Route as Route
     from unillm.tools import Tool as Tool
     from unillm.tools import ToolCallAccumulator as ToolCallAccumulator

@@ -261,7 +261,12 @@ class ToolCallAccumulator:
 # -- forcing a call with a JSON-schema constraint (engines without native forced calls) ----------
 def forced_call_schema(tools: Sequence[Tool], choice: ToolChoice) -> dict[str, Any]:
     """The JSON schema that forces a call: a named tool's arguments, or for ``required`` one
-    object ``{"name": <tool>, "arguments": {...}}`` per tool (the answer is one call)."""
+    object ``{"name": <tool>, "arguments": {...}}`` per tool (the answer is one call).
+
+    Args:
+        tools: The tools the request offers.
+        choice: The forced choice (``required`` or a tool's name).
+    """
     if choice.mode == "named":
         tool = next(t for t in tools if t.name == choice.name)
         return _object_schema(tool.parameters)
@@ -278,7 +283,13 @@ def forced_call_schema(tools: Sequence[Tool], choice: ToolChoice) -> dict[str, A
 
 
 def calls_from_forced_text(text: str, choice: ToolChoice, tools: Sequence[Tool]) -> list[ToolCall]:
-    """The call a forced (constrained) answer spells: its arguments, or ``{"name", "arguments"}``."""
+    """The call a forced (constrained) answer spells: its arguments, or ``{"name", "arguments"}``.
+
+    Args:
+        text: The answer's text (constrained by :func:`forced_call_schema`).
+        choice: The forced choice the constraint was built for.
+        tools: The tools the request offered; their schemas check the arguments.
+    """
     if choice.mode == "named":
         assert choice.name is not None
         return [validate_call(new_call_id(), choice.name, text.strip(), tools)]
@@ -308,6 +319,9 @@ class ForcedCallStream:
     A named tool's text is its arguments, passed on as they come. For ``required`` the text is
     ``{"name": "...", "arguments": {...}}``: the name is sent once known, then the arguments,
     holding back the closing brace of the wrapper until the stream ends.
+
+    Args:
+        choice: The forced choice (``required`` or a tool's name) the stream answers.
     """
 
     def __init__(self, choice: ToolChoice) -> None:
@@ -319,7 +333,11 @@ class ForcedCallStream:
         self._head_end: int | None = None
 
     def feed(self, text: str) -> list[ToolCallDelta]:
-        """Deltas for the next piece of answer text."""
+        """Deltas for the next piece of answer text.
+
+        Args:
+            text: The next streamed piece of the answer.
+        """
         if self._choice.mode == "named":
             out = []
             if not self._started:

@@ -7,6 +7,7 @@ the same server; and a routed generation on the real tiny vLLM.
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -57,8 +58,8 @@ async def embedder(minilm: RunningEngine) -> AsyncIterator[EngineEmbedder]:
     await embedder.aclose()
 
 
-def _router(embedder: Any, **kw: Any) -> SemanticRouter:
-    return SemanticRouter(ROUTES, embedder=embedder, default=TABLE["default"], **kw)
+def _router(embedder: Any, routes: list[Route] | None = None, **kw: Any) -> SemanticRouter:
+    return SemanticRouter(routes or ROUTES, embedder=embedder, default=TABLE["default"], **kw)
 
 
 async def test_minilm_routes_the_labelled_prompts_with_at_least_90_percent_accuracy(
@@ -69,6 +70,27 @@ async def test_minilm_routes_the_labelled_prompts_with_at_least_90_percent_accur
     assert report.total == len(SAMPLES) >= 200
     assert report.accuracy >= 0.9, report.markdown()
     assert set(report.per_route) == {r.name for r in ROUTES}
+
+
+async def test_the_fitted_thresholds_reject_few_examples_where_a_constant_0_4_warns(
+    embedder: EngineEmbedder,
+) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        await _router(embedder).index()  # examples/routes.toml sets no threshold: all fitted
+    constant = [r.model_copy(update={"threshold": 0.4}) for r in ROUTES]
+    with pytest.warns(RuntimeWarning, match="which rejects"):
+        await _router(embedder, routes=constant).index()
+
+
+async def test_calibration_on_half_the_labelled_prompts_holds_on_the_other_half(
+    embedder: EngineEmbedder,
+) -> None:
+    router = _router(embedder)
+    before = await evaluate(router, SAMPLES[1::2])
+    report = await router.calibrate(SAMPLES[::2])
+    after = await evaluate(router, SAMPLES[1::2])
+    assert report.after >= report.before and after.accuracy >= before.accuracy - 0.02
 
 
 async def test_the_remote_openai_path_gives_the_same_decisions(

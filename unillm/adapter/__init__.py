@@ -15,11 +15,14 @@ from unillm.adapter.launch_spec import (
     Disaggregation,
     Flags,
     LaunchCommand,
+    LaunchFile,
     LaunchSpec,
     Nodes,
     Parallel,
     PDRole,
+    Prerequisite,
     Speculative,
+    StartStep,
 )
 from unillm.adapter.openai_compat import (
     COMPLETIONS_PATH,
@@ -77,7 +80,7 @@ from unillm.errors import (
     clip_message,
     malformed,
 )
-from unillm.metrics import MetricNames
+from unillm.metrics import MetricNames, Sample
 from unillm.options import Choice, Constraint, Grammar, JsonSchema, Options, Regex, Request
 from unillm.results import (
     Completion,
@@ -92,9 +95,13 @@ from unillm.results import (
     TopLogprob,
     Usage,
 )
-from unillm.tools import Tool
+from unillm.tools import ForcedCallStream, Tool, calls_from_forced_text, forced_call_schema
 
 __all__ = [
+    "forced_call_schema",
+    "calls_from_forced_text",
+    "ForcedCallStream",
+    "Sample",
     "Adapter",
     "COMPLETIONS_PATH",
     "Capabilities",
@@ -123,6 +130,7 @@ __all__ = [
     "LAYOUT_FEATURES",
     "LaunchCommand",
     "LaunchError",
+    "LaunchFile",
     "LaunchSpec",
     "LoraInfo",
     "MalformedResponse",
@@ -137,12 +145,14 @@ __all__ = [
     "Overloaded",
     "PDRole",
     "Parallel",
+    "Prerequisite",
     "Regex",
     "Request",
     "Refuse",
     "RuntimeLoraEndpoints",
     "SHAPE_ERRORS",
     "Speculative",
+    "StartStep",
     "StreamDecoder",
     "Support",
     "Timings",

@@ -22,7 +22,7 @@ from unillm.adapter.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
 from unillm.capabilities import Capabilities, Feature
 from unillm.embeddings import EmbedBatch, EmbedRequest, TokenizeRequest
 from unillm.errors import SHAPE_ERRORS, UnillmError, UnsupportedFeature, malformed
-from unillm.metrics import MetricNames
+from unillm.metrics import MetricNames, Sample
 from unillm.options import Request
 from unillm.results import Completion, Delta, LoraInfo, Tokens
 
@@ -92,6 +92,11 @@ class Adapter(ABC):
     #: ``--tool-call-parser``). Only then does the core detect one from the model's chat template;
     #: elsewhere an explicit ``tool_parser`` is refused before anything starts.
     takes_tool_parser: ClassVar[bool] = False
+    #: The constrained-decoding backends the engine's launch can select (``structured_backend=``),
+    #: and whether it can forbid whitespace in JSON (``compact_json=``); elsewhere either setting
+    #: is refused before anything starts.
+    structured_backends: ClassVar[tuple[str, ...]] = ()
+    takes_compact_json: ClassVar[bool] = False
 
     @abstractmethod
     def capabilities(self, version: str | None = None) -> Capabilities:
@@ -335,6 +340,17 @@ class Adapter(ABC):
             version: The engine version the names are for; None: the newest known.
         """
         return MetricNames()
+
+    def metric_samples(self, text: str) -> list[Sample] | None:
+        """The samples of a metrics answer that is not Prometheus text (None: it is; the default).
+
+        An engine that serves its metrics as JSON (TensorRT-LLM's iteration stats) turns them
+        into samples named as its :meth:`metric_names` expects.
+
+        Args:
+            text: The body of the ``metrics_path()`` answer.
+        """
+        return None
 
     def lora_error(self, status: int, body: bytes, info: EngineInfo | None) -> UnillmError:
         """The typed error for a failed LoRA load/unload/list call.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -176,6 +176,10 @@ class LaunchSpec(BaseModel):
     it on a CPU-only machine within a small memory budget; the fields you set win over it.
     ``tool_parser`` enables ``tool_choice="auto"`` (vLLM, SGLang); when omitted, unillm reads a
     local model's chat template and picks ``hermes`` for ``<tool_call>`` templates.
+    ``structured_backend`` picks the engine's constrained-decoding backend (vLLM: "auto",
+    "xgrammar", "guidance", "outlines", "lm-format-enforcer"; SGLang: "xgrammar", "llguidance",
+    "outlines"), and ``compact_json=True`` forbids whitespace in constrained JSON; unillm then
+    knows which schemas the server can honour and refuses the others before sending.
     ``task="embed"`` serves an embedding model for ``llm.embed()`` (vLLM's pooling runner,
     SGLang's embedding mode); engines without one refuse it.
     ``env`` values whose names look secret (``HF_TOKEN``, ``*_API_KEY``, ...: see
@@ -204,6 +208,8 @@ class LaunchSpec(BaseModel):
         nodes: Run one engine over several machines; None: this one only.
         pd: This engine's prefill/decode role (set by :class:`Disaggregation`).
         tool_parser: How the engine reads tool calls in the model's output; None: detected.
+        structured_backend: The engine's constrained-decoding backend; None: its default.
+        compact_json: Forbid whitespace in constrained JSON; None: the engine's default.
         in_process: Run the engine inside this process (adapters that support it).
         cpu: Apply the engine's CPU recipe (the fields you set win).
         python: The interpreter of the engine's environment; None: its managed env, else this one.
@@ -242,6 +248,11 @@ class LaunchSpec(BaseModel):
         "'hermes', 'llama3_json', 'mistral', 'pythonic', ...); None: detected from "
         "the model's chat template where reliable; 'none': no parser",
     )
+    structured_backend: str | None = Field(
+        None,
+        description="the engine's constrained-decoding backend (vLLM: 'auto', 'xgrammar', 'guidance', ...)",
+    )
+    compact_json: bool | None = Field(None, description="forbid whitespace in constrained JSON")
     in_process: bool = False
     cpu: bool = Field(False, description="apply the engine's CPU recipe (your settings win)")
     python: str | None = None
@@ -334,6 +345,77 @@ def masked_env(env: Mapping[str, str], secret_env: Sequence[str] = ()) -> dict[s
     return {k: MASK if k in hidden else v for k, v in env.items()}
 
 
+LAUNCH_DIR = "{launch_dir}"  # in argv/env: the private folder the core writes LaunchCommand.files into
+
+
+@dataclass(frozen=True)
+class LaunchFile:
+    """A file the core writes into the launch's own folder before the engine starts (pure data).
+
+    Refer to it in argv or env by :attr:`path` (``{launch_dir}/<name>``); the core replaces the
+    placeholder with the real folder when it starts the engine, and ``--dry-run`` prints the text::
+
+        options = LaunchFile("extra_llm_api_options.yaml", "max_batch_size: 8\n")
+        LaunchCommand(argv=["trtllm-serve", "serve", model, "--extra_llm_api_options", options.path],
+                      files=(options,))
+    """
+
+    name: str
+    text: str
+
+    def __post_init__(self) -> None:
+        if not self.name or "/" in self.name or self.name.startswith("."):
+            raise ValueError(f"a launch file's name is a plain file name, not {self.name!r}")
+
+    @property
+    def path(self) -> str:
+        """Where the engine finds the file: ``{launch_dir}/<name>`` until the core places it."""
+        return f"{LAUNCH_DIR}/{self.name}"
+
+
+def _no_progress(event: Any) -> str | None:
+    """The default progress reader of a :class:`StartStep`: shows nothing.
+
+    Args:
+        event: One decoded object of the step's answer.
+    """
+    return None
+
+
+@dataclass(frozen=True)
+class StartStep:
+    """A call the core makes once the engine is healthy, before its first request (e.g. a model pull).
+
+    The answer may be one JSON body or newline-delimited JSON (NDJSON, read as it arrives); the
+    core hands each decoded object to ``progress``, which returns a progress line (None: nothing
+    to show) or raises a :class:`~unillm.errors.UnillmError` for a failure the answer reports. An
+    error status is a failed launch carrying the adapter's typed error::
+
+        StartStep("pull llama3.2", "POST", "/api/pull", {"model": "llama3.2"}, progress=pull_line)
+    """
+
+    label: str
+    method: str
+    path: str
+    json: Mapping[str, Any] | None = None
+    progress: Callable[[Any], str | None] = field(default=_no_progress, compare=False)
+
+
+@dataclass(frozen=True)
+class Prerequisite:
+    """What the machine must have before the command can start: checked when it starts, never by
+    ``--dry-run`` (which always renders the command).
+
+    ``kind="binary"``: a program the user installs (not a pip package), looked up on ``PATH``;
+    ``kind="nvidia-driver"``: an NVIDIA GPU driver (refused with ``UnsupportedFeature`` without
+    one). ``install`` says how to get it.
+    """
+
+    kind: Literal["binary", "nvidia-driver"]
+    name: str
+    install: str
+
+
 @dataclass(frozen=True)
 class LaunchCommand:
     """What an adapter returns for a spec: the argv, extra environment and health path.
@@ -350,11 +432,35 @@ class LaunchCommand:
     secrets: tuple[str, ...] = ()
     secret_env: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # what ``--dry-run`` says about the command (e.g. AMX), as comments
+    files: tuple[LaunchFile, ...] = ()  # written into the launch's folder before the start
+    after_start: tuple[StartStep, ...] = ()  # made in order once healthy, before the first request
+    requires: tuple[Prerequisite, ...] = ()  # checked before the start (not by --dry-run)
 
     def __post_init__(self) -> None:
         found = [self.env[k] for k in secret_names(self.env, self.secret_env)]
         searched = [v for v in found if len(v) >= MIN_SEARCHED_SECRET]
         object.__setattr__(self, "secrets", tuple(dict.fromkeys((*self.secrets, *searched))))
+
+    def placed(self, folder: str) -> LaunchCommand:
+        """This command with ``{launch_dir}`` in argv and env replaced by ``folder``.
+
+        Args:
+            folder: The folder the core wrote :attr:`files` into.
+        """
+        return replace(
+            self,
+            argv=[a.replace(LAUNCH_DIR, folder) for a in self.argv],
+            env={k: v.replace(LAUNCH_DIR, folder) for k, v in self.env.items()},
+        )
+
+    def described(self) -> tuple[str, ...]:
+        """What ``--dry-run`` prints before the command line: notes, prerequisites, files, steps."""
+        lines = [*self.notes]
+        lines += [f"needs {p.name} ({p.kind}): {p.install}" for p in self.requires]
+        for f in self.files:
+            lines += [f"{f.path}:", *(f"  {line}" for line in self._mask(f.text).splitlines())]
+        lines += [f"once healthy: {s.label} ({s.method} {s.path})" for s in self.after_start]
+        return tuple(lines)
 
     def render(self) -> str:
         """The command as a shell line, with every secret masked."""

@@ -8,6 +8,7 @@ refuse.set_settings(spec, {"dtype": "mlx-lm uses the dtype stored in the model"}
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -45,5 +46,33 @@ class Refuse:
             if getattr(spec, setting) is not None:
                 raise self(setting, reason, f"Drop {setting}=")
 
+    def key_without_auth(self, spec: LaunchSpec, server: str) -> None:
+        """Refuse an API key for a server without authentication that listens beyond loopback
+        (on 127.0.0.1 the key is simply not needed: nothing else can reach it).
 
-__all__ = ["Refuse"]
+        Args:
+            spec: The launch settings.
+            server: The server's name in the message (e.g. ``"Ollama"``).
+
+        Raises:
+            UnsupportedFeature: ``spec`` sets a key and a host other than a loopback address.
+        """
+        if spec.key() and not is_loopback(spec.host):
+            raise self(
+                "api_key",
+                f"{server} has no API keys, so a key would not protect {spec.host}",
+                "Bind 127.0.0.1, or put an authenticating proxy in front",
+            )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is ``localhost`` or a loopback address (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+__all__ = ["Refuse", "is_loopback"]

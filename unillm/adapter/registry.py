@@ -12,7 +12,7 @@ ENTRY_POINT_GROUP = "unillm.adapters"
 
 
 # Engines whose adapter ships with unillm, each installed by the extra of the same name.
-FIRST_PARTY_ENGINES = ("vllm", "sglang", "tgi", "mlx", "llamacpp")
+FIRST_PARTY_ENGINES = ("vllm", "sglang", "tgi", "mlx", "llamacpp", "ollama", "tensorrt_llm")
 
 
 @cache

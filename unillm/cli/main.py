@@ -404,7 +404,7 @@ def _launch(args: argparse.Namespace) -> int:
             for label, command in commands:
                 if len(commands) > 1 or len(ranks) > 1:
                     print(f"# {label}" + (f", node {rank}" if rank is not None else ""))
-                for note in command.notes:
+                for note in command.described():  # notes, prerequisites, files, start steps
                     print(f"# {note}")
                 print(command.render())
         return 0

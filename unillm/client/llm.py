@@ -276,6 +276,9 @@ class LLM:
         response = await self._transport.send(HttpCall("GET", self.adapter.metrics_path()))
         if response.status_code != 200:
             raise self.adapter.parse_error(response.status_code, response.content, None, self._info)
+        samples = decoded(self.engine, "metrics", self.adapter.metric_samples, response.text)
+        if samples is not None:  # an engine with JSON metrics (TensorRT-LLM's iteration stats)
+            return EngineMetrics(engine=self.engine, mapping=mapping, samples=samples)
         return EngineMetrics.parse(response.text, engine=self.engine, mapping=mapping)
 
     def openai(self) -> AsyncOpenAI:

@@ -513,6 +513,9 @@ def _standard_json(value: Any, engine: str) -> bytes:
         ) from None
 
 
+NDJSON_TYPES = ("application/x-ndjson", "application/jsonl", "application/json-seq")
+
+
 async def event_stream(
     response: Answer, engine: str, max_event_bytes: int = EVENT_BYTES
 ) -> AsyncIterator[str]:
@@ -521,9 +524,11 @@ async def event_stream(
         async for data in event_stream(response, "vllm"):
             chunk = json.loads(data)
 
-    A body that is not ``text/event-stream``, a broken stream, a body that does not decode as
-    its Content-Encoding says, or more than ``max_event_bytes`` bytes without an event (checked
-    as each piece arrives: the rest is not read) raise MalformedResponse naming the engine. Events that
+    A newline-delimited JSON body (``application/x-ndjson``, Ollama's streams) yields each
+    non-empty line as one event's data. A body that is neither (nor ``text/event-stream``), a
+    broken stream, a body that does not decode as its Content-Encoding says, or more than
+    ``max_event_bytes`` bytes without an event (checked as each piece arrives: the rest is not
+    read) raise MalformedResponse naming the engine. Events that
     carry no data (a bare ``event:`` or ``id:``) are skipped.
 
     Parsing is httpx-sse's line and event decoders, fed the body's text directly (UTF-8, as
@@ -534,6 +539,10 @@ async def event_stream(
     from httpx_sse._decoders import SSEDecoder, SSELineDecoder  # the parsers EventSource uses
 
     content_type = response.headers.get("content-type", "").partition(";")[0]
+    if content_type.strip().lower() in NDJSON_TYPES:  # Ollama: one JSON object a line
+        async for line in _json_lines(response, engine, max_event_bytes):
+            yield line
+        return
     if "text/event-stream" not in content_type:
         raise MalformedResponse(
             f"{engine}: malformed event stream: expected response header Content-Type to contain "
@@ -562,19 +571,48 @@ async def event_stream(
                     yield event.data
             pending = since + sum(map(len, lines.buffer)) if dispatched else pending + len(chunk)
             if pending > max_event_bytes:
-                raise MalformedResponse(
-                    f"{engine}: a stream event is larger than this client's limit of "
-                    f"{max_event_bytes} bytes; the stream was dropped. Raise "
-                    "unillm.Pool(max_event_bytes=...) if events this large are expected"
-                )
+                raise _event_too_large(engine, max_event_bytes)
     except httpx.DecodingError as e:
-        raise MalformedResponse(
-            f"{engine}: the stream does not decode as its headers say (Content-Encoding or charset): {e}"
-        ) from None
+        raise _undecodable(engine, e) from None
     for line in lines.decode(text(b"", final=True)) + lines.flush():
         event = events.decode(line)
         if event is not None and event.data:
             yield event.data
+
+
+def _event_too_large(engine: str, max_event_bytes: int) -> MalformedResponse:
+    return MalformedResponse(
+        f"{engine}: a stream event is larger than this client's limit of {max_event_bytes} bytes; "
+        "the stream was dropped. Raise unillm.Pool(max_event_bytes=...) if events this large are expected"
+    )
+
+
+def _undecodable(engine: str, e: Exception) -> MalformedResponse:
+    return MalformedResponse(
+        f"{engine}: the stream does not decode as its headers say (Content-Encoding or charset): {e}"
+    )
+
+
+async def _json_lines(response: Answer, engine: str, max_event_bytes: int) -> AsyncIterator[str]:
+    """The non-empty lines of a newline-delimited JSON body, each at most ``max_event_bytes``."""
+    from httpx_sse._decoders import SSELineDecoder
+
+    text = codecs.getincrementaldecoder("utf-8")("replace").decode
+    lines, pending = SSELineDecoder(), 0
+    try:
+        async for chunk in response.aiter_bytes():
+            found = lines.decode(text(chunk))
+            pending = sum(map(len, lines.buffer)) if found else pending + len(chunk)
+            if pending > max_event_bytes:
+                raise _event_too_large(engine, max_event_bytes)
+            for line in found:
+                if line.strip():
+                    yield line
+    except httpx.DecodingError as e:
+        raise _undecodable(engine, e) from None
+    for line in lines.decode(text(b"", final=True)) + lines.flush():
+        if line.strip():
+            yield line
 
 
 def _whole_data_events(text: str) -> list[str] | None:

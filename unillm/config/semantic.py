@@ -33,6 +33,7 @@ from unillm.errors import ConfigError, validation_problems
 from unillm.semantic.embedders import Embedder, EngineEmbedder, OpenAIEmbedder
 from unillm.semantic.router import SemanticRouter
 from unillm.semantic.routes import EmbeddingSignal, KeywordSignal, Route
+from unillm.semantic.scoring import Scoring
 
 
 class EmbedderConfig(BaseModel):
@@ -129,6 +130,7 @@ class RouterConfig(BaseModel):
     default: str | None = None
     text: Literal["last_user", "user", "all"] = "last_user"
     on_embedder_error: Literal["default", "raise"] = "raise"
+    scoring: Scoring = Scoring()  # [router.scoring]: what router.calibrate() chose
     embedder: EmbedderConfig
     targets: dict[str, TargetConfig] = {}
 
@@ -177,6 +179,7 @@ def build_router(
             targets=targets,
             text=config.text,
             on_embedder_error=config.on_embedder_error,
+            scoring=config.scoring,
         )
     except InvalidOptions as e:
         raise ConfigError(f"invalid [router]: {e}") from None

@@ -14,8 +14,10 @@ from __future__ import annotations
 import atexit
 import contextlib
 import importlib.util
+import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -34,12 +36,12 @@ import httpx
 from pydantic import SecretStr
 
 from unillm.adapter.base import Adapter
-from unillm.adapter.launch_spec import LaunchCommand, LaunchSpec
+from unillm.adapter.launch_spec import LaunchCommand, LaunchSpec, Prerequisite
 from unillm.adapter.registry import adapter_for
 from unillm.capabilities import Feature
 from unillm.client.blocking import blocking_launch
 from unillm.client.transport import Pool, RetryPolicy, Timeouts
-from unillm.errors import InvalidOptions, LaunchError, UnillmError, UnsupportedFeature
+from unillm.errors import InvalidOptions, LaunchError, MalformedResponse, UnillmError, UnsupportedFeature
 from unillm.launching.cpu_features import boot_env, boot_note
 from unillm.launching.logs import LaunchLog, signal_advice
 from unillm.options import Options
@@ -66,7 +68,7 @@ class LaunchProgress:
 
     engine: str
     elapsed_s: float
-    phase: Literal["starting", "warming up", "ready"]
+    phase: Literal["starting", "preparing", "warming up", "ready"]
     last_line: str
 
 
@@ -135,6 +137,7 @@ def check_launch_features(adapter: Adapter, spec: LaunchSpec) -> None:
             alternative="Drop tool_parser=; tool_choice='required' or a tool's name is forced by unillm "
             "where the engine constrains output",
         )
+    _check_structured_settings(adapter, spec)
     needs = [(spec.nodes is not None, Feature.MULTI_NODE), (spec.pd is not None, Feature.PD_DISAGGREGATION)]
     if any(used for used, _ in needs):
         caps = adapter.capabilities()
@@ -210,7 +213,11 @@ class Launch:
             secrets=(*self._cmd.secrets, *([k] if (k := self.spec.key()) else [])),
             notes=notes,
             secret_env=(*self._cmd.secret_env, *self.spec.secret_env),
+            files=self._cmd.files,
+            after_start=self._cmd.after_start,
+            requires=self._cmd.requires,
         )
+        self._folder: str | None = None  # where the command's files were written
         self._log = LaunchLog(self.adapter.launch_hints() if command is None else {}, tail=LOG_TAIL)
         self._own_command = command is None  # an engine's command (not a router's) reads the model
         self._process: subprocess.Popen[bytes] | None = None
@@ -306,8 +313,14 @@ class Launch:
                 "a model (its config.json and weights; `unillm tiny-model` prints a tiny one) "
                 "or a hub id such as 'Qwen/Qwen2.5-0.5B-Instruct'"
             )
+        if not self.spec.prefix:  # inside a container the machine's own programs do not count
+            for needed in self._cmd.requires:
+                self._check_prerequisite(needed)
         self._refuse_busy_port()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self._cmd.files:
+            self._folder = write_launch_files(self._cmd, self.name)
+            self._cmd = self._cmd.placed(self._folder)
         env = {**os.environ, **self._cmd.env}
         try:
             self._process = subprocess.Popen(
@@ -328,6 +341,24 @@ class Launch:
             target=self._read_log, args=(self._process,), daemon=True, name="unillm-engine-log"
         )
         self._reader.start()
+
+    def _check_prerequisite(self, needed: Prerequisite) -> None:
+        if needed.kind == "nvidia-driver" and not nvidia_driver_present():
+            raise UnsupportedFeature(
+                self.name,
+                f"launching without an NVIDIA driver ({needed.name})",
+                why=f"{self.name} runs on NVIDIA GPUs only, and this machine has no NVIDIA driver "
+                "(no /proc/driver/nvidia, no nvidia-smi); --dry-run still prints the command",
+                alternative=needed.install,
+            )
+        path = {**os.environ, **self._cmd.env}.get("PATH")  # the PATH the engine is started with
+        if needed.kind == "binary" and shutil.which(needed.name, path=path) is None:
+            raise LaunchError(
+                f"{self.name} needs the program {needed.name!r} on PATH, and it is not there "
+                f"(unillm does not install it). {needed.install}",
+                command=self._cmd.render(),
+                log_tail=[],
+            )
 
     def _refuse_busy_port(self) -> None:
         """Refuse a port another program already listens on: it could answer for the engine."""
@@ -408,11 +439,44 @@ class Launch:
                     if line.strip():
                         self._log.add(line.decode("utf-8", "replace").rstrip())
 
-    def _report(self, started: float, phase: Literal["starting", "warming up", "ready"]) -> None:
+    def _report(
+        self,
+        started: float,
+        phase: Literal["starting", "preparing", "warming up", "ready"],
+        line: str | None = None,
+    ) -> None:
         if self.progress is not None:
             tail = self._log.tail
-            last = tail[-1] if tail else ""
+            last = line if line is not None else tail[-1] if tail else ""
             self.progress(LaunchProgress(self.name, time.monotonic() - started, phase, last))
+
+    async def _after_start(self, probe: httpx.AsyncClient, started: float, deadline: float) -> None:
+        """Make the command's start steps (e.g. a model pull), reporting each NDJSON line's progress."""
+        headers = {"Authorization": f"Bearer {k}"} if (k := self.spec.key()) else {}
+        for step in self._cmd.after_start:
+            self._report(started, "preparing", step.label)
+            try:
+                with anyio.fail_after(max(deadline - time.monotonic(), 1.0)):
+                    async with probe.stream(
+                        step.method, self.base_url + step.path, json=step.json, headers=headers, timeout=None
+                    ) as answer:
+                        if answer.status_code >= 400:
+                            await answer.aread()
+                            error = self.adapter.parse_error(answer.status_code, answer.content, None, None)
+                            raise self._fail(f"{self.name}: {step.label} failed: {error}")
+                        async for line in answer.aiter_lines():
+                            if line.strip():
+                                shown = step.progress(_json_line(line, self.name, step.label))
+                                if shown:
+                                    self._report(started, "preparing", f"{step.label}: {shown}")
+            except TimeoutError:
+                raise self._fail(f"{self.name}: {step.label} did not finish in time") from None
+            except httpx.HTTPError as e:
+                raise self._fail(f"{self.name}: {step.label} failed: {e!r}") from e
+            except LaunchError:
+                raise
+            except UnillmError as e:
+                raise self._fail(f"{self.name}: {step.label} failed: {e}") from e
 
     def _fail(self, message: str) -> LaunchError:
         return LaunchError(
@@ -443,6 +507,7 @@ class Launch:
                     self._report(started, "starting")
                     next_report = now + 1.0
                 await anyio.sleep(0.25)
+            await self._after_start(probe, started, deadline)  # e.g. pull the model
         self._report(started, "warming up")
         try:
             with anyio.fail_after(max(deadline - time.monotonic(), 1.0)):
@@ -474,6 +539,9 @@ class Launch:
                 await self._llm.aclose()
             if self._process is not None:
                 await terminate_group(self._process)
+            if self._folder is not None:
+                shutil.rmtree(self._folder, ignore_errors=True)
+                self._folder = None
 
 
 async def terminate_group(process: subprocess.Popen[bytes], grace: float = 15.0) -> None:
@@ -488,6 +556,48 @@ async def terminate_group(process: subprocess.Popen[bytes], grace: float = 15.0)
     while process.poll() is None:
         await anyio.sleep(0.05)
     _LIVE_GROUPS.discard(pgid)
+
+
+def write_launch_files(command: LaunchCommand, name: str) -> str:
+    """Write ``command.files`` into a new private folder; returns its path."""
+    folder = tempfile.mkdtemp(prefix=f"unillm-{name}-")
+    for f in command.files:
+        (Path(folder) / f.name).write_text(f.text, encoding="utf-8")
+    return folder
+
+
+def nvidia_driver_present() -> bool:
+    """Whether this machine has an NVIDIA driver loaded (its /proc entry, or nvidia-smi on PATH)."""
+    return Path("/proc/driver/nvidia/version").exists() or shutil.which("nvidia-smi") is not None
+
+
+def _json_line(line: str, engine: str, label: str) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError:
+        raise MalformedResponse(
+            f"{engine}: {label} answered a line that is not JSON: {line[:200]!r}"
+        ) from None
+
+
+def _check_structured_settings(adapter: Adapter, spec: LaunchSpec) -> None:
+    backends = adapter.structured_backends
+    if spec.structured_backend is not None and spec.structured_backend not in backends:
+        raise UnsupportedFeature(
+            adapter.name,
+            f"structured_backend={spec.structured_backend!r}",
+            why=f"{adapter.name}'s constrained-decoding backends are {', '.join(backends)}"
+            if backends
+            else f"{adapter.name} has one constrained-decoding backend of its own, with no setting",
+            alternative=f"Pick one of {', '.join(backends)}" if backends else "Drop structured_backend=",
+        )
+    if spec.compact_json is not None and not adapter.takes_compact_json:
+        raise UnsupportedFeature(
+            adapter.name,
+            "compact_json",
+            why=f"{adapter.name} has no setting for whitespace in constrained JSON",
+            alternative="Drop compact_json=",
+        )
 
 
 def _die_with_parent() -> Callable[[], None] | None:

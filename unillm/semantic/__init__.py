@@ -30,6 +30,8 @@ _EXPORTS = {
     "evaluate": "unillm.semantic.evaluation",
     "load_samples": "unillm.semantic.evaluation",
     "EvalReport": "unillm.semantic.evaluation",
+    "Scoring": "unillm.semantic.scoring",
+    "Calibration": "unillm.semantic.calibration",
     "from_vsr": "unillm.semantic.importers",
     "from_litellm": "unillm.semantic.importers",
 }
@@ -44,6 +46,7 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
+    from unillm.semantic.calibration import Calibration as Calibration
     from unillm.semantic.embedders import Embedder as Embedder
     from unillm.semantic.embedders import EmbeddingError as EmbeddingError
     from unillm.semantic.embedders import EngineEmbedder as EngineEmbedder
@@ -60,3 +63,4 @@ if TYPE_CHECKING:
     from unillm.semantic.routes import KeywordSignal as KeywordSignal
     from unillm.semantic.routes import Route as Route
     from unillm.semantic.routes import RouteSet as RouteSet
+    from unillm.semantic.scoring import Scoring as Scoring

@@ -1,7 +1,7 @@
 """The routing decision, as pure functions: similarities in, a :class:`RouteDecision` out.
 
-    index = SignalIndex.build(routes, vectors_by_signal)     # once per embedder
-    decision = decide(routes, text, index.scores(query_vector))
+    index = SignalIndex.build(signals, vectors_of_index_texts)   # once per embedder
+    decision = decide(routes, text, index.scores(query_vector), thresholds=index.thresholds)
 
 Embedding signals fire when their similarity reaches their threshold, keyword signals when
 the text holds their words; a route matches when its condition holds. Among matching routes
@@ -14,10 +14,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from unillm.results import RouteDecision
-from unillm.semantic.routes import EmbeddingSignal, KeywordSignal, RouteSet
+from unillm.semantic.routes import DEFAULT_THRESHOLD, EmbeddingSignal, KeywordSignal, RouteSet
+from unillm.semantic.scoring import Scoring, fitted_threshold
+from unillm.semantic.vectors import numpy_module, unit_rows
 
 if TYPE_CHECKING:
     import numpy as np
@@ -26,32 +28,32 @@ if TYPE_CHECKING:
     Matrix = npt.NDArray[np.float32]
 
 
-def _numpy() -> Any:
-    try:
-        import numpy
-    except ImportError:  # pragma: no cover - the extra installs it
-        from unillm.errors import InvalidOptions
-
-        raise InvalidOptions("semantic routing needs numpy: pip install 'unillm[routing]'") from None
-    return numpy
-
-
-def unit_rows(vectors: Sequence[Sequence[float]]) -> Matrix:
-    """The vectors as a float32 matrix whose rows have length 1 (cosine = dot product)."""
-    np = _numpy()
-    m = np.asarray(vectors, dtype=np.float32)
-    if m.ndim != 2 or m.shape[0] == 0:
-        raise ValueError("expected a non-empty list of equal-length vectors")
-    norms = np.linalg.norm(m, axis=1, keepdims=True)
-    return m / np.where(norms == 0, 1.0, norms)  # type: ignore[no-any-return]
+def index_texts(signals: Sequence[EmbeddingSignal]) -> list[str]:
+    """What an index embeds, in order: every signal's candidates, then the blend signals' descriptions."""
+    return [c for s in signals for c in s.candidates] + [
+        s.description for s in signals if s.aggregation == "blend" and s.description
+    ]
 
 
 @dataclass(frozen=True)
 class SignalIndex:
-    """The candidates of every embedding signal as unit rows of one matrix, for one embedder."""
+    """Every embedding signal's candidates as unit rows, for one embedder, and how each scores.
+
+    ``matrix`` holds the candidates as they are (``max``/``mean`` signals compare with them),
+    ``centred`` the same rows after subtracting ``center`` (``blend`` signals compare with
+    those, with their ``centroids`` and ``priors``). ``thresholds`` are the fitted ones (for
+    signals declared without a threshold).
+    """
 
     matrix: Matrix
     spans: tuple[tuple[EmbeddingSignal, int, int], ...]  # signal, first row, end row
+    scoring: Scoring
+    center: Matrix
+    centred: Matrix
+    centroids: Matrix  # one row per signal (zero unless blend)
+    priors: Matrix  # one row per signal: the description's centred unit vector (zero if none)
+    weights: Matrix  # per signal: blend weight, prior weight, kind (0 max, 1 mean, 2 blend), candidates
+    thresholds: dict[str, float]
 
     @property
     def dimension(self) -> int:
@@ -59,27 +61,136 @@ class SignalIndex:
         return int(self.matrix.shape[1])
 
     @classmethod
-    def build(cls, signals: Sequence[EmbeddingSignal], vectors: Sequence[Sequence[float]]) -> SignalIndex:
-        """``vectors`` are the embeddings of every signal's candidates, in order."""
+    def build(
+        cls,
+        signals: Sequence[EmbeddingSignal],
+        vectors: Sequence[Sequence[float]],
+        scoring: Scoring | None = None,
+        thresholds: Mapping[str, float] | None = None,
+    ) -> SignalIndex:
+        """An index from the vectors of :func:`index_texts` (``signals``' texts, in that order).
+
+        Args:
+            signals: The embedding signals.
+            vectors: One vector per text of ``index_texts(signals)``.
+            scoring: The weights of blend signals (default :class:`Scoring`).
+            thresholds: Thresholds for signals declared without one; None fits them (leave-one-out).
+        """
+        np = numpy_module()
+        scoring = scoring or Scoring()
+        texts = index_texts(signals)
+        if not signals and not vectors:
+            empty = np.zeros((0, 0), dtype=np.float32)
+            return cls(empty, (), scoring, np.zeros(0, dtype=np.float32), empty, empty, empty, empty, {})
+        if len(texts) != len(vectors):
+            raise ValueError(f"expected {len(texts)} candidate vectors, got {len(vectors)}")
+        rows = unit_rows(vectors)
         spans, start = [], 0
         for s in signals:
             spans.append((s, start, start + len(s.candidates)))
             start += len(s.candidates)
-        if start != len(vectors):
-            raise ValueError(f"expected {start} candidate vectors, got {len(vectors)}")
-        return cls(unit_rows(vectors), tuple(spans))
+        matrix, described = rows[:start], iter(rows[start:])
+        blends = [(a, b) for s, a, b in spans if s.aggregation == "blend"]
+        center = np.zeros(matrix.shape[1], dtype=np.float32)
+        if scoring.center and len(blends) >= 2:
+            center = np.concatenate([matrix[a:b] for a, b in blends]).mean(axis=0)
+        centred = _centre(matrix, center)
+        centroids = np.zeros((len(spans), matrix.shape[1]), dtype=np.float32)
+        priors = np.zeros_like(centroids)
+        weights = np.zeros((len(spans), 4), dtype=np.float32)
+        for i, (s, a, b) in enumerate(spans):
+            weights[i, 2:] = (("max", "mean", "blend").index(s.aggregation), b - a)
+            if s.aggregation != "blend":
+                continue
+            centroids[i] = unit_rows([centred[a:b].sum(axis=0)])[0]
+            weights[i, 0] = scoring.blend
+            if s.description:
+                priors[i] = _centre(next(described)[None, :], center)[0]
+                weights[i, 1] = scoring.prior_weight(b - a)
+        index = cls(matrix, tuple(spans), scoring, center, centred, centroids, priors, weights, {})
+        index.thresholds.update(index.fit_thresholds() if thresholds is None else thresholds)
+        return index
 
     def scores(self, query: Sequence[float]) -> dict[str, float]:
-        """Each signal's similarity to ``query`` (its best candidate, or their mean)."""
-        np = _numpy()
-        q = unit_rows([query])[0]
-        if q.shape[0] != self.dimension:
-            raise ValueError(f"query has {q.shape[0]} dimensions, the index {self.dimension}")
-        sims = self.matrix @ q
-        return {
-            s.name: float(np.max(sims[a:b]) if s.aggregation == "max" else np.mean(sims[a:b]))
-            for s, a, b in self.spans
-        }
+        """Each signal's similarity to ``query``."""
+        return dict(zip((s.name for s, _, _ in self.spans), self.score_vector(query).tolist(), strict=True))
+
+    def score_vector(self, query: Sequence[float]) -> Matrix:
+        """Each signal's similarity to ``query``, in the order of ``spans``."""
+        np = numpy_module()
+        q = unit_rows([query])
+        if q.shape[1] != self.dimension:
+            raise ValueError(f"query has {q.shape[1]} dimensions, the index {self.dimension}")
+        qc = _centre(q, self.center)[0]
+        starts = [a for _, a, _ in self.spans]
+        raw, centred = self.matrix @ q[0], self.centred @ qc
+        blend = (
+            self.weights[:, 0] * np.maximum.reduceat(centred, starts)
+            + (1 - self.weights[:, 0]) * (self.centroids @ qc)
+            + self.weights[:, 1] * (self.priors @ qc)
+        ) / (1 + self.weights[:, 1])
+        kind = self.weights[:, 2]  # 0: max, 1: mean, 2: blend
+        best = np.maximum.reduceat(raw, starts)
+        mean = np.add.reduceat(raw, starts) / self.weights[:, 3]
+        return np.where(kind == 2, blend, np.where(kind == 1, mean, best))  # type: ignore[no-any-return]
+
+    def leave_one_out(self) -> tuple[dict[str, Matrix], dict[str, Matrix]]:
+        """Per signal: its candidates' scores without themselves, and the best other blend signal's.
+
+        The first are what unseen prompts of the signal look like to it; the second what a
+        prompt that is not the signal's looks like to the route it would be mistaken for.
+        Signals with one candidate have no own scores.
+        """
+        np = numpy_module()
+        own: dict[str, Matrix] = {}
+        rivals: dict[str, Matrix] = {}
+        gram_raw, gram = self.matrix @ self.matrix.T, self.centred @ self.centred.T
+        blends = [i for i, (s, _, _) in enumerate(self.spans) if s.aggregation == "blend"]
+        for i, (s, a, b) in enumerate(self.spans):
+            if b - a >= 2:
+                own[s.name] = np.array([self._without(i, a, b, r, gram_raw, gram) for r in range(a, b)])
+            others = [j for j in blends if j != i]
+            if s.aggregation == "blend" and others:
+                scores = np.stack([self.score_vector(self.matrix[r]) for r in range(a, b)])
+                rivals[s.name] = scores[:, others].max(axis=1)
+        return own, rivals
+
+    def _without(self, i: int, a: int, b: int, row: int, gram_raw: Matrix, gram: Matrix) -> float:
+        np = numpy_module()
+        rest = [r for r in range(a, b) if r != row]
+        signal = self.spans[i][0]
+        if signal.aggregation == "max":
+            return float(gram_raw[row, rest].max())
+        if signal.aggregation == "mean":
+            return float(gram_raw[row, rest].mean())
+        centroid = unit_rows([self.centred[rest].sum(axis=0)])[0]
+        blend, prior = self.weights[i, :2]
+        return float(
+            blend * gram[row, rest].max()
+            + (1 - blend) * np.dot(centroid, self.centred[row])
+            + prior * np.dot(self.priors[i], self.centred[row])
+        ) / (1 + float(prior))
+
+    def fit_thresholds(self) -> dict[str, float]:
+        """The threshold of every signal declared without one: a cut shared by all of them."""
+        unset = [s.name for s, _, _ in self.spans if s.threshold is None]
+        if not unset:
+            return {}
+        own, rivals = self.leave_one_out()
+        cut = fitted_threshold(
+            [own[n] for n in unset if n in own], [rivals[n] for n in unset if n in rivals], DEFAULT_THRESHOLD
+        )
+        return dict.fromkeys(unset, cut)
+
+    def threshold(self, signal: EmbeddingSignal) -> float:
+        """The signal's threshold: its own, else the fitted one."""
+        if signal.threshold is not None:
+            return signal.threshold
+        return self.thresholds.get(signal.name, DEFAULT_THRESHOLD)
+
+
+def _centre(rows: Matrix, center: Matrix) -> Matrix:
+    return unit_rows(rows - center)
 
 
 @cache
@@ -98,16 +209,33 @@ def keyword_fires(signal: KeywordSignal, text: str) -> bool:
 
 
 def decide(
-    routes: RouteSet, text: str, similarities: Mapping[str, float], seconds: float = 0.0
+    routes: RouteSet,
+    text: str,
+    similarities: Mapping[str, float],
+    seconds: float = 0.0,
+    thresholds: Mapping[str, float] | None = None,
 ) -> RouteDecision:
-    """Pick the route for ``text`` given each embedding signal's similarity."""
+    """Pick the route for ``text`` given each embedding signal's similarity.
+
+    Args:
+        routes: The routes.
+        text: The routing text (keyword signals look at it).
+        similarities: Each embedding signal's similarity, by signal name.
+        seconds: How long the decision took, recorded on it.
+        thresholds: Fitted thresholds of signals declared without one (else 0.4).
+    """
     fired: set[str] = set()
+    fitted = thresholds or {}
     for signal in routes.all_signals():
         if isinstance(signal, KeywordSignal):
             if keyword_fires(signal, text):
                 fired.add(signal.name)
-        elif similarities.get(signal.name, float("-inf")) >= signal.threshold:
-            fired.add(signal.name)
+        else:
+            threshold = signal.threshold if signal.threshold is not None else fitted.get(signal.name)
+            if similarities.get(signal.name, float("-inf")) >= (
+                DEFAULT_THRESHOLD if threshold is None else threshold
+            ):
+                fired.add(signal.name)
     scores: dict[str, float] = {}
     best: tuple[int, float, str] | None = None
     for route in routes.routes:

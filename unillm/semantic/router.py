@@ -33,12 +33,14 @@ from unillm.client.stream import ClosingStream
 from unillm.content import content_text
 from unillm.errors import InvalidOptions, UnillmError, validation_problems
 from unillm.results import Completion, Delta, RouteDecision
-from unillm.semantic.decide import SignalIndex, decide
+from unillm.semantic.decide import SignalIndex, decide, index_texts
 from unillm.semantic.embedders import Embedder, EmbeddingError
 from unillm.semantic.routes import Route, RouteSet
+from unillm.semantic.scoring import REJECTED_SHARE_WARNING, Scoring
 
 RoutingText = Literal["last_user", "user", "all"]
 _VECTORS: dict[tuple[str, str], list[float]] = {}  # route examples, per embedder key and text
+_WARNED: set[tuple[str, float]] = set()  # (signal, threshold) pairs already warned about
 
 
 class SemanticRouter:
@@ -60,6 +62,7 @@ class SemanticRouter:
             (a prompt is embedded as is).
         on_embedder_error: "raise" raises EmbeddingError when the embedder fails; "default" warns
             and takes the default route.
+        scoring: How routes' examples are weighed (fitted by :meth:`calibrate`); None: the defaults.
 
     Raises:
         InvalidOptions: Invalid routes, or a route whose target is not in ``targets``.
@@ -75,6 +78,7 @@ class SemanticRouter:
         default: str | None = None,
         text: RoutingText = "last_user",
         on_embedder_error: Literal["default", "raise"] = "raise",
+        scoring: Scoring | None = None,
     ) -> None:
         if isinstance(routes, RouteSet):
             self.routes = routes if default is None else routes.model_copy(update={"default": default})
@@ -97,6 +101,8 @@ class SemanticRouter:
         self._siblings: dict[tuple[str | None, str], Any] = {}
         self._lock = anyio.Lock()
         self._index: SignalIndex | None = None
+        self.scoring = scoring or Scoring()
+        self._pinned: dict[str, float] | None = None  # thresholds from calibrate()
 
     def __repr__(self) -> str:
         return (
@@ -134,9 +140,60 @@ class SemanticRouter:
             async with self._lock:
                 if self._index is None:
                     signals = self.routes.embedding_signals()
-                    texts = [c for s in signals for c in s.candidates]
-                    self._index = _build_index(signals, await embed_cached(self.embedder, texts))
+                    vectors = await embed_cached(self.embedder, index_texts(signals))
+                    self._index = _build_index(signals, vectors, self.scoring, self._pinned)
+                    warn_about_strict_thresholds(self._index, calibrated=set(self._pinned or ()))
         return self._index
+
+    async def thresholds(self) -> dict[str, float]:
+        """Every embedding signal's threshold in use (given, or fitted from the examples)."""
+        index = await self.index()
+        return {s.name: index.threshold(s) for s, _, _ in index.spans}
+
+    async def fitted_routes(self) -> list[Route]:
+        """The routes with the thresholds in use written in (for a config file: nothing refits)."""
+        thresholds = await self.thresholds()
+        return [
+            r.model_copy(update={"threshold": thresholds[f"{r.name}#utterances"]})
+            if r.utterances and r.threshold is None
+            else r
+            for r in self.routes.routes
+        ]
+
+    async def calibrate(self, samples: Sequence[Any]) -> Any:
+        """Fit the scoring weights and the thresholds to labelled prompts; report before and after.
+
+        Tries a grid of :class:`Scoring` weights and, for each, the threshold (shared by the
+        routes declared without one) that routes the most samples right; samples labelled with
+        the default route (or None without one) teach it what belongs to no route. The router
+        keeps the best; :meth:`fitted_routes` and ``router.scoring`` are what to save.
+
+        Args:
+            samples: Labelled samples (``unillm.semantic.evaluation.Sample``, e.g. from load_samples).
+
+        Returns:
+            A :class:`~unillm.semantic.calibration.Calibration`: accuracy before and after, the choices.
+
+        Raises:
+            InvalidOptions: No samples, or a label that is not one of the routes.
+        """
+        from unillm.semantic.calibration import calibrate, check_labels
+
+        check_labels(self, samples)
+        texts = [routing_text(s.text, s.messages, self.text) for s in samples]
+        queries = await embed_cached(self.embedder, texts)
+        vectors = await embed_cached(self.embedder, index_texts(self.routes.embedding_signals()))
+        return await calibrate(self, samples, texts, queries, vectors)
+
+    def rescore(self, scoring: Scoring, thresholds: Mapping[str, float] | None = None) -> None:
+        """Use other scoring weights (and fitted thresholds) from now on; vectors are not re-embedded.
+
+        Args:
+            scoring: The new weights.
+            thresholds: Thresholds for signals declared without one; None refits them.
+        """
+        self.scoring, self._index = scoring, None
+        self._pinned = None if thresholds is None else dict(thresholds)
 
     async def route(
         self, prompt: str | None = None, *, messages: Sequence[Mapping[str, Any]] | None = None
@@ -178,7 +235,9 @@ class SemanticRouter:
             return RouteDecision(
                 route=self.routes.default, reason="fallback", seconds=time.perf_counter() - started
             )
-        return decide(self.routes, text, scores, seconds=time.perf_counter() - started)
+        return decide(
+            self.routes, text, scores, seconds=time.perf_counter() - started, thresholds=index.thresholds
+        )
 
     def target_of(self, decision: RouteDecision) -> tuple[Any, dict[str, Any]]:
         """The client and the option overrides (``lora``) that a decision sends a request to.
@@ -352,8 +411,43 @@ async def embed_cached(embedder: Embedder, texts: Sequence[str]) -> list[list[fl
     return [_VECTORS[(embedder.key, t)] for t in texts]
 
 
-def _build_index(signals: Sequence[Any], vectors: Sequence[Sequence[float]]) -> SignalIndex:
+def warn_about_strict_thresholds(index: SignalIndex, calibrated: set[str] | None = None) -> None:
+    """Warn (once per signal and threshold) when a threshold rejects most of its own examples.
+
+    Args:
+        index: The index whose signals' thresholds are checked.
+        calibrated: Signals whose threshold calibration chose on labelled prompts (not checked).
+    """
+    own, _ = index.leave_one_out()
+    for signal, _, _ in index.spans:
+        scores, threshold = own.get(signal.name), index.threshold(signal)
+        if scores is None or (signal.name, threshold) in _WARNED or signal.name in (calibrated or ()):
+            continue
+        rejected = float((scores < threshold).mean())
+        if rejected > REJECTED_SHARE_WARNING:
+            _WARNED.add((signal.name, threshold))
+            advice = (
+                "its examples are further from each other than from other routes': add examples "
+                "or run router.calibrate(samples)"
+                if signal.threshold is None
+                else "leave threshold unset to fit it, or run router.calibrate(samples)"
+            )
+            warnings.warn(
+                f"unillm semantic router: {signal.name!r} has threshold {threshold:.2f}, which rejects "
+                f"{rejected:.0%} of its own examples (each scored against the others), so its prompts "
+                f"will mostly take the default route; {advice}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+
+def _build_index(
+    signals: Sequence[Any],
+    vectors: Sequence[Sequence[float]],
+    scoring: Scoring,
+    thresholds: Mapping[str, float] | None,
+) -> SignalIndex:
     try:
-        return SignalIndex.build(signals, vectors)
+        return SignalIndex.build(signals, vectors, scoring, thresholds)
     except ValueError as e:
         raise EmbeddingError(f"the embedder returned unusable vectors for the route examples: {e}") from None

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-DEFAULT_THRESHOLD = 0.4
+DEFAULT_THRESHOLD = 0.4  # only for a signal whose threshold is neither given nor fitted yet
 
 
 class KeywordSignal(BaseModel):
@@ -29,14 +29,21 @@ class KeywordSignal(BaseModel):
 
 
 class EmbeddingSignal(BaseModel):
-    """Fires when the text's best (``max``) or ``mean`` similarity to the candidates >= threshold."""
+    """Fires when the text's similarity to the candidates reaches ``threshold``.
+
+    ``max`` is the best candidate's cosine similarity, ``mean`` their mean; ``blend`` (what a
+    route's utterances use) mixes the best candidate, their centroid and ``description`` on
+    vectors centred on all routes' examples (see :class:`unillm.semantic.scoring.Scoring`).
+    ``threshold=None`` is fitted from the examples (leave-one-out) when the router is built.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(min_length=1)
     candidates: tuple[str, ...] = Field(min_length=1)
-    threshold: float = Field(DEFAULT_THRESHOLD, ge=-1, le=1)
-    aggregation: Literal["max", "mean"] = "max"
+    threshold: float | None = Field(DEFAULT_THRESHOLD, ge=-1, le=1)
+    aggregation: Literal["max", "mean", "blend"] = "max"
+    description: str = ""
 
 
 class Condition(BaseModel):
@@ -83,7 +90,9 @@ class Route(BaseModel):
     """One destination and when to take it.
 
     ``utterances``/``keywords``/``threshold`` declare the simple form; ``when`` (with the router's
-    named ``signals``) the general one. Where it goes: ``target`` names an entry of the router's
+    named ``signals``) the general one. Without ``threshold`` the router fits one from the
+    utterances (leave-one-out against the other routes'); ``description`` (else the name) is an
+    extra signal of what the route is about. Where it goes: ``target`` names an entry of the router's
     targets (an LLM or Fleet; default: the router's main one), ``lora``/``model`` pick a LoRA
     adapter or another served model there. Higher ``priority`` wins when several routes match;
     equal priorities go to the best similarity.
@@ -94,7 +103,7 @@ class Route(BaseModel):
     name: str = Field(min_length=1)
     utterances: tuple[str, ...] = ()
     keywords: tuple[str, ...] = ()
-    threshold: float = Field(DEFAULT_THRESHOLD, ge=-1, le=1)
+    threshold: float | None = Field(None, ge=-1, le=1)
     priority: int = 0
     when: Condition | None = None
     target: str | None = None
@@ -115,7 +124,11 @@ class Route(BaseModel):
         if self.utterances:
             out.append(
                 EmbeddingSignal(
-                    name=f"{self.name}#utterances", candidates=self.utterances, threshold=self.threshold
+                    name=f"{self.name}#utterances",
+                    candidates=self.utterances,
+                    threshold=self.threshold,
+                    aggregation="blend",
+                    description=self.description or self.name.replace("_", " ").replace("-", " "),
                 )
             )
         if self.keywords:

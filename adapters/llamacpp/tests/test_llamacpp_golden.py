@@ -270,3 +270,22 @@ def test_a_pydantic_model_with_bounds_goes_as_enums() -> None:
     body = ADAPTER.build(req(None, output=Ticket), INFO).json
     assert body is not None
     assert body["response_format"]["schema"]["properties"]["eta_days"]["enum"] == list(range(31))
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "string", "maxLength": 32767},
+        {"type": "array", "items": {"type": "integer"}, "maxItems": 1500},
+        {"type": "string", "pattern": "^[a-f0-9]{1,2000}$"},
+    ],
+)
+def test_repetitions_the_server_would_crash_on_are_refused(schema: dict[str, Any]) -> None:
+    with pytest.raises(SchemaNotEnforced, match="SIGSEGV"):
+        server_schema({"type": "object", "properties": {"x": schema}})
+
+
+def test_repetitions_up_to_the_limit_are_sent() -> None:
+    schema = {"type": "string", "maxLength": 1000, "minLength": 3000}  # a minimum does not nest
+    assert server_schema(schema) == schema
+    assert server_schema({"type": "string", "pattern": "^[a-f0-9]{24}$"})

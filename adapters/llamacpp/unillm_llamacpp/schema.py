@@ -6,7 +6,11 @@ number bounds and several other keywords. So, before sending:
 
 * an integer with both bounds (``Field(ge=0, le=30)``) becomes an ``enum`` of its values
   (up to :data:`MAX_INT_CHOICES`), which the converter enforces exactly;
-* every keyword it would ignore raises :class:`SchemaNotEnforced` (a typed refusal upstream).
+* every keyword it would ignore raises :class:`SchemaNotEnforced` (a typed refusal upstream);
+* so do repetitions above :data:`MAX_REPEAT` (``maxLength``, ``maxItems``, ``{n,m}`` in a
+  pattern): the converter nests one optional rule per repetition, and the server's grammar
+  sampler overflows its stack on them (SIGSEGV: measured at 1500 with llama-cpp-python 0.3.36;
+  1000 passes).
 
     server_schema({"type": "integer", "minimum": 1, "maximum": 3})   # {"enum": [1, 2, 3]}
 
@@ -17,9 +21,12 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MAX_INT_CHOICES", "SchemaNotEnforced", "server_schema"]
+from unillm.adapter.schemas import largest_count
+
+__all__ = ["MAX_INT_CHOICES", "MAX_REPEAT", "SchemaNotEnforced", "server_schema"]
 
 MAX_INT_CHOICES = 1000
+MAX_REPEAT = 1000
 _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
 _IGNORED = (
     "minProperties",
@@ -61,6 +68,7 @@ def server_schema(schema: Any) -> Any:
         raise SchemaNotEnforced("'uniqueItems' is not enforced by llama-cpp-python's schema converter")
     if any(key in out for key in _BOUNDS):
         out = _bounded(out)
+    _check_repeats(out)
     if "pattern" in out:
         pattern = str(out["pattern"])
         if not (pattern.startswith("^") and pattern.endswith("$")):
@@ -83,6 +91,22 @@ def server_schema(schema: Any) -> Any:
         if isinstance(out.get(key), (dict, list)):
             out[key] = server_schema(out[key])
     return out
+
+
+def _check_repeats(node: dict[str, Any]) -> None:
+    for key in ("maxLength", "maxItems"):
+        limit = node.get(key)
+        if isinstance(limit, int) and limit > MAX_REPEAT:
+            raise SchemaNotEnforced(
+                f"{key} {limit} is above {MAX_REPEAT}: llama-cpp-python's server crashes (SIGSEGV) on so "
+                "many nested repetitions"
+            )
+    pattern = node.get("pattern")
+    if isinstance(pattern, str) and largest_count(pattern) > MAX_REPEAT:
+        raise SchemaNotEnforced(
+            f"pattern {pattern!r} repeats more than {MAX_REPEAT} times: llama-cpp-python's server crashes "
+            "(SIGSEGV) on so many nested repetitions"
+        )
 
 
 def _bounded(node: dict[str, Any]) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from unillm.adapter import (
     unsupported,
 )
 from unillm.adapter.base import EngineInfo, EngineInstall, HttpCall
+from unillm.adapter.schemas import guidance_problem, schema_refusal
 from unillm_mlx import launch
 from unillm_mlx.launch import DRAFT_ONLY, MLX_LM_VERSION, NO_EMBEDDINGS, SINGLE_DEVICE, looks_like_path
 
@@ -215,6 +216,20 @@ class MLXAdapter(RuntimeLoraEndpoints, TokenizeEndpoint, OpenAICompatAdapter):
     def constraint_fields(self, output: Constraint, info: EngineInfo) -> dict[str, Any]:
         # Only reached in-process: capabilities refuse constraints in server mode before this.
         key, value = structured_output(output, lark_key="lark")
+        if key == "json":
+            from unillm_mlx.grammar import strict_schema
+
+            problem = guidance_problem(strict_schema(value), compact=True)
+            if problem is not None:
+                raise schema_refusal(
+                    self.name,
+                    "llguidance (in process)",
+                    problem,
+                    version=info.version,
+                    alternative="Use an engine whose backend implements it (see "
+                    "docs/guide/structured-output.md), or drop output= and validate the answer yourself "
+                    "(e.g. Model.model_validate_json(r.text))",
+                )
         return {"structured_outputs": {key: value}}
 
     def forces_by_constraint(self, request: Request, info: EngineInfo) -> bool:

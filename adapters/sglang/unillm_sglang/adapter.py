@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -59,6 +59,7 @@ from unillm.adapter import (
     text_field,
 )
 from unillm.adapter.base import EngineInfo, EngineInstall, HttpCall
+from unillm.adapter.schemas import guidance_problem, portable_schema, schema_refusal, xgrammar_problem
 from unillm_sglang.features import (
     COMPLETIONS_RESPONSE_FORMAT_SINCE,
     LORA_IN_MODEL_SINCE,
@@ -69,7 +70,7 @@ from unillm_sglang.features import (
     parse_version,
     server_support,
 )
-from unillm_sglang.launch import cpu_recipe, launch_command
+from unillm_sglang.launch import GRAMMAR_BACKENDS, cpu_recipe, grammar_settings, launch_command
 from unillm_sglang.native import (
     GENERATE_PATH,
     NATIVE_ONLY_KEYS,
@@ -110,15 +111,28 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
     # DSL extra), which cannot serve, and finding ``sglang.srt`` would import all of torch.
     engine_module = "sgl_kernel"
     takes_tool_parser = True  # --tool-call-parser NAME
+    structured_backends = GRAMMAR_BACKENDS  # --grammar-backend NAME
+    takes_compact_json = True  # --constrained-json-disable-any-whitespace
     extra_sampling_fields = EXTRA_SAMPLING
 
-    def __init__(self, api: ApiChoice = "auto") -> None:
+    def __init__(
+        self, api: ApiChoice = "auto", *, structured_backend: str | None = None, compact_json: bool = False
+    ) -> None:
+        """``structured_backend``: the server's grammar backend when unillm started it (its JSON
+        schemas are then checked before sending); None: unknown (connected)."""
         if api not in ("auto", "openai", "native"):
             raise ValueError(f"api must be 'auto', 'openai' or 'native', not {api!r}")
         self.api: ApiChoice = api
+        self.structured_backend = structured_backend
+        self.compact_json = compact_json
 
     def __repr__(self) -> str:
         return f"SGLangAdapter(api={self.api!r})"
+
+    def bind(self, spec: LaunchSpec) -> SGLangAdapter:
+        """This adapter, knowing the grammar backend the server was started with."""
+        backend, compact = grammar_settings(spec)
+        return SGLangAdapter(self.api, structured_backend=backend, compact_json=compact)
 
     # -- capabilities ----------------------------------------------------------------------
     def capabilities(self, version: str | None = None) -> Capabilities:
@@ -277,6 +291,9 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
     # -- requests --------------------------------------------------------------------------
     def build(self, request: Request, info: EngineInfo) -> HttpCall:
         v = parse_version(info.version)
+        if isinstance(request.output, JsonSchema) and self.structured_backend is not None:
+            schema = self._checked_schema(request.output.schema, info)
+            request = replace(request, output=replace(request.output, schema=schema))
         if self.route(request, info) == "native":
             body = native_body(request, lora=request.lora)
             return HttpCall("POST", GENERATE_PATH, body, request.stream)
@@ -294,6 +311,28 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
         if request.extra_body:
             body.update(request.extra_body)
         return HttpCall(call.method, call.path, body, call.stream)
+
+    def _checked_schema(self, schema: Mapping[str, Any], info: EngineInfo) -> Mapping[str, Any]:
+        """``schema`` as the grammar backend can honour it (exactly rewritten for xgrammar), or
+        UnsupportedFeature before sending (SGLang itself ignores what xgrammar cannot do)."""
+        backend = self.structured_backend or "xgrammar"
+        problem = None
+        if backend == "xgrammar":
+            schema = portable_schema(schema)
+            problem = xgrammar_problem(schema)
+        elif backend == "llguidance":
+            problem = guidance_problem(schema, compact=self.compact_json)
+        if problem is None:
+            return schema
+        other = "llguidance" if backend == "xgrammar" else "xgrammar"
+        raise schema_refusal(
+            self.name,
+            backend,
+            problem,
+            version=info.version,
+            alternative=f"Launch with structured_backend={other!r}, use another engine, or drop output= "
+            "and validate the answer yourself (e.g. Model.model_validate_json(r.text))",
+        )
 
     def model_field(self, request: Request, info: EngineInfo) -> str:
         if request.lora is not None and at_least(parse_version(info.version), LORA_IN_MODEL_SINCE):

@@ -33,7 +33,30 @@ TOOL_PARSERS = {
     "deepseek_v31": "deepseekv31",
     "openai": "gpt-oss",
 }
+#: SGLang's ``--grammar-backend`` choices that constrain output; the first is its default.
+GRAMMAR_BACKENDS = ("xgrammar", "llguidance", "outlines")
 _ALGORITHM = {"ngram": "NGRAM", "draft": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3", "mtp": "NEXTN"}
+
+
+def grammar_settings(spec: LaunchSpec) -> tuple[str, bool]:
+    """The grammar backend and compact-JSON switch the server starts with (from the settings,
+    else from ``--grammar-backend`` / ``--constrained-json-disable-any-whitespace`` in
+    ``extra_args``; SGLang's default backend is xgrammar).
+
+    Args:
+        spec: The launch settings.
+
+    Returns:
+        The backend's name and whether whitespace in JSON is forbidden.
+    """
+    args = spec.extra_args
+    backend = spec.structured_backend
+    for i, arg in enumerate(args):
+        flag, eq, value = arg.partition("=")
+        if flag == "--grammar-backend":
+            backend = value if eq else (args[i + 1] if i + 1 < len(args) else None)
+    compact = spec.compact_json is True or "--constrained-json-disable-any-whitespace" in args
+    return backend or GRAMMAR_BACKENDS[0], compact
 
 
 def launch_command(spec: LaunchSpec, engine: str = "sglang") -> LaunchCommand:
@@ -74,6 +97,8 @@ def launch_command(spec: LaunchSpec, engine: str = "sglang") -> LaunchCommand:
         argv.append("--disable-radix-cache")  # RadixAttention prefix caching is on by default
     parser = spec.parser()
     flag.add("--tool-call-parser", TOOL_PARSERS.get(parser, parser) if parser else None)
+    flag.add("--grammar-backend", spec.structured_backend)
+    flag.switch("--constrained-json-disable-any-whitespace", spec.compact_json is True)
     _lora(spec, argv, flag)
     _speculative(spec, argv, flag, engine)
     if spec.nodes is not None:  # every node runs the same command with its own rank
@@ -180,12 +205,12 @@ def cpu_recipe(spec: LaunchSpec, workdir: Path) -> CpuRecipe:
             "--skip-server-warmup",
             "--max-total-tokens",
             "4096",
-            # compact JSON: fewer tokens to decode, and no model can loop on whitespace
-            "--constrained-json-disable-any-whitespace",
             # an idle scheduler otherwise busy-polls a whole core
             "--sleep-on-idle",
         ],
         "ready_timeout": 600,
+        # compact JSON: fewer tokens to decode, and no model can loop on whitespace
+        "compact_json": True,
     }
     return CpuRecipe(
         settings=settings, dirs=(workdir / "tmp",), engine_env=CPU_ENV, experimental=CPU_EXPERIMENTAL

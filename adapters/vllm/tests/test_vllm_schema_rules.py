@@ -3,6 +3,7 @@ ordinary schemas pass, and only a server launched with xgrammar gets the check."
 
 from __future__ import annotations
 
+import json
 from datetime import date
 from enum import Enum
 from typing import Any, Literal
@@ -10,12 +11,12 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel, Field
 from unillm_vllm import VLLMAdapter
-from unillm_vllm.launch import cpu_recipe
-from unillm_vllm.schema_rules import structured_backend, xgrammar_problem
+from unillm_vllm.launch import command, cpu_recipe, structured_settings
 
 from unillm.adapter.base import EngineInfo
 from unillm.adapter.launch_spec import LaunchSpec
-from unillm.errors import UnsupportedFeature
+from unillm.adapter.schemas import xgrammar_problem
+from unillm.errors import InvalidOptions, UnsupportedFeature
 from unillm.options import JsonSchema
 
 INFO = EngineInfo(engine="vllm", model="m", version="0.32.0")
@@ -52,6 +53,45 @@ def test_an_unknown_string_format_is_refused() -> None:
 
 def test_a_known_string_format_passes() -> None:
     assert where({"type": "string", "format": "date-time"}) is None
+
+
+@pytest.mark.parametrize("quantifier", ["{129}", "{129,}", "{1,255}", "{2,300}"])
+def test_a_counted_repetition_above_128_in_a_pattern_is_refused(quantifier: str) -> None:
+    assert where({"type": "string", "pattern": f"^[a-z]{quantifier}$"}) == ("pattern", "/pattern")
+
+
+def test_a_counted_repetition_above_128_in_a_pattern_properties_name_is_refused_at_that_name() -> None:
+    schema = {"type": "object", "patternProperties": {"^a/{1,255}$": {}}, "additionalProperties": False}
+    assert where(schema) == ("patternProperties", "/patternProperties/^a~1{1,255}$")
+
+
+@pytest.mark.parametrize("pattern", ["^a{1,128}$", r"^\{1,255\}$", "^[{]300}$", "^a{,300}$"])
+def test_counts_up_to_128_and_braces_that_are_not_counts_pass(pattern: str) -> None:
+    assert where({"type": "string", "pattern": pattern}) is None
+
+
+@pytest.mark.parametrize(
+    "branches",
+    [
+        [{"type": "integer"}, {"type": "number"}],
+        [{"type": "string"}, {"type": ["string", "null"]}],
+        [{"type": "string"}, {"description": "anything"}],
+        [True, {"type": "object"}],
+    ],
+)
+def test_one_of_with_two_type_only_branches_that_overlap_is_refused(branches: list[Any]) -> None:
+    assert where({"oneOf": branches}) == ("oneOf", "/oneOf/1")
+
+
+@pytest.mark.parametrize(
+    "branches",
+    [
+        [{"type": "integer"}, {"type": "string"}, {"type": "null"}],
+        [{"type": "object", "properties": {"a": {}}, "required": ["a"]}, {"type": "object"}],
+    ],
+)
+def test_one_of_with_disjoint_or_constrained_branches_passes(branches: list[Any]) -> None:
+    assert where({"oneOf": branches}) is None
 
 
 def test_a_length_bound_beside_a_pattern_is_refused() -> None:
@@ -310,12 +350,20 @@ def test_schemas_vllm_accepts_are_not_refused(schema: dict[str, Any]) -> None:
     ],
 )
 def test_the_backend_is_read_the_way_vllm_parses_its_arguments(args: list[str], backend: str) -> None:
-    assert structured_backend(args) == backend
+    assert structured_settings(LaunchSpec(model="/m", extra_args=args))[0] == backend
 
 
-def test_the_cpu_recipe_pins_xgrammar(tmp_path: Any) -> None:
-    recipe = cpu_recipe(LaunchSpec(model="/m"), tmp_path)
-    assert structured_backend(recipe.settings["extra_args"]) == "xgrammar"
+def test_the_cpu_recipe_picks_guidance_with_compact_json(tmp_path: Any) -> None:
+    spec = LaunchSpec(model="/m", **cpu_recipe(LaunchSpec(model="/m"), tmp_path).settings)
+    assert structured_settings(spec) == ("guidance", True)
+    config = command(spec).argv[command(spec).argv.index(FLAG) + 1]
+    assert json.loads(config) == {"backend": "guidance", "disable_any_whitespace": True}
+
+
+def test_the_settings_and_the_flag_in_extra_args_together_are_refused() -> None:
+    spec = LaunchSpec(model="/m", structured_backend="xgrammar", extra_args=[FLAG, G])
+    with pytest.raises(InvalidOptions, match="not both"):
+        command(spec)
 
 
 # -- the adapter -----------------------------------------------------------------------------
@@ -325,9 +373,7 @@ BAD = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}
 def test_a_server_launched_with_xgrammar_refuses_the_schema_naming_keyword_place_and_alternative(
     tmp_path: Any,
 ) -> None:
-    spec = LaunchSpec(
-        model="/m", extra_args=cpu_recipe(LaunchSpec(model="/m"), tmp_path).settings["extra_args"]
-    )
+    spec = LaunchSpec(model="/m", structured_backend="xgrammar", compact_json=True)
     with pytest.raises(UnsupportedFeature) as caught:
         VLLMAdapter().bind(spec).constraint_fields(JsonSchema(BAD), INFO)
     message = str(caught.value)
@@ -341,7 +387,50 @@ def test_a_connected_server_gets_the_schema_as_vllms_auto_falls_back_to_guidance
     assert body == {"structured_outputs": {"json": BAD}}
 
 
-def test_a_server_launched_with_guidance_gets_the_schema() -> None:
+STEPS = {"type": "integer", "multipleOf": 5}  # xgrammar ignores multipleOf; llguidance does it
+
+
+def test_a_server_launched_with_guidance_gets_a_schema_llguidance_compiles() -> None:
     args = ["--structured-outputs-config", '{"backend":"guidance"}']
     adapter = VLLMAdapter().bind(LaunchSpec(model="/m", extra_args=args))
-    assert adapter.constraint_fields(JsonSchema(BAD), INFO) == {"structured_outputs": {"json": BAD}}
+    assert adapter.constraint_fields(JsonSchema(STEPS), INFO) == {"structured_outputs": {"json": STEPS}}
+
+
+def test_a_server_launched_with_guidance_refuses_what_llguidance_does_not_implement() -> None:
+    adapter = VLLMAdapter().bind(LaunchSpec(model="/m", structured_backend="guidance"))
+    with pytest.raises(UnsupportedFeature) as caught:
+        adapter.constraint_fields(JsonSchema(BAD), INFO)
+    assert "'uniqueItems' at /uniqueItems" in str(caught.value) and "backend is guidance" in str(caught.value)
+    assert "structured_backend='xgrammar'" in str(caught.value)
+
+
+def test_auto_sends_what_vllm_reroutes_to_guidance_when_llguidance_compiles_it() -> None:
+    adapter = VLLMAdapter().bind(LaunchSpec(model="/m", structured_backend="auto"))
+    assert adapter.constraint_fields(JsonSchema(STEPS), INFO) == {"structured_outputs": {"json": STEPS}}
+
+
+def test_auto_refuses_what_xgrammar_would_compile_wrongly_naming_guidance() -> None:
+    adapter = VLLMAdapter().bind(LaunchSpec(model="/m", structured_backend="auto"))
+    schema = {"type": "object", "properties": {"a": {}}, "not": {"required": ["a"]}}
+    with pytest.raises(UnsupportedFeature) as caught:
+        adapter.constraint_fields(JsonSchema(schema), INFO)
+    assert "xgrammar (vLLM's auto chose it)" in str(caught.value)
+    assert "structured_backend='guidance'" in str(caught.value)
+
+
+def test_xgrammar_gets_an_all_of_merged_exactly_instead_of_a_refusal() -> None:
+    adapter = VLLMAdapter().bind(LaunchSpec(model="/m", structured_backend="xgrammar"))
+    schema = {"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}}, {"required": ["a"]}]}
+    body = adapter.constraint_fields(JsonSchema(schema), INFO)
+    merged = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    assert body == {"structured_outputs": {"json": merged}}
+
+
+def test_compact_json_on_a_backend_vllm_cannot_make_compact_is_refused_before_starting() -> None:
+    with pytest.raises(UnsupportedFeature, match="only on the xgrammar and guidance backends"):
+        command(LaunchSpec(model="/m", structured_backend="auto", compact_json=True))
+
+
+def test_the_cpu_recipe_leaves_json_spaced_when_the_caller_picks_auto(tmp_path: Any) -> None:
+    recipe = cpu_recipe(LaunchSpec(model="/m", structured_backend="auto"), tmp_path)
+    assert "compact_json" not in recipe.settings

