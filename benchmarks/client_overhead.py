@@ -1,4 +1,4 @@
-"""Client-side CPU overhead of unillm against raw httpx, the openai SDK and litellm.
+"""Client-side CPU overhead of unillm against raw httpx, raw aiohttp, the openai SDK and litellm.
 
 What is measured, in one run, for every client:
 
@@ -10,6 +10,14 @@ What is measured, in one run, for every client:
 * **Import time**: wall time of ``python -c "import X"`` in a fresh interpreter, median of 5
   runs, minus the median of ``python -c "pass"``. For unillm, ``import_s`` is ``import unillm``
   (lazy) and ``import_full_s`` is ``import unillm; unillm.connect`` (loads the real modules).
+* **Memory per concurrent stream** (``--memory-streams``, 1,000 and 5,000): in a fresh process
+  per client, that many streams are opened at once against a server that holds each after its
+  first chunk; the growth of resident memory, divided by the count.
+
+The clients: ``httpx`` and ``aiohttp`` (bare loops: the floors), ``unillm`` (its default wire,
+aiohttp), ``unillm_httpx`` (``Pool(http="httpx")``), ``unillm_fleet`` (a fleet of 2 replicas,
+each its own server process), ``openai`` (on httpx), ``openai_aiohttp`` (its aiohttp backend,
+``DefaultAioHttpClient``) and ``litellm``.
 
 How: a tiny HTTP/1.1 server (raw sockets, pre-encoded answers, keep-alive, one thread per
 connection) runs in a **separate process** on 127.0.0.1, so its CPU is not counted. It speaks
@@ -17,23 +25,25 @@ just enough of vLLM's OpenAI API: ``/version``, ``/v1/models``, ``/v1/completion
 ``/v1/chat/completions``. Stream chunks are sent one by one, ``--chunk-gap-us`` apart (default
 300 us; 0 sends them back to back), so each client reads them as an engine would deliver
 them. The measured N requests (M streams) are split into rounds; each round runs every client
-in turn (the order rotates), and the reported figure is the best round (as ``timeit`` does;
-the medians are in the JSON too), so a burst of load from elsewhere on the machine only adds
-noise to a round it can be dropped from. Every answer is checked (the full 64-token text, 64
-content chunks, the usage count), so a broken client cannot look fast. The server also counts
-the TCP connections each client opens, which shows whether it reuses its keep-alive connection.
+in turn (the order rotates), and the reported figure is the median round (the best rounds are in
+the JSON too), so a burst of load from elsewhere on the machine only moves a round the median
+leaves out. Every answer is checked (the full 64-token text, 64 content chunks, the usage
+count), so a broken client cannot look fast. The server also counts the TCP connections each
+client opens, which shows whether it reuses its keep-alive connection.
 
-``--quick`` (for smoke tests, ~15 s) runs fewer calls, times imports once and leaves out
-litellm (its import alone takes 5-10 s here; ``--clients`` brings it back).
+``--quick`` (for smoke tests, ~30 s) runs fewer calls, times imports once, measures memory at
+50 streams and leaves out litellm (its import alone takes 5-10 s here; ``--clients`` brings it
+back).
 
 Run (from the repository root, with the dev venv)::
 
     .venv/bin/python benchmarks/client_overhead.py [--requests N] [--streams M] [--quick]
 
 It prints a table, then, as the very last line of stdout, one JSON object with the ratios
-(``per_request_vs_httpx``, ``per_stream_vs_httpx``, ``openai_per_*``, ``litellm_per_*``),
-the absolute microseconds, the import times and the connection counts per client. There are
-no timing asserts: this is a measurement, not a test.
+(``per_request_vs_httpx``, ``per_stream_vs_httpx``, ``per_*_vs_aiohttp``, ``fleet_per_*_vs_direct``,
+``openai_*``, ``litellm_*``), issue 22's ``goals`` (each true or false), the absolute
+microseconds, the import times, the memory per stream and the connection counts per client.
+There are no timing asserts: this is a measurement, not a test.
 """
 
 from __future__ import annotations
@@ -44,6 +54,7 @@ import gc
 import json
 import logging
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -62,7 +73,18 @@ EXPECTED_TEXT = TOKEN * CHUNKS
 PROMPT = "hello"
 MAX_TOKENS = 64
 USAGE = {"prompt_tokens": 1, "completion_tokens": CHUNKS, "total_tokens": CHUNKS + 1}
-CLIENTS = ("httpx", "unillm", "openai", "litellm")
+CLIENTS = (
+    "httpx",
+    "aiohttp",
+    "unillm",
+    "unillm_httpx",
+    "unillm_fleet",
+    "openai",
+    "openai_aiohttp",
+    "litellm",
+)
+#: Clients whose memory per concurrent stream is measured (``--memory-streams``).
+MEMORY_CLIENTS = ("httpx", "aiohttp", "unillm", "unillm_httpx", "unillm_fleet")
 # litellm otherwise tries to download its model price map at import (no network here).
 CHILD_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR"}
 
@@ -172,15 +194,20 @@ class _Answers:
 
 
 class _Stats:
-    def __init__(self) -> None:
+    def __init__(self, hold: bool = False) -> None:
         self.lock = threading.Lock()
         self.paths: dict[str, int] = {}
         self.connections = 0
+        self.held = 0  # streams waiting, their first chunk sent, for /_release (--hold)
+        self.release = threading.Event()
+        if not hold:
+            self.release.set()
 
     def snapshot(self) -> bytes:
         with self.lock:
             return _response(
-                "200 OK", _json_bytes({"paths": dict(self.paths), "connections": self.connections})
+                "200 OK",
+                _json_bytes({"paths": dict(self.paths), "connections": self.connections, "held": self.held}),
             )
 
 
@@ -241,6 +268,9 @@ def _serve_connection(conn: socket.socket, answers: _Answers, stats: _Stats, gap
             path = target.split(b"?", 1)[0]
             if path == b"/_stats":
                 conn.sendall(stats.snapshot())
+            elif path == b"/_release":
+                stats.release.set()
+                conn.sendall(_response("200 OK", b""))
             else:
                 with stats.lock:
                     key = f"{method.decode()} {path.decode()}"
@@ -251,6 +281,10 @@ def _serve_connection(conn: socket.socket, answers: _Answers, stats: _Stats, gap
                 frames = answers.streams.get(path) if method == b"POST" else None
                 if frames is not None and json.loads(body or b"{}").get("stream"):
                     conn.sendall(frames[0])
+                    if not stats.release.is_set():
+                        with stats.lock:
+                            stats.held += 1
+                        stats.release.wait()
                     for frame in frames[1:]:
                         if gap:
                             time.sleep(gap)
@@ -265,13 +299,17 @@ def _serve_connection(conn: socket.socket, answers: _Answers, stats: _Stats, gap
         conn.close()
 
 
-def serve(gap_us: float) -> None:
-    """Run the loopback server until killed; print its port on the first line of stdout."""
-    answers, stats = _Answers(), _Stats()
+def serve(gap_us: float, hold: bool = False) -> None:
+    """Run the loopback server until killed; print its port on the first line of stdout.
+
+    ``hold``: every stream stops after its first chunk until a request to ``/_release`` (memory runs).
+    """
+    answers, stats = _Answers(), _Stats(hold)
+    threading.stack_size(256 * 1024)  # thousands of connections at once in memory runs
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))
-    listener.listen(128)
+    listener.listen(4096)
     print(listener.getsockname()[1], flush=True)
     while True:
         conn, _ = listener.accept()
@@ -283,9 +321,10 @@ def serve(gap_us: float) -> None:
 class Server:
     """The loopback server in a child process; ``stop()`` ends it by PID."""
 
-    def __init__(self, gap_us: float) -> None:
+    def __init__(self, gap_us: float, hold: bool = False) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--serve", "--chunk-gap-us", str(gap_us)],
+            [sys.executable, os.path.abspath(__file__), "--serve", "--chunk-gap-us", str(gap_us)]
+            + (["--hold"] if hold else []),
             stdout=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
         )
@@ -297,14 +336,14 @@ class Server:
         self.port = int(line)
         self.base_url = f"http://127.0.0.1:{self.port}"
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self, path: str = "/_stats") -> dict[str, Any]:
         """Request counts per path and connections seen so far (over a throwaway socket)."""
         with socket.create_connection(("127.0.0.1", self.port)) as s:
-            s.sendall(b"GET /_stats HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            s.sendall(f"GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n".encode())
             data = b""
             while chunk := s.recv(65536):
                 data += chunk
-        result: dict[str, Any] = json.loads(data.partition(b"\r\n\r\n")[2])
+        result: dict[str, Any] = json.loads(data.partition(b"\r\n\r\n")[2] or b"{}")
         return result
 
     def stop(self) -> None:
@@ -346,10 +385,13 @@ class HttpxClient(Client):
 
     name = "httpx"
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, connections: int | None = None) -> None:
         import httpx
 
-        self._client = httpx.AsyncClient(base_url=base_url)
+        # httpx's defaults, or for a memory run room for every stream and no 5 s read timeout
+        limits = httpx.Limits(max_connections=connections or 100, max_keepalive_connections=20)
+        timeout = 5.0 if connections is None else 600.0
+        self._client = httpx.AsyncClient(base_url=base_url, limits=limits, timeout=timeout)
         self._body = {"model": MODEL, "prompt": PROMPT, "max_tokens": MAX_TOKENS}
         self._stream_body = {**self._body, "stream": True, "stream_options": {"include_usage": True}}
 
@@ -379,13 +421,59 @@ class HttpxClient(Client):
         await self._client.aclose()
 
 
+class AiohttpClient(Client):
+    """The floor: aiohttp.ClientSession, json.loads, its line reader + json.loads per ``data:``."""
+
+    name = "aiohttp"
+
+    def __init__(self, base_url: str, connections: int = 100) -> None:
+        import aiohttp
+
+        self._session = aiohttp.ClientSession(base_url, connector=aiohttp.TCPConnector(limit=connections))
+        self._body = {"model": MODEL, "prompt": PROMPT, "max_tokens": MAX_TOKENS}
+        self._stream_body = {**self._body, "stream": True, "stream_options": {"include_usage": True}}
+
+    async def request(self) -> tuple[str, int | None]:
+        async with self._session.post("/v1/completions", json=self._body) as r:
+            r.raise_for_status()
+            body = json.loads(await r.read())
+        return body["choices"][0]["text"], body["usage"]["completion_tokens"]
+
+    async def stream(self) -> StreamResult:
+        return await self.stream_from(self._session.post("/v1/completions", json=self._stream_body))
+
+    @staticmethod
+    async def stream_from(opening: Any) -> StreamResult:
+        parts: list[str] = []
+        usage: int | None = None
+        async with opening as r:
+            r.raise_for_status()
+            async for raw in r.content:  # one line at a time
+                line = raw.rstrip(b"\r\n")
+                if not line.startswith(b"data: ") or line == b"data: [DONE]":
+                    continue
+                chunk = json.loads(line[6:])
+                for choice in chunk["choices"]:
+                    if choice["text"]:
+                        parts.append(choice["text"])
+                if chunk.get("usage"):
+                    usage = chunk["usage"]["completion_tokens"]
+        return parts, usage
+
+    async def aclose(self) -> None:
+        await self._session.close()
+
+
 class UnillmClient(Client):
     name = "unillm"
+    http = "aiohttp"
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, connections: int = 256) -> None:
         import unillm
 
-        self._llm = unillm.connect("vllm", base_url, model=MODEL)
+        self._llm: Any = unillm.connect(
+            "vllm", base_url, model=MODEL, pool=unillm.Pool(connections, http=self.http)
+        )
 
     async def request(self) -> tuple[str, int | None]:
         r = await self._llm.generate(PROMPT, max_tokens=MAX_TOKENS)
@@ -405,13 +493,34 @@ class UnillmClient(Client):
         await self._llm.aclose()
 
 
+class UnillmHttpxClient(UnillmClient):
+    """unillm on httpx's own transport: ``Pool(http="httpx")``."""
+
+    name = "unillm_httpx"
+    http = "httpx"
+
+
+class UnillmFleetClient(UnillmClient):
+    """unillm through a fleet of 2 replicas (round robin), each its own server process."""
+
+    name = "unillm_fleet"
+
+    def __init__(self, base_url: str, connections: int = 256) -> None:
+        import unillm
+
+        urls = [base_url, os.environ["BENCH_SECOND_URL"]]
+        self._llm = unillm.connect("vllm", urls, model=MODEL, pool=unillm.Pool(connections))
+
+
 class OpenAIClient(Client):
     name = "openai"
+    aiohttp = False
 
     def __init__(self, base_url: str) -> None:
         import openai
 
-        self._client = openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key="x")
+        http = openai.DefaultAioHttpClient() if self.aiohttp else None
+        self._client = openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key="x", http_client=http)
 
     async def request(self) -> tuple[str, int | None]:
         r = await self._client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=MAX_TOKENS)
@@ -437,6 +546,13 @@ class OpenAIClient(Client):
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+class OpenAIAiohttpClient(OpenAIClient):
+    """The openai SDK on its aiohttp backend (``openai[aiohttp]``: ``DefaultAioHttpClient``)."""
+
+    name = "openai_aiohttp"
+    aiohttp = True
 
 
 class LitellmClient(Client):
@@ -486,10 +602,14 @@ class LitellmClient(Client):
         await close_litellm_async_clients()  # type: ignore[no-untyped-call]
 
 
-FACTORIES: dict[str, Callable[[str], Client]] = {
+FACTORIES: dict[str, Callable[..., Client]] = {
     "httpx": HttpxClient,
+    "aiohttp": AiohttpClient,
     "unillm": UnillmClient,
+    "unillm_httpx": UnillmHttpxClient,
+    "unillm_fleet": UnillmFleetClient,
     "openai": OpenAIClient,
+    "openai_aiohttp": OpenAIAiohttpClient,
     "litellm": LitellmClient,
 }
 
@@ -542,6 +662,7 @@ class Run:
         self.paths: dict[str, dict[str, int]] = {}
         self.connections: dict[str, int] = {n: 0 for n in names}
         self.import_s: dict[str, float | None] = {}
+        self.memory: dict[str, dict[int, float | None]] = {}
         self.unclosed = 0  # "Unclosed client session/connector" reports from the event loop
 
     def fail(self, name: str, exc: BaseException) -> None:
@@ -550,8 +671,8 @@ class Run:
         if not isinstance(exc, WrongAnswer):
             traceback.print_exc(file=sys.stderr)
 
-    def us(self, rounds: dict[str, list[float]], name: str, how: str = "best") -> float | None:
-        """Microseconds per call: the best round, or the median one."""
+    def us(self, rounds: dict[str, list[float]], name: str, how: str = "median") -> float | None:
+        """Microseconds per call: the median round, or the best one."""
         values = rounds.get(name)
         if name in self.errors or not values:
             return None
@@ -617,8 +738,84 @@ async def measure(server: Server, names: list[str], requests: int, streams: int,
     return run
 
 
+def _rss() -> int:
+    """This process's resident memory in bytes."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+async def _held_streams(name: str, count: int, servers: list[Server]) -> dict[str, float]:
+    """Open ``count`` streams at once, each held after its first chunk; the memory they take."""
+    client = FACTORIES[name](servers[0].base_url, connections=count)
+    _check_request(await client.request())  # discovery (unillm) and a warm connection
+    gc.collect()
+    before = _rss()
+    tasks = [asyncio.ensure_future(client.stream()) for _ in range(count)]
+    while sum(s.stats()["held"] for s in servers) < count:
+        await asyncio.sleep(0.2)
+        if any(t.done() for t in tasks):
+            break
+    await asyncio.sleep(0.5)  # the first chunks read
+    during = _rss()
+    for server in servers:
+        server.stats("/_release")
+    for result in await asyncio.gather(*tasks):
+        _check_stream(result)
+    await client.aclose()
+    return {"kib_per_stream": round((during - before) / count / 1024, 1), "rss_mib": round(during / MiB, 1)}
+
+
+MiB = 1024 * 1024
+MEMORY_RUN_S = 180  # one client at one count (httpx's own pool takes minutes at 5,000 streams)
+
+
+def memory_child(name: str, count: int, gap_us: float) -> None:
+    """Print the JSON of :func:`_held_streams` for one client (``--memory NAME:COUNT``)."""
+    servers = [Server(gap_us, hold=True) for _ in range(2 if name == "unillm_fleet" else 1)]
+    try:
+        if len(servers) > 1:
+            os.environ["BENCH_SECOND_URL"] = servers[1].base_url
+        print(json.dumps(asyncio.run(_held_streams(name, count, servers))))
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def memory(names: list[str], counts: list[int], gap_us: float) -> dict[str, dict[int, float | None]]:
+    """KiB of resident memory per concurrent stream, per client and count (one process each)."""
+    result: dict[str, dict[int, float | None]] = {}
+    for name in (n for n in MEMORY_CLIENTS if n in names):
+        result[name] = {}
+        for count in counts:
+            child = subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__), "--memory", f"{name}:{count}"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={**os.environ, **CHILD_ENV},
+                start_new_session=True,  # its servers with it: stopped together on a timeout
+            )
+            try:
+                stdout, stderr = child.communicate(timeout=MEMORY_RUN_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.communicate()
+                print(f"  ! memory {name} x{count}: over {MEMORY_RUN_S} s", file=sys.stderr)
+                result[name][count] = None
+                continue
+            lines = stdout.strip().splitlines()
+            if child.returncode != 0 or not lines:
+                print(f"  ! memory {name} x{count}: {stderr[-500:]}", file=sys.stderr)
+                result[name][count] = None
+            else:
+                result[name][count] = json.loads(lines[-1])["kib_per_stream"]
+            print(f"  memory {name} x{count}: {result[name][count]} KiB/stream", file=sys.stderr)
+    return result
+
+
 IMPORT_CODE = {
     "httpx": "import httpx",
+    "aiohttp": "import aiohttp",
     "unillm": "import unillm",
     "unillm_full": "import unillm; unillm.connect",
     "openai": "import openai",
@@ -664,37 +861,71 @@ def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def _goals(req: dict[str, float | None], strm: dict[str, float | None], run: Run) -> dict[str, bool | None]:
+    """Issue 22's goals, each True/False (None: not measured in this run)."""
+
+    def at_most(value: float | None, limit: float) -> bool | None:
+        return None if value is None else value <= limit
+
+    imp, mem = run.import_s, run.memory
+    connect, httpx_import = imp.get("unillm_full"), imp.get("httpx")
+    memory_ok = [
+        mem["unillm"][n] <= mem["httpx"][n]  # type: ignore[operator]
+        for n in mem.get("unillm", {})
+        if mem["unillm"][n] is not None and mem.get("httpx", {}).get(n) is not None
+    ]
+    return {
+        "per_request_le_0.70x_httpx": at_most(_ratio(req["unillm"], req["httpx"]), 0.70),
+        "per_stream_le_0.60x_httpx": at_most(_ratio(strm["unillm"], strm["httpx"]), 0.60),
+        "per_request_le_1.3x_aiohttp": at_most(_ratio(req["unillm"], req["aiohttp"]), 1.3),
+        "per_stream_le_1.3x_aiohttp": at_most(_ratio(strm["unillm"], strm["aiohttp"]), 1.3),
+        "fleet_per_request_le_1.05x_direct": at_most(_ratio(req["unillm_fleet"], req["unillm"]), 1.05),
+        "fleet_per_stream_le_1.05x_direct": at_most(_ratio(strm["unillm_fleet"], strm["unillm"]), 1.05),
+        "connect_import_le_httpx_import": None
+        if connect is None or httpx_import is None
+        else connect <= httpx_import,
+        "memory_per_stream_le_httpx": all(memory_ok) if memory_ok else None,
+    }
+
+
 def report(run: Run, args: argparse.Namespace) -> dict[str, Any]:
     req = {n: run.us(run.request_rounds, n) for n in CLIENTS}
     strm = {n: run.us(run.stream_rounds, n) for n in CLIENTS}
     imp = run.import_s
     print()
     print(
-        f"CPU per call, best of {args.rounds} rounds; {args.requests} requests, "
-        f"{args.streams} streams of {CHUNKS} chunks ({args.chunk_gap_us:g} us apart)"
+        f"CPU per call (process time), median of {args.rounds} interleaved rounds; {args.requests} "
+        f"requests, {args.streams} streams of {CHUNKS} chunks ({args.chunk_gap_us:g} us apart)"
     )
     header = (
-        f"{'client':<9} {'us/request':>11} {'x httpx':>8} {'us/stream':>10} {'x httpx':>8} "
-        f"{'import s':>9} {'conns':>6}"
+        f"{'client':<15} {'us/request':>10} {'x httpx':>7} {'x aiohttp':>9} {'us/stream':>10} "
+        f"{'x httpx':>7} {'x aiohttp':>9} {'import s':>9} {'conns':>5}"
     )
     print(header)
     print("-" * len(header))
     for n in CLIENTS:
         if n not in run.names:
-            print(f"{n:<9} skipped (not in --clients; --quick leaves out litellm)")
+            print(f"{n:<15} skipped (not in --clients; --quick leaves out litellm)")
             continue
         if n in run.errors:
-            print(f"{n:<9} ERROR: {run.errors[n][:80]}")
+            print(f"{n:<15} ERROR: {run.errors[n][:80]}")
             continue
         imports = _fmt(imp.get(n), ".3f")
-        if n == "unillm":
-            imports += f" ({_fmt(imp.get('unillm_full'), '.2f')} full)"
         print(
-            f"{n:<9} {_fmt(req[n], '11.1f')} {_fmt(_ratio(req[n], req['httpx']), '8.2f')} "
-            f"{_fmt(strm[n], '10.1f')} {_fmt(_ratio(strm[n], strm['httpx']), '8.2f')} "
-            f"{imports:>9} {run.connections.get(n, 0):>6}"
+            f"{n:<15} {_fmt(req[n], '10.1f')} {_fmt(_ratio(req[n], req['httpx']), '7.2f')} "
+            f"{_fmt(_ratio(req[n], req['aiohttp']), '9.2f')} {_fmt(strm[n], '10.1f')} "
+            f"{_fmt(_ratio(strm[n], strm['httpx']), '7.2f')} "
+            f"{_fmt(_ratio(strm[n], strm['aiohttp']), '9.2f')} "
+            f"{imports:>9} {run.connections.get(n, 0):>5}"
         )
     print("(conns: TCP connections opened during the measured rounds; 1 or 0 means reuse)")
+    print(
+        f"import unillm: {_fmt(imp.get('unillm'), '.3f')} s; import unillm + unillm.connect: "
+        f"{_fmt(imp.get('unillm_full'), '.3f')} s; import httpx: {_fmt(imp.get('httpx'), '.3f')} s"
+    )
+    for n, by_count in run.memory.items():
+        sizes = ", ".join(f"{c} streams: {_fmt(v, '.1f')} KiB/stream" for c, v in by_count.items())
+        print(f"memory {n:<13} {sizes}")
     if run.unclosed:
         print(
             f"(the event loop reported {run.unclosed} unclosed sessions/connectors, "
@@ -702,19 +933,34 @@ def report(run: Run, args: argparse.Namespace) -> dict[str, Any]:
         )
     for n, paths in run.paths.items():
         print(f"  {n} warm-up hit: {', '.join(f'{k} x{v}' for k, v in sorted(paths.items()))}")
+    goals = _goals(req, strm, run)
+    print("goals: " + ", ".join(f"{k}={v}" for k, v in goals.items()))
     return {
         "per_request_vs_httpx": _ratio(req["unillm"], req["httpx"]),
         "per_stream_vs_httpx": _ratio(strm["unillm"], strm["httpx"]),
+        "per_request_vs_aiohttp": _ratio(req["unillm"], req["aiohttp"]),
+        "per_stream_vs_aiohttp": _ratio(strm["unillm"], strm["aiohttp"]),
         "import_s": _round(imp.get("unillm")),
         "import_full_s": _round(imp.get("unillm_full")),
+        "import_httpx_s": _round(imp.get("httpx")),
+        "unillm_httpx_per_request_vs_httpx": _ratio(req["unillm_httpx"], req["httpx"]),
+        "unillm_httpx_per_stream_vs_httpx": _ratio(strm["unillm_httpx"], strm["httpx"]),
+        "fleet_per_request_vs_direct": _ratio(req["unillm_fleet"], req["unillm"]),
+        "fleet_per_stream_vs_direct": _ratio(strm["unillm_fleet"], strm["unillm"]),
+        "aiohttp_per_request_vs_httpx": _ratio(req["aiohttp"], req["httpx"]),
+        "aiohttp_per_stream_vs_httpx": _ratio(strm["aiohttp"], strm["httpx"]),
         "openai_per_request_vs_httpx": _ratio(req["openai"], req["httpx"]),
         "openai_per_stream_vs_httpx": _ratio(strm["openai"], strm["httpx"]),
+        "openai_aiohttp_per_request_vs_httpx": _ratio(req["openai_aiohttp"], req["httpx"]),
+        "openai_aiohttp_per_stream_vs_httpx": _ratio(strm["openai_aiohttp"], strm["httpx"]),
         "litellm_per_request_vs_httpx": _ratio(req["litellm"], req["httpx"]),
         "litellm_per_stream_vs_httpx": _ratio(strm["litellm"], strm["httpx"]),
+        "goals": goals,
+        "memory_kib_per_stream": run.memory,
         "us_per_request": {n: _round(v, 1) for n, v in req.items()},
         "us_per_stream": {n: _round(v, 1) for n, v in strm.items()},
-        "us_per_request_median": {n: _round(run.us(run.request_rounds, n, "median"), 1) for n in CLIENTS},
-        "us_per_stream_median": {n: _round(run.us(run.stream_rounds, n, "median"), 1) for n in CLIENTS},
+        "us_per_request_best": {n: _round(run.us(run.request_rounds, n, "best"), 1) for n in CLIENTS},
+        "us_per_stream_best": {n: _round(run.us(run.stream_rounds, n, "best"), 1) for n in CLIENTS},
         "import_s_by_client": {n: _round(v) for n, v in imp.items()},
         "connections": run.connections,
         "unclosed_reports": run.unclosed,
@@ -742,8 +988,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="small run for smoke tests (~15 s): 200 requests, 20 streams, "
-        "4 rounds, imports timed once, no litellm",
+        help="small run for smoke tests (~30 s): 200 requests, 20 streams, "
+        "4 rounds, imports timed once, memory at 50 streams, no litellm",
     )
     parser.add_argument(
         "--chunk-gap-us",
@@ -757,30 +1003,50 @@ def main(argv: list[str] | None = None) -> int:
         + ",".join(CLIENTS)
         + " (default: all; with --quick all but litellm)",
     )
+    parser.add_argument(
+        "--memory-streams",
+        help="comma-separated counts of concurrent streams to measure memory at "
+        "(1000,5000; with --quick 50; 0 leaves it out)",
+    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--hold", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--memory", help=argparse.SUPPRESS)  # NAME:COUNT, in a child process
     args = parser.parse_args(argv)
     if args.serve:
-        serve(args.chunk_gap_us)
+        serve(args.chunk_gap_us, args.hold)
+        return 0
+    if args.memory:
+        name, count = args.memory.split(":")
+        memory_child(name, int(count), args.chunk_gap_us)
         return 0
     args.requests = args.requests or (200 if args.quick else 800)
     args.streams = args.streams or (20 if args.quick else 80)
     args.rounds = max(1, min(args.rounds or (4 if args.quick else 8), args.requests, args.streams))
     if args.clients is None:
-        args.clients = "httpx,unillm,openai" if args.quick else ",".join(CLIENTS)
+        args.clients = ",".join(n for n in CLIENTS if n != "litellm" or not args.quick)
     names = [n for n in args.clients.split(",") if n]
     unknown = set(names) - set(CLIENTS)
     if unknown or "httpx" not in names:
         parser.error(f"--clients must include httpx and only name {', '.join(CLIENTS)}")
 
+    counts = [int(c) for c in (args.memory_streams or ("50" if args.quick else "1000,5000")).split(",")]
     server = Server(args.chunk_gap_us)
+    second = Server(args.chunk_gap_us) if "unillm_fleet" in names else None
     try:
         print(f"server pid {server.proc.pid} at {server.base_url}", file=sys.stderr)
+        if second is not None:
+            os.environ["BENCH_SECOND_URL"] = second.base_url
         run = asyncio.run(measure(server, names, args.requests, args.streams, args.rounds))
     finally:
         server.stop()
-    timed = ["httpx", "unillm", "unillm_full"] + [n for n in ("openai", "litellm") if n in names]
+        if second is not None:
+            second.stop()
+    timed = ["httpx", "aiohttp", "unillm", "unillm_full"] + [n for n in ("openai", "litellm") if n in names]
     print("timing imports...", file=sys.stderr)
     run.import_s = import_times(timed, 1 if args.quick else 5)
+    if counts != [0]:
+        print("measuring memory...", file=sys.stderr)
+        run.memory = memory(names, [c for c in counts if c > 0], args.chunk_gap_us)
     summary = report(run, args)
     print(json.dumps(summary, separators=(",", ":")))
     return 0

@@ -15,13 +15,22 @@ from unillm.adapter.launch_spec import Disaggregation, LaunchSpec, build_spec
 from unillm.client.llm import LLM
 from unillm.client.transport import Pool, RetryPolicy, Timeouts
 from unillm.errors import InvalidOptions
-from unillm.launching.supervisor import Launch, ProgressHook, print_progress
 from unillm.options import Options
 
 if TYPE_CHECKING:
     from unillm.fleet.fleet import Fleet
     from unillm.fleet.picker import Policy
     from unillm.launching.fleet_launch import FleetLaunch
+    from unillm.launching.supervisor import Launch, LaunchProgress, ProgressHook
+
+
+def print_progress(progress: LaunchProgress) -> None:
+    """The default ``progress`` of :func:`launch`: one updating line on a terminal, a line every
+    10 s otherwise (:func:`unillm.launching.supervisor.print_progress`, imported only when an
+    engine is launched, so that ``connect`` loads no launch machinery)."""
+    from unillm.launching import supervisor
+
+    supervisor.print_progress(progress)
 
 
 @overload
@@ -226,6 +235,8 @@ def launch(
     Raises:
         InvalidOptions: A setting the spec refuses, or ``log_path`` with several processes.
     """
+    from unillm.launching.supervisor import Launch
+
     full = build_spec(spec, settings)
     if replicas == 1 and router is None and disaggregation is None and not replica_env:
         return Launch(

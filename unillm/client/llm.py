@@ -41,6 +41,7 @@ if sys.version_info < (3, 11):
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
+    from unillm.client.answer import Answer
     from unillm.client.blocking import BlockingLLM
 
 M = TypeVar("M", bound=BaseModel)
@@ -549,7 +550,7 @@ class LLM:
             )
         return info, call
 
-    def _error(self, response: httpx.Response, request: Request | None) -> UnillmError:
+    def _error(self, response: Answer, request: Request | None) -> UnillmError:
         from unillm.client.transport import retry_after_seconds
         from unillm.errors import Overloaded
 

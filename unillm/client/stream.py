@@ -25,6 +25,7 @@ from unillm.tools import ToolCallAccumulator
 
 if TYPE_CHECKING:
     from unillm.adapter.base import Adapter, EngineInfo, HttpCall
+    from unillm.client.answer import Answer
     from unillm.client.transport import Timeouts, Transport
     from unillm.errors import UnillmError
 
@@ -42,7 +43,7 @@ class StreamSource(Protocol):
 
     async def _prepare(self, request: Request) -> tuple[EngineInfo, HttpCall]: ...
 
-    def _error(self, response: httpx.Response, request: Request | None) -> UnillmError: ...
+    def _error(self, response: Answer, request: Request | None) -> UnillmError: ...
 
 
 class ClosingStream:
@@ -309,10 +310,10 @@ def _retrieve(task: asyncio.Future[None]) -> None:
         task.exception()  # a failure while closing is not the caller's error; do not warn
 
 
-async def _drain(response: httpx.Response) -> None:
+async def _drain(response: Answer) -> None:
     with anyio.move_on_after(1.0):
         try:
-            async for _ in response.stream:  # type: ignore[union-attr]
+            async for _ in response.aiter_bytes():  # goes on where the event stream stopped
                 pass
         except httpx.HTTPError:
             pass
