@@ -27,6 +27,7 @@ from unillm.adapter.openai_compat import (
     OpenAIEmbeddings,
     OpenAIStreamDecoder,
     RuntimeLoraEndpoints,
+    StreamedReasoning,
     TokenizeEndpoint,
     ToolDeltas,
     choices_of,
@@ -34,8 +35,10 @@ from unillm.adapter.openai_compat import (
     parse_logprobs,
     parse_usage,
     structured_output,
+    with_reasoning,
     with_tool_calls,
 )
+from unillm.adapter.reasoning import held_suffix, reasoning_field
 from unillm.adapter.refusals import Refuse
 from unillm.adapter.registry import ENTRY_POINT_GROUP, get_adapter, installed_engines
 from unillm.adapter.sampling import EXTRA_SAMPLING, sampling_fields
@@ -144,6 +147,7 @@ __all__ = [
     "SHAPE_ERRORS",
     "Speculative",
     "StreamDecoder",
+    "StreamedReasoning",
     "Support",
     "Timings",
     "TokenLogprob",
@@ -172,6 +176,7 @@ __all__ = [
     "features_of",
     "float_vectors",
     "get_adapter",
+    "held_suffix",
     "installed_engines",
     "malformed",
     "missing_route",
@@ -180,11 +185,13 @@ __all__ = [
     "parse_usage",
     "parse_version",
     "raise_stream_error",
+    "reasoning_field",
     "sampling_fields",
     "since",
     "structured_output",
     "text_field",
     "text_of",
     "unsupported",
+    "with_reasoning",
     "with_tool_calls",
 ]
