@@ -176,6 +176,8 @@ class LaunchSpec(BaseModel):
     it on a CPU-only machine within a small memory budget; the fields you set win over it.
     ``tool_parser`` enables ``tool_choice="auto"`` (vLLM, SGLang); when omitted, unillm reads a
     local model's chat template and picks ``hermes`` for ``<tool_call>`` templates.
+    ``reasoning_parser`` (vLLM, SGLang) makes the engine send the model's thinking apart from its
+    answer; when omitted it is read off a local model's chat template (``<think>`` templates).
     ``task="embed"`` serves an embedding model for ``llm.embed()`` (vLLM's pooling runner,
     SGLang's embedding mode); engines without one refuse it.
     ``env`` values whose names look secret (``HF_TOKEN``, ``*_API_KEY``, ...: see
@@ -204,6 +206,7 @@ class LaunchSpec(BaseModel):
         nodes: Run one engine over several machines; None: this one only.
         pd: This engine's prefill/decode role (set by :class:`Disaggregation`).
         tool_parser: How the engine reads tool calls in the model's output; None: detected.
+        reasoning_parser: How the engine separates the model's thinking (vLLM, SGLang); None: detected.
         in_process: Run the engine inside this process (adapters that support it).
         cpu: Apply the engine's CPU recipe (the fields you set win).
         python: The interpreter of the engine's environment; None: its managed env, else this one.
@@ -242,6 +245,12 @@ class LaunchSpec(BaseModel):
         "'hermes', 'llama3_json', 'mistral', 'pythonic', ...); None: detected from "
         "the model's chat template where reliable; 'none': no parser",
     )
+    reasoning_parser: str | None = Field(
+        None,
+        description="how the engine separates the model's thinking from its answer (the engine's "
+        "own names, e.g. 'qwen3', 'deepseek_r1'); None: detected from the model's chat template "
+        "where reliable; 'none': no parser (unillm then splits the thinking markers itself)",
+    )
     in_process: bool = False
     cpu: bool = Field(False, description="apply the engine's CPU recipe (your settings win)")
     python: str | None = None
@@ -278,6 +287,10 @@ class LaunchSpec(BaseModel):
     def parser(self) -> str | None:
         """The tool parser to start the engine with (None: none)."""
         return None if self.tool_parser in (None, "", "none") else self.tool_parser
+
+    def thinking_parser(self) -> str | None:
+        """The reasoning parser to start the engine with (None: none)."""
+        return None if self.reasoning_parser in (None, "", "none") else self.reasoning_parser
 
     def key(self) -> str | None:
         """The API key in clear text (None when auth is off or not yet generated)."""

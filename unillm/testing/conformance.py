@@ -154,6 +154,7 @@ LAUNCH_PROBES: Mapping[str, LaunchProbe] = {
     ),
     "pd.port": LaunchProbe({"pd": PDRole(role="prefill", port=5601)}, {"pd": PDRole(role="prefill")}),
     "tool_parser": LaunchProbe({"tool_parser": "hermes"}),
+    "reasoning_parser": LaunchProbe({"reasoning_parser": "qwen3"}),
     "extra_args": LaunchProbe({"extra_args": ["--probe-flag"]}),
 }
 # LaunchSpec fields the adapter's command() does not see change anything, because the core

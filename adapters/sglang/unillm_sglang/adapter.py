@@ -69,7 +69,7 @@ from unillm_sglang.features import (
     parse_version,
     server_support,
 )
-from unillm_sglang.launch import cpu_recipe, launch_command
+from unillm_sglang.launch import REASONING_PARSERS, cpu_recipe, launch_command
 from unillm_sglang.native import (
     GENERATE_PATH,
     NATIVE_ONLY_KEYS,
@@ -109,6 +109,7 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
     # The server runtime's kernel package: ``sglang`` alone may be the frontend-only install (the
     # DSL extra), which cannot serve, and finding ``sglang.srt`` would import all of torch.
     engine_module = "sgl_kernel"
+    reasoning_parsers = REASONING_PARSERS  # --reasoning-parser NAME
     takes_tool_parser = True  # --tool-call-parser NAME
     extra_sampling_fields = EXTRA_SAMPLING
 

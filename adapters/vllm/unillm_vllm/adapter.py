@@ -72,6 +72,7 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
     name = "vllm"
     display_name = "vLLM"
     engine_module = "vllm"
+    reasoning_parsers = launch.REASONING_PARSERS  # --reasoning-parser NAME
     takes_tool_parser = True  # --enable-auto-tool-choice --tool-call-parser NAME
     extra_sampling_fields = EXTRA_SAMPLING
 
