@@ -184,6 +184,7 @@ ADAPTER_SDK = {
     "structured_output",
     "text_field",
     "text_of",
+    "thinking_fields",
     "unsupported",
     "with_reasoning",
     "with_tool_calls",

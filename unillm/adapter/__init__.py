@@ -38,7 +38,7 @@ from unillm.adapter.openai_compat import (
     with_reasoning,
     with_tool_calls,
 )
-from unillm.adapter.reasoning import held_suffix, reasoning_field
+from unillm.adapter.reasoning import held_suffix, reasoning_field, thinking_fields
 from unillm.adapter.refusals import Refuse
 from unillm.adapter.registry import ENTRY_POINT_GROUP, get_adapter, installed_engines
 from unillm.adapter.sampling import EXTRA_SAMPLING, sampling_fields
@@ -191,6 +191,7 @@ __all__ = [
     "structured_output",
     "text_field",
     "text_of",
+    "thinking_fields",
     "unsupported",
     "with_reasoning",
     "with_tool_calls",

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from unillm.adapter.base import Adapter, EngineInfo, HttpCall
 from unillm.adapter.http_errors import error_for_status, error_message, raise_stream_error
-from unillm.adapter.reasoning import ReasoningSplitter, answer_parts, reasoning_field
+from unillm.adapter.reasoning import ReasoningSplitter, answer_parts, reasoning_field, thinking_fields
 from unillm.adapter.sampling import sampling_fields
 from unillm.embeddings import EmbedBatch, EmbedRequest, TokenizeRequest, float_vectors
 from unillm.errors import SHAPE_ERRORS, MalformedResponse, UnillmError, clip_message, malformed
@@ -54,6 +54,9 @@ class OpenAICompatAdapter(Adapter):
 
     #: Non-OpenAI sampling options the engine reads under unillm's names (e.g. EXTRA_SAMPLING).
     extra_sampling_fields: ClassVar[tuple[str, ...]] = ()
+    #: The thinking options (``thinking``, ``thinking_budget``, ``reasoning_effort``) the engine
+    #: reads; the others are refused before sending.
+    thinking_options: ClassVar[tuple[str, ...]] = ()
 
     # -- hooks for subclasses ------------------------------------------------------------
     def model_field(self, request: Request, info: EngineInfo) -> str:
@@ -141,6 +144,7 @@ class OpenAICompatAdapter(Adapter):
         if request.output is not None:
             body.update(self.constraint_fields(request.output, info))
         body.update(self.tool_fields(request, info))
+        body.update(thinking_fields(request, self.name, self.thinking_options))
         if request.stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}

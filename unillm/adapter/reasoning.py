@@ -20,12 +20,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from unillm.errors import UnsupportedFeature
+from unillm.options import REASONING_OPTIONS, Request
+
 __all__ = [
     "THINKING_MARKERS",
     "ReasoningSplitter",
     "answer_parts",
     "held_suffix",
     "reasoning_field",
+    "thinking_fields",
     "split_reasoning",
 ]
 
@@ -110,6 +114,48 @@ def answer_parts(text: str, parsed: str | None) -> tuple[str | None, str]:
     if parsed is None:
         return split_reasoning(text)
     return parsed.strip() or None, text.lstrip()
+
+
+#: Where each thinking option goes in an OpenAI-layout chat body, on the engines that read it.
+THINKING_BODY = {
+    "thinking": "chat_template_kwargs.enable_thinking",
+    "thinking_budget": "thinking_token_budget",
+    "reasoning_effort": "reasoning_effort",
+}
+
+
+def thinking_fields(request: Request, engine: str, taken: Iterable[str]) -> dict[str, Any]:
+    """Body fields for the thinking options ``request`` sets (``thinking``, ``thinking_budget``,
+    ``reasoning_effort``), for an engine that reads the ``taken`` ones (see ``THINKING_BODY``).
+
+    Args:
+        request: The validated request.
+        engine: The adapter's name, for the refusal.
+        taken: The thinking options the engine reads.
+
+    Raises:
+        UnsupportedFeature: An option set that the engine has no field for (before sending).
+    """
+    accepted = frozenset(taken)
+    body: dict[str, Any] = {}
+    for option in REASONING_OPTIONS:
+        value = getattr(request, option)
+        if value is None:
+            continue
+        if option not in accepted:
+            raise UnsupportedFeature(
+                engine,
+                option,
+                why=f"{engine} has no request field for it",
+                alternative="Drop it; "
+                + ("vLLM takes all three thinking options" if accepted else "ask for brevity in the prompt"),
+            )
+        key, _, sub = THINKING_BODY[option].partition(".")
+        if sub:
+            body.setdefault(key, {})[sub] = value
+        else:
+            body[key] = value
+    return body
 
 
 class ReasoningSplitter:

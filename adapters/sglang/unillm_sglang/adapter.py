@@ -111,6 +111,7 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
     engine_module = "sgl_kernel"
     reasoning_parsers = REASONING_PARSERS  # --reasoning-parser NAME
     takes_tool_parser = True  # --tool-call-parser NAME
+    thinking_options = ("thinking", "reasoning_effort")  # chat_template_kwargs / request fields
     extra_sampling_fields = EXTRA_SAMPLING
 
     def __init__(self, api: ApiChoice = "auto") -> None:

@@ -74,6 +74,11 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
     engine_module = "vllm"
     reasoning_parsers = launch.REASONING_PARSERS  # --reasoning-parser NAME
     takes_tool_parser = True  # --enable-auto-tool-choice --tool-call-parser NAME
+    thinking_options = (
+        "thinking",
+        "thinking_budget",
+        "reasoning_effort",
+    )  # chat_template_kwargs / request fields
     extra_sampling_fields = EXTRA_SAMPLING
 
     def __init__(
