@@ -94,9 +94,9 @@ class Script:
             },
         )
 
-    def llm(self) -> unillm.LLM:
+    def llm(self, url: str = "http://engine.invalid") -> unillm.LLM:
         # a launched vLLM with a tool parser: tool_choice="auto" is allowed
-        llm = unillm.LLM("vllm", "http://engine.invalid", http_transport=httpx.MockTransport(self))
+        llm = unillm.LLM("vllm", url, http_transport=httpx.MockTransport(self))
         llm.adapter.launched, llm.adapter.tool_parser = False, "hermes"  # type: ignore[attr-defined]
         return llm
 
@@ -186,3 +186,10 @@ async def test_cancelling_the_loop_stops_it_inside_a_running_tool() -> None:
         await started.wait()
         tg.cancel_scope.cancel()
     assert len(script.sent) == 1
+
+
+async def test_a_fleet_runs_the_loop_over_its_replicas() -> None:
+    script = two_step()
+    async with unillm.Fleet([script.llm(), script.llm("http://other.invalid")]) as fleet:
+        run = await fleet.run_tools(ASK, tools=[add, double])
+    assert (run.stopped, run.text, len(script.sent)) == ("answer", "It is 10.", 3)
