@@ -48,13 +48,16 @@ async def get_time(city: str) -> str:
 async def test_the_parser_returns_the_thought_apart_from_the_answer(thinking_server: RunningEngine) -> None:
     async with thinking_server.connect() as llm:
         r = await llm.generate(messages=ASK, max_tokens=24, temperature=0)
-    assert (r.reasoning, r.text) == (THOUGHT, "4")
+    # the split is the point (the tiny model's arithmetic is right ~3 times in 4)
+    assert r.reasoning == THOUGHT and r.text and "think>" not in r.text
 
 
 async def test_a_stream_splits_the_same_way(thinking_server: RunningEngine) -> None:
-    async with thinking_server.connect() as llm, llm.stream(messages=ASK, max_tokens=24, temperature=0) as s:
-        await s.collect()
-    assert (s.reasoning.strip(), s.text.strip()) == (THOUGHT, "4")
+    async with thinking_server.connect() as llm:
+        r = await llm.generate(messages=ASK, max_tokens=24, temperature=0)
+        async with llm.stream(messages=ASK, max_tokens=24, temperature=0) as s:
+            await s.collect()
+    assert (s.reasoning.strip(), s.text.strip()) == (r.reasoning, r.text)
 
 
 async def test_a_tool_loop_over_two_functions_runs_to_the_answer(thinking_server: RunningEngine) -> None:
