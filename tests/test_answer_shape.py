@@ -13,7 +13,12 @@ from unillm.results import Usage
 def test_total_tokens_is_a_field_computed_when_the_engine_sends_none() -> None:
     usage = Usage(prompt_tokens=3, completion_tokens=4)
     assert usage.total_tokens == 7
-    assert usage.model_dump() == {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
+    assert usage.model_dump() == {
+        "prompt_tokens": 3,
+        "completion_tokens": 4,
+        "total_tokens": 7,
+        "reasoning_tokens": None,
+    }
     assert Usage.model_validate_json(usage.model_dump_json()) == usage
 
 

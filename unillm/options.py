@@ -178,6 +178,9 @@ class Options(TypedDict, total=False):
         deadline: Seconds the whole call may take, queueing and retries included; unset: no limit.
         tools: Functions the model may call: pydantic classes, Python functions or JSON-schema dicts.
         tool_choice: "auto" (default), "required", "none", or the tool (or its name) to call.
+        thinking: Turn the model's thinking on or off (the chat template's ``enable_thinking``).
+        thinking_budget: The most tokens the model may think for (vLLM's thinking token budget).
+        reasoning_effort: How hard a reasoning model thinks: "none", "minimal", "low", "medium", "high".
     """
 
     max_tokens: int
@@ -200,6 +203,9 @@ class Options(TypedDict, total=False):
     deadline: float
     tools: Sequence[Any]
     tool_choice: Any
+    thinking: bool
+    thinking_budget: int
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high"]
 
 
 SAMPLING_FIELDS: tuple[str, ...] = (
@@ -287,6 +293,9 @@ class Request:
     deadline: float | None = None
     tools: tuple[Tool, ...] | None = None
     tool_choice: ToolChoice | None = None
+    thinking: bool | None = None
+    thinking_budget: int | None = None
+    reasoning_effort: str | None = None
 
     def sampling(self) -> dict[str, Any]:
         """The sampling options that were set, by unified name."""
@@ -310,6 +319,9 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "logprobs": (bool,),
     "lora": (str,),
     "session": (str,),
+    "thinking": (bool,),
+    "thinking_budget": (int,),
+    "reasoning_effort": (str,),
 }
 _RANGES: dict[str, tuple[float, float]] = {
     "max_tokens": (1, float("inf")),
@@ -322,7 +334,10 @@ _RANGES: dict[str, tuple[float, float]] = {
     "presence_penalty": (-2, 2),
     "frequency_penalty": (-2, 2),
     "repetition_penalty": (0, float("inf")),
+    "thinking_budget": (0, float("inf")),
 }
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
+REASONING_OPTIONS = ("thinking", "thinking_budget", "reasoning_effort")
 _POSITIVE: dict[str, str] = {  # seconds that must be > 0, and what each one limits
     "timeout": "the longest wait for the next bytes of an answer",
     "deadline": "the whole call, queueing and retries included",
@@ -426,6 +441,7 @@ def make_request(
         check_json(values["extra_body"], "extra_body")
     constraint = to_constraint(output)
     _tool_values(values, constraint, chat=messages is not None)
+    _check_reasoning(values, chat=messages is not None)
     return Request(
         prompt=prompt,
         messages=None if messages is None else normalize_messages(messages),
@@ -433,6 +449,19 @@ def make_request(
         output=constraint,
         **values,
     )
+
+
+def _check_reasoning(values: Mapping[str, Any], *, chat: bool) -> None:
+    """Refuse thinking options on a plain prompt (they act through the chat template) and an
+    unknown ``reasoning_effort``."""
+    effort = values.get("reasoning_effort")
+    if effort is not None and effort not in REASONING_EFFORTS:
+        raise InvalidOptions(f"reasoning_effort={effort!r} is not one of {', '.join(REASONING_EFFORTS)}")
+    used = [k for k in REASONING_OPTIONS if k in values]
+    if used and not chat:
+        raise InvalidOptions(
+            f"{', '.join(used)} act through the chat template: pass messages=[...] instead of a prompt"
+        )
 
 
 def _tool_values(values: dict[str, Any], output: Constraint | None, *, chat: bool) -> None:

@@ -24,6 +24,8 @@ class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    #: Tokens of the model's thinking, part of ``completion_tokens``; None: the engine does not count them.
+    reasoning_tokens: int | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -38,7 +40,7 @@ class Timings(BaseModel):
     """Client-side timings in seconds, measured as ``vllm bench serve`` defines them.
 
     * ``total_s``: end-to-end latency, from sending the request to the end of the answer.
-    * ``ttft_s``: time to the first content chunk, text or tool-call piece (streams; ``None``
+    * ``ttft_s``: time to the first content chunk, text, thought or tool-call piece (streams; ``None``
       for a non-streamed answer, which arrives all at once).
     * ``itl_s``: every gap between consecutive content chunks (streams), in order. An engine may
       pack several tokens in one chunk (speculative decoding, stream intervals): these are
@@ -136,6 +138,7 @@ class CompletionChoice(BaseModel, Generic[T]):
     logprobs: list[TokenLogprob] | None = None
     parsed: T | None = None
     tool_calls: list[ToolCall] = []
+    reasoning: str | None = None  # the model's thinking, apart from ``text`` (None: it did not think)
 
 
 class RouteDecision(BaseModel):
@@ -178,6 +181,11 @@ class Completion(BaseModel, Generic[T]):
         return self.choices[0].text
 
     @property
+    def reasoning(self) -> str | None:
+        """The first choice's thinking, apart from the answer (None when the model did not think)."""
+        return self.choices[0].reasoning
+
+    @property
     def finish_reason(self) -> str | None:
         """Why the first choice stopped: "stop", "length", ..."""
         return self.choices[0].finish_reason
@@ -210,10 +218,14 @@ class Completion(BaseModel, Generic[T]):
 
 
 class Delta(BaseModel):
-    """A piece of a stream. The last delta carries ``usage``, ``timings`` and the finish reason."""
+    """A piece of a stream. The last delta carries ``usage``, ``timings`` and the finish reason.
+
+    ``reasoning`` is a piece of the model's thinking, ``text`` a piece of the answer.
+    """
 
     index: int = 0
     text: str = ""
+    reasoning: str = ""
     finish_reason: str | None = None
     logprobs: list[TokenLogprob] | None = None
     tool_calls: list[ToolCallDelta] | None = None

@@ -30,6 +30,7 @@ from unillm.adapter.openai_compat import (
     OpenAIEmbeddings,
     OpenAIStreamDecoder,
     RuntimeLoraEndpoints,
+    StreamedReasoning,
     TokenizeEndpoint,
     ToolDeltas,
     choices_of,
@@ -37,8 +38,10 @@ from unillm.adapter.openai_compat import (
     parse_logprobs,
     parse_usage,
     structured_output,
+    with_reasoning,
     with_tool_calls,
 )
+from unillm.adapter.reasoning import held_suffix, reasoning_field, thinking_fields
 from unillm.adapter.refusals import Refuse
 from unillm.adapter.registry import ENTRY_POINT_GROUP, get_adapter, installed_engines
 from unillm.adapter.sampling import EXTRA_SAMPLING, sampling_fields
@@ -154,6 +157,7 @@ __all__ = [
     "Speculative",
     "StartStep",
     "StreamDecoder",
+    "StreamedReasoning",
     "Support",
     "Timings",
     "TokenLogprob",
@@ -182,6 +186,7 @@ __all__ = [
     "features_of",
     "float_vectors",
     "get_adapter",
+    "held_suffix",
     "installed_engines",
     "malformed",
     "missing_route",
@@ -190,11 +195,14 @@ __all__ = [
     "parse_usage",
     "parse_version",
     "raise_stream_error",
+    "reasoning_field",
     "sampling_fields",
     "since",
     "structured_output",
     "text_field",
     "text_of",
+    "thinking_fields",
     "unsupported",
+    "with_reasoning",
     "with_tool_calls",
 ]

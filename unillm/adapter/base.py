@@ -97,6 +97,19 @@ class Adapter(ABC):
     #: is refused before anything starts.
     structured_backends: ClassVar[tuple[str, ...]] = ()
     takes_compact_json: ClassVar[bool] = False
+    #: The reasoning parsers the engine's launch takes (its own names, as its parser list has
+    #: them); empty: it takes none, and an explicit ``reasoning_parser`` is refused before start.
+    reasoning_parsers: ClassVar[frozenset[str]] = frozenset()
+
+    def reasoning_parser_name(self, name: str) -> str | None:
+        """The engine's own spelling of reasoning parser ``name`` (``deepseek-r1`` and
+        ``deepseek_r1`` are one name), or None when the engine has no such parser.
+
+        Args:
+            name: A reasoning parser name, in this engine's spelling or another engine's.
+        """
+        spellings = (name, name.replace("-", "_"), name.replace("_", "-"))
+        return next((s for s in spellings if s in self.reasoning_parsers), None)
 
     @abstractmethod
     def capabilities(self, version: str | None = None) -> Capabilities:

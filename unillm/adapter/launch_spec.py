@@ -180,6 +180,8 @@ class LaunchSpec(BaseModel):
     "xgrammar", "guidance", "outlines", "lm-format-enforcer"; SGLang: "xgrammar", "llguidance",
     "outlines"), and ``compact_json=True`` forbids whitespace in constrained JSON; unillm then
     knows which schemas the server can honour and refuses the others before sending.
+    ``reasoning_parser`` (vLLM, SGLang) makes the engine send the model's thinking apart from its
+    answer; when omitted it is read off a local model's chat template (``<think>`` templates).
     ``task="embed"`` serves an embedding model for ``llm.embed()`` (vLLM's pooling runner,
     SGLang's embedding mode); engines without one refuse it.
     ``env`` values whose names look secret (``HF_TOKEN``, ``*_API_KEY``, ...: see
@@ -210,6 +212,7 @@ class LaunchSpec(BaseModel):
         tool_parser: How the engine reads tool calls in the model's output; None: detected.
         structured_backend: The engine's constrained-decoding backend; None: its default.
         compact_json: Forbid whitespace in constrained JSON; None: the engine's default.
+        reasoning_parser: How the engine separates the model's thinking (vLLM, SGLang); None: detected.
         in_process: Run the engine inside this process (adapters that support it).
         cpu: Apply the engine's CPU recipe (the fields you set win).
         python: The interpreter of the engine's environment; None: its managed env, else this one.
@@ -253,6 +256,12 @@ class LaunchSpec(BaseModel):
         description="the engine's constrained-decoding backend (vLLM: 'auto', 'xgrammar', 'guidance', ...)",
     )
     compact_json: bool | None = Field(None, description="forbid whitespace in constrained JSON")
+    reasoning_parser: str | None = Field(
+        None,
+        description="how the engine separates the model's thinking from its answer (the engine's "
+        "own names, e.g. 'qwen3', 'deepseek_r1'); None: detected from the model's chat template "
+        "where reliable; 'none': no parser (unillm then splits the thinking markers itself)",
+    )
     in_process: bool = False
     cpu: bool = Field(False, description="apply the engine's CPU recipe (your settings win)")
     python: str | None = None
@@ -289,6 +298,10 @@ class LaunchSpec(BaseModel):
     def parser(self) -> str | None:
         """The tool parser to start the engine with (None: none)."""
         return None if self.tool_parser in (None, "", "none") else self.tool_parser
+
+    def thinking_parser(self) -> str | None:
+        """The reasoning parser to start the engine with (None: none)."""
+        return None if self.reasoning_parser in (None, "", "none") else self.reasoning_parser
 
     def key(self) -> str | None:
         """The API key in clear text (None when auth is off or not yet generated)."""

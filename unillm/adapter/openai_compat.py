@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 from unillm.adapter.base import Adapter, EngineInfo, HttpCall
 from unillm.adapter.http_errors import error_for_status, error_message, raise_stream_error
+from unillm.adapter.reasoning import ReasoningSplitter, answer_parts, reasoning_field, thinking_fields
 from unillm.adapter.sampling import sampling_fields
 from unillm.embeddings import EmbedBatch, EmbedRequest, TokenizeRequest, float_vectors
 from unillm.errors import SHAPE_ERRORS, MalformedResponse, UnillmError, clip_message, malformed
@@ -53,6 +54,9 @@ class OpenAICompatAdapter(Adapter):
 
     #: Non-OpenAI sampling options the engine reads under unillm's names (e.g. EXTRA_SAMPLING).
     extra_sampling_fields: ClassVar[tuple[str, ...]] = ()
+    #: The thinking options (``thinking``, ``thinking_budget``, ``reasoning_effort``) the engine
+    #: reads; the others are refused before sending.
+    thinking_options: ClassVar[tuple[str, ...]] = ()
 
     # -- hooks for subclasses ------------------------------------------------------------
     def model_field(self, request: Request, info: EngineInfo) -> str:
@@ -140,6 +144,7 @@ class OpenAICompatAdapter(Adapter):
         if request.output is not None:
             body.update(self.constraint_fields(request.output, info))
         body.update(self.tool_fields(request, info))
+        body.update(thinking_fields(request, self.name, self.thinking_options))
         if request.stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
@@ -169,6 +174,9 @@ class OpenAICompatAdapter(Adapter):
                 )
                 for i, c in enumerate(raw_choices)
             ]
+            if chat and forced is None:
+                for choice, c in zip(choices, raw_choices, strict=True):
+                    with_reasoning(choice, reasoning_field(c["message"]))
             choices.sort(key=lambda c: c.index)
             return _Completion(
                 choices=choices,
@@ -362,7 +370,7 @@ class OpenAIStreamDecoder:
         chat: True for the chat API, False for completions; None reads it from each chunk.
     """
 
-    __slots__ = ("_chat", "_engine", "_finish", "_forced", "_forced_choice", "_tools", "done")
+    __slots__ = ("_chat", "_engine", "_finish", "_forced", "_forced_choice", "_reasoning", "_tools", "done")
 
     def __init__(self, engine: str, *, forced: ToolChoice | None = None, chat: bool | None = None) -> None:
         self._engine = engine
@@ -371,6 +379,7 @@ class OpenAIStreamDecoder:
         self._tools = ToolDeltas()
         self._forced: dict[int, ForcedCallStream] | None = {} if forced is not None else None
         self._forced_choice = forced
+        self._reasoning = StreamedReasoning()
         self.done = False
 
     def feed(self, data: str) -> list[Delta]:
@@ -402,12 +411,17 @@ class OpenAIStreamDecoder:
         for c in chunk.get("choices") or ():
             index = c.get("index", 0)
             delta = c.get("delta") if self._chat is not False else None
+            finish = c.get("finish_reason")
+            thought = ""
             if delta is not None:
                 text = delta.get("content") or ""
                 calls = self._tools.feed(index, delta.get("tool_calls"))
+                if self._forced is None:
+                    thought, text = self._reasoning.feed(
+                        index, text, reasoning_field(delta), last=bool(finish)
+                    )
             else:
                 text, calls = c.get("text") or "", None
-            finish = c.get("finish_reason")
             if self._forced is not None:
                 assert self._forced_choice is not None
                 stream = self._forced.setdefault(index, ForcedCallStream(self._forced_choice))
@@ -419,9 +433,16 @@ class OpenAIStreamDecoder:
                 finish = self._tools.finish_reason(index, finish)
                 self._finish[index] = finish
             logprobs = parse_logprobs(c.get("logprobs"))
-            if text or finish or logprobs or calls:
+            if text or thought or finish or logprobs or calls:
                 deltas.append(
-                    Delta(index=index, text=text, finish_reason=finish, logprobs=logprobs, tool_calls=calls)
+                    Delta(
+                        index=index,
+                        text=text,
+                        reasoning=thought,
+                        finish_reason=finish,
+                        logprobs=logprobs,
+                        tool_calls=calls,
+                    )
                 )
         usage = chunk.get("usage")
         if usage and not chunk.get("choices"):
@@ -515,6 +536,49 @@ def with_tool_calls(
     return choice
 
 
+def with_reasoning(choice: CompletionChoice[Any], parsed: str | None) -> CompletionChoice[Any]:
+    """``choice`` with its thought apart from its answer: the engine's reasoning field
+    (``parsed``), else the thought split off the text by the chat template's markers.
+
+    Args:
+        choice: The parsed choice, its text still whole.
+        parsed: The engine's reasoning field; None: the engine sent none.
+    """
+    choice.reasoning, choice.text = answer_parts(choice.text, parsed)
+    return choice
+
+
+class StreamedReasoning:
+    """Per choice of one stream: the engine's reasoning field passed on, or (no field) the
+    thought split off the text, a marker split across chunks held back."""
+
+    __slots__ = ("_splitters",)
+
+    def __init__(self) -> None:
+        self._splitters: dict[int, ReasoningSplitter] = {}
+
+    def feed(
+        self, index: int, text: str, parsed: str | None = None, *, last: bool = False
+    ) -> tuple[str, str]:
+        """``(reasoning, answer)`` to send on for one chunk of choice ``index``.
+
+        Args:
+            index: The choice's index.
+            text: The chunk's answer text as the engine sent it.
+            parsed: The chunk's reasoning field; None: it had none.
+            last: The chunk ends the choice (it carries the finish reason): what was held back
+                is sent on too.
+        """
+        splitter = self._splitters.setdefault(index, ReasoningSplitter())
+        if parsed:
+            splitter.parsed_by_engine()
+        thought, answer = splitter.feed(text) if text else ("", "")
+        if last:
+            held_thought, held_answer = self._splitters.pop(index).finish()
+            thought, answer = thought + held_thought, answer + held_answer
+        return (parsed or "") + thought, answer
+
+
 def choices_of(body: Any, engine: str) -> list[Any]:
     """The ``choices`` list of an OpenAI-layout answer; MalformedResponse when it has none.
 
@@ -561,17 +625,21 @@ def is_chat(call: HttpCall | None, request: Request) -> bool:
 
 
 def parse_usage(usage: Mapping[str, Any] | None) -> Usage:
-    """Usage from an OpenAI ``usage`` object (absent counts as zero).
+    """Usage from an OpenAI ``usage`` object (absent counts as zero; reasoning tokens from
+    ``completion_tokens_details`` where the engine counts them).
 
     Args:
         usage: The answer's ``usage`` object; None or empty gives zero counts.
     """
     if not usage:
         return Usage()
+    details = usage.get("completion_tokens_details")
+    thought = details.get("reasoning_tokens") if isinstance(details, Mapping) else None
     return Usage(
         prompt_tokens=usage.get("prompt_tokens") or 0,
         completion_tokens=usage.get("completion_tokens") or 0,
         total_tokens=usage.get("total_tokens"),
+        reasoning_tokens=thought if isinstance(thought, int) else None,
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -27,13 +27,14 @@ from unillm.client.deadline import Deadline
 from unillm.client.outputs import attach_parsed
 from unillm.client.single_flight import SingleFlight
 from unillm.client.stream import Stream
+from unillm.client.tool_loop import ToolResult, ToolRun, run_tools, stream_tools
 from unillm.client.transport import Pool, RetryPolicy, Timeouts, Transport, json_body
 from unillm.embeddings import DEFAULT_BATCH_SIZE, EmbedBatch, check_batch, embed_batches, tokenize_request
 from unillm.errors import EngineError, EngineTimeout, InvalidOptions, MalformedResponse, UnillmError
 from unillm.metrics import EngineMetrics
 from unillm.options import Messages, Options, OutputSpec, Request, check_lora_name, make_request
 from unillm.redact import check_api_key, display_url
-from unillm.results import Completion, Embeddings, LoraInfo, Timings, Tokens, Usage
+from unillm.results import Completion, Delta, Embeddings, LoraInfo, Timings, Tokens, Usage
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
@@ -373,6 +374,37 @@ class LLM:
         if request.output is not None:
             attach_parsed(completion, request.output, self.engine)
         return completion
+
+    async def run_tools(
+        self, messages: Messages, tools: Sequence[Any], *, max_turns: int = 8, **options: Any
+    ) -> ToolRun:
+        """Answer with tools that unillm runs: each call the model makes is executed (async
+        functions awaited, sync ones in a thread) and its result sent back, until the model
+        answers without a call or ``max_turns`` answers were made (see :mod:`unillm.client.tool_loop`).
+
+        Args:
+            messages: The conversation so far (chat messages).
+            tools: Typed Python functions the model may call.
+            max_turns: The most model answers in the loop.
+            **options: Per-call :class:`~unillm.Options` for every turn.
+
+        Returns:
+            The loop's turns (usage, timings, results), transcript and why it stopped.
+        """
+        return await run_tools(self, messages, tools, max_turns=max_turns, **options)
+
+    def stream_tools(
+        self, messages: Messages, tools: Sequence[Any], *, max_turns: int = 8, **options: Any
+    ) -> AsyncIterator[Delta | ToolResult | ToolRun]:
+        """:meth:`run_tools`, streamed: every turn's deltas, each executed call's result, then the run.
+
+        Args:
+            messages: The conversation so far (chat messages).
+            tools: Typed Python functions the model may call.
+            max_turns: The most model answers in the loop.
+            **options: Per-call :class:`~unillm.Options` for every turn.
+        """
+        return stream_tools(self, messages, tools, max_turns=max_turns, **options)
 
     def stream(
         self,

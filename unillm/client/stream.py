@@ -123,6 +123,7 @@ class Stream(ClosingStream):
         self._llm, self._request = llm, request
         self._deadline = deadline  # a caller's (a Fleet's) deadline; None: one per stream
         self._texts: dict[int, list[str]] = {}
+        self._thoughts: dict[int, list[str]] = {}
         self._calls: dict[int, ToolCallAccumulator] = {}
         self.started = False  # True once the engine accepted the stream (headers received)
 
@@ -130,6 +131,11 @@ class Stream(ClosingStream):
     def text(self) -> str:
         """Text received so far for choice 0."""
         return "".join(self._texts.get(0, ()))
+
+    @property
+    def reasoning(self) -> str:
+        """Thinking received so far for choice 0 ("" when the model did not think)."""
+        return "".join(self._thoughts.get(0, ()))
 
     @property
     def tool_calls(self) -> list[ToolCall]:
@@ -185,7 +191,7 @@ class Stream(ClosingStream):
                     if data is None:
                         break
                     for delta in decoder.feed(data):
-                        if (delta.text or delta.tool_calls) and delta.index == 0:
+                        if (delta.text or delta.reasoning or delta.tool_calls) and delta.index == 0:
                             stamp(clock())
                         if delta.finish_reason is None and delta.usage is None:
                             if held is not None:
@@ -239,6 +245,8 @@ class Stream(ClosingStream):
             )
         if delta.text:
             self._texts.setdefault(delta.index, []).append(delta.text)
+        if delta.reasoning:
+            self._thoughts.setdefault(delta.index, []).append(delta.reasoning)
         return delta
 
 
@@ -248,6 +256,7 @@ def _merges(held: Delta, delta: Delta) -> bool:
         held.usage is None
         and delta.usage is not None
         and not delta.text
+        and not delta.reasoning
         and not delta.logprobs
         and not delta.tool_calls
     )

@@ -48,6 +48,7 @@ from unillm.client.deadline import Deadline
 from unillm.client.llm import LLM
 from unillm.client.single_flight import SingleFlight
 from unillm.client.stream import Stream
+from unillm.client.tool_loop import ToolResult, ToolRun, run_tools, stream_tools
 from unillm.client.transport import MAX_RETRY_AFTER, Pool, RetryPolicy, Timeouts
 from unillm.embeddings import DEFAULT_BATCH_SIZE
 from unillm.errors import (
@@ -568,6 +569,32 @@ class Fleet:
                 return result
             finally:
                 self._picker.end(i)
+
+    async def run_tools(
+        self, messages: Messages, tools: Sequence[Any], *, max_turns: int = 8, **options: Any
+    ) -> ToolRun:
+        """A tool loop over the fleet: each turn goes to a replica (see :meth:`LLM.run_tools`).
+
+        Args:
+            messages: The conversation so far (chat messages).
+            tools: Typed Python functions the model may call.
+            max_turns: The most model answers in the loop.
+            **options: Per-call options for every turn (``session=`` keeps one replica).
+        """
+        return await run_tools(self, messages, tools, max_turns=max_turns, **options)
+
+    def stream_tools(
+        self, messages: Messages, tools: Sequence[Any], *, max_turns: int = 8, **options: Any
+    ) -> AsyncIterator[Delta | ToolResult | ToolRun]:
+        """:meth:`run_tools`, streamed (see :meth:`LLM.stream_tools`).
+
+        Args:
+            messages: The conversation so far (chat messages).
+            tools: Typed Python functions the model may call.
+            max_turns: The most model answers in the loop.
+            **options: Per-call options for every turn.
+        """
+        return stream_tools(self, messages, tools, max_turns=max_turns, **options)
 
     def stream(
         self,

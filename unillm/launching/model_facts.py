@@ -1,6 +1,7 @@
-"""What a local model folder says about itself: its tool-call format and whether it reads images.
+"""What a local model folder says about itself: its tool-call and thinking formats, whether it reads images.
 
     detect_tool_parser("/models/qwen2.5-7b-instruct")   # "hermes" (its template emits <tool_call>)
+    detect_reasoning_parser("/models/qwen3-0.6b")        # "qwen3" (its template writes <think>)
     takes_images("/models/tiny")                          # False: a text-only architecture
 
 Only reliable signals are used; anything unclear answers None (unknown), never a guess.
@@ -12,13 +13,21 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["chat_template", "detect_tool_parser", "takes_images"]
+__all__ = ["chat_template", "detect_reasoning_parser", "detect_tool_parser", "takes_images"]
 
 # Markers a chat template writes around tool calls -> the parser (vLLM's names) that reads them.
 _TEMPLATE_MARKERS = (
     ("<tool_call>", "hermes"),
     ("[TOOL_CALLS]", "mistral"),
     ("<|python_tag|>", "llama3_json"),
+)
+# Thinking markers a chat template writes -> the reasoning parser that reads them (checked in
+# order: DeepSeek-R1 templates open the thought in the prompt, which its own parser expects).
+_THINKING_MARKERS = (
+    (("<\uff5cAssistant\uff5c>", "<think>"), "deepseek_r1"),
+    (("<think>",), "qwen3"),
+    (("[THINK]",), "mistral"),
+    (("<seed:think>",), "seed_oss"),
 )
 _PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json")
 _VISION_MARKERS = ("vision", "visual", "image", "img", "mm_")
@@ -53,6 +62,15 @@ def detect_tool_parser(model: str | Path) -> str | None:
     if not template or "tool" not in template:
         return None
     return next((parser for marker, parser in _TEMPLATE_MARKERS if marker in template), None)
+
+
+def detect_reasoning_parser(model: str | Path) -> str | None:
+    """The reasoning parser (vLLM's spelling) for a local model whose chat template writes
+    thinking markers: ``qwen3`` for ``<think>``, ``deepseek_r1`` for DeepSeek-R1's template."""
+    template = chat_template(model)
+    if not template:
+        return None
+    return next((p for markers, p in _THINKING_MARKERS if all(m in template for m in markers)), None)
 
 
 def takes_images(model: str | Path) -> bool | None:

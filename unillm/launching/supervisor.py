@@ -93,6 +93,24 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+def check_reasoning_parser(adapter: Adapter, spec: LaunchSpec) -> None:
+    """Refuse a reasoning parser the engine's launch does not take, or does not know by name."""
+    name = spec.thinking_parser()
+    if name is None:
+        return
+    if not adapter.reasoning_parsers:
+        raise UnsupportedFeature(
+            adapter.name,
+            "reasoning_parser",
+            why=f"{adapter.name} has no reasoning parser setting (it sends the thinking in the text, "
+            "or separates it on its own)",
+            alternative="Drop reasoning_parser=; unillm splits the thinking markers off the answer itself",
+        )
+    if adapter.reasoning_parser_name(name) is None:
+        known = ", ".join(sorted(adapter.reasoning_parsers))
+        raise InvalidOptions(f"{adapter.name} has no reasoning parser {name!r}; its parsers: {known}")
+
+
 def resolve_spec(adapter: Adapter, spec: LaunchSpec) -> LaunchSpec:
     """Fill in the CPU recipe, port, API key and engine interpreter so the command is final."""
     if spec.cpu:
@@ -110,7 +128,21 @@ def resolve_spec(adapter: Adapter, spec: LaunchSpec) -> LaunchSpec:
         from unillm.launching.model_facts import detect_tool_parser
 
         update["tool_parser"] = detect_tool_parser(spec.model) or "none"
+    if adapter.reasoning_parsers:
+        update["reasoning_parser"] = reasoning_parser_for(adapter, spec)
     return spec.model_copy(update=update) if update else spec
+
+
+def reasoning_parser_for(adapter: Adapter, spec: LaunchSpec) -> str:
+    """The engine's spelling of the reasoning parser to launch with: the one asked for, else the
+    one the model's chat template implies ("none": no parser)."""
+    name = spec.reasoning_parser
+    if name is None:
+        from unillm.launching.model_facts import detect_reasoning_parser
+
+        name = detect_reasoning_parser(spec.model)
+        return (adapter.reasoning_parser_name(name) if name else None) or "none"
+    return "none" if spec.thinking_parser() is None else adapter.reasoning_parser_name(name) or name
 
 
 def engine_python(adapter: Adapter) -> str | None:
@@ -138,6 +170,7 @@ def check_launch_features(adapter: Adapter, spec: LaunchSpec) -> None:
             "where the engine constrains output",
         )
     _check_structured_settings(adapter, spec)
+    check_reasoning_parser(adapter, spec)
     needs = [(spec.nodes is not None, Feature.MULTI_NODE), (spec.pd is not None, Feature.PD_DISAGGREGATION)]
     if any(used for used, _ in needs):
         caps = adapter.capabilities()

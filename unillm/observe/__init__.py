@@ -72,6 +72,7 @@ class Outcome:
     response_model: str | None = None
     response_id: str | None = None
     complete: bool = True
+    reasonings: Sequence[str | None] = ()  # per choice, the model's thinking (None: it did not think)
 
 
 class Observation(Protocol):
@@ -166,6 +167,7 @@ async def generate(
         timings=completion.timings,
         response_model=completion.model,
         response_id=completion.id,
+        reasonings=[c.reasoning for c in completion.choices],
     )
     for o in observations:
         o.finish(outcome)
@@ -187,8 +189,11 @@ async def stream(
         raise error
     final: Delta | None = None
     finishes: dict[int, str | None] = {}
+    thoughts: dict[int, list[str]] = {}
     try:
         async for delta in deltas:
+            if delta.reasoning:
+                thoughts.setdefault(delta.index, []).append(delta.reasoning)
             if delta.finish_reason is not None:
                 finishes[delta.index] = delta.finish_reason
             if delta.timings is not None:
@@ -196,13 +201,13 @@ async def stream(
             yield delta
     except GeneratorExit:  # the caller stopped reading: not an error
         await deltas.aclose()  # type: ignore[attr-defined]
-        _finish(observations, partial, final, finishes)
+        _finish(observations, partial, final, finishes, thoughts)
         raise
     except BaseException as e:
         await deltas.aclose()  # type: ignore[attr-defined]
         _fail(observations, e)
         raise
-    _finish(observations, partial, final, finishes)
+    _finish(observations, partial, final, finishes, thoughts)
 
 
 def _finish(
@@ -210,6 +215,7 @@ def _finish(
     partial: Callable[[], Sequence[str]],
     final: Delta | None,
     finishes: Mapping[int, str | None],
+    thoughts: Mapping[int, list[str]],
 ) -> None:
     texts = partial()
     outcome = Outcome(
@@ -219,6 +225,7 @@ def _finish(
         usage=final.usage if final else None,
         timings=final.timings if final else None,
         complete=final is not None,
+        reasonings=["".join(thoughts[i]) if i in thoughts else None for i in range(len(texts))],
     )
     for o in observations:
         o.finish(outcome)

@@ -220,10 +220,17 @@ class _SpanObservation:
         self._span.end()
 
     def _record_output(self, outcome: observe.Outcome) -> None:
+        n = len(outcome.texts)
+        thoughts = _padded(outcome.reasonings, n)
         choices = [
-            {"role": "assistant", "parts": [{"type": "text", "content": text}], "finish_reason": reason or ""}
-            for text, reason in zip(
-                outcome.texts, _padded(outcome.finish_reasons, len(outcome.texts)), strict=True
+            {
+                "role": "assistant",
+                "parts": ([{"type": "reasoning", "content": thought}] if thought else [])
+                + [{"type": "text", "content": text}],
+                "finish_reason": reason or "",
+            }
+            for text, reason, thought in zip(
+                outcome.texts, _padded(outcome.finish_reasons, n), thoughts, strict=True
             )
         ]
         if self._observer.latest:
@@ -233,7 +240,14 @@ class _SpanObservation:
                 "gen_ai.content.completion",
                 {
                     "gen_ai.completion": json.dumps(
-                        [{"role": "assistant", "content": text} for text in outcome.texts]
+                        [
+                            {
+                                "role": "assistant",
+                                "content": text,
+                                **({"reasoning": thought} if thought else {}),
+                            }
+                            for text, thought in zip(outcome.texts, thoughts, strict=True)
+                        ]
                     )
                 },
             )

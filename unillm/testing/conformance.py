@@ -157,6 +157,7 @@ LAUNCH_PROBES: Mapping[str, LaunchProbe] = {
     "tool_parser": LaunchProbe({"tool_parser": "hermes"}),
     "structured_backend": LaunchProbe({"structured_backend": "xgrammar"}),
     "compact_json": LaunchProbe({"compact_json": True}),
+    "reasoning_parser": LaunchProbe({"reasoning_parser": "qwen3"}),
     "extra_args": LaunchProbe({"extra_args": ["--probe-flag"]}),
 }
 # LaunchSpec fields the adapter's command() does not see change anything, because the core

@@ -28,6 +28,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from unillm.testing.tiny_corpus import (
     EOS,
     TOOL_CALL_CLOSE,
     TOOL_CALL_OPEN,
+    Example,
     compile_template,
     corpus,
     render,
@@ -54,7 +56,7 @@ from unillm.testing.tiny_model import (
     write_tokenizer_metadata,
 )
 
-__all__ = ["build_trained_model", "torch_python"]
+__all__ = ["THOUGHT", "build_trained_model", "torch_python"]
 
 #: Bump whenever the corpus, tokenizer, model shape or training changes (the cache folder name).
 RECIPE_VERSION = 2
@@ -82,21 +84,35 @@ TRAIN_ARGS = {
 }
 
 
+#: The thinking variant's thought before every text answer (``<think>Let me think.</think>5``).
+THOUGHT = "Let me think."
+THINK_TAGS = ("<think>", "</think>")
+THINKING_VERSION = 1  # the thinking variant's recipe (its own cache folder)
+
+
 def build_trained_model(
-    cache_dir: Path | None = None, *, force: bool = False, python: str | Path | None = None
+    cache_dir: Path | None = None,
+    *,
+    force: bool = False,
+    python: str | Path | None = None,
+    thinking: bool = False,
 ) -> TinyModel:
     """Build (or reuse from cache) the tiny trained model; training prints progress to stderr.
 
     ``python`` is an interpreter with torch and transformers (default: see :func:`torch_python`).
+    ``thinking=True`` builds a second model on the same corpus whose text answers start with a
+    thought, ``<think>Let me think.</think>``, with ``<think>`` and ``</think>`` whole tokens (as
+    reasoning parsers expect); tool calls are as the first model makes them.
 
         model = build_trained_model()
         assert model.trained and (model.path / "config.json").is_file()
     """
     root = (cache_dir if cache_dir is not None else default_cache_dir()).expanduser()
-    final = root / "models" / f"tiny-llama-trained-v{RECIPE_VERSION}"
+    name = f"tiny-llama-thinking-v{THINKING_VERSION}" if thinking else f"tiny-llama-trained-v{RECIPE_VERSION}"
+    final = root / "models" / name
 
     def write(tmp: Path, _final: Path) -> None:
-        _write_all(tmp, Path(python) if python else torch_python())
+        _write_all(tmp, Path(python) if python else torch_python(), thinking=thinking)
 
     folder = publish(final, write, force=force)
     manifest = json.loads((folder / MANIFEST).read_text())
@@ -149,14 +165,27 @@ def torch_python() -> Path:
     )
 
 
-def _write_all(tmp: Path, python: Path) -> None:
+def _thinking(example: Example) -> Example:
+    """``example`` with the thought before each text answer (the thinking variant's corpus)."""
+    messages = tuple(
+        {**m, "content": f"{THINK_TAGS[0]}{THOUGHT}{THINK_TAGS[1]}{m['content']}"}
+        if m["role"] == "assistant" and m.get("content") and not m.get("tool_calls")
+        else m
+        for m in example.messages
+    )
+    return replace(example, messages=messages)
+
+
+def _write_all(tmp: Path, python: Path, *, thinking: bool = False) -> None:
     """Tokenizer, chat template and config here; weights by the torch trainer; manifest last."""
     model_dir = tmp / "model"
     model_dir.mkdir()
     template = compile_template()
-    train = [render(e, template) for e in corpus(seed=CORPUS_SEED)]
-    evaluation = [render(e, template) for e in corpus(seed=EVAL_SEED, size=200)]
-    tokenizer = _write_tokenizer(model_dir, [text for text, _ in train])
+    variant = _thinking if thinking else (lambda e: e)
+    train = [render(variant(e), template) for e in corpus(seed=CORPUS_SEED)]
+    evaluation = [render(variant(e), template) for e in corpus(seed=EVAL_SEED, size=200)]
+    tags = (TOOL_CALL_OPEN, TOOL_CALL_CLOSE, *(THINK_TAGS if thinking else ()))
+    tokenizer = _write_tokenizer(model_dir, [text for text, _ in train], tags)
     _write_config(model_dir)
     work = tmp / "train"
     work.mkdir()
@@ -208,11 +237,10 @@ def _tokenize(tokenizer: Any, text: str, spans: list[tuple[int, int]]) -> dict[s
     return {"ids": list(enc.ids), "mask": mask}
 
 
-def _write_tokenizer(model_dir: Path, texts: list[str]) -> Any:
-    """Train a byte-level BPE on the corpus, with ``<tool_call>`` tags as whole tokens."""
+def _write_tokenizer(model_dir: Path, texts: list[str], tags: tuple[str, ...]) -> Any:
+    """Train a byte-level BPE on the corpus, with ``tags`` (``<tool_call>``, ...) as whole tokens."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
-    tags = [TOOL_CALL_OPEN, TOOL_CALL_CLOSE]
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tokenizer.decoder = decoders.ByteLevel()
@@ -223,7 +251,9 @@ def _write_tokenizer(model_dir: Path, texts: list[str]) -> Any:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    stripped = [t.replace(TOOL_CALL_OPEN, " ").replace(TOOL_CALL_CLOSE, " ") for t in texts]
+    stripped = texts
+    for tag in tags:
+        stripped = [t.replace(tag, " ") for t in stripped]
     tokenizer.train_from_iterator(stripped, trainer=trainer)
     tokenizer.add_tokens([AddedToken(tag, special=False, normalized=False) for tag in tags])
     if tokenizer.get_vocab_size() != VOCAB_SIZE:
@@ -258,8 +288,9 @@ def _main() -> None:
     parser = argparse.ArgumentParser(description="Build the unillm tiny trained model.")
     parser.add_argument("--cache-dir", type=Path, default=None)
     parser.add_argument("--force", action="store_true")
+    parser.add_argument("--thinking", action="store_true", help="the variant that thinks first")
     args = parser.parse_args()
-    model = build_trained_model(args.cache_dir, force=args.force)
+    model = build_trained_model(args.cache_dir, force=args.force, thinking=args.thinking)
     print(json.dumps({"path": str(model.path), "vocab_size": model.vocab_size}, indent=2))
 
 

@@ -90,6 +90,7 @@ class MLXAdapter(RuntimeLoraEndpoints, TokenizeEndpoint, OpenAICompatAdapter):
     name = "mlx"
     display_name = "MLX"
     engine_module = "mlx_lm"
+    thinking_options = ("thinking",)  # chat_template_kwargs / request fields
     extra_sampling_fields = EXTRA_SAMPLING
 
     def __init__(self, *, model_path: str | None = None, loras: Mapping[str, str] | None = None) -> None:

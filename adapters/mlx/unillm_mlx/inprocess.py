@@ -845,6 +845,7 @@ def _prompt_ids(tokenizer: Any, body: dict[str, Any], *, chat: bool) -> list[int
                     _template_messages(body["messages"]),
                     tools=body.get("tools") or None,
                     add_generation_prompt=True,
+                    **(body.get("chat_template_kwargs") or {}),  # e.g. enable_thinking
                 )
             )
         except Exception as e:

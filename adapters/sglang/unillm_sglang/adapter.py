@@ -70,7 +70,13 @@ from unillm_sglang.features import (
     parse_version,
     server_support,
 )
-from unillm_sglang.launch import GRAMMAR_BACKENDS, cpu_recipe, grammar_settings, launch_command
+from unillm_sglang.launch import (
+    GRAMMAR_BACKENDS,
+    REASONING_PARSERS,
+    cpu_recipe,
+    grammar_settings,
+    launch_command,
+)
 from unillm_sglang.native import (
     GENERATE_PATH,
     NATIVE_ONLY_KEYS,
@@ -110,9 +116,11 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
     # The server runtime's kernel package: ``sglang`` alone may be the frontend-only install (the
     # DSL extra), which cannot serve, and finding ``sglang.srt`` would import all of torch.
     engine_module = "sgl_kernel"
+    reasoning_parsers = REASONING_PARSERS  # --reasoning-parser NAME
     takes_tool_parser = True  # --tool-call-parser NAME
     structured_backends = GRAMMAR_BACKENDS  # --grammar-backend NAME
     takes_compact_json = True  # --constrained-json-disable-any-whitespace
+    thinking_options = ("thinking", "reasoning_effort")  # chat_template_kwargs / request fields
     extra_sampling_fields = EXTRA_SAMPLING
 
     def __init__(

@@ -349,6 +349,8 @@ class UnillmBackend(BaseBackend):  # type: ignore[misc]
                 meta["completion_tokens"] = d.usage.completion_tokens
             if d.timings is not None:
                 meta["e2e_latency"] = d.timings.total_s
+            if d.reasoning:  # the thinking so far, under SGLang's name; the text stays the answer
+                meta["reasoning_content"] = meta.get("reasoning_content", "") + d.reasoning
             if d.text or d.usage is not None or d.finish_reason is not None:
                 yield d.text, dict(meta)
 
@@ -492,6 +494,7 @@ def _meta(r: Completion[Any], api: str) -> dict[str, Any]:
         "prompt_tokens": r.usage.prompt_tokens,
         "completion_tokens": r.usage.completion_tokens,
         "e2e_latency": r.timings.total_s,
+        **({"reasoning_content": r.reasoning} if r.reasoning is not None else {}),
     }
 
 

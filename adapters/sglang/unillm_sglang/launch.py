@@ -25,6 +25,17 @@ CPU_EXPERIMENTAL = (
     "`python adapters/sglang/tests/cpu_env.py` (~5 min). Dense text models only; LoRA and "
     "speculative decoding need CUDA"
 )
+#: ``--reasoning-parser`` names, as SGLang's own list (sglang/srt/parser/reasoning_parser_names.py) has them.
+REASONING_PARSERS = frozenset(
+    {
+        "apertus2509", "beam", "cohere_command4", "deepseek-r1", "deepseek-v3", "deepseek-v4",
+        "deepseek-v41", "dots", "gemma4", "gigachat35", "glm45", "gpt-oss", "granite_thinking_parser",
+        "hunyuan", "inkling", "interns1", "iquest_q1", "k2_horizon", "kimi", "kimi_k2", "kimi_k3",
+        "ling3", "mimo", "minimax", "minimax-append-think", "minimax-m3", "mistral", "muse",
+        "nanbeige", "nemotron_3", "poolside_v1", "qwen3", "qwen3-thinking", "response_template",
+        "step3", "step3p5",
+    }
+)  # fmt: skip
 #: unillm's tool-parser names are vLLM's; SGLang names some formats differently.
 TOOL_PARSERS = {
     "hermes": "qwen25",
@@ -99,6 +110,7 @@ def launch_command(spec: LaunchSpec, engine: str = "sglang") -> LaunchCommand:
     flag.add("--tool-call-parser", TOOL_PARSERS.get(parser, parser) if parser else None)
     flag.add("--grammar-backend", spec.structured_backend)
     flag.switch("--constrained-json-disable-any-whitespace", spec.compact_json is True)
+    flag.add("--reasoning-parser", spec.thinking_parser())
     _lora(spec, argv, flag)
     _speculative(spec, argv, flag, engine)
     if spec.nodes is not None:  # every node runs the same command with its own rank

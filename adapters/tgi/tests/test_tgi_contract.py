@@ -225,6 +225,7 @@ def test_the_matrix_covers_every_unified_option() -> None:
     used = {k for p in CASES for k in p.values[2]}
     refused = {"min_p", "presence_penalty"}  # refused before sending: see test_tgi_mapping
     refused |= {"tools", "tool_choice"}  # their own matrix: test_tgi_tools.py
+    refused |= {"thinking", "thinking_budget", "reasoning_effort"}  # test_reasoning_options.py
     assert set(Options.__annotations__) - refused <= used
     kinds = {type(p.values[1]).__name__ for p in CASES if p.values[1] is not None}
     assert {"ModelMetaclass", "dict", "Regex", "Choice"} <= kinds

@@ -34,6 +34,7 @@ from unillm.adapter import (
     parse_version,
     since,
     text_field,
+    thinking_fields,
     unsupported,
 )
 from unillm.adapter.base import Adapter, EngineInfo, EngineInstall, HttpCall
@@ -253,6 +254,7 @@ class TGIAdapter(Adapter):
                 "with lora={name: path}",
                 engine=self.name,
             )
+        thinking_fields(request, self.name, ())  # TGI reads none of the thinking options: refused
         return wire.build_call(request, info)
 
     def preflight(self, request: Request, info: EngineInfo) -> HttpCall | None:

@@ -24,6 +24,7 @@ from unillm.adapter import (
     Delta,
     MalformedResponse,
     Request,
+    StreamedReasoning,
     Timings,
     TokenLogprob,
     ToolDeltas,
@@ -32,9 +33,12 @@ from unillm.adapter import (
     Usage,
     choices_of,
     decode_event,
+    held_suffix,
     malformed,
     parse_logprobs,
     parse_usage,
+    reasoning_field,
+    with_reasoning,
     with_tool_calls,
 )
 from unillm_tgi.errors import event_error, is_error_event
@@ -75,9 +79,7 @@ class StopTrimmer:
         if not self._stops:
             return text
         buf = self._held + text
-        keep = max(
-            (n for n in range(1, len(buf) + 1) if any(s.startswith(buf[-n:]) for s in self._stops)), default=0
-        )
+        keep = held_suffix(buf, self._stops)
         self._held = buf[len(buf) - keep :] if keep else ""
         return buf[: len(buf) - keep]
 
@@ -148,15 +150,12 @@ def parse_openai(body: Mapping[str, Any], request: Request, model: str, version:
         if raw == "stop_sequence":
             text = strip_stop(text, request.stop)
         logprobs = parse_logprobs(c.get("logprobs")) if request.logprobs else None
-        choices.append(
-            with_tool_calls(
-                _Choice(
-                    index=c.get("index", i), text=text, finish_reason=finish_reason(raw), logprobs=logprobs
-                ),
-                (message or {}).get("tool_calls"),
-                request.tools,
-            )
+        choice = with_tool_calls(
+            _Choice(index=c.get("index", i), text=text, finish_reason=finish_reason(raw), logprobs=logprobs),
+            (message or {}).get("tool_calls"),
+            request.tools,
         )
+        choices.append(with_reasoning(choice, reasoning_field(message)) if message is not None else choice)
     choices.sort(key=lambda c: c.index)
     return _Completion(
         choices=choices,
@@ -222,12 +221,13 @@ class OpenAIRouteDecoder:
     dropped there, as the non-streamed answer does.
     """
 
-    __slots__ = ("_finish", "_request", "_tools", "_trim", "done")
+    __slots__ = ("_finish", "_reasoning", "_request", "_tools", "_trim", "done")
 
     def __init__(self, request: Request) -> None:
         self._request = request
         self._trim = StopTrimmer(request.stop)
         self._tools = ToolDeltas()
+        self._reasoning = StreamedReasoning()
         self._finish: str | None = None
         self.done = False
 
@@ -262,10 +262,20 @@ class OpenAIRouteDecoder:
                 out += self._trim.finish(stopped=raw == "stop_sequence")
                 finish = self._tools.finish_reason(index, finish or "stop")
                 self._finish = finish
+            thought = ""
+            if delta is not None:
+                thought, out = self._reasoning.feed(index, out, reasoning_field(delta), last=bool(raw))
             logprobs = parse_logprobs(c.get("logprobs")) if self._request.logprobs else None
-            if out or raw or logprobs or calls:
+            if out or thought or raw or logprobs or calls:
                 deltas.append(
-                    Delta(index=index, text=out, finish_reason=finish, logprobs=logprobs, tool_calls=calls)
+                    Delta(
+                        index=index,
+                        text=out,
+                        reasoning=thought,
+                        finish_reason=finish,
+                        logprobs=logprobs,
+                        tool_calls=calls,
+                    )
                 )
         usage = chunk.get("usage")
         if usage:

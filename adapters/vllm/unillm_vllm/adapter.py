@@ -82,9 +82,15 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
     name = "vllm"
     display_name = "vLLM"
     engine_module = "vllm"
+    reasoning_parsers = launch.REASONING_PARSERS  # --reasoning-parser NAME
     takes_tool_parser = True  # --enable-auto-tool-choice --tool-call-parser NAME
     structured_backends = launch.STRUCTURED_BACKENDS
     takes_compact_json = True  # --structured-outputs-config '{"disable_any_whitespace": true}'
+    thinking_options = (
+        "thinking",
+        "thinking_budget",
+        "reasoning_effort",
+    )  # chat_template_kwargs / request fields
     extra_sampling_fields = EXTRA_SAMPLING
 
     def __init__(

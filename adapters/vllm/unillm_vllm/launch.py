@@ -25,12 +25,25 @@ __all__ = [
     "CPU_BUILD",
     "CPU_STRUCTURED_BACKEND",
     "LAUNCH_HINTS",
+    "REASONING_PARSERS",
     "STRUCTURED_BACKENDS",
     "command",
     "cpu_recipe",
     "install",
     "structured_settings",
 ]
+
+#: ``--reasoning-parser`` names, as vLLM's own registry (vllm/reasoning/__init__.py) lists them.
+REASONING_PARSERS = frozenset(
+    {
+        "cohere_command3", "cohere_command4", "deepseek_r1", "deepseek_v3", "deepseek_v4",
+        "deepseek_v41", "ernie45", "gemma4", "glm45", "glm47", "granite", "granite_thinking_parser",
+        "hf", "holo2", "hunyuan_a13b", "hy_v3", "hy_v4", "inkling", "k2_horizon", "kimi_k2",
+        "kimi_k3", "ling3", "mimo", "minicpmv", "minimax_m2", "minimax_m2_append_think",
+        "minimax_m3", "mistral", "muse_glimmer", "nemotron_v3", "olmo3", "openai_gptoss", "plamo3",
+        "poolside_v1", "qwen3", "seed_oss", "step3", "step3p5",
+    }
+)  # fmt: skip
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 _CONNECTOR = {"nixl": "NixlConnector", "mooncake": "MooncakeConnector"}
@@ -167,6 +180,8 @@ def command(spec: LaunchSpec) -> LaunchCommand:
     config = _structured_outputs_config(spec)
     if config:
         argv += [_CONFIG_FLAG, json.dumps(config)]
+    if spec.thinking_parser() is not None:
+        argv += ["--reasoning-parser", str(spec.thinking_parser())]
     key = spec.key()
     if key:
         env["VLLM_API_KEY"] = key  # in the environment, not in argv (ps shows argv)

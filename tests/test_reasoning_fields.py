@@ -1,0 +1,109 @@
+"""``r.reasoning`` and streamed ``d.reasoning`` from each place an OpenAI-layout engine puts the
+thought: vLLM's ``reasoning``, the older ``reasoning_content`` (SGLang, llama.cpp, vLLM < 0.10.2),
+or nowhere (split client-side from the template's markers); ``r.text`` is the answer alone."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+import unillm
+
+pytestmark = pytest.mark.anyio
+MESSAGES = [{"role": "user", "content": "2+2?"}]
+
+
+def sse(*events: dict[str, Any] | str) -> bytes:
+    return b"".join(f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n".encode() for e in events)
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {"id": "c", "model": "tiny", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+def engine(answer_body: dict[str, Any] | bytes) -> unillm.LLM:
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/version":
+            return httpx.Response(200, json={"version": "0.11.0"})
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json={"data": [{"id": "tiny", "max_model_len": 512}]})
+        if isinstance(answer_body, bytes):
+            return httpx.Response(200, content=answer_body, headers={"content-type": "text/event-stream"})
+        return httpx.Response(200, json=answer_body)
+
+    return unillm.LLM("vllm", "http://engine.invalid", http_transport=httpx.MockTransport(answer))
+
+
+def message_body(message: dict[str, Any], usage: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "id": "c",
+        "model": "tiny",
+        "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": "stop"}],
+        "usage": usage or {"prompt_tokens": 3, "completion_tokens": 5},
+    }
+
+
+@pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])
+async def test_the_engines_reasoning_field_is_the_reasoning(field: str) -> None:
+    body = message_body({"content": "\n\nFour.", field: "2 and 2 make 4."})
+    async with engine(body) as llm:
+        r = await llm.generate(messages=MESSAGES)
+    assert (r.reasoning, r.text) == ("2 and 2 make 4.", "Four.")
+
+
+async def test_a_thought_left_in_the_text_is_split_client_side() -> None:
+    body = message_body({"content": "<think>2 and 2 make 4.</think>\n\nFour."})
+    async with engine(body) as llm:
+        r = await llm.generate(messages=MESSAGES)
+    assert (r.reasoning, r.text) == ("2 and 2 make 4.", "Four.")
+
+
+async def test_an_answer_without_a_thought_has_no_reasoning() -> None:
+    async with engine(message_body({"content": "Four.", "reasoning": None})) as llm:
+        r = await llm.generate(messages=MESSAGES)
+    assert (r.reasoning, r.text) == (None, "Four.")
+
+
+async def test_reasoning_tokens_are_read_from_the_completion_token_details() -> None:
+    usage = {"prompt_tokens": 3, "completion_tokens": 9, "completion_tokens_details": {"reasoning_tokens": 6}}
+    async with engine(message_body({"content": "Four."}, usage)) as llm:
+        r = await llm.generate(messages=MESSAGES)
+    assert r.usage.reasoning_tokens == 6
+
+
+async def test_streamed_reasoning_fields_arrive_as_reasoning_deltas() -> None:
+    body = sse(
+        chunk({"role": "assistant", "content": ""}),
+        chunk({"reasoning": "2 and 2"}),
+        chunk({"reasoning": " make 4."}),
+        chunk({"content": "\n\nFour"}),
+        chunk({"content": "."}, finish="stop"),
+        "[DONE]",
+    )
+    async with engine(body) as llm, llm.stream(messages=MESSAGES) as s:
+        await s.collect()
+    assert (s.reasoning, s.text) == ("2 and 2 make 4.", "Four.")
+
+
+async def test_a_streamed_thought_in_the_text_is_split_with_markers_across_chunks() -> None:
+    body = sse(
+        chunk({"content": "<th"}),
+        chunk({"content": "ink>2 and 2 make 4.</"}),
+        chunk({"content": "think>\n\nFo"}),
+        chunk({"content": "ur."}, finish="stop"),
+        "[DONE]",
+    )
+    async with engine(body) as llm, llm.stream(messages=MESSAGES) as s:
+        deltas = [d async for d in s]
+    assert (s.reasoning, s.text) == ("2 and 2 make 4.", "Four.")
+    assert not any("<" in d.text or "<" in d.reasoning for d in deltas)
+
+
+async def test_a_held_back_partial_marker_is_released_at_the_finish() -> None:
+    body = sse(chunk({"content": "<thi"}, finish="length"), "[DONE]")
+    async with engine(body) as llm, llm.stream(messages=MESSAGES) as s:
+        await s.collect()
+    assert (s.reasoning, s.text) == ("", "<thi")

@@ -1,0 +1,100 @@
+"""The client-side thinking splitter: a thought at the start of the text, between a chat
+template's markers, is split from the answer, whole or streamed in any chunking."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from unillm.adapter.reasoning import ReasoningSplitter, held_suffix, split_reasoning
+
+
+def streamed(pieces: list[str]) -> tuple[str, str]:
+    splitter = ReasoningSplitter()
+    thought, answer = [], []
+    for piece in pieces:
+        t, a = splitter.feed(piece)
+        thought.append(t)
+        answer.append(a)
+    t, a = splitter.finish()
+    return "".join(thought) + t, "".join(answer) + a
+
+
+def chunked(text: str, cuts: list[int]) -> list[str]:
+    points = sorted({c % (len(text) + 1) for c in cuts})
+    return [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)]
+
+
+def test_a_leading_think_block_is_the_reasoning_and_the_rest_the_answer() -> None:
+    assert split_reasoning("<think>\n2 and 2 make 4.\n</think>\n\nFour.") == ("2 and 2 make 4.", "Four.")
+
+
+def test_text_without_a_leading_marker_is_all_answer() -> None:
+    assert split_reasoning("I <think> so.") == (None, "I <think> so.")
+
+
+def test_a_thought_never_closed_is_all_reasoning() -> None:
+    assert split_reasoning("<think>still thinking") == ("still thinking", "")
+
+
+def test_other_template_markers_are_split_too() -> None:
+    assert split_reasoning("[THINK]hm[/THINK]Yes.") == ("hm", "Yes.")
+    assert split_reasoning("<seed:think>hm</seed:think>Yes.") == ("hm", "Yes.")
+
+
+def test_held_suffix_counts_what_could_start_a_marker() -> None:
+    assert held_suffix("abc</thi", ["</think>"]) == 5
+    assert held_suffix("abc", ["</think>"]) == 0
+
+
+def test_a_start_marker_split_across_chunks_is_held_back() -> None:
+    splitter = ReasoningSplitter()
+    assert splitter.feed("<th") == ("", "")
+    assert splitter.feed("ink>ok") == ("ok", "")
+
+
+def test_an_end_marker_split_across_chunks_is_held_back_then_dropped() -> None:
+    splitter = ReasoningSplitter()
+    assert splitter.feed("<think>a</th") == ("a", "")
+    assert splitter.feed("ink>B") == ("", "B")
+
+
+def test_held_text_that_was_no_marker_is_released() -> None:
+    splitter = ReasoningSplitter()
+    assert splitter.feed("<th") == ("", "")
+    assert splitter.feed("e end") == ("", "<the end")
+
+
+def test_a_partial_end_marker_at_the_end_of_the_stream_stays_reasoning() -> None:
+    splitter = ReasoningSplitter()
+    assert splitter.feed("<think>a</th") == ("a", "")
+    assert splitter.finish() == ("</th", "")
+
+
+def test_the_engines_own_split_leaves_the_text_all_answer() -> None:
+    splitter = ReasoningSplitter()
+    splitter.parsed_by_engine()
+    assert splitter.feed("\n\n<think>x") == ("", "<think>x")
+
+
+@given(
+    thought=st.text(alphabet="ab <>/\n", max_size=20).filter(lambda t: "</think>" not in t),
+    answer=st.text(alphabet="cd <>/\n", max_size=20),
+    cuts=st.lists(st.integers(min_value=0, max_value=60), max_size=6),
+)
+def test_any_chunking_of_a_stream_splits_as_the_whole_text_does(
+    thought: str, answer: str, cuts: list[int]
+) -> None:
+    text = f"<think>{thought}</think>{answer}"
+    reasoning, whole_answer = split_reasoning(text)
+    got_thought, got_answer = streamed(chunked(text, cuts))
+    assert (got_thought.strip(), got_answer) == (reasoning, whole_answer)
+
+
+@given(
+    text=st.text(alphabet="ab<>/k \n", max_size=30),
+    cuts=st.lists(st.integers(min_value=0, max_value=40), max_size=6),
+)
+def test_a_stream_without_a_thought_delivers_its_text_unchanged(text: str, cuts: list[int]) -> None:
+    if split_reasoning(text)[0] is None:
+        assert streamed(chunked(text, cuts)) == ("", text)

@@ -1,0 +1,231 @@
+"""Agents that run their tools: send, execute the calls the model makes, send the results back,
+until the model answers or ``max_turns`` is reached.
+
+    def add(a: int, b: int) -> int:
+        \"\"\"Add two numbers.\"\"\"
+        return a + b
+
+    run = await llm.run_tools(messages, tools=[add], max_turns=4)
+    run.text, run.stopped, run.turns[0].results[0].content, run.messages
+
+Async tools are awaited, sync ones run in a worker thread; a tool that raises (or is called with
+arguments that do not validate) is reported to the model as a tool error, and the loop goes on.
+Cancelling the task that runs the loop stops it (a sync tool's thread is abandoned, not killed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Literal
+
+import anyio
+from pydantic import BaseModel
+
+from unillm.errors import InvalidOptions
+from unillm.results import Delta, Timings, ToolCall, Usage
+from unillm.tools import Tool, to_tools
+
+__all__ = ["ToolResult", "ToolRun", "Turn", "run_tools", "stream_tools"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """One executed call: what went back to the model (``content``), and ``error`` when the
+    tool raised or its arguments did not validate."""
+
+    call: ToolCall
+    content: str
+    error: str | None = None
+    seconds: float = 0.0
+
+    def message(self) -> dict[str, Any]:
+        """The result as an OpenAI ``tool`` message (what every unillm engine reads)."""
+        return {"role": "tool", "tool_call_id": self.call.id, "name": self.call.name, "content": self.content}
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One model answer in the loop and the calls executed after it."""
+
+    text: str
+    reasoning: str | None
+    tool_calls: list[ToolCall]
+    usage: Usage
+    timings: Timings
+    results: list[ToolResult] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRun:
+    """A finished loop: every turn, the whole transcript (``messages``), and why it stopped:
+    ``"answer"`` (the model answered without calling a tool) or ``"max_turns"``."""
+
+    turns: list[Turn]
+    messages: list[dict[str, Any]]
+    stopped: Literal["answer", "max_turns"]
+
+    @property
+    def text(self) -> str:
+        """The last turn's answer text."""
+        return self.turns[-1].text
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens over all turns."""
+        prompt = sum(t.usage.prompt_tokens for t in self.turns)
+        completion = sum(t.usage.completion_tokens for t in self.turns)
+        return Usage(prompt_tokens=prompt, completion_tokens=completion)
+
+
+def _functions(tools: Sequence[Any]) -> tuple[tuple[Tool, ...], dict[str, Callable[..., Any]]]:
+    """The tools and the Python function behind each (every tool must be one)."""
+    normalized = to_tools(tools)
+    missing = [t.name for t in normalized if t.function is None]
+    if missing:
+        raise InvalidOptions(
+            f"run_tools runs the tools itself, so each must be a typed Python function; "
+            f"{', '.join(missing)} is not (pass the function, or use generate(tools=...) and run it)"
+        )
+    return normalized, {t.name: t.function for t in normalized if t.function is not None}
+
+
+def _check_turns(max_turns: int) -> None:
+    if not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns < 1:
+        raise InvalidOptions(f"max_turns must be a whole number >= 1, got {max_turns!r}")
+
+
+def _as_text(value: Any) -> str:
+    """A tool's return value as message content (strings as is, the rest as JSON)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    return json.dumps(value, default=str)
+
+
+async def execute(call: ToolCall, functions: Mapping[str, Callable[..., Any]]) -> ToolResult:
+    """Run one call: an async function awaited, a sync one in a worker thread.
+
+    Args:
+        call: The model's call (its arguments validated against the tool's schema).
+        functions: The Python function of each tool, by name.
+
+    Returns:
+        The result; a raising tool, an unknown name or invalid arguments give an error result.
+    """
+    fn = functions.get(call.name)
+    started = time.perf_counter()
+    if fn is None:
+        error = f"no tool named {call.name!r}; the tools are {', '.join(sorted(functions))}"
+    elif not call.valid or not isinstance(call.parsed, dict):
+        error = f"invalid arguments for {call.name}: {call.error or 'not an object'}"
+    else:
+        try:
+            if inspect.iscoroutinefunction(fn):
+                value = await fn(**call.parsed)
+            else:
+                value = await anyio.to_thread.run_sync(partial(fn, **call.parsed), abandon_on_cancel=True)
+            return ToolResult(call, _as_text(value), seconds=time.perf_counter() - started)
+        except Exception as e:  # the model hears of it: a tool error is part of the conversation
+            error = f"{call.name} raised {type(e).__name__}: {e}"
+    return ToolResult(call, f"error: {error}", error=error, seconds=time.perf_counter() - started)
+
+
+def _assistant(text: str, calls: list[ToolCall]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        message["tool_calls"] = [c.to_openai() for c in calls]
+    return message
+
+
+async def _results(calls: list[ToolCall], functions: Mapping[str, Callable[..., Any]]) -> list[ToolResult]:
+    return list(await asyncio.gather(*(execute(c, functions) for c in calls)))
+
+
+async def run_tools(
+    client: Any,  # an LLM or a Fleet: anything with generate() and stream()
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Any],
+    *,
+    max_turns: int = 8,
+    **options: Any,
+) -> ToolRun:
+    """Send ``messages`` with ``tools``, run the calls the model makes, send the results back,
+    until the model answers without a call or ``max_turns`` answers were made.
+
+    Args:
+        client: The LLM (or Fleet) to ask.
+        messages: The conversation so far (chat messages).
+        tools: Typed Python functions (sync or async) the model may call.
+        max_turns: The most model answers in the loop.
+        **options: Per-call options for every turn (max_tokens, temperature, ...).
+
+    Returns:
+        The loop: its turns (usage, timings, results each), the whole transcript, why it stopped.
+
+    Raises:
+        InvalidOptions: A tool that is not a Python function, or ``max_turns`` below 1.
+    """
+    _check_turns(max_turns)
+    normalized, functions = _functions(tools)
+    transcript = [dict(m) for m in messages]
+    turns: list[Turn] = []
+    for _ in range(max_turns):
+        r = await client.generate(messages=transcript, tools=normalized, **options)
+        transcript.append(_assistant(r.text, r.tool_calls))
+        results = await _results(r.tool_calls, functions)
+        transcript += [res.message() for res in results]
+        turns.append(Turn(r.text, r.reasoning, r.tool_calls, r.usage, r.timings, results))
+        if not r.tool_calls:
+            return ToolRun(turns, transcript, "answer")
+    return ToolRun(turns, transcript, "max_turns")
+
+
+async def stream_tools(
+    client: Any,  # an LLM or a Fleet: anything with generate() and stream()
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Any],
+    *,
+    max_turns: int = 8,
+    **options: Any,
+) -> AsyncIterator[Delta | ToolResult | ToolRun]:
+    """:func:`run_tools`, streamed: each turn's deltas as they arrive, each executed call's
+    :class:`ToolResult`, and last the :class:`ToolRun`.
+
+    Args:
+        client: The LLM (or Fleet) to ask.
+        messages: The conversation so far (chat messages).
+        tools: Typed Python functions (sync or async) the model may call.
+        max_turns: The most model answers in the loop.
+        **options: Per-call options for every turn (max_tokens, temperature, ...).
+
+    Raises:
+        InvalidOptions: A tool that is not a Python function, or ``max_turns`` below 1.
+    """
+    _check_turns(max_turns)
+    normalized, functions = _functions(tools)
+    transcript = [dict(m) for m in messages]
+    turns: list[Turn] = []
+    for _ in range(max_turns):
+        usage, timings = Usage(), Timings(total_s=0.0)
+        async with client.stream(messages=transcript, tools=normalized, **options) as s:
+            async for delta in s:
+                usage, timings = delta.usage or usage, delta.timings or timings
+                yield delta
+        calls = s.tool_calls
+        transcript.append(_assistant(s.text, calls))
+        results = await _results(calls, functions)
+        for res in results:
+            yield res
+        transcript += [res.message() for res in results]
+        turns.append(Turn(s.text, s.reasoning or None, calls, usage, timings, results))
+        if not calls:
+            yield ToolRun(turns, transcript, "answer")
+            return
+    yield ToolRun(turns, transcript, "max_turns")
