@@ -4,27 +4,23 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import httpx
 import pytest
 
+from unillm.client.answer import Answer
 from unillm.client.transport import event_stream
 from unillm.errors import MalformedResponse
 
 pytestmark = pytest.mark.anyio
 
 
-class _Body(httpx.AsyncByteStream):
-    def __init__(self, pieces: list[bytes]) -> None:
-        self.pieces = pieces
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for piece in self.pieces:
-            yield piece
+async def _body(pieces: list[bytes]) -> AsyncIterator[bytes]:
+    for piece in pieces:
+        yield piece
 
 
 async def events(pieces: list[bytes], content_type: str = "text/event-stream") -> list[str]:
-    response = httpx.Response(200, headers={"content-type": content_type}, stream=_Body(pieces))
-    return [data async for data in event_stream(response, "vllm")]
+    answer = Answer(200, {"content-type": content_type}, chunks=_body(pieces))
+    return [data async for data in event_stream(answer, "vllm")]
 
 
 def split_every(body: bytes, size: int) -> list[bytes]:

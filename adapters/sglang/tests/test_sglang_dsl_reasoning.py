@@ -48,7 +48,7 @@ def answer(request: httpx.Request) -> httpx.Response:
     )
 
 
-@sgl.function  # type: ignore[misc]
+@sgl.function
 def greet(s: Any) -> None:
     s += sgl.user("Hi")
     s += sgl.assistant(sgl.gen("answer", max_tokens=16))
