@@ -434,3 +434,16 @@ def test_compact_json_on_a_backend_vllm_cannot_make_compact_is_refused_before_st
 def test_the_cpu_recipe_leaves_json_spaced_when_the_caller_picks_auto(tmp_path: Any) -> None:
     recipe = cpu_recipe(LaunchSpec(model="/m", structured_backend="auto"), tmp_path)
     assert "compact_json" not in recipe.settings
+
+
+def test_auto_refuses_what_vllm_would_hand_to_outlines_naming_the_pattern_properties() -> None:
+    adapter = VLLMAdapter().bind(LaunchSpec(model="/m", structured_backend="auto"))
+    schema = {
+        "type": "object",
+        "properties": {"tags": {"type": "array", "uniqueItems": True}},
+        "$defs": {"m": {"type": "object", "patternProperties": {"^x": {}}}},
+    }
+    with pytest.raises(UnsupportedFeature) as caught:
+        adapter.constraint_fields(JsonSchema(schema), INFO)
+    assert "'patternProperties' at /$defs/m/patternProperties" in str(caught.value)
+    assert "outlines" in str(caught.value) and "structured_backend='guidance'" in str(caught.value)

@@ -67,13 +67,20 @@ from unillm.adapter.schemas import (
     xgrammar_miscompile,
     xgrammar_problem,
 )
+from unillm.adapter.schemas.walk import nodes
 from unillm_vllm import launch
 
 __all__ = ["VLLMAdapter"]
 
 STRUCTURED_OUTPUTS_SINCE = (0, 10, 2)
 KV_CACHE_METRICS_SINCE = (0, 9, 2)  # vllm:kv_cache_usage_perc, vllm:prefix_cache_* (gpu_* before)
-ITL_METRIC_SINCE = (0, 11, 0)  # vllm:inter_token_latency_seconds (time_per_output_token before)
+ITL_METRIC_SINCE = (0, 11, 0)
+#: Why a schema vLLM's auto backend would hand to outlines is refused (see _outlines_fallback).
+_OUTLINES_WHY = (
+    "beside a keyword xgrammar refuses, vLLM's auto picks outlines (not guidance) for it, which unillm "
+    "cannot check and which answered HTTP 400 on every such JSONSchemaBench schema"
+)
+# vllm:inter_token_latency_seconds (time_per_output_token before)
 
 
 class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
@@ -178,7 +185,9 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
         elif backend == "guidance":
             problem = guidance_problem(schema, compact=self.compact_json)
         elif backend == "auto":  # vLLM's own check sends a schema to guidance, else xgrammar
-            if vllm_refusal(schema) is not None:
+            if vllm_refusal(schema) is not None and (outlines := _outlines_fallback(schema)):
+                backend, problem = "outlines (vLLM's auto fell back to it)", outlines
+            elif vllm_refusal(schema) is not None:
                 backend, problem = (
                     "guidance (vLLM's auto fell back to it)",
                     guidance_problem(schema, compact=self.compact_json),
@@ -299,3 +308,14 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
 
     def command(self, spec: LaunchSpec) -> LaunchCommand:
         return launch.command(spec)
+
+
+def _outlines_fallback(schema: Mapping[str, Any]) -> SchemaProblem | None:
+    """The first ``patternProperties``, which makes vLLM's auto use outlines for a schema xgrammar
+    refuses (``has_guidance_unsupported_json_features``: anywhere in the document)."""
+    where = next((at for at, node, _ in nodes(schema) if "patternProperties" in node), None)
+    return (
+        None
+        if where is None
+        else SchemaProblem("patternProperties", f"{where}/patternProperties", _OUTLINES_WHY)
+    )
