@@ -3,6 +3,7 @@ schemas that backend cannot honour; the backend is a launch setting, refused whe
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from unillm.adapter.base import EngineInfo
 from unillm.adapter.launch_spec import LaunchSpec
 from unillm.adapter.registry import get_adapter
-from unillm.adapter.schemas import guidance_available, guidance_problem, schema_refusal
+from unillm.adapter.schemas import closed_schema, guidance_available, guidance_problem, schema_refusal
 from unillm.errors import UnsupportedFeature
 from unillm.launching.supervisor import check_launch_features
 from unillm.options import JsonSchema, make_request
@@ -92,7 +93,11 @@ def test_the_vllm_backend_settings_become_one_structured_outputs_config() -> Non
     spec = LaunchSpec(model="/m", structured_backend="guidance", compact_json=True)
     argv = get_adapter("vllm").command(spec).argv
     config = argv[argv.index("--structured-outputs-config") + 1]
-    assert config == '{"backend": "guidance", "disable_any_whitespace": true}'
+    assert json.loads(config) == {
+        "backend": "guidance",
+        "disable_additional_properties": True,
+        "disable_any_whitespace": True,
+    }
 
 
 def test_the_sglang_backend_settings_become_its_flags() -> None:
@@ -113,3 +118,27 @@ def test_engines_without_a_backend_setting_refuse_it_before_starting(engine: str
 def test_an_unknown_backend_name_is_refused_naming_the_engines_choices() -> None:
     with pytest.raises(UnsupportedFeature, match="auto, xgrammar, guidance"):
         check_launch_features(get_adapter("vllm"), LaunchSpec(model="/m", structured_backend="llguidance"))
+
+
+def test_closing_a_schema_forbids_undeclared_keys_where_it_said_nothing_and_nowhere_else() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"inner": {"type": "object", "properties": {"x": {}}}, "free": {"type": "object"}},
+        "items": [{"properties": {}}],
+        "$defs": {"open": {"properties": {}, "additionalProperties": True}},
+        "default": {"properties": {}},
+    }
+    closed = closed_schema(schema)
+    assert closed["additionalProperties"] is False
+    assert closed["properties"]["inner"]["additionalProperties"] is False
+    assert "additionalProperties" not in closed["properties"]["free"]  # no properties: left open
+    assert closed["items"][0]["additionalProperties"] is False
+    assert closed["$defs"]["open"]["additionalProperties"] is True  # said: kept
+    assert closed["default"] == {"properties": {}}  # data, not a schema
+    assert "additionalProperties" not in schema  # the input is not modified
+
+
+@needs_llguidance
+def test_guidance_checks_a_schema_closed_as_the_server_will_close_it() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    assert guidance_problem(schema, compact=True, closed=True) is None

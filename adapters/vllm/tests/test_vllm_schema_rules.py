@@ -355,9 +355,13 @@ def test_the_backend_is_read_the_way_vllm_parses_its_arguments(args: list[str], 
 
 def test_the_cpu_recipe_picks_guidance_with_compact_json(tmp_path: Any) -> None:
     spec = LaunchSpec(model="/m", **cpu_recipe(LaunchSpec(model="/m"), tmp_path).settings)
-    assert structured_settings(spec) == ("guidance", True)
+    assert structured_settings(spec) == ("guidance", True, True)
     config = command(spec).argv[command(spec).argv.index(FLAG) + 1]
-    assert json.loads(config) == {"backend": "guidance", "disable_any_whitespace": True}
+    assert json.loads(config) == {
+        "backend": "guidance",
+        "disable_additional_properties": True,  # objects closed, as xgrammar's strict mode
+        "disable_any_whitespace": True,
+    }
 
 
 def test_the_settings_and_the_flag_in_extra_args_together_are_refused() -> None:

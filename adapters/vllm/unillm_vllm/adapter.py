@@ -107,19 +107,25 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
         launched: bool = False,
         structured_backend: str | None = None,
         compact_json: bool = False,
+        closed_objects: bool = False,
     ) -> None:
         self.tool_parser = tool_parser
         self.launched = launched  # True: tool_parser is known (unillm started the server)
         # the structured-outputs backend the server was started with; None: unknown (connected)
         self.structured_backend = structured_backend
         self.compact_json = compact_json
+        self.closed_objects = closed_objects  # guidance's disable_additional_properties
 
     def bind(self, spec: LaunchSpec) -> VLLMAdapter:
         """This adapter, knowing the tool parser and structured-outputs backend the server was
         started with (:func:`unillm_vllm.launch.structured_settings`)."""
-        backend, compact = launch.structured_settings(spec)
+        backend, compact, closed = launch.structured_settings(spec)
         return VLLMAdapter(
-            tool_parser=spec.parser(), launched=True, structured_backend=backend, compact_json=compact
+            tool_parser=spec.parser(),
+            launched=True,
+            structured_backend=backend,
+            compact_json=compact,
+            closed_objects=closed,
         )
 
     def capabilities(self, version: str | None = None) -> Capabilities:
@@ -183,7 +189,7 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
         if backend == "xgrammar":
             problem = xgrammar_problem(schema)
         elif backend == "guidance":
-            problem = guidance_problem(schema, compact=self.compact_json)
+            problem = guidance_problem(schema, compact=self.compact_json, closed=self.closed_objects)
         elif backend == "auto":  # vLLM's own check sends a schema to guidance, else xgrammar
             if vllm_refusal(schema) is not None and (outlines := _outlines_fallback(schema)):
                 backend, problem = "outlines (vLLM's auto fell back to it)", outlines

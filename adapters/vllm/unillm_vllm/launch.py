@@ -189,7 +189,7 @@ def command(spec: LaunchSpec) -> LaunchCommand:
     return LaunchCommand(argv=argv, env=env, health_path="/health", secrets=(key,) if key else ())
 
 
-def structured_settings(spec: LaunchSpec) -> tuple[str, bool]:
+def structured_settings(spec: LaunchSpec) -> tuple[str, bool, bool]:
     """The structured-outputs backend and compact-JSON switch the server starts with.
 
     From ``structured_backend`` / ``compact_json``, or else from a ``--structured-outputs-config``
@@ -202,19 +202,27 @@ def structured_settings(spec: LaunchSpec) -> tuple[str, bool]:
         spec: The launch settings.
 
     Returns:
-        The backend's name and whether whitespace in JSON is forbidden.
+        The backend's name, whether whitespace in JSON is forbidden, and whether guidance closes
+        objects first (``disable_additional_properties``).
     """
     config = _structured_outputs_config(spec) or _config_in_args(spec.extra_args)
     backend = config.get("backend")
-    return (backend if isinstance(backend, str) and backend else "auto"), config.get(
-        "disable_any_whitespace"
-    ) is True
+    named = backend if isinstance(backend, str) and backend else "auto"
+    return (
+        named,
+        config.get("disable_any_whitespace") is True,
+        config.get("disable_additional_properties") is True,
+    )
 
 
 def _structured_outputs_config(spec: LaunchSpec) -> dict[str, Any]:
     config: dict[str, Any] = {}
     if spec.structured_backend is not None:
         config["backend"] = spec.structured_backend
+    if spec.structured_backend == "guidance":
+        # objects closed where a schema leaves them open, as xgrammar's strict mode and MLX in
+        # process do: the same schema gives the same answers on every backend
+        config["disable_additional_properties"] = True
     if spec.compact_json is not None:
         config["disable_any_whitespace"] = spec.compact_json
     if config and any(arg.startswith(_CONFIG_FLAG) for arg in spec.extra_args):

@@ -11,7 +11,7 @@ process). See docs/guide/structured-output.md for the matrix measured on JSONSch
 
 from __future__ import annotations
 
-from unillm.adapter.schemas.guidance import guidance_available, guidance_problem
+from unillm.adapter.schemas.guidance import closed_schema, guidance_available, guidance_problem
 from unillm.adapter.schemas.rewrite import portable_schema
 from unillm.adapter.schemas.walk import SchemaProblem, largest_count
 from unillm.adapter.schemas.xgrammar import (
@@ -25,6 +25,7 @@ from unillm.errors import UnsupportedFeature
 __all__ = [
     "XGRAMMAR_FORMATS",
     "SchemaProblem",
+    "closed_schema",
     "guidance_available",
     "guidance_problem",
     "largest_count",

@@ -22,8 +22,16 @@ from typing import Any
 
 from unillm.adapter.schemas.walk import SchemaProblem, escape, nodes
 
-__all__ = ["guidance_available", "guidance_problem"]
+__all__ = ["closed_schema", "guidance_available", "guidance_problem"]
 
+#: The keywords vLLM's walk (``_walk_json_for_additional_properties``) follows.
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
+_SUBSCHEMAS = (
+    "additionalProperties", "unevaluatedProperties", "propertyNames", "contains", "additionalItems",
+    "unevaluatedItems", "not", "if", "then", "else", "contentSchema", "items", "prefixItems",
+    "allOf", "anyOf", "oneOf",
+)  # fmt: skip
+_OPENED_BY = ("properties", "patternProperties")
 _KEYS = re.compile(r'Unimplemented keys: \["([^"]+)"')
 
 
@@ -32,13 +40,17 @@ def guidance_available() -> bool:
     return _matcher() is not None
 
 
-def guidance_problem(schema: Mapping[str, Any], *, compact: bool) -> SchemaProblem | None:
+def guidance_problem(
+    schema: Mapping[str, Any], *, compact: bool, closed: bool = False
+) -> SchemaProblem | None:
     """What llguidance refuses in ``schema``, or None (also when llguidance is not installed).
 
     Args:
         schema: A JSON schema document.
         compact: Whether the server forbids whitespace in JSON (vLLM's
             ``disable_any_whitespace``), which is llguidance's ``whitespace_flexible=False``.
+        closed: Whether the server closes objects first (vLLM's ``disable_additional_properties``):
+            the schema is checked as :func:`closed_schema` makes it.
 
     Returns:
         The problem, naming the first unimplemented keyword llguidance names, if any.
@@ -47,7 +59,7 @@ def guidance_problem(schema: Mapping[str, Any], *, compact: bool) -> SchemaProbl
     if matcher is None:
         return None
     try:
-        text = json.dumps(schema)
+        text = json.dumps(closed_schema(schema) if closed else schema)
     except (TypeError, ValueError) as e:
         return SchemaProblem("schema", "", f"the schema is not JSON ({e})")
     error = _compile_error(matcher, text, compact)
@@ -59,6 +71,35 @@ def guidance_problem(schema: Mapping[str, Any], *, compact: bool) -> SchemaProbl
         f"{at}/{escape(keyword)}" for at, node, kind in nodes(schema) if kind == "schema" and keyword in node
     )
     return SchemaProblem(keyword, next(where, ""), f"llguidance: {error}")
+
+
+def closed_schema(schema: Any) -> Any:
+    """``schema`` with ``"additionalProperties": false`` on every object schema that declares
+    ``properties`` or ``patternProperties`` and says nothing about other keys — what vLLM's
+    guidance backend does with ``disable_additional_properties`` (to answer like xgrammar's strict
+    mode), walking the same keywords. A new document; the input is not modified.
+
+    Args:
+        schema: A JSON schema document (or any part of one).
+
+    Returns:
+        The closed copy.
+    """
+    if isinstance(schema, list):
+        return [closed_schema(item) for item in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    out = {
+        key: {k: closed_schema(v) for k, v in value.items()}
+        if key in _SCHEMA_MAPS and isinstance(value, Mapping)
+        else closed_schema(value)
+        if key in _SUBSCHEMAS
+        else value
+        for key, value in schema.items()
+    }
+    if "additionalProperties" not in out and any(isinstance(out.get(k), Mapping) for k in _OPENED_BY):
+        out["additionalProperties"] = False
+    return out
 
 
 def _compile_error(matcher: Any, schema: str, compact: bool) -> str:
