@@ -103,7 +103,7 @@ async def tour(llm: unillm.LLM, tiny_loras: dict[str, Path], tool_choice: str) -
     )
     print(f"  pydantic           {r.parsed!r}")
     r = await llm.generate(
-        messages=ask("What is 2+2?"), output=unillm.Regex(r"\d{1,3}"), max_tokens=4, temperature=0
+        messages=ask("What is 2+2?"), output=unillm.Regex(r"[0-9]{1,3}"), max_tokens=4, temperature=0
     )
     print(f"  regex              {r.parsed!r}")
     r = await llm.generate(

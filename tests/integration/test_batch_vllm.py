@@ -17,7 +17,7 @@ import pytest
 from unillm.testing.engines import RunningEngine
 
 pytestmark = pytest.mark.anyio
-REQUESTS, CONCURRENCY = 120, 8
+REQUESTS, CONCURRENCY, KILLS = 120, 8, 3
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "batch.py"
 
 
@@ -47,7 +47,7 @@ async def killed_and_resumed(
             vllm_server.base_url,
             requests=REQUESTS,
             concurrency=CONCURRENCY,
-            kills=3,
+            kills=KILLS,
             seed=1,
             key=vllm_server.api_key,
         )
@@ -66,7 +66,9 @@ async def test_three_kills_leave_every_custom_id_exactly_once(killed_and_resumed
     )
 
 
-async def test_the_engine_served_at_most_the_batch_plus_max_concurrency(
+async def test_each_kill_costs_the_engine_at_most_one_window_of_redone_requests(
     killed_and_resumed: dict[str, Any],
 ) -> None:
-    assert REQUESTS <= killed_and_resumed["completed"] <= REQUESTS + CONCURRENCY
+    # A kill can lose only answers the engine had finished and unillm had not yet put on disk:
+    # at most max-concurrency of them (one CI run served 131 of 120, three kills at 8 in flight).
+    assert REQUESTS <= killed_and_resumed["completed"] <= REQUESTS + KILLS * CONCURRENCY
