@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from unillm.client.outputs import attach_parsed
-from unillm.errors import OutputParseError
-from unillm.options import JsonSchema
+from unillm.errors import InvalidOptions, OutputParseError
+from unillm.options import JsonSchema, make_request
 from unillm.results import CompletionChoice
 
 CENTS = JsonSchema({"type": "object", "properties": {"amount": {"type": "number", "multipleOf": 0.01}}})
@@ -46,3 +46,12 @@ def test_a_schema_the_validator_cannot_run_trusts_the_engine_instead_of_raising_
     completion = answer('"x"')
     attach_parsed(completion, odd, "e")
     assert completion.choices[0].parsed == "x"
+
+
+@pytest.mark.parametrize("depth", [150, 5000])  # past the validator's depth, past the encoder's
+def test_a_schema_nested_too_deeply_is_refused_before_sending_not_a_recursion_error(depth: int) -> None:
+    schema: dict[str, Any] = {"type": "object"}
+    for _ in range(depth):
+        schema = {"type": "object", "properties": {"a": schema}}
+    with pytest.raises(InvalidOptions, match="nested too deeply"):
+        make_request("x", None, JsonSchema(schema), {"max_tokens": 4}, stream=False)

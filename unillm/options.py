@@ -252,6 +252,8 @@ def check_json(value: Any, what: str) -> None:
         raise InvalidOptions(
             f"{what} must be standard JSON (finite numbers, strings, lists, dicts): {e}"
         ) from None
+    except RecursionError:
+        raise InvalidOptions(f"{what} is nested too deeply to send as JSON") from None
 
 
 def _check_schema(schema: Mapping[str, Any]) -> None:
@@ -263,6 +265,8 @@ def _check_schema(schema: Mapping[str, Any]) -> None:
         validators.validator_for(schema).check_schema(schema)
     except SchemaError as e:
         raise InvalidOptions(f"output schema is not a valid JSON schema: {e.message}") from None
+    except RecursionError:
+        raise InvalidOptions("the output schema is nested too deeply to check") from None
 
 
 @dataclass(frozen=True, slots=True)
