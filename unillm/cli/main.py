@@ -11,6 +11,7 @@ unillm launch vllm --model M --nodes 2 --head-address 10.0.0.1 --port 8000 --dry
 unillm launch vllm --model M --prefill 1 --decode 1 --router vllm-router --dry-run
 unillm bench vllm --url http://127.0.0.1:8000 --max-concurrency 1,4,16   # see `unillm bench -h`
 unillm batch in.jsonl --out out.jsonl --engine vllm --url URL   # resumable; see `unillm batch -h`
+unillm deploy kubernetes --config unillm.toml --out k8s/   # KServe manifests; see `unillm deploy -h`
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ examples:
   unillm tiny-model --json                    build the tiny test model, print its paths
   unillm bench vllm --url URL --max-concurrency 1,4,16   measure under load (vllm bench serve's definitions)
   unillm batch in.jsonl --out out.jsonl --engine vllm --url URL   a JSONL batch, resumable
+  unillm deploy kubernetes --config unillm.toml --out k8s/   KServe manifests from the same config
 """
 _SCALAR_FLAGS = {
     "served_name": "name the engine serves the model under (default: the model path)",
@@ -256,9 +258,11 @@ def _parser() -> argparse.ArgumentParser:
 
     from unillm.batch.cli import add_batch_parser
     from unillm.bench.cli import add_bench_parser
+    from unillm.deploy.cli import add_deploy_parser
 
     add_bench_parser(sub)
     add_batch_parser(sub)
+    add_deploy_parser(sub)
     return parser
 
 

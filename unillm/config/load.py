@@ -71,6 +71,7 @@ class Config(BaseModel):
     uses: list[str] = Field([], description="features the app relies on (for unillm check)")
     engine_version: str | None = Field(None, description="the version unillm check assumes")
     router: dict[str, Any] | None = Field(None, repr=False)
+    deploy: dict[str, Any] | None = Field(None, description="unillm deploy's settings (unillm.deploy)")
 
 
 def load_config(
