@@ -1,6 +1,7 @@
 """Every public callable documents its parameters, so the API reference has parameter tables.
 
-Walks `__all__` of `unillm`, `unillm.adapter`, `unillm.semantic`, `unillm.bench` and `unillm.batch`: each
+Walks `__all__` of `unillm`, `unillm.adapter`, `unillm.semantic`, `unillm.bench`, `unillm.batch` and
+`unillm.deploy`: each
 public function, method and constructor that takes parameters (besides self/cls) has a
 Google-style `Args:` section naming each one (`*args`/`**kwargs` only need to be mentioned by
 name). Pydantic models, dataclasses and exceptions are built from their fields, so their
@@ -24,12 +25,13 @@ import unillm
 import unillm.adapter
 import unillm.batch
 import unillm.bench
+import unillm.deploy
 import unillm.semantic
 from unillm.client.blocking import BlockingLoras
 from unillm.client.llm import Loras
 
 #: The public namespaces the API reference documents.
-_MODULES = (unillm, unillm.adapter, unillm.semantic, unillm.bench, unillm.batch)
+_MODULES = (unillm, unillm.adapter, unillm.semantic, unillm.bench, unillm.batch, unillm.deploy)
 #: Public classes reached through an attribute rather than a name (``llm.loras``, ``blocking.loras``).
 _REACHABLE = (Loras, BlockingLoras)
 #: Pydantic settings users construct for a launch: each field is documented under Attributes:.
@@ -39,6 +41,8 @@ _SETTINGS = (
     unillm.Speculative,
     unillm.Nodes,
     unillm.Disaggregation,
+    unillm.deploy.DeploySettings,
+    unillm.deploy.KubernetesSettings,
 )
 
 _ARG_LINE = re.compile(r"^\s+\*{0,2}(\w+)(?:\s*\([^)]*\))?:")

@@ -15,7 +15,7 @@ from unillm.deploy.crd_schema import validate_manifest
 from unillm.deploy.kserve import render_kserve
 from unillm.deploy.kubectl import Kubectl, KubectlError
 from unillm.deploy.output import dump_all, write_manifests
-from unillm.deploy.settings import DeploySettings, Deployment, KubernetesSettings, read_deployment
+from unillm.deploy.settings import Deployment, DeploySettings, KubernetesSettings, read_deployment
 
 __all__ = [
     "DeploySettings",

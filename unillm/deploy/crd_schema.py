@@ -43,7 +43,8 @@ def schema_for(api_version: str, kind: str) -> dict[str, Any]:
     Raises:
         InvalidOptions: No schema is kept for that apiVersion and kind.
     """
-    return json.loads(json.dumps(_strict_schema(api_version, kind)))
+    copy: dict[str, Any] = json.loads(json.dumps(_strict_schema(api_version, kind)))
+    return copy
 
 
 def validate_manifest(manifest: Mapping[str, Any]) -> None:
@@ -73,7 +74,9 @@ def _strict_schema(api_version: str, kind: str) -> dict[str, Any]:
     if file is None:
         kept = ", ".join(f"{v} {k}" for v, k in SCHEMAS)
         raise InvalidOptions(f"no schema is kept for {api_version} {kind} (kept: {kept})")
-    schema: dict[str, Any] = json.loads(resources.files(__package__).joinpath("schemas", file).read_text())
+    schema: dict[str, Any] = json.loads(
+        resources.files(__package__).joinpath("schemas").joinpath(file).read_text()
+    )
     _close_objects(schema)
     return schema
 

@@ -195,7 +195,7 @@ def _uri(location: str, schemes: tuple[str, ...], what: str, setting: str) -> st
         return f"hf://{location}"
     raise InvalidOptions(
         f"{what} {location!r} is a local path, which the cluster cannot read: upload it and give "
-        f"its URI as [deploy.kubernetes] {setting.format(uri=schemes[1] + '://bucket/path')} "
+        f"its URI as [deploy.kubernetes] {setting.replace('{uri}', schemes[1] + '://bucket/path')} "
         f"({', '.join(s + '://' for s in schemes)}; pvc://CLAIM/path for a PersistentVolumeClaim)"
     )
 
@@ -232,7 +232,9 @@ def _lora(spec: LaunchSpec, k8s: KubernetesSettings, model_name: str) -> dict[st
         if name == model_name:
             raise InvalidOptions(f"LoRA adapter {name!r} has the model's name; KServe needs them distinct")
         where = f"[launch] lora {name!r}"
-        uri = k8s.lora_uris.get(name) or _uri(path, _LORA_SCHEMES, where, f"lora_uris = {{{name} = '{{uri}}'}}")
+        uri = k8s.lora_uris.get(name) or _uri(
+            path, _LORA_SCHEMES, where, f"lora_uris = {{{name} = '{{uri}}'}}"
+        )
         _check_uri(uri, _LORA_SCHEMES, where)
         adapters.append({"name": name, "uri": uri})
     lora: dict[str, Any] = {"adapters": adapters}
@@ -334,11 +336,12 @@ def _env(
     hidden = secret_names(spec.env, spec.secret_env)
     if hidden:
         first = sorted(hidden)[0]
+        secret = first.lower().replace("_", "-")
         raise InvalidOptions(
             f"[launch] env {first} holds a secret, and a manifest is readable by anyone who can read "
-            f"the resource: put it in a Secret (kubectl create secret generic {first.lower().replace('_', '-')} "
+            f"the resource: put it in a Secret (kubectl create secret generic {secret} "
             f"--from-literal={first}=...) and name it in [deploy.kubernetes] secret_env = "
-            f'{{{first} = "<secret name>"}}, without the value in [launch] env'
+            f'{{{first} = "{secret}"}}, without the value in [launch] env'
         )
     if isinstance(spec.api_key, SecretStr):
         raise InvalidOptions(

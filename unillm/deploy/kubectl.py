@@ -1,8 +1,8 @@
 """The few ``kubectl`` calls a deployment makes: check, apply, wait, read the URL (the only cluster I/O).
 
-    kubectl = Kubectl.find()                 # KubectlError when it is not on PATH
-    kubectl.dry_run(files); kubectl.apply(files)
-    url = kubectl.url("qwen", "llm")         # status.url, or None while KServe has none yet
+kubectl = Kubectl.find()                 # KubectlError when it is not on PATH
+kubectl.dry_run(files); kubectl.apply(files)
+url = kubectl.url("qwen", "llm")         # status.url, or None while KServe has none yet
 """
 
 from __future__ import annotations

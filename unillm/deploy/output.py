@@ -1,7 +1,7 @@
 """Manifests as text (YAML, or JSON: kubectl reads both) and as files, all written or none.
 
-    text = dump_all(manifests, "yaml")
-    paths = write_manifests(manifests, Path("k8s"), "yaml")   # one file per resource
+text = dump_all(manifests, "yaml")
+paths = write_manifests(manifests, Path("k8s"), "yaml")   # one file per resource
 """
 
 from __future__ import annotations
@@ -107,4 +107,4 @@ def write_manifests(manifests: Sequence[dict[str, Any]], folder: Path, fmt: Form
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         raise InvalidOptions(f"cannot write the manifests into {folder}: {e.strerror or e}") from None
-    return [target for _, target in texts]
+    return [target for target, _ in texts]
