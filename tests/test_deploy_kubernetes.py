@@ -606,3 +606,44 @@ def _cluster_kubectl() -> str | None:
 def test_kubectl_client_dry_run_accepts_the_manifest(tmp_path: Path) -> None:
     files = write_manifests([render(deploy={"kubernetes": {"name": "qwen"}})], tmp_path, "yaml")
     assert "qwen" in Kubectl.find().dry_run(files)
+
+
+def test_an_embedding_task_runs_vllms_pooling_runner() -> None:
+    args = engine_args(render({"task": "embed"})["spec"])
+    assert args[args.index("--runner") + 1] == "pooling"
+
+
+def test_cli_wait_without_apply_is_refused(config_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["deploy", "kubernetes", "--config", str(config_file), "--wait", "60"]) == 2
+    assert "use it with --apply" in capsys.readouterr().err
+
+
+def test_cli_apply_wait_waits_for_ready_before_reading_the_url(
+    config_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = _recording_kubectl(tmp_path, "http://gateway.example/llm/qwen")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    assert main(["deploy", "kubernetes", "--config", str(config_file), "--apply", "--wait", "90"]) == 0
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert calls[-2] == [
+        "wait",
+        "--for=condition=Ready",
+        "llminferenceservice.serving.kserve.io/qwen",
+        "--timeout=90s",
+        "-n",
+        "llm",
+    ]
+    assert calls[-1][0] == "get"
+
+
+def test_cli_check_runs_the_client_dry_run_and_applies_nothing(
+    config_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = _recording_kubectl(tmp_path, "")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    assert main(["deploy", "kubernetes", "--config", str(config_file), "--check"]) == 0
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [c[:3] for c in calls] == [
+        ["config", "current-context"],
+        ["apply", "--dry-run=client", "--validate=false"],
+    ]

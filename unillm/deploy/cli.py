@@ -21,6 +21,7 @@ from unillm.deploy.kserve import render_kserve
 from unillm.deploy.kubectl import RESOURCE, Kubectl
 from unillm.deploy.output import Format, dump_all, write_manifests
 from unillm.deploy.settings import read_deployment
+from unillm.errors import InvalidOptions
 
 EXAMPLES = __doc__.split("\n\n", 1)[1] if __doc__ else ""
 
@@ -76,6 +77,8 @@ def run_kubernetes(args: argparse.Namespace) -> int:
         The exit code (0).
     """
     fmt: Format = "json" if args.json else "yaml"
+    if args.wait and not args.apply:
+        raise InvalidOptions("--wait SECONDS waits for an applied resource: use it with --apply")
     manifests = render_kserve(read_deployment(args.config))
     text = dump_all(manifests, fmt)  # rendered (and PyYAML found) before any file or kubectl call
     kubectl = Kubectl.find() if args.apply or args.check else None

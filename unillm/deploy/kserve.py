@@ -156,8 +156,7 @@ def _refuse_unexpressible(spec: LaunchSpec) -> None:
                 "vllm",
                 f"[launch] {field} in a KServe deployment",
                 why=why,
-                alternative=f"Remove {field} from [launch] (or keep it in a [launch.<engine>] table "
-                "of another config) to deploy",
+                alternative=f"Remove {field} from [launch] to deploy",
             )
 
 
