@@ -34,7 +34,7 @@ REJECTED_SHARE_WARNING = 0.5  # warn when a threshold rejects more of a route's 
 class Scoring(BaseModel):
     """The weights of a route's score; ``router.calibrate`` fits them, config files keep them.
 
-    Args:
+    Attributes:
         blend: Weight of the best example against the centroid of all the route's examples (1: best only).
         prior: Weight of the route's description; None: 0.5 up to 5 examples, then 2.5 / examples.
         center: Subtract the mean of all routes' examples before comparing (needs two routes).
