@@ -130,9 +130,10 @@ def render_kserve(deployment: Deployment) -> list[dict[str, Any]]:
         prefill_role = PDRole(role="prefill", transfer=pd.transfer)
         prefill = _workload(adapter, spec, k8s, on_cpu, prefill_role, lora=bool(lora))
         body["prefill"] = {"replicas": pd.prefill, **prefill}
-    metadata: dict[str, Any] = {"name": name, "labels": {"app.kubernetes.io/managed-by": "unillm"}}
+    metadata: dict[str, Any] = {"name": name}
     if k8s.namespace:
         metadata["namespace"] = k8s.namespace
+    metadata["labels"] = {"app.kubernetes.io/managed-by": "unillm"}
     manifest = {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": body}
     validate_manifest(manifest)
     return [manifest]
