@@ -647,3 +647,30 @@ def test_cli_check_runs_the_client_dry_run_and_applies_nothing(
         ["config", "current-context"],
         ["apply", "--dry-run=client", "--validate=false"],
     ]
+
+
+def test_cli_apply_without_kubectl_keeps_the_out_files(
+    config_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    out = tmp_path / "k8s"
+    assert main(["deploy", "kubernetes", "--config", str(config_file), "--out", str(out), "--apply"]) == 2
+    assert [p.name for p in out.iterdir()] == ["qwen.llminferenceservice.yaml"]
+
+
+def test_cli_apply_without_a_context_says_so(
+    config_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "bin" / "kubectl"
+    script.parent.mkdir()
+    script.write_text("#!/bin/sh\necho 'error: current-context is not set' >&2\nexit 1\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{script.parent}{os.pathsep}{os.environ['PATH']}")
+    assert main(["deploy", "kubernetes", "--config", str(config_file), "--apply"]) == 2
+    assert "kubectl has no current context" in capsys.readouterr().err
+
+
+def test_unillm_deploy_variables_override_the_deploy_table() -> None:
+    config = {"engine": "vllm", "launch": {"model": MODEL}, "deploy": {"replicas": 2}}
+    deployment = read_deployment(config, env={"UNILLM_DEPLOY__REPLICAS": "4"})
+    assert deployment.settings.replicas == 4

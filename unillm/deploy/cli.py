@@ -81,21 +81,19 @@ def run_kubernetes(args: argparse.Namespace) -> int:
         raise InvalidOptions("--wait SECONDS waits for an applied resource: use it with --apply")
     manifests = render_kserve(read_deployment(args.config))
     text = dump_all(manifests, fmt)  # rendered (and PyYAML found) before any file or kubectl call
-    kubectl = Kubectl.find() if args.apply or args.check else None
-    if kubectl is not None:
-        kubectl.require_context()
+    use_kubectl = args.apply or args.check
+    if not args.out and not use_kubectl:
+        print(text, end="")
+        return 0
     with tempfile.TemporaryDirectory(prefix="unillm-deploy-") as scratch:
+        files = write_manifests(manifests, Path(args.out or scratch), fmt)
         if args.out:
-            files = write_manifests(manifests, Path(args.out), fmt)
             for f in files:
                 print(f"wrote {f}", file=sys.stderr)
-        elif kubectl is not None:
-            files = write_manifests(manifests, Path(scratch), fmt)
-        else:
-            print(text, end="")
+        if not use_kubectl:
             return 0
-        if kubectl is None:
-            return 0
+        kubectl = Kubectl.find()
+        kubectl.require_context()
         print(kubectl.dry_run(files), end="", file=sys.stderr)
         if not args.apply:
             return 0
