@@ -674,3 +674,8 @@ def test_unillm_deploy_variables_override_the_deploy_table() -> None:
     config = {"engine": "vllm", "launch": {"model": MODEL}, "deploy": {"replicas": 2}}
     deployment = read_deployment(config, env={"UNILLM_DEPLOY__REPLICAS": "4"})
     assert deployment.settings.replicas == 4
+
+
+def test_a_namespace_that_is_not_a_dns_label_is_refused() -> None:
+    with pytest.raises(InvalidOptions, match=r"kubernetes\.namespace"):
+        render(deploy={"kubernetes": {"namespace": "LLM_Serving"}})

@@ -52,7 +52,7 @@ class KubernetesSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str | None = Field(None, min_length=1)
-    namespace: str | None = Field(None, min_length=1)
+    namespace: str | None = Field(None, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
     model_uri: str | None = Field(None, min_length=1)
     lora_uris: dict[str, str] = {}
     image: str | None = Field(None, min_length=1)
