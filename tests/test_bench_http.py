@@ -12,7 +12,7 @@ from unillm.bench.http import measuring_transport, resolve
 from unillm.bench.runner import run_load
 from unillm.bench.targets import matrix
 from unillm.errors import EngineUnavailable, InvalidOptions, MalformedResponse, StreamInterrupted
-from unillm.launching.supervisor import free_port
+from unillm.launching.ports import free_port
 
 pytestmark = pytest.mark.anyio
 

@@ -19,7 +19,7 @@ from unillm.bench.runner import run_load
 from unillm.bench.targets import Fleet, matrix
 from unillm.cli.main import main
 from unillm.errors import EngineUnavailable, InvalidOptions, UnknownEngine
-from unillm.launching.supervisor import free_port
+from unillm.launching.ports import free_port
 
 pytestmark = pytest.mark.anyio
 CRASHING = str(Path(__file__).resolve().parent / "crashing_engine.py")

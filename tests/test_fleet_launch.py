@@ -19,6 +19,7 @@ import unillm
 from unillm.adapter.launch_spec import Disaggregation, LaunchSpec, Nodes
 from unillm.errors import InvalidOptions, LaunchError, UnsupportedFeature
 from unillm.launching.fleet_launch import FleetLaunch
+from unillm.launching.ports import free_port
 from unillm.launching.supervisor import Launch
 
 FAKE_ENGINE = Path(__file__).with_name("fake_vllm_engine.py")
@@ -42,14 +43,12 @@ def alive(pid: int) -> bool:
 
 
 def two_free_ports() -> int:
-    """A port P with P and P+1 free right now."""
+    """A port P with P and P+1 free right now (below the ephemeral range, as unillm picks)."""
     for _ in range(50):
-        with socket.socket() as a, socket.socket() as b:
-            a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
-            with contextlib.suppress(OSError):
-                b.bind(("127.0.0.1", port + 1))
-                return int(port)
+        port = free_port()
+        with socket.socket() as probe, contextlib.suppress(OSError):
+            probe.bind(("127.0.0.1", port + 1))
+            return port
     raise RuntimeError("no two consecutive free ports")
 
 

@@ -39,8 +39,9 @@ from unillm.client.blocking import blocking_launch
 from unillm.client.transport import Pool, RetryPolicy, Timeouts
 from unillm.errors import InvalidOptions, LaunchError, UnsupportedFeature
 from unillm.fleet.picker import Policy
+from unillm.launching.ports import free_port
 from unillm.launching.routers import PrefillWorker, RouterSpec, RouterTool, get_router
-from unillm.launching.supervisor import Launch, ProgressHook, free_port, print_progress
+from unillm.launching.supervisor import Launch, ProgressHook, print_progress
 from unillm.options import Options
 
 if TYPE_CHECKING:

@@ -44,6 +44,7 @@ from unillm.client.transport import Pool, RetryPolicy, Timeouts
 from unillm.errors import InvalidOptions, LaunchError, MalformedResponse, UnillmError, UnsupportedFeature
 from unillm.launching.cpu_features import boot_env, boot_note
 from unillm.launching.logs import LaunchLog, signal_advice
+from unillm.launching.ports import free_port
 from unillm.options import Options
 
 if TYPE_CHECKING:
@@ -84,13 +85,6 @@ def print_progress(p: LaunchProgress) -> None:
     elif p.phase == "ready" or int(p.elapsed_s) % 10 == 0:
         sys.stderr.write(line + "\n")
     sys.stderr.flush()
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free on ``host`` right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def check_reasoning_parser(adapter: Adapter, spec: LaunchSpec) -> None:
