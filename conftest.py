@@ -56,6 +56,19 @@ def vllm_server(tiny: TinyModel, workdir: Path) -> Iterator[RunningEngine]:
         yield RunningEngine(launch)
 
 
+@pytest.fixture(scope="session")
+def minilm_server(workdir: Path) -> Iterator[RunningEngine]:
+    """vLLM's pooling runner with all-MiniLM-L6-v2 (embeddings, semantic routing); no API key, so
+    a look-alike proxy can forward to it."""
+    from unillm_vllm.testing import embedding_settings  # vLLM's test recipe (its adapter package)
+
+    launch = unillm.launch(
+        "vllm", **embedding_settings(workdir / "minilm", api_key=None), log_path=workdir / "vllm-minilm.log"
+    )
+    with launch.blocking():
+        yield RunningEngine(launch)
+
+
 @pytest.fixture
 async def llm(vllm_server: RunningEngine) -> AsyncIterator[unillm.LLM]:
     async with vllm_server.connect() as client:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,18 +13,6 @@ from unillm.testing.engines import RunningEngine
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 CAT, KITTEN, STOCKS = "A cat sits on the mat", "A kitten rests on a rug", "Stock markets fell today"
-
-
-@pytest.fixture(scope="module")
-def minilm_server(workdir: Path) -> Iterator[RunningEngine]:
-    """vLLM's pooling runner with MiniLM, torn down after this module."""
-    from unillm_vllm.testing import embedding_settings  # vLLM's test recipe (its adapter package)
-
-    launch = unillm.launch(
-        "vllm", **embedding_settings(workdir / "minilm"), log_path=workdir / "vllm-minilm.log"
-    )
-    with launch.blocking():
-        yield RunningEngine(launch)
 
 
 async def test_similar_sentences_are_closer_than_unrelated_ones(minilm_server: RunningEngine) -> None:

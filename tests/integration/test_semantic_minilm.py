@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import warnings
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the look-alike endpoint
 from embedding_server import EmbeddingServer
 
-import unillm
 from unillm.semantic import EngineEmbedder, OpenAIEmbedder, Route, SemanticRouter, evaluate, load_samples
-from unillm.testing.embedding_model import build_embedding_model
 from unillm.testing.engines import RunningEngine
 
 if sys.version_info >= (3, 11):
@@ -34,26 +32,9 @@ TABLE = tomllib.loads((ROOT / "examples" / "routes.toml").read_text())["router"]
 ROUTES = [Route(**r) for r in TABLE["routes"]]
 
 
-@pytest.fixture(scope="module")
-def minilm(workdir: Path) -> Iterator[RunningEngine]:
-    """MiniLM behind vLLM's /v1/embeddings (no API key, so the look-alike can forward to it)."""
-    launch = unillm.launch(
-        "vllm",
-        model=str(build_embedding_model()),
-        served_name="minilm",
-        task="embed",
-        cpu=True,
-        max_model_len=256,
-        api_key=None,
-        log_path=workdir / "vllm-minilm-routing.log",
-    )
-    with launch.blocking():
-        yield RunningEngine(launch)
-
-
 @pytest.fixture
-async def embedder(minilm: RunningEngine) -> AsyncIterator[EngineEmbedder]:
-    embedder = EngineEmbedder(minilm.connect())
+async def embedder(minilm_server: RunningEngine) -> AsyncIterator[EngineEmbedder]:
+    embedder = EngineEmbedder(minilm_server.connect())
     yield embedder
     await embedder.aclose()
 
@@ -94,9 +75,9 @@ async def test_calibration_on_half_the_labelled_prompts_holds_on_the_other_half(
 
 
 async def test_the_remote_openai_path_gives_the_same_decisions(
-    minilm: RunningEngine, embedder: EngineEmbedder
+    minilm_server: RunningEngine, embedder: EngineEmbedder
 ) -> None:
-    remote = OpenAIEmbedder(minilm.base_url + "/v1", model="minilm")
+    remote = OpenAIEmbedder(minilm_server.base_url + "/v1", model="minilm")
     subset = SAMPLES[::7]
     try:
         local_router, remote_router = _router(embedder), _router(remote)
@@ -108,11 +89,14 @@ async def test_the_remote_openai_path_gives_the_same_decisions(
 
 
 async def test_an_azure_style_endpoint_in_front_of_the_real_model_routes_the_same(
-    minilm: RunningEngine, embedder: EngineEmbedder
+    minilm_server: RunningEngine, embedder: EngineEmbedder
 ) -> None:
     subset = SAMPLES[3::9]
     with EmbeddingServer(
-        azure=True, api_key="azure-key", upstream=minilm.base_url + "/v1/embeddings", upstream_model="minilm"
+        azure=True,
+        api_key="azure-key",
+        upstream=minilm_server.base_url + "/v1/embeddings",
+        upstream_model="minilm",
     ) as azure:
         remote = OpenAIEmbedder.azure(
             azure.url, deployment="minilm", api_version="2024-10-21", api_key="azure-key"
@@ -141,14 +125,14 @@ async def test_a_routed_generation_reaches_the_routes_lora_on_real_vllm(
 
 
 def test_unillm_route_eval_reports_from_a_config(
-    minilm: RunningEngine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    minilm_server: RunningEngine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from unillm.cli.main import main
 
     config = tmp_path / "routes.toml"
     config.write_text(
         (ROOT / "examples" / "routes.toml").read_text()
-        + f'\n[router.embedder]\nengine = "vllm"\nbase_url = "{minilm.base_url}"\n'
+        + f'\n[router.embedder]\nengine = "vllm"\nbase_url = "{minilm_server.base_url}"\n'
     )
     labelled = tmp_path / "some.jsonl"
     lines = (ROOT / "tests" / "data" / "routing_labelled.jsonl").read_text().splitlines()

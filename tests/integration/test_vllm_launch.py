@@ -10,15 +10,22 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
 import unillm
+from unillm.launching.cpu import cpu_settings
 from unillm.testing.engines import RunningEngine, cpu_launch_settings
 from unillm.testing.tiny_model import TinyModel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
+
+
+def users_layout(tiny: TinyModel, workdir: Path, **settings: Any) -> dict[str, Any]:
+    """A user's ``cpu=True`` launch: vLLM's own processes (the other tests' engines run as one)."""
+    return cpu_settings("vllm", tiny.path, workdir=workdir, **settings)
 
 
 def processes_mentioning(marker: str) -> list[int]:
@@ -113,7 +120,7 @@ def test_a_known_cause_of_a_failed_launch_says_what_to_change(
 
 async def test_launch_then_cancel_twenty_times_leaves_no_process(tiny: TinyModel, workdir: Path) -> None:
     marker = f"cancel-{uuid.uuid4().hex[:8]}"
-    settings = cpu_launch_settings("vllm", tiny, workdir / "cancel", served_name=marker)
+    settings = users_layout(tiny, workdir / "cancel", served_name=marker)
     for i in range(20):
         with anyio.move_on_after(0.3 + (i % 5) * 0.4):
             async with unillm.launch("vllm", **settings, progress=None):
@@ -133,7 +140,7 @@ def test_killing_the_launching_process_takes_the_engine_down(
     tiny: TinyModel, workdir: Path, sig: signal.Signals
 ) -> None:
     marker = f"orphan-{sig.name}-{uuid.uuid4().hex[:8]}"
-    settings = cpu_launch_settings("vllm", tiny, workdir / marker)
+    settings = users_layout(tiny, workdir / marker)
     cli = [
         sys.executable,
         "-m",

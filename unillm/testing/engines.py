@@ -61,6 +61,8 @@ def cpu_launch_settings(engine: str, tiny: TinyModel, workdir: Path, **overrides
     extra: dict[str, Any] = dict(hook(tiny)) if hook is not None else {}
     if "extra_args" in extra:  # the recipe's flags first: the caller's come last and win
         overrides["extra_args"] = [*extra.pop("extra_args"), *overrides.get("extra_args", ())]
+    if "env" in extra:  # merged: the caller's keys win
+        overrides["env"] = {**extra.pop("env"), **overrides.get("env", {})}
     return cpu_settings(engine, model, workdir=workdir, **{**extra, **overrides})
 
 
