@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def spec(**settings: object) -> unillm.LaunchSpec:
-    return unillm.LaunchSpec(model="m", python=PY, **settings)  # type: ignore[arg-type]
+    return unillm.LaunchSpec(model="m", python=PY, **settings)
 
 
 # -- the plan --------------------------------------------------------------------------------
@@ -285,3 +285,62 @@ def test_setup_adds_a_missing_add_on_to_an_env_built_before_without_rebuilding(
     assert calls == [
         [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "surely-not-installed-here"]
     ]
+
+
+# -- a replica's trouble, as the fleet's errors explain it -------------------------------------
+
+
+class _Timeout(Exception):
+    pass
+
+
+class _FakeRay:
+    """The two calls ``RayLaunch.trouble`` makes, answering ``outcome`` (raised if an exception)."""
+
+    class exceptions:  # as ray.exceptions is spelled
+        GetTimeoutError = _Timeout
+
+    def __init__(self, outcome: object) -> None:
+        self.outcome = outcome
+
+    def get(self, ref: object, timeout: float) -> object:
+        if isinstance(self.outcome, BaseException):
+            raise self.outcome
+        return self.outcome
+
+
+class _Actor:
+    class trouble:  # an actor method handle
+        @staticmethod
+        def remote() -> object:
+            return object()
+
+
+def _started_launch(outcome: object) -> RayLaunch:
+    run = unillm.launch("vllm", model="m", python=PY, cluster=Ray("h:6379"))
+    run._ray = _FakeRay(outcome)  # type: ignore[assignment]
+    run._actors = [_Actor()]
+    run.ready = [
+        ReplicaReady("http://10.0.0.2:8000", "abcdef0123456789", "10.0.0.2", 7, "/log", run.spec, None)
+    ]
+    return run
+
+
+def test_a_replica_whose_actor_died_is_explained_with_its_node() -> None:
+    run = _started_launch(RuntimeError("The actor died unexpectedly\ntraceback"))
+    expected = f"the Ray actor {run.actor_names[0]} on node 10.0.0.2 (abcdef012345) holding the engine died"
+    assert run.trouble(0) == f"{expected}: The actor died unexpectedly"
+
+
+def test_a_replica_whose_engine_exited_is_explained_by_its_supervisor() -> None:
+    assert (
+        _started_launch("vllm exited with code 1").trouble(0) == "vllm exited with code 1 (on node 10.0.0.2)"
+    )
+
+
+def test_a_replica_whose_actor_does_not_answer_says_so() -> None:
+    assert "did not answer within 5s" in str(_started_launch(_Timeout()).trouble(0))
+
+
+def test_a_healthy_replica_has_no_trouble() -> None:
+    assert _started_launch(None).trouble(0) is None
