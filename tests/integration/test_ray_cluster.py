@@ -11,10 +11,8 @@ in the node's environment, which the actors inherit).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -31,6 +29,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 import unillm
 from unillm.errors import EngineUnavailable, LaunchError
 from unillm.launching.ray_cluster import RayLaunch
+from unillm.launching.ray_watchdog import group_alive, stop_groups
 from unillm.launching.supervisor import free_port
 from unillm.testing.engines import cpu_launch_settings
 from unillm.testing.tiny_model import TinyModel
@@ -60,18 +59,6 @@ def _ray_start(args: list[str], env: dict[str, str]) -> int:
     return process.pid
 
 
-def _stop_groups(groups: list[int], grace: float = 10.0) -> None:
-    """SIGTERM every node's process group, wait up to ``grace`` s, then SIGKILL what is left."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        left = [g for g in groups if _alive(g)]
-        for pgid in left:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pgid, sig)
-        deadline = time.monotonic() + grace
-        while any(_alive(g) for g in left) and time.monotonic() < deadline:
-            time.sleep(0.2)
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     port = free_port()
@@ -91,7 +78,7 @@ def cluster() -> Iterator[Cluster]:
             groups.append(_ray_start([*worker, *common], {**env, "VLLM_CPU_OMP_THREADS_BIND": "1"}))
             yield Cluster(f"127.0.0.1:{port}", groups)
         finally:
-            _stop_groups(groups)
+            stop_groups(set(groups))
 
 
 @dataclass
@@ -134,7 +121,7 @@ def test_dead_actor_is_reported_like_a_dead_engine(replicas: Replicas) -> None:
     victim = replicas.run.actor_names[1]
     ray.kill(ray.get_actor(victim, namespace="unillm"), no_restart=True)
     deadline = time.monotonic() + 30  # the engine follows its actor (parent-death signal)
-    while _alive(replicas.pids[1]) and time.monotonic() < deadline:
+    while group_alive(replicas.pids[1]) and time.monotonic() < deadline:
         time.sleep(0.2)
     with pytest.raises(EngineUnavailable, match=f"the Ray actor {victim} .* died"):
         replicas.call(replicas.fleet.replicas[1].generate, "Hi", max_tokens=2)
@@ -150,7 +137,7 @@ def test_teardown_leaves_no_actor_group_or_engine(replicas: Replicas) -> None:
         free = ray.available_resources().get("CPU")
     finally:
         ray.shutdown()
-    survivors = [pid for pid in pids if _alive(pid)]
+    survivors = [pid for pid in pids if group_alive(pid)]
     assert (alive & set(names), set(groups) - {"REMOVED"}, free, survivors) == (set(), set(), 2.0, [])
 
 
@@ -164,12 +151,3 @@ def test_engine_that_exits_before_ready_is_a_launch_error(cluster: Cluster, tiny
         pytest.raises(LaunchError, match=r"on node .* exited with code 1"),
     ):
         portal.call(run.__aenter__)
-
-
-def _alive(pgid: int) -> bool:
-    """Whether any process of an engine's process group (its pid: it leads one) is left."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True

@@ -3,13 +3,17 @@
 :mod:`unillm.launching.ray_cluster` wraps :class:`ReplicaHost` with ``ray.remote`` and places
 one per replica; the actor starts the engine with the local :class:`~unillm.launching.supervisor.Launch`
 (its readiness, log and teardown), bound on the node's address, and answers with its URL. The
-engine's process dies with the actor (the supervisor's parent-death signal). This module imports
+engine's processes die with the actor (a watchdog, :mod:`unillm.launching.ray_watchdog`, stops
+them once the actor is gone, also after a SIGKILL). This module imports
 no Ray at import time: the node runs it inside a Ray worker, which has Ray already.
 """
 
 from __future__ import annotations
 
+import os
 import pickle
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +75,14 @@ class ReplicaHost:
         self.node_ip: str = host or ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
         self.engine, self.spec = engine, spec.model_copy(update={"host": self.node_ip})
         self.launch: Launch | None = None
+        # the engine dies with this actor, workers included (see unillm.launching.ray_watchdog)
+        self.watchdog = subprocess.Popen(
+            [sys.executable, "-m", "unillm.launching.ray_watchdog", str(os.getpid())],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
     async def start(self) -> ReplicaReady | ReplicaFailed:
         """Start the engine and wait until it answers (the supervisor's readiness).
