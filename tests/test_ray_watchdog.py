@@ -50,3 +50,25 @@ def test_stopping_a_group_stops_the_engine_and_its_workers(
     _, engine = actor
     stop_groups({engine}, grace=5.0)
     assert not group_alive(engine)
+
+
+# An actor that starts its detached watchdog first, as ReplicaHost does.
+WATCHED = (
+    "from unillm.launching.ray_watchdog import start_detached; import os; start_detached(os.getpid())\n"
+    + ACTOR
+)
+
+
+def test_a_killed_actors_engine_and_workers_are_stopped_by_its_watchdog() -> None:
+    process = subprocess.Popen([sys.executable, "-c", WATCHED], stdout=subprocess.PIPE)
+    assert process.stdout is not None
+    engine = int(process.stdout.readline())
+    time.sleep(1.0)  # two looks of the watchdog at the actor's children
+    for child in psutil.Process(process.pid).children():  # as Ray does: the worker's children, then it
+        child.kill()
+    process.kill()
+    process.wait()
+    deadline = time.monotonic() + 15
+    while group_alive(engine) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not group_alive(engine)

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import os
 import pickle
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from unillm.adapter.launch_spec import LaunchSpec
 from unillm.errors import LaunchError, UnillmError
+from unillm.launching.ray_watchdog import start_detached
 from unillm.launching.supervisor import Launch
 
 
@@ -76,13 +75,7 @@ class ReplicaHost:
         self.engine, self.spec = engine, spec.model_copy(update={"host": self.node_ip})
         self.launch: Launch | None = None
         # the engine dies with this actor, workers included (see unillm.launching.ray_watchdog)
-        self.watchdog = subprocess.Popen(
-            [sys.executable, "-m", "unillm.launching.ray_watchdog", str(os.getpid())],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        start_detached(os.getpid())
 
     async def start(self) -> ReplicaReady | ReplicaFailed:
         """Start the engine and wait until it answers (the supervisor's readiness).

@@ -3,9 +3,10 @@
 A replica's actor starts its engine in a process group of its own (the supervisor's
 ``start_new_session``). Ray kills an actor with SIGKILL (``ray.kill``, a lost node's worker), so
 nothing in the actor runs to stop the engine, and the engine's parent-death signal reaches only
-its first process, not the engine's own workers. This watchdog, started by the actor in a session
-of its own, notes every process group the actor starts and, once the actor is gone, sends each
-SIGTERM, then SIGKILL, and exits.
+its first process, not the engine's own workers (and Ray kills a dead worker's children with it,
+the engine's first process included, leaving its workers behind). This watchdog, started by the
+actor as no child of its own (:func:`start_detached`), notes every process group the actor starts
+and, once the actor is gone, sends each SIGTERM, then SIGKILL, and exits.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -86,5 +88,29 @@ def watch(actor_pid: int) -> None:
     stop_groups(groups)
 
 
+def start_detached(actor_pid: int) -> None:
+    """Start a watchdog of ``actor_pid`` that is no child of it (Ray kills a dead worker's children).
+
+    Args:
+        actor_pid: The actor's process id.
+    """
+    middle = subprocess.Popen(
+        [sys.executable, "-m", "unillm.launching.ray_watchdog", "--detach", str(actor_pid)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    middle.wait()  # it starts the watchdog and exits at once: the watchdog is then init's child
+
+
 if __name__ == "__main__":
-    watch(int(sys.argv[1]))
+    if sys.argv[1] == "--detach":
+        subprocess.Popen(
+            [sys.executable, "-m", "unillm.launching.ray_watchdog", sys.argv[2]],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    else:
+        watch(int(sys.argv[1]))
