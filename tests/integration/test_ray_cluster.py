@@ -120,7 +120,7 @@ def test_fleet_answers_from_both_replicas(replicas: Replicas) -> None:
 def test_dead_actor_is_reported_like_a_dead_engine(replicas: Replicas) -> None:
     victim = replicas.run.actor_names[1]
     ray.kill(ray.get_actor(victim, namespace="unillm"), no_restart=True)
-    deadline = time.monotonic() + 30  # the engine follows its actor (parent-death signal)
+    deadline = time.monotonic() + 30  # the actor's watchdog stops its engine
     while group_alive(replicas.pids[1]) and time.monotonic() < deadline:
         time.sleep(0.2)
     with pytest.raises(EngineUnavailable, match=f"the Ray actor {victim} .* died"):
