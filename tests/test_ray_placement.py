@@ -208,6 +208,12 @@ def test_a_launch_cluster_table_gives_a_ray_launch_with_its_settings() -> None:
     assert isinstance(run, RayLaunch) and run.cluster == Ray("h:6379", placement="STRICT_SPREAD")
 
 
+def test_launch_replicas_without_a_cluster_give_a_local_fleet_launch_with_its_policy() -> None:
+    config = {"engine": "vllm", "policy": "prefix", "launch": {"model": "m", "python": PY, "replicas": 2}}
+    run = unillm.from_config(config, env={})
+    assert isinstance(run, unillm.FleetLaunch) and (len(run.engines), run.policy) == (2, "prefix")
+
+
 def test_a_cluster_table_of_an_unknown_kind_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="the kinds are 'ray'"):
         unillm.from_config(ray_config(kind="slurm"), env={})

@@ -7,8 +7,12 @@
     # policy = "prefix"                 # its routing: round_robin, least_load, prefix, session
     # [launch]
     # model = "Qwen/Qwen2.5-0.5B-Instruct"
+    # replicas = 2                      # a fleet of engines, routed by `policy`
     # [launch.vllm]                     # applies only when engine = "vllm" (also [launch.mlx] ...)
     # max_model_len = 4096
+    # [launch.cluster]                  # place the replicas on a Ray cluster (unillm.Ray)
+    # kind = "ray"
+    # address = "10.0.0.1:6379"
     [defaults]
     max_tokens = 128
 
