@@ -58,6 +58,7 @@ UNILLM = {
     "Parallel",
     "Pool",
     "PoolTimeout",
+    "Ray",
     "Regex",
     "ReplicaMismatch",
     "ReplicaStats",

@@ -43,6 +43,7 @@ _EXPORTS = {
     "Nodes": "unillm.adapter.launch_spec",
     "Disaggregation": "unillm.adapter.launch_spec",
     "FleetLaunch": "unillm.launching.fleet_launch",
+    "Ray": "unillm.launching.ray_plan",
     "JsonSchema": "unillm.options",
     "Regex": "unillm.options",
     "Choice": "unillm.options",

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from unillm.fleet.fleet import Fleet
     from unillm.fleet.picker import Policy
     from unillm.launching.fleet_launch import FleetLaunch
+    from unillm.launching.ray_cluster import RayLaunch
+    from unillm.launching.ray_plan import Ray
     from unillm.launching.supervisor import Launch, LaunchProgress, ProgressHook
 
 
@@ -150,6 +152,7 @@ def launch(
     router: None = None,
     policy: Policy = "round_robin",
     disaggregation: None = None,
+    cluster: None = None,
     progress: ProgressHook | None = print_progress,
     log_path: Path | None = None,
     defaults: Options | None = None,
@@ -166,10 +169,28 @@ def launch(
     spec: LaunchSpec | None = None,
     *,
     replicas: int = 1,
+    policy: Policy = "round_robin",
+    cluster: Ray,
+    progress: ProgressHook | None = print_progress,
+    defaults: Options | None = None,
+    timeouts: Timeouts = Timeouts(),
+    retry: RetryPolicy = RetryPolicy(),
+    pool: Pool = Pool(),
+    **settings: Any,
+) -> RayLaunch: ...
+
+
+@overload
+def launch(
+    engine: str,
+    spec: LaunchSpec | None = None,
+    *,
+    replicas: int = 1,
     router: str | None = None,
     policy: Policy = "round_robin",
     disaggregation: Disaggregation | None = None,
     replica_env: Sequence[Mapping[str, str]] = (),
+    cluster: Ray | None = None,
     progress: ProgressHook | None = print_progress,
     log_path: Path | None = None,
     defaults: Options | None = None,
@@ -177,7 +198,7 @@ def launch(
     retry: RetryPolicy = RetryPolicy(),
     pool: Pool = Pool(),
     **settings: Any,
-) -> Launch | FleetLaunch: ...
+) -> Launch | FleetLaunch | RayLaunch: ...
 
 
 def launch(
@@ -189,6 +210,7 @@ def launch(
     policy: Policy = "round_robin",
     disaggregation: Disaggregation | None = None,
     replica_env: Sequence[Mapping[str, str]] = (),
+    cluster: Ray | None = None,
     progress: ProgressHook | None = print_progress,
     log_path: Path | None = None,
     defaults: Options | None = None,
@@ -196,7 +218,7 @@ def launch(
     retry: RetryPolicy = RetryPolicy(),
     pool: Pool = Pool(),
     **settings: Any,
-) -> Launch | FleetLaunch:
+) -> Launch | FleetLaunch | RayLaunch:
     """Start an engine; ``async with`` the result to get a connected LLM, stopped on exit.
 
         async with unillm.launch("vllm", model="Qwen/Qwen2.5-0.5B-Instruct",
@@ -209,6 +231,8 @@ def launch(
     starts that router in front and gives an ``LLM`` pointed at it; ``disaggregation=`` starts
     prefill and decode engines behind the router; ``replica_env`` adds environment per engine
     (e.g. its own ``CUDA_VISIBLE_DEVICES``). See :mod:`unillm.launching.fleet_launch`.
+    ``cluster=unillm.Ray(address)`` places the replicas on a Ray cluster's nodes instead
+    (:mod:`unillm.launching.ray_cluster`; ``pip install 'unillm[ray]'``).
 
     Args:
         engine: The adapter's name ("vllm", "sglang", "tgi", "mlx", "llamacpp", ...).
@@ -219,6 +243,7 @@ def launch(
         policy: How the replicas (or the router) pick an engine per request.
         disaggregation: Prefill/decode engine counts to start behind the router.
         replica_env: Extra environment per engine, one mapping per replica.
+        cluster: A Ray cluster to place the engines on (:class:`~unillm.Ray`); None: this machine.
         progress: Called with each launch step; None is silent.
         log_path: Where the engine's output goes (one engine only); None:
             ``unillm-<engine>-<port>.log`` in the temp folder.
@@ -229,8 +254,9 @@ def launch(
         **settings: :class:`~unillm.LaunchSpec` fields, e.g. ``model="..."``, ``max_model_len=512``.
 
     Returns:
-        A :class:`~unillm.Launch` (one engine) or
-        :class:`~unillm.launching.fleet_launch.FleetLaunch`; ``async with`` it for the client.
+        A :class:`~unillm.Launch` (one engine),
+        :class:`~unillm.launching.fleet_launch.FleetLaunch` or, with ``cluster``,
+        :class:`~unillm.launching.ray_cluster.RayLaunch`; ``async with`` it for the client.
 
     Raises:
         InvalidOptions: A setting the spec refuses, or ``log_path`` with several processes.
@@ -238,6 +264,26 @@ def launch(
     from unillm.launching.supervisor import Launch
 
     full = build_spec(spec, settings)
+    if cluster is not None:
+        from unillm.launching.ray_cluster import RayLaunch
+
+        if router is not None or disaggregation is not None or replica_env or log_path is not None:
+            raise InvalidOptions(
+                "a Ray launch places replicas with client-side routing: router=, disaggregation=, "
+                "replica_env= and log_path= do not apply (each node keeps its engine's log)"
+            )
+        return RayLaunch(
+            engine,
+            full,
+            cluster=cluster,
+            replicas=replicas,
+            policy=policy,
+            progress=progress,
+            defaults=defaults,
+            timeouts=timeouts,
+            retry=retry,
+            pool=pool,
+        )
     if replicas == 1 and router is None and disaggregation is None and not replica_env:
         return Launch(
             engine,

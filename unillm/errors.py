@@ -12,7 +12,7 @@ engine carry the engine's own message in ``engine_message``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -265,7 +265,7 @@ class LaunchError(UnillmError):
         error_lines: Sequence[str] = (),
         causes: Sequence[str] = (),
     ) -> None:
-        self.command, self.log_tail = command, list(log_tail)
+        self.message, self.command, self.log_tail = message, command, list(log_tail)
         self.error_lines, self.causes = list(error_lines), list(causes)
         parts = [message, *(f"likely cause: {c}" for c in self.causes), f"command: {command}"]
         if self.error_lines:
@@ -273,6 +273,22 @@ class LaunchError(UnillmError):
         tail = "\n".join(f"  | {line}" for line in self.log_tail)
         parts.append(f"last log lines:\n{tail or '  (none)'}")
         super().__init__("\n".join(parts))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle by its parts (a Ray actor sends an engine's launch failure to the driver)."""
+        return _rebuild_launch_error, (
+            self.message,
+            self.command,
+            self.log_tail,
+            self.error_lines,
+            self.causes,
+        )
+
+
+def _rebuild_launch_error(
+    message: str, command: str, log_tail: list[str], error_lines: list[str], causes: list[str]
+) -> LaunchError:
+    return LaunchError(message, command=command, log_tail=log_tail, error_lines=error_lines, causes=causes)
 
 
 def validation_problems(error: ValidationError, whole: str = "") -> str:

@@ -59,6 +59,9 @@ class EngineInstall:
     packages: tuple[str, ...]
     remove_after: tuple[str, ...] = ()
     python: str | None = None  # e.g. "3.11"; None: the caller's
+    #: Packages added to the env, also to one built before they were listed: every setup checks
+    #: them and installs what is missing, without rebuilding the env (e.g. vLLM's Ray executor).
+    add_ons: tuple[str, ...] = ()
 
 
 class StreamDecoder(Protocol):
@@ -100,6 +103,9 @@ class Adapter(ABC):
     #: The reasoning parsers the engine's launch takes (its own names, as its parser list has
     #: them); empty: it takes none, and an explicit ``reasoning_parser`` is refused before start.
     reasoning_parsers: ClassVar[frozenset[str]] = frozenset()
+    #: Whether the engine can run a layout's workers on a Ray cluster itself (``ray_address=``,
+    #: vLLM's ``--distributed-executor-backend ray``); elsewhere ``ray_address`` is refused.
+    ray_executor: ClassVar[bool] = False
 
     def reasoning_parser_name(self, name: str) -> str | None:
         """The engine's own spelling of reasoning parser ``name`` (``deepseek-r1`` and

@@ -208,6 +208,8 @@ class LaunchSpec(BaseModel):
         runtime_lora: Allow loading adapters while running (``llm.loras.load``).
         speculative: Speculative decoding settings; None: off.
         nodes: Run one engine over several machines; None: this one only.
+        ray_address: Run the layout's workers on this Ray cluster through the engine's own Ray
+            executor (vLLM: ``--distributed-executor-backend ray``); None: the engine's default.
         pd: This engine's prefill/decode role (set by :class:`Disaggregation`).
         tool_parser: How the engine reads tool calls in the model's output; None: detected.
         structured_backend: The engine's constrained-decoding backend; None: its default.
@@ -244,6 +246,7 @@ class LaunchSpec(BaseModel):
     runtime_lora: bool = False
     speculative: Speculative | None = None
     nodes: Nodes | None = None
+    ray_address: str | None = Field(None, min_length=1)
     pd: PDRole | None = None
     tool_parser: str | None = Field(
         None,

@@ -7,6 +7,7 @@ unillm launch vllm --model M --dry-run      # print the exact command (secrets m
 unillm check unillm.toml                    # every refusal the configured engine would raise
 unillm tiny-model --json                    # build the tiny test model, print its paths
 unillm launch vllm --model M --replicas 2 --router smg --policy prefix --dry-run
+unillm launch vllm --model M --replicas 2 --ray head:6379   # replicas on a Ray cluster's nodes
 unillm launch vllm --model M --nodes 2 --head-address 10.0.0.1 --port 8000 --dry-run
 unillm launch vllm --model M --prefill 1 --decode 1 --router vllm-router --dry-run
 unillm bench vllm --url http://127.0.0.1:8000 --max-concurrency 1,4,16   # see `unillm bench -h`
@@ -28,6 +29,7 @@ from unillm.errors import UnillmError, validation_problems
 if TYPE_CHECKING:
     from unillm.adapter.launch_spec import LaunchCommand
     from unillm.launching.fleet_launch import FleetLaunch
+    from unillm.launching.ray_cluster import RayLaunch
     from unillm.launching.supervisor import Launch
 
 _DESCRIPTION = """\
@@ -40,6 +42,7 @@ examples:
   unillm launch vllm --model M --dry-run      print the exact command (secrets masked)
   unillm launch vllm --model M -- --enforce-eager   raw engine flags after --
   unillm launch vllm --model M --replicas 2 --router smg --policy prefix --dry-run
+  unillm launch vllm --model M --replicas 2 --ray head:6379   one replica per Ray node
   unillm check unillm.toml                    every refusal the configured engine would raise
   unillm tiny-model --json                    build the tiny test model, print its paths
   unillm bench vllm --url URL --max-concurrency 1,4,16   measure under load (vllm bench serve's definitions)
@@ -206,6 +209,17 @@ def _parser() -> argparse.ArgumentParser:
         choices=("nixl", "mooncake"),
         default="nixl",
         help="KV-cache transfer between prefill and decode engines",
+    )
+    fleet.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="place the replicas on this Ray cluster ('head:6379', or 'auto'); needs unillm[ray]",
+    )
+    fleet.add_argument(
+        "--ray-placement",
+        choices=("SPREAD", "STRICT_SPREAD", "PACK", "STRICT_PACK"),
+        default="SPREAD",
+        help="how Ray places the replicas (default SPREAD: different nodes where possible)",
     )
     fleet.add_argument("--nodes", type=int, metavar="N", help="machines one engine spans")
     fleet.add_argument(
@@ -450,6 +464,10 @@ def _fleet_settings(args: argparse.Namespace) -> dict[str, Any]:
         out["router"] = args.router
     if args.policy != "round_robin":
         out["policy"] = args.policy
+    if args.ray:
+        from unillm.launching.ray_plan import Ray
+
+        out["cluster"] = Ray(args.ray, placement=args.ray_placement)
     if (args.prefill is None) != (args.decode is None):
         raise InvalidOptions("prefill/decode disaggregation needs both --prefill N and --decode N")
     if args.prefill is not None:
@@ -476,7 +494,7 @@ def _node_ranks(args: argparse.Namespace, settings: dict[str, Any]) -> list[int 
     return [args.node_rank if args.node_rank is not None else 0]
 
 
-def _commands(run: Launch | FleetLaunch) -> list[tuple[str, LaunchCommand]]:
+def _commands(run: Launch | FleetLaunch | RayLaunch) -> list[tuple[str, LaunchCommand]]:
     from unillm.launching.supervisor import Launch
 
     if isinstance(run, Launch):
@@ -484,21 +502,32 @@ def _commands(run: Launch | FleetLaunch) -> list[tuple[str, LaunchCommand]]:
     return run.commands()
 
 
-def _where(run: Launch | FleetLaunch) -> str:
+def _where(run: Launch | FleetLaunch | RayLaunch) -> str:
+    from unillm.launching.ray_cluster import RayLaunch
     from unillm.launching.supervisor import Launch
 
+    if isinstance(run, RayLaunch):
+        nodes = ", ".join(f"{r.url} (node {r.node_ip}, log there: {r.log_path})" for r in run.ready)
+        return f"Ray replicas {nodes}"
     logs = [run.log_path] if isinstance(run, Launch) else [x.log_path for x in run.launches]
     return f"{run.base_url}; log{'s' if len(logs) > 1 else ''}: {', '.join(map(str, logs))}"
 
 
-def _key_note(run: Launch | FleetLaunch) -> str:
+def _key_note(run: Launch | FleetLaunch | RayLaunch) -> str:
     """Where a generated API key can be read (never printed): a 0600 file beside the log."""
+    import tempfile
+    from pathlib import Path
+
+    from unillm.launching.ray_cluster import RayLaunch
     from unillm.launching.supervisor import Launch
 
     key = run.spec.key()
     if key is None:
         return "no API key"
-    log = run.log_path if isinstance(run, Launch) else run.launches[-1].log_path
+    if isinstance(run, RayLaunch):  # the engines' logs are on their nodes
+        log = Path(tempfile.gettempdir()) / f"{run.actor_names[0].rsplit('-', 1)[0]}.log"
+    else:
+        log = run.log_path if isinstance(run, Launch) else run.launches[-1].log_path
     path = log.with_suffix(".key")
     path.touch(mode=0o600)
     path.chmod(0o600)

@@ -321,7 +321,13 @@ def _launch_spec(launch: Any, config: Any, problems: _Problems) -> LaunchSpec | 
     if not isinstance(launch, Mapping):
         problems.add("launch", InvalidOptions("[launch] must be a table of launch settings"))
         return None
-    settings = dict(launch)
+    from unillm.config.cluster import PLACEMENT_KEYS, split_launch
+
+    placement = {k: v for k, v in launch.items() if k in PLACEMENT_KEYS}
+    problems.run(
+        "launch.cluster" if "cluster" in placement else "launch.replicas", lambda: split_launch(placement)
+    )
+    settings = {k: v for k, v in launch.items() if k not in PLACEMENT_KEYS}
     if config.model and "model" not in settings:
         settings["model"] = config.model
     model = settings.get("model") or "model"

