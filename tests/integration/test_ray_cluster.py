@@ -28,9 +28,9 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 import unillm
 from unillm.errors import EngineUnavailable, LaunchError
+from unillm.launching.ports import free_port
 from unillm.launching.ray_cluster import RayLaunch
 from unillm.launching.ray_watchdog import group_alive, stop_groups
-from unillm.launching.supervisor import free_port
 from unillm.testing.engines import cpu_launch_settings
 from unillm.testing.tiny_model import TinyModel
 
