@@ -12,7 +12,13 @@ from typing import Any, ClassVar
 
 from unillm.adapter.base import Adapter, EngineInfo, HttpCall
 from unillm.adapter.http_errors import error_for_status, error_message, raise_stream_error
-from unillm.adapter.reasoning import ReasoningSplitter, answer_parts, reasoning_field, thinking_fields
+from unillm.adapter.reasoning import (
+    ReasoningSplitter,
+    answer_parts,
+    check_constraint_after_thinking,
+    reasoning_field,
+    thinking_fields,
+)
 from unillm.adapter.sampling import sampling_fields
 from unillm.embeddings import EmbedBatch, EmbedRequest, TokenizeRequest, float_vectors
 from unillm.errors import SHAPE_ERRORS, MalformedResponse, UnillmError, clip_message, malformed
@@ -57,6 +63,10 @@ class OpenAICompatAdapter(Adapter):
     #: The thinking options (``thinking``, ``thinking_budget``, ``reasoning_effort``) the engine
     #: reads; the others are refused before sending.
     thinking_options: ClassVar[tuple[str, ...]] = ()
+    #: Whether the server applies ``output=`` and forced tool calls to the answer after the
+    #: thought (True: launched with a reasoning parser), from the first token (False), or unknown
+    #: (None: connected). ``thinking=True`` with a constraint is refused when False.
+    constrains_after_thinking: bool | None = None
 
     # -- hooks for subclasses ------------------------------------------------------------
     def model_field(self, request: Request, info: EngineInfo) -> str:
@@ -113,6 +123,9 @@ class OpenAICompatAdapter(Adapter):
 
     # -- requests --------------------------------------------------------------------------
     def build(self, request: Request, info: EngineInfo) -> HttpCall:
+        check_constraint_after_thinking(
+            request, self.name, self.constrains_after_thinking, version=info.version
+        )
         chat = request.messages is not None
         body: dict[str, Any] = {"model": self.model_field(request, info)}
         if chat:
