@@ -46,8 +46,9 @@ BOS, EOS = "<s>", "</s>"
 TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
 
 
-def _chat_template(call_content: str) -> str:
-    """The hermes-style template, with ``call_content`` before an assistant turn's tool calls."""
+def _chat_template(call_content: str, call: str = "c") -> str:
+    """The hermes-style template, with ``call_content`` before an assistant turn's tool calls,
+    each named ``call`` in the loop."""
     return (
         "{{ bos_token }}"
         "{% if tools %}<|system|>\n<tools>"
@@ -59,9 +60,10 @@ def _chat_template(call_content: str) -> str:
         "{% if message.role == 'assistant' and message.tool_calls %}<|assistant|>\n"
         + call_content
         + "{% for call in message.tool_calls %}"
-        "{% set c = call.function if call.function is defined else call %}"
-        '<tool_call>{"name": "{{ c.name }}", "arguments": '
-        "{% if c.arguments is string %}{{ c.arguments }}{% else %}{{ c.arguments | tojson }}{% endif %}"
+        "{% set " + call + " = call.function if call.function is defined else call %}"
+        '<tool_call>{"name": "{{ ' + call + '.name }}", "arguments": '
+        "{% if " + call + ".arguments is string %}{{ " + call + ".arguments }}"
+        "{% else %}{{ " + call + ".arguments | tojson }}{% endif %}"
         "}</tool_call>{% endfor %}{{ eos_token }}\n"
         "{% else %}<|{{ message.role }}|>\n{{ message.content }}{{ eos_token }}\n{% endif %}"
         "{% endfor %}"
@@ -72,8 +74,11 @@ def _chat_template(call_content: str) -> str:
 #: Hermes-style chat template: tools are listed compactly in a system turn, assistant tool calls
 #: are ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``, tool results are a ``tool`` turn.
 CHAT_TEMPLATE = _chat_template("")
-#: The thinking model's: an assistant turn's content (a thought) is kept before its tool calls.
-THINKING_CHAT_TEMPLATE = _chat_template("{% if message.content %}{{ message.content }}{% endif %}")
+#: The thinking model's: an assistant turn's content (a thought) is kept before its tool calls,
+#: and a call is ``tool_call.name`` (as in Qwen's templates, which mlx_lm.server reads calls for).
+THINKING_CHAT_TEMPLATE = _chat_template(
+    "{% if message.content %}{{ message.content }}{% endif %}", "tool_call"
+)
 
 CAPITALS: dict[str, str] = {
     "France": "Paris",
