@@ -11,7 +11,7 @@ ROWS = _rows(corpus(seed=3, size=300), thinking=True)
 
 def test_a_tool_call_follows_the_thought() -> None:
     trained = [text[a:b] for text, spans in ROWS for a, b in spans]
-    assert any(t.startswith(f"<think>{THOUGHT}</think><tool_call>{{") for t in trained)
+    assert any(t.startswith(f'<think>{THOUGHT}</think><tool_call>\n{{"name": ') for t in trained)
 
 
 def test_every_trained_turn_starts_with_the_thought() -> None:

@@ -76,6 +76,21 @@ async def test_a_tool_call_after_the_thought_is_parsed(thinking_server: RunningE
     assert [(c.name, c.parsed) for c in r.tool_calls] == [("get_weather", {"city": "Oslo"})]
 
 
+async def test_a_forced_call_is_constrained_after_the_thought(thinking_server: RunningEngine) -> None:
+    question = [{"role": "user", "content": "What is the weather in Oslo?"}]
+    async with thinking_server.connect() as llm:
+        r = await llm.generate(
+            messages=question,
+            tools=[get_weather, get_time],
+            tool_choice="get_time",
+            max_tokens=60,
+            temperature=0,
+        )
+    # the model would call get_weather: the forced name binds the call, not the thought
+    assert r.reasoning == THOUGHT and [c.name for c in r.tool_calls] == ["get_time"]
+    assert r.tool_calls[0].parsed is not None and set(r.tool_calls[0].parsed) == {"city"}
+
+
 async def test_a_tool_loop_over_two_functions_runs_to_the_answer(thinking_server: RunningEngine) -> None:
     question = [{"role": "user", "content": "What is the weather in Oslo?"}]
     async with thinking_server.connect() as llm:

@@ -173,23 +173,18 @@ class OpenAICompatAdapter(Adapter):
         chat = is_chat(call, request)
         try:
             raw_choices = choices_of(body, self.name)
-            choices = [
-                with_tool_calls(
-                    _Choice(
-                        index=c.get("index", i),
-                        text=str((c["message"] or {}).get("content") or "") if chat else str(c["text"]),
-                        finish_reason=c.get("finish_reason"),
-                        logprobs=parse_logprobs(c.get("logprobs")),
-                    ),
-                    (c.get("message") or {}).get("tool_calls"),
-                    request.tools,
-                    forced,
+            choices = []
+            for i, c in enumerate(raw_choices):
+                choice = _Choice(
+                    index=c.get("index", i),
+                    text=str((c["message"] or {}).get("content") or "") if chat else str(c["text"]),
+                    finish_reason=c.get("finish_reason"),
+                    logprobs=parse_logprobs(c.get("logprobs")),
                 )
-                for i, c in enumerate(raw_choices)
-            ]
-            if chat and forced is None:
-                for choice, c in zip(choices, raw_choices, strict=True):
+                if chat:  # the thought first: a call forced by a constraint is read from the answer
                     with_reasoning(choice, reasoning_field(c["message"]))
+                message = c.get("message") or {}
+                choices.append(with_tool_calls(choice, message.get("tool_calls"), request.tools, forced))
             choices.sort(key=lambda c: c.index)
             return _Completion(
                 choices=choices,
@@ -429,10 +424,8 @@ class OpenAIStreamDecoder:
             if delta is not None:
                 text = delta.get("content") or ""
                 calls = self._tools.feed(index, delta.get("tool_calls"))
-                if self._forced is None:
-                    thought, text = self._reasoning.feed(
-                        index, text, reasoning_field(delta), last=bool(finish)
-                    )
+                # the thought first: a call forced by a constraint is read from the answer
+                thought, text = self._reasoning.feed(index, text, reasoning_field(delta), last=bool(finish))
             else:
                 text, calls = c.get("text") or "", None
             if self._forced is not None:

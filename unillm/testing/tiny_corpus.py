@@ -46,9 +46,12 @@ BOS, EOS = "<s>", "</s>"
 TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
 
 
-def _chat_template(call_content: str, call: str = "c") -> str:
-    """The hermes-style template, with ``call_content`` before an assistant turn's tool calls,
-    each named ``call`` in the loop."""
+def _chat_template(*, qwen: bool) -> str:
+    """The hermes-style template; ``qwen``: an assistant turn's content (a thought) goes before its
+    calls, laid out as Qwen's templates write them (``<tool_call>\\n{...}\\n</tool_call>``, each
+    named ``tool_call``, which SGLang's ``qwen25`` parser and mlx_lm.server's ``json_tools`` read)."""
+    content = "{% if message.content %}{{ message.content }}{% endif %}" if qwen else ""
+    call, pad = ("tool_call", "\n") if qwen else ("c", "")
     return (
         "{{ bos_token }}"
         "{% if tools %}<|system|>\n<tools>"
@@ -58,13 +61,13 @@ def _chat_template(call_content: str, call: str = "c") -> str:
         "{% if not loop.last %}, {% endif %}{% endfor %}</tools>{{ eos_token }}\n{% endif %}"
         "{% for message in messages %}"
         "{% if message.role == 'assistant' and message.tool_calls %}<|assistant|>\n"
-        + call_content
+        + content
         + "{% for call in message.tool_calls %}"
         "{% set " + call + " = call.function if call.function is defined else call %}"
-        '<tool_call>{"name": "{{ ' + call + '.name }}", "arguments": '
+        "<tool_call>" + pad + '{"name": "{{ ' + call + '.name }}", "arguments": '
         "{% if " + call + ".arguments is string %}{{ " + call + ".arguments }}"
         "{% else %}{{ " + call + ".arguments | tojson }}{% endif %}"
-        "}</tool_call>{% endfor %}{{ eos_token }}\n"
+        "}" + pad + "</tool_call>{% endfor %}{{ eos_token }}\n"
         "{% else %}<|{{ message.role }}|>\n{{ message.content }}{{ eos_token }}\n{% endif %}"
         "{% endfor %}"
         "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
@@ -73,12 +76,9 @@ def _chat_template(call_content: str, call: str = "c") -> str:
 
 #: Hermes-style chat template: tools are listed compactly in a system turn, assistant tool calls
 #: are ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``, tool results are a ``tool`` turn.
-CHAT_TEMPLATE = _chat_template("")
-#: The thinking model's: an assistant turn's content (a thought) is kept before its tool calls,
-#: and a call is ``tool_call.name`` (as in Qwen's templates, which mlx_lm.server reads calls for).
-THINKING_CHAT_TEMPLATE = _chat_template(
-    "{% if message.content %}{{ message.content }}{% endif %}", "tool_call"
-)
+CHAT_TEMPLATE = _chat_template(qwen=False)
+#: The thinking model's: the thought before the calls, each call on its own line, as Qwen3 writes.
+THINKING_CHAT_TEMPLATE = _chat_template(qwen=True)
 
 CAPITALS: dict[str, str] = {
     "France": "Paris",

@@ -88,7 +88,7 @@ TRAIN_ARGS = {
 #: The thinking variant's thought before every answer and tool call (``<think>Let me think.</think>5``).
 THOUGHT = "Let me think."
 THINK_TAGS = ("<think>", "</think>")
-THINKING_VERSION = 2  # the thinking variant's recipe (its own cache folder); 2: thinks before calls
+THINKING_VERSION = 3  # its own cache folder; 2: thinks before calls; 3: calls in Qwen's layout
 
 
 def build_trained_model(
