@@ -107,3 +107,33 @@ async def test_a_held_back_partial_marker_is_released_at_the_finish() -> None:
     async with engine(body) as llm, llm.stream(messages=MESSAGES) as s:
         await s.collect()
     assert (s.reasoning, s.text) == ("", "<thi")
+
+
+def get_time(city: str) -> str:
+    """Local time in a city."""
+    return city
+
+
+async def test_a_call_forced_by_a_constraint_keeps_the_thought() -> None:
+    # a connected vLLM: unillm forces the call with a JSON schema, which the server applies after the thought
+    body = message_body({"content": '{"city": "Oslo"}', "reasoning": "The time, then."})
+    async with engine(body) as llm:
+        r = await llm.generate(messages=MESSAGES, tools=[get_time], tool_choice="get_time")
+    assert r.reasoning == "The time, then." and [(c.name, c.parsed) for c in r.tool_calls] == [
+        ("get_time", {"city": "Oslo"})
+    ]
+
+
+async def test_a_streamed_call_forced_by_a_constraint_keeps_the_thought() -> None:
+    stream = sse(
+        chunk({"reasoning": "The time, then."}),
+        chunk({"content": '{"city": '}),
+        chunk({"content": '"Oslo"}'}, finish="stop"),
+        "[DONE]",
+    )
+    async with (
+        engine(stream) as llm,
+        llm.stream(messages=MESSAGES, tools=[get_time], tool_choice="get_time") as s,
+    ):
+        await s.collect()
+    assert s.reasoning == "The time, then." and [c.parsed for c in s.tool_calls] == [{"city": "Oslo"}]

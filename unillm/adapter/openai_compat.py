@@ -12,7 +12,13 @@ from typing import Any, ClassVar
 
 from unillm.adapter.base import Adapter, EngineInfo, HttpCall
 from unillm.adapter.http_errors import error_for_status, error_message, raise_stream_error
-from unillm.adapter.reasoning import ReasoningSplitter, answer_parts, reasoning_field, thinking_fields
+from unillm.adapter.reasoning import (
+    ReasoningSplitter,
+    answer_parts,
+    check_constraint_after_thinking,
+    reasoning_field,
+    thinking_fields,
+)
 from unillm.adapter.sampling import sampling_fields
 from unillm.embeddings import EmbedBatch, EmbedRequest, TokenizeRequest, float_vectors
 from unillm.errors import SHAPE_ERRORS, MalformedResponse, UnillmError, clip_message, malformed
@@ -57,6 +63,10 @@ class OpenAICompatAdapter(Adapter):
     #: The thinking options (``thinking``, ``thinking_budget``, ``reasoning_effort``) the engine
     #: reads; the others are refused before sending.
     thinking_options: ClassVar[tuple[str, ...]] = ()
+    #: Whether the server applies ``output=`` and forced tool calls to the answer after the
+    #: thought (True: launched with a reasoning parser), from the first token (False), or unknown
+    #: (None: connected). ``thinking=True`` with a constraint is refused when False.
+    constrains_after_thinking: bool | None = None
 
     # -- hooks for subclasses ------------------------------------------------------------
     def model_field(self, request: Request, info: EngineInfo) -> str:
@@ -113,6 +123,9 @@ class OpenAICompatAdapter(Adapter):
 
     # -- requests --------------------------------------------------------------------------
     def build(self, request: Request, info: EngineInfo) -> HttpCall:
+        check_constraint_after_thinking(
+            request, self.name, self.constrains_after_thinking, version=info.version
+        )
         chat = request.messages is not None
         body: dict[str, Any] = {"model": self.model_field(request, info)}
         if chat:
@@ -160,23 +173,18 @@ class OpenAICompatAdapter(Adapter):
         chat = is_chat(call, request)
         try:
             raw_choices = choices_of(body, self.name)
-            choices = [
-                with_tool_calls(
-                    _Choice(
-                        index=c.get("index", i),
-                        text=str((c["message"] or {}).get("content") or "") if chat else str(c["text"]),
-                        finish_reason=c.get("finish_reason"),
-                        logprobs=parse_logprobs(c.get("logprobs")),
-                    ),
-                    (c.get("message") or {}).get("tool_calls"),
-                    request.tools,
-                    forced,
+            choices = []
+            for i, c in enumerate(raw_choices):
+                choice = _Choice(
+                    index=c.get("index", i),
+                    text=str((c["message"] or {}).get("content") or "") if chat else str(c["text"]),
+                    finish_reason=c.get("finish_reason"),
+                    logprobs=parse_logprobs(c.get("logprobs")),
                 )
-                for i, c in enumerate(raw_choices)
-            ]
-            if chat and forced is None:
-                for choice, c in zip(choices, raw_choices, strict=True):
+                if chat:  # the thought first: a call forced by a constraint is read from the answer
                     with_reasoning(choice, reasoning_field(c["message"]))
+                message = c.get("message") or {}
+                choices.append(with_tool_calls(choice, message.get("tool_calls"), request.tools, forced))
             choices.sort(key=lambda c: c.index)
             return _Completion(
                 choices=choices,
@@ -416,10 +424,8 @@ class OpenAIStreamDecoder:
             if delta is not None:
                 text = delta.get("content") or ""
                 calls = self._tools.feed(index, delta.get("tool_calls"))
-                if self._forced is None:
-                    thought, text = self._reasoning.feed(
-                        index, text, reasoning_field(delta), last=bool(finish)
-                    )
+                # the thought first: a call forced by a constraint is read from the answer
+                thought, text = self._reasoning.feed(index, text, reasoning_field(delta), last=bool(finish))
             else:
                 text, calls = c.get("text") or "", None
             if self._forced is not None:

@@ -27,6 +27,7 @@ __all__ = [
     "THINKING_MARKERS",
     "ReasoningSplitter",
     "answer_parts",
+    "check_constraint_after_thinking",
     "held_suffix",
     "reasoning_field",
     "thinking_fields",
@@ -156,6 +157,39 @@ def thinking_fields(request: Request, engine: str, taken: Iterable[str]) -> dict
         else:
             body[key] = value
     return body
+
+
+def check_constraint_after_thinking(
+    request: Request, engine: str, after_thought: bool | None, *, version: str | None = None
+) -> None:
+    """Refuse ``thinking=True`` with a constraint (``output=``, a forced tool call) on a server
+    whose constraint starts at the first token, which leaves the model no room to think.
+
+    Args:
+        request: The validated request.
+        engine: The adapter's name, for the refusal.
+        after_thought: True: the engine constrains only the answer, after the thought (vLLM and
+            SGLang launched with a reasoning parser); False: from the first token; None: unknown
+            (a connected server), nothing refused.
+        version: The engine's version, for the refusal.
+
+    Raises:
+        UnsupportedFeature: Both asked for where the constraint cannot wait for the thought.
+    """
+    forced = request.tool_choice is not None and request.tool_choice.forces_call and bool(request.tools)
+    if request.thinking is not True or after_thought is not False:
+        return
+    if request.output is None and not forced:
+        return
+    raise UnsupportedFeature(
+        engine,
+        "thinking=True with " + ("output=" if request.output is not None else "a forced tool call"),
+        version=version,
+        why="its constraint starts at the first token (no reasoning parser tells it where the "
+        "thought ends), so the model could not think",
+        alternative="Launch vLLM or SGLang with reasoning_parser= (the constraint then binds the "
+        "answer after the thought), or drop thinking=True",
+    )
 
 
 class ReasoningSplitter:

@@ -33,6 +33,7 @@ from typing import Any
 __all__ = [
     "CAPITALS",
     "CHAT_TEMPLATE",
+    "THINKING_CHAT_TEMPLATE",
     "TOOLS",
     "Example",
     "compile_template",
@@ -44,25 +45,40 @@ __all__ = [
 BOS, EOS = "<s>", "</s>"
 TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
 
+
+def _chat_template(*, qwen: bool) -> str:
+    """The hermes-style template; ``qwen``: an assistant turn's content (a thought) goes before its
+    calls, laid out as Qwen's templates write them (``<tool_call>\\n{...}\\n</tool_call>``, each
+    named ``tool_call``, which SGLang's ``qwen25`` parser and mlx_lm.server's ``json_tools`` read)."""
+    content = "{% if message.content %}{{ message.content }}{% endif %}" if qwen else ""
+    call, pad = ("tool_call", "\n") if qwen else ("c", "")
+    return (
+        "{{ bos_token }}"
+        "{% if tools %}<|system|>\n<tools>"
+        "{% for tool in tools %}{% set f = tool.function if tool.function is defined else tool %}"
+        "{{ f.name }}({% if f.parameters is defined and f.parameters and f.parameters.properties %}"
+        "{{ f.parameters.properties | list | join(', ') }}{% endif %})"
+        "{% if not loop.last %}, {% endif %}{% endfor %}</tools>{{ eos_token }}\n{% endif %}"
+        "{% for message in messages %}"
+        "{% if message.role == 'assistant' and message.tool_calls %}<|assistant|>\n"
+        + content
+        + "{% for call in message.tool_calls %}"
+        "{% set " + call + " = call.function if call.function is defined else call %}"
+        "<tool_call>" + pad + '{"name": "{{ ' + call + '.name }}", "arguments": '
+        "{% if " + call + ".arguments is string %}{{ " + call + ".arguments }}"
+        "{% else %}{{ " + call + ".arguments | tojson }}{% endif %}"
+        "}" + pad + "</tool_call>{% endfor %}{{ eos_token }}\n"
+        "{% else %}<|{{ message.role }}|>\n{{ message.content }}{{ eos_token }}\n{% endif %}"
+        "{% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+    )
+
+
 #: Hermes-style chat template: tools are listed compactly in a system turn, assistant tool calls
 #: are ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``, tool results are a ``tool`` turn.
-CHAT_TEMPLATE = (
-    "{{ bos_token }}"
-    "{% if tools %}<|system|>\n<tools>"
-    "{% for tool in tools %}{% set f = tool.function if tool.function is defined else tool %}"
-    "{{ f.name }}({% if f.parameters is defined and f.parameters and f.parameters.properties %}"
-    "{{ f.parameters.properties | list | join(', ') }}{% endif %})"
-    "{% if not loop.last %}, {% endif %}{% endfor %}</tools>{{ eos_token }}\n{% endif %}"
-    "{% for message in messages %}"
-    "{% if message.role == 'assistant' and message.tool_calls %}<|assistant|>\n"
-    "{% for call in message.tool_calls %}{% set c = call.function if call.function is defined else call %}"
-    '<tool_call>{"name": "{{ c.name }}", "arguments": '
-    "{% if c.arguments is string %}{{ c.arguments }}{% else %}{{ c.arguments | tojson }}{% endif %}"
-    "}</tool_call>{% endfor %}{{ eos_token }}\n"
-    "{% else %}<|{{ message.role }}|>\n{{ message.content }}{{ eos_token }}\n{% endif %}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
-)
+CHAT_TEMPLATE = _chat_template(qwen=False)
+#: The thinking model's: the thought before the calls, each call on its own line, as Qwen3 writes.
+THINKING_CHAT_TEMPLATE = _chat_template(qwen=True)
 
 CAPITALS: dict[str, str] = {
     "France": "Paris",
@@ -325,8 +341,9 @@ def render(example: Example, template: Any) -> tuple[str, list[tuple[int, int]]]
     return full, spans
 
 
-def compile_template() -> Any:
-    """:data:`CHAT_TEMPLATE` compiled the way Hugging Face tokenizers (and so engines) compile it."""
+def compile_template(template: str = CHAT_TEMPLATE) -> Any:
+    """``template`` (default :data:`CHAT_TEMPLATE`) compiled the way Hugging Face tokenizers (and
+    so engines) compile it."""
     import jinja2
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -335,7 +352,7 @@ def compile_template() -> Any:
 
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, undefined=jinja2.Undefined)
     env.filters["tojson"] = tojson
-    return env.from_string(CHAT_TEMPLATE)
+    return env.from_string(template)
 
 
 def _render(

@@ -36,6 +36,7 @@ from unillm.testing.tiny_corpus import (
     BOS,
     CHAT_TEMPLATE,
     EOS,
+    THINKING_CHAT_TEMPLATE,
     TOOL_CALL_CLOSE,
     TOOL_CALL_OPEN,
     Example,
@@ -84,10 +85,10 @@ TRAIN_ARGS = {
 }
 
 
-#: The thinking variant's thought before every text answer (``<think>Let me think.</think>5``).
+#: The thinking variant's thought before every answer and tool call (``<think>Let me think.</think>5``).
 THOUGHT = "Let me think."
 THINK_TAGS = ("<think>", "</think>")
-THINKING_VERSION = 1  # the thinking variant's recipe (its own cache folder)
+THINKING_VERSION = 3  # its own cache folder; 2: thinks before calls; 3: calls in Qwen's layout
 
 
 def build_trained_model(
@@ -100,9 +101,10 @@ def build_trained_model(
     """Build (or reuse from cache) the tiny trained model; training prints progress to stderr.
 
     ``python`` is an interpreter with torch and transformers (default: see :func:`torch_python`).
-    ``thinking=True`` builds a second model on the same corpus whose text answers start with a
-    thought, ``<think>Let me think.</think>``, with ``<think>`` and ``</think>`` whole tokens (as
-    reasoning parsers expect); tool calls are as the first model makes them.
+    ``thinking=True`` builds a second model on the same corpus whose answers and tool calls start
+    with a thought, ``<think>Let me think.</think>``, with ``<think>`` and ``</think>`` whole tokens
+    (as reasoning parsers expect); earlier turns are rendered without their thought, as unillm's
+    tool loop sends them back.
 
         model = build_trained_model()
         assert model.trained and (model.path / "config.json").is_file()
@@ -166,26 +168,37 @@ def torch_python() -> Path:
 
 
 def _thinking(example: Example) -> Example:
-    """``example`` with the thought before each text answer (the thinking variant's corpus)."""
-    messages = tuple(
-        {**m, "content": f"{THINK_TAGS[0]}{THOUGHT}{THINK_TAGS[1]}{m['content']}"}
-        if m["role"] == "assistant" and m.get("content") and not m.get("tool_calls")
-        else m
-        for m in example.messages
-    )
-    return replace(example, messages=messages)
+    """``example`` with the thought before its last assistant turn, a text answer or a tool call
+    (the thinking variant's corpus; earlier turns are history, sent back without their thought)."""
+    messages = list(example.messages)
+    if messages and messages[-1]["role"] == "assistant":
+        last = messages[-1]
+        messages[-1] = {
+            **last,
+            "content": f"{THINK_TAGS[0]}{THOUGHT}{THINK_TAGS[1]}{last.get('content') or ''}",
+        }
+    return replace(example, messages=tuple(messages))
+
+
+def _rows(examples: list[Example], *, thinking: bool) -> list[tuple[str, list[tuple[int, int]]]]:
+    """Rendered examples and the spans trained on: every assistant turn, or for the thinking
+    variant the last only (a history turn has no thought, the same prefix would teach both)."""
+    if not thinking:
+        template = compile_template()
+        return [render(e, template) for e in examples]
+    template = compile_template(THINKING_CHAT_TEMPLATE)
+    return [(text, spans[-1:]) for text, spans in (render(_thinking(e), template) for e in examples)]
 
 
 def _write_all(tmp: Path, python: Path, *, thinking: bool = False) -> None:
     """Tokenizer, chat template and config here; weights by the torch trainer; manifest last."""
     model_dir = tmp / "model"
     model_dir.mkdir()
-    template = compile_template()
-    variant = _thinking if thinking else (lambda e: e)
-    train = [render(variant(e), template) for e in corpus(seed=CORPUS_SEED)]
-    evaluation = [render(variant(e), template) for e in corpus(seed=EVAL_SEED, size=200)]
+    train = _rows(corpus(seed=CORPUS_SEED), thinking=thinking)
+    evaluation = _rows(corpus(seed=EVAL_SEED, size=200), thinking=thinking)
     tags = (TOOL_CALL_OPEN, TOOL_CALL_CLOSE, *(THINK_TAGS if thinking else ()))
-    tokenizer = _write_tokenizer(model_dir, [text for text, _ in train], tags)
+    template = THINKING_CHAT_TEMPLATE if thinking else CHAT_TEMPLATE
+    tokenizer = _write_tokenizer(model_dir, [text for text, _ in train], tags, template)
     _write_config(model_dir)
     work = tmp / "train"
     work.mkdir()
@@ -237,7 +250,7 @@ def _tokenize(tokenizer: Any, text: str, spans: list[tuple[int, int]]) -> dict[s
     return {"ids": list(enc.ids), "mask": mask}
 
 
-def _write_tokenizer(model_dir: Path, texts: list[str], tags: tuple[str, ...]) -> Any:
+def _write_tokenizer(model_dir: Path, texts: list[str], tags: tuple[str, ...], template: str) -> Any:
     """Train a byte-level BPE on the corpus, with ``tags`` (``<tool_call>``, ...) as whole tokens."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
@@ -262,7 +275,7 @@ def _write_tokenizer(model_dir: Path, texts: list[str], tags: tuple[str, ...]) -
         single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B", special_tokens=[(BOS, BOS_ID)]
     )
     tokenizer.save(str(model_dir / "tokenizer.json"), pretty=True)
-    write_tokenizer_metadata(model_dir, SPECIAL_TOKENS, MAX_POSITION, CHAT_TEMPLATE)
+    write_tokenizer_metadata(model_dir, SPECIAL_TOKENS, MAX_POSITION, template)
     return tokenizer
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -66,3 +68,14 @@ def test_cpu_settings_convert_the_model_and_loras(
     settings = unillm.cpu_settings("llamacpp", tiny.path, lora={"sql": str(tiny.loras["sql"])})
     assert settings["model"].startswith(str(tmp_path / "gguf")) and settings["model"].endswith(".gguf")
     assert settings["lora"]["sql"].endswith(".gguf") and settings["max_model_len"] == 1024
+
+
+def test_only_the_tokenizers_special_tokens_become_control_tokens(tiny: TinyModel, tmp_path: Path) -> None:
+    folder = tmp_path / "tagged"
+    shutil.copytree(tiny.path, folder)
+    tok = json.loads((folder / "tokenizer.json").read_text())
+    tag = next(text for text, i in tok["model"]["vocab"].items() if i == 5)
+    tok["added_tokens"].append({"id": 5, "content": tag, "special": False})  # as Qwen3's <think>
+    (folder / "tokenizer.json").write_text(json.dumps(tok))
+    types = field(GGUFReader(to_gguf(folder, tmp_path)), "tokenizer.ggml.token_type")
+    assert (types[0], types[5], types[6]) == (3, 4, 1)  # type: ignore[index]  # control, user-defined, normal

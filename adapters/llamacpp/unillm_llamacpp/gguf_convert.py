@@ -43,7 +43,9 @@ _TOP_TENSORS = {
     "model.norm.weight": "output_norm.weight",
     "lm_head.weight": "output.weight",
 }
-_CONTROL, _NORMAL = 3, 1  # gguf token types
+_NORMAL, _CONTROL, _USER_DEFINED = 1, 3, 4  # gguf token types
+#: Bump when the written GGUF changes for the same sources (part of the cache key).
+CONVERTER_VERSION = 2  # 2: only the tokenizer's special tokens are control tokens
 
 
 def gguf_cache() -> Path:
@@ -68,7 +70,7 @@ def is_peft_adapter(path: str | os.PathLike[str]) -> bool:
 
 
 def _digest(*folders: Path) -> str:
-    h = hashlib.sha256()
+    h = hashlib.sha256(f"converter-{CONVERTER_VERSION}".encode())
     for folder in folders:
         for p in sorted(folder.rglob("*")):
             if p.is_file():
@@ -175,13 +177,13 @@ def _write_tokenizer(w: Any, folder: Path, cfg: dict[str, Any]) -> None:
             "llama.cpp's convert_hf_to_gguf.py for this model"
         )
     vocab: dict[str, int] = dict(bpe["vocab"])
-    special = {t["content"]: t["id"] for t in tok.get("added_tokens", ())}
-    vocab.update(special)
+    added = {t["id"]: t for t in tok.get("added_tokens", ())}
+    vocab.update({t["content"]: i for i, t in added.items()})
     tokens = [""] * cfg["vocab_size"]
     for text, i in vocab.items():
         if i < len(tokens):
             tokens[i] = text
-    types = [_CONTROL if i in special.values() else _NORMAL for i in range(len(tokens))]
+    types = [_added_type(added[i]) if i in added else _NORMAL for i in range(len(tokens))]
     merges = [m if isinstance(m, str) else " ".join(m) for m in bpe.get("merges", ())]
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("gpt-2")
@@ -203,6 +205,13 @@ def _write_tokenizer(w: Any, folder: Path, cfg: dict[str, Any]) -> None:
     w.add_add_eos_token(False)
     if tok_cfg.get("chat_template"):
         w.add_chat_template(tok_cfg["chat_template"])
+
+
+def _added_type(token: dict[str, Any]) -> int:
+    """The GGUF type of an added token: a control token (never printed) when the tokenizer flags
+    it ``special``, else user-defined, printed as text (``<think>`` and ``<tool_call>`` in Qwen3's
+    tokenizer, which reasoning and tool parsers read)."""
+    return _CONTROL if token.get("special", True) else _USER_DEFINED
 
 
 def lora_to_gguf(

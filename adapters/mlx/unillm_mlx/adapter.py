@@ -91,6 +91,7 @@ class MLXAdapter(RuntimeLoraEndpoints, TokenizeEndpoint, OpenAICompatAdapter):
     display_name = "MLX"
     engine_module = "mlx_lm"
     thinking_options = ("thinking",)  # chat_template_kwargs / request fields
+    constrains_after_thinking = False  # in process, unillm's constraint binds from the first token
     extra_sampling_fields = EXTRA_SAMPLING
 
     def __init__(self, *, model_path: str | None = None, loras: Mapping[str, str] | None = None) -> None:

@@ -124,23 +124,36 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
     extra_sampling_fields = EXTRA_SAMPLING
 
     def __init__(
-        self, api: ApiChoice = "auto", *, structured_backend: str | None = None, compact_json: bool = False
+        self,
+        api: ApiChoice = "auto",
+        *,
+        structured_backend: str | None = None,
+        compact_json: bool = False,
+        after_thinking: bool | None = None,
     ) -> None:
         """``structured_backend``: the server's grammar backend when unillm started it (its JSON
-        schemas are then checked before sending); None: unknown (connected)."""
+        schemas are then checked before sending); None: unknown (connected). ``after_thinking``:
+        whether its grammars start after the thought (launched with a reasoning parser)."""
         if api not in ("auto", "openai", "native"):
             raise ValueError(f"api must be 'auto', 'openai' or 'native', not {api!r}")
         self.api: ApiChoice = api
         self.structured_backend = structured_backend
         self.compact_json = compact_json
+        self.constrains_after_thinking = after_thinking
 
     def __repr__(self) -> str:
         return f"SGLangAdapter(api={self.api!r})"
 
     def bind(self, spec: LaunchSpec) -> SGLangAdapter:
-        """This adapter, knowing the grammar backend the server was started with."""
+        """This adapter, knowing the grammar backend and reasoning parser the server was started
+        with (with a parser, SGLang applies grammars to the answer after the thought)."""
         backend, compact = grammar_settings(spec)
-        return SGLangAdapter(self.api, structured_backend=backend, compact_json=compact)
+        return SGLangAdapter(
+            self.api,
+            structured_backend=backend,
+            compact_json=compact,
+            after_thinking=spec.thinking_parser() is not None,
+        )
 
     # -- capabilities ----------------------------------------------------------------------
     def capabilities(self, version: str | None = None) -> Capabilities:

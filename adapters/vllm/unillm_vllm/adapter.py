@@ -109,6 +109,7 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
         structured_backend: str | None = None,
         compact_json: bool = False,
         closed_objects: bool = False,
+        after_thinking: bool | None = None,
     ) -> None:
         self.tool_parser = tool_parser
         self.launched = launched  # True: tool_parser is known (unillm started the server)
@@ -116,6 +117,8 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
         self.structured_backend = structured_backend
         self.compact_json = compact_json
         self.closed_objects = closed_objects  # guidance's disable_additional_properties
+        # True: launched with a reasoning parser, so structured outputs start after the thought
+        self.constrains_after_thinking = after_thinking
 
     def bind(self, spec: LaunchSpec) -> VLLMAdapter:
         """This adapter, knowing the tool parser and structured-outputs backend the server was
@@ -127,6 +130,7 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
             structured_backend=backend,
             compact_json=compact,
             closed_objects=closed,
+            after_thinking=launch.constrains_after_thinking(spec),
         )
 
     def capabilities(self, version: str | None = None) -> Capabilities:

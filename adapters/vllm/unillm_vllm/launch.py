@@ -231,6 +231,17 @@ def structured_settings(spec: LaunchSpec) -> tuple[str, bool, bool]:
     )
 
 
+def constrains_after_thinking(spec: LaunchSpec) -> bool:
+    """True when the server applies structured outputs to the answer only, after the thought: it
+    has a reasoning parser and ``enable_in_reasoning`` is off (vLLM's default).
+
+    Args:
+        spec: The launch settings.
+    """
+    in_reasoning = _config_in_args(spec.extra_args).get("enable_in_reasoning") is True
+    return spec.thinking_parser() is not None and not in_reasoning
+
+
 def _structured_outputs_config(spec: LaunchSpec) -> dict[str, Any]:
     config: dict[str, Any] = {}
     if spec.structured_backend is not None:
