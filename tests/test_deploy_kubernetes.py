@@ -18,7 +18,9 @@ from typing import Any
 
 import pytest
 import yaml
+from docs_blocks import DOCS, blocks
 
+import unillm
 from unillm.cli.main import main
 from unillm.config.load import load_config
 from unillm.deploy import (
@@ -725,3 +727,15 @@ def test_unillm_deploy_variables_override_the_kubernetes_table() -> None:
 def test_a_namespace_that_is_not_a_dns_label_is_refused() -> None:
     with pytest.raises(InvalidOptions, match=r"kubernetes\.namespace"):
         render(kubernetes={"namespace": "LLM_Serving"})
+
+
+@pytest.mark.parametrize(
+    "block", [b for b in blocks(DOCS / "guide" / "kubernetes.md") if b.lang == "toml"], ids=lambda b: b.where
+)
+def test_each_config_in_the_kubernetes_guide_launches_locally_and_renders(block: Any, tmp_path: Path) -> None:
+    config = tmp_path / "unillm.toml"
+    config.write_text(block.code)
+    local = unillm.from_config(config, env={})  # built, not started
+    assert isinstance(local, unillm.FleetLaunch)
+    (manifest,) = render_kserve(read_deployment(config, env={}))
+    assert manifest["kind"] == "LLMInferenceService"
