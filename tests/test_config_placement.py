@@ -111,6 +111,11 @@ def test_a_bad_disaggregation_is_a_config_error() -> None:
         unillm.from_config(config(disaggregation={"decode": 0}, router="smg"), env={})
 
 
+def test_a_deploy_key_that_moved_is_a_config_error_for_a_local_launch_too() -> None:
+    with pytest.raises(ConfigError, match=r"\[deploy\] replicas: replicas goes in \[launch\]"):
+        unillm.from_config({**config(), "deploy": {"replicas": 2}}, env={})
+
+
 def test_the_kubernetes_table_does_not_change_a_local_launch() -> None:
     local = config(replicas=2)
     run = unillm.from_config({**local, "deploy": {"kubernetes": {"namespace": "llm"}}}, env={})

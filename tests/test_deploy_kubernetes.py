@@ -395,7 +395,7 @@ def test_a_deploy_table_leaves_the_config_loadable_for_a_local_launch() -> None:
 )
 def test_a_deploy_key_that_moved_says_where_it_lives_now(key: str, value: Any, where: str) -> None:
     config = {"engine": "vllm", "launch": {"model": MODEL}, "deploy": {key: value}}
-    with pytest.raises(InvalidOptions, match=rf"\[deploy\] {key}: {where}.*a local or Ray launch reads"):
+    with pytest.raises(ConfigError, match=rf"\[deploy\] {key}: {where}.*a local or Ray launch reads"):
         read_deployment(config, env={})
 
 

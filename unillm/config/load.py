@@ -52,6 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictFloat, Stric
 
 from unillm.client.llm import LLM
 from unillm.client.transport import Pool, RetryPolicy, Timeouts
+from unillm.config.cluster import refuse_moved_deploy_keys
 from unillm.config.files import read_config_file
 from unillm.errors import ConfigError, InvalidOptions, validation_problems
 from unillm.launching.supervisor import Launch
@@ -132,6 +133,10 @@ def load_config(
             feature_by_name(name)
     except InvalidOptions as e:
         raise ConfigError(f"invalid [defaults] or uses: {e}") from None
+    try:  # a key of an earlier [deploy] would be dropped silently by a local launch
+        refuse_moved_deploy_keys(config.deploy or {})
+    except InvalidOptions as e:
+        raise ConfigError(str(e)) from None
     return config
 
 

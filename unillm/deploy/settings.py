@@ -27,7 +27,7 @@ from typing import Any, cast
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from unillm.adapter.launch_spec import Disaggregation, LaunchSpec, build_spec
-from unillm.config.cluster import refuse_moved_deploy_keys, split_launch
+from unillm.config.cluster import split_launch
 from unillm.errors import InvalidOptions, validation_problems
 from unillm.fleet.picker import POLICIES, Policy
 
@@ -113,9 +113,10 @@ def read_deployment(
         The engine, its validated launch spec, replicas or prefill/decode, policy and ``[deploy]``.
 
     Raises:
-        ConfigError: The config does not read or validate.
-        InvalidOptions: It has no ``[launch]`` table, ``[launch]``, ``policy`` or ``[deploy]`` is
-            invalid, or ``[deploy]`` has a key that lives elsewhere now (``replicas``, ...).
+        ConfigError: The config does not read or validate, or ``[deploy]`` has a key that lives
+            elsewhere now (``replicas``, ``policy``, ``disaggregation``).
+        InvalidOptions: It has no ``[launch]`` table, or ``[launch]``, ``policy`` or ``[deploy]``
+            is invalid.
     """
     from unillm.config.load import load_config
 
@@ -125,7 +126,6 @@ def read_deployment(
             "a deployment starts engines: the config needs a [launch] table (model = ..., "
             "parallel = ...) rather than base_url, which connects to engines already running"
         )
-    refuse_moved_deploy_keys(config.deploy or {})
     settings, placement = split_launch(config.launch)  # its cluster and router: not KServe's
     if config.model and "model" not in settings:
         settings["model"] = config.model
