@@ -18,7 +18,9 @@ from typing import Any
 
 import pytest
 import yaml
+from docs_blocks import DOCS, blocks
 
+import unillm
 from unillm.cli.main import main
 from unillm.config.load import load_config
 from unillm.deploy import (
@@ -34,13 +36,14 @@ from unillm.deploy.output import dump
 from unillm.errors import ConfigError, InvalidOptions, UnsupportedFeature
 
 MODEL = "Qwen/Qwen2.5-7B-Instruct"
+TWO = {"replicas": 2}  # a policy routes between replicas
 
 
-def render(launch: dict[str, Any] | None = None, deploy: dict[str, Any] | None = None, **top: Any) -> Any:
-    """The one manifest rendered from a config of ``[launch]`` and ``[deploy]`` tables."""
+def render(launch: dict[str, Any] | None = None, kubernetes: dict[str, Any] | None = None, **top: Any) -> Any:
+    """The one manifest rendered from a config of ``[launch]``, ``[deploy.kubernetes]`` and top-level keys."""
     config: dict[str, Any] = {"engine": "vllm", "launch": {"model": MODEL, **(launch or {})}, **top}
-    if deploy is not None:
-        config["deploy"] = deploy
+    if kubernetes is not None:
+        config["deploy"] = {"kubernetes": kubernetes}
     (manifest,) = render_kserve(read_deployment(config, env={}))
     return manifest
 
@@ -78,14 +81,14 @@ def test_served_name_names_the_model_and_the_resource() -> None:
 
 
 def test_name_and_namespace_come_from_deploy_kubernetes() -> None:
-    manifest = render(deploy={"kubernetes": {"name": "qwen", "namespace": "llm"}})
+    manifest = render(kubernetes={"name": "qwen", "namespace": "llm"})
     assert manifest["metadata"]["name"] == "qwen"
     assert manifest["metadata"]["namespace"] == "llm"
 
 
 @pytest.mark.parametrize("uri", ["s3://bucket/qwen", "pvc://models/qwen", "oci://registry/qwen:1"])
 def test_a_model_uri_kserve_reads_is_kept(uri: str) -> None:
-    manifest = render({"model": "/models/qwen"}, {"kubernetes": {"model_uri": uri, "name": "qwen"}})
+    manifest = render({"model": "/models/qwen"}, {"model_uri": uri, "name": "qwen"})
     assert manifest["spec"]["model"]["uri"] == uri
 
 
@@ -96,19 +99,19 @@ def test_a_local_model_path_is_refused_with_model_uri_advice(tmp_path: Path) -> 
 
 def test_a_model_uri_scheme_kserve_lacks_is_refused() -> None:
     with pytest.raises(InvalidOptions, match=r"gs://bucket/m.*hf://, s3://, pvc://, oci://"):
-        render(deploy={"kubernetes": {"model_uri": "gs://bucket/m"}})
+        render(kubernetes={"model_uri": "gs://bucket/m"})
 
 
 def test_a_name_that_is_not_a_dns_label_is_refused() -> None:
     with pytest.raises(InvalidOptions, match="not a DNS label"):
-        render(deploy={"kubernetes": {"name": "Qwen_7B"}})
+        render(kubernetes={"name": "Qwen_7B"})
 
 
 # -- replicas, parallelism and resources -------------------------------------------------------
 
 
-def test_replicas_are_the_resource_replicas() -> None:
-    assert render(deploy={"replicas": 3})["spec"]["replicas"] == 3
+def test_launch_replicas_are_the_resource_replicas() -> None:
+    assert render({"replicas": 3})["spec"]["replicas"] == 3
 
 
 def test_tensor_parallel_is_the_parallelism_field_and_its_gpus() -> None:
@@ -145,7 +148,7 @@ def test_pipeline_with_data_parallel_is_refused() -> None:
 def test_accelerator_and_resources_are_requested_and_limited() -> None:
     spec = render(
         {"parallel": {"tensor": 2}},
-        {"kubernetes": {"accelerator": "amd.com/gpu", "resources": {"cpu": "4", "memory": "32Gi"}}},
+        {"accelerator": "amd.com/gpu", "resources": {"cpu": "4", "memory": "32Gi"}},
     )["spec"]
     wanted = {"cpu": "4", "memory": "32Gi", "amd.com/gpu": "2"}
     assert main_container(spec)["resources"] == {"limits": wanted, "requests": wanted}
@@ -153,11 +156,11 @@ def test_accelerator_and_resources_are_requested_and_limited() -> None:
 
 def test_a_gpu_count_in_resources_is_refused() -> None:
     with pytest.raises(InvalidOptions, match="comes from \\[launch\\] parallel"):
-        render(deploy={"kubernetes": {"resources": {"nvidia.com/gpu": "8"}}})
+        render(kubernetes={"resources": {"nvidia.com/gpu": "8"}})
 
 
 def test_a_cpu_target_requests_no_gpu_and_takes_the_cpu_recipe() -> None:
-    spec = render({"cpu": True}, {"kubernetes": {"image": "vllm-cpu:latest"}})["spec"]
+    spec = render({"cpu": True}, {"image": "vllm-cpu:latest"})["spec"]
     container = main_container(spec)
     assert container["image"] == "vllm-cpu:latest"
     assert "resources" not in container
@@ -199,9 +202,7 @@ def test_a_hub_draft_model_is_passed_to_vllm() -> None:
 
 
 def test_env_is_plain_and_secret_env_comes_from_secrets() -> None:
-    spec = render(
-        {"env": {"VLLM_LOGGING_LEVEL": "DEBUG"}}, {"kubernetes": {"secret_env": {"HF_TOKEN": "hf-token"}}}
-    )["spec"]
+    spec = render({"env": {"VLLM_LOGGING_LEVEL": "DEBUG"}}, {"secret_env": {"HF_TOKEN": "hf-token"}})["spec"]
     assert env_of(spec) == {
         "VLLM_LOGGING_LEVEL": "DEBUG",
         "HF_TOKEN": {"secretKeyRef": {"name": "hf-token", "key": "HF_TOKEN"}},
@@ -255,7 +256,7 @@ def test_a_local_lora_path_is_refused_with_lora_uris_advice(tmp_path: Path) -> N
 
 
 def test_lora_uris_give_a_local_adapter_its_cluster_uri(tmp_path: Path) -> None:
-    spec = render({"lora": {"sql": str(tmp_path)}}, {"kubernetes": {"lora_uris": {"sql": "pvc://loras/sql"}}})
+    spec = render({"lora": {"sql": str(tmp_path)}}, {"lora_uris": {"sql": "pvc://loras/sql"}})
     assert spec["spec"]["model"]["lora"]["adapters"] == [{"name": "sql", "uri": "pvc://loras/sql"}]
 
 
@@ -266,7 +267,7 @@ def test_an_oci_lora_uri_is_refused() -> None:
 
 def test_lora_uris_for_an_adapter_the_launch_lacks_are_refused() -> None:
     with pytest.raises(InvalidOptions, match="lora_uris names \\['sq'\\]"):
-        render({"lora": {"sql": "org/sql"}}, {"kubernetes": {"lora_uris": {"sq": "s3://b/sql"}}})
+        render({"lora": {"sql": "org/sql"}}, {"lora_uris": {"sq": "s3://b/sql"}})
 
 
 # -- router and prefill/decode -------------------------------------------------------------------
@@ -277,11 +278,11 @@ def test_the_default_router_is_a_managed_route_gateway_and_scheduler() -> None:
 
 
 def test_policy_prefix_is_the_schedulers_default() -> None:
-    assert render(deploy={"policy": "prefix"})["spec"]["router"]["scheduler"] == {}
+    assert render(TWO, policy="prefix")["spec"]["router"]["scheduler"] == {}
 
 
 def test_policy_least_load_is_an_inline_load_only_scheduler_config() -> None:
-    inline = render(deploy={"policy": "least_load"})["spec"]["router"]["scheduler"]["config"]["inline"]
+    inline = render(TWO, policy="least_load")["spec"]["router"]["scheduler"]["config"]["inline"]
     assert inline["kind"] == "EndpointPickerConfig"
     scorers = {p["pluginRef"] for p in inline["schedulingProfiles"][0]["plugins"]}
     assert scorers == {"queue-scorer", "kv-cache-utilization-scorer", "max-score-picker"}
@@ -290,26 +291,26 @@ def test_policy_least_load_is_an_inline_load_only_scheduler_config() -> None:
 @pytest.mark.parametrize("policy", ["round_robin", "session"])
 def test_a_policy_the_scheduler_lacks_is_refused(policy: str) -> None:
     with pytest.raises(UnsupportedFeature, match=f"policy '{policy}' on KServe.*no round-robin or session"):
-        render(deploy={"policy": policy})
+        render(TWO, policy=policy)
 
 
 def test_scheduler_false_leaves_the_route_only() -> None:
-    router = render(deploy={"kubernetes": {"scheduler": False}})["spec"]["router"]
+    router = render(kubernetes={"scheduler": False})["spec"]["router"]
     assert router == {"route": {}, "gateway": {}}
 
 
 def test_scheduler_false_with_a_policy_is_refused() -> None:
     with pytest.raises(InvalidOptions, match="no router to apply policy 'prefix'"):
-        render(deploy={"policy": "prefix", "kubernetes": {"scheduler": False}})
+        render(TWO, {"scheduler": False}, policy="prefix")
 
 
 def test_a_named_gateway_is_a_gateway_ref() -> None:
-    router = render(deploy={"kubernetes": {"gateway": "infra/llm-gateway"}})["spec"]["router"]
+    router = render(kubernetes={"gateway": "infra/llm-gateway"})["spec"]["router"]
     assert router["gateway"] == {"refs": [{"name": "llm-gateway", "namespace": "infra"}]}
 
 
 def test_disaggregation_is_the_prefill_section_and_decode_replicas() -> None:
-    spec = render({"parallel": {"tensor": 2}}, {"disaggregation": {"prefill": 2, "decode": 1}})["spec"]
+    spec = render({"parallel": {"tensor": 2}, "disaggregation": {"prefill": 2, "decode": 1}})["spec"]
     assert spec["replicas"] == 1
     assert spec["prefill"]["replicas"] == 2
     assert spec["prefill"]["parallelism"] == {"tensor": 2}
@@ -323,18 +324,18 @@ def test_disaggregation_is_the_prefill_section_and_decode_replicas() -> None:
 
 
 def test_disaggregation_with_replicas_is_refused() -> None:
-    with pytest.raises(InvalidOptions, match="either replicas = N or disaggregation"):
-        render(deploy={"replicas": 2, "disaggregation": {"prefill": 1, "decode": 1}})
+    with pytest.raises(InvalidOptions, match="replicas = 2 and disaggregation: give one of them"):
+        render({"replicas": 2, "disaggregation": {"prefill": 1, "decode": 1}})
 
 
 def test_mooncake_transfer_is_refused() -> None:
     with pytest.raises(UnsupportedFeature, match=r"mooncake.*NIXL"):
-        render(deploy={"disaggregation": {"prefill": 1, "decode": 1, "transfer": "mooncake"}})
+        render({"disaggregation": {"prefill": 1, "decode": 1, "transfer": "mooncake"}})
 
 
 def test_disaggregation_with_least_load_is_refused() -> None:
     with pytest.raises(UnsupportedFeature, match="prefill/decode scheduler"):
-        render(deploy={"policy": "least_load", "disaggregation": {"prefill": 1, "decode": 1}})
+        render({"disaggregation": {"prefill": 1, "decode": 1}}, policy="least_load")
 
 
 # -- refusals ------------------------------------------------------------------------------------
@@ -375,8 +376,52 @@ def test_an_unknown_deploy_setting_is_refused() -> None:
 
 
 def test_a_deploy_table_leaves_the_config_loadable_for_a_local_launch() -> None:
-    config = load_config({"engine": "vllm", "launch": {"model": MODEL}, "deploy": {"replicas": 2}}, env={})
-    assert config.deploy == {"replicas": 2}
+    deploy = {"kubernetes": {"namespace": "llm"}}
+    config = load_config({"engine": "vllm", "launch": {"model": MODEL}, "deploy": deploy}, env={})
+    assert config.deploy == deploy
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "where"),
+    [
+        ("replicas", 2, r"replicas goes in \[launch\] \(replicas = 2\)"),
+        (
+            "disaggregation",
+            {"prefill": 1, "decode": 1},
+            r"disaggregation goes in \[launch\] \(disaggregation = ",
+        ),
+        ("policy", "prefix", r"policy goes in the config's top level .*\(policy = \"prefix\"\)"),
+    ],
+)
+def test_a_deploy_key_that_moved_says_where_it_lives_now(key: str, value: Any, where: str) -> None:
+    config = {"engine": "vllm", "launch": {"model": MODEL}, "deploy": {key: value}}
+    with pytest.raises(ConfigError, match=rf"\[deploy\] {key}: {where}.*a local or Ray launch reads"):
+        read_deployment(config, env={})
+
+
+def test_a_ray_cluster_table_is_ignored_by_a_kubernetes_deployment() -> None:
+    ray = {"replicas": 2, "cluster": {"kind": "ray", "address": "10.0.0.1:6379"}}
+    assert render(ray) == render({"replicas": 2})
+
+
+def test_a_local_router_process_is_ignored_by_a_kubernetes_deployment() -> None:
+    pd = {"disaggregation": {"prefill": 1, "decode": 1}}
+    assert render({**pd, "router": "vllm-router"}) == render(pd)
+
+
+def test_a_bad_ray_cluster_table_is_refused_for_kubernetes_too() -> None:
+    with pytest.raises(InvalidOptions, match=r"\[launch.cluster\] kind = 'slurm'"):
+        render({"cluster": {"kind": "slurm"}})
+
+
+def test_a_policy_without_replicas_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"policy routes between replicas: set \[launch\] replicas"):
+        render(policy="prefix")
+
+
+def test_an_unknown_policy_is_refused() -> None:
+    with pytest.raises(InvalidOptions, match="unknown routing policy 'fastest'"):
+        render(TWO, policy="fastest")
 
 
 def test_a_misshapen_deploy_table_is_a_config_error() -> None:
@@ -394,11 +439,9 @@ def test_a_manifest_with_every_setting_validates() -> None:
             "lora": {"sql": "org/sql"},
             "speculative": {"method": "ngram"},
             "env": {"A": "1"},
-        },
-        {
             "disaggregation": {"prefill": 2, "decode": 2},
-            "kubernetes": {"namespace": "llm", "gateway": "gw", "resources": {"memory": "32Gi"}},
         },
+        {"namespace": "llm", "gateway": "gw", "resources": {"memory": "32Gi"}},
     )
     validate_manifest(manifest)  # render_kserve validated it already; this says so out loud
 
@@ -445,7 +488,7 @@ def test_the_vendored_schema_says_where_it_came_from() -> None:
 
 
 def test_write_manifests_writes_one_file_per_resource(tmp_path: Path) -> None:
-    manifests = [render(), render(deploy={"kubernetes": {"name": "other"}})]
+    manifests = [render(), render(kubernetes={"name": "other"})]
     files = write_manifests(manifests, tmp_path / "k8s", "yaml")
     assert [f.name for f in files] == [
         "qwen2-5-7b-instruct.llminferenceservice.yaml",
@@ -482,7 +525,6 @@ engine = "vllm"
 [launch]
 model = "{MODEL}"
 parallel = {{tensor = 2}}
-[deploy]
 replicas = 2
 [deploy.kubernetes]
 name = "qwen"
@@ -517,7 +559,7 @@ def test_cli_json_prints_json(config_file: Path, capsys: pytest.CaptureFixture[s
 
 def test_cli_refusal_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "unillm.toml"
-    config.write_text(CONFIG.replace("replicas = 2", 'policy = "round_robin"'))
+    config.write_text('policy = "round_robin"\n' + CONFIG)
     out = tmp_path / "k8s"
     assert main(["deploy", "kubernetes", "--config", str(config), "--out", str(out)]) == 2
     assert "UnsupportedFeature" in capsys.readouterr().err
@@ -604,7 +646,7 @@ def _cluster_kubectl() -> str | None:
     "the resource types); this machine has none configured",
 )
 def test_kubectl_client_dry_run_accepts_the_manifest(tmp_path: Path) -> None:
-    files = write_manifests([render(deploy={"kubernetes": {"name": "qwen"}})], tmp_path, "yaml")
+    files = write_manifests([render(kubernetes={"name": "qwen"})], tmp_path, "yaml")
     assert "qwen" in Kubectl.find().dry_run(files)
 
 
@@ -670,12 +712,30 @@ def test_cli_apply_without_a_context_says_so(
     assert "kubectl has no current context" in capsys.readouterr().err
 
 
-def test_unillm_deploy_variables_override_the_deploy_table() -> None:
-    config = {"engine": "vllm", "launch": {"model": MODEL}, "deploy": {"replicas": 2}}
-    deployment = read_deployment(config, env={"UNILLM_DEPLOY__REPLICAS": "4"})
-    assert deployment.settings.replicas == 4
+def test_unillm_launch_replicas_variable_overrides_the_replicas() -> None:
+    config = {"engine": "vllm", "launch": {"model": MODEL, "replicas": 2}}
+    deployment = read_deployment(config, env={"UNILLM_LAUNCH__REPLICAS": "4"})
+    assert deployment.replicas == 4
+
+
+def test_unillm_deploy_variables_override_the_kubernetes_table() -> None:
+    config = {"engine": "vllm", "launch": {"model": MODEL}, "deploy": {"kubernetes": {"name": "a"}}}
+    deployment = read_deployment(config, env={"UNILLM_DEPLOY__KUBERNETES__NAME": "b"})
+    assert deployment.settings.kubernetes.name == "b"
 
 
 def test_a_namespace_that_is_not_a_dns_label_is_refused() -> None:
     with pytest.raises(InvalidOptions, match=r"kubernetes\.namespace"):
-        render(deploy={"kubernetes": {"namespace": "LLM_Serving"}})
+        render(kubernetes={"namespace": "LLM_Serving"})
+
+
+@pytest.mark.parametrize(
+    "block", [b for b in blocks(DOCS / "guide" / "kubernetes.md") if b.lang == "toml"], ids=lambda b: b.where
+)
+def test_each_config_in_the_kubernetes_guide_launches_locally_and_renders(block: Any, tmp_path: Path) -> None:
+    config = tmp_path / "unillm.toml"
+    config.write_text(block.code)
+    local = unillm.from_config(config, env={})  # built, not started
+    assert isinstance(local, unillm.FleetLaunch)
+    (manifest,) = render_kserve(read_deployment(config, env={}))
+    assert manifest["kind"] == "LLMInferenceService"

@@ -17,6 +17,7 @@ server reports (e.g. SGLang's deterministic mode for ``seed``) only show once co
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -162,6 +163,7 @@ def check_config(
         problems.add("defaults", InvalidOptions("[defaults] must be a table of options"))
     _check_uses(adapter, caps, info, uses, routes, problems)
     _check_client_limits(config, problems)
+    _check_deploy(config.deploy or {}, problems)
     if spec is not None:
         _check_launch(adapter, caps, spec, problems)
     return ConfigCheck(engine=adapter.name, version=version, problems=problems.items)
@@ -183,6 +185,14 @@ def _check_client_limits(config: Config, problems: _Problems) -> None:
             problems.add(setting, InvalidOptions(f"[{setting}]: {e}"))
         except (UnillmError, ValueError) as e:
             problems.add(setting, e)
+
+
+def _check_deploy(deploy: Mapping[str, Any], problems: _Problems) -> None:
+    """``[deploy]``: the keys that live in ``[launch]`` or at the top now, each named."""
+    from unillm.config.cluster import MOVED_DEPLOY_KEYS, refuse_moved_deploy_keys
+
+    for key in [k for k in MOVED_DEPLOY_KEYS if k in deploy]:
+        problems.run(f"deploy.{key}", partial(refuse_moved_deploy_keys, {key: deploy[key]}))
 
 
 class _Problems:
@@ -321,12 +331,9 @@ def _launch_spec(launch: Any, config: Any, problems: _Problems) -> LaunchSpec | 
     if not isinstance(launch, Mapping):
         problems.add("launch", InvalidOptions("[launch] must be a table of launch settings"))
         return None
-    from unillm.config.cluster import PLACEMENT_KEYS, split_launch
+    from unillm.config.cluster import PLACEMENT_KEYS
 
-    placement = {k: v for k, v in launch.items() if k in PLACEMENT_KEYS}
-    problems.run(
-        "launch.cluster" if "cluster" in placement else "launch.replicas", lambda: split_launch(placement)
-    )
+    _check_placement(launch, problems)
     settings = {k: v for k, v in launch.items() if k not in PLACEMENT_KEYS}
     if config.model and "model" not in settings:
         settings["model"] = config.model
@@ -348,6 +355,16 @@ def _launch_spec(launch: Any, config: Any, problems: _Problems) -> LaunchSpec | 
     except Exception as e:
         problems.add("launch", e)
         return None
+
+
+def _check_placement(launch: Mapping[str, Any], problems: _Problems) -> None:
+    """``replicas``, ``disaggregation``, ``router``, ``[launch.cluster]``: each alone, then together."""
+    from unillm.config.cluster import PLACEMENT_KEYS, split_launch
+
+    placement = {k: v for k, v in launch.items() if k in PLACEMENT_KEYS}
+    passed = [problems.run(f"launch.{k}", partial(split_launch, {k: v})) for k, v in placement.items()]
+    if all(passed):
+        problems.run("launch", lambda: split_launch(placement)[1].check_launch())
 
 
 def _check_launch(adapter: Adapter, caps: Capabilities, spec: LaunchSpec, problems: _Problems) -> None:

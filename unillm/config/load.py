@@ -8,11 +8,15 @@
     # [launch]
     # model = "Qwen/Qwen2.5-0.5B-Instruct"
     # replicas = 2                      # a fleet of engines, routed by `policy`
+    # disaggregation = {prefill = 1, decode = 1}   # or prefill/decode engines (with router = ...)
+    # router = "vllm-router"            # a router process in front of them
     # [launch.vllm]                     # applies only when engine = "vllm" (also [launch.mlx] ...)
     # max_model_len = 4096
     # [launch.cluster]                  # place the replicas on a Ray cluster (unillm.Ray)
     # kind = "ray"
     # address = "10.0.0.1:6379"
+    # [deploy.kubernetes]               # cluster-only settings of `unillm deploy kubernetes`
+    # namespace = "llm"
     [defaults]
     max_tokens = 128
 
@@ -21,9 +25,12 @@
     llm = unillm.from_config("unillm.toml", engine="mlx", defaults={"max_tokens": 64})
 
 Per-engine tables (``[launch.<engine>]``, ``[defaults.<engine>]``) are merged over the common
-table when ``engine`` names them; the others are ignored. ``uses = ["json_schema", "stream"]``
-declares what the application relies on, for ``unillm check`` (:func:`unillm.check_config`),
-which lists every refusal the configured engine would raise, without starting anything.
+table when ``engine`` names them; the others are ignored. The ``[launch]`` placement keys
+(``replicas``, ``disaggregation``, ``router``, ``[launch.cluster]``: :mod:`unillm.config.cluster`)
+and ``policy`` are the same for a local launch, a Ray cluster and ``unillm deploy kubernetes``.
+``uses = ["json_schema", "stream"]`` declares what the application relies on, for ``unillm
+check`` (:func:`unillm.check_config`), which lists every refusal the configured engine would
+raise, without starting anything.
 
 Environment overrides: ``UNILLM_ENGINE``, ``UNILLM_BASE_URL`` (comma-separated for a fleet),
 ``UNILLM_POLICY``, ``UNILLM_MODEL``,
@@ -45,6 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictFloat, Stric
 
 from unillm.client.llm import LLM
 from unillm.client.transport import Pool, RetryPolicy, Timeouts
+from unillm.config.cluster import refuse_moved_deploy_keys
 from unillm.config.files import read_config_file
 from unillm.errors import ConfigError, InvalidOptions, validation_problems
 from unillm.launching.supervisor import Launch
@@ -113,16 +121,22 @@ def load_config(
             "engine) or a [launch] table (start one)"
         )
     if config.policy is not None and not isinstance(config.base_url, list) and not _launches_replicas(config):
-        raise ConfigError(
-            "policy routes between replicas: give base_url a list of URLs "
-            "(base_url = ['http://a:8000', 'http://b:8000'])"
+        more = (
+            "set [launch] replicas = 2 (or disaggregation = {prefill = 1, decode = 1})"
+            if config.launch is not None
+            else "give base_url a list of URLs (base_url = ['http://a:8000', 'http://b:8000'])"
         )
+        raise ConfigError(f"policy routes between replicas: {more}")
     try:
         make_request("", None, None, config.defaults, stream=False)
         for name in config.uses:
             feature_by_name(name)
     except InvalidOptions as e:
         raise ConfigError(f"invalid [defaults] or uses: {e}") from None
+    try:  # a key of an earlier [deploy] would be dropped silently by a local launch
+        refuse_moved_deploy_keys(config.deploy or {})
+    except InvalidOptions as e:
+        raise ConfigError(str(e)) from None
     return config
 
 
@@ -154,8 +168,9 @@ def from_config(
 ) -> LLM | Fleet | Launch | FleetLaunch | RayLaunch | SemanticRouter:
     """An LLM (``base_url``), a Fleet (a list of base URLs) or a Launch (``[launch]``).
 
-    ``[launch] replicas = N`` gives a FleetLaunch, ``[launch.cluster]`` (``kind = "ray"``) a
-    RayLaunch (:mod:`unillm.config.cluster`).
+    ``[launch] replicas = N`` (or ``disaggregation = {prefill = P, decode = D}`` with ``router``)
+    gives a FleetLaunch, ``[launch.cluster]`` (``kind = "ray"``) a RayLaunch
+    (:mod:`unillm.config.cluster`).
 
         async with unillm.from_config("unillm.toml") as llm: ...
         llm = unillm.from_config("unillm.toml", engine="mlx", launch={"in_process": True})
@@ -219,7 +234,8 @@ def _main(config: Config) -> LLM | Fleet | Launch | FleetLaunch | RayLaunch:
     from unillm.config.cluster import split_launch
 
     try:
-        settings, replicas, cluster = split_launch(config.launch or {})
+        settings, placement = split_launch(config.launch or {})
+        placement.check_launch()
     except InvalidOptions as e:
         raise ConfigError(f"invalid [launch]: {e}") from None
     if config.model and "model" not in settings:
@@ -230,17 +246,28 @@ def _main(config: Config) -> LLM | Fleet | Launch | FleetLaunch | RayLaunch:
         spec = build_spec(None, settings)
     except InvalidOptions as e:
         raise ConfigError(f"invalid [launch]: {e}") from None
-    if replicas > 1 or cluster is not None:
+    if not placement.single:
         policy: Any = config.policy or "round_robin"
-        return launch(config.engine, spec, replicas=replicas, cluster=cluster, policy=policy, **common)
+        return launch(
+            config.engine,
+            spec,
+            replicas=placement.replicas,
+            disaggregation=placement.disaggregation,
+            router=placement.router,
+            cluster=placement.cluster,
+            policy=policy,
+            **common,
+        )
     started: Launch = launch(config.engine, spec, **common)
     return started
 
 
 def _launches_replicas(config: Config) -> bool:
-    """Whether the config starts several replicas (``[launch] replicas = N``), which ``policy`` routes."""
-    replicas = (config.launch or {}).get("replicas", 1)
-    return isinstance(replicas, int) and replicas > 1
+    """Whether the config starts several engines (``[launch] replicas = N`` or ``disaggregation``),
+    which ``policy`` routes."""
+    launch = config.launch or {}
+    replicas = launch.get("replicas", 1)
+    return (isinstance(replicas, int) and replicas > 1) or "disaggregation" in launch
 
 
 def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:

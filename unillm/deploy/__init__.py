@@ -1,6 +1,6 @@
 """From one machine to a cluster with the same config: cluster manifests rendered from ``unillm.toml``.
 
-    deployment = unillm.deploy.read_deployment("unillm.toml")   # engine, [launch], [deploy]
+    deployment = unillm.deploy.read_deployment("unillm.toml")   # engine, [launch], policy, [deploy]
     manifests = unillm.deploy.render_kserve(deployment)          # KServe LLMInferenceService
     $ unillm deploy kubernetes --config unillm.toml --out k8s/ [--apply]
 

@@ -70,7 +70,7 @@ def render_kserve(deployment: Deployment) -> list[dict[str, Any]]:
     """The KServe manifests for a deployment, each validated against its CRD's schema.
 
     Args:
-        deployment: The engine, launch spec and ``[deploy]`` settings (:func:`read_deployment`).
+        deployment: The engine, launch spec, placement, policy and ``[deploy]`` (:func:`read_deployment`).
 
     Returns:
         The resources to apply, in order (one ``LLMInferenceService``).
@@ -90,7 +90,7 @@ def render_kserve(deployment: Deployment) -> list[dict[str, Any]]:
             "and a ServingRuntime of your own",
         )
     adapter = get_adapter(deployment.engine)
-    spec, settings, k8s = deployment.spec, deployment.settings, deployment.settings.kubernetes
+    spec, k8s = deployment.spec, deployment.settings.kubernetes
     _refuse_unexpressible(spec)
     on_cpu = spec.cpu
     if on_cpu:
@@ -108,24 +108,19 @@ def render_kserve(deployment: Deployment) -> list[dict[str, Any]]:
     lora = _lora(spec, k8s, model["name"])
     if lora:
         model["lora"] = lora
-    pd = settings.disaggregation
-    if pd is not None and settings.replicas != 1:
-        raise InvalidOptions(
-            "give [deploy] either replicas = N or disaggregation = {prefill = P, decode = D}, not "
-            "both: the prefill and decode counts are the engines"
-        )
+    pd = deployment.disaggregation  # with replicas != 1 refused already, as a local launch does
     if pd is not None and pd.transfer != "nixl":
         raise UnsupportedFeature(
             "vllm",
             f"prefill/decode KV transfer over {pd.transfer} on KServe",
             why="KServe's prefill/decode layout (llm-d) moves the KV cache with NIXL",
-            alternative='Set transfer = "nixl" in [deploy] disaggregation',
+            alternative='Set transfer = "nixl" in [launch] disaggregation',
         )
     body: dict[str, Any] = {"model": model}
     role = PDRole(role="decode", transfer=pd.transfer) if pd is not None else None
     body.update(_workload(adapter, spec, k8s, on_cpu, role, lora=bool(lora)))
-    body["replicas"] = pd.decode if pd is not None else settings.replicas
-    body["router"] = _router(settings.policy, k8s, pd is not None)
+    body["replicas"] = pd.decode if pd is not None else deployment.replicas
+    body["router"] = _router(deployment.policy, k8s, pd is not None)
     if pd is not None:
         prefill_role = PDRole(role="prefill", transfer=pd.transfer)
         prefill = _workload(adapter, spec, k8s, on_cpu, prefill_role, lora=bool(lora))
@@ -149,7 +144,7 @@ def _refuse_unexpressible(spec: LaunchSpec) -> None:
             "spreads one engine over machines by hand; KServe's multi-node layout "
             "(spec.worker, a LeaderWorkerSet) is not rendered by unillm",
         ),
-        "pd": (spec.pd is not None, "sets one engine's prefill/decode role; use [deploy] disaggregation"),
+        "pd": (spec.pd is not None, "sets one engine's prefill/decode role; use [launch] disaggregation"),
     }
     for field, (present, why) in refused.items():
         if present:

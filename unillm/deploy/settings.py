@@ -1,18 +1,20 @@
-"""What a deployment is made of: the config's engine and ``[launch]`` spec, plus its ``[deploy]`` table.
+"""What a deployment is made of: the config's engine, ``[launch]`` and ``policy``, and ``[deploy]``.
 
     engine = "vllm"
+    policy = "prefix"              # how requests pick an engine: the key a local fleet reads
     [launch]                       # the same table unillm.from_config launches locally
     model = "Qwen/Qwen2.5-7B-Instruct"
     parallel = {tensor = 2}
-    [deploy]                       # what unillm.launch takes besides the spec
-    replicas = 3
-    policy = "prefix"
+    replicas = 3                   # or disaggregation = {prefill = P, decode = D, transfer = "nixl"}
     [deploy.kubernetes]            # cluster-only settings
     namespace = "llm"
 
-``[deploy]`` holds the fleet settings ``unillm.launch`` takes as keywords (``replicas``,
-``policy``, ``disaggregation``); ``[deploy.kubernetes]`` what only a cluster needs (names, model
-URIs for local paths, image, accelerator, secrets). Reading is the only I/O here.
+Replicas, prefill/decode and the routing policy are read where a local or Ray launch reads them
+(``[launch]`` through :func:`unillm.config.cluster.split_launch`, and the top-level ``policy``);
+``[deploy]`` holds only ``[deploy.kubernetes]``: what only a cluster needs (names, model URIs for
+local paths, image, accelerator, secrets). ``[launch.cluster]`` (a Ray cluster) and ``[launch]
+router`` (a local router process) are ignored here: KServe places the pods and its scheduler
+routes. Reading is the only I/O here.
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from unillm.adapter.launch_spec import Disaggregation, LaunchSpec, build_spec
+from unillm.config.cluster import split_launch
 from unillm.errors import InvalidOptions, validation_problems
-from unillm.fleet.picker import Policy
+from unillm.fleet.picker import POLICIES, Policy
 
 __all__ = ["DeploySettings", "Deployment", "KubernetesSettings", "read_deployment"]
 
@@ -64,30 +67,36 @@ class KubernetesSettings(BaseModel):
 
 
 class DeploySettings(BaseModel):
-    """``[deploy]``: the fleet settings ``unillm.launch`` takes besides the spec, and the cluster's.
+    """``[deploy]``: the cluster-only settings (replicas, policy and prefill/decode are the launch's).
 
     Attributes:
-        replicas: Engines (pods) serving the model.
-        policy: How the router picks an engine per request; None: the router's default.
-        disaggregation: Prefill/decode engine counts instead of ``replicas``.
         kubernetes: The ``[deploy.kubernetes]`` table.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    replicas: int = Field(1, ge=1)
-    policy: Policy | None = None
-    disaggregation: Disaggregation | None = None
     kubernetes: KubernetesSettings = KubernetesSettings()
 
 
 @dataclass(frozen=True)
 class Deployment:
-    """One config, read: the engine, the launch spec and the ``[deploy]`` settings (pure data)."""
+    """One config, read: the engine, its launch spec and placement, and ``[deploy]`` (pure data).
+
+    Attributes:
+        engine: The adapter's name.
+        spec: The engine's settings (``[launch]`` without its placement keys).
+        settings: The ``[deploy]`` table.
+        replicas: Engines serving the model (``[launch] replicas``).
+        disaggregation: Prefill/decode engine counts (``[launch] disaggregation``); None: no roles.
+        policy: How the router picks an engine (the top-level ``policy``); None: its default.
+    """
 
     engine: str
     spec: LaunchSpec
     settings: DeploySettings
+    replicas: int = 1
+    disaggregation: Disaggregation | None = None
+    policy: Policy | None = None
 
 
 def read_deployment(
@@ -96,15 +105,18 @@ def read_deployment(
     """Read a unillm config (``.toml``/``.yaml`` or a mapping) for a deployment.
 
     Args:
-        source: The config file or mapping (``engine``, ``[launch]``, optional ``[deploy]``).
+        source: The config file or mapping (``engine``, ``[launch]``, optional ``policy`` and
+            ``[deploy.kubernetes]``).
         env: Environment whose ``UNILLM_*`` variables override config keys; None is ``os.environ``.
 
     Returns:
-        The engine, its validated launch spec and the deploy settings.
+        The engine, its validated launch spec, replicas or prefill/decode, policy and ``[deploy]``.
 
     Raises:
-        ConfigError: The config does not read or validate.
-        InvalidOptions: It has no ``[launch]`` table, or ``[launch]``/``[deploy]`` are invalid.
+        ConfigError: The config does not read or validate, or ``[deploy]`` has a key that lives
+            elsewhere now (``replicas``, ``policy``, ``disaggregation``).
+        InvalidOptions: It has no ``[launch]`` table, or ``[launch]``, ``policy`` or ``[deploy]``
+            is invalid.
     """
     from unillm.config.load import load_config
 
@@ -114,14 +126,17 @@ def read_deployment(
             "a deployment starts engines: the config needs a [launch] table (model = ..., "
             "parallel = ...) rather than base_url, which connects to engines already running"
         )
-    settings = dict(config.launch)
+    settings, placement = split_launch(config.launch)  # its cluster and router: not KServe's
     if config.model and "model" not in settings:
         settings["model"] = config.model
     if config.api_key is not None and "api_key" not in settings:
         settings["api_key"] = config.api_key
     spec = build_spec(None, settings)
+    if config.policy is not None and config.policy not in POLICIES:
+        raise InvalidOptions(f"unknown routing policy {config.policy!r}; use one of {', '.join(POLICIES)}")
     try:
         deploy = DeploySettings.model_validate(config.deploy or {})
     except ValidationError as e:
         raise InvalidOptions(f"invalid [deploy]: {validation_problems(e, 'deploy')}") from None
-    return Deployment(config.engine, spec, deploy)
+    policy = cast("Policy | None", config.policy)
+    return Deployment(config.engine, spec, deploy, placement.replicas, placement.disaggregation, policy)
