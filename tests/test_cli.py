@@ -229,3 +229,49 @@ def test_no_command_is_a_usage_error() -> None:
     with pytest.raises(SystemExit) as info:
         main([])
     assert info.value.code == 2
+
+
+# -- launch --config ------------------------------------------------------------------------
+
+
+def write_config(tmp_path: Any, text: str) -> str:
+    path = tmp_path / "unillm.toml"
+    path.write_text(text)
+    return str(path)
+
+
+REPLICAS = f'engine = "vllm"\n[launch]\nmodel = "M"\npython = "{PY}"\nreplicas = 2\nport = 9000\n'
+
+
+def test_launch_config_dry_run_prints_each_replica_of_the_file(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["launch", "--config", write_config(tmp_path, REPLICAS), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(ENTRY) == 2
+    assert "--port 9000" in out and "--port 9001" in out
+
+
+def test_launch_config_with_flags_too_is_refused_naming_them(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path, REPLICAS)
+    assert main(["launch", "--config", config, "--dry-run", "--max-num-seqs", "4", "--cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "--cpu" in err and "--max-num-seqs" in err and "[launch]" in err
+
+
+def test_launch_config_of_running_engines_is_refused(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path, 'engine = "vllm"\nbase_url = "http://127.0.0.1:8000"\n')
+    assert main(["launch", "--config", config, "--dry-run"]) == 2
+    assert "needs a [launch] table" in capsys.readouterr().err
+
+
+def test_launch_config_that_does_not_validate_exits_2(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path, 'engine = "vllm"\n[launch]\nmodel = "M"\nreplicas = 0\n')
+    assert main(["launch", "--config", config, "--dry-run"]) == 2
+    assert "replicas" in capsys.readouterr().err

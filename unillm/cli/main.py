@@ -43,6 +43,7 @@ examples:
   unillm launch vllm --model M -- --enforce-eager   raw engine flags after --
   unillm launch vllm --model M --replicas 2 --router smg --policy prefix --dry-run
   unillm launch vllm --model M --replicas 2 --ray head:6379   one replica per Ray node
+  unillm launch --config unillm.toml --dry-run   what the config's [launch] starts (here or on Ray)
   unillm check unillm.toml                    every refusal the configured engine would raise
   unillm tiny-model --json                    build the tiny test model, print its paths
   unillm bench vllm --url URL --max-concurrency 1,4,16   measure under load (vllm bench serve's definitions)
@@ -123,8 +124,14 @@ def _parser() -> argparse.ArgumentParser:
         description="Start an engine from one unified spec and serve until Ctrl-C. Raw engine "
         "flags go after --.",
     )
-    launch.add_argument("engine", help="vllm, sglang, tgi or mlx")
-    launch.add_argument("--model", required=True, help="model path or hub id")
+    launch.add_argument("engine", nargs="?", help="vllm, sglang, tgi or mlx (not with --config)")
+    launch.add_argument("--model", help="model path or hub id (required without --config)")
+    launch.add_argument(
+        "--config",
+        metavar="FILE",
+        help="launch what a unillm.toml/.yaml's [launch] describes (replicas, [launch.cluster], ...); "
+        "only --dry-run goes with it",
+    )
     launch.add_argument(
         "--cpu",
         action="store_true",
@@ -231,7 +238,7 @@ def _parser() -> argparse.ArgumentParser:
     fleet.add_argument(
         "--head-address", metavar="HOST[:PORT]", help="where the nodes meet (the head node, rank 0)"
     )
-    launch.set_defaults(run=_launch)
+    launch.set_defaults(run=_launch, launch_parser=launch)
 
     check = sub.add_parser(
         "check",
@@ -405,12 +412,15 @@ def _spec_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _launch(args: argparse.Namespace) -> int:
-    import anyio
     from pydantic import ValidationError
 
     from unillm.api import launch
     from unillm.errors import InvalidOptions
 
+    if args.config is not None:
+        return _launch_config(args)
+    if args.engine is None or args.model is None:
+        args.launch_parser.error("give an engine and --model, or --config FILE")
     try:
         settings = _spec_settings(args)
         fleet = _fleet_settings(args)
@@ -424,15 +434,57 @@ def _launch(args: argparse.Namespace) -> int:
                 settings["nodes"] = settings["nodes"].model_copy(update={"rank": rank})
             commands = _commands(launch(args.engine, **fleet, **settings))
             for label, command in commands:
-                if len(commands) > 1 or len(ranks) > 1:
-                    print(f"# {label}" + (f", node {rank}" if rank is not None else ""))
-                for note in command.described():  # notes, prerequisites, files, start steps
-                    print(f"# {note}")
-                print(command.render())
+                labelled = len(commands) > 1 or len(ranks) > 1
+                node = f", node {rank}" if rank is not None else ""
+                _print_command(command, f"{label}{node}" if labelled else None)
         return 0
     if ranks != [None] and len(ranks) != 1:
         raise InvalidOptions("--nodes needs --node-rank R on each machine (or --dry-run to see all)")
-    run = launch(args.engine, **fleet, **settings)
+    return _serve(launch(args.engine, **fleet, **settings))
+
+
+def _launch_config(args: argparse.Namespace) -> int:
+    """``unillm launch --config FILE``: what the file's ``[launch]`` describes, nothing from flags."""
+    from unillm.config.load import from_config
+    from unillm.errors import InvalidOptions
+    from unillm.launching.fleet_launch import FleetLaunch
+    from unillm.launching.ray_cluster import RayLaunch
+    from unillm.launching.supervisor import Launch
+
+    parser: argparse.ArgumentParser = args.launch_parser
+    ignored = {"config", "dry_run", "extra_args", "run", "launch_parser", "command"}
+    given = sorted(k for k, v in vars(args).items() if k not in ignored and v != parser.get_default(k))
+    if given or args.extra_args:
+        flags = ", ".join("--" + k.replace("_", "-") for k in given) or "engine flags after --"
+        raise InvalidOptions(
+            f"--config takes every setting from the file; also given: {flags}. Put them in the "
+            "file's [launch] table (or override one with UNILLM_LAUNCH__<KEY>=...)"
+        )
+    run = from_config(args.config)
+    if not isinstance(run, Launch | FleetLaunch | RayLaunch):
+        raise InvalidOptions(
+            f"{args.config} connects to engines already running (base_url) or routes between "
+            "routes ([router]): unillm launch needs a [launch] table"
+        )
+    if args.dry_run:
+        for label, command in _commands(run):
+            _print_command(command, label)
+        return 0
+    return _serve(run)
+
+
+def _print_command(command: LaunchCommand, heading: str | None) -> None:
+    """One engine's command for --dry-run: its heading, notes (prerequisites, files), the line."""
+    if heading is not None:
+        print(f"# {heading}")
+    for note in command.described():
+        print(f"# {note}")
+    print(command.render())
+
+
+def _serve(run: Launch | FleetLaunch | RayLaunch) -> int:
+    """Start ``run`` and serve until Ctrl-C or SIGTERM (the same clean teardown)."""
+    import anyio
 
     def stop_on_sigterm(signum: int, frame: object) -> None:
         raise KeyboardInterrupt  # same clean teardown as Ctrl-C
