@@ -20,12 +20,10 @@ start.
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -35,22 +33,21 @@ from pydantic import SecretStr
 from unillm.adapter.base import Adapter
 from unillm.adapter.launch_spec import Disaggregation, LaunchCommand, LaunchSpec, PDRole, TransferBackend
 from unillm.adapter.registry import get_adapter
-from unillm.client.blocking import blocking_launch
 from unillm.client.transport import Pool, RetryPolicy, Timeouts
 from unillm.errors import InvalidOptions, LaunchError, UnsupportedFeature
 from unillm.fleet.picker import Policy
+from unillm.launching.lifecycle import Stoppable
 from unillm.launching.ports import free_port
 from unillm.launching.routers import PrefillWorker, RouterSpec, RouterTool, get_router
 from unillm.launching.supervisor import Launch, ProgressHook, print_progress
 from unillm.options import Options
 
 if TYPE_CHECKING:
-    from unillm.client.blocking import BlockingLLM
     from unillm.client.llm import LLM
     from unillm.fleet.fleet import Fleet
 
 
-class FleetLaunch:
+class FleetLaunch(Stoppable):
     """Engines (replicas, or prefill and decode workers) and maybe a router, started together.
 
     Create it with ``unillm.launch(engine, ..., replicas=N | disaggregation=..., router=...)``.
@@ -223,15 +220,6 @@ class FleetLaunch:
         except BaseException:
             await self._stop()
             raise
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self._stop()
-
-    def blocking(self) -> contextlib.AbstractContextManager[BlockingLLM]:
-        """Start from blocking code: ``with unillm.launch(..., replicas=2).blocking() as llm:``."""
-        return blocking_launch(self)
 
     async def _start_engines(self) -> list[LLM]:
         llms: list[LLM | None] = [None] * len(self.engines)

@@ -22,7 +22,7 @@ import functools
 import secrets
 import time
 from collections.abc import Sequence
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import anyio
@@ -32,17 +32,16 @@ from pydantic import SecretStr
 from unillm.adapter.base import Adapter
 from unillm.adapter.launch_spec import LaunchCommand, LaunchSpec
 from unillm.adapter.registry import get_adapter
-from unillm.client.blocking import blocking_launch
 from unillm.client.transport import Pool, RetryPolicy, Timeouts
 from unillm.errors import InvalidOptions, LaunchError, UnillmError, UnsupportedFeature
 from unillm.fleet.picker import Policy
+from unillm.launching.lifecycle import Stoppable
 from unillm.launching.ray_plan import Ray, RayPlan, ray_plan
 from unillm.launching.ray_replica import ReplicaFailed, ReplicaHost, ReplicaReady
 from unillm.launching.supervisor import Launch, LaunchProgress, ProgressHook, print_progress
 from unillm.options import Options
 
 if TYPE_CHECKING:
-    from unillm.client.blocking import BlockingLLM
     from unillm.client.llm import LLM
     from unillm.fleet.fleet import Fleet
 
@@ -73,7 +72,7 @@ def import_ray() -> ModuleType:
     return ray
 
 
-class RayLaunch:
+class RayLaunch(Stoppable):
     """Engines placed on a Ray cluster; ``async with`` gives a Fleet (or an LLM for one replica).
 
     Create it with ``unillm.launch(engine, ..., cluster=unillm.Ray(address))``. ``commands()``
@@ -194,15 +193,6 @@ class RayLaunch:
         except BaseException:
             await self._stop()
             raise
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self._stop()
-
-    def blocking(self) -> contextlib.AbstractContextManager[BlockingLLM]:
-        """Start from blocking code: ``with unillm.launch(..., cluster=unillm.Ray(a)).blocking() as llm:``."""
-        return blocking_launch(self)
 
     def _report(self, phase: Any, line: str) -> None:
         if self._progress is not None:

@@ -28,7 +28,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -39,16 +38,15 @@ from unillm.adapter.base import Adapter
 from unillm.adapter.launch_spec import LaunchCommand, LaunchSpec, Prerequisite
 from unillm.adapter.registry import adapter_for
 from unillm.capabilities import Feature
-from unillm.client.blocking import blocking_launch
 from unillm.client.transport import Pool, RetryPolicy, Timeouts
 from unillm.errors import InvalidOptions, LaunchError, MalformedResponse, UnillmError, UnsupportedFeature
 from unillm.launching.cpu_features import boot_env, boot_note
+from unillm.launching.lifecycle import Stoppable
 from unillm.launching.logs import LaunchLog, signal_advice
 from unillm.launching.ports import free_port
 from unillm.options import Options
 
 if TYPE_CHECKING:
-    from unillm.client.blocking import BlockingLLM
     from unillm.client.llm import LLM
 
 LOG_TAIL = 50
@@ -181,7 +179,7 @@ def check_launch_features(adapter: Adapter, spec: LaunchSpec) -> None:
                 caps.require(feature)
 
 
-class Launch:
+class Launch(Stoppable):
     """An engine to start; ``async with`` it to get a connected :class:`~unillm.client.llm.LLM`.
 
     Create it with :func:`unillm.launch`. ``command()`` shows what will run (secrets
@@ -316,15 +314,6 @@ class Launch:
             await self._stop()
             raise
         return self._llm
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self._stop()
-
-    def blocking(self) -> contextlib.AbstractContextManager[BlockingLLM]:
-        """Start the engine from blocking code: ``with unillm.launch(...).blocking() as llm:``."""
-        return blocking_launch(self)
 
     # -- process ---------------------------------------------------------------------------
     def _start(self) -> None:
