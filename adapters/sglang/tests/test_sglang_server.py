@@ -114,9 +114,12 @@ async def test_chat_generate_and_stream_use_the_chat_template(sglang_server: SGL
 
 @pytest.mark.parametrize("api", APIS)
 async def test_n_choices_are_returned_and_counted(sglang_server: SGLangServer, api: Any) -> None:
+    # Sampled tokens may include EOS, which would end a choice early: each decodes all 5 tokens.
+    keep_going = {"ignore_eos": True} if api == "openai" else {"sampling_params": {"ignore_eos": True}}
     async with sglang_server.connect(api) as llm:
-        r = await llm.generate("Hello", max_tokens=5, n=2, temperature=1.0)
-        deltas = [d async for d in llm.stream("Hello", max_tokens=5, n=2, temperature=1.0)]
+        r = await llm.generate("Hello", max_tokens=5, n=2, temperature=1.0, extra_body=keep_going)
+        stream = llm.stream("Hello", max_tokens=5, n=2, temperature=1.0, extra_body=keep_going)
+        deltas = [d async for d in stream]
     assert [c.index for c in r.choices] == [0, 1]
     assert all(c.finish_reason == "length" for c in r.choices)
     assert r.usage.completion_tokens == 10
