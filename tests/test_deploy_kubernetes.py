@@ -632,6 +632,23 @@ def test_a_failing_kubectl_is_a_kubectl_error_with_its_message(tmp_path: Path) -
         Kubectl(str(script)).apply([Path("x.yaml")])
 
 
+def _kubectl_printing(folder: Path, output: bytes) -> Kubectl:
+    script = folder / "kubectl"
+    script.write_text(f"#!{sys.executable}\nimport sys\nsys.stdout.buffer.write({output!r})\n")
+    script.chmod(0o755)
+    return Kubectl(str(script))
+
+
+def test_a_status_url_that_is_no_url_is_a_kubectl_error(tmp_path: Path) -> None:
+    with pytest.raises(KubectlError, match=r"status\.url that is no URL: <html>"):
+        _kubectl_printing(tmp_path, b"<html> gateway error </html>").url("qwen", "llm")
+
+
+def test_undecodable_kubectl_output_is_read_not_raised(tmp_path: Path) -> None:
+    with pytest.raises(KubectlError, match="no URL"):
+        _kubectl_printing(tmp_path, b"\xff\xfe not utf-8").url("qwen", None)
+
+
 def _cluster_kubectl() -> str | None:
     found = shutil.which("kubectl")
     if found is None:

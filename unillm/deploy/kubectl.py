@@ -132,12 +132,17 @@ class Kubectl:
             KubectlError: kubectl failed (e.g. no such resource).
         """
         out = self._run(["get", RESOURCE, name, *_namespace(namespace), "-o", "jsonpath={.status.url}"])
-        return out.strip() or None
+        url = out.strip()
+        if url and (not url.startswith(("http://", "https://")) or any(c.isspace() for c in url)):
+            raise KubectlError(f"{RESOURCE}/{name} reports a status.url that is no URL: {clip_message(url)}")
+        return url or None
 
     def _run(self, args: list[str], timeout: float = _TIMEOUT) -> str:
         argv = [self.path, *args]
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+            done = subprocess.run(
+                argv, capture_output=True, encoding="utf-8", errors="replace", timeout=timeout, check=False
+            )
         except subprocess.TimeoutExpired:
             raise KubectlError(f"kubectl {' '.join(args)} did not finish in {timeout:.0f} s") from None
         except OSError as e:
