@@ -148,6 +148,14 @@ async def _results(calls: list[ToolCall], functions: Mapping[str, Callable[..., 
     return list(await asyncio.gather(*(execute(c, functions) for c in calls)))
 
 
+def _record(transcript: list[dict[str, Any]], turns: list[Turn], turn: Turn) -> bool:
+    """Append a turn's answer and results to the transcript; True when it was the final answer."""
+    transcript.append(_assistant(turn.text, turn.tool_calls))
+    transcript += [res.message() for res in turn.results]
+    turns.append(turn)
+    return not turn.tool_calls
+
+
 async def run_tools(
     client: Any,  # an LLM or a Fleet: anything with generate() and stream()
     messages: Sequence[Mapping[str, Any]],
@@ -178,11 +186,8 @@ async def run_tools(
     turns: list[Turn] = []
     for _ in range(max_turns):
         r = await client.generate(messages=transcript, tools=normalized, **options)
-        transcript.append(_assistant(r.text, r.tool_calls))
         results = await _results(r.tool_calls, functions)
-        transcript += [res.message() for res in results]
-        turns.append(Turn(r.text, r.reasoning, r.tool_calls, r.usage, r.timings, results))
-        if not r.tool_calls:
+        if _record(transcript, turns, Turn(r.text, r.reasoning, r.tool_calls, r.usage, r.timings, results)):
             return ToolRun(turns, transcript, "answer")
     return ToolRun(turns, transcript, "max_turns")
 
@@ -218,14 +223,12 @@ async def stream_tools(
             async for delta in s:
                 usage, timings = delta.usage or usage, delta.timings or timings
                 yield delta
-        calls = s.tool_calls
-        transcript.append(_assistant(s.text, calls))
-        results = await _results(calls, functions)
+        results = await _results(s.tool_calls, functions)
         for res in results:
             yield res
-        transcript += [res.message() for res in results]
-        turns.append(Turn(s.text, s.reasoning or None, calls, usage, timings, results))
-        if not calls:
+        if _record(
+            transcript, turns, Turn(s.text, s.reasoning or None, s.tool_calls, usage, timings, results)
+        ):
             yield ToolRun(turns, transcript, "answer")
             return
     yield ToolRun(turns, transcript, "max_turns")
