@@ -321,9 +321,24 @@ def test_dry_run_masks_a_secret_engine_flag(
     assert f"--seed 7 {extra[0].partition('=')[0]}" in out.out
 
 
+@pytest.mark.parametrize(
+    ("script", "settings"),
+    [
+        (
+            "import os; print('it is', os.environ['HF_TOKEN'], os.environ['MINE']); raise SystemExit(1)",
+            {"env": {"HF_TOKEN": TOKEN, "MINE": "private-value"}, "secret_env": ["MINE"]},
+        ),
+        (  # a secret engine flag (issue 29, defect 6)
+            "import sys; print('it is', sys.argv); raise SystemExit(1)",
+            {"extra_args": ["--api-key", "private-value", f"--hf-token={TOKEN}"]},
+        ),
+    ],
+    ids=["secret env", "secret flag"],
+)
 @pytest.mark.anyio
-async def test_a_launch_error_and_the_engine_log_mask_secret_env_values(tmp_path: Path) -> None:
-    script = "import os; print('token is', os.environ['HF_TOKEN'], os.environ['MINE']); raise SystemExit(1)"
+async def test_a_launch_error_and_the_engine_log_mask_secrets(
+    tmp_path: Path, script: str, settings: dict[str, Any]
+) -> None:
     launch = unillm.launch(
         "vllm",
         model="m",
@@ -332,38 +347,15 @@ async def test_a_launch_error_and_the_engine_log_mask_secret_env_values(tmp_path
         api_key=None,
         log_path=tmp_path / "engine.log",
         prefix=[sys.executable, "-c", script],
-        env={"HF_TOKEN": TOKEN, "MINE": "private-value"},
-        secret_env=["MINE"],
+        **settings,
     )
     with pytest.raises(unillm.LaunchError) as caught:
         async with launch:
             pass
-    assert "token is" in str(caught.value)
+    assert "it is" in str(caught.value)
     for text in (str(caught.value), (tmp_path / "engine.log").read_text()):
         assert TOKEN not in text
         assert "private-value" not in text
-
-
-@pytest.mark.anyio
-async def test_a_launch_error_and_the_engine_log_mask_a_secret_engine_flag(tmp_path: Path) -> None:
-    script = "import sys; print('argv is', sys.argv); raise SystemExit(1)"
-    launch = unillm.launch(
-        "vllm",
-        model="m",
-        python=sys.executable,
-        progress=None,
-        api_key=None,
-        log_path=tmp_path / "engine.log",
-        prefix=[sys.executable, "-c", script],
-        extra_args=["--api-key", KEY, f"--hf-token={TOKEN}"],
-    )
-    with pytest.raises(unillm.LaunchError) as caught:
-        async with launch:
-            pass
-    assert "argv is" in str(caught.value)
-    for text in (str(caught.value), (tmp_path / "engine.log").read_text()):
-        assert KEY not in text
-        assert TOKEN not in text
 
 
 def test_httpx_request_logs_do_not_hold_the_url_password(caplog: pytest.LogCaptureFixture) -> None:
