@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Protocol
 
-from pydantic import BaseModel
-from typing_extensions import Self, Unpack
+from typing_extensions import Self
 
+from unillm.client.calls import Generates
 from unillm.embeddings import DEFAULT_BATCH_SIZE
-from unillm.options import Messages, Options, OutputSpec
-from unillm.results import Completion, Embeddings, LoraInfo, Tokens
+from unillm.options import Messages, Options
+from unillm.results import Embeddings, LoraInfo, Tokens
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -28,10 +28,7 @@ if TYPE_CHECKING:
     from unillm.adapter.base import EngineInfo
     from unillm.capabilities import Capabilities
     from unillm.client.blocking import BlockingLLM
-    from unillm.client.stream import Stream
     from unillm.metrics import EngineMetrics
-
-M = TypeVar("M", bound=BaseModel)
 
 
 class LoraControl(Protocol):
@@ -63,7 +60,7 @@ class LoraControl(Protocol):
         """Adapters served now."""
 
 
-class Client(Protocol):
+class Client(Generates, Protocol):
     """Anything that generates like :class:`~unillm.client.llm.LLM`: one engine, or a fleet of replicas."""
 
     @property
@@ -114,75 +111,6 @@ class Client(Protocol):
 
     def openai(self) -> AsyncOpenAI:
         """An ``openai.AsyncOpenAI`` client for the same endpoint."""
-
-    @overload
-    async def generate(
-        self,
-        prompt: str | None = None,
-        *,
-        messages: Messages | None = None,
-        output: type[M],
-        **options: Unpack[Options],
-    ) -> Completion[M]: ...
-
-    @overload
-    async def generate(
-        self,
-        prompt: str | None = None,
-        *,
-        messages: Messages | None = None,
-        output: OutputSpec | None = None,
-        **options: Unpack[Options],
-    ) -> Completion[Any]: ...
-
-    async def generate(
-        self,
-        prompt: str | None = None,
-        *,
-        messages: Messages | None = None,
-        output: OutputSpec | None = None,
-        **options: Unpack[Options],
-    ) -> Completion[Any]:
-        """Generate a whole answer.
-
-        Args:
-            prompt: A plain-text prompt (sent to the completions API); or pass ``messages``.
-            messages: Chat messages (``{"role": ..., "content": ...}``), sent to the chat API.
-            output: Constrains the answer: a pydantic class, a JSON-schema dict, Regex, Choice or
-                Grammar; the parsed value lands in ``.parsed``.
-            **options: Per-call :class:`~unillm.Options` (max_tokens, temperature, tools, lora,
-                deadline, timeout, ...), over the client's defaults.
-
-        Returns:
-            The whole answer: text, usage, timings and finish reason.
-
-        Raises:
-            InvalidOptions: A malformed option, refused before sending.
-            UnsupportedFeature: An option this engine (at its version) cannot honour.
-            EngineError: The engine refused or failed the request (a subclass says how).
-        """
-
-    def stream(
-        self,
-        prompt: str | None = None,
-        *,
-        messages: Messages | None = None,
-        output: OutputSpec | None = None,
-        **options: Unpack[Options],
-    ) -> Stream:
-        """Stream an answer as deltas.
-
-        Args:
-            prompt: A plain-text prompt (sent to the completions API); or pass ``messages``.
-            messages: Chat messages (``{"role": ..., "content": ...}``), sent to the chat API.
-            output: Constrains the answer: a pydantic class, a JSON-schema dict, Regex, Choice or
-                Grammar; the parsed value lands in ``.parsed``.
-            **options: Per-call :class:`~unillm.Options` (max_tokens, temperature, tools, lora,
-                deadline, timeout, ...), over the client's defaults.
-
-        Returns:
-            A :class:`~unillm.Stream`; use it with ``async with`` and ``async for``.
-        """
 
     async def embed(
         self,

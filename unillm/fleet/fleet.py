@@ -36,15 +36,16 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, fields
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import httpx
 from pydantic import BaseModel, ConfigDict
-from typing_extensions import Self, Unpack
+from typing_extensions import Self
 
 from unillm.adapter.base import EngineInfo
 from unillm.capabilities import Capabilities, Support, check
+from unillm.client.calls import Generates
 from unillm.client.deadline import Deadline
 from unillm.client.llm import LLM
 from unillm.client.single_flight import SingleFlight
@@ -67,7 +68,7 @@ from unillm.errors import (
 )
 from unillm.fleet.picker import Backoff, Policy, Replica, ReplicaPicker, ReplicaState
 from unillm.metrics import CombinedMetrics, EngineMetrics, Sample
-from unillm.options import Messages, Options, OutputSpec, Request, make_request
+from unillm.options import Messages, Options, Request, make_request
 from unillm.results import Completion, Delta, Embeddings, LoraInfo, Tokens
 
 if TYPE_CHECKING:
@@ -75,7 +76,6 @@ if TYPE_CHECKING:
 
     from unillm.client.blocking import BlockingLLM
 
-M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R")
 NO_RETRY = RetryPolicy(attempts=1)
 _LEVELS = {"no": 0, "emulated": 1, "native": 2}
@@ -149,7 +149,7 @@ class _Settings:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-class Fleet:
+class Fleet(Generates):
     """Replicas of one model behind the ``LLM`` API; each request goes to one replica.
 
     Build it with ``unillm.connect(engine, [url, ...], policy=...)`` or ``Fleet([llm, ...])``
@@ -510,57 +510,7 @@ class Fleet:
             ),
         )
 
-    # -- generation ------------------------------------------------------------------------
-    @overload
-    async def generate(
-        self,
-        prompt: str | None = None,
-        *,
-        messages: Messages | None = None,
-        output: type[M],
-        **options: Unpack[Options],
-    ) -> Completion[M]: ...
-
-    @overload
-    async def generate(
-        self,
-        prompt: str | None = None,
-        *,
-        messages: Messages | None = None,
-        output: OutputSpec | None = None,
-        **options: Unpack[Options],
-    ) -> Completion[Any]: ...
-
-    async def generate(
-        self,
-        prompt: str | None = None,
-        *,
-        messages: Messages | None = None,
-        output: OutputSpec | None = None,
-        **options: Unpack[Options],
-    ) -> Completion[Any]:
-        """Generate on one replica (see :meth:`LLM.generate`); fails over before any answer.
-
-        Args:
-            prompt: A plain-text prompt (sent to the completions API); or pass ``messages``.
-            messages: Chat messages (``{"role": ..., "content": ...}``), sent to the chat API.
-            output: Constrains the answer: a pydantic class, a JSON-schema dict, Regex, Choice or
-                Grammar; the parsed value lands in ``.parsed``.
-            **options: Per-call :class:`~unillm.Options` (max_tokens, temperature, tools, lora,
-                deadline, timeout, ...), over the client's defaults.
-
-        Returns:
-            The whole answer: text, usage, timings and finish reason.
-
-        Raises:
-            InvalidOptions: A malformed option, refused before sending.
-            UnsupportedFeature: An option this engine (at its version) cannot honour.
-            EngineError: The engine refused or failed the request (a subclass says how).
-        """
-        request = make_request(prompt, messages, output, {**self.defaults, **options}, stream=False)
-        with Deadline(request.deadline, self.engine).bound():
-            return await self._complete(request)
-
+    # -- generation (generate and stream: unillm.client.calls.Generates) ---------------------
     async def _complete(self, request: Request) -> Completion[Any]:
         if self._info is None or self._mixed_versions:
             await self._ready(request)
@@ -617,28 +567,7 @@ class Fleet:
         """
         return stream_tools(self, messages, tools, max_turns=max_turns, **options)
 
-    def stream(
-        self,
-        prompt: str | None = None,
-        *,
-        messages: Messages | None = None,
-        output: OutputSpec | None = None,
-        **options: Unpack[Options],
-    ) -> Stream:
-        """Stream from one replica (see :meth:`LLM.stream`); fails over only before it starts.
-
-        Args:
-            prompt: A plain-text prompt (sent to the completions API); or pass ``messages``.
-            messages: Chat messages (``{"role": ..., "content": ...}``), sent to the chat API.
-            output: Constrains the answer: a pydantic class, a JSON-schema dict, Regex, Choice or
-                Grammar; the parsed value lands in ``.parsed``.
-            **options: Per-call :class:`~unillm.Options` (max_tokens, temperature, tools, lora,
-                deadline, timeout, ...), over the client's defaults.
-
-        Returns:
-            A :class:`~unillm.Stream`; use it with ``async with`` and ``async for``.
-        """
-        request = make_request(prompt, messages, output, {**self.defaults, **options}, stream=True)
+    def _open_stream(self, request: Request) -> Stream:
         return FleetStream(self, request)
 
     # -- embeddings and tokens ---------------------------------------------------------------
