@@ -29,7 +29,14 @@ from unillm.client.single_flight import SingleFlight
 from unillm.client.stream import Stream
 from unillm.client.tool_loop import ToolResult, ToolRun, run_tools, stream_tools
 from unillm.client.transport import Pool, RetryPolicy, Timeouts, Transport, json_body
-from unillm.embeddings import DEFAULT_BATCH_SIZE, EmbedBatch, check_batch, embed_batches, tokenize_request
+from unillm.embeddings import (
+    DEFAULT_BATCH_SIZE,
+    EmbedBatch,
+    EmbedRequest,
+    check_batch,
+    embed_batches,
+    tokenize_request,
+)
 from unillm.errors import EngineError, EngineTimeout, InvalidOptions, MalformedResponse, UnillmError
 from unillm.metrics import EngineMetrics
 from unillm.options import Messages, Options, Request, check_lora_name, make_request
@@ -392,9 +399,37 @@ class LLM(Generates):
         info = await self.info(timeout=timeout)
         assert self._caps is not None
         self._caps.require(Feature.EMBEDDINGS)
+        started = time.perf_counter()
+        batches = await self._embed_batches(requests, info, concurrency)
+        vectors: list[list[float]] = []
+        size, tokens = dimensions, 0
+        for batch, request in zip(batches, requests, strict=True):
+            assert batch is not None
+            size = check_batch(batch, request, self.engine, size)
+            vectors += batch.vectors
+            tokens += batch.prompt_tokens
+        assert size is not None
+        try:
+            return Embeddings(
+                vectors=vectors,
+                dimensions=size,
+                usage=Usage(prompt_tokens=tokens),
+                timings=Timings(total_s=time.perf_counter() - started),
+                engine=self.engine,
+                engine_version=info.version,
+                model=info.model,
+            )
+        except ValidationError as e:
+            raise MalformedResponse(
+                f"{self.engine}: embeddings are not all finite numbers ({e.errors()[0]['msg']})"
+            ) from None
+
+    async def _embed_batches(
+        self, requests: Sequence[EmbedRequest], info: EngineInfo, concurrency: int
+    ) -> list[EmbedBatch | None]:
+        """Send every batch (up to ``concurrency`` at a time); each answer parsed, in order."""
         calls = [self.adapter.embed_call(r, info) for r in requests]  # every batch built before sending
         batches: list[EmbedBatch | None] = [None] * len(requests)
-        started = time.perf_counter()
 
         async def run(i: int) -> None:
             response = await self._transport.send(calls[i], requests[i].timeout)
@@ -419,28 +454,7 @@ class LLM(Generates):
                         group.start_soon(limited, i)
             except BaseExceptionGroup as group_error:
                 raise _first_error(group_error) from None
-        vectors: list[list[float]] = []
-        size, tokens = dimensions, 0
-        for batch, request in zip(batches, requests, strict=True):
-            assert batch is not None
-            size = check_batch(batch, request, self.engine, size)
-            vectors += batch.vectors
-            tokens += batch.prompt_tokens
-        assert size is not None
-        try:
-            return Embeddings(
-                vectors=vectors,
-                dimensions=size,
-                usage=Usage(prompt_tokens=tokens),
-                timings=Timings(total_s=time.perf_counter() - started),
-                engine=self.engine,
-                engine_version=info.version,
-                model=info.model,
-            )
-        except ValidationError as e:
-            raise MalformedResponse(
-                f"{self.engine}: embeddings are not all finite numbers ({e.errors()[0]['msg']})"
-            ) from None
+        return batches
 
     async def tokenize(
         self,
