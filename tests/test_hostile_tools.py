@@ -164,11 +164,11 @@ def test_a_call_validated_against_a_tool_made_by_hand_never_fetches_its_remote_r
 
 @pytest.mark.parametrize("ref", ["#/$defs/missing", "#/definitions/missing", "#nowhere"])
 def test_a_local_ref_that_resolves_to_nothing_is_refused_typed(ref: str) -> None:
-    spec = {"name": "f", "parameters": {"type": "object", "properties": {"a": {"$ref": ref}}}}
+    schema: dict[str, Any] = {"type": "object", "properties": {"a": {"$ref": ref}}}
     with pytest.raises(InvalidOptions, match=r"tool 'f': \$ref .* resolves to nothing"):
-        to_tools([spec])
+        to_tools([{"name": "f", "parameters": schema}])
     with pytest.raises(InvalidOptions, match=r"the output schema: \$ref .* resolves to nothing"):
-        to_constraint(spec["parameters"])
+        to_constraint(schema)
 
 
 class Point(BaseModel):

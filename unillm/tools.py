@@ -463,7 +463,7 @@ def _from_function(fn: Callable[..., Any]) -> Tool:
             renamed[key], hint = p.name, Annotated[hint, Field(alias=p.name)]
         fields[key] = (hint, ... if p.default is p.empty else p.default)
     tool = _name(name)
-    hinted = {renamed.get(k, k): spec[0] for k, spec in fields.items()}
+    hinted = {p: hints[p] for p in signature.parameters}
     model = _built(lambda: create_model(tool, **fields), tool, hinted)
     schema = _schema_of(model, tool, hinted)
     doc = inspect.getdoc(fn)
