@@ -64,30 +64,24 @@ def remote(server: FaultServer) -> dict[str, Any]:
     return {"type": "object", "properties": {"key": {"$ref": f"{server.url}{SCHEMA}"}}, "required": ["key"]}
 
 
-def answer_with_call(server: FaultServer, arguments: str, *, stream: bool) -> None:
-    """Script the chat path: one call to ``lookup`` with ``arguments`` (whole or as SSE)."""
-    call = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": arguments}}
+def chat_answer(message: dict[str, Any]) -> Raw:
+    """A whole chat answer with one choice: ``message``."""
+    finish = "tool_calls" if message.get("tool_calls") else "stop"
+    choice = {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}
+    return Raw(200, json.dumps({"id": "c", "model": "tiny", "choices": [choice]}).encode())
+
+
+def answer_with_call(server: FaultServer, arguments: str, *, stream: bool, name: str = "lookup") -> None:
+    """Script the chat path: one call to ``name`` with ``arguments`` (whole or as SSE)."""
+    call = {"id": "call_1", "type": "function", "function": {"name": name, "arguments": arguments}}
     if not stream:
-        body = {
-            "id": "c",
-            "model": "tiny",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": None, "tool_calls": [call]},
-                    "finish_reason": "tool_calls",
-                }
-            ],
-            "usage": {"prompt_tokens": 5, "completion_tokens": 4},
-        }
-        server.script(CHAT, Raw(200, json.dumps(body).encode()))
+        server.script(CHAT, chat_answer({"content": None, "tool_calls": [call]}))
         return
+    delta = {"tool_calls": [{"index": 0, **call}]}
     chunk = {
         "id": "c",
         "model": "tiny",
-        "choices": [
-            {"index": 0, "delta": {"tool_calls": [{"index": 0, **call}]}, "finish_reason": "tool_calls"}
-        ],
+        "choices": [{"index": 0, "delta": delta, "finish_reason": "tool_calls"}],
     }
     events = [f"data: {json.dumps(chunk)}\n\n".encode(), b"data: [DONE]\n\n"]
     server.script(CHAT, Raw(200, events, content_type="text/event-stream"))
@@ -133,14 +127,7 @@ async def test_a_remote_ref_in_a_tool_schema_is_refused_before_sending_and_never
 async def test_a_remote_ref_in_an_output_schema_is_refused_before_sending_and_never_fetched(
     server: FaultServer,
 ) -> None:
-    body = {
-        "id": "c",
-        "model": "tiny",
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": '{"key": "a"}'}, "finish_reason": "stop"}
-        ],
-    }
-    server.script(CHAT, Raw(200, json.dumps(body).encode()))
+    server.script(CHAT, chat_answer({"content": '{"key": "a"}'}))
     async with connect(server) as llm:
         with pytest.raises(InvalidOptions, match=r"the output schema: \$ref 'http://.*/schema\.json'"):
             await llm.generate(messages=ASK, output=remote(server))
@@ -325,23 +312,7 @@ def test_a_parameter_named_with_a_leading_underscore_is_offered_and_parsed_under
 async def test_the_loop_calls_every_offered_parameter(
     server: FaultServer, fn: Callable[..., Any], arguments: dict[str, Any], content: str
 ) -> None:
-    call = {
-        "id": "call_1",
-        "type": "function",
-        "function": {"name": fn.__name__, "arguments": json.dumps(arguments)},
-    }
-    body = {
-        "id": "c",
-        "model": "tiny",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": None, "tool_calls": [call]},
-                "finish_reason": "tool_calls",
-            }
-        ],
-    }
-    server.script(CHAT, Raw(200, json.dumps(body).encode()))
+    answer_with_call(server, json.dumps(arguments), stream=False, name=fn.__name__)
     async with connect(server) as llm:
         run = await llm.run_tools(ASK, tools=[fn], max_turns=1)
     (result,) = run.turns[0].results
