@@ -57,3 +57,45 @@ class SlowServer(FaultServer):
             return await super()._answer(request, reader, writer)
         finally:
             self.now -= 1
+
+
+class Poisoned:
+    """A client that sends through ``client``, except that the prompt ``poison`` raises ``error``
+    inside unillm (an exception no request should let out, e.g. jsonschema's on a bad ``$ref``)."""
+
+    def __init__(self, client: Any, error: Exception) -> None:
+        self.client, self.error = client, error
+
+    async def generate(self, prompt: str | None = None, **kwargs: Any) -> Any:
+        if prompt == "poison":
+            raise self.error
+        return await self.client.generate(prompt, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
+def write_poisoned(path: Path, n: int) -> Path:
+    """``n`` simple requests r0.., the middle one's prompt ``poison``."""
+    lines = [{"custom_id": f"r{i}", "prompt": "poison" if i == n // 2 else f"q{i}"} for i in range(n)]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+def disk_full_after(lines: int) -> Any:
+    """A stand-in for the journal's write that fills the disk once ``lines`` lines are written:
+    the write that crosses it writes part of its data, then fails with ENOSPC."""
+    import errno
+    import os
+
+    written = [0]
+
+    def write_all(fd: int, data: bytes) -> None:
+        if written[0] + data.count(b"\n") > lines:
+            os.write(fd, data[: len(data) // 2])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        os.write(fd, data)
+        os.fsync(fd)
+        written[0] += data.count(b"\n")
+
+    return write_all
