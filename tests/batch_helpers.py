@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -82,20 +84,21 @@ def write_poisoned(path: Path, n: int) -> Path:
     return path
 
 
-def disk_full_after(lines: int) -> Any:
-    """A stand-in for the journal's write that fills the disk once ``lines`` lines are written:
-    the write that crosses it writes part of its data, then fails with ENOSPC."""
-    import errno
-    import os
+class DiskFullAfter:
+    """Stands in for the ``os`` module of :mod:`unillm.batch.journal` (``monkeypatch.setattr(journal,
+    "os", DiskFullAfter(3))``): the disk fills once ``lines`` lines are written, so the write that
+    crosses it writes part of its data, then fails with ENOSPC. Everything else is the real ``os``."""
 
-    written = [0]
+    def __init__(self, lines: int) -> None:
+        self.left = lines
 
-    def write_all(fd: int, data: bytes) -> None:
-        if written[0] + data.count(b"\n") > lines:
+    def write(self, fd: int, data: Any) -> int:
+        data = bytes(data)
+        if data.count(b"\n") > self.left:
             os.write(fd, data[: len(data) // 2])
             raise OSError(errno.ENOSPC, "No space left on device")
-        os.write(fd, data)
-        os.fsync(fd)
-        written[0] += data.count(b"\n")
+        self.left -= data.count(b"\n")
+        return os.write(fd, data)
 
-    return write_all
+    def __getattr__(self, name: str) -> Any:
+        return getattr(os, name)

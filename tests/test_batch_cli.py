@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 from batch_helpers import (
+    DiskFullAfter,
     Poisoned,
     SlowServer,
-    disk_full_after,
     every,
     ids,
     results,
@@ -149,7 +149,7 @@ def test_a_full_disk_ends_with_a_typed_message_and_a_rerun_finishes(
 ) -> None:
     inp, out = write_input(tmp_path / "in.jsonl", 6), tmp_path / "out.jsonl"
     with FaultServer() as server:
-        monkeypatch.setattr(journal, "_write_all", disk_full_after(2))
+        monkeypatch.setattr(journal, "os", DiskFullAfter(2))
         full = run_main(inp, out, server.url, "--max-concurrency", "1")
         monkeypatch.undo()
         rerun = run_main(inp, out, server.url)

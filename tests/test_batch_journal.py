@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from batch_helpers import disk_full_after
+from batch_helpers import DiskFullAfter
 
 from unillm import InvalidOptions, UnillmError
 from unillm.batch import OutputWriteError, Pacer, journal, plan
@@ -191,7 +191,7 @@ def test_a_failed_append_takes_its_lines_back_and_says_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     out = tmp_path / "out.jsonl"
-    monkeypatch.setattr(journal, "_write_all", disk_full_after(1))
+    monkeypatch.setattr(journal, "os", DiskFullAfter(1))
     with Journal(out) as j:
         j.append([result("a").encode()])
         with pytest.raises(OutputWriteError, match=r"No space left on device.*rerun the same command"):

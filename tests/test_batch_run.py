@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 from batch_helpers import (
+    DiskFullAfter,
     Poisoned,
     SlowServer,
-    disk_full_after,
     every,
     ids,
     results,
@@ -174,7 +174,7 @@ async def test_a_full_disk_ends_typed_keeps_whole_lines_and_a_rerun_resumes(
     inp, out = write_input(tmp_path / "in.jsonl", 8), tmp_path / "out.jsonl"
     with FaultServer() as server:
         async with unillm.connect("vllm", server.url) as llm:
-            monkeypatch.setattr(journal, "_write_all", disk_full_after(3))
+            monkeypatch.setattr(journal, "os", DiskFullAfter(3))
             with pytest.raises(OutputWriteError):
                 await unillm.batch.run(inp, out, llm, max_concurrency=1)
             kept = len(results(out))  # every line whole JSON
