@@ -205,3 +205,16 @@ def test_a_huge_custom_id_of_another_batch_is_quoted_cut(tmp_path: Path) -> None
     with Journal(out) as j, pytest.raises(InvalidOptions, match="another batch's output") as e:
         j.scan({"a"})
     assert len(str(e.value)) < 1000
+
+
+def test_retry_failed_on_a_full_disk_leaves_the_output_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_input(tmp_path / "in.jsonl", 3)
+    text = result("r0") + result("r1", ok=False) + result("r2")
+    (tmp_path / "out.jsonl").write_text(text)
+    monkeypatch.setattr(journal, "os", DiskFullAfter(0))
+    with pytest.raises(OutputWriteError, match="The output is as it was"):
+        plan(tmp_path / "in.jsonl", tmp_path / "out.jsonl", retry_failed=True)
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert (files, (tmp_path / "out.jsonl").read_text()) == (["in.jsonl", "out.jsonl"], text)

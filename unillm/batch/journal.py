@@ -145,6 +145,9 @@ class Journal:
 
         Returns:
             How many lines were removed.
+
+        Raises:
+            OutputWriteError: The new file could not be written; the output is as it was.
         """
         kept: list[bytes] = []
         removed = 0
@@ -157,10 +160,16 @@ class Journal:
         if not removed:
             return 0
         tmp = self.path.with_name(self.path.name + ".compact")
-        with open(tmp, "wb") as f:
-            f.writelines(kept)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                _write_all(fd, b"".join(kept))
+            finally:
+                os.close(fd)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise _unwritable(self.path, e, "The output is as it was") from None
         os.replace(tmp, self.path)
         _fsync_dir(self.path.parent)
         self.close()  # the lock was on the replaced file: take it on the new one
@@ -181,10 +190,14 @@ class Journal:
             with contextlib.suppress(OSError):  # leave whole lines only; a rerun redoes this group
                 os.ftruncate(self._fd, size)
                 os.fsync(self._fd)
-            raise OutputWriteError(
-                f"cannot write the output {self.path}: {e.strerror or e}. The results written before "
-                "are whole: make room (or fix the disk) and rerun the same command to resume"
-            ) from None
+            raise _unwritable(self.path, e, "The results written before are whole") from None
+
+
+def _unwritable(path: Path, error: OSError, state: str) -> OutputWriteError:
+    return OutputWriteError(
+        f"cannot write the output {path}: {error.strerror or error}. {state}: make room (or fix "
+        "the disk) and rerun the same command to resume"
+    )
 
 
 def _write_all(fd: int, data: bytes) -> None:
