@@ -73,7 +73,9 @@ TOOL_PARAM_MAX_ENUM_VALUES = 1000
 REASONING_EFFORTS = ("low", "medium", "high", "max", "none")
 EarlyStopping = bool | Literal["never"]
 _SCHEMA_INSTANCE_KEYWORDS = frozenset({"default", "const", "examples"})
-_SCHEMA_MAP_KEYWORDS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+_SCHEMA_MAP_KEYWORDS = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+)
 
 
 class _Base(BaseModel):
@@ -182,7 +184,9 @@ class SamplingParams:
     stop: str | list[str] | None
     stop_token_ids: list[int] | None
     early_stopping: int | None
-    guided_decoding: tuple[str, Any] | None  # (kind, value): json / json_object / regex / grammar / structural_tag
+    guided_decoding: (
+        tuple[str, Any] | None
+    )  # (kind, value): json / json_object / regex / grammar / structural_tag
     thinking_token_budget: int | None
 
 
@@ -267,7 +271,9 @@ class _Sampling(_Base):
             raise ValueError("suffix is not supported")
         return data
 
-    def _sampling(self, max_tokens: int | None, logprobs: int | None, return_log_probs: bool) -> SamplingParams:
+    def _sampling(
+        self, max_tokens: int | None, logprobs: int | None, return_log_probs: bool
+    ) -> SamplingParams:
         return SamplingParams(
             logprobs=logprobs,
             return_log_probs=return_log_probs,
@@ -310,7 +316,9 @@ class CompletionRequest(_Sampling):
             raise ValueError("Stream options can only be defined when stream is true.")
         return data
 
-    def to_sampling_params(self, backend: str = "pytorch", gather_generation_logits: bool = False) -> SamplingParams:
+    def to_sampling_params(
+        self, backend: str = "pytorch", gather_generation_logits: bool = False
+    ) -> SamplingParams:
         """What trtllm-serve runs: ``logprobs`` 0 or unset is off."""
         logprobs, flag = None, False
         if self.logprobs:
@@ -413,9 +421,9 @@ class ChatCompletionRequest(_Sampling):
         if "tool_choice" not in body and (body.get("tools") or dynamic):
             body["tool_choice"] = "auto"
         choice = body.get("tool_choice")
-        if "tool_choice" in body and choice not in ("none", "auto"):
-            if not (body.get("tools") or (choice == "required" and dynamic)):
-                raise ValueError("When using `tool_choice`, `tools` must be set.")
+        needs_tools = "tool_choice" in body and choice not in ("none", "auto")
+        if needs_tools and not (body.get("tools") or (choice == "required" and dynamic)):
+            raise ValueError("When using `tool_choice`, `tools` must be set.")
         if (top := body.get("top_logprobs")) is not None:
             check_logprobs_limit("top_logprobs", top)
             if not body.get("logprobs"):
@@ -429,7 +437,9 @@ class ChatCompletionRequest(_Sampling):
             raise ValueError("Parameter 'cache_salt' must be a non-empty string if provided.")
         return value
 
-    def to_sampling_params(self, backend: str = "pytorch", gather_generation_logits: bool = False) -> SamplingParams:
+    def to_sampling_params(
+        self, backend: str = "pytorch", gather_generation_logits: bool = False
+    ) -> SamplingParams:
         """What trtllm-serve runs: with ``logprobs``, ``top_logprobs`` or 1 per token."""
         logprobs, flag = None, False
         if self.logprobs:
