@@ -255,31 +255,28 @@ class Metrics(_Go):
     eval_duration: StrictInt | None = None
 
 
-class GenerateResponse(Metrics):
+class _Answer(Metrics):
+    """What GenerateResponse and ChatResponse share (created_at: an RFC 3339 time)."""
+
     model: StrictStr
     remote_model: StrictStr | None = None
     remote_host: StrictStr | None = None
     created_at: StrictStr
+    done: StrictBool
+    done_reason: StrictStr | None = None
+    debug_info: DebugInfo | None = Field(None, alias="_debug_info")
+    logprobs: list[Logprob] | None = None
+
+
+class GenerateResponse(_Answer):
     response: StrictStr
     thinking: StrictStr | None = None
-    done: StrictBool
-    done_reason: StrictStr | None = None
     context: list[StrictInt] | None = None
     tool_calls: list[ToolCall] | None = None
-    debug_info: DebugInfo | None = Field(None, alias="_debug_info")
-    logprobs: list[Logprob] | None = None
 
 
-class ChatResponse(Metrics):
-    model: StrictStr
-    remote_model: StrictStr | None = None
-    remote_host: StrictStr | None = None
-    created_at: StrictStr
+class ChatResponse(_Answer):
     message: Message
-    done: StrictBool
-    done_reason: StrictStr | None = None
-    debug_info: DebugInfo | None = Field(None, alias="_debug_info")
-    logprobs: list[Logprob] | None = None
 
 
 class EmbedResponse(_Go):
