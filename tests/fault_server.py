@@ -146,6 +146,8 @@ class FaultServer:
         self.requests: list[Seen] = []
         self.disconnects: list[str] = []  # paths whose client left before the answer ended
         self.errors: list[str] = []  # unexpected exceptions inside the server (a test bug)
+        #: (path, body) -> what the engine would answer 400 to (None: fine), for a generation body
+        self.check: Callable[[str, Any], str | None] | None = None
         self._gone = threading.Event()
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
@@ -387,6 +389,9 @@ class FaultServer:
         body = request.json if isinstance(request.json, dict) else None
         if body is None:
             return await _send_json(writer, 400, _error(400, "body must be a JSON object"))
+        problem = self.check(path, body) if self.check is not None else None
+        if problem is not None:
+            return await _send_json(writer, 400, _error(400, problem))
         fault = self.fault
         if fault is not None and (fault.times is None or self.fault_hits < fault.times):
             self.fault_hits += 1

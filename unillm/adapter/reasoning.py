@@ -107,12 +107,14 @@ def answer_parts(text: str, parsed: str | None) -> tuple[str | None, str]:
 
     Args:
         text: The message's content.
-        parsed: The engine's reasoning field (:func:`reasoning_field`); None: it sent none.
+        parsed: The engine's reasoning field (:func:`reasoning_field`); None or empty: it sent
+            none (an engine without a reasoning parser may send an empty field, e.g.
+            trtllm-serve's ``reasoning_content: ""``), as a stream reads it.
 
     Returns:
         ``(reasoning, answer)``; reasoning None when there was no thought.
     """
-    if parsed is None:
+    if not parsed:
         return split_reasoning(text)
     return parsed.strip() or None, text.lstrip()
 
