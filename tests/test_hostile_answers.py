@@ -185,6 +185,72 @@ async def test_a_completion_stream_text_of_the_wrong_type_is_malformed_response(
     assert await outcome(server, stream) == "MalformedResponse"
 
 
+# -- issue 29: a text of the wrong type is no text -----------------------------------------------
+WRONG_TEXTS = [None, 5, 0, False, {"a": 1}, ["a"]]
+WRONG_CONTENTS = [5, 0, False, {"a": 1}, ["a"]]  # null content is a chat message without text
+
+
+@pytest.mark.parametrize("text", WRONG_TEXTS, ids=repr)
+async def test_a_completion_text_of_the_wrong_type_is_malformed_response(
+    server: FaultServer, text: Any
+) -> None:
+    server.script(COMPLETIONS, body({"model": "tiny", "choices": [{"text": text, "finish_reason": "stop"}]}))
+    assert await outcome(server, generate) == "MalformedResponse"
+
+
+@pytest.mark.parametrize("content", WRONG_CONTENTS, ids=repr)
+async def test_a_chat_content_of_the_wrong_type_is_malformed_response(
+    server: FaultServer, content: Any
+) -> None:
+    message = {"role": "assistant", "content": content}
+    server.script(CHAT, body({"model": "tiny", "choices": [{"message": message, "finish_reason": "stop"}]}))
+    assert await outcome(server, chat) == "MalformedResponse"
+
+
+@pytest.mark.parametrize("text", WRONG_TEXTS, ids=repr)
+async def test_a_streamed_completion_text_of_the_wrong_type_is_malformed_response(
+    server: FaultServer, text: Any
+) -> None:
+    server.script(
+        COMPLETIONS, events(chunk(text="a"), chunk(text=text), chunk(text="", finish_reason="stop"))
+    )
+    assert await outcome(server, stream) == "MalformedResponse"
+
+
+@pytest.mark.parametrize("content", WRONG_CONTENTS, ids=repr)
+async def test_a_streamed_chat_content_of_the_wrong_type_is_malformed_response(
+    server: FaultServer, content: Any
+) -> None:
+    server.script(
+        CHAT, events(chunk(delta={"content": "a"}), chunk(delta={"content": content}, finish_reason="stop"))
+    )
+    assert await outcome(server, chat_stream) == "MalformedResponse"
+
+
+async def test_null_content_with_tool_calls_is_an_answer_without_text(server: FaultServer) -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    server.script(
+        CHAT, body({"model": "tiny", "choices": [{"message": message, "finish_reason": "tool_calls"}]})
+    )
+    async with connect(server) as llm:
+        r = await llm.generate(messages=[{"role": "user", "content": "hi"}], max_tokens=4)
+    assert (r.text, [c.name for c in r.tool_calls]) == ("", ["f"])
+
+
+async def test_null_delta_content_streams_as_no_text(server: FaultServer) -> None:
+    server.script(
+        CHAT,
+        events(
+            chunk(delta={"role": "assistant", "content": None}),
+            chunk(delta={"content": "a"}),
+            chunk(delta={"content": None}, finish_reason="stop"),
+        ),
+    )
+    async with connect(server) as llm:
+        assert await llm.stream(messages=[{"role": "user", "content": "hi"}]).collect() == "a"
+
+
 async def test_a_false_content_encoding_is_malformed_response(server: FaultServer) -> None:
     plain = json.dumps({"choices": [{"text": "a", "finish_reason": "stop"}]}).encode()
     server.script(COMPLETIONS, Raw(200, plain, headers={"content-encoding": "gzip"}))
