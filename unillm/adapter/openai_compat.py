@@ -583,13 +583,12 @@ class StreamedReasoning:
                 is sent on too.
         """
         splitter = self._splitters.setdefault(index, ReasoningSplitter())
-        if parsed:
-            splitter.parsed_by_engine()
+        field = splitter.parsed(parsed) if parsed else ""
         thought, answer = splitter.feed(text) if text else ("", "")
         if last:
             held_thought, held_answer = self._splitters.pop(index).finish()
             thought, answer = thought + held_thought, answer + held_answer
-        return (parsed or "") + thought, answer
+        return field + thought, answer
 
 
 def choices_of(body: Any, engine: str) -> list[Any]:
