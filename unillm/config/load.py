@@ -53,7 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictFloat, Stric
 from unillm.client.llm import LLM
 from unillm.client.transport import Pool, RetryPolicy, Timeouts
 from unillm.config.cluster import refuse_moved_deploy_keys
-from unillm.config.files import read_config_file
+from unillm.config.files import check_depth, read_config_file
 from unillm.errors import ConfigError, InvalidOptions, validation_problems
 from unillm.launching.supervisor import Launch
 from unillm.options import make_request
@@ -149,11 +149,16 @@ def config_data(
         raise ConfigError(
             f"a config is a file path (.toml, .yaml, .yml) or a mapping, got {type(source).__name__}"
         )
-    data = copy.deepcopy(dict(source)) if isinstance(source, Mapping) else read_config_file(Path(source))
+    if isinstance(source, Mapping):
+        check_depth(source, "the config")
+        data = copy.deepcopy(dict(source))
+    else:
+        data = read_config_file(Path(source))
     _apply_env(data, os.environ if env is None else env)
     unknown = sorted(set(overrides) - set(Config.model_fields))
     if unknown:
         raise ConfigError(f"unknown config override(s) {unknown}; the keys are {sorted(Config.model_fields)}")
+    check_depth(overrides, "the overrides")
     overrides = copy.deepcopy(overrides)
     engine = overrides.get("engine", data.get("engine"))
     data = _for_engine(data, engine)
@@ -281,6 +286,9 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
             value: Any = json.loads(raw)
         except json.JSONDecodeError:
             value = raw
+        except RecursionError:  # nested past the parser: no config value is
+            raise ConfigError(f"{name}: JSON lists or objects nest too deeply to read") from None
+        check_depth(value, name)
         if path[0] in ("model", "api_key", "engine", "policy"):
             value = raw
         elif path[0] == "base_url":
