@@ -190,41 +190,48 @@ WRONG_TEXTS = [None, 5, 0, False, {"a": 1}, ["a"]]
 WRONG_CONTENTS = [5, 0, False, {"a": 1}, ["a"]]  # null content is a chat message without text
 
 
-@pytest.mark.parametrize("text", WRONG_TEXTS, ids=repr)
-async def test_a_completion_text_of_the_wrong_type_is_malformed_response(
-    server: FaultServer, text: Any
+def chat_body(content: Any) -> Raw:
+    return body({"model": "tiny", "choices": [{"message": {"role": "assistant", "content": content}}]})
+
+
+WRONG_TEXT_CASES = [
+    *(
+        pytest.param(
+            COMPLETIONS,
+            body({"choices": [{"text": t, "finish_reason": "stop"}]}),
+            generate,
+            id=f"generate-{t!r}",
+        )
+        for t in WRONG_TEXTS
+    ),
+    *(pytest.param(CHAT, chat_body(c), chat, id=f"chat-{c!r}") for c in WRONG_CONTENTS),
+    *(
+        pytest.param(
+            COMPLETIONS,
+            events(chunk(text="a"), chunk(text=t), chunk(text="", finish_reason="stop")),
+            stream,
+            id=f"stream-{t!r}",
+        )
+        for t in WRONG_TEXTS
+    ),
+    *(
+        pytest.param(
+            CHAT,
+            events(chunk(delta={"content": "a"}), chunk(delta={"content": c}, finish_reason="stop")),
+            chat_stream,
+            id=f"chat_stream-{c!r}",
+        )
+        for c in WRONG_CONTENTS
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "answer", "op"), WRONG_TEXT_CASES)
+async def test_a_text_of_the_wrong_type_is_malformed_response(
+    server: FaultServer, path: str, answer: Raw, op: Op
 ) -> None:
-    server.script(COMPLETIONS, body({"model": "tiny", "choices": [{"text": text, "finish_reason": "stop"}]}))
-    assert await outcome(server, generate) == "MalformedResponse"
-
-
-@pytest.mark.parametrize("content", WRONG_CONTENTS, ids=repr)
-async def test_a_chat_content_of_the_wrong_type_is_malformed_response(
-    server: FaultServer, content: Any
-) -> None:
-    message = {"role": "assistant", "content": content}
-    server.script(CHAT, body({"model": "tiny", "choices": [{"message": message, "finish_reason": "stop"}]}))
-    assert await outcome(server, chat) == "MalformedResponse"
-
-
-@pytest.mark.parametrize("text", WRONG_TEXTS, ids=repr)
-async def test_a_streamed_completion_text_of_the_wrong_type_is_malformed_response(
-    server: FaultServer, text: Any
-) -> None:
-    server.script(
-        COMPLETIONS, events(chunk(text="a"), chunk(text=text), chunk(text="", finish_reason="stop"))
-    )
-    assert await outcome(server, stream) == "MalformedResponse"
-
-
-@pytest.mark.parametrize("content", WRONG_CONTENTS, ids=repr)
-async def test_a_streamed_chat_content_of_the_wrong_type_is_malformed_response(
-    server: FaultServer, content: Any
-) -> None:
-    server.script(
-        CHAT, events(chunk(delta={"content": "a"}), chunk(delta={"content": content}, finish_reason="stop"))
-    )
-    assert await outcome(server, chat_stream) == "MalformedResponse"
+    server.script(path, answer)
+    assert await outcome(server, op) == "MalformedResponse"
 
 
 async def test_null_content_with_tool_calls_is_an_answer_without_text(server: FaultServer) -> None:
