@@ -89,13 +89,17 @@ class Fault:
 class Raw:
     """An answer sent as given, whatever was asked. ``body`` as one piece (with Content-Length,
     unless ``headers`` set one) or as pieces (chunked transfer encoding, one chunk each);
-    ``close``: hang up after sending (e.g. after a Content-Length promising more)."""
+    ``close``: hang up after sending (e.g. after a Content-Length promising more); ``end``: the
+    bytes that end a chunked body (the last, empty chunk; e.g. a bad chunk header instead);
+    ``interval``: seconds between the pieces of a chunked body (each arrives on its own)."""
 
     status: int = 200
     body: bytes | list[bytes] = b""
     content_type: str | None = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
     close: bool = False
+    end: bytes = b"0\r\n\r\n"
+    interval: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -735,7 +739,9 @@ async def _send_raw(writer: asyncio.StreamWriter, answer: Raw) -> bool:
         for piece in answer.body:
             writer.write(_chunk(piece))
             await writer.drain()
-        writer.write(b"0\r\n\r\n")
+            if answer.interval:
+                await asyncio.sleep(answer.interval)
+        writer.write(answer.end)
     await writer.drain()
     return not answer.close
 

@@ -30,6 +30,7 @@ from unillm.adapter import (
     ToolCallDelta,
     TopLogprob,
     Usage,
+    answer_text,
     error_for_status,
     with_reasoning,
     with_tool_calls,
@@ -82,8 +83,10 @@ def check_error(chunk: Any, request: Request | None) -> Mapping[str, Any]:
 
 def _text(chunk: Mapping[str, Any], chat: bool) -> str:
     if chat:
-        return str((chunk.get("message") or {}).get("content") or "")
-    return str(chunk.get("response") or "")
+        return answer_text(
+            (chunk.get("message") or {}).get("content"), ENGINE, "message content", nullable=True
+        )
+    return answer_text(chunk.get("response", ""), ENGINE, "response")
 
 
 def _thinking(chunk: Mapping[str, Any], chat: bool) -> str | None:
