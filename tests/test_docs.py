@@ -7,12 +7,13 @@ import re
 import sys
 import typing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import unillm
 from unillm.adapter.launch_spec import SpeculativeMethod
-from unillm.adapter.registry import FIRST_PARTY_ENGINES
+from unillm.adapter.registry import first_party_engines
 from unillm.options import Options
 
 if sys.version_info >= (3, 11):
@@ -40,12 +41,6 @@ def test_every_relative_link_of_the_readme_exists() -> None:
     assert sorted(link for link in links if "://" not in link and not (ROOT / link).exists()) == []
 
 
-def test_the_readme_engines_table_has_every_first_party_engine() -> None:
-    table = README[README.index("## Engines") : README.index("## Documentation")]
-    for engine in FIRST_PARTY_ENGINES:
-        assert f"`unillm[{engine}]`" in table, engine
-
-
 def test_the_docs_list_every_speculative_method() -> None:
     page = (GUIDE / "speculative-decoding.md").read_text()
     listed = re.search(r"Speculative\(method=(\"ngram\" \|[^,]*),", page)
@@ -71,7 +66,7 @@ def test_the_docs_explain_the_time_and_pool_errors() -> None:
 
 def test_each_first_party_engine_has_the_extra_an_unknown_engine_error_suggests() -> None:
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    assert set(FIRST_PARTY_ENGINES) <= set(extras)
+    assert first_party_engines() and set(first_party_engines()) <= set(extras)
 
 
 @pytest.mark.parametrize("name", ["nope", "llama.cpp", "vllmm"])
@@ -118,3 +113,34 @@ def test_the_quickstart_notebook_connects_where_its_launch_command_serves(
     assert main([*shlex.split(command.group(1)), "--dry-run", "--python", sys.executable]) == 0
     served = shlex.split(capsys.readouterr().out)
     assert served[served.index("--port") + 1] == str(urlsplit(url.group(1)).port)
+
+
+def _hook(name: str) -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "docs" / "hooks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_adapter_guide_tables_are_generated_from_the_code() -> None:
+    from unillm.adapter.launch_spec import LaunchSpec
+
+    tables = _hook("tables")
+    assert "docs/hooks/tables.py" in (ROOT / "mkdocs.yml").read_text()
+    page = (ROOT / "docs" / "adapters.md").read_text()
+    assert tables.SETTINGS in page and tables.ATTRIBUTES in page
+    rendered = tables.on_page_markdown(page, None)
+    assert [f for f in LaunchSpec.model_fields if f"| `{f}` |" not in rendered] == []
+    for attribute in (
+        "structured_backends",
+        "takes_compact_json",
+        "ray_executor",
+        "thinking_options",
+        "constrains_after_thinking",
+        "reasoning_parsers",
+        "takes_tool_parser",
+    ):
+        assert f"Adapter.{attribute}`" in rendered, attribute
