@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 from batch_helpers import SlowServer, every, ids, results, write_input
-from fault_server import FaultServer
 
 from unillm.cli.main import main
+from unillm.testing.fault_server import FaultServer
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 from batch_helpers import SlowServer, every, ids, results, write_input
-from fault_server import FaultServer
 
 import unillm
 import unillm.batch
 from unillm import InvalidOptions, RetryPolicy
 from unillm.batch.runner import execute
+from unillm.testing.fault_server import FaultServer
 
 pytestmark = pytest.mark.anyio
 FAST_RETRY = RetryPolicy(attempts=3, initial_wait=0.01, max_wait=0.02)

@@ -3,17 +3,13 @@ whose every generation body is checked against trtllm-serve's transcribed protoc
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-
-sys.path.append(str(Path(__file__).resolve().parents[3] / "tests"))  # the suite's fault_server.py
-
-from fault_server import FaultServer  # type: ignore[import-not-found]
 from pydantic import ValidationError
 from trtllm_protocol import REQUESTS, check_request
+
+from unillm.testing.fault_server import FaultServer
 
 
 @pytest.fixture
