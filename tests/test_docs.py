@@ -144,3 +144,31 @@ def test_the_adapter_guide_tables_are_generated_from_the_code() -> None:
         "takes_tool_parser",
     ):
         assert f"Adapter.{attribute}`" in rendered, attribute
+
+
+def test_the_errors_page_draws_the_hierarchy_from_the_code() -> None:
+    import unillm.errors as errors
+
+    tables = _hook("tables")
+    page = (GUIDE / "errors.md").read_text()
+    assert tables.ERRORS in page
+    rendered = tables.on_page_markdown(page, None)
+    names = [n for n, c in vars(errors).items() if isinstance(c, type) and issubclass(c, errors.UnillmError)]
+    assert [n for n in names if f"**`{n}`**" not in rendered] == []
+    assert "| `EngineError` | `InvalidRequest`, `Unauthorized`, `NotFound`" in rendered
+    assert "| `ValueError` (built-in) |" in rendered
+
+
+def test_snippets_that_await_at_top_level_are_marked_as_repl_cells() -> None:
+    tables = _hook("tables")
+    repl = "```python\nimport unillm\n\nawait unillm.connect('vllm', 'http://x').info()\n```"
+    script = "```python\nimport asyncio\n\nasync def main() -> None:\n    await asyncio.sleep(0)\n```"
+    assert tables.mark_repl_cells(repl).startswith('```python title="REPL cell')
+    assert tables.mark_repl_cells(script) == script
+
+
+def test_the_changelog_has_a_dated_release_under_an_unreleased_section() -> None:
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    versions = re.findall(r"^## \[([^\]]+)\](.*)$", changelog, re.M)
+    assert versions[0][0] == "Unreleased"
+    assert versions[1][0] == unillm.__version__ and re.fullmatch(r" — \d{4}-\d{2}-\d{2}", versions[1][1])

@@ -167,11 +167,39 @@ def error_tree() -> str:
 
 
 GENERATED = {SETTINGS: settings_table, ATTRIBUTES: attributes_table, ERRORS: error_tree}
+REPL_TITLE = (
+    "REPL cell: top-level await (python -m asyncio, IPython, Jupyter); in a file, put it in async def main()"
+)
+_PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```$", re.S | re.M)
+
+
+def _awaits_at_top_level(code: str) -> bool:
+    """True for a snippet that runs only where top-level ``await`` does (a REPL or a notebook)."""
+    try:
+        compile(code, "<docs>", "exec", dont_inherit=True)
+    except SyntaxError:
+        try:
+            compile(code, "<docs>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+        except SyntaxError:
+            return False
+        return True
+    return False
+
+
+def mark_repl_cells(markdown: str) -> str:
+    """Title each python block that awaits at top level as a REPL cell, saying how to run it."""
+
+    def title(block: re.Match[str]) -> str:
+        if not _awaits_at_top_level(block[1]):
+            return block[0]
+        return f'```python title="{REPL_TITLE}"\n{block[1]}```'
+
+    return _PYTHON_BLOCK.sub(title, markdown)
 
 
 def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:
-    """Replace each placeholder on a page with its generated table."""
+    """Replace each placeholder on a page with its generated table; title the REPL cells."""
     for placeholder, render in GENERATED.items():
         if placeholder in markdown:
             markdown = markdown.replace(placeholder, render())
-    return markdown
+    return mark_repl_cells(markdown)
