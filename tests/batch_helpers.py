@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from fault_server import FaultServer
+from unillm.testing.fault_server import FaultServer
 
 
 def write_input(path: Path, n: int) -> Path:

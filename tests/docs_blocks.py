@@ -1,7 +1,7 @@
 """The code blocks of the docs pages, and how each one is tested.
 
 A fenced ``python`` block runs, in page order, in one namespace per page (top-level ``await``
-allowed), against a vLLM look-alike (``tests/fault_server.py``): the addresses
+allowed), against a vLLM look-alike (``unillm/testing/fault_server.py``): the addresses
 ``http://127.0.0.1:8000`` and ``http://127.0.0.1:8001`` in a block are replaced by two such
 servers'. An HTML comment on the line just before a block changes that:
 

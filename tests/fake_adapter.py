@@ -1,6 +1,6 @@
 """A made-up engine adapter for core tests, so they need no engine adapter package installed.
 
-``FakeAdapter`` speaks the OpenAI-compatible layout (so it also talks to ``fault_server.py``),
+``FakeAdapter`` speaks the OpenAI-compatible layout (so it also talks to ``unillm.testing.fault_server``),
 declares every feature, and launches a command that does not exist. Register it for one test
 with :func:`registered` (it patches the entry-point table; nothing is installed)::
 

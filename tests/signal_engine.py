@@ -7,7 +7,7 @@ engine. It first prints ``amx-permitted=<bool>`` (what Linux says this process m
 * ``sigill``: kills itself with SIGILL, as vLLM-CPU does on an AMX CPU without the permission;
 * ``worker-sigill``: a spawned worker dies of SIGILL and the parent reports it as vLLM does,
   then exits with code 1;
-* ``serve-then-sigill``: serves like :class:`fault_server.FaultServer` and dies of SIGILL after
+* ``serve-then-sigill``: serves like :class:`unillm.testing.fault_server.FaultServer` and dies of SIGILL after
   answering two generation requests (unillm's readiness probe counts as one);
 * ``sleep``: binds nothing and waits (another server may answer in its place).
 """
@@ -25,7 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from amx_probe import amx_permitted
-from fault_server import GENERATION_PATHS, FaultServer
+
+from unillm.testing.fault_server import GENERATION_PATHS, FaultServer
 
 
 def _die_of_sigill() -> None:

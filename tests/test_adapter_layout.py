@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from unillm.adapter.registry import ENTRY_POINT_GROUP, FIRST_PARTY_ENGINES
+from unillm.adapter.registry import ENTRY_POINT_GROUP
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -35,10 +35,6 @@ ENGINE_MODULES = ("vllm", "sglang", "sgl_kernel", "mlx", "mlx_lm", "torch", "llg
 def pyproject(folder: Path) -> dict[str, Any]:
     data: dict[str, Any] = tomllib.loads((folder / "pyproject.toml").read_text())
     return data
-
-
-def test_the_first_party_adapters_are_all_there() -> None:
-    assert sorted(p.name for p in ADAPTERS) == sorted(FIRST_PARTY_ENGINES)
 
 
 @pytest.mark.parametrize("folder", ADAPTERS, ids=lambda p: p.name)
@@ -74,7 +70,7 @@ def test_an_adapter_package_has_the_common_files(folder: Path) -> None:
 def test_the_core_test_helpers_name_no_engine() -> None:
     """Engine recipes live in the adapters (``cpu_recipe``, ``unillm_<engine>.testing``): no
     ``engine == "vllm"`` in the core's CPU and test helpers."""
-    engines = {*FIRST_PARTY_ENGINES, *(f.name for f in ADAPTERS)}
+    engines = {f.name for f in ADAPTERS}
     offenders = []
     for path in [
         ROOT / "unillm" / "launching" / "cpu.py",
@@ -86,13 +82,6 @@ def test_the_core_test_helpers_name_no_engine() -> None:
             ):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == []
-
-
-def test_the_root_extras_name_every_first_party_adapter() -> None:
-    extras = pyproject(ROOT)["project"]["optional-dependencies"]
-    for folder in ADAPTERS:
-        dist = pyproject(folder)["project"]["name"]
-        assert any(req.startswith(dist) for req in extras[folder.name]), f"unillm[{folder.name}]"
 
 
 def test_mypy_checks_every_adapter_without_a_list() -> None:

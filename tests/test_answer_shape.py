@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import anyio
-from fault_server import FaultServer
 
 import unillm
 from unillm.adapter.openai_compat import parse_usage
 from unillm.results import Usage
+from unillm.testing.fault_server import FaultServer
 
 
 def test_total_tokens_is_a_field_computed_when_the_engine_sends_none() -> None:

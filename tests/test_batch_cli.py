@@ -24,10 +24,10 @@ from batch_helpers import (
     write_input,
     write_poisoned,
 )
-from fault_server import FaultServer
 
 from unillm.batch import journal, target
 from unillm.cli.main import main
+from unillm.testing.fault_server import FaultServer
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,13 +15,13 @@ from batch_helpers import (
     write_input,
     write_poisoned,
 )
-from fault_server import FaultServer
 
 import unillm
 import unillm.batch
 from unillm import InvalidOptions, RetryPolicy
 from unillm.batch import OutputWriteError, journal
 from unillm.batch.runner import execute
+from unillm.testing.fault_server import FaultServer
 
 pytestmark = pytest.mark.anyio
 FAST_RETRY = RetryPolicy(attempts=3, initial_wait=0.01, max_wait=0.02)

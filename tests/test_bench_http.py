@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from fault_server import FaultServer
 
 from unillm.bench import Load, Synthetic, Url, run_suite
 from unillm.bench.http import measuring_transport, resolve
@@ -13,6 +12,7 @@ from unillm.bench.runner import run_load
 from unillm.bench.targets import matrix
 from unillm.errors import EngineUnavailable, InvalidOptions, MalformedResponse, StreamInterrupted
 from unillm.launching.ports import free_port
+from unillm.testing.fault_server import FaultServer
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fault_server import FaultServer
 
 from unillm.api import connect
 from unillm.bench import Launched, Load, Slo, Synthetic, Url, markdown_table, run_suite, write_report
@@ -20,9 +19,10 @@ from unillm.bench.targets import Fleet, matrix
 from unillm.cli.main import main
 from unillm.errors import EngineUnavailable, InvalidOptions, UnknownEngine
 from unillm.launching.ports import free_port
+from unillm.testing import fake_engine
+from unillm.testing.fault_server import FaultServer
 
 pytestmark = pytest.mark.anyio
-CRASHING = str(Path(__file__).resolve().parent / "crashing_engine.py")
 
 #: Keys `vllm bench serve --save-result` writes that existing tooling reads.
 VLLM_KEYS = {
@@ -208,7 +208,7 @@ async def test_crashed_engine_is_reported_and_the_matrix_goes_on(server: FaultSe
                 "model": "tiny",
                 "served_name": "tiny",
                 "ready_timeout": 60,
-                "prefix": [sys.executable, CRASHING, "--crash-after", str(crash_after), "--"],
+                "prefix": fake_engine.prefix(crash_after=crash_after),
             },
             label=f"crashes after {crash_after}",
         )

@@ -7,9 +7,9 @@ import sys
 
 import anyio
 import pytest
-from fault_server import FaultServer
 
 import unillm
+from unillm.testing.fault_server import FaultServer
 
 
 def test_blocking_generate_and_stream_work_without_an_event_loop() -> None:

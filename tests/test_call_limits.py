@@ -1,7 +1,8 @@
 """Limits on a call: timeouts, the whole-call deadline, the connection pool, standard JSON, quiet retries.
 
-Every test runs against the vLLM look-alike :class:`fault_server.FaultServer` and checks both the
-typed error and what reached (or did not reach) the server. No test asserts on elapsed time.
+Every test runs against the vLLM look-alike :class:`unillm.testing.fault_server.FaultServer` and
+checks both the typed error and what reached (or did not reach) the server. No test asserts on
+elapsed time.
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ from typing import Any
 
 import anyio
 import pytest
-from fault_server import FaultServer
 
 import unillm
 from unillm import Pool, RetryPolicy, Timeouts
 from unillm.adapter.base import HttpCall
 from unillm.client.transport import Transport
+from unillm.testing.fault_server import FaultServer
 
 PIECES = ("Hello", ",", " world", "!")
 TESTS = Path(__file__).parent
@@ -217,7 +218,7 @@ async def test_a_call_within_its_deadline_is_answered(server: FaultServer) -> No
 RETRY_PROGRAM = """
 import logging, sys
 import anyio, unillm
-from fault_server import FaultServer
+from unillm.testing.fault_server import FaultServer
 if sys.argv[1] == "logging":
     logging.basicConfig(level=logging.INFO)
 

@@ -55,3 +55,14 @@ def test_tiny_model_without_its_packages_says_what_to_install(
     monkeypatch.setattr("unillm.testing.tiny_model.build_tiny_model", missing)
     assert main(["tiny-model"]) == 2
     assert "pip install 'unillm[testing]'" in capsys.readouterr().err
+
+
+def test_the_help_lists_every_installed_engine(capsys: pytest.CaptureFixture[str]) -> None:
+    """The engine names in the help are the installed adapters', read at run time (never typed)."""
+    from unillm.adapter.registry import installed_engines
+
+    for command in ([], ["setup"], ["launch"]):
+        with pytest.raises(SystemExit):
+            main([*command, "--help"])
+        out = " ".join(capsys.readouterr().out.split())
+        assert installed_engines() and [e for e in installed_engines() if e not in out] == [], command

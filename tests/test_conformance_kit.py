@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -323,3 +324,44 @@ def test_every_probe_sets_a_valid_value_the_baseline_lacks() -> None:
     for probe in LAUNCH_PROBES:
         base, spec = kit._probe_specs(probe)
         assert base != spec, probe
+
+
+# -- the default command is clean -----------------------------------------------------------------
+class RendersFalse(FakeAdapter):
+    """Puts ``--ep False`` in every command: a bool setting formatted with ``str()``."""
+
+    def command(self, spec: LaunchSpec) -> LaunchCommand:
+        command = super().command(spec)
+        return LaunchCommand(argv=[*command.argv, "--ep", str(spec.parallel.expert)], env=command.env)
+
+
+class RendersAnEmptyWord(FakeAdapter):
+    def command(self, spec: LaunchSpec) -> LaunchCommand:
+        return LaunchCommand(argv=[*super().command(spec).argv, "--served-model-name", ""])
+
+
+class StartsItsOwnPython(FakeAdapter):
+    """Starts the interpreter unillm runs in, not the engine env's (``spec.python``)."""
+
+    def command(self, spec: LaunchSpec) -> LaunchCommand:
+        command = super().command(spec)
+        return LaunchCommand(argv=[sys.executable, *command.argv[1:]], env=command.env)
+
+
+def test_an_adapter_rendering_false_in_every_command_fails_the_kit() -> None:
+    kit = kit_for(RendersFalse())
+    with pytest.raises(AssertionError, match=r"the default command renders \[\"argv\[\d+\] is 'False'\"\]"):
+        kit.test_renders_a_clean_default_command()
+    with pytest.raises(AssertionError, match="renders"):
+        kit.test_maps_or_refuses_the_launch_setting("dtype")
+
+
+def test_an_empty_word_or_another_interpreter_fails_the_kit() -> None:
+    with pytest.raises(AssertionError, match="is ''"):
+        kit_for(RendersAnEmptyWord()).test_renders_a_clean_default_command()
+    with pytest.raises(AssertionError, match=r"not spec\.python"):
+        kit_for(StartsItsOwnPython()).test_renders_a_clean_default_command()
+
+
+def test_the_fake_adapter_renders_a_clean_command() -> None:
+    kit_for(FakeAdapter()).test_renders_a_clean_default_command()

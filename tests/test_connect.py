@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from fault_server import FaultServer
 
 import unillm
+from unillm.testing.fault_server import FaultServer
 
 pytestmark = pytest.mark.anyio
 

@@ -15,12 +15,12 @@ from typing import Any
 import anyio
 import pytest
 from fake_adapter import FakeAdapter
-from fault_server import FaultServer
 
 import unillm
 from unillm import Fleet, Timeouts
 from unillm.adapter.registry import adapter_for
 from unillm.client.single_flight import SingleFlight
+from unillm.testing.fault_server import FaultServer
 
 PIECES = ("Hello", ",", " world", "!")
 TEXT = "".join(PIECES)

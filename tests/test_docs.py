@@ -7,12 +7,13 @@ import re
 import sys
 import typing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import unillm
 from unillm.adapter.launch_spec import SpeculativeMethod
-from unillm.adapter.registry import FIRST_PARTY_ENGINES
+from unillm.adapter.registry import first_party_engines
 from unillm.options import Options
 
 if sys.version_info >= (3, 11):
@@ -40,12 +41,6 @@ def test_every_relative_link_of_the_readme_exists() -> None:
     assert sorted(link for link in links if "://" not in link and not (ROOT / link).exists()) == []
 
 
-def test_the_readme_engines_table_has_every_first_party_engine() -> None:
-    table = README[README.index("## Engines") : README.index("## Documentation")]
-    for engine in FIRST_PARTY_ENGINES:
-        assert f"`unillm[{engine}]`" in table, engine
-
-
 def test_the_docs_list_every_speculative_method() -> None:
     page = (GUIDE / "speculative-decoding.md").read_text()
     listed = re.search(r"Speculative\(method=(\"ngram\" \|[^,]*),", page)
@@ -71,7 +66,7 @@ def test_the_docs_explain_the_time_and_pool_errors() -> None:
 
 def test_each_first_party_engine_has_the_extra_an_unknown_engine_error_suggests() -> None:
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    assert set(FIRST_PARTY_ENGINES) <= set(extras)
+    assert first_party_engines() and set(first_party_engines()) <= set(extras)
 
 
 @pytest.mark.parametrize("name", ["nope", "llama.cpp", "vllmm"])
@@ -118,3 +113,62 @@ def test_the_quickstart_notebook_connects_where_its_launch_command_serves(
     assert main([*shlex.split(command.group(1)), "--dry-run", "--python", sys.executable]) == 0
     served = shlex.split(capsys.readouterr().out)
     assert served[served.index("--port") + 1] == str(urlsplit(url.group(1)).port)
+
+
+def _hook(name: str) -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "docs" / "hooks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_adapter_guide_tables_are_generated_from_the_code() -> None:
+    from unillm.adapter.launch_spec import LaunchSpec
+
+    tables = _hook("tables")
+    assert "docs/hooks/tables.py" in (ROOT / "mkdocs.yml").read_text()
+    page = (ROOT / "docs" / "adapters.md").read_text()
+    assert tables.SETTINGS in page and tables.ATTRIBUTES in page
+    rendered = tables.on_page_markdown(page, None)
+    assert [f for f in LaunchSpec.model_fields if f"| `{f}` |" not in rendered] == []
+    for attribute in (
+        "structured_backends",
+        "takes_compact_json",
+        "ray_executor",
+        "thinking_options",
+        "constrains_after_thinking",
+        "reasoning_parsers",
+        "takes_tool_parser",
+    ):
+        assert f"Adapter.{attribute}`" in rendered, attribute
+
+
+def test_the_errors_page_draws_the_hierarchy_from_the_code() -> None:
+    import unillm.errors as errors
+
+    tables = _hook("tables")
+    page = (GUIDE / "errors.md").read_text()
+    assert tables.ERRORS in page
+    rendered = tables.on_page_markdown(page, None)
+    names = [n for n, c in vars(errors).items() if isinstance(c, type) and issubclass(c, errors.UnillmError)]
+    assert [n for n in names if f"**`{n}`**" not in rendered] == []
+    assert "| `EngineError` | `InvalidRequest`, `Unauthorized`, `NotFound`" in rendered
+    assert "| `ValueError` (built-in) |" in rendered
+
+
+def test_snippets_that_await_at_top_level_are_marked_as_repl_cells() -> None:
+    tables = _hook("tables")
+    repl = "```python\nimport unillm\n\nawait unillm.connect('vllm', 'http://x').info()\n```"
+    script = "```python\nimport asyncio\n\nasync def main() -> None:\n    await asyncio.sleep(0)\n```"
+    assert tables.mark_repl_cells(repl).startswith('```python title="REPL cell')
+    assert tables.mark_repl_cells(script) == script
+
+
+def test_the_changelog_has_a_dated_release_under_an_unreleased_section() -> None:
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    versions = re.findall(r"^## \[([^\]]+)\](.*)$", changelog, re.M)
+    assert versions[0][0] == "Unreleased"
+    assert versions[1][0] == unillm.__version__ and re.fullmatch(r" — \d{4}-\d{2}-\d{2}", versions[1][1])

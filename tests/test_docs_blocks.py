@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from docs_blocks import ADDRESSES, Block, pages, python_blocks
 from docs_blocks import blocks as page_blocks
-from fault_server import FaultServer
 
 import unillm
+from unillm.testing.fault_server import FaultServer
 
 if sys.version_info >= (3, 11):
     import tomllib

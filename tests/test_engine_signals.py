@@ -12,12 +12,12 @@ from pathlib import Path
 import anyio
 import pytest
 from fake_adapter import FakeAdapter
-from fault_server import FaultServer
 
 import unillm
 from unillm.adapter.launch_spec import LaunchCommand, LaunchSpec
 from unillm.launching.cpu_features import BOOT_DIR, boot_env, cpu_has_amx
 from unillm.launching.supervisor import Launch
+from unillm.testing.fault_server import FaultServer
 
 HERE = Path(__file__).resolve().parent
 ENGINE = HERE / "signal_engine.py"

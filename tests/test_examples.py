@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fault_server import FaultServer
 
 from unillm.testing.engines import RunningEngine
+from unillm.testing.fault_server import FaultServer
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 TOOL_CALL = '{"name": "get_weather", "arguments": {"city": "Rome"}}'

@@ -1,6 +1,6 @@
 """Fault injection: how unillm behaves when the engine misbehaves on the wire.
 
-Every test runs against :class:`fault_server.FaultServer`, a vLLM look-alike that drops,
+Every test runs against :class:`unillm.testing.fault_server.FaultServer`, a vLLM look-alike that drops,
 stalls, truncates, rate-limits or garbles its answers on demand and counts what it received.
 """
 
@@ -14,10 +14,10 @@ from typing import Any
 
 import anyio
 import pytest
-from fault_server import COMPLETIONS, FaultServer, Raw
 
 import unillm
 from unillm import RetryPolicy, Timeouts
+from unillm.testing.fault_server import COMPLETIONS, FaultServer, Raw
 
 PIECES = ("Hello", ",", " world", "!")
 TEXT = "".join(PIECES)

@@ -1,4 +1,4 @@
-"""A client-side fleet over several vLLM look-alike replicas (tests/fault_server.py) with faults.
+"""A client-side fleet over several vLLM look-alike replicas (unillm/testing/fault_server.py) with faults.
 
 Every replica counts what it received, so each test asserts where requests went (and where they
 did not) from the servers' own records, never from timing.
@@ -13,10 +13,10 @@ from typing import Any
 
 import anyio
 import pytest
-from fault_server import FaultServer
 
 import unillm
 from unillm import Backoff, Fleet, Timeouts
+from unillm.testing.fault_server import FaultServer
 
 PIECES = ("Hello", ",", " world", "!")
 TEXT = "".join(PIECES)

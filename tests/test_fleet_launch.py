@@ -1,6 +1,6 @@
 """Launching fleets: replicas, a router in front, prefill/decode workers (unillm.launching.fleet_launch).
 
-Rendering is checked with plain data; supervision with stand-in engines (tests/fake_vllm_engine.py)
+Rendering is checked with plain data; supervision with stand-in engines (unillm.testing.fake_engine)
 that serve the vLLM look-alike, so no model loads. Real replicas: tests/integration/test_fleets.py.
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +20,8 @@ from unillm.errors import InvalidOptions, LaunchError, UnsupportedFeature
 from unillm.launching.fleet_launch import FleetLaunch
 from unillm.launching.ports import free_port
 from unillm.launching.supervisor import Launch
+from unillm.testing import fake_engine
 
-FAKE_ENGINE = Path(__file__).with_name("fake_vllm_engine.py")
 pytestmark = pytest.mark.anyio
 
 
@@ -163,7 +162,7 @@ async def test_every_engine_is_stopped_when_one_fails_to_start(tmp_path: Path) -
         spec(
             model="tiny",
             python=None,
-            prefix=[sys.executable, str(FAKE_ENGINE)],
+            prefix=fake_engine.prefix(),
             port=port,
             env={"FAKE_ENGINE_FAIL_PORT": str(port + 1)},
             api_key=None,
@@ -183,14 +182,14 @@ async def test_every_engine_is_stopped_when_one_fails_to_start(tmp_path: Path) -
 
 
 def stand_in(port: int, **kw: Any) -> LaunchSpec:
-    """Settings that start tests/fake_vllm_engine.py (the vLLM look-alike) instead of vLLM."""
+    """Settings that start unillm.testing.fake_engine (the vLLM look-alike) instead of vLLM."""
     return spec(
         model="tiny",
         served_name="tiny",
         python=None,
         port=port,
         api_key=None,
-        prefix=[sys.executable, str(FAKE_ENGINE)],
+        prefix=fake_engine.prefix(),
         ready_timeout=60,
         **kw,
     )

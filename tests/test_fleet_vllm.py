@@ -11,11 +11,11 @@ from collections.abc import Iterator
 
 import anyio
 import pytest
-from fault_server import FaultServer
 
 import unillm
 from unillm.fleet.picker import Policy
 from unillm.testing.engines import RunningEngine
+from unillm.testing.fault_server import FaultServer
 from unillm.testing.tiny_model import TinyModel
 
 pytestmark = pytest.mark.anyio

@@ -1,10 +1,10 @@
 """A hostile server: every answer unillm reads, garbled on purpose, gives a result or a UnillmError.
 
-Each case scripts one path of :class:`fault_server.FaultServer` (a vLLM look-alike) with an answer
-of the wrong shape, the wrong type, truncated or undecodable JSON, a line or body past the size
-limits, a false Content-Encoding or the wrong content type, then makes the call that reads it:
-generate, stream, embed, tokenize, metrics or discovery. Never another exception, never the API
-key in a message, never an unbounded message. The first tests pin the defects of issue 16.
+Each case scripts one path of :class:`unillm.testing.fault_server.FaultServer` (a vLLM look-alike)
+with an answer of the wrong shape, the wrong type, truncated or undecodable JSON, a line or body
+past the size limits, a false Content-Encoding or the wrong content type, then makes the call that
+reads it: generate, stream, embed, tokenize, metrics or discovery. Never another exception, never
+the API key in a message, never an unbounded message. The first tests pin the defects of issue 16.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
-from fault_server import CHAT, COMPLETIONS, FaultServer, Raw
 
 import unillm
 from unillm import Pool, RetryPolicy, Timeouts
 from unillm.errors import ENGINE_MESSAGE_LIMIT, InvalidRequest, MalformedResponse, UnillmError
+from unillm.testing.fault_server import CHAT, COMPLETIONS, FaultServer, Raw
 
 pytestmark = pytest.mark.anyio
 

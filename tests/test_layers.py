@@ -14,9 +14,13 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from import_contracts import adapter_packages, contracts
+
 ROOT = Path(__file__).resolve().parent.parent
-CONFIG: dict[str, Any] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-ADAPTER_PACKAGES = sorted(p.name for p in ROOT.glob("adapters/*/unillm_*") if (p / "__init__.py").is_file())
+PYPROJECT: dict[str, Any] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+# What ./run gate hands lint-imports: pyproject.toml's contracts with the adapter packages added.
+CONFIG: dict[str, Any] = contracts()["tool"]["importlinter"]
+ADAPTER_PACKAGES = adapter_packages()
 # What adapters may import besides the SDK: the test kit (their test harness uses it).
 ADAPTER_MAY_IMPORT = {"adapter", "testing"}
 
@@ -41,11 +45,28 @@ def test_every_unillm_module_sits_in_exactly_one_layer() -> None:
 
 
 def test_every_adapter_package_is_a_root_package_of_the_contracts() -> None:
-    assert set(ADAPTER_PACKAGES) <= set(CONFIG["root_packages"])
+    assert ADAPTER_PACKAGES and set(ADAPTER_PACKAGES) <= set(CONFIG["root_packages"])
 
 
 def test_every_adapter_package_is_held_to_the_adapter_sdk() -> None:
     assert sorted(contract("forbidden")["source_modules"]) == ADAPTER_PACKAGES
+
+
+def test_pyproject_lists_no_adapter_package_for_the_contracts() -> None:
+    """The adapter packages come from ``adapters/*/`` (tests/import_contracts.py), so a new adapter
+    folder needs no edit of ``pyproject.toml``; a name typed there would go stale."""
+    typed = [
+        *PYPROJECT["root_packages"],
+        *(m for c in PYPROJECT["contracts"] for m in c.get("source_modules", [])),
+    ]
+    assert [name for name in typed if name.startswith("unillm_")] == [], (
+        "pyproject.toml [tool.importlinter]: remove the adapter packages (./run gate adds them)"
+    )
+
+
+def test_the_gate_checks_the_contracts_with_the_adapter_packages() -> None:
+    run = (ROOT / "run").read_text()
+    assert "tests/import_contracts.py" in run and 'lint-imports" "$VENV/import-contracts.toml"' in run
 
 
 def test_adapters_are_forbidden_every_core_module_but_the_sdk_and_the_test_kit() -> None:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 from fake_adapter import FakeAdapter
-from fault_server import FaultServer
 
 import unillm
 from unillm.cli.main import main
 from unillm.config.load import from_config
+from unillm.testing.fault_server import FaultServer
 
 BAD = ["--allowed-local-media-path", "-x", "a=b", "a,b", "a b", "tab\tname", "", " "]
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import anyio
 import pytest
-from fault_server import FaultServer
 
 import unillm
 from unillm import Backoff, Fleet, RetryPolicy, Timeouts
 from unillm.client.transport import MAX_RETRY_AFTER, retry_after_seconds
 from unillm.fleet.picker import ReplicaPicker
+from unillm.testing.fault_server import FaultServer
 
 FAST = Timeouts(connect=1, read=2)
 

@@ -1,5 +1,5 @@
 """Real routers (vllm-router, smg from their managed envs) launched by unillm in front of stand-in
-vLLM replicas (tests/fake_vllm_engine.py serving the look-alike), in regular and in prefill/decode
+vLLM replicas (unillm.testing.fake_engine serving the look-alike), in regular and in prefill/decode
 mode: supervised like an engine, ready after one request through them, the API key passed the
 way each router needs, every process gone after teardown. Real vLLM replicas behind them:
 tests/integration/test_fleets.py.
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +18,9 @@ import unillm
 from unillm.adapter.launch_spec import Disaggregation, LaunchSpec
 from unillm.errors import Unauthorized
 from unillm.launching.fleet_launch import FleetLaunch
+from unillm.testing import fake_engine
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
-FAKE_ENGINE = Path(__file__).with_name("fake_vllm_engine.py")
 ROUTERS = ("vllm-router", "smg")
 
 
@@ -29,7 +28,7 @@ def stand_in(**kw: Any) -> LaunchSpec:
     settings = {
         "model": "tiny",
         "served_name": "tiny",
-        "prefix": [sys.executable, str(FAKE_ENGINE)],
+        "prefix": fake_engine.prefix(),
         "ready_timeout": 60,
         **kw,
     }

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from embedding_server import EmbeddingServer
-from fault_server import FaultServer
 
 import unillm
 from unillm.results import RouteDecision
@@ -35,6 +34,7 @@ from unillm.semantic import (
 from unillm.semantic.decide import SignalIndex, decide, keyword_fires
 from unillm.semantic.evaluation import Sample, report, suggest_threshold
 from unillm.semantic.router import routing_text
+from unillm.testing.fault_server import FaultServer
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fault_server import FaultServer
 
 import unillm
+from unillm.testing.fault_server import FaultServer
 
 # About the SGLang adapter's DSL backend: it needs that adapter with its `dsl` extra.
 sgl = pytest.importorskip("sglang", reason="SGLang's DSL is not installed: pip install 'unillm[sglang-dsl]'")
@@ -96,7 +96,7 @@ def test_a_scope_that_ended_before_the_failing_step_stays_readable(backend: Any)
 
 EXIT_PROGRAM = """
 import sglang as sgl, unillm
-from fault_server import FaultServer
+from unillm.testing.fault_server import FaultServer
 from unillm_sglang.dsl import UnillmBackend
 
 server = FaultServer(model="tiny").start()

@@ -1,6 +1,6 @@
 """A stream's ``text`` and a StreamInterrupted's ``partial_text`` are exactly what the caller
 received: a delta unillm held back (the finish reason waiting for its usage chunk) and never
-yielded does not count. Against tests/fault_server.py, which cuts the stream right after the
+yielded does not count. Against unillm/testing/fault_server.py, which cuts the stream right after the
 chunk carrying the finish reason, as a replica killed at that moment does.
 """
 
@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fault_server import FaultServer
 
 import unillm
 from unillm import Fleet, Timeouts
+from unillm.testing.fault_server import FaultServer
 
 PIECES = ("Hello", ",", " world", "!")
 FAST = Timeouts(connect=1, read=2)

@@ -1,7 +1,7 @@
 """The two HTTP wires under the transport: aiohttp's (the default) and httpx's (``Pool(http=)``).
 
 Each promise is checked on both wires where it applies, against the vLLM look-alike
-:class:`fault_server.FaultServer`. No test asserts on elapsed time.
+:class:`unillm.testing.fault_server.FaultServer`. No test asserts on elapsed time.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from unittest import mock
 import aiohttp
 import httpx
 import pytest
-from fault_server import COMPLETIONS, FaultServer, Raw
 from httpx_sse import EventSource
 
 import unillm
@@ -23,6 +22,7 @@ from unillm.adapter.base import HttpCall
 from unillm.client.aiohttp_transport import AiohttpWire, StallWatch, as_httpx_error
 from unillm.client.answer import Answer
 from unillm.client.transport import HttpxWire, Transport, event_stream
+from unillm.testing.fault_server import COMPLETIONS, FaultServer, Raw
 
 pytestmark = pytest.mark.anyio
 WIRES = ("aiohttp", "httpx")

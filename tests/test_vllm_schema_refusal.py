@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from fault_server import FaultServer
 
 import unillm
 from unillm.adapter.launch_spec import LaunchSpec
 from unillm.adapter.registry import get_adapter
 from unillm.client.llm import LLM
+from unillm.testing.fault_server import FaultServer
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""unillm: one async SDK for open-model inference engines (vLLM, SGLang, TGI, MLX).
+"""unillm: one async SDK for open-model engines (vLLM, SGLang, TGI, MLX, llama.cpp, Ollama, TensorRT-LLM).
 
     import unillm
 

@@ -41,7 +41,7 @@ from unillm.testing.engines import cpu_launch_settings
 from unillm.testing.tiny_model import TinyModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the look-alike server
-from fault_server import GENERATION_PATHS, FaultServer
+from unillm.testing.fault_server import GENERATION_PATHS, FaultServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 LOAD, CONCURRENCY, KILL_AFTER = 200, 16, 40  # requests, at a time, answered before the kill

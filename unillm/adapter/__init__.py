@@ -2,10 +2,10 @@
 
     from unillm.adapter import Adapter, EngineInfo, HttpCall, LaunchSpec, LaunchCommand, Request
 
-An adapter is pure translation (no I/O): ``build`` a request, ``parse`` the answer, ``launch_command``
+An adapter is pure translation (no I/O): ``build`` a request, ``parse`` the answer, ``command``
 from a :class:`LaunchSpec`. :class:`OpenAICompatAdapter` writes the OpenAI-compatible wire once;
 the HTTP error mapping, version gates and sampling fields are shared helpers. Adapters import
-nothing else from unillm (checked by import-linter in the gate; see docs/ADAPTERS.md).
+nothing else from unillm (checked by import-linter in the gate; see docs/adapters.md).
 """
 
 from unillm.adapter.base import Adapter, EngineInfo, EngineInstall, HttpCall, StreamDecoder

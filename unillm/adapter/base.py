@@ -88,9 +88,12 @@ class StreamDecoder(Protocol):
 class Adapter(ABC):
     """Translation table for one engine. Subclasses must stay free of I/O."""
 
+    #: The engine's key: its entry-point name, ``unillm.connect("vllm", ...)``'s first argument.
     name: ClassVar[str]
+    #: The engine's label in ``unillm engines`` and the docs ("vLLM").
     display_name: ClassVar[str]
-    engine_module: ClassVar[str | None] = None  # importable when the engine is installed
+    #: A module importable where the engine is installed: launch finds an interpreter that has it.
+    engine_module: ClassVar[str | None] = None
     #: Whether the engine's launch takes a tool-call parser (``tool_parser=``, e.g. vLLM's
     #: ``--tool-call-parser``). Only then does the core detect one from the model's chat template;
     #: elsewhere an explicit ``tool_parser`` is refused before anything starts.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from typing import Any
 
@@ -11,8 +12,36 @@ from unillm.errors import InvalidOptions, UnknownEngine
 ENTRY_POINT_GROUP = "unillm.adapters"
 
 
-# Engines whose adapter ships with unillm, each installed by the extra of the same name.
-FIRST_PARTY_ENGINES = ("vllm", "sglang", "tgi", "mlx", "llamacpp", "ollama", "tensorrt_llm")
+# A root extra that installs an adapter distribution: ``unillm-<engine>[...] @ ... ; extra == "<engine>"``.
+_ENGINE_EXTRA = re.compile(r"^unillm-(?P<dist>[A-Za-z0-9._-]+).*extra\s*==\s*['\"](?P<extra>[^'\"]+)['\"]")
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@cache
+def first_party_engines() -> tuple[str, ...]:
+    """Engines whose adapter ships with unillm, each installed by the extra of the same name.
+
+    Read from the installed ``unillm`` distribution's extras (each ``unillm[<engine>]`` that
+    installs ``unillm-<engine>``), so no list of engines is kept by hand.
+
+    Returns:
+        The engine names, sorted (``"tensorrt_llm"``, not the extra's normalized spelling).
+    """
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        requirements = requires("unillm") or []
+    except PackageNotFoundError:  # pragma: no cover - running from a tree that is not installed
+        return ()
+    engines = set()
+    for requirement in requirements:
+        found = _ENGINE_EXTRA.match(requirement)
+        if found and _normalized(found["dist"]) == _normalized(found["extra"]):
+            engines.add(_normalized(found["extra"]).replace("-", "_"))
+    return tuple(sorted(engines))
 
 
 @cache
@@ -58,9 +87,10 @@ def _unknown_engine_message(engine: str) -> str:
     name = engine.lower()
     have = ", ".join(installed_engines()) or "none"
     message = f"no unillm adapter is installed for engine {engine!r} (installed: {have}). "
-    if name in FIRST_PARTY_ENGINES:
+    first_party = first_party_engines()
+    if _normalized(name).replace("-", "_") in first_party:
         return message + f"Install it: pip install 'unillm[{name}]'"
-    known = sorted({*FIRST_PARTY_ENGINES, *installed_engines()})
+    known = sorted({*first_party, *installed_engines()})
     close = get_close_matches(name, known, 1)
     hint = f"Did you mean {close[0]!r}? " if close else ""
     return (

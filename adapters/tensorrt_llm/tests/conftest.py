@@ -4,16 +4,12 @@ that answers 400 to what trtllm-serve's protocol models refuse (an unknown field
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-
-sys.path.append(str(Path(__file__).resolve().parents[3] / "tests"))  # the suite's fault_server.py
-
-from fault_server import FaultServer  # type: ignore[import-not-found]
 from trtllm_protocol import request_problem
+
+from unillm.testing.fault_server import FaultServer
 
 
 @pytest.fixture

@@ -14,11 +14,12 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parents[2] / "tests")]
+sys.path.insert(0, str(HERE))
 
 import yaml  # noqa: E402
-from fault_server import FaultServer  # type: ignore[import-not-found]  # noqa: E402
 from trtllm_protocol import BACKENDS, SERVE_FLAGS, request_problem  # noqa: E402
+
+from unillm.testing.fault_server import FaultServer  # noqa: E402
 
 
 def main() -> None:

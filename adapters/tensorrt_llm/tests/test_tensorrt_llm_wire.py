@@ -9,13 +9,13 @@ import json
 from typing import Any
 
 import pytest
-from fault_server import FaultServer  # type: ignore[import-not-found]  # tests/ (see conftest.py)
 from trtllm_fixtures import answer
 from unillm_tensorrt_llm import TensorRTLLMAdapter
 
 import unillm
 from unillm import RetryPolicy, Timeouts
 from unillm.errors import EngineInternalError
+from unillm.testing.fault_server import FaultServer
 
 pytestmark = pytest.mark.anyio
 CHAT = [{"role": "user", "content": "Hi"}]

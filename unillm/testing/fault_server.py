@@ -1,7 +1,10 @@
-"""A small, deliberately misbehaving vLLM look-alike for fault-injection tests.
+"""The look-alike server: a small vLLM (OpenAI-compatible) server that misbehaves on demand.
 
-It speaks vLLM's OpenAI wire format over raw asyncio streams (so it can drop, stall or
-truncate a connection at any byte) and runs its own event loop in a background thread:
+A public test tool: an adapter for an OpenAI-compatible engine can be tried against it with no
+engine (``unillm.LLM(MyAdapter(), server.url)``), and :mod:`unillm.testing.fake_engine` serves it
+from a process for launch tests. It speaks vLLM's OpenAI wire format over raw asyncio streams (so
+it can drop, stall or truncate a connection at any byte) and runs its own event loop in a
+background thread:
 
     with FaultServer() as server:
         server.fail(429, times=2, retry_after="1")   # first two generations: 429, then normal

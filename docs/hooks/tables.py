@@ -1,0 +1,205 @@
+"""mkdocs hook: tables the docs would otherwise copy from the code, generated at build time.
+
+* ``<!-- adapters: launch settings -->``: every ``LaunchSpec`` field, what it means (its docstring),
+  and how the conformance kit checks it (``LAUNCH_PROBES``) or that the core consumes it
+  (``CORE_LAUNCH_SETTINGS``);
+* ``<!-- adapters: class attributes -->``: the class attributes an adapter declares (``Adapter``,
+  ``OpenAICompatAdapter``), with their defaults and ``#:`` comments;
+* ``<!-- errors: hierarchy -->``: the tree of ``unillm.errors`` and what each ``except`` catches.
+
+So a new setting, attribute or error shows in the docs with no edit, and the docs cannot drift.
+"""
+
+from __future__ import annotations
+
+import ast
+import html
+import inspect
+import re
+from pathlib import Path
+from typing import Any
+
+SETTINGS = "<!-- adapters: launch settings -->"
+ATTRIBUTES = "<!-- adapters: class attributes -->"
+ERRORS = "<!-- errors: hierarchy -->"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cell(text: str) -> str:
+    """One table cell of markdown: no pipes, no newlines, no reST roles or double backticks."""
+    text = re.sub(r":\w+:`~?([^`]+)`", r"`\1`", text).replace("``", "`")
+    return " ".join(text.replace("|", "\\|").split())
+
+
+def _code(text: str) -> str:
+    """Inline code that may hold a ``|`` (a table cell's backticks would show the escape)."""
+    return f"<code>{html.escape(text).replace('|', '&#124;')}</code>"
+
+
+def _show(value: Any) -> str:
+    """A probe value as one would write it: ``Parallel(tensor=2)``, not every default."""
+    from pydantic import BaseModel
+
+    if isinstance(value, BaseModel):
+        fields = sorted(value.model_fields_set, key=list(type(value).model_fields).index)
+        return f"{type(value).__name__}({', '.join(f'{k}={_show(getattr(value, k))}' for k in fields)})"
+    return repr(value)
+
+
+def _docstring_attributes(cls: type) -> dict[str, str]:
+    """The ``Attributes:`` section of a Google-style class docstring: name -> text."""
+    doc = inspect.getdoc(cls) or ""
+    section = doc.split("Attributes:", 1)[1] if "Attributes:" in doc else ""
+    out: dict[str, str] = {}
+    name = None
+    for line in section.splitlines():
+        found = re.match(r"^ {4}(\w+): (.*)", line)
+        if found:
+            name, out[found[1]] = found[1], found[2]
+        elif name and line.startswith(" " * 8):
+            out[name] += " " + line.strip()
+        elif line.strip():
+            break
+    return out
+
+
+def settings_table() -> str:
+    """Every ``LaunchSpec`` field: meaning, and the kit's probe or the core's use of it."""
+    from unillm.adapter.launch_spec import LaunchSpec
+    from unillm.testing.conformance import CORE_LAUNCH_SETTINGS, LAUNCH_PROBES
+
+    meaning = _docstring_attributes(LaunchSpec)
+    lines = ["| setting | means | checked by the kit with (probe: value, needs) |", "|---|---|---|"]
+    for field in LaunchSpec.model_fields:
+        probes = [(n, p) for n, p in LAUNCH_PROBES.items() if re.split(r"[.=]", n)[0] == field]
+        if field in CORE_LAUNCH_SETTINGS:
+            checked = f"*the core:* {CORE_LAUNCH_SETTINGS[field]}"
+        else:
+            checked = "<br>".join(
+                f"`{name}`: `{', '.join(f'{k}={_show(v)}' for k, v in p.value.items()) or 'renamed'}`"
+                + (
+                    f" (needs `{', '.join(f'{k}={_show(v)}' for k, v in p.needs.items())}`)"
+                    if p.needs
+                    else ""
+                )
+                for name, p in probes
+            )
+        lines.append(f"| `{field}` | {_cell(meaning.get(field, ''))} | {_cell(checked)} |")
+    return "\n".join(lines)
+
+
+def _class_attributes(path: Path, class_name: str) -> list[tuple[str, str, str, str]]:
+    """(name, type, default, comment) of each ``ClassVar`` in ``class_name`` of ``path``."""
+    source = path.read_text()
+    lines = source.splitlines()
+    [cls] = [n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == class_name]
+    out: list[tuple[str, str, str, str]] = []
+    shared = ""  # a `#:` comment over several attributes in a row belongs to each of them
+    for node in cls.body:
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+            shared = ""
+            continue
+        comment: list[str] = []
+        above = node.lineno - 2
+        while above >= 0 and lines[above].strip().startswith("#:"):
+            comment.insert(0, lines[above].strip()[2:].strip())
+            above -= 1
+        kind = ast.unparse(node.annotation)
+        if not (kind.startswith("ClassVar[") or comment):
+            continue
+        kind = kind[len("ClassVar[") : -1] if kind.startswith("ClassVar[") else kind
+        shared = " ".join(comment) or lines[node.lineno - 1].partition("  # ")[2] or shared
+        default = ast.unparse(node.value) if node.value is not None else "*required*"
+        out.append((node.target.id, kind, default, shared))
+    return out
+
+
+def attributes_table() -> str:
+    """The class attributes of ``Adapter`` and ``OpenAICompatAdapter``, as declared in the code."""
+    rows = ["| attribute | type | default | declares |", "|---|---|---|---|"]
+    for path, cls in (("base.py", "Adapter"), ("openai_compat.py", "OpenAICompatAdapter")):
+        for name, kind, default, comment in _class_attributes(ROOT / "unillm" / "adapter" / path, cls):
+            if cls != "Adapter" and name == "name":
+                continue
+            default = default if default.startswith("*") else f"`{default}`"
+            rows.append(
+                f"| `{cls}.{name}` | {_code(kind)} | {_cell(default)} | {_cell(comment.replace('``', '`'))} |"
+            )
+    return "\n".join(rows)
+
+
+def _summary(cls: type) -> str:
+    return (inspect.getdoc(cls) or "").split("\n\n")[0].replace("\n", " ").replace("``", "`")
+
+
+def error_tree() -> str:
+    """``unillm.errors`` as a tree (with the built-in exceptions each also is), then what each
+    ``except`` clause catches."""
+    import unillm.errors as errors
+
+    classes = [c for c in vars(errors).values() if isinstance(c, type) and c.__module__ == errors.__name__]
+    classes = [c for c in classes if issubclass(c, errors.UnillmError)]
+
+    def children(parent: type) -> list[type]:
+        return [c for c in classes if c.__bases__[0] is parent]
+
+    def branch(cls: type, depth: int) -> list[str]:
+        also = [b.__name__ for b in cls.__bases__[1:]]
+        extra = f" (also a `{'`, `'.join(also)}`)" if also else ""
+        line = f"{'    ' * depth}- **`{cls.__name__}`**{extra}: {_summary(cls)}"
+        return [line] + [x for child in children(cls) for x in branch(child, depth + 1)]
+
+    lines = branch(errors.UnillmError, 0)
+    lines += ["", "| `except` | catches |", "|---|---|"]
+    for cls in classes:
+        caught = [c.__name__ for c in classes if c is not cls and issubclass(c, cls)]
+        if caught:
+            lines.append(f"| `{cls.__name__}` | {', '.join(f'`{n}`' for n in caught)} |")
+    builtins = sorted(
+        {b for c in classes for b in c.__mro__ if b.__module__ == "builtins"}, key=lambda b: b.__name__
+    )
+    for base in builtins:
+        if base in (object, BaseException, Exception):
+            continue
+        caught = [c.__name__ for c in classes if issubclass(c, base)]
+        lines.append(f"| `{base.__name__}` (built-in) | {', '.join(f'`{n}`' for n in caught)} |")
+    return "\n".join(lines)
+
+
+GENERATED = {SETTINGS: settings_table, ATTRIBUTES: attributes_table, ERRORS: error_tree}
+REPL_TITLE = (
+    "REPL cell: top-level await (python -m asyncio, IPython, Jupyter); in a file, put it in async def main()"
+)
+_PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```$", re.S | re.M)
+
+
+def _awaits_at_top_level(code: str) -> bool:
+    """True for a snippet that runs only where top-level ``await`` does (a REPL or a notebook)."""
+    try:
+        compile(code, "<docs>", "exec", dont_inherit=True)
+    except SyntaxError:
+        try:
+            compile(code, "<docs>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+        except SyntaxError:
+            return False
+        return True
+    return False
+
+
+def mark_repl_cells(markdown: str) -> str:
+    """Title each python block that awaits at top level as a REPL cell, saying how to run it."""
+
+    def title(block: re.Match[str]) -> str:
+        if not _awaits_at_top_level(block[1]):
+            return block[0]
+        return f'```python title="{REPL_TITLE}"\n{block[1]}```'
+
+    return _PYTHON_BLOCK.sub(title, markdown)
+
+
+def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:
+    """Replace each placeholder on a page with its generated table; title the REPL cells."""
+    for placeholder, render in GENERATED.items():
+        if placeholder in markdown:
+            markdown = markdown.replace(placeholder, render())
+    return mark_repl_cells(markdown)

@@ -1,0 +1,85 @@
+"""``unillm new-adapter NAME`` writes an adapter package that passes its own tests, the conformance
+kit, the layout conventions, the linters and strict mypy as written, and that the import contracts
+pick up from its folder: a new engine touches no core file."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import import_contracts
+import pytest
+import test_adapter_layout as layout
+
+from unillm.cli.main import main
+from unillm.errors import InvalidOptions
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A repository root (the real pyproject.toml) whose adapters/ holds only a new ``lmdeploy``."""
+    root = tmp_path_factory.mktemp("repo")
+    shutil.copy(ROOT / "pyproject.toml", root / "pyproject.toml")
+    (root / "unillm").symlink_to(ROOT / "unillm")  # so that the linters see unillm as first-party
+    assert (
+        main(["new-adapter", "lmdeploy", "--dir", str(root / "adapters"), "--display-name", "LMDeploy"]) == 0
+    )
+    return root
+
+
+def run(*argv: str, cwd: Path, path: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {"PYTHONPATH": str(path)} if path else {}
+    return subprocess.run(
+        [sys.executable, "-m", *argv],
+        cwd=cwd,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_new_adapter_passes_its_tests_with_nothing_installed(repo: Path) -> None:
+    """Its conformance-kit subclass and its launch test (a fake engine process) run from the folder."""
+    folder = repo / "adapters" / "lmdeploy"
+    done = run("pytest", "-q", "-p", "no:cacheprovider", "tests", cwd=folder, path=folder)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert " passed" in done.stdout and "failed" not in done.stdout
+
+
+def test_the_new_adapter_follows_the_layout(repo: Path) -> None:
+    folder = repo / "adapters" / "lmdeploy"
+    layout.test_an_adapter_package_follows_the_layout(folder)
+    layout.test_an_adapter_package_has_the_common_files(folder)
+
+
+def test_the_import_contracts_hold_the_new_adapter_to_the_sdk(repo: Path) -> None:
+    config = import_contracts.contracts(repo)["tool"]["importlinter"]
+    assert "unillm_lmdeploy" in config["root_packages"]
+    [forbidden] = [c for c in config["contracts"] if c["type"] == "forbidden"]
+    assert forbidden["source_modules"] == ["unillm_lmdeploy"]
+
+
+def test_the_new_adapter_is_lint_and_type_clean(repo: Path) -> None:
+    folder = repo / "adapters" / "lmdeploy"
+    for argv in (["ruff", "check", "adapters"], ["ruff", "format", "--check", "adapters"]):
+        done = run(*argv, cwd=repo)
+        assert done.returncode == 0, done.stdout[-3000:]
+    done = run(
+        "mypy", "--strict", "--cache-dir", str(repo / ".mypy"), "unillm_lmdeploy", cwd=folder, path=folder
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+
+
+def test_an_existing_folder_or_a_bad_name_is_refused(repo: Path) -> None:
+    from unillm.cli.adapter_template import write_adapter
+
+    with pytest.raises(InvalidOptions, match="exists already"):
+        write_adapter("lmdeploy", repo / "adapters")
+    with pytest.raises(InvalidOptions, match="lower case letters"):
+        write_adapter("LM-Deploy", repo / "adapters")

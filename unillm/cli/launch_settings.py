@@ -1,0 +1,107 @@
+"""``unillm launch``'s flags turned into launch settings (a ``LaunchSpec``'s, a fleet's, the nodes')."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+SCALAR_FLAGS = {
+    "served_name": "name the engine serves the model under (default: the model path)",
+    "host": "address to bind (default 127.0.0.1)",
+    "port": "port to listen on (default: a free one)",
+    "dtype": "weights and activations dtype, e.g. bfloat16 (default: the engine's)",
+    "max_model_len": "longest context in tokens (default: the model's, or what fits with --cpu)",
+    "max_num_seqs": "most sequences decoded at once",
+    "memory_fraction": "fraction of accelerator memory the engine may take (0-1]",
+    "quantization": "quantization method, e.g. awq, fp8",
+    "max_lora_rank": "highest LoRA rank to reserve room for",
+    "max_loras": "most LoRA adapters in one batch",
+    "python": "interpreter of the env the engine is installed in (default: its managed env)",
+    "ready_timeout": "seconds to wait until the engine answers (default 900)",
+}
+
+
+def pairs(items: list[str], what: str) -> dict[str, str]:
+    """``KEY=VALUE`` items as a mapping; ``what`` names the flag in the error."""
+    from unillm.errors import InvalidOptions
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InvalidOptions(f"{what} needs KEY=VALUE, got {item!r}")
+        out[key] = value
+    return out
+
+
+def spec_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``LaunchSpec`` settings the launch flags give (unset flags are left out)."""
+    from unillm.adapter.launch_spec import Parallel, Speculative
+
+    settings: dict[str, Any] = {"model": args.model}
+    settings.update({k: getattr(args, k) for k in SCALAR_FLAGS if getattr(args, k) is not None})
+    if args.cpu:
+        settings["cpu"] = True
+    settings["parallel"] = Parallel(
+        tensor=args.tensor_parallel,
+        pipeline=args.pipeline_parallel,
+        data=args.data_parallel,
+        expert=args.expert_parallel,
+    )
+    if args.prefix_caching is not None:  # unset flags leave room for --cpu's recipe
+        settings["prefix_caching"] = args.prefix_caching
+    settings["lora"] = pairs(args.lora, "--lora")
+    settings["runtime_lora"] = args.runtime_lora
+    settings["env"] = pairs(args.env, "--env")
+    if args.secret_env:
+        settings["secret_env"] = args.secret_env
+    if args.api_key is not None:
+        settings["api_key"] = None if args.api_key == "none" else args.api_key
+    if args.speculative:
+        settings["speculative"] = Speculative(
+            method=args.speculative, num_tokens=args.speculative_tokens, draft_model=args.draft_model
+        )
+    settings["extra_args"] = args.extra_args
+    return settings
+
+
+def fleet_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The fleet settings (replicas, router, policy, Ray, prefill/decode) the flags give."""
+    from unillm.adapter.launch_spec import Disaggregation
+    from unillm.errors import InvalidOptions
+
+    out: dict[str, Any] = {}
+    if args.replicas != 1:
+        out["replicas"] = args.replicas
+    if args.router:
+        out["router"] = args.router
+    if args.policy != "round_robin":
+        out["policy"] = args.policy
+    if args.ray:
+        from unillm.launching.ray_plan import Ray
+
+        out["cluster"] = Ray(args.ray, placement=args.ray_placement)
+    if (args.prefill is None) != (args.decode is None):
+        raise InvalidOptions("prefill/decode disaggregation needs both --prefill N and --decode N")
+    if args.prefill is not None:
+        out["disaggregation"] = Disaggregation(
+            prefill=args.prefill, decode=args.decode, transfer=args.kv_transfer
+        )
+    return out
+
+
+def node_ranks(args: argparse.Namespace, settings: dict[str, Any]) -> list[int | None]:
+    """The node ranks to render: [None] without --nodes, every rank for a dry run without one."""
+    from unillm.adapter.launch_spec import Nodes
+    from unillm.errors import InvalidOptions
+
+    if args.nodes is None:
+        if args.node_rank is not None or args.head_address:
+            raise InvalidOptions("--node-rank and --head-address need --nodes N")
+        return [None]
+    if not args.head_address:
+        raise InvalidOptions("--nodes needs --head-address HOST[:PORT] (the head node, rank 0)")
+    settings["nodes"] = Nodes(count=args.nodes, rank=args.node_rank or 0, head=args.head_address)
+    if args.node_rank is None and args.dry_run:
+        return list(range(args.nodes))
+    return [args.node_rank if args.node_rank is not None else 0]
