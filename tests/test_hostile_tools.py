@@ -2,7 +2,7 @@
 arguments nested past Python's recursion limit, type hints with no JSON schema, and parameters the
 schema used to leave out. Each one ends typed, before sending where it can, and never fetches.
 
-The engine is :class:`fault_server.FaultServer` (a vLLM look-alike on 127.0.0.1), scripted to
+The engine is :class:`unillm.testing.fault_server.FaultServer` (a vLLM look-alike on 127.0.0.1), scripted to
 answer with a tool call; it also serves ``/schema.json``, the remote ``$ref`` target, and
 records every request, so "never fetched" is ``server.count(SCHEMA) == 0``.
 """
@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from fault_server import CHAT, FaultServer, Raw
 from pydantic import BaseModel, ConfigDict
 
 import unillm
@@ -24,6 +23,7 @@ from unillm.client.tool_loop import ToolResult, ToolRun
 from unillm.errors import InvalidOptions
 from unillm.options import to_constraint
 from unillm.results import ToolCallDelta
+from unillm.testing.fault_server import CHAT, FaultServer, Raw
 from unillm.tools import Tool, ToolCallAccumulator, to_tools, validate_call
 
 pytestmark = pytest.mark.anyio
