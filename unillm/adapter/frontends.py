@@ -23,6 +23,13 @@ from unillm.results import Completion, Delta
 __all__ = ["AsyncClient", "BlockingClient"]
 
 
+class _Inputs(Options, total=False):
+    """What a call takes besides the prompt: chat messages, an output constraint, the options."""
+
+    messages: Messages | None
+    output: OutputSpec | None
+
+
 @runtime_checkable
 class AsyncClient(Protocol):
     """An async client (``unillm.LLM``, ``unillm.Fleet``): its engine, and a blocking twin."""
@@ -45,24 +52,10 @@ class BlockingClient(Protocol):
     def info(self) -> EngineInfo:
         """Served model, engine version and limits."""
 
-    def generate(
-        self,
-        prompt: str | None = None,
-        *,
-        messages: Messages | None = None,
-        output: OutputSpec | None = None,
-        **options: Unpack[Options],
-    ) -> Completion[Any]:
+    def generate(self, prompt: str | None = None, **inputs: Unpack[_Inputs]) -> Completion[Any]:
         """The whole answer to ``prompt`` (completions API) or ``messages`` (chat API)."""
 
-    def stream(
-        self,
-        prompt: str | None = None,
-        *,
-        messages: Messages | None = None,
-        output: OutputSpec | None = None,
-        **options: Unpack[Options],
-    ) -> Iterator[Delta]:
+    def stream(self, prompt: str | None = None, **inputs: Unpack[_Inputs]) -> Iterator[Delta]:
         """The answer as it comes; the last delta carries usage, timings and finish reason."""
 
     def close(self) -> None:

@@ -54,14 +54,7 @@ FIELDS = frozenset(
     }
 )
 DEFAULT_MAX_TOKENS = 512  # as mlx_lm.server
-_FLOAT_OPTIONS = (
-    "temperature",
-    "top_p",
-    "min_p",
-    "presence_penalty",
-    "frequency_penalty",
-    "repetition_penalty",
-)
+_FLOATS = ("temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty")
 
 
 class RequestError(Exception):
@@ -175,7 +168,7 @@ def parse_job(body: dict[str, Any], *, chat: bool, model_id: str, model_path: st
         raise RequestError(400, "adapters must be a string (a LoRA name or path)")
     options = body.get("stream_options") or {}
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    for key in _FLOAT_OPTIONS:
+    for key in _FLOATS:
         number(body, key, (int, float), None)
     number(body, "top_k", int, None, 0)
     number(body, "seed", int, None)
