@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -57,3 +59,46 @@ class SlowServer(FaultServer):
             return await super()._answer(request, reader, writer)
         finally:
             self.now -= 1
+
+
+class Poisoned:
+    """A client that sends through ``client``, except that the prompt ``poison`` raises ``error``
+    inside unillm (an exception no request should let out, e.g. jsonschema's on a bad ``$ref``)."""
+
+    def __init__(self, client: Any, error: Exception) -> None:
+        self.client, self.error = client, error
+
+    async def generate(self, prompt: str | None = None, **kwargs: Any) -> Any:
+        if prompt == "poison":
+            raise self.error
+        return await self.client.generate(prompt, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
+def write_poisoned(path: Path, n: int) -> Path:
+    """``n`` simple requests r0.., the middle one's prompt ``poison``."""
+    lines = [{"custom_id": f"r{i}", "prompt": "poison" if i == n // 2 else f"q{i}"} for i in range(n)]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+class DiskFullAfter:
+    """Stands in for the ``os`` module of :mod:`unillm.batch.journal` (``monkeypatch.setattr(journal,
+    "os", DiskFullAfter(3))``): the disk fills once ``lines`` lines are written, so the write that
+    crosses it writes part of its data, then fails with ENOSPC. Everything else is the real ``os``."""
+
+    def __init__(self, lines: int) -> None:
+        self.left = lines
+
+    def write(self, fd: int, data: Any) -> int:
+        data = bytes(data)
+        if data.count(b"\n") > self.left:
+            os.write(fd, data[: len(data) // 2])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.left -= data.count(b"\n")
+        return os.write(fd, data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(os, name)

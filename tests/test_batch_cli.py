@@ -2,18 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from batch_helpers import SlowServer, every, ids, results, write_input
+from batch_helpers import (
+    DiskFullAfter,
+    Poisoned,
+    SlowServer,
+    every,
+    ids,
+    results,
+    write_input,
+    write_poisoned,
+)
 from fault_server import FaultServer
 
+from unillm.batch import journal, target
 from unillm.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,3 +82,76 @@ def test_bad_input_is_refused_before_connecting(tmp_path: Path, capsys: pytest.C
     argv = ["batch", str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "o.jsonl")]
     assert main([*argv, "--engine", "vllm", "--url", "http://127.0.0.1:9"]) == 2
     assert "line 1: prompt must be a string" in capsys.readouterr().err
+
+
+def run_main(inp: Path, out: Path, url: str, *extra: str) -> int:
+    return main(
+        ["batch", str(inp), "--out", str(out), "--engine", "vllm", "--url", url, "--no-progress", *extra]
+    )
+
+
+def test_an_out_that_is_the_input_is_refused_and_the_input_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inp = write_input(tmp_path / "in.jsonl", 3)
+    before = inp.read_bytes()
+    with FaultServer() as server:
+        code = run_main(inp, inp, server.url, "--retry-failed")
+    assert (code, inp.read_bytes()) == (2, before)
+    assert "is the batch input itself" in capsys.readouterr().err
+
+
+def test_an_out_that_is_an_unrelated_jsonl_is_refused_untouched(tmp_path: Path) -> None:
+    inp, out = write_input(tmp_path / "in.jsonl", 3), tmp_path / "other.jsonl"
+    out.write_text('{"a": 1}\n{"b": 2}\n{"c": 3')
+    with FaultServer() as server:
+        code = run_main(inp, out, server.url)
+    assert (code, out.read_text()) == (2, '{"a": 1}\n{"b": 2}\n{"c": 3')
+
+
+def test_a_poison_request_fails_alone_and_the_run_exits_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inp, out = write_poisoned(tmp_path / "in.jsonl", 6), tmp_path / "out.jsonl"
+    opened = target.open_target
+
+    @contextlib.asynccontextmanager
+    async def poisoned(t: target.Target) -> AsyncIterator[Any]:
+        async with opened(t) as client:
+            yield Poisoned(client, LookupError("Unresolvable: http://127.0.0.1:9/x.json"))
+
+    monkeypatch.setattr(target, "open_target", poisoned)
+    with FaultServer() as server:
+        code = run_main(inp, out, server.url)
+    assert (code, ids(out)) == (1, every(6))
+    assert "5 succeeded, 1 failed" in capsys.readouterr().err
+
+
+def test_guided_json_that_is_not_json_is_refused_naming_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = {"custom_id": "a", "url": "/v1/chat/completions", "body": {"messages": [], "guided_json": "{no"}}
+    (tmp_path / "in.jsonl").write_text(json.dumps(line) + "\n")
+    assert run_main(tmp_path / "in.jsonl", tmp_path / "o.jsonl", "http://127.0.0.1:9") == 2
+    assert "line 1: body.guided_json is a string but not JSON" in capsys.readouterr().err
+
+
+def test_a_huge_value_in_a_bad_line_is_not_echoed_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "in.jsonl").write_text(json.dumps({"prompt": "p", "temperature": "a" * 5_000_000}) + "\n")
+    assert run_main(tmp_path / "in.jsonl", tmp_path / "o.jsonl", "http://127.0.0.1:9") == 2
+    assert len(capsys.readouterr().err) < 2000
+
+
+def test_a_full_disk_ends_with_a_typed_message_and_a_rerun_finishes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inp, out = write_input(tmp_path / "in.jsonl", 6), tmp_path / "out.jsonl"
+    with FaultServer() as server:
+        monkeypatch.setattr(journal, "os", DiskFullAfter(2))
+        full = run_main(inp, out, server.url, "--max-concurrency", "1")
+        monkeypatch.undo()
+        rerun = run_main(inp, out, server.url)
+    assert (full, rerun, ids(out)) == (2, 0, every(6))
+    assert "unillm: OutputWriteError: cannot write the output" in capsys.readouterr().err

@@ -143,3 +143,59 @@ def test_a_vllm_run_batch_error_line_counts_as_failed() -> None:
 
 def test_a_success_line_does_not_count_as_failed() -> None:
     assert not failed(success_line(parse_line(openai("a"), 1), completion()))
+
+
+def test_a_line_nested_100000_deep_is_refused_as_a_bad_line() -> None:
+    line = '{"prompt": "x", "extra_body": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    with pytest.raises(InvalidOptions, match="line 1: nested too deeply"):
+        parse_lines([line])
+
+
+def test_a_line_nested_deeper_than_the_limit_but_readable_is_refused() -> None:
+    line = '{"prompt": "x", "extra_body": {"a": ' + "[" * 500 + "]" * 500 + "}}"
+    with pytest.raises(InvalidOptions, match="line 1: nested too deeply"):
+        parse_lines([line])
+
+
+def test_guided_json_that_is_not_json_is_a_bad_line_naming_the_field() -> None:
+    with pytest.raises(InvalidOptions, match=r"line 1: body.guided_json is a string but not JSON"):
+        parse_lines([openai(guided_json="{not json")])
+
+
+def test_guided_json_given_as_a_json_string_is_read() -> None:
+    assert parse_line(openai(guided_json='{"type": "object"}'), 1).output == JsonSchema({"type": "object"})
+
+
+BIG = "a" * 1_000_000
+BIG_VALUES = {
+    "custom_id": {"custom_id": [BIG], "prompt": "p"},
+    "method": {"custom_id": "a", "method": BIG, "url": "/v1/completions", "body": {"prompt": "p"}},
+    "url": {"custom_id": "a", "url": BIG, "body": {}},
+    "prompt": {"custom_id": "a", "url": "/v1/completions", "body": {"prompt": [BIG]}},
+    "option": {"prompt": "p", "temperature": BIG},
+    "option name": {"prompt": "p", BIG: 1},
+    "constraint": {"prompt": "p", "output": BIG},
+    "constraint name": {"prompt": "p", "output": {BIG: 1, "b": 2}},
+    "response_format": {
+        "custom_id": "a",
+        "url": "/v1/chat/completions",
+        "body": {"messages": [], "response_format": BIG},
+    },
+    "embeddings field": {"custom_id": "a", "url": "/v1/embeddings", "body": {"input": "x", BIG: 1}},
+    "dimensions": {"custom_id": "a", "url": "/v1/embeddings", "body": {"input": "x", "dimensions": BIG}},
+    "regex": {"prompt": "p", "output": {"regex": ["(" + BIG]}},
+    "stop": {"prompt": "p", "stop": {"a": BIG}},
+}
+
+
+@pytest.mark.parametrize("line", BIG_VALUES.values(), ids=BIG_VALUES.keys())
+def test_a_huge_value_in_a_bad_line_is_quoted_cut(line: dict[str, Any]) -> None:
+    with pytest.raises(InvalidOptions) as e:
+        parse_lines([json.dumps(line)])
+    assert len(str(e.value)) < 1000
+
+
+def test_a_huge_repeated_custom_id_is_quoted_cut() -> None:
+    with pytest.raises(InvalidOptions, match="repeats line 1") as e:
+        parse_lines([json.dumps({"custom_id": BIG, "prompt": "p"})] * 2)
+    assert len(str(e.value)) < 1000

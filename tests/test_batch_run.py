@@ -5,12 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from batch_helpers import SlowServer, every, ids, results, write_input
+from batch_helpers import (
+    DiskFullAfter,
+    Poisoned,
+    SlowServer,
+    every,
+    ids,
+    results,
+    write_input,
+    write_poisoned,
+)
 from fault_server import FaultServer
 
 import unillm
 import unillm.batch
 from unillm import InvalidOptions, RetryPolicy
+from unillm.batch import OutputWriteError, journal
 from unillm.batch.runner import execute
 
 pytestmark = pytest.mark.anyio
@@ -126,3 +136,48 @@ async def test_a_long_engine_queue_shrinks_the_concurrency(tmp_path: Path) -> No
                 llm, p.pending, p.journal, p.summary, max_concurrency=16, metrics_interval=0.02
             )
     assert (ids(out), summary.concurrency < 16) == (every(40), True)
+
+
+async def test_an_output_that_is_the_input_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
+    inp = write_input(tmp_path / "in.jsonl", 3)
+    before = inp.read_bytes()
+    with FaultServer() as server:
+        async with unillm.connect("vllm", server.url) as llm:
+            with pytest.raises(InvalidOptions, match="is the batch input itself"):
+                await unillm.batch.run(inp, inp, llm, retry_failed=True)
+        assert (server.count("/v1/chat/completions"), inp.read_bytes()) == (0, before)
+
+
+async def test_an_unrelated_jsonl_output_is_refused_untouched(tmp_path: Path) -> None:
+    inp, out = write_input(tmp_path / "in.jsonl", 3), tmp_path / "other.jsonl"
+    out.write_text('{"a": 1}\n{"b": 2}\n{"c": 3')
+    with FaultServer() as server:
+        async with unillm.connect("vllm", server.url) as llm:
+            with pytest.raises(InvalidOptions, match="not a batch result"):
+                await unillm.batch.run(inp, out, llm)
+    assert out.read_text() == '{"a": 1}\n{"b": 2}\n{"c": 3'
+
+
+async def test_a_poison_request_fails_alone_in_its_own_typed_line(tmp_path: Path) -> None:
+    inp, out = write_poisoned(tmp_path / "in.jsonl", 6), tmp_path / "out.jsonl"
+    with FaultServer() as server:
+        async with unillm.connect("vllm", server.url) as llm:
+            poisoned = Poisoned(llm, LookupError("Unresolvable: http://127.0.0.1:9/x.json"))
+            summary = await unillm.batch.run(inp, out, poisoned, max_concurrency=2)
+    errors = {x["custom_id"]: x["error"] and x["error"]["code"] for x in results(out)}
+    assert (ids(out), summary.succeeded, errors["r3"]) == (every(6), 5, "UnexpectedError")
+
+
+async def test_a_full_disk_ends_typed_keeps_whole_lines_and_a_rerun_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inp, out = write_input(tmp_path / "in.jsonl", 8), tmp_path / "out.jsonl"
+    with FaultServer() as server:
+        async with unillm.connect("vllm", server.url) as llm:
+            monkeypatch.setattr(journal, "os", DiskFullAfter(3))
+            with pytest.raises(OutputWriteError):
+                await unillm.batch.run(inp, out, llm, max_concurrency=1)
+            kept = len(results(out))  # every line whole JSON
+            monkeypatch.undo()
+            summary = await unillm.batch.run(inp, out, llm)
+    assert (kept, summary.skipped, ids(out)) == (3, 3, every(8))

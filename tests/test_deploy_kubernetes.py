@@ -221,6 +221,34 @@ def test_an_api_key_is_refused_without_printing_it() -> None:
     assert "sk-verysecretvalue" not in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("extra_args", "variable"),
+    [
+        (["--api-key", "sk-verysecretvalue"], "VLLM_API_KEY"),
+        (["--api-key=sk-verysecretvalue"], "VLLM_API_KEY"),
+        (["--seed", "7", "--hf-token", "sk-verysecretvalue"], "HF_TOKEN"),
+        (["--hf-token=sk-verysecretvalue"], "HF_TOKEN"),
+    ],
+)
+def test_a_secret_engine_flag_is_refused_naming_the_secret_for_it(
+    extra_args: list[str], variable: str
+) -> None:
+    with pytest.raises(InvalidOptions, match=f"secret_env = {{{variable} = ") as caught:
+        render({"extra_args": extra_args})
+    assert "sk-verysecretvalue" not in str(caught.value)
+
+
+def test_a_secret_engine_flag_without_a_known_variable_is_refused() -> None:
+    with pytest.raises(InvalidOptions, match="extra_args --admin-api-key holds a secret") as caught:
+        render({"extra_args": ["--admin-api-key", "sk-verysecretvalue"]})
+    assert "sk-verysecretvalue" not in str(caught.value)
+
+
+def test_engine_flags_that_only_look_secret_are_carried() -> None:
+    args = ["--max-num-batched-tokens", "8192", "--hf-token", "--seed", "7"]  # a bare --hf-token: no value
+    assert engine_args(render({"extra_args": args})["spec"])[-5:] == args
+
+
 def test_runtime_lora_sets_vllms_switch_and_env() -> None:
     spec = render({"runtime_lora": True})["spec"]
     assert "--enable-lora" in engine_args(spec)
@@ -465,6 +493,56 @@ def test_a_broken_manifest_fails_the_schema(path: tuple[str, ...], value: Any, p
         validate_manifest(manifest)
 
 
+INT32_MAX = 2**31 - 1
+
+
+@pytest.mark.parametrize(
+    ("launch", "field"),
+    [
+        ({"replicas": INT32_MAX + 1}, "spec.replicas"),
+        ({"disaggregation": {"prefill": INT32_MAX + 1, "decode": 1}}, "spec.prefill.replicas"),
+        ({"parallel": {"tensor": 2**32 + 1}, "cpu": True}, "spec.parallelism.tensor"),
+        ({"parallel": {"pipeline": INT32_MAX + 1}, "cpu": True}, "spec.parallelism.pipeline"),
+        ({"parallel": {"data": INT32_MAX + 1}, "cpu": True}, "spec.parallelism.data"),
+        ({"lora": {"sql": "org/sql"}, "max_lora_rank": INT32_MAX + 1}, "spec.model.lora.maxRank"),
+        ({"lora": {"sql": "org/sql"}, "max_loras": INT32_MAX + 1}, "spec.model.lora.maxAdapters"),
+    ],
+)
+def test_a_count_past_int32_is_refused_naming_the_field_and_the_bound(
+    launch: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(
+        InvalidOptions, match=rf"{field}: \d+ does not fit an int32 field \(at most {INT32_MAX}\)"
+    ):
+        render(launch, {"image": "vllm-cpu:latest"} if launch.get("cpu") else None)
+
+
+@pytest.mark.parametrize(
+    "parallel",
+    [{"tensor": 2**32 + 1}, {"tensor": 2**16, "pipeline": 2**16}, {"tensor": 2**16, "data": 2**16}],
+)
+def test_a_gpu_count_past_int32_is_refused_with_the_bound(parallel: dict[str, int]) -> None:
+    with pytest.raises(
+        InvalidOptions, match=rf"tensor \d+ x pipeline \d+ x data \d+ = .*at most {INT32_MAX}"
+    ):
+        render({"parallel": parallel})
+
+
+def test_counts_at_the_int32_bound_render() -> None:
+    spec = render({"replicas": INT32_MAX, "parallel": {"tensor": INT32_MAX}})["spec"]
+    assert spec["replicas"] == spec["parallelism"]["tensor"] == INT32_MAX
+    assert main_container(spec)["resources"]["limits"]["nvidia.com/gpu"] == str(INT32_MAX)
+
+
+def test_the_schema_check_holds_int64_fields_to_their_range() -> None:
+    manifest = render()
+    manifest["spec"]["template"]["terminationGracePeriodSeconds"] = 2**63
+    with pytest.raises(
+        InvalidOptions, match=r"terminationGracePeriodSeconds: \d+ does not fit an int64 field"
+    ):
+        validate_manifest(manifest)
+
+
 def test_a_bad_resource_quantity_fails_the_schema() -> None:
     manifest = render()
     main_container(manifest["spec"])  # the container is there to break
@@ -563,6 +641,21 @@ def test_cli_refusal_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixtur
     out = tmp_path / "k8s"
     assert main(["deploy", "kubernetes", "--config", str(config), "--out", str(out)]) == 2
     assert "UnsupportedFeature" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_cli_refuses_a_secret_engine_flag_writing_and_printing_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "unillm.toml"
+    config.write_text(
+        CONFIG.replace("[launch]\n", '[launch]\nextra_args = ["--api-key", "sk-verysecretvalue"]\n')
+    )
+    out = tmp_path / "k8s"
+    assert main(["deploy", "kubernetes", "--config", str(config), "--out", str(out)]) == 2
+    printed = capsys.readouterr()
+    assert "VLLM_API_KEY" in printed.err
+    assert "sk-verysecretvalue" not in printed.out + printed.err
     assert not out.exists()
 
 

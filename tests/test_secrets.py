@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import unillm
 from unillm.adapter.launch_spec import LaunchCommand, LaunchSpec
 from unillm.cli.main import main
-from unillm.redact import display_url, is_secret_name
+from unillm.redact import display_url, is_secret_flag, is_secret_name, masked_argv, secret_flag_values
 
 KEY = "sk-0123456789abcdef"
 PASSWORD = "hunter2-pw-42"
@@ -256,9 +256,89 @@ def test_dry_run_masks_secret_env_values(capsys: pytest.CaptureFixture[str]) -> 
     assert "HF_TOKEN=***" in out.out
 
 
+# -- secret engine flags (issue 29, defect 6) -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "masked"),
+    [
+        (["--api-key", KEY], ["--api-key", "***"]),
+        ([f"--api-key={KEY}"], ["--api-key=***"]),
+        (["--hf-token", TOKEN, "--seed", "7"], ["--hf-token", "***", "--seed", "7"]),
+        ([f"--hf-token={TOKEN}"], ["--hf-token=***"]),
+        (["--api-key", "k1", "k2", "--port", "8"], ["--api-key", "***", "***", "--port", "8"]),  # nargs="+"
+        (
+            ["--admin-api-key", "ab", "--ssl-keyfile-password=cd"],
+            ["--admin-api-key", "***", "--ssl-keyfile-password=***"],
+        ),
+        (["--API_KEY", "ab"], ["--API_KEY", "***"]),
+    ],
+)
+def test_masked_argv_masks_a_secret_flags_value_in_every_form(argv: list[str], masked: list[str]) -> None:
+    assert masked_argv(argv) == masked
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--max-num-batched-tokens", "8192"],
+        ["--api-key-file", "/run/key"],
+        ["--tokenizer", "org/tok"],
+        ["--hf-token", "--seed", "7"],  # a bare --hf-token (use the cached login)
+        ["serve", "api-key"],
+    ],
+)
+def test_masked_argv_leaves_flags_that_only_look_secret(argv: list[str]) -> None:
+    assert masked_argv(argv) == argv
+
+
+def test_secret_flag_values_lists_each_flag_and_value() -> None:
+    argv = ["serve", "--api-key", KEY, "--seed", "7", f"--hf-token={TOKEN}"]
+    assert secret_flag_values(argv) == [("--api-key", KEY), ("--hf-token", TOKEN)]
+
+
+@pytest.mark.parametrize("flag", ["--api-key", "--hf-token", "--admin-api-key", "-api_key", "--password=x"])
+def test_flags_ending_in_a_secret_word_are_secret(flag: str) -> None:
+    assert is_secret_flag(flag)
+
+
+def test_render_and_repr_of_a_command_mask_a_secret_flag_in_argv() -> None:
+    cmd = LaunchCommand(argv=["serve", "--api-key", "abc", f"--hf-token={TOKEN}", "--seed", "7"])
+    assert cmd.render() == "serve --api-key *** --hf-token=*** --seed 7"
+    assert TOKEN not in repr(cmd)
+
+
+@pytest.mark.parametrize("extra", [["--api-key", KEY], [f"--api-key={KEY}"], ["--hf-token", TOKEN]])
+@pytest.mark.parametrize("placement", [[], ["--replicas", "2"], ["--ray", "auto", "--replicas", "2"]])
+def test_dry_run_masks_a_secret_engine_flag(
+    extra: list[str], placement: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    launch = ("launch", "vllm", "--model", "M", "--dry-run", "--python", sys.executable)
+    assert main([*launch, *placement, "--", "--seed", "7", *extra]) == 0
+    out = capsys.readouterr()
+    assert KEY not in out.out + out.err
+    assert TOKEN not in out.out + out.err
+    assert f"--seed 7 {extra[0].partition('=')[0]}" in out.out
+
+
+@pytest.mark.parametrize(
+    ("script", "settings"),
+    [
+        (
+            "import os; print('it is', os.environ['HF_TOKEN'], os.environ['MINE']); raise SystemExit(1)",
+            {"env": {"HF_TOKEN": TOKEN, "MINE": "private-value"}, "secret_env": ["MINE"]},
+        ),
+        (  # a secret engine flag (issue 29, defect 6)
+            "import sys; print('it is', sys.argv); raise SystemExit(1)",
+            {"extra_args": ["--api-key", "private-value", f"--hf-token={TOKEN}"]},
+        ),
+    ],
+    ids=["secret env", "secret flag"],
+)
 @pytest.mark.anyio
-async def test_a_launch_error_and_the_engine_log_mask_secret_env_values(tmp_path: Path) -> None:
-    script = "import os; print('token is', os.environ['HF_TOKEN'], os.environ['MINE']); raise SystemExit(1)"
+async def test_a_launch_error_and_the_engine_log_mask_secrets(
+    tmp_path: Path, script: str, settings: dict[str, Any]
+) -> None:
     launch = unillm.launch(
         "vllm",
         model="m",
@@ -267,13 +347,12 @@ async def test_a_launch_error_and_the_engine_log_mask_secret_env_values(tmp_path
         api_key=None,
         log_path=tmp_path / "engine.log",
         prefix=[sys.executable, "-c", script],
-        env={"HF_TOKEN": TOKEN, "MINE": "private-value"},
-        secret_env=["MINE"],
+        **settings,
     )
     with pytest.raises(unillm.LaunchError) as caught:
         async with launch:
             pass
-    assert "token is" in str(caught.value)
+    assert "it is" in str(caught.value)
     for text in (str(caught.value), (tmp_path / "engine.log").read_text()):
         assert TOKEN not in text
         assert "private-value" not in text

@@ -20,104 +20,43 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-_EXPORTS = {
-    "LLM": "unillm.client.llm",
-    "Stream": "unillm.client.stream",
-    "Client": "unillm.client.protocol",
-    "Fleet": "unillm.fleet.fleet",
-    "FleetStats": "unillm.fleet.fleet",
-    "ReplicaStats": "unillm.fleet.fleet",
-    "Backoff": "unillm.fleet.picker",
-    "connect": "unillm.api",
-    "launch": "unillm.api",
-    "from_config": "unillm.config.load",
-    "load_config": "unillm.config.load",
-    "cpu_settings": "unillm.launching.cpu",
-    "check_config": "unillm.config.check",
-    "ConfigCheck": "unillm.config.check",
-    "Launch": "unillm.launching.supervisor",
-    "LaunchProgress": "unillm.launching.supervisor",
-    "LaunchSpec": "unillm.adapter.launch_spec",
-    "Parallel": "unillm.adapter.launch_spec",
-    "Speculative": "unillm.adapter.launch_spec",
-    "Nodes": "unillm.adapter.launch_spec",
-    "Disaggregation": "unillm.adapter.launch_spec",
-    "FleetLaunch": "unillm.launching.fleet_launch",
-    "Ray": "unillm.launching.ray_plan",
-    "JsonSchema": "unillm.options",
-    "Regex": "unillm.options",
-    "Choice": "unillm.options",
-    "Grammar": "unillm.options",
-    "Options": "unillm.options",
-    "Message": "unillm.options",
-    "Completion": "unillm.results",
-    "Delta": "unillm.results",
-    "Usage": "unillm.results",
-    "Timings": "unillm.results",
-    "LoraInfo": "unillm.results",
-    "ToolCall": "unillm.results",
-    "ToolCallDelta": "unillm.results",
-    "Tool": "unillm.tools",
-    "ToolCallAccumulator": "unillm.tools",
-    "Image": "unillm.content",
-    "Embeddings": "unillm.results",
-    "Tokens": "unillm.results",
-    "Capabilities": "unillm.capabilities",
-    "Feature": "unillm.capabilities",
-    "RetryPolicy": "unillm.client.transport",
-    "Timeouts": "unillm.client.transport",
-    "Pool": "unillm.client.transport",
-    "EngineMetrics": "unillm.metrics",
-    "NormalizedMetrics": "unillm.metrics",
-    "MetricNames": "unillm.metrics",
-    "BlockingLLM": "unillm.client.blocking",
-    "instrument": "unillm.observe.otel",
-    "uninstrument": "unillm.observe.otel",
-    "UnillmError": "unillm.errors",
-    "InvalidOptions": "unillm.errors",
-    "ConfigError": "unillm.errors",
-    "UnknownEngine": "unillm.errors",
-    "UnsupportedFeature": "unillm.errors",
-    "EngineError": "unillm.errors",
-    "SemanticRouter": "unillm.semantic.router",
-    "Route": "unillm.semantic.routes",
-    "InvalidRequest": "unillm.errors",
-    "NotFound": "unillm.errors",
-    "UnknownModel": "unillm.errors",
-    "UnknownLora": "unillm.errors",
-    "Unauthorized": "unillm.errors",
-    "Overloaded": "unillm.errors",
-    "EngineInternalError": "unillm.errors",
-    "EngineUnavailable": "unillm.errors",
-    "EngineTimeout": "unillm.errors",
-    "MalformedResponse": "unillm.errors",
-    "ReplicaMismatch": "unillm.errors",
-    "FanOutFailed": "unillm.errors",
-    "StreamInterrupted": "unillm.errors",
-    "OutputParseError": "unillm.errors",
-    "LaunchError": "unillm.errors",
-    "PoolTimeout": "unillm.errors",
-    "DeadlineExceeded": "unillm.errors",
-}
+_NAMES: dict[str, str] | None = None  # public name -> the module it comes from, read on first use
 
-_SUBMODULES = ("metrics", "observe")  # ``unillm.observe.add(...)`` without importing them first
 
-__all__ = [*sorted(_EXPORTS), *_SUBMODULES, "__version__"]
+def _names() -> dict[str, str]:
+    """Each public name and its module, read from the imports under ``if TYPE_CHECKING:`` below:
+    the one list of names (type checkers and IDEs read it as written; nothing runs it)."""
+    global _NAMES
+    if _NAMES is None:
+        import ast
+        from pathlib import Path
+
+        tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+        block = next(n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
+        _NAMES = {
+            alias.asname or alias.name: node.module or ""
+            for node in block.body
+            if isinstance(node, ast.ImportFrom)
+            for alias in node.names
+        }
+    return _NAMES
 
 
 def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
-        return import_module(f"unillm.{name}")
-    module = _EXPORTS.get(name)
-    if module is None:
+    if name == "__all__":
+        value: Any = [*sorted(_names()), "__version__"]
+    elif (module := _names().get(name)) is None:
         raise AttributeError(f"module 'unillm' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
+    elif module == __name__:  # a submodule: ``unillm.observe.add(...)`` without importing it first
+        value = import_module(f"{__name__}.{name}")
+    else:
+        value = getattr(import_module(module), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return __all__
+    return list(__getattr__("__all__"))
 
 
 if TYPE_CHECKING:
@@ -173,6 +112,7 @@ if TYPE_CHECKING:
     from unillm.fleet.picker import Backoff as Backoff
     from unillm.launching.cpu import cpu_settings as cpu_settings
     from unillm.launching.fleet_launch import FleetLaunch as FleetLaunch
+    from unillm.launching.ray_plan import Ray as Ray
     from unillm.launching.supervisor import Launch as Launch
     from unillm.launching.supervisor import LaunchProgress as LaunchProgress
     from unillm.metrics import EngineMetrics as EngineMetrics

@@ -18,6 +18,7 @@ from typing_extensions import Required
 
 from unillm.content import normalize_messages
 from unillm.errors import InvalidOptions
+from unillm.schema_refs import check_refs
 from unillm.tools import Tool, ToolChoice, to_tool_choice, to_tools
 
 
@@ -267,6 +268,7 @@ def _check_schema(schema: Mapping[str, Any]) -> None:
         raise InvalidOptions(f"output schema is not a valid JSON schema: {e.message}") from None
     except RecursionError:
         raise InvalidOptions("the output schema is nested too deeply to check") from None
+    check_refs(schema, "the output schema")
 
 
 @dataclass(frozen=True, slots=True)

@@ -91,9 +91,9 @@ class ToolCall(BaseModel):
 
     ``arguments`` is the raw JSON the engine produced. ``parsed`` holds them validated against
     the tool's schema: an instance when the tool was a pydantic class, else a dict (a function's
-    arguments coerced to its type hints, ready for ``fn(**call.parsed)``). When they do not
-    validate (e.g. cut by ``max_tokens``), ``parsed`` is None and ``error`` says why; nothing is
-    raised, so the rest of the answer stays usable.
+    arguments coerced to its type hints, ready for ``fn(**call.parsed)`` unless it has
+    positional-only ones). When they do not validate (e.g. cut by ``max_tokens``), ``parsed`` is
+    None and ``error`` says why; nothing is raised, so the rest of the answer stays usable.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)

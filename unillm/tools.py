@@ -23,12 +23,14 @@ import typing
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ValidationError, create_model
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError, create_model
+from referencing.exceptions import Unresolvable
 
 from unillm.errors import InvalidOptions
 from unillm.results import ToolCall, ToolCallDelta
+from unillm.schema_refs import check_refs, local_validator
 
 __all__ = [
     "ForcedCallStream",
@@ -64,6 +66,8 @@ class Tool:
         model: The pydantic class that validates the arguments; None leaves them a dict.
         returns_model: Calls carry a ``model`` instance instead of a dict.
         function: The Python function it was built from, if any.
+        renamed: ``model`` field -> the function's parameter name, for parameters whose names
+            pydantic cannot take as fields (a leading ``_``); the schema shows the parameter name.
     """
 
     name: str
@@ -72,6 +76,7 @@ class Tool:
     model: type[BaseModel] | None = field(default=None, compare=False)
     returns_model: bool = False
     function: Callable[..., Any] | None = field(default=None, compare=False)
+    renamed: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @classmethod
     def from_spec(cls, spec: ToolSpec) -> Tool:
@@ -87,9 +92,8 @@ class Tool:
         if isinstance(spec, Tool):
             return spec
         if isinstance(spec, type) and issubclass(spec, BaseModel):
-            schema = dict(spec.model_json_schema())
+            schema = _schema_of(spec, spec.__name__, {k: f.annotation for k, f in spec.model_fields.items()})
             description = schema.pop("description", None) or None
-            schema.pop("title", None)
             return cls(_name(spec.__name__), schema, description, spec, returns_model=True)
         if isinstance(spec, Mapping):
             return _from_definition(spec)
@@ -139,6 +143,7 @@ def to_tools(specs: Any) -> tuple[Tool, ...]:
         if t.name in seen:
             raise InvalidOptions(f"two tools are named {t.name!r}; tool names must be unique")
         seen.add(t.name)
+        check_refs(t.parameters, f"tool {t.name!r}")
     return tools
 
 
@@ -185,19 +190,30 @@ def validate_call(call_id: str, name: str, arguments: str, tools: Sequence[Tool]
             arguments=arguments,
             error=f"the arguments are not valid JSON ({e.msg} at {e.pos})",
         )
+    except RecursionError:
+        return ToolCall(id=call_id, name=name, arguments=arguments, error=_TOO_DEEP)
     if tool.model is not None:
         try:
             instance = tool.model.model_validate(value)
         except ValidationError as e:
             return ToolCall(id=call_id, name=name, arguments=arguments, error=_first_error(e))
         parsed: Any = (
-            instance if tool.returns_model else {k: getattr(instance, k) for k in type(instance).model_fields}
+            instance
+            if tool.returns_model
+            else {tool.renamed.get(k, k): getattr(instance, k) for k in type(instance).model_fields}
         )
         return ToolCall(id=call_id, name=name, arguments=arguments, parsed=parsed)
-    from jsonschema import validators
-
-    validator = validators.validator_for(tool.parameters)(tool.parameters)
-    problem = next(iter(validator.iter_errors(value)), None)
+    try:
+        problem = next(iter(local_validator(tool.parameters).iter_errors(value)), None)
+    except RecursionError:
+        return ToolCall(id=call_id, name=name, arguments=arguments, error=_TOO_DEEP)
+    except Unresolvable as e:  # refused before sending by to_tools; here for Tools used directly
+        return ToolCall(
+            id=call_id,
+            name=name,
+            arguments=arguments,
+            error=f"the tool's schema has a $ref unillm cannot resolve: {e}",
+        )
     if problem is not None:
         return ToolCall(
             id=call_id,
@@ -206,6 +222,9 @@ def validate_call(call_id: str, name: str, arguments: str, tools: Sequence[Tool]
             error=f"the arguments do not validate: {problem.message}",
         )
     return ToolCall(id=call_id, name=name, arguments=arguments, parsed=value)
+
+
+_TOO_DEEP = "the arguments are nested too deeply to read"
 
 
 def new_call_id() -> str:
@@ -408,6 +427,10 @@ def _from_definition(spec: Mapping[str, Any]) -> Tool:
         raise InvalidOptions(
             f"tool {function['name']!r}: parameters are not a valid JSON schema: {e.message}"
         ) from None
+    except RecursionError:
+        raise InvalidOptions(
+            f"tool {function['name']!r}: parameters are nested too deeply to check"
+        ) from None
     description = function.get("description")
     return Tool(
         _name(function["name"]),
@@ -424,6 +447,7 @@ def _from_function(fn: Callable[..., Any]) -> Tool:
     except (TypeError, ValueError, NameError) as e:
         raise InvalidOptions(f"tool {name!r}: cannot read its signature ({e})") from None
     fields: dict[str, Any] = {}
+    renamed: dict[str, str] = {}
     for p in signature.parameters.values():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             raise InvalidOptions(
@@ -433,13 +457,68 @@ def _from_function(fn: Callable[..., Any]) -> Tool:
             raise InvalidOptions(
                 f"tool {name!r}: parameter {p.name!r} needs a type hint (e.g. {p.name}: str)"
             )
-        fields[p.name] = (hints[p.name], ... if p.default is p.empty else p.default)
-    model = create_model(_name(name), **fields)
-    schema = dict(model.model_json_schema())
-    schema.pop("title", None)
+        hint, key = hints[p.name], p.name
+        if key.startswith("_"):  # pydantic keeps such names private: a field under another name
+            key = _free_key(p.name, signature.parameters)
+            renamed[key], hint = p.name, Annotated[hint, Field(alias=p.name)]
+        fields[key] = (hint, ... if p.default is p.empty else p.default)
+    tool = _name(name)
+    hinted = {p: hints[p] for p in signature.parameters}
+    model = _built(lambda: create_model(tool, **fields), tool, hinted)
+    schema = _schema_of(model, tool, hinted)
     doc = inspect.getdoc(fn)
     description = doc.split("\n\n", 1)[0].strip() if doc else None
-    return Tool(model.__name__, schema, description or None, model, returns_model=False, function=fn)
+    return Tool(tool, schema, description or None, model, returns_model=False, function=fn, renamed=renamed)
+
+
+def _free_key(name: str, taken: Mapping[str, Any]) -> str:
+    """A field name for parameter ``name`` (leading ``_``) that no other parameter has."""
+    key = f"arg{name}"
+    while key in taken:
+        key += "_"
+    return key
+
+
+def _schema_of(model: type[BaseModel], tool: str, hints: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON schema of a tool's arguments model, without its title."""
+    schema = dict(_built(model.model_json_schema, tool, hints))
+    schema.pop("title", None)
+    return schema
+
+
+def _built(make: Callable[[], Any], tool: str, hints: Mapping[str, Any]) -> Any:
+    """``make()``, its failure an InvalidOptions naming the parameter whose type hint caused it.
+
+    Any exception: a type's own schema hooks may raise anything, and the caller gets one error.
+    """
+    try:
+        return make()
+    except Exception as e:
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        for parameter, hint in hints.items():
+            if not _has_schema(hint):
+                raise InvalidOptions(
+                    f"tool {tool!r}: parameter {parameter!r} has a type ({_hint_name(hint)}) that "
+                    f"cannot become a JSON schema ({why}); use JSON types (str, int, float, bool, "
+                    "lists, dicts, Literal, pydantic models)"
+                ) from None
+        raise InvalidOptions(f"tool {tool!r}: its arguments cannot become a JSON schema ({why})") from None
+
+
+def _has_schema(hint: Any) -> bool:
+    try:
+        TypeAdapter(hint).json_schema()
+    except Exception:  # the same reasons as in _built
+        return False
+    return True
+
+
+def _hint_name(hint: Any) -> str:
+    if isinstance(hint, type):
+        return (
+            hint.__qualname__ if hint.__module__ == "builtins" else f"{hint.__module__}.{hint.__qualname__}"
+        )
+    return repr(hint)
 
 
 def _first_error(e: ValidationError) -> str:

@@ -86,9 +86,24 @@ async def test_a_forced_call_is_constrained_after_the_thought(thinking_server: R
             max_tokens=60,
             temperature=0,
         )
-    # the model would call get_weather: the forced name binds the call, not the thought
+    # the model would call get_weather: the forced name binds the call, not the thought. The city
+    # it writes off its training is any string; the constraint guarantees only the arguments' shape
+    # (a whole {"city": "..."} or, cut by max_tokens, a prefix of one), not their length.
     assert r.reasoning == THOUGHT and [c.name for c in r.tool_calls] == ["get_time"]
-    assert r.tool_calls[0].parsed is not None and set(r.tool_calls[0].parsed) == {"city"}
+    assert_arguments_shape(r.tool_calls[0].arguments, cut=r.finish_reason == "length")
+
+
+def assert_arguments_shape(arguments: str, *, cut: bool) -> None:
+    """``arguments`` is ``{"city": <string>}``, or with ``cut`` a prefix of one."""
+    closings = ("", '"}', '\\"}', "}") if cut else ("",)
+    for closing in closings:
+        try:
+            value = json.loads(arguments + closing)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict) and set(value) == {"city"} and isinstance(value["city"], str):
+            return
+    raise AssertionError(f"not {{'city': str}}{' or a prefix of one' if cut else ''}: {arguments!r}")
 
 
 async def test_a_tool_loop_over_two_functions_runs_to_the_answer(thinking_server: RunningEngine) -> None:

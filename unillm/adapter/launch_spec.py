@@ -25,7 +25,7 @@ from pydantic import (
 
 from unillm.errors import InvalidOptions, validation_problems
 from unillm.options import check_lora_name
-from unillm.redact import MASK, check_api_key, is_secret_name
+from unillm.redact import MASK, check_api_key, is_secret_name, masked_argv, secret_flag_values
 
 
 class _Settings(BaseModel):
@@ -438,8 +438,10 @@ class LaunchCommand:
 
     Printing it (``repr``, ``str``, ``render()``) masks every secret: the ``secrets`` values
     wherever they appear, and the ``env`` values of secret-looking names (``HF_TOKEN``, see
-    :mod:`unillm.redact`) and of ``secret_env`` names; read ``argv``/``env`` to get them in clear.
-    ``secrets`` gains those env values (4 characters or more), so the engine's log masks them too.
+    :mod:`unillm.redact`) and of ``secret_env`` names, and the values of secret flags in argv
+    (``--api-key KEY``, ``--hf-token=TOKEN``); read ``argv``/``env`` to get them in clear.
+    ``secrets`` gains those env and flag values (4 characters or more), so the engine's log
+    masks them too.
     """
 
     argv: list[str]
@@ -454,6 +456,7 @@ class LaunchCommand:
 
     def __post_init__(self) -> None:
         found = [self.env[k] for k in secret_names(self.env, self.secret_env)]
+        found += [value for _, value in secret_flag_values(self.argv)]
         searched = [v for v in found if len(v) >= MIN_SEARCHED_SECRET]
         object.__setattr__(self, "secrets", tuple(dict.fromkeys((*self.secrets, *searched))))
 
@@ -482,7 +485,8 @@ class LaunchCommand:
         """The command as a shell line, with every secret masked."""
         hidden = secret_names(self.env, self.secret_env)
         env = " ".join(f"{k}={MASK if k in hidden else shlex.quote(v)}" for k, v in sorted(self.env.items()))
-        line = shlex.join(self.argv)
+        masked = masked_argv(self.argv)  # a masked word shown as ***, the others shell-quoted
+        line = " ".join(m if m != a else shlex.quote(a) for m, a in zip(masked, self.argv, strict=True))
         return self._mask(f"{env} {line}" if env else line)
 
     def __repr__(self) -> str:

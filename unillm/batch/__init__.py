@@ -14,17 +14,19 @@ resumes: finished ``custom_id``s are skipped, a torn last line is cut off and re
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from unillm.batch.journal import Journal, Resume, read_lines
+from unillm.batch.journal import Journal, OutputWriteError, Resume, read_lines
 from unillm.batch.lines import BatchItem, parse_lines
 from unillm.batch.pacing import Pacer
 from unillm.batch.progress import progress_bar
-from unillm.batch.runner import ProgressHook, Summary, execute, resumed
+from unillm.batch.runner import ProgressHook, Summary, UnexpectedError, execute, resumed
 from unillm.client.protocol import Client
+from unillm.errors import InvalidOptions
 
-__all__ = ["BatchItem", "Pacer", "Plan", "Summary", "plan", "run"]
+__all__ = ["BatchItem", "OutputWriteError", "Pacer", "Plan", "Summary", "UnexpectedError", "plan", "run"]
 
 
 @dataclass
@@ -61,9 +63,11 @@ def plan(input: str | Path, output: str | Path, *, retry_failed: bool = False) -
         The plan; its journal holds the output's lock until closed.
 
     Raises:
-        InvalidOptions: A bad input line (all listed), or an output that is another batch's,
-            corrupt, or being written by another run.
+        InvalidOptions: A bad input line (all listed), or an output that is the input itself,
+            not a results file, another batch's, or being written by another run; nothing in
+            either file is changed then.
     """
+    _not_the_input(input, output)
     items = parse_lines(read_lines(input))
     journal = Journal(output)
     try:
@@ -76,6 +80,19 @@ def plan(input: str | Path, output: str | Path, *, retry_failed: bool = False) -
     done = resume.succeeded if retry_failed else resume.done
     pending = sorted((i for i in items if i.custom_id not in done), key=BatchItem.prefix_key)
     return Plan(items, pending, journal, resumed(len(items), resume, retry_failed))
+
+
+def _not_the_input(input: str | Path, output: str | Path) -> None:
+    """Refuse an output that is the input file (the same path, a link to it, the same inode)."""
+    try:
+        same = os.path.samefile(input, output)
+    except OSError:  # one of them does not exist (yet): they are not one file
+        same = False
+    if same:
+        raise InvalidOptions(
+            f"--out {output} is the batch input itself; results would overwrite the requests. "
+            "Give the results a file of their own"
+        )
 
 
 async def run(
@@ -106,6 +123,7 @@ async def run(
 
     Raises:
         InvalidOptions: Bad input or output, refused before anything is sent.
+        OutputWriteError: The output could not be written (a full disk); rerun to resume.
     """
     with plan(input, output, retry_failed=retry_failed) as p:
         if callable(progress):

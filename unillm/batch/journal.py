@@ -20,8 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from unillm.batch.lines import shown
 from unillm.batch.render import failed
-from unillm.errors import InvalidOptions
+from unillm.errors import InvalidOptions, UnillmError
+
+_WRONG_FILE = "is --out the right file? Results go to a new file or one an earlier run wrote"
+#: How every line this module writes starts (render's layout): a torn first line starts so too.
+_OURS = b'{"id":"batch_req_'
+
+
+class OutputWriteError(UnillmError):
+    """The batch output could not be written (a full disk, an I/O error). Every result already in
+    it is whole; rerun the same command once there is room, and it resumes."""
 
 
 @dataclass
@@ -83,7 +93,11 @@ class Journal:
             self._fd = -1
 
     def scan(self, ids: Collection[str]) -> Resume:
-        """Read what the output holds, cutting off (and fsyncing away) a torn last line.
+        """Read what the output holds; then cut off (and fsync away) a torn last line.
+
+        The file is checked whole before anything is cut: a torn last line is repaired only in
+        a file known to be a results file (every other line a result of this batch), so a file
+        that is not one is refused with every byte as it was.
 
         Args:
             ids: The input's custom_ids; a line for any other id means a different batch's output.
@@ -98,29 +112,32 @@ class Journal:
         data = self.path.read_bytes()
         whole = data.rfind(b"\n") + 1
         lines = data[:whole].split(b"\n")[:-1]
-        resume = Resume(torn_bytes=len(data) - whole)
+        torn = data[whole:]
         parsed: list[dict[str, Any] | None] = [_result(line) for line in lines]
         if parsed and parsed[-1] is None:  # written whole but unreadable: torn by the file system
-            resume.torn_bytes += len(lines[-1]) + 1
             whole -= len(lines[-1]) + 1
+            torn = lines.pop() + b"\n" + torn
             parsed.pop()
-        if resume.torn_bytes:
-            os.ftruncate(self._fd, whole)
-            os.fsync(self._fd)
+        resume = Resume(torn_bytes=len(torn))
         for number, line in enumerate(parsed, start=1):
             if line is None:
-                raise InvalidOptions(
-                    f"{self.path} line {number} is not a batch result; is --out the right file?"
-                )
+                raise InvalidOptions(f"{self.path} line {number} is not a batch result; {_WRONG_FILE}")
             custom_id = line["custom_id"]
             if custom_id not in ids:
                 raise InvalidOptions(
-                    f"{self.path} holds a result for custom_id {custom_id!r}, which the input does not "
-                    "have: it is another batch's output. Pick another --out"
+                    f"{self.path} holds a result for custom_id {shown(custom_id)}, which the input does "
+                    "not have: it is another batch's output. Pick another --out"
                 )
             if custom_id in resume.succeeded or custom_id in resume.failed:
-                raise InvalidOptions(f"{self.path} holds custom_id {custom_id!r} twice (line {number})")
+                raise InvalidOptions(f"{self.path} holds custom_id {shown(custom_id)} twice (line {number})")
             (resume.failed if failed(line) else resume.succeeded).add(custom_id)
+        if torn and not parsed and not _OURS.startswith(torn[: len(_OURS)]):
+            raise InvalidOptions(
+                f"{self.path} holds no batch result, only an incomplete line that is not one; {_WRONG_FILE}"
+            )
+        if torn:  # known now to be a results file: cut the torn line off
+            os.ftruncate(self._fd, whole)
+            os.fsync(self._fd)
         return resume
 
     def drop(self, ids: Collection[str]) -> int:
@@ -128,6 +145,9 @@ class Journal:
 
         Returns:
             How many lines were removed.
+
+        Raises:
+            OutputWriteError: The new file could not be written; the output is as it was.
         """
         kept: list[bytes] = []
         removed = 0
@@ -140,10 +160,16 @@ class Journal:
         if not removed:
             return 0
         tmp = self.path.with_name(self.path.name + ".compact")
-        with open(tmp, "wb") as f:
-            f.writelines(kept)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                _write_all(fd, b"".join(kept))
+            finally:
+                os.close(fd)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise _unwritable(self.path, e, "The output is as it was") from None
         os.replace(tmp, self.path)
         _fsync_dir(self.path.parent)
         self.close()  # the lock was on the replaced file: take it on the new one
@@ -151,21 +177,52 @@ class Journal:
         return removed
 
     def append(self, lines: list[bytes]) -> None:
-        """Append whole lines in one write and fsync before returning (the group commit)."""
-        data = b"".join(lines)
-        view = memoryview(data)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
-        os.fsync(self._fd)
+        """Append whole lines in one write and fsync before returning (the group commit).
+
+        Raises:
+            OutputWriteError: The write or the fsync failed (a full disk, an I/O error); the
+                lines of this group were taken back, the ones before stay whole.
+        """
+        size = os.fstat(self._fd).st_size
+        try:
+            _write_all(self._fd, b"".join(lines))
+        except OSError as e:
+            with contextlib.suppress(OSError):  # leave whole lines only; a rerun redoes this group
+                os.ftruncate(self._fd, size)
+                os.fsync(self._fd)
+            raise _unwritable(self.path, e, "The results written before are whole") from None
+
+
+def _unwritable(path: Path, error: OSError, state: str) -> OutputWriteError:
+    return OutputWriteError(
+        f"cannot write the output {path}: {error.strerror or error}. {state}: make room (or fix "
+        "the disk) and rerun the same command to resume"
+    )
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` at the end of ``fd`` (O_APPEND), then fsync it."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+    os.fsync(fd)
 
 
 def _result(line: bytes) -> dict[str, Any] | None:
+    """A batch output line (ours, OpenAI's or vllm run-batch's), or None for anything else.
+
+    Such a line has a string ``custom_id`` and a ``response`` (an object or null) or an
+    ``error``; a batch *input* line (``custom_id``, ``url``, ``body``) is not one.
+    """
     try:
         value = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(value, dict) or not isinstance(value.get("custom_id"), str):
+        return None
+    response = value.get("response")
+    if ("response" not in value and "error" not in value) or not isinstance(response, (dict, type(None))):
         return None
     return value
 

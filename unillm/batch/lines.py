@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from unillm.errors import InvalidOptions, UnillmError
+from unillm.errors import InvalidOptions, UnillmError, clip_message
 from unillm.options import Choice, Grammar, JsonSchema, OutputSpec, Regex, make_request
 
 Endpoint = Literal["chat", "completions", "embeddings"]
@@ -58,6 +58,11 @@ _GUIDED = {
     "guided_grammar": "grammar",
 }
 _MAX_PROBLEMS = 10
+#: Longest quoted value in a refusal, and longest problem line (a line can hold megabytes).
+_SHOWN, _PROBLEM = 200, 600
+#: Deepest nesting of lists and objects a line may have (deeper cannot be a sensible request,
+#: and would overflow Python's stack in the checks and the JSON encoder downstream).
+MAX_DEPTH = 100
 
 
 @dataclass(frozen=True)
@@ -106,12 +111,12 @@ def parse_lines(lines: Iterable[str]) -> list[BatchItem]:
         try:
             item = parse_line(text, number)
         except UnillmError as e:
-            problems.append(f"line {number}: {e}")
+            problems.append(clip_message(f"line {number}: {e}", _PROBLEM))
             continue
         if item.custom_id in first_line:
             problems.append(
-                f"line {number}: custom_id {item.custom_id!r} repeats line {first_line[item.custom_id]}; "
-                "every request needs its own id (results are filed under it)"
+                f"line {number}: custom_id {shown(item.custom_id)} repeats line "
+                f"{first_line[item.custom_id]}; every request needs its own id (results are filed under it)"
             )
             continue
         first_line[item.custom_id] = number
@@ -135,22 +140,51 @@ def parse_line(text: str, number: int) -> BatchItem:
         number: Its line number (for the default id of a simple line and for messages).
 
     Raises:
-        InvalidOptions: The line is not a valid request.
+        InvalidOptions: The line is not a valid request (any failure to read or check it).
     """
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise InvalidOptions(f"not JSON ({e.msg} at column {e.colno})") from None
+    except RecursionError:
+        raise InvalidOptions(f"nested too deeply (at most {MAX_DEPTH} levels of lists and objects)") from None
     if not isinstance(data, dict):
         raise InvalidOptions(f"a line must be a JSON object, got {type(data).__name__}")
-    if "body" in data or "url" in data:
-        return _openai_line(data, number)
-    return _simple_line(data, number)
+    if _depth(data) > MAX_DEPTH:
+        raise InvalidOptions(f"nested too deeply (at most {MAX_DEPTH} levels of lists and objects)")
+    try:
+        if "body" in data or "url" in data:
+            return _openai_line(data, number)
+        return _simple_line(data, number)
+    except UnillmError:
+        raise
+    except Exception as e:  # a check that failed in an unforeseen way still names its line
+        raise InvalidOptions(f"cannot be read as a request ({type(e).__name__}: {e})") from None
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` cut to a few hundred characters, for quoting input in a message."""
+    return clip_message(repr(value), _SHOWN)
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in a parsed JSON value (iteratively: no recursion)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        node, level = todo.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, level)
+        if deepest > MAX_DEPTH:
+            break
+        todo.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def _custom_id(value: Any) -> str:
     if not isinstance(value, str) or not value:
-        raise InvalidOptions(f"custom_id must be a non-empty string, got {value!r}")
+        raise InvalidOptions(f"custom_id must be a non-empty string, got {shown(value)}")
     return value
 
 
@@ -160,11 +194,11 @@ def _openai_line(data: dict[str, Any], number: int) -> BatchItem:
     custom_id = _custom_id(data["custom_id"])
     method = data.get("method", "POST")
     if method != "POST":
-        raise InvalidOptions(f"method must be POST, got {method!r}")
+        raise InvalidOptions(f"method must be POST, got {shown(method)}")
     url = data.get("url")
     endpoint = URLS.get(url) if isinstance(url, str) else None
     if endpoint is None:
-        raise InvalidOptions(f"url {url!r} is not one unillm batch runs; use one of {sorted(URLS)}")
+        raise InvalidOptions(f"url {shown(url)} is not one unillm batch runs; use one of {sorted(URLS)}")
     body = data.get("body")
     if not isinstance(body, dict):
         raise InvalidOptions("body must be a JSON object (the request to send)")
@@ -177,7 +211,7 @@ def _openai_line(data: dict[str, Any], number: int) -> BatchItem:
     if endpoint == "chat" and messages is None:
         raise InvalidOptions("body.messages is missing (a chat request needs messages)")
     if endpoint == "completions" and not isinstance(prompt, str):
-        raise InvalidOptions(f"body.prompt must be one string (one request per line), got {prompt!r}")
+        raise InvalidOptions(f"body.prompt must be one string (one request per line), got {shown(prompt)}")
     options: dict[str, Any] = {k: body.pop(k) for k in _SAME if k in body}
     if "max_completion_tokens" in body:
         options["max_tokens"] = body.pop("max_completion_tokens")
@@ -214,13 +248,13 @@ def _openai_output(body: dict[str, Any]) -> OutputSpec | None:
         elif kind == "json_object":
             found.append(JsonSchema({"type": "object"}))
         elif kind != "text":
-            raise InvalidOptions(f"response_format {fmt!r} is not text, json_object or json_schema")
+            raise InvalidOptions(f"response_format {shown(fmt)} is not text, json_object or json_schema")
     for key, kind in _GUIDED.items():
         if key in body:
-            found.append(_constraint({kind: body.pop(key)}))
+            found.append(_constraint({kind: body.pop(key)}, f"body.{key}"))
     structured = body.pop("structured_outputs", None)
     if structured is not None:
-        found.append(_constraint(structured))
+        found.append(_constraint(structured, "body.structured_outputs"))
     if len(found) > 1:
         raise InvalidOptions(
             "give one constraint per request (response_format, guided_* or structured_outputs)"
@@ -228,22 +262,25 @@ def _openai_output(body: dict[str, Any]) -> OutputSpec | None:
     return found[0] if found else None
 
 
-def _constraint(spec: Any) -> OutputSpec:
+def _constraint(spec: Any, where: str) -> OutputSpec:
     """A constraint from ``{"json"|"json_schema": {...}}``, ``{"regex": ...}``, ``{"choice": [...]}``
-    or ``{"grammar": ..., "syntax": ...}``."""
+    or ``{"grammar": ..., "syntax": ...}``; ``where`` names the field it came from, for messages."""
     if not isinstance(spec, Mapping):
-        raise InvalidOptions(f"a constraint is an object like {{'regex': '[0-9]+'}}, got {spec!r}")
+        raise InvalidOptions(
+            f"{where}: a constraint is an object like {{'regex': '[0-9]+'}}, got {shown(spec)}"
+        )
     keys = set(spec) - {"syntax"}
     if len(keys) != 1:
         raise InvalidOptions(
-            f"a constraint names exactly one of json_schema, regex, choice, grammar; got {sorted(spec)}"
+            f"{where}: a constraint names exactly one of json_schema, regex, choice, grammar; "
+            f"got {shown(sorted(spec))}"
         )
     (key,) = keys
     value = spec[key]
     if key in ("json", "json_schema"):
-        schema = json.loads(value) if isinstance(value, str) else value
+        schema = _json_text(value, where) if isinstance(value, str) else value
         if not isinstance(schema, Mapping):
-            raise InvalidOptions(f"{key} must be a JSON schema object, got {value!r}")
+            raise InvalidOptions(f"{where} must be a JSON schema object, got {shown(value)}")
         return JsonSchema(schema)
     if key == "regex":
         return Regex(value)
@@ -251,7 +288,21 @@ def _constraint(spec: Any) -> OutputSpec:
         return Choice(value)
     if key == "grammar":
         return Grammar(value, spec.get("syntax", "ebnf"))
-    raise InvalidOptions(f"unknown constraint {key!r}; use json_schema, regex, choice or grammar")
+    raise InvalidOptions(
+        f"{where}: unknown constraint {shown(key)}; use json_schema, regex, choice or grammar"
+    )
+
+
+def _json_text(text: str, where: str) -> Any:
+    """A JSON schema given as a string (vLLM's ``guided_json`` may be one), parsed."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InvalidOptions(
+            f"{where} is a string but not JSON ({e.msg} at column {e.colno}); give the schema as an object"
+        ) from None
+    except RecursionError:
+        raise InvalidOptions(f"{where} is nested too deeply (at most {MAX_DEPTH} levels)") from None
 
 
 def _simple_line(data: dict[str, Any], number: int) -> BatchItem:
@@ -262,7 +313,7 @@ def _simple_line(data: dict[str, Any], number: int) -> BatchItem:
         raise InvalidOptions(
             'give "prompt" or "messages" (the simple form), or "custom_id", "url" and "body" (OpenAI Batch)'
         )
-    output = _constraint(options.pop("output")) if options.get("output") is not None else None
+    output = _constraint(options.pop("output"), "output") if options.get("output") is not None else None
     options.pop("output", None)
     endpoint: Endpoint = "chat" if messages is not None else "completions"
     return _checked(BatchItem(custom_id, number, endpoint, prompt, messages, output, options))
@@ -277,10 +328,10 @@ def _embeddings(custom_id: str, number: int, body: dict[str, Any]) -> BatchItem:
     if dimensions is not None and (
         isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1
     ):
-        raise InvalidOptions(f"body.dimensions must be a positive integer, got {dimensions!r}")
+        raise InvalidOptions(f"body.dimensions must be a positive integer, got {shown(dimensions)}")
     body.pop("encoding_format", None)  # vectors are written as JSON numbers
     if body:
-        raise InvalidOptions(f"embeddings take input and dimensions only; drop {sorted(body)}")
+        raise InvalidOptions(f"embeddings take input and dimensions only; drop {shown(sorted(body))}")
     return BatchItem(custom_id, number, "embeddings", texts=texts, dimensions=dimensions)
 
 

@@ -27,11 +27,20 @@ from unillm.batch.lines import BatchItem
 from unillm.batch.pacing import Pacer
 from unillm.batch.render import encode, failure_line, success_line
 from unillm.client.protocol import Client
-from unillm.errors import InvalidOptions, NotFound, UnillmError, UnsupportedFeature
+from unillm.errors import InvalidOptions, NotFound, UnillmError, UnsupportedFeature, clip_message
 from unillm.results import Completion, Embeddings
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup  # pragma: no cover
+
+
+#: Longest message of an unforeseen error kept in its result line.
+_MESSAGE = 1000
+
+
+class UnexpectedError(UnillmError):
+    """One request failed in a way unillm did not foresee (its message names the original
+    error); the request's result line records it and the batch goes on."""
 
 
 @dataclass
@@ -182,21 +191,30 @@ class _Run:
             requests.start_soon(self._one, item)
 
     async def _one(self, item: BatchItem) -> None:
+        try:
+            result = await self._result(item)
+        except BaseException:  # cancelled: the slot is free again, nothing is written
+            await self._release(1)
+            raise
+        await self.send.send(result)
+
+    async def _result(self, item: BatchItem) -> _Result:
+        """The request's result line; any failure of this one request is its own failed line."""
         started = time.perf_counter()
         try:
             answer = await _send(self.client, item)
-        except UnillmError as e:
-            result = _Result(encode(failure_line(item, e)), ok=False, error=type(e).__name__)
-        except BaseException:
-            await self._release(1)
-            raise
-        else:
-            self.pacer.latency(time.perf_counter() - started)
             usage = answer.usage
             result = _Result(
                 encode(success_line(item, answer)), True, usage.prompt_tokens, usage.completion_tokens
             )
-        await self.send.send(result)
+        except UnillmError as e:
+            error = e
+        except Exception as e:  # a poison request fails alone, typed; the batch goes on
+            error = UnexpectedError(f"{type(e).__name__}: {clip_message(str(e), _MESSAGE)}")
+        else:
+            self.pacer.latency(time.perf_counter() - started)
+            return result
+        return _Result(encode(failure_line(item, error)), ok=False, error=type(error).__name__)
 
     async def _writer(self) -> None:
         async with self.receive:
@@ -281,14 +299,20 @@ async def _waiting(client: Client) -> float | None:
 
 @contextlib.asynccontextmanager
 async def first_error() -> AsyncIterator[None]:
-    """Re-raise the first exception of a task-group error (the caller sees one typed error)."""
+    """Re-raise one exception of a task-group error, the first typed one if any (the caller sees
+    one typed error, not a side effect such as a stream closed under another task)."""
     try:
         yield
     except BaseExceptionGroup as group:
-        first: BaseException = group
-        while isinstance(first, BaseExceptionGroup):
-            first = first.exceptions[0]
-        raise first from None
+        errors = _leaves(group)
+        raise next((e for e in errors if isinstance(e, UnillmError)), errors[0]) from None
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for e in group.exceptions:
+        out.extend(_leaves(e) if isinstance(e, BaseExceptionGroup) else [e])
+    return out
 
 
 def resumed(total: int, resume: Resume, retry_failed: bool) -> Summary:

@@ -11,6 +11,7 @@ a loop is already running (Jupyter, or a sync function called from async code).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -31,11 +32,9 @@ if TYPE_CHECKING:
 
     from unillm.adapter.base import EngineInfo
     from unillm.capabilities import Capabilities
-    from unillm.client.protocol import Client
+    from unillm.client.calls import ClientCalls
     from unillm.metrics import EngineMetrics
     from unillm.options import Messages
-import contextlib
-from typing import TYPE_CHECKING
 
 R = TypeVar("R")
 M = TypeVar("M", bound=BaseModel)
@@ -89,7 +88,7 @@ class BlockingLLM:
         loop: The private loop thread to share with a parent; None starts its own.
     """
 
-    def __init__(self, llm: Client, loop: _Loop | None = None) -> None:
+    def __init__(self, llm: ClientCalls, loop: _Loop | None = None) -> None:
         self.llm = llm
         self._owns_loop = loop is None
         self._loop = loop or _Loop()

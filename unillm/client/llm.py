@@ -12,27 +12,34 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx
-from pydantic import BaseModel, ValidationError
-from typing_extensions import Self, Unpack
+from pydantic import ValidationError
+from typing_extensions import Self
 
 from unillm import observe
 from unillm.adapter.base import Adapter, EngineInfo, HttpCall, decoded, parse_answer
 from unillm.adapter.registry import adapter_for
 from unillm.capabilities import Capabilities, Feature, check, check_text_only
-from unillm.client.deadline import Deadline
+from unillm.client.calls import Generates
 from unillm.client.outputs import attach_parsed
 from unillm.client.single_flight import SingleFlight
 from unillm.client.stream import Stream
 from unillm.client.tool_loop import ToolResult, ToolRun, run_tools, stream_tools
 from unillm.client.transport import Pool, RetryPolicy, Timeouts, Transport, json_body
-from unillm.embeddings import DEFAULT_BATCH_SIZE, EmbedBatch, check_batch, embed_batches, tokenize_request
+from unillm.embeddings import (
+    DEFAULT_BATCH_SIZE,
+    EmbedBatch,
+    EmbedRequest,
+    check_batch,
+    embed_batches,
+    tokenize_request,
+)
 from unillm.errors import EngineError, EngineTimeout, InvalidOptions, MalformedResponse, UnillmError
 from unillm.metrics import EngineMetrics
-from unillm.options import Messages, Options, OutputSpec, Request, check_lora_name, make_request
+from unillm.options import Messages, Options, Request, check_lora_name, make_request
 from unillm.redact import check_api_key, display_url
 from unillm.results import Completion, Delta, Embeddings, LoraInfo, Timings, Tokens, Usage
 
@@ -45,10 +52,8 @@ if TYPE_CHECKING:
     from unillm.client.answer import Answer
     from unillm.client.blocking import BlockingLLM
 
-M = TypeVar("M", bound=BaseModel)
 
-
-class LLM:
+class LLM(Generates):
     """A connection to one running engine. Create it with :func:`unillm.connect`.
 
     Discovery (served model, engine version, capabilities) happens on first use and is
@@ -299,61 +304,7 @@ class LLM:
             ) from None
         return AsyncOpenAI(base_url=f"{self._url}/v1", api_key=self._api_key or "unused")
 
-    # -- generation ------------------------------------------------------------------------
-    @overload
-    async def generate(
-        self,
-        prompt: str | None = None,
-        *,
-        messages: Messages | None = None,
-        output: type[M],
-        **options: Unpack[Options],
-    ) -> Completion[M]: ...
-
-    @overload
-    async def generate(
-        self,
-        prompt: str | None = None,
-        *,
-        messages: Messages | None = None,
-        output: OutputSpec | None = None,
-        **options: Unpack[Options],
-    ) -> Completion[Any]: ...
-
-    async def generate(
-        self,
-        prompt: str | None = None,
-        *,
-        messages: Messages | None = None,
-        output: OutputSpec | None = None,
-        **options: Unpack[Options],
-    ) -> Completion[Any]:
-        """Generate a whole answer: ``await llm.generate("Hi", max_tokens=8)``.
-
-        ``output=`` constrains the answer (pydantic class, JSON-schema dict, Regex, Choice,
-        Grammar) and fills ``.parsed``. Unsupported options raise UnsupportedFeature first.
-        ``deadline=`` seconds bound the whole call; ``timeout=`` bounds each wait for bytes.
-
-        Args:
-            prompt: A plain-text prompt (sent to the completions API); or pass ``messages``.
-            messages: Chat messages (``{"role": ..., "content": ...}``), sent to the chat API.
-            output: Constrains the answer: a pydantic class, a JSON-schema dict, Regex, Choice or
-                Grammar; the parsed value lands in ``.parsed``.
-            **options: Per-call :class:`~unillm.Options` (max_tokens, temperature, tools, lora,
-                deadline, timeout, ...), over the client's defaults.
-
-        Returns:
-            The whole answer: text, usage, timings and finish reason.
-
-        Raises:
-            InvalidOptions: A malformed option, refused before sending.
-            UnsupportedFeature: An option this engine (at its version) cannot honour.
-            EngineError: The engine refused or failed the request (a subclass says how).
-        """
-        request = make_request(prompt, messages, output, {**self.defaults, **options}, stream=False)
-        with Deadline(request.deadline, self.engine).bound():
-            return await self._complete(request)
-
+    # -- generation (generate and stream: unillm.client.calls.Generates) ---------------------
     async def _complete(self, request: Request) -> Completion[Any]:
         """Send one validated, non-streamed request and parse the answer (seen by unillm.observe)."""
         if observe.OBSERVERS:
@@ -406,34 +357,7 @@ class LLM:
         """
         return stream_tools(self, messages, tools, max_turns=max_turns, **options)
 
-    def stream(
-        self,
-        prompt: str | None = None,
-        *,
-        messages: Messages | None = None,
-        output: OutputSpec | None = None,
-        **options: Unpack[Options],
-    ) -> Stream:
-        """Stream an answer as deltas; the last delta carries usage, timings and finish reason.
-
-            async with llm.stream("Once upon", max_tokens=32) as s:
-                async for d in s:
-                    print(d.text, end="")
-
-        Leaving the loop early (or cancelling) closes the HTTP stream, so the engine stops.
-
-        Args:
-            prompt: A plain-text prompt (sent to the completions API); or pass ``messages``.
-            messages: Chat messages (``{"role": ..., "content": ...}``), sent to the chat API.
-            output: Constrains the answer: a pydantic class, a JSON-schema dict, Regex, Choice or
-                Grammar; the parsed value lands in ``.parsed``.
-            **options: Per-call :class:`~unillm.Options` (max_tokens, temperature, tools, lora,
-                deadline, timeout, ...), over the client's defaults.
-
-        Returns:
-            A :class:`~unillm.Stream`; use it with ``async with`` and ``async for``.
-        """
-        request = make_request(prompt, messages, output, {**self.defaults, **options}, stream=True)
+    def _open_stream(self, request: Request) -> Stream:
         return Stream(self, request)
 
     # -- embeddings and tokens ---------------------------------------------------------------
@@ -475,9 +399,37 @@ class LLM:
         info = await self.info(timeout=timeout)
         assert self._caps is not None
         self._caps.require(Feature.EMBEDDINGS)
+        started = time.perf_counter()
+        batches = await self._embed_batches(requests, info, concurrency)
+        vectors: list[list[float]] = []
+        size, tokens = dimensions, 0
+        for batch, request in zip(batches, requests, strict=True):
+            assert batch is not None
+            size = check_batch(batch, request, self.engine, size)
+            vectors += batch.vectors
+            tokens += batch.prompt_tokens
+        assert size is not None
+        try:
+            return Embeddings(
+                vectors=vectors,
+                dimensions=size,
+                usage=Usage(prompt_tokens=tokens),
+                timings=Timings(total_s=time.perf_counter() - started),
+                engine=self.engine,
+                engine_version=info.version,
+                model=info.model,
+            )
+        except ValidationError as e:
+            raise MalformedResponse(
+                f"{self.engine}: embeddings are not all finite numbers ({e.errors()[0]['msg']})"
+            ) from None
+
+    async def _embed_batches(
+        self, requests: Sequence[EmbedRequest], info: EngineInfo, concurrency: int
+    ) -> list[EmbedBatch | None]:
+        """Send every batch (up to ``concurrency`` at a time); each answer parsed, in order."""
         calls = [self.adapter.embed_call(r, info) for r in requests]  # every batch built before sending
         batches: list[EmbedBatch | None] = [None] * len(requests)
-        started = time.perf_counter()
 
         async def run(i: int) -> None:
             response = await self._transport.send(calls[i], requests[i].timeout)
@@ -502,28 +454,7 @@ class LLM:
                         group.start_soon(limited, i)
             except BaseExceptionGroup as group_error:
                 raise _first_error(group_error) from None
-        vectors: list[list[float]] = []
-        size, tokens = dimensions, 0
-        for batch, request in zip(batches, requests, strict=True):
-            assert batch is not None
-            size = check_batch(batch, request, self.engine, size)
-            vectors += batch.vectors
-            tokens += batch.prompt_tokens
-        assert size is not None
-        try:
-            return Embeddings(
-                vectors=vectors,
-                dimensions=size,
-                usage=Usage(prompt_tokens=tokens),
-                timings=Timings(total_s=time.perf_counter() - started),
-                engine=self.engine,
-                engine_version=info.version,
-                model=info.model,
-            )
-        except ValidationError as e:
-            raise MalformedResponse(
-                f"{self.engine}: embeddings are not all finite numbers ({e.errors()[0]['msg']})"
-            ) from None
+        return batches
 
     async def tokenize(
         self,

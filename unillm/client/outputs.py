@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from unillm.errors import OutputParseError
 from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex
 from unillm.results import Completion, CompletionChoice
+from unillm.schema_refs import local_validator
 
 
 def attach_parsed(completion: Completion[Any], output: Constraint, engine: str) -> None:
@@ -69,7 +70,7 @@ def _parse(choice: CompletionChoice[Any], output: Constraint, engine: str) -> An
 def _validate(value: Any, output: JsonSchema, choice: CompletionChoice[Any], engine: str, hint: str) -> None:
     from jsonschema import validators
 
-    validator = _decimal_validator(validators.validator_for(output.schema))(output.schema)
+    validator = local_validator(output.schema, _decimal_validator(validators.validator_for(output.schema)))
     try:
         error = next(iter(validator.iter_errors(value)), None)
     except (

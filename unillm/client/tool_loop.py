@@ -126,15 +126,31 @@ async def execute(call: ToolCall, functions: Mapping[str, Callable[..., Any]]) -
     elif not call.valid or not isinstance(call.parsed, dict):
         error = f"invalid arguments for {call.name}: {call.error or 'not an object'}"
     else:
+        args, kwargs = _by_kind(fn, call.parsed)
         try:
             if inspect.iscoroutinefunction(fn):
-                value = await fn(**call.parsed)
+                value = await fn(*args, **kwargs)
             else:
-                value = await anyio.to_thread.run_sync(partial(fn, **call.parsed), abandon_on_cancel=True)
+                value = await anyio.to_thread.run_sync(partial(fn, *args, **kwargs), abandon_on_cancel=True)
             return ToolResult(call, _as_text(value), seconds=time.perf_counter() - started)
         except Exception as e:  # the model hears of it: a tool error is part of the conversation
             error = f"{call.name} raised {type(e).__name__}: {e}"
     return ToolResult(call, f"error: {error}", error=error, seconds=time.perf_counter() - started)
+
+
+def _by_kind(fn: Callable[..., Any], parsed: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """The arguments of a call: positional-only parameters in order, the rest by name."""
+    try:
+        parameters = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # no signature to read: every argument by name
+        return [], dict(parsed)
+    kwargs = dict(parsed)
+    args = []
+    for name, p in parameters.items():
+        if p.kind is not p.POSITIONAL_ONLY or name not in kwargs:
+            break
+        args.append(kwargs.pop(name))
+    return args, kwargs
 
 
 def _assistant(text: str, calls: list[ToolCall]) -> dict[str, Any]:

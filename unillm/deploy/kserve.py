@@ -24,9 +24,10 @@ from pydantic import SecretStr
 from unillm.adapter.base import Adapter
 from unillm.adapter.launch_spec import LaunchSpec, Parallel, PDRole, secret_names
 from unillm.adapter.registry import get_adapter
-from unillm.deploy.crd_schema import validate_manifest
+from unillm.deploy.crd_schema import INT32_MAX, validate_manifest
 from unillm.deploy.settings import Deployment, KubernetesSettings
 from unillm.errors import InvalidOptions, UnsupportedFeature
+from unillm.redact import secret_flag_values
 
 __all__ = ["API_VERSION", "KIND", "MODEL_DIR", "render_kserve"]
 
@@ -42,6 +43,8 @@ _NAME_MAX = 63
 _FEATURE = "deployment as a KServe LLMInferenceService"
 # Pod-local settings of a local launch: where the process binds and which interpreter runs it.
 # A pod has its own (KServe serves on port 8000); they are not carried and not refused.
+# The environment variable vLLM reads for a secret flag's value, which a Secret can set.
+_FLAG_ENV = {"--api-key": "VLLM_API_KEY", "--hf-token": "HF_TOKEN"}
 _LOCAL_ONLY = ("host", "port", "python", "ready_timeout")
 # A single-profile endpoint-picker config that scores load only (queue depth, KV-cache use).
 _LEAST_LOAD = {
@@ -321,6 +324,18 @@ def _engine_args(
     command = adapter.command(spec.model_copy(update=update))
     argv = command.argv
     start = argv.index("--host") + 2  # python -m <server> --model /mnt/models --host <host>
+    for flag, _ in secret_flag_values(argv[start:]):
+        variable = _FLAG_ENV.get(flag)
+        if variable is None:
+            raise InvalidOptions(
+                f"[launch] extra_args {flag} holds a secret, and a manifest is readable by anyone who "
+                "can read the resource: remove it, and give the engine its secrets from Secrets "
+                "through the environment variables it reads ([deploy.kubernetes] secret_env)"
+            )
+        where = f"[launch] extra_args {flag}"
+        raise _secret_refused(
+            where, variable, f"{flag} in [launch] extra_args", note=" (the variable vLLM reads)"
+        )
     return [shlex.quote(a) for a in argv[start:]], dict(command.env)
 
 
@@ -331,18 +346,10 @@ def _env(
     hidden = secret_names(spec.env, spec.secret_env)
     if hidden:
         first = sorted(hidden)[0]
-        secret = first.lower().replace("_", "-")
-        raise InvalidOptions(
-            f"[launch] env {first} holds a secret, and a manifest is readable by anyone who can read "
-            f"the resource: put it in a Secret (kubectl create secret generic {secret} "
-            f"--from-literal={first}=...) and name it in [deploy.kubernetes] secret_env = "
-            f'{{{first} = "{secret}"}}, without the value in [launch] env'
-        )
+        raise _secret_refused(f"[launch] env {first}", first, "the value in [launch] env")
     if isinstance(spec.api_key, SecretStr):
-        raise InvalidOptions(
-            "api_key holds a secret, and a manifest is readable by anyone who can read the resource: "
-            "put it in a Secret and name it in [deploy.kubernetes] secret_env = "
-            '{VLLM_API_KEY = "<secret name>"} (the key vLLM checks), without api_key in the config'
+        raise _secret_refused(
+            "api_key", "VLLM_API_KEY", "api_key in the config", note=" (the key vLLM checks)"
         )
     both = sorted(set(k8s.secret_env) & (set(spec.env) | set(engine_env)))
     if both:
@@ -361,6 +368,17 @@ def _env(
     return env
 
 
+def _secret_refused(what: str, variable: str, instead: str, *, note: str = "") -> InvalidOptions:
+    """The refusal of a secret value in a manifest, naming the Secret and env variable to use instead."""
+    secret = variable.lower().replace("_", "-")
+    return InvalidOptions(
+        f"{what} holds a secret, and a manifest is readable by anyone who can read the resource: "
+        f"put it in a Secret (kubectl create secret generic {secret} --from-literal={variable}=...) "
+        f'and name it in [deploy.kubernetes] secret_env = {{{variable} = "{secret}"}}'
+        f"{note}, without {instead}"
+    )
+
+
 def _resources(parallel: Parallel, k8s: KubernetesSettings, on_cpu: bool) -> dict[str, str]:
     """Requests (= limits) of the engine container: one GPU per model shard, plus what was asked."""
     if k8s.accelerator in k8s.resources:
@@ -370,7 +388,13 @@ def _resources(parallel: Parallel, k8s: KubernetesSettings, on_cpu: bool) -> dic
         )
     out = dict(k8s.resources)
     if not on_cpu:
-        out[k8s.accelerator] = str(parallel.tensor * parallel.pipeline * parallel.data)
+        gpus = parallel.tensor * parallel.pipeline * parallel.data
+        if gpus > INT32_MAX:
+            raise InvalidOptions(
+                f"[launch] parallel: tensor {parallel.tensor} x pipeline {parallel.pipeline} x data "
+                f"{parallel.data} = {gpus} GPUs per engine, more than Kubernetes counts (at most {INT32_MAX})"
+            )
+        out[k8s.accelerator] = str(gpus)
     return out
 
 

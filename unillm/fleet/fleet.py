@@ -34,16 +34,18 @@ import asyncio
 import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, fields
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import httpx
 from pydantic import BaseModel, ConfigDict
-from typing_extensions import Self, Unpack
+from typing_extensions import Self
 
 from unillm.adapter.base import EngineInfo
 from unillm.capabilities import Capabilities, Support, check
+from unillm.client.calls import Generates
 from unillm.client.deadline import Deadline
 from unillm.client.llm import LLM
 from unillm.client.single_flight import SingleFlight
@@ -64,9 +66,9 @@ from unillm.errors import (
     UnillmError,
     UnsupportedFeature,
 )
-from unillm.fleet.picker import Backoff, Policy, ReplicaPicker, ReplicaState
+from unillm.fleet.picker import Backoff, Policy, Replica, ReplicaPicker, ReplicaState
 from unillm.metrics import CombinedMetrics, EngineMetrics, Sample
-from unillm.options import Messages, Options, OutputSpec, Request, make_request
+from unillm.options import Messages, Options, Request, make_request
 from unillm.results import Completion, Delta, Embeddings, LoraInfo, Tokens
 
 if TYPE_CHECKING:
@@ -74,7 +76,6 @@ if TYPE_CHECKING:
 
     from unillm.client.blocking import BlockingLLM
 
-M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R")
 NO_RETRY = RetryPolicy(attempts=1)
 _LEVELS = {"no": 0, "emulated": 1, "native": 2}
@@ -119,7 +120,36 @@ class FleetStats(BaseModel):
         raise InvalidOptions(f"{url!r} is not a replica of this fleet ({[r.url for r in self.replicas]})")
 
 
-class Fleet:
+@dataclass(eq=False)
+class _Member:
+    """One replica as the fleet keeps it."""
+
+    llm: LLM  # what the fleet sends to (its own retries off: the fleet decides)
+    given: LLM  # as passed to Fleet(...); closed with the fleet too
+    route: Replica  # its routing state and counters, shared with the picker
+    verified: bool = False  # its engine and model were checked against the fleet's
+    no_queue: bool = False  # its metrics have no waiting-queue gauge: never scraped again
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """A fleet's constructor settings (besides its replicas), kept for :meth:`Fleet.clone`."""
+
+    policy: Policy
+    defaults: Options
+    prefix_chars: int
+    load_factor: float
+    cooldown: Backoff
+    ejection: Backoff
+    metrics_interval: float
+    max_retry_after: float
+
+    def arguments(self) -> dict[str, Any]:
+        """The settings as ``Fleet(...)`` keyword arguments."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+class Fleet(Generates):
     """Replicas of one model behind the ``LLM`` API; each request goes to one replica.
 
     Build it with ``unillm.connect(engine, [url, ...], policy=...)`` or ``Fleet([llm, ...])``
@@ -157,45 +187,25 @@ class Fleet:
         max_retry_after: float = MAX_RETRY_AFTER,
     ) -> None:
         _check_fleet_settings(load_factor, metrics_interval, cooldown=cooldown, ejection=ejection)
-        given = list(replicas) if isinstance(replicas, Sequence) else []
-        if not given:
-            raise InvalidOptions(
-                "a Fleet needs at least one replica: unillm.connect(engine, "
-                "['http://a:8000', 'http://b:8000']) or Fleet([llm_a, llm_b])"
-            )
-        if not all(isinstance(r, LLM) for r in given):
-            raise InvalidOptions("Fleet([...]) takes unillm.LLM objects (from unillm.connect)")
-        engines = {r.base_url: r.engine for r in given}
-        if len(set(engines.values())) > 1:
-            raise ReplicaMismatch(
-                "a fleet serves one model on one engine, but its replicas use different engines: "
-                + ", ".join(f"{u} ({e})" for u, e in engines.items()),
-                replicas=engines,
-            )
-        _refuse_duplicates([r.base_url for r in given])
-        if defaults is None:
-            defaults = given[0].defaults
-            if any(r.defaults != defaults for r in given):
-                raise InvalidOptions("the replicas have different defaults; pass Fleet(..., defaults=...)")
+        given = _checked_replicas(replicas)
+        defaults = _shared_defaults(given) if defaults is None else defaults
         make_request("", None, None, defaults, stream=False)  # validate now
-        self._given = given
-        self.replicas: list[LLM] = [r if r.retry.attempts == 1 else r.clone(retry=NO_RETRY) for r in given]
         self.engine: str = given[0].engine
         self.defaults: Options = dict(defaults)  # type: ignore[assignment]
         self.policy: Policy = policy
         self.metrics_interval = metrics_interval
-        self._settings: dict[str, Any] = {
-            "policy": policy,
-            "defaults": self.defaults,
-            "prefix_chars": prefix_chars,
-            "load_factor": load_factor,
-            "cooldown": cooldown,
-            "ejection": ejection,
-            "metrics_interval": metrics_interval,
-            "max_retry_after": max_retry_after,
-        }
+        self._settings = _Settings(
+            policy,
+            self.defaults,
+            prefix_chars,
+            load_factor,
+            cooldown,
+            ejection,
+            metrics_interval,
+            max_retry_after,
+        )
         self._picker = ReplicaPicker(
-            [r.base_url for r in self.replicas],
+            [r.base_url for r in given],
             policy,
             prefix_chars=prefix_chars,
             load_factor=load_factor,
@@ -203,13 +213,15 @@ class Fleet:
             ejection=ejection,
             max_retry_after=max_retry_after,
         )
+        self._members = [
+            _Member(r if r.retry.attempts == 1 else r.clone(retry=NO_RETRY), r, route)
+            for r, route in zip(given, self._picker.replicas, strict=True)
+        ]
         self._info: EngineInfo | None = None
         self._caps: Capabilities | None = None
         self._mixed_versions = False
-        self._verified = [False] * len(self.replicas)
         self._discovery: SingleFlight[EngineInfo] = SingleFlight()
         self._wants_queue = policy in ("least_load", "session")
-        self._no_queue = [False] * len(self.replicas)
         self._scraped_at = float("-inf")
         self._scrape: asyncio.Task[None] | None = None
         self.loras = FleetLoras(self)
@@ -264,9 +276,14 @@ class Fleet:
         return cls(llms, policy=policy, defaults=defaults, prefix_chars=prefix_chars)
 
     @property
+    def replicas(self) -> list[LLM]:
+        """Every replica's LLM, in order (each with ``RetryPolicy(attempts=1)``: the fleet retries)."""
+        return [m.llm for m in self._members]
+
+    @property
     def base_urls(self) -> list[str]:
         """Every replica's URL, in order."""
-        return [r.base_url for r in self.replicas]
+        return [m.llm.base_url for m in self._members]
 
     def __repr__(self) -> str:
         model = self._info.model if self._info else None
@@ -289,14 +306,15 @@ class Fleet:
         if self._scrape is not None:
             self._scrape.cancel()
             self._scrape = None
-        for llm in {id(r): r for r in (*self.replicas, *self._given)}.values():
+        for llm in {id(r): r for m in self._members for r in (m.llm, m.given)}.values():
             await llm.aclose()
 
     def clone(self) -> Fleet:
         """A new fleet over the same replicas with its own connection pools and counters."""
-        twin = Fleet([r.clone() for r in self.replicas], **self._settings)
+        twin = Fleet([m.llm.clone() for m in self._members], **self._settings.arguments())
         twin._info, twin._caps, twin._mixed_versions = self._info, self._caps, self._mixed_versions
-        twin._verified = list(self._verified)
+        for mine, theirs in zip(self._members, twin._members, strict=True):
+            theirs.verified = mine.verified
         return twin
 
     def blocking(self) -> BlockingLLM:
@@ -347,7 +365,7 @@ class Fleet:
         """
         if self._info is not None and not refresh:
             return self._info
-        limits = [r._discovery_limit(timeout) for r in self.replicas]
+        limits = [m.llm._discovery_limit(timeout) for m in self._members]
         limit = None if None in limits else max(cast(list[float], limits))
         try:
             return await self._discovery.run(lambda: self._discover(refresh, timeout), wait_limit=limit)
@@ -375,10 +393,13 @@ class Fleet:
         if not found:
             raise EngineUnavailable(
                 "no replica of the fleet answered discovery: "
-                + "; ".join(f"{self.replicas[i].base_url}: {a}" for i, a in zip(asked, answers, strict=True))
+                + "; ".join(
+                    f"{self._members[i].llm.base_url}: {a}" for i, a in zip(asked, answers, strict=True)
+                )
             )
         served = {
-            self.replicas[i].base_url: f"{info.engine} serving {info.model!r}" for i, info in found.items()
+            self._members[i].llm.base_url: f"{info.engine} serving {info.model!r}"
+            for i, info in found.items()
         }
         if len(set(served.values())) > 1:
             raise ReplicaMismatch(
@@ -397,16 +418,16 @@ class Fleet:
             version=first.version if len(versions) == 1 else None,
             max_model_len=min(lengths) if lengths else None,
         )
-        self._caps = _common([await self.replicas[i].capabilities() for i in found])
+        self._caps = _common([await self._members[i].llm.capabilities() for i in found])
         self._mixed_versions = len(versions) > 1
         for i in found:
-            self._verified[i] = True
+            self._members[i].verified = True
         return self._info
 
     async def _verify(self, i: int, timeout: float | None = None) -> None:
         """Check a replica that was down at discovery before its first request."""
         assert self._info is not None and self._caps is not None
-        replica = self.replicas[i]
+        replica = self._members[i].llm
         info = await replica.info(timeout=timeout)
         if (info.engine, info.model) != (self._info.engine, self._info.model):
             why = (
@@ -418,7 +439,7 @@ class Fleet:
         if info.version != self._info.version:
             self._caps = _common([self._caps, await replica.capabilities()])
             self._mixed_versions = True
-        self._verified[i] = True
+        self._members[i].verified = True
 
     async def capabilities(self) -> Capabilities:
         """What every replica can honour (the common subset when their versions differ)."""
@@ -489,57 +510,7 @@ class Fleet:
             ),
         )
 
-    # -- generation ------------------------------------------------------------------------
-    @overload
-    async def generate(
-        self,
-        prompt: str | None = None,
-        *,
-        messages: Messages | None = None,
-        output: type[M],
-        **options: Unpack[Options],
-    ) -> Completion[M]: ...
-
-    @overload
-    async def generate(
-        self,
-        prompt: str | None = None,
-        *,
-        messages: Messages | None = None,
-        output: OutputSpec | None = None,
-        **options: Unpack[Options],
-    ) -> Completion[Any]: ...
-
-    async def generate(
-        self,
-        prompt: str | None = None,
-        *,
-        messages: Messages | None = None,
-        output: OutputSpec | None = None,
-        **options: Unpack[Options],
-    ) -> Completion[Any]:
-        """Generate on one replica (see :meth:`LLM.generate`); fails over before any answer.
-
-        Args:
-            prompt: A plain-text prompt (sent to the completions API); or pass ``messages``.
-            messages: Chat messages (``{"role": ..., "content": ...}``), sent to the chat API.
-            output: Constrains the answer: a pydantic class, a JSON-schema dict, Regex, Choice or
-                Grammar; the parsed value lands in ``.parsed``.
-            **options: Per-call :class:`~unillm.Options` (max_tokens, temperature, tools, lora,
-                deadline, timeout, ...), over the client's defaults.
-
-        Returns:
-            The whole answer: text, usage, timings and finish reason.
-
-        Raises:
-            InvalidOptions: A malformed option, refused before sending.
-            UnsupportedFeature: An option this engine (at its version) cannot honour.
-            EngineError: The engine refused or failed the request (a subclass says how).
-        """
-        request = make_request(prompt, messages, output, {**self.defaults, **options}, stream=False)
-        with Deadline(request.deadline, self.engine).bound():
-            return await self._complete(request)
-
+    # -- generation (generate and stream: unillm.client.calls.Generates) ---------------------
     async def _complete(self, request: Request) -> Completion[Any]:
         if self._info is None or self._mixed_versions:
             await self._ready(request)
@@ -556,9 +527,9 @@ class Fleet:
             i = self._pick(key, tried)
             self._picker.begin(i, time.monotonic())
             try:
-                if not self._verified[i]:
+                if not self._members[i].verified:
                     await self._verify(i, timeout)
-                result = await fn(self.replicas[i])
+                result = await fn(self._members[i].llm)
             except BaseException as e:
                 if not self._settle(i, e, started=False):
                     raise
@@ -596,28 +567,7 @@ class Fleet:
         """
         return stream_tools(self, messages, tools, max_turns=max_turns, **options)
 
-    def stream(
-        self,
-        prompt: str | None = None,
-        *,
-        messages: Messages | None = None,
-        output: OutputSpec | None = None,
-        **options: Unpack[Options],
-    ) -> Stream:
-        """Stream from one replica (see :meth:`LLM.stream`); fails over only before it starts.
-
-        Args:
-            prompt: A plain-text prompt (sent to the completions API); or pass ``messages``.
-            messages: Chat messages (``{"role": ..., "content": ...}``), sent to the chat API.
-            output: Constrains the answer: a pydantic class, a JSON-schema dict, Regex, Choice or
-                Grammar; the parsed value lands in ``.parsed``.
-            **options: Per-call :class:`~unillm.Options` (max_tokens, temperature, tools, lora,
-                deadline, timeout, ...), over the client's defaults.
-
-        Returns:
-            A :class:`~unillm.Stream`; use it with ``async with`` and ``async for``.
-        """
-        request = make_request(prompt, messages, output, {**self.defaults, **options}, stream=True)
+    def _open_stream(self, request: Request) -> Stream:
         return FleetStream(self, request)
 
     # -- embeddings and tokens ---------------------------------------------------------------
@@ -729,7 +679,12 @@ class Fleet:
         return EngineUnavailable(f"no replica of the fleet can take the request ({why}).{when}")
 
     def _start_scrape(self, now: float) -> None:
-        """Refresh the engines' waiting queues in the background (asyncio only; never awaited)."""
+        """Refresh the engines' waiting queues in the background (asyncio only; never awaited).
+
+        The scrape outlives the request that started it, and a fleet need not be entered (``connect``,
+        launches and blocking twins use it as is), so no task group of the fleet's can hold it; one
+        around ``async with fleet`` would also turn the body's exceptions into exception groups.
+        """
         if self._scrape is not None:
             return
         try:
@@ -742,27 +697,24 @@ class Fleet:
     async def _scrape_queues(self) -> None:
         try:
             now = time.monotonic()
-            wanted = [
-                i for i, r in enumerate(self._picker.replicas) if not self._no_queue[i] and r.available(now)
-            ]
+            wanted = [m for m in self._members if not m.no_queue and m.route.available(now)]
             async with anyio.create_task_group() as tg:
-                for i in wanted:
-                    tg.start_soon(self._scrape_queue, i)
+                for member in wanted:
+                    tg.start_soon(self._scrape_queue, member)
         finally:
             self._scrape = None
 
-    async def _scrape_queue(self, i: int) -> None:
-        state = self._picker.replicas[i]
+    async def _scrape_queue(self, member: _Member) -> None:
         waiting: float | None = None
         with anyio.move_on_after(max(self.metrics_interval, 0.5)):
             try:
-                waiting = (await self.replicas[i].metrics()).normalized().waiting
-                self._no_queue[i] = waiting is None  # no queue gauge: stop asking
+                waiting = (await member.llm.metrics()).normalized().waiting
+                member.no_queue = waiting is None  # no queue gauge: stop asking
             except (UnsupportedFeature, NotFound, ValueError):  # no (usable) metrics endpoint
-                self._no_queue[i] = True
-            except Exception:  # a background scrape never raises; the next refresh tries again
+                member.no_queue = True
+            except UnillmError:  # unreachable, overloaded or failing now: the next refresh tries again
                 pass
-        state.waiting = waiting
+        member.route.waiting = waiting
 
     async def _each(
         self,
@@ -771,12 +723,12 @@ class Fleet:
     ) -> list[R | UnillmError]:
         """``fn`` on every replica (or those in ``which``) concurrently; each result, or the
         UnillmError it raised, in order."""
-        indices = range(len(self.replicas)) if which is None else which
+        indices = range(len(self._members)) if which is None else which
         out: dict[int, R | UnillmError] = {}
 
         async def one(i: int) -> None:
             try:
-                out[i] = await fn(self.replicas[i])
+                out[i] = await fn(self._members[i].llm)
             except UnillmError as e:
                 out[i] = e
 
@@ -790,7 +742,7 @@ class FleetStream(Stream):
     """A stream from one replica of a fleet; it moves to another only before the engine answers."""
 
     def __init__(self, fleet: Fleet, request: Request) -> None:
-        super().__init__(fleet.replicas[0], request)  # the replica is chosen when it starts
+        super().__init__(fleet._members[0].llm, request)  # the replica is chosen when it starts
         self._fleet = fleet
         self.replica: str | None = None  # the URL serving it, once chosen
 
@@ -806,12 +758,13 @@ class FleetStream(Stream):
         tried: list[int] = []
         while True:
             i = fleet._pick(key, tried)
-            inner = Stream(fleet.replicas[i], request, deadline)
+            member = fleet._members[i]
+            inner = Stream(member.llm, request, deadline)
             inner._texts, inner._calls = self._texts, self._calls  # what was delivered accumulates here
-            self.replica = fleet.replicas[i].base_url
+            self.replica = member.llm.base_url
             fleet._picker.begin(i, time.monotonic())
             try:
-                if not fleet._verified[i]:
+                if not member.verified:
                     with deadline.bound():
                         await fleet._verify(i, request.timeout)
                 async for delta in inner:
@@ -910,6 +863,35 @@ def _check_fleet_settings(load_factor: float, metrics_interval: float, **backoff
                 f"{name}={backoff!r}: initial and max must be positive seconds, initial <= max "
                 "(e.g. Backoff(0.5, 30.0))"
             )
+
+
+def _checked_replicas(replicas: Sequence[LLM]) -> list[LLM]:
+    """The replicas of a new fleet: at least one, all LLMs of one engine, no URL twice."""
+    given = list(replicas) if isinstance(replicas, Sequence) else []
+    if not given:
+        raise InvalidOptions(
+            "a Fleet needs at least one replica: unillm.connect(engine, "
+            "['http://a:8000', 'http://b:8000']) or Fleet([llm_a, llm_b])"
+        )
+    if not all(isinstance(r, LLM) for r in given):
+        raise InvalidOptions("Fleet([...]) takes unillm.LLM objects (from unillm.connect)")
+    engines = {r.base_url: r.engine for r in given}
+    if len(set(engines.values())) > 1:
+        raise ReplicaMismatch(
+            "a fleet serves one model on one engine, but its replicas use different engines: "
+            + ", ".join(f"{u} ({e})" for u, e in engines.items()),
+            replicas=engines,
+        )
+    _refuse_duplicates([r.base_url for r in given])
+    return given
+
+
+def _shared_defaults(replicas: list[LLM]) -> Options:
+    """The defaults every replica has (a fleet without its own ``defaults=`` takes theirs)."""
+    defaults = replicas[0].defaults
+    if any(r.defaults != defaults for r in replicas):
+        raise InvalidOptions("the replicas have different defaults; pass Fleet(..., defaults=...)")
+    return defaults
 
 
 def _refuse_duplicates(urls: list[str]) -> None:

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import anyio
 import httpx
@@ -179,6 +179,45 @@ def check_launch_features(adapter: Adapter, spec: LaunchSpec) -> None:
                 caps.require(feature)
 
 
+class _ConnectSettings(TypedDict):
+    """How a launch's client connects: the ``LLM`` keyword arguments a ``Launch`` passes on."""
+
+    defaults: Options | None
+    timeouts: Timeouts
+    retry: RetryPolicy
+    pool: Pool
+
+
+def engine_command(adapter: Adapter, spec: LaunchSpec, command: LaunchCommand | None = None) -> LaunchCommand:
+    """What a launch runs, before its prefix: the ``command`` given (e.g. a router), a placeholder
+    for an engine in this process, else the adapter's command for ``spec``."""
+    if command is not None:
+        return command
+    if spec.in_process:
+        return LaunchCommand(argv=["(in-process)"])
+    return adapter.command(spec)
+
+
+def final_command(adapter: Adapter, spec: LaunchSpec, command: LaunchCommand | None = None) -> LaunchCommand:
+    """The command as it runs: :func:`engine_command` behind the spec's prefix, with the spec's
+    environment, key and secrets, and unillm's start-up for an engine's own Python process."""
+    cmd = engine_command(adapter, spec, command)
+    env, notes = {**cmd.env, **spec.env}, cmd.notes
+    if command is None and not spec.prefix and _runs_python(cmd.argv, spec.python):
+        env, notes = boot_env(env), (*notes, boot_note())  # AMX permission in every engine process
+    return LaunchCommand(
+        argv=[*spec.prefix, *cmd.argv],
+        env=env,
+        health_path=cmd.health_path,
+        secrets=(*cmd.secrets, *([k] if (k := spec.key()) else [])),
+        notes=notes,
+        secret_env=(*cmd.secret_env, *spec.secret_env),
+        files=cmd.files,
+        after_start=cmd.after_start,
+        requires=cmd.requires,
+    )
+
+
 class Launch(Stoppable):
     """An engine to start; ``async with`` it to get a connected :class:`~unillm.client.llm.LLM`.
 
@@ -221,35 +260,14 @@ class Launch(Stoppable):
         self.spec = resolve_spec(self.adapter, spec) if command is None else spec
         self.progress = progress
         self.log_path = log_path or Path(tempfile.gettempdir()) / (f"unillm-{self.name}-{self.spec.port}.log")
-        self._connect = {"defaults": defaults, "timeouts": timeouts, "retry": retry, "pool": pool}
+        self._connect = _ConnectSettings(defaults=defaults, timeouts=timeouts, retry=retry, pool=pool)
         if command is None:
             check_launch_features(self.adapter, self.spec)
         if self.spec.nodes is not None and spec.port is None:
             raise InvalidOptions(
                 "a multi-node launch needs port=... (the API port of the head node, the same on every node)"
             )
-        self._cmd = (
-            command
-            if command is not None
-            else LaunchCommand(argv=["(in-process)"])
-            if self.spec.in_process
-            else self.adapter.command(self.spec)
-        )
-        env = {**self._cmd.env, **self.spec.env}
-        notes = self._cmd.notes
-        if command is None and not self.spec.prefix and _runs_python(self._cmd.argv, self.spec.python):
-            env, notes = boot_env(env), (*notes, boot_note())  # AMX permission in every engine process
-        self._cmd = LaunchCommand(
-            argv=[*self.spec.prefix, *self._cmd.argv],
-            env=env,
-            health_path=self._cmd.health_path,
-            secrets=(*self._cmd.secrets, *([k] if (k := self.spec.key()) else [])),
-            notes=notes,
-            secret_env=(*self._cmd.secret_env, *self.spec.secret_env),
-            files=self._cmd.files,
-            after_start=self._cmd.after_start,
-            requires=self._cmd.requires,
-        )
+        self._cmd = final_command(self.adapter, self.spec, command)
         self._folder: str | None = None  # where the command's files were written
         self._log = LaunchLog(self.adapter.launch_hints() if command is None else {}, tail=LOG_TAIL)
         self._own_command = command is None  # an engine's command (not a router's) reads the model
@@ -295,7 +313,7 @@ class Launch(Stoppable):
                 IN_PROCESS_URL,
                 model=self.spec.served_name,
                 http_transport=transport,
-                **self._connect,  # type: ignore[arg-type]
+                **self._connect,
             )
             self._llm.takes_images = takes_images(self.spec.model)
             return self._llm
@@ -306,7 +324,7 @@ class Launch(Stoppable):
                 self.base_url,
                 model=self.spec.served_name,
                 api_key=self.spec.key(),
-                **self._connect,  # type: ignore[arg-type]
+                **self._connect,
             )
             self._llm.takes_images = takes_images(self.spec.model)
             await self._wait_ready(self._llm)

@@ -318,6 +318,50 @@ def corpus(seed: int = 7, size: int = 24000) -> list[Example]:
     return out
 
 
+def contract() -> list[Example]:
+    """The answers the test suite asserts, verbatim: trained on, then checked right after training
+    (by a logit margin) so a model that would answer them otherwise fails there, with their names,
+    not deep in a test. A tiny model trained on another CPU answers the rest of the corpus a little
+    differently; these it answers the same everywhere."""
+    weather = ("get_weather", "get_time")
+    result = json.dumps({"city": "Oslo", "forecast": "snowy", "temperature": 2})
+    chats = [
+        ("What is 2+2?", "4"),
+        ("What is 5+3?", "8"),
+        ("What is 6-4?", "2"),
+        ("What is the capital of France?", "Paris"),
+        ("What is the capital of Japan?", "Tokyo"),
+        ("Hello", GREETING),
+        ("What is the capital of Peru? Reply in JSON.", json.dumps({"country": "Peru", "capital": "Lima"})),
+        (
+            "What is the capital of Kenya? Reply in JSON.",
+            json.dumps({"country": "Kenya", "capital": "Nairobi"}),
+        ),
+        ("What is 2+3? Reply in JSON.", json.dumps({"answer": 5})),
+    ]
+    return [
+        *(_chat(question, answer) for question, answer in chats),
+        _chat("What is the capital of Spain?", "Madrid", weather),
+        Example(prompt="The capital of Italy is", completion=" Rome."),
+        Example(
+            messages=(
+                {"role": "user", "content": "What is the weather in Oslo?"},
+                _call("get_weather", "Oslo"),
+            ),
+            tools=weather,
+        ),
+        Example(
+            messages=(
+                {"role": "user", "content": "What is the weather in Oslo?"},
+                _call("get_weather", "Oslo"),
+                {"role": "tool", "tool_call_id": "call_0", "content": result},
+                {"role": "assistant", "content": "It is snowy and 2 degrees in Oslo."},
+            ),
+            tools=weather,
+        ),
+    ]
+
+
 def render(example: Example, template: Any) -> tuple[str, list[tuple[int, int]]]:
     """The example's text and the character spans the model is trained on (assistant turns).
 

@@ -8,9 +8,14 @@ vLLM env's::
     python torch_trainer.py FOLDER     # reads config.json, train.jsonl, eval.jsonl, train_args.json
                                        # writes model.safetensors and train_report.json
 
-``train.jsonl``/``eval.jsonl`` lines are ``{"ids": [...], "mask": [...]}``: the model learns to
-predict ``ids[i]`` where ``mask[i]`` is 1. Training stops after ``steps`` or once greedy decoding
-reproduces every masked span of the evaluation examples (checked every ``eval_every`` steps).
+``train.jsonl``/``eval.jsonl``/``contract.jsonl`` lines are ``{"ids": [...], "mask": [...]}``: the
+model learns to predict ``ids[i]`` where ``mask[i]`` is 1. The *contract* rows are the answers
+tests rely on: they are trained on too (``contract_repeat`` copies each), and greedy decoding must
+reproduce every one of them by a logit margin of at least ``contract_margin`` (so another CPU's
+rounding cannot flip a token). Training stops once the contract holds and greedy decoding
+reproduces ``target_exact`` of the evaluation examples (checked every ``eval_every`` steps), or after
+``steps`` once the contract holds; up to ``extra_steps`` more are spent on a contract that does not.
+A contract still broken then exits with status 3 and names the rows in ``train_report.json``.
 Progress goes to stderr.
 """
 
@@ -77,6 +82,28 @@ def _exact(model: Any, rows: list[tuple[list[int], list[int]]], pad: int) -> flo
     return float(good) / len(rows)
 
 
+def _margins(model: Any, rows: list[tuple[list[int], list[int]]], pad: int) -> list[float]:
+    """Per row, the smallest margin by which each masked token beats every other token (greedy
+    decoding reproduces the row exactly when it is above 0)."""
+    import torch
+
+    model.eval()
+    out: list[float] = []
+    with torch.no_grad():
+        for start in range(0, len(rows), 64):
+            idx = list(range(start, min(start + 64, len(rows))))
+            ids, labels = _tensors(rows, idx, pad)
+            logits = model(input_ids=ids).logits[:, :-1].float()
+            target = labels[:, 1:]
+            masked = target != -100
+            right = logits.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+            others = logits.scatter(-1, target.clamp(min=0).unsqueeze(-1), float("-inf")).amax(-1)
+            margin = torch.where(masked, right - others, torch.full_like(right, float("inf")))
+            out.extend(float(m) for m in margin.amin(dim=1))
+    model.train()
+    return out
+
+
 def main(folder: Path) -> None:
     import torch
     from safetensors.torch import save_file
@@ -89,6 +116,9 @@ def main(folder: Path) -> None:
     config = LlamaConfig.from_pretrained(str(folder))
     model = LlamaForCausalLM(config)
     train, evaluation = _load(folder / "train.jsonl"), _load(folder / "eval.jsonl")
+    contract = _load(folder / "contract.jsonl") if (folder / "contract.jsonl").is_file() else []
+    train += contract * int(args.get("contract_repeat", 0))
+    need = float(args.get("contract_margin", 0.0))
     pad = int(config.pad_token_id or 0)
     steps, batch = int(args["steps"]), int(args["batch"])
     lr, warmup = float(args["lr"]), int(args["warmup"])
@@ -97,13 +127,15 @@ def main(folder: Path) -> None:
     def schedule(step: int) -> float:
         if step < warmup:
             return (step + 1) / warmup
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
+        done = min(step, steps) - warmup  # past ``steps`` (a contract not yet held): the final rate
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * done / max(1, steps - warmup)))
 
     sched = torch.optim.lr_scheduler.LambdaLR(optim, schedule)
     t0 = time.perf_counter()
     queue: list[list[int]] = []
-    exact, step, loss_avg = 0.0, 0, 0.0
-    for step in range(1, steps + 1):
+    exact, step, loss_avg, margins = 0.0, 0, 0.0, [0.0] * len(contract)
+    limit = steps + int(args.get("extra_steps", 0))
+    for step in range(1, limit + 1):
         if not queue:
             queue = _batches(train, batch, rng)
         ids, labels = _tensors(train, queue.pop(), pad)
@@ -125,15 +157,19 @@ def main(folder: Path) -> None:
                 file=sys.stderr,
                 flush=True,
             )
-        if step % args["eval_every"] == 0 or step == steps:
-            exact = _exact(model, evaluation, pad)
-            print(
-                f"[unillm] training the tiny model: step {step}/{steps}, loss {loss_avg:.3f}, "
-                f"greedy-exact {exact:.1%}, {time.perf_counter() - t0:.0f}s",
-                file=sys.stderr,
-                flush=True,
-            )
-            if exact >= args["target_exact"]:
+        if step % args["eval_every"] == 0 or step >= steps:
+            margins = _margins(model, contract, pad)
+            held = all(m >= need for m in margins)
+            if step % args["eval_every"] == 0 or step == steps:
+                exact = _exact(model, evaluation, pad)
+                print(
+                    f"[unillm] training the tiny model: step {step}/{steps}, loss {loss_avg:.3f}, "
+                    f"greedy-exact {exact:.1%}, contract {sum(m >= need for m in margins)}/{len(margins)}, "
+                    f"{time.perf_counter() - t0:.0f}s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            if held and (exact >= args["target_exact"] or step >= steps):
                 break
     state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
     save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
@@ -141,10 +177,15 @@ def main(folder: Path) -> None:
         "steps": step,
         "loss": round(loss_avg, 4),
         "greedy_exact": round(exact, 4),
+        "contract_rows": len(margins),
+        "contract_min_margin": round(min(margins), 3) if margins else None,
+        "contract_broken": [i for i, m in enumerate(margins) if m < need],
         "seconds": round(time.perf_counter() - t0, 1),
         "torch": torch.__version__,
     }
     (folder / "train_report.json").write_text(json.dumps(report, indent=2) + "\n")
+    if report["contract_broken"]:
+        sys.exit(3)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from unillm.testing.tiny_corpus import (
     TOOL_CALL_OPEN,
     Example,
     compile_template,
+    contract,
     corpus,
     render,
 )
@@ -60,7 +61,7 @@ from unillm.testing.tiny_model import (
 __all__ = ["THOUGHT", "build_trained_model", "torch_python"]
 
 #: Bump whenever the corpus, tokenizer, model shape or training changes (the cache folder name).
-RECIPE_VERSION = 2
+RECIPE_VERSION = 3  # 3: trained until the test contract holds
 
 VOCAB_SIZE = 1024
 MAX_POSITION = 1024
@@ -82,13 +83,17 @@ TRAIN_ARGS = {
     "eval_every": 200,
     "target_exact": 0.99,
     "threads": 1,
+    # the answers tests assert (tiny_corpus.contract): trained on, then held by this logit margin
+    "contract_repeat": 24,
+    "contract_margin": 1.0,
+    "extra_steps": 800,
 }
 
 
 #: The thinking variant's thought before every answer and tool call (``<think>Let me think.</think>5``).
 THOUGHT = "Let me think."
 THINK_TAGS = ("<think>", "</think>")
-THINKING_VERSION = 3  # its own cache folder; 2: thinks before calls; 3: calls in Qwen's layout
+THINKING_VERSION = 4  # its own cache folder; 2: thinks before calls; 3: Qwen's layout; 4: contract
 
 
 def build_trained_model(
@@ -196,13 +201,14 @@ def _write_all(tmp: Path, python: Path, *, thinking: bool = False) -> None:
     model_dir.mkdir()
     train = _rows(corpus(seed=CORPUS_SEED), thinking=thinking)
     evaluation = _rows(corpus(seed=EVAL_SEED, size=200), thinking=thinking)
+    promised = _rows(contract(), thinking=thinking)
     tags = (TOOL_CALL_OPEN, TOOL_CALL_CLOSE, *(THINK_TAGS if thinking else ()))
     template = THINKING_CHAT_TEMPLATE if thinking else CHAT_TEMPLATE
     tokenizer = _write_tokenizer(model_dir, [text for text, _ in train], tags, template)
     _write_config(model_dir)
     work = tmp / "train"
     work.mkdir()
-    for name, rows in (("train.jsonl", train), ("eval.jsonl", evaluation)):
+    for name, rows in (("train.jsonl", train), ("eval.jsonl", evaluation), ("contract.jsonl", promised)):
         with (work / name).open("w") as f:
             for text, spans in rows:
                 f.write(json.dumps(_tokenize(tokenizer, text, spans)) + "\n")
@@ -221,6 +227,14 @@ def _write_all(tmp: Path, python: Path, *, thinking: bool = False) -> None:
         check=False,
         env={**os.environ, "TOKENIZERS_PARALLELISM": "false"},
     )
+    if done.returncode == 3:
+        report = json.loads((work / "train_report.json").read_text())
+        broken = [promised[i][0] for i in report["contract_broken"]]
+        raise RuntimeError(
+            f"the trained tiny model does not give the answers the tests rely on ({len(broken)} of "
+            f"{len(promised)} below a logit margin of {TRAIN_ARGS['contract_margin']} after "
+            f"{report['steps']} steps; tiny_corpus.contract): {broken[:3]!r}"
+        )
     if done.returncode != 0:
         raise RuntimeError(f"training the tiny model failed (exit {done.returncode}); see the log above")
     (model_dir / "model.safetensors").write_bytes((work / "model.safetensors").read_bytes())

@@ -1,0 +1,265 @@
+"""The calls every async client answers, declared once: ``generate`` and ``stream`` written once too.
+
+:class:`Generates` is a protocol with default implementations: :class:`~unillm.client.llm.LLM`
+and :class:`~unillm.fleet.fleet.Fleet` subclass it. Each call builds the validated request over the
+client's defaults, then hands it to the client's own ``_complete(request)`` (under the request's
+deadline) or ``_open_stream(request)``. :class:`ClientCalls` adds the other calls; the blocking twin
+drives any ClientCalls, and :class:`~unillm.client.protocol.Client` adds ``clone`` and ``blocking``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, overload
+
+from pydantic import BaseModel
+from typing_extensions import Self, Unpack
+
+from unillm.client.deadline import Deadline
+from unillm.embeddings import DEFAULT_BATCH_SIZE
+from unillm.options import Messages, Options, OutputSpec, make_request
+from unillm.results import Completion, Embeddings, LoraInfo, Tokens
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+    from unillm.adapter.base import EngineInfo
+    from unillm.capabilities import Capabilities
+    from unillm.client.stream import Stream
+    from unillm.metrics import EngineMetrics
+    from unillm.options import Request
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class _Sends(Protocol):
+    """What the default ``generate``/``stream`` need of the class that inherits them."""
+
+    engine: str
+    defaults: Options
+
+    async def _complete(self, request: Request) -> Completion[Any]: ...
+
+    def _open_stream(self, request: Request) -> Stream: ...
+
+
+class LoraControl(Protocol):
+    """Runtime LoRA adapters: ``await llm.loras.load("sql", "/adapters/sql")``."""
+
+    async def load(self, name: str, path: str) -> None:
+        """Load an adapter at runtime under ``name``.
+
+        Args:
+            name: The name requests use (``lora=name``).
+            path: The adapter's folder, as a path on the engine's host.
+
+        Raises:
+            InvalidOptions: A malformed name or an empty path.
+            UnsupportedFeature: The engine cannot load adapters at runtime.
+        """
+
+    async def unload(self, name: str) -> None:
+        """Unload the adapter ``name``.
+
+        Args:
+            name: The adapter's name, as loaded.
+
+        Raises:
+            UnknownLora: The engine serves no adapter of that name.
+        """
+
+    async def list(self) -> list[LoraInfo]:
+        """Adapters served now."""
+
+
+class Generates(Protocol):
+    """Generation, the same on one engine and on a fleet: ``generate`` and ``stream``."""
+
+    @overload
+    async def generate(
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Messages | None = None,
+        output: type[M],
+        **options: Unpack[Options],
+    ) -> Completion[M]: ...
+
+    @overload
+    async def generate(
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Messages | None = None,
+        output: OutputSpec | None = None,
+        **options: Unpack[Options],
+    ) -> Completion[Any]: ...
+
+    async def generate(
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Messages | None = None,
+        output: OutputSpec | None = None,
+        **options: Unpack[Options],
+    ) -> Completion[Any]:
+        """Generate a whole answer: ``await llm.generate("Hi", max_tokens=8)``.
+
+        ``output=`` constrains the answer (pydantic class, JSON-schema dict, Regex, Choice,
+        Grammar) and fills ``.parsed``. Unsupported options raise UnsupportedFeature first.
+        ``deadline=`` seconds bound the whole call; ``timeout=`` bounds each wait for bytes.
+        A fleet sends the request to one replica and fails over only before any answer.
+
+        Args:
+            prompt: A plain-text prompt (sent to the completions API); or pass ``messages``.
+            messages: Chat messages (``{"role": ..., "content": ...}``), sent to the chat API.
+            output: Constrains the answer: a pydantic class, a JSON-schema dict, Regex, Choice or
+                Grammar; the parsed value lands in ``.parsed``.
+            **options: Per-call :class:`~unillm.Options` (max_tokens, temperature, tools, lora,
+                deadline, timeout, ...), over the client's defaults.
+
+        Returns:
+            The whole answer: text, usage, timings and finish reason.
+
+        Raises:
+            InvalidOptions: A malformed option, refused before sending.
+            UnsupportedFeature: An option this engine (at its version) cannot honour.
+            EngineError: The engine refused or failed the request (a subclass says how).
+        """
+        client = cast(_Sends, self)
+        request = make_request(prompt, messages, output, {**client.defaults, **options}, stream=False)
+        with Deadline(request.deadline, client.engine).bound():
+            return await client._complete(request)
+
+    def stream(
+        self,
+        prompt: str | None = None,
+        *,
+        messages: Messages | None = None,
+        output: OutputSpec | None = None,
+        **options: Unpack[Options],
+    ) -> Stream:
+        """Stream an answer as deltas; the last delta carries usage, timings and finish reason.
+
+            async with llm.stream("Once upon", max_tokens=32) as s:
+                async for d in s:
+                    print(d.text, end="")
+
+        Leaving the loop early (or cancelling) closes the HTTP stream, so the engine stops. A
+        fleet streams from one replica and fails over only before the stream starts.
+
+        Args:
+            prompt: A plain-text prompt (sent to the completions API); or pass ``messages``.
+            messages: Chat messages (``{"role": ..., "content": ...}``), sent to the chat API.
+            output: Constrains the answer: a pydantic class, a JSON-schema dict, Regex, Choice or
+                Grammar; the parsed value lands in ``.parsed``.
+            **options: Per-call :class:`~unillm.Options` (max_tokens, temperature, tools, lora,
+                deadline, timeout, ...), over the client's defaults.
+
+        Returns:
+            A :class:`~unillm.Stream`; use it with ``async with`` and ``async for``.
+        """
+        client = cast(_Sends, self)
+        request = make_request(prompt, messages, output, {**client.defaults, **options}, stream=True)
+        return client._open_stream(request)
+
+
+class ClientCalls(Generates, Protocol):
+    """The calls of an async client, one engine or a fleet (:class:`~unillm.client.protocol.Client`
+    adds ``clone`` and ``blocking``)."""
+
+    @property
+    def engine(self) -> str:
+        """The engine's adapter name ("vllm", "sglang", ...)."""
+
+    @property
+    def defaults(self) -> Options:
+        """Options applied to every request (overridden per call)."""
+
+    @property
+    def loras(self) -> LoraControl:
+        """Runtime LoRA adapters."""
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+
+    async def aclose(self) -> None:
+        """Close the pooled connections."""
+
+    async def info(self, *, refresh: bool = False) -> EngineInfo:
+        """Served model, engine version and limits.
+
+        Args:
+            refresh: Ask the engine again instead of returning the cached answer.
+
+        Returns:
+            The served model, engine version and limits.
+        """
+
+    async def capabilities(self) -> Capabilities:
+        """What the engine, at its detected version, can honour."""
+
+    async def health(self) -> bool:
+        """True when the engine answers its health check."""
+
+    async def metrics(self) -> EngineMetrics:
+        """The engine's Prometheus metrics."""
+
+    def openai(self) -> AsyncOpenAI:
+        """An ``openai.AsyncOpenAI`` client for the same endpoint."""
+
+    async def embed(
+        self,
+        texts: str | Sequence[str],
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        dimensions: int | None = None,
+        concurrency: int = 4,
+        timeout: float | None = None,
+    ) -> Embeddings:
+        """One vector per text.
+
+        Args:
+            texts: One text or a sequence of texts; one vector comes back per text, in order.
+            batch_size: Texts per request to the engine.
+            dimensions: Ask for shorter vectors (Matryoshka models only); None is the model's size.
+            concurrency: How many batches are in flight at once.
+            timeout: Seconds each wait for the engine's bytes may take; None uses the client's
+                read timeout.
+
+        Returns:
+            The vectors, their common length, usage and timings.
+
+        Raises:
+            UnsupportedFeature: The engine has no embeddings API.
+            MalformedResponse: The vectors are not finite numbers or differ in length.
+        """
+
+    async def tokenize(
+        self,
+        text: str | None = None,
+        *,
+        messages: Messages | None = None,
+        timeout: float | None = None,
+    ) -> Tokens:
+        """Token ids of a text or of rendered chat messages.
+
+        Args:
+            text: A text to tokenize as is; or pass ``messages``.
+            messages: Chat messages, rendered by the model's chat template with the generation prompt.
+            timeout: Seconds each wait for the engine's bytes may take; None uses the client's
+                read timeout.
+
+        Returns:
+            The token ids and their count.
+
+        Raises:
+            UnsupportedFeature: The engine has no tokenize endpoint.
+        """
+
+
+__all__ = ["ClientCalls", "Generates", "LoraControl"]
