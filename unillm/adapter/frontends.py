@@ -30,13 +30,17 @@ class _Inputs(Options, total=False):
     output: OutputSpec | None
 
 
-@runtime_checkable
-class AsyncClient(Protocol):
-    """An async client (``unillm.LLM``, ``unillm.Fleet``): its engine, and a blocking twin."""
+class _Named(Protocol):
+    """A client that names its engine."""
 
     @property
     def engine(self) -> str:
         """The engine's adapter name ("vllm", "sglang", ...)."""
+
+
+@runtime_checkable
+class AsyncClient(_Named, Protocol):
+    """An async client (``unillm.LLM``, ``unillm.Fleet``): its engine, and a blocking twin."""
 
     def blocking(self) -> BlockingClient:
         """A blocking twin, with its own event-loop thread (close it when done)."""
@@ -46,7 +50,7 @@ class BlockingClient(Protocol):
     """A blocking client (``unillm.BlockingLLM``), usable from any thread."""
 
     @property
-    def llm(self) -> AsyncClient:
+    def llm(self) -> _Named:
         """The async client it drives."""
 
     def info(self) -> EngineInfo:
