@@ -89,13 +89,17 @@ class Fault:
 class Raw:
     """An answer sent as given, whatever was asked. ``body`` as one piece (with Content-Length,
     unless ``headers`` set one) or as pieces (chunked transfer encoding, one chunk each);
-    ``close``: hang up after sending (e.g. after a Content-Length promising more)."""
+    ``close``: hang up after sending (e.g. after a Content-Length promising more); ``end``: the
+    bytes that end a chunked body (the last, empty chunk; e.g. a bad chunk header instead);
+    ``interval``: seconds between the pieces of a chunked body (each arrives on its own)."""
 
     status: int = 200
     body: bytes | list[bytes] = b""
     content_type: str | None = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
     close: bool = False
+    end: bytes = b"0\r\n\r\n"
+    interval: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,8 @@ class FaultServer:
         self.requests: list[Seen] = []
         self.disconnects: list[str] = []  # paths whose client left before the answer ended
         self.errors: list[str] = []  # unexpected exceptions inside the server (a test bug)
+        #: (path, body) -> what the engine would answer 400 to (None: fine), for a generation body
+        self.check: Callable[[str, Any], str | None] | None = None
         self._gone = threading.Event()
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
@@ -387,6 +393,9 @@ class FaultServer:
         body = request.json if isinstance(request.json, dict) else None
         if body is None:
             return await _send_json(writer, 400, _error(400, "body must be a JSON object"))
+        problem = self.check(path, body) if self.check is not None else None
+        if problem is not None:
+            return await _send_json(writer, 400, _error(400, problem))
         fault = self.fault
         if fault is not None and (fault.times is None or self.fault_hits < fault.times):
             self.fault_hits += 1
@@ -730,7 +739,9 @@ async def _send_raw(writer: asyncio.StreamWriter, answer: Raw) -> bool:
         for piece in answer.body:
             writer.write(_chunk(piece))
             await writer.drain()
-        writer.write(b"0\r\n\r\n")
+            if answer.interval:
+                await asyncio.sleep(answer.interval)
+        writer.write(answer.end)
     await writer.drain()
     return not answer.close
 

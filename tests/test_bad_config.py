@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from unillm.cli.main import main
+from unillm.client.llm import LLM
 from unillm.config.load import from_config, load_config
 from unillm.errors import ConfigError
 
@@ -115,3 +116,85 @@ def test_route_import_of_a_file_that_is_not_utf8_is_exit_2(
     path.write_bytes(b"\xff\xfe")
     assert main(["route", "import", "vsr", str(path)]) == 2
     assert "not UTF-8" in capsys.readouterr().err
+
+
+# -- issue 29: a value nested past any recursion is a ConfigError ------------------------------------
+def nested(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "[" * 100_000,
+        "[" * 100_000 + "]" * 100_000,
+        '{"a":' * 100_000 + "1" + "}" * 100_000,
+        "[" * 300 + "]" * 300,
+    ],
+)
+@pytest.mark.parametrize("variable", ["UNILLM_DEFAULTS__STOP", "UNILLM_DEFAULTS__EXTRA_BODY"])
+def test_an_environment_value_nested_too_deeply_is_a_config_error(variable: str, raw: str) -> None:
+    with pytest.raises(ConfigError, match=variable):
+        load_config(CONNECT, env={variable: raw})
+
+
+def test_a_mapping_nested_too_deeply_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="nest more than"):
+        load_config({**CONNECT, "defaults": {"extra_body": {"a": nested(100_000)}}}, env={})
+
+
+def test_overrides_nested_too_deeply_are_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="overrides"):
+        load_config(CONNECT, env={}, defaults={"extra_body": {"a": nested(100_000)}})
+
+
+@pytest.mark.parametrize("depth", [300, 100_000])
+@pytest.mark.parametrize("suffix", [".toml", ".yaml"])
+def test_a_file_nested_too_deeply_is_a_config_error(tmp_path: Path, suffix: str, depth: int) -> None:
+    deep = "[" * depth + "]" * depth
+    path = tmp_path / f"unillm{suffix}"
+    if suffix == ".toml":
+        path.write_text(
+            f'engine = "vllm"\nbase_url = "http://127.0.0.1:8000"\n[defaults]\nextra_body = {{a = {deep}}}\n'
+        )
+    else:
+        path.write_text(
+            f"engine: vllm\nbase_url: http://127.0.0.1:8000\ndefaults:\n  extra_body:\n    a: {deep}\n"
+        )
+    with pytest.raises(ConfigError, match="nest"):
+        load_config(path, env={})
+
+
+def test_a_value_nested_a_few_levels_still_loads() -> None:
+    config = load_config(CONNECT, env={"UNILLM_DEFAULTS__EXTRA_BODY": json.dumps({"a": nested(20)})})
+    assert config.defaults["extra_body"] == {"a": nested(20)}
+
+
+# -- issue 29: [pool] http names the wire, as Pool(http=...) does -----------------------------------
+@pytest.mark.parametrize("wire", ["aiohttp", "httpx", "http2"])
+def test_pool_http_in_a_config_file_picks_the_wire(tmp_path: Path, wire: str) -> None:
+    path = tmp_path / "unillm.toml"
+    path.write_text(
+        f'engine = "vllm"\nbase_url = "http://127.0.0.1:8000"\n[pool]\nhttp = "{wire}"\nmax_connections = 8\n'
+    )
+    llm = from_config(path, env={})
+    assert isinstance(llm, LLM)
+    assert (llm._pool.http, llm._pool.max_connections) == (wire, 8)
+
+
+def test_pool_http_from_the_environment_picks_the_wire() -> None:
+    assert load_config(CONNECT, env={"UNILLM_POOL__HTTP": "httpx"}).pool == {"http": "httpx"}
+
+
+@pytest.mark.parametrize("value", ["curl", 5, True, ["httpx"]])
+def test_pool_http_that_names_no_wire_is_a_config_error(value: Any) -> None:
+    with pytest.raises(ConfigError, match=r"pool: http is the HTTP library \('aiohttp', 'httpx', 'http2'\)"):
+        load_config({**CONNECT, "pool": {"http": value}}, env={})
+
+
+def test_a_pool_number_given_as_a_string_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="max_connections is a number, not '8'"):
+        load_config({**CONNECT, "pool": {"max_connections": "8"}}, env={})

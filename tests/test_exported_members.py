@@ -169,6 +169,7 @@ ADAPTER_SDK = {
     "UnsupportedFeature",
     "Usage",
     "Version",
+    "answer_text",
     "at_least",
     "choices_of",
     "clip_message",

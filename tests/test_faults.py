@@ -7,13 +7,14 @@ stalls, truncates, rate-limits or garbles its answers on demand and counts what 
 from __future__ import annotations
 
 import gc
+import json
 import socket
 from collections.abc import Iterator
 from typing import Any
 
 import anyio
 import pytest
-from fault_server import COMPLETIONS, FaultServer
+from fault_server import COMPLETIONS, FaultServer, Raw
 
 import unillm
 from unillm import RetryPolicy, Timeouts
@@ -265,6 +266,42 @@ async def test_stall_mid_stream_is_stream_interrupted(server: FaultServer) -> No
             await collect(llm)
     assert info.value.partial_text == "Hello,"
     assert server.count() == 1
+
+
+BAD_CHUNK_HEADER = b"zz\r\ngarbage\r\n"  # "zz" is no chunk size
+
+
+def broken_chunks(*pieces: bytes) -> Raw:
+    """A chunked answer: ``pieces`` (each arriving on its own), then a bad chunk header, then the
+    server hangs up."""
+    return Raw(200, list(pieces), "text/event-stream", end=BAD_CHUNK_HEADER, close=True, interval=0.1)
+
+
+@pytest.mark.parametrize("http", ["aiohttp", "httpx"])
+async def test_a_bad_chunk_header_mid_stream_is_stream_interrupted_at_once(
+    server: FaultServer, http: str
+) -> None:
+    event = {
+        "id": "x",
+        "object": "text_completion",
+        "model": "tiny",
+        "choices": [{"index": 0, "text": "Hel"}],
+    }
+    server.script(COMPLETIONS, broken_chunks(f"data: {json.dumps(event)}\n\n".encode()))
+    async with connect(server.url, attempts=1, read=60, pool=unillm.Pool(http=http)) as llm:
+        with anyio.fail_after(10), pytest.raises(unillm.StreamInterrupted) as info:
+            await collect(llm)
+    assert info.value.partial_text == "Hel"
+
+
+@pytest.mark.parametrize("http", ["aiohttp", "httpx"])
+async def test_a_bad_chunk_header_mid_body_is_engine_unavailable_at_once(
+    server: FaultServer, http: str
+) -> None:
+    server.script(COMPLETIONS, broken_chunks(b'{"choices": [{"te'))
+    async with connect(server.url, attempts=1, read=60, pool=unillm.Pool(http=http)) as llm:
+        with anyio.fail_after(10), pytest.raises(unillm.EngineUnavailable):
+            await llm.generate("hi")
 
 
 # -- engine errors ----------------------------------------------------------------------------

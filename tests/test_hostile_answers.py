@@ -185,6 +185,79 @@ async def test_a_completion_stream_text_of_the_wrong_type_is_malformed_response(
     assert await outcome(server, stream) == "MalformedResponse"
 
 
+# -- issue 29: a text of the wrong type is no text -----------------------------------------------
+WRONG_TEXTS = [None, 5, 0, False, {"a": 1}, ["a"]]
+WRONG_CONTENTS = [5, 0, False, {"a": 1}, ["a"]]  # null content is a chat message without text
+
+
+def chat_body(content: Any) -> Raw:
+    return body({"model": "tiny", "choices": [{"message": {"role": "assistant", "content": content}}]})
+
+
+WRONG_TEXT_CASES = [
+    *(
+        pytest.param(
+            COMPLETIONS,
+            body({"choices": [{"text": t, "finish_reason": "stop"}]}),
+            generate,
+            id=f"generate-{t!r}",
+        )
+        for t in WRONG_TEXTS
+    ),
+    *(pytest.param(CHAT, chat_body(c), chat, id=f"chat-{c!r}") for c in WRONG_CONTENTS),
+    *(
+        pytest.param(
+            COMPLETIONS,
+            events(chunk(text="a"), chunk(text=t), chunk(text="", finish_reason="stop")),
+            stream,
+            id=f"stream-{t!r}",
+        )
+        for t in WRONG_TEXTS
+    ),
+    *(
+        pytest.param(
+            CHAT,
+            events(chunk(delta={"content": "a"}), chunk(delta={"content": c}, finish_reason="stop")),
+            chat_stream,
+            id=f"chat_stream-{c!r}",
+        )
+        for c in WRONG_CONTENTS
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "answer", "op"), WRONG_TEXT_CASES)
+async def test_a_text_of_the_wrong_type_is_malformed_response(
+    server: FaultServer, path: str, answer: Raw, op: Op
+) -> None:
+    server.script(path, answer)
+    assert await outcome(server, op) == "MalformedResponse"
+
+
+async def test_null_content_with_tool_calls_is_an_answer_without_text(server: FaultServer) -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    server.script(
+        CHAT, body({"model": "tiny", "choices": [{"message": message, "finish_reason": "tool_calls"}]})
+    )
+    async with connect(server) as llm:
+        r = await llm.generate(messages=[{"role": "user", "content": "hi"}], max_tokens=4)
+    assert (r.text, [c.name for c in r.tool_calls]) == ("", ["f"])
+
+
+async def test_null_delta_content_streams_as_no_text(server: FaultServer) -> None:
+    server.script(
+        CHAT,
+        events(
+            chunk(delta={"role": "assistant", "content": None}),
+            chunk(delta={"content": "a"}),
+            chunk(delta={"content": None}, finish_reason="stop"),
+        ),
+    )
+    async with connect(server) as llm:
+        assert await llm.stream(messages=[{"role": "user", "content": "hi"}]).collect() == "a"
+
+
 async def test_a_false_content_encoding_is_malformed_response(server: FaultServer) -> None:
     plain = json.dumps({"choices": [{"text": "a", "finish_reason": "stop"}]}).encode()
     server.script(COMPLETIONS, Raw(200, plain, headers={"content-encoding": "gzip"}))

@@ -137,3 +137,40 @@ async def test_a_streamed_call_forced_by_a_constraint_keeps_the_thought() -> Non
     ):
         await s.collect()
     assert s.reasoning == "The time, then." and [c.parsed for c in s.tool_calls] == [{"city": "Oslo"}]
+
+
+# -- issue 29: the same reasoning whole and streamed, however the stream is cut ----------------------
+THOUGHT_IN_TEXT = "<think>\nLet me think.\n</think>\n\n4"
+THOUGHT_FIELD, ANSWER_FIELD = "\nLet me think.\n", "\n\n4"  # how a reasoning parser splits it
+
+
+def cuts(text: str) -> list[list[str]]:
+    """``text`` cut in two at every position, and cut into single characters."""
+    return [[text[:i], text[i:]] for i in range(len(text) + 1)] + [list(text)]
+
+
+async def whole(message: dict[str, Any]) -> tuple[str | None, str]:
+    async with engine(message_body(message)) as llm:
+        r = await llm.generate(messages=MESSAGES)
+    return r.reasoning, r.text
+
+
+async def streamed(deltas: list[dict[str, Any]]) -> tuple[str, str]:
+    llm = engine(sse(*map(chunk, deltas), chunk({}, "stop"), "[DONE]"))
+    async with llm, llm.stream(messages=MESSAGES) as s:
+        async for _ in s:
+            pass
+    return s.reasoning, s.text
+
+
+async def test_a_thought_in_the_text_gives_the_same_reasoning_whole_and_streamed() -> None:
+    assert await whole({"content": THOUGHT_IN_TEXT}) == ("Let me think.", "4")
+    for pieces in cuts(THOUGHT_IN_TEXT):
+        assert await streamed([{"content": p} for p in pieces]) == ("Let me think.", "4"), pieces
+
+
+async def test_the_engines_reasoning_field_gives_the_same_reasoning_whole_and_streamed() -> None:
+    assert await whole({"content": ANSWER_FIELD, "reasoning": THOUGHT_FIELD}) == ("Let me think.", "4")
+    for pieces in cuts(THOUGHT_FIELD):
+        deltas = [*({"reasoning": p} for p in pieces), *({"content": c} for c in ANSWER_FIELD)]
+        assert await streamed(deltas) == ("Let me think.", "4"), pieces

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from unillm.adapter.reasoning import ReasoningSplitter, held_suffix, split_reasoning
+from unillm.adapter.reasoning import ReasoningSplitter, TrimmedStream, held_suffix, split_reasoning
 
 
 def streamed(pieces: list[str]) -> tuple[str, str]:
@@ -86,9 +86,7 @@ def test_any_chunking_of_a_stream_splits_as_the_whole_text_does(
     thought: str, answer: str, cuts: list[int]
 ) -> None:
     text = f"<think>{thought}</think>{answer}"
-    reasoning, whole_answer = split_reasoning(text)
-    got_thought, got_answer = streamed(chunked(text, cuts))
-    assert (got_thought.strip(), got_answer) == (reasoning, whole_answer)
+    assert streamed(chunked(text, cuts)) == split_reasoning(text)
 
 
 @given(
@@ -98,3 +96,18 @@ def test_any_chunking_of_a_stream_splits_as_the_whole_text_does(
 def test_a_stream_without_a_thought_delivers_its_text_unchanged(text: str, cuts: list[int]) -> None:
     if split_reasoning(text)[0] is None:
         assert streamed(chunked(text, cuts)) == ("", text)
+
+
+@given(
+    text=st.text(alphabet="ab \n\t", max_size=20),
+    cuts=st.lists(st.integers(min_value=0, max_value=30), max_size=6),
+)
+def test_a_trimmed_stream_gives_the_whole_texts_strip(text: str, cuts: list[int]) -> None:
+    trim = TrimmedStream()
+    assert "".join(trim.feed(piece) for piece in chunked(text, cuts)) == text.strip()
+
+
+def test_whitespace_inside_a_streamed_thought_is_kept() -> None:
+    splitter = ReasoningSplitter()
+    pieces = [splitter.feed(p) for p in ("<think>\n", "a \n", " b", "\n</think>", "\n\n4")]
+    assert pieces == [("", ""), ("a", ""), (" \n b", ""), ("", ""), ("", "4")]

@@ -175,9 +175,16 @@ class OpenAICompatAdapter(Adapter):
             raw_choices = choices_of(body, self.name)
             choices = []
             for i, c in enumerate(raw_choices):
+                text = (
+                    answer_text(
+                        (c["message"] or {}).get("content"), self.name, "message content", nullable=True
+                    )
+                    if chat
+                    else answer_text(c["text"], self.name, "choice text")
+                )
                 choice = _Choice(
                     index=c.get("index", i),
-                    text=str((c["message"] or {}).get("content") or "") if chat else str(c["text"]),
+                    text=text,
                     finish_reason=c.get("finish_reason"),
                     logprobs=parse_logprobs(c.get("logprobs")),
                 )
@@ -422,12 +429,12 @@ class OpenAIStreamDecoder:
             finish = c.get("finish_reason")
             thought = ""
             if delta is not None:
-                text = delta.get("content") or ""
+                text = answer_text(delta.get("content"), self._engine, "delta content", nullable=True)
                 calls = self._tools.feed(index, delta.get("tool_calls"))
                 # the thought first: a call forced by a constraint is read from the answer
                 thought, text = self._reasoning.feed(index, text, reasoning_field(delta), last=bool(finish))
             else:
-                text, calls = c.get("text") or "", None
+                text, calls = answer_text(c.get("text", ""), self._engine, "choice text"), None
             if self._forced is not None:
                 assert self._forced_choice is not None
                 stream = self._forced.setdefault(index, ForcedCallStream(self._forced_choice))
@@ -576,13 +583,12 @@ class StreamedReasoning:
                 is sent on too.
         """
         splitter = self._splitters.setdefault(index, ReasoningSplitter())
-        if parsed:
-            splitter.parsed_by_engine()
+        field = splitter.parsed(parsed) if parsed else ""
         thought, answer = splitter.feed(text) if text else ("", "")
         if last:
             held_thought, held_answer = self._splitters.pop(index).finish()
             thought, answer = thought + held_thought, answer + held_answer
-        return (parsed or "") + thought, answer
+        return field + thought, answer
 
 
 def choices_of(body: Any, engine: str) -> list[Any]:
@@ -601,6 +607,42 @@ def choices_of(body: Any, engine: str) -> list[Any]:
             f"{engine}: the answer holds no choices (choices={clip_message(repr(choices), 100)})"
         )
     return choices
+
+
+def answer_text(value: Any, engine: str, where: str, *, nullable: bool = False) -> str:
+    """The text field of an answer as a string, ``null`` as "" where the wire allows it (a chat
+    message's or delta's ``content``: a message with tool calls, a role-only delta)::
+
+        answer_text(message.get("content"), "vllm", "message content", nullable=True)
+
+    Args:
+        value: The field as the engine sent it.
+        engine: The adapter's name, for the error message.
+        where: The field, for the error message (e.g. "choice text").
+        nullable: ``null`` is no text ("") rather than malformed.
+
+    Raises:
+        MalformedResponse: The field is no string (nor ``null`` where allowed): a number, an
+            object or a list, which would otherwise reach the caller as its Python repr.
+    """
+    if isinstance(value, str):
+        return value
+    if value is None and nullable:
+        return ""
+    raise MalformedResponse(f"{engine}: the answer's {where} is {_json_kind(value)}, not text")
+
+
+def _json_kind(value: Any) -> str:
+    """What a decoded JSON value is, in JSON's words."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, dict):
+        return "an object"
+    return "a list" if isinstance(value, list) else type(value).__name__
 
 
 def decode_event(engine: str, data: str) -> dict[str, Any]:

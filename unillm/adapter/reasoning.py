@@ -26,6 +26,7 @@ from unillm.options import REASONING_OPTIONS, Request
 __all__ = [
     "THINKING_MARKERS",
     "ReasoningSplitter",
+    "TrimmedStream",
     "answer_parts",
     "check_constraint_after_thinking",
     "held_suffix",
@@ -107,12 +108,14 @@ def answer_parts(text: str, parsed: str | None) -> tuple[str | None, str]:
 
     Args:
         text: The message's content.
-        parsed: The engine's reasoning field (:func:`reasoning_field`); None: it sent none.
+        parsed: The engine's reasoning field (:func:`reasoning_field`); None or empty: it sent
+            none (an engine without a reasoning parser may send an empty field, e.g.
+            trtllm-serve's ``reasoning_content: ""``), as a stream reads it.
 
     Returns:
         ``(reasoning, answer)``; reasoning None when there was no thought.
     """
-    if parsed is None:
+    if not parsed:
         return split_reasoning(text)
     return parsed.strip() or None, text.lstrip()
 
@@ -192,6 +195,41 @@ def check_constraint_after_thinking(
     )
 
 
+class TrimmedStream:
+    """Pieces of one streamed text, passed on without the whitespace at either end of the whole,
+    as ``str.strip`` gives it whole: leading whitespace is dropped, trailing whitespace held
+    back until more text follows it (or dropped at the end)::
+
+        trim = TrimmedStream()
+        trim.feed("\nLet me")    # "Let me"
+        trim.feed(" think.\n")   # " think."  ("\n" held back)
+    """
+
+    __slots__ = ("_space", "_started")
+
+    def __init__(self) -> None:
+        self._started = False
+        self._space = ""
+
+    def feed(self, piece: str) -> str:
+        """The part of ``piece`` that can be passed on now.
+
+        Args:
+            piece: The next piece of the text.
+        """
+        if not self._started:
+            piece = piece.lstrip()
+            if not piece:
+                return ""
+            self._started = True
+        body = piece.rstrip()
+        if not body:
+            self._space += piece
+            return ""
+        out, self._space = self._space + body, piece[len(body) :]
+        return out
+
+
 class ReasoningSplitter:
     """Splits one streamed answer into thought and answer pieces, holding back what may be a marker.
 
@@ -199,13 +237,14 @@ class ReasoningSplitter:
         markers: The (start, end) marker pairs to look for.
     """
 
-    __slots__ = ("_buf", "_end", "_markers", "_state")
+    __slots__ = ("_buf", "_end", "_markers", "_state", "_thought")
 
     def __init__(self, markers: tuple[tuple[str, str], ...] = THINKING_MARKERS) -> None:
         self._markers = markers
         self._buf = ""
         self._end = ""
         self._state = "start"  # start: deciding; thinking; after: answer, leading space dropped; answer
+        self._thought = TrimmedStream()  # the thought without whitespace around it, as split whole
 
     def feed(self, text: str) -> tuple[str, str]:
         """The thought and answer text that can be sent on now.
@@ -236,9 +275,9 @@ class ReasoningSplitter:
             if not closed:
                 keep = held_suffix(thought, (self._end,))
                 self._buf = thought[len(thought) - keep :] if keep else ""
-                return thought[: len(thought) - keep], ""
+                return self._thought.feed(thought[: len(thought) - keep]), ""
             self._state, buf = "after", rest
-            return thought, self._after(buf)
+            return self._thought.feed(thought), self._after(buf)
         return "", self._after(buf)
 
     def parsed_by_engine(self) -> None:
@@ -246,6 +285,16 @@ class ReasoningSplitter:
         whitespace that follows the thought is dropped)."""
         if self._state in ("start", "thinking"):
             self._state, self._buf = "after", ""
+
+    def parsed(self, piece: str) -> str:
+        """A piece of the thought the engine sent in a field of its own (the text is then all
+        answer), without the whitespace around the whole thought, as :func:`answer_parts` gives it.
+
+        Args:
+            piece: The next piece of the engine's reasoning field.
+        """
+        self.parsed_by_engine()
+        return self._thought.feed(piece)
 
     def _after(self, text: str) -> str:
         """Answer text after the end marker, without the whitespace that follows the marker."""
@@ -263,5 +312,5 @@ class ReasoningSplitter:
         """
         held, self._buf = self._buf, ""
         if self._state == "thinking":
-            return held, ""
+            return self._thought.feed(held), ""
         return "", held

@@ -11,7 +11,9 @@ httpx exceptions the transport already maps to unillm's errors (one mapping for 
   seconds for a free slot and then raise ``PoolTimeout`` having sent nothing;
 * keep-alive: an answer read to its end returns its connection to the pool, kept
   ``keepalive_expiry`` seconds; one closed early (a cancelled stream) closes its connection;
-* redirects are not followed; the body is decoded from its Content-Encoding.
+* redirects are not followed; the body is decoded from its Content-Encoding;
+* a body whose connection closes before its end fails at once (``RemoteProtocolError``), even
+  where aiohttp's C parser leaves the reader waiting (a bad chunk header mid-body).
 
 aiohttp keeps every idle connection until it expires (it has no count of idle ones to keep,
 unlike ``Pool.max_keepalive`` on httpx's wire). It runs on asyncio only: under another event
@@ -21,13 +23,17 @@ loop the transport picks httpx's wire.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+import functools
+import weakref
+from collections.abc import AsyncGenerator, Callable
 
 import aiohttp
 import anyio
 import httpx
+from aiohttp.http_exceptions import HttpProcessingError
 
 from unillm.client.answer import Answer
+from unillm.errors import clip_message
 
 
 class AiohttpWire:
@@ -160,6 +166,7 @@ async def _body(response: aiohttp.ClientResponse, stall: float) -> AsyncGenerato
     content = response.content
     read = content.readany
     watch: StallWatch | None = None
+    unwatch = _fail_when_closed(response)
     try:
         chunk = await read()
         while chunk:
@@ -177,8 +184,51 @@ async def _body(response: aiohttp.ClientResponse, stall: float) -> AsyncGenerato
     except FAILURES as e:
         raise as_httpx_error(e) from e
     finally:
+        unwatch()
         if watch is not None:
             watch.stop()
+
+
+_RETRIEVING: weakref.WeakSet[asyncio.Future[None]] = weakref.WeakSet()
+
+
+def _fail_when_closed(response: aiohttp.ClientResponse) -> Callable[[], object]:
+    """Fail the body's reader when its connection closes before the body ended; returns what
+    stops watching.
+
+    aiohttp's C parser drops the body of an answer whose framing breaks mid-body (a bad chunk
+    header) without failing its reader, and closes the connection: the reader would wait for a
+    stall. The connection's ``closed`` future ends the wait at once, as a ClientPayloadError.
+    """
+    protocol = response.connection.protocol if response.connection is not None else None
+    closed = getattr(protocol, "closed", None)
+    if protocol is None or not isinstance(closed, asyncio.Future) or closed.done():
+        return _nothing
+    if closed not in _RETRIEVING:  # a connection lost with an error is no one's unretrieved error
+        _RETRIEVING.add(closed)
+        closed.add_done_callback(_retrieve)
+    content = response.content
+
+    def lost(_: asyncio.Future[None]) -> None:
+        if content.is_eof() or content.exception() is not None:
+            return  # the body ended, or its failure is known
+        why = protocol.exception()
+        detail = f": {clip_message(str(why.message), 200)}" if isinstance(why, HttpProcessingError) else ""
+        content.set_exception(
+            aiohttp.ClientPayloadError(f"the connection closed before the end of the answer's body{detail}")
+        )
+
+    closed.add_done_callback(lost)
+    return functools.partial(closed.remove_done_callback, lost)
+
+
+def _retrieve(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+def _nothing() -> None:
+    return None
 
 
 class StallWatch:

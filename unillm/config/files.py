@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from unillm.errors import ConfigError
+
+#: How deep tables and lists may nest in a config (a JSON schema in ``[defaults]`` needs a few
+#: dozen levels); deeper is refused before anything recurses through it.
+MAX_DEPTH = 100
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -24,11 +29,39 @@ def read_config_file(path: Path) -> dict[str, Any]:
             raise ConfigError(f"{path}: use a .toml, .yaml or .yml file")
     except ConfigError:
         raise
+    except RecursionError:
+        raise ConfigError(f"{path}: tables or lists nest too deeply to read") from None
     except Exception as e:
         raise ConfigError(f"{path} does not parse: {e}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must hold a table/mapping at the top level")
+    check_depth(data, str(path))
     return data
+
+
+def check_depth(value: Any, where: str) -> None:
+    """Refuse a config value whose tables and lists nest deeper than :data:`MAX_DEPTH` (walked
+    without recursion, so any depth, or a table that holds itself, is refused typed).
+
+    Args:
+        value: The value as read (a file's data, an environment variable's JSON).
+        where: What holds it, for the message (a file, a variable's name).
+
+    Raises:
+        ConfigError: The value nests too deeply.
+    """
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth >= MAX_DEPTH:
+            raise ConfigError(f"{where}: tables or lists nest more than {MAX_DEPTH} levels deep")
+        stack.extend((child, depth + 1) for child in children)
 
 
 def read_text(path: Path) -> str:

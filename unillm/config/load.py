@@ -48,13 +48,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictFloat, StrictInt, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    StrictFloat,
+    ValidationError,
+    field_validator,
+)
 
 from unillm.client.llm import LLM
-from unillm.client.transport import Pool, RetryPolicy, Timeouts
+from unillm.client.transport import HTTP_WIRES, Pool, RetryPolicy, Timeouts
 from unillm.config.cluster import refuse_moved_deploy_keys
-from unillm.config.files import read_config_file
-from unillm.errors import ConfigError, InvalidOptions, validation_problems
+from unillm.config.files import check_depth, read_config_file
+from unillm.errors import ConfigError, InvalidOptions, clip_message, validation_problems
 from unillm.launching.supervisor import Launch
 from unillm.options import make_request
 
@@ -81,11 +89,27 @@ class Config(BaseModel):
     launch: dict[str, Any] | None = Field(None, repr=False)
     timeouts: dict[str, StrictFloat] = {}  # strict: `attempts = true` is not 1
     retry: dict[str, StrictFloat] = {}
-    pool: dict[str, StrictInt | StrictFloat] = {}
+    pool: dict[str, Any] = {}  # numbers (checked below), but `http`: the wire's name
     uses: list[str] = Field([], description="features the app relies on (for unillm check)")
     engine_version: str | None = Field(None, description="the version unillm check assumes")
     router: dict[str, Any] | None = Field(None, repr=False)
     deploy: dict[str, Any] | None = Field(None, description="unillm deploy's settings (unillm.deploy)")
+
+    @field_validator("pool")
+    @classmethod
+    def _pool_values(cls, pool: dict[str, Any]) -> dict[str, Any]:
+        """Numbers (strict: ``max_connections = true`` is not 1), but ``http``: the wire's name,
+        as ``Pool(http=...)`` takes it."""
+        for key, value in pool.items():
+            if key == "http":
+                if not isinstance(value, str) or value not in HTTP_WIRES:
+                    wires = ", ".join(map(repr, HTTP_WIRES))
+                    raise ValueError(
+                        f"http is the HTTP library ({wires}), not {clip_message(repr(value), 100)}"
+                    )
+            elif isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"{key} is a number, not {clip_message(repr(value), 100)}")
+        return pool
 
 
 def load_config(
@@ -149,11 +173,16 @@ def config_data(
         raise ConfigError(
             f"a config is a file path (.toml, .yaml, .yml) or a mapping, got {type(source).__name__}"
         )
-    data = copy.deepcopy(dict(source)) if isinstance(source, Mapping) else read_config_file(Path(source))
+    if isinstance(source, Mapping):
+        check_depth(source, "the config")
+        data = copy.deepcopy(dict(source))
+    else:
+        data = read_config_file(Path(source))
     _apply_env(data, os.environ if env is None else env)
     unknown = sorted(set(overrides) - set(Config.model_fields))
     if unknown:
         raise ConfigError(f"unknown config override(s) {unknown}; the keys are {sorted(Config.model_fields)}")
+    check_depth(overrides, "the overrides")
     overrides = copy.deepcopy(overrides)
     engine = overrides.get("engine", data.get("engine"))
     data = _for_engine(data, engine)
@@ -205,7 +234,7 @@ def _main(config: Config) -> LLM | Fleet | Launch | FleetLaunch | RayLaunch:
     key = config.api_key.get_secret_value() if config.api_key else None
     try:
         timeouts, retry = Timeouts(**config.timeouts), RetryPolicy(**config.retry)  # type: ignore[arg-type]
-        pool = Pool(**config.pool)  # type: ignore[arg-type]
+        pool = Pool(**config.pool)
     except (TypeError, InvalidOptions) as e:
         raise ConfigError(f"invalid [timeouts], [retry] or [pool]: {e}") from None
     common: dict[str, Any] = {"defaults": config.defaults, "timeouts": timeouts, "retry": retry, "pool": pool}
@@ -281,6 +310,9 @@ def _apply_env(data: dict[str, Any], env: Mapping[str, str]) -> None:
             value: Any = json.loads(raw)
         except json.JSONDecodeError:
             value = raw
+        except RecursionError:  # nested past the parser: no config value is
+            raise ConfigError(f"{name}: JSON lists or objects nest too deeply to read") from None
+        check_depth(value, name)
         if path[0] in ("model", "api_key", "engine", "policy"):
             value = raw
         elif path[0] == "base_url":

@@ -7,8 +7,12 @@
 It serves ``/``, ``/api/version``, ``/api/tags``, ``/api/pull`` (NDJSON progress, the model
 added to the store), ``/api/copy``, ``/api/generate`` and ``/api/chat`` (one JSON answer, or
 NDJSON lines with ``done`` last), ``/api/embed``, and Ollama's errors (``{"error": ...}``, 404
-``model '<name>' not found``). Every request body and every answer line is validated against the
-transcribed types (``ollama_types.py``); a mismatch is recorded in ``errors`` and answered 400.
+``model '<name>' not found``). Every request body is decoded as Ollama's Go handlers would
+(``ollama_types.decode``): a key Go would drop silently is dropped here too and recorded in
+``dropped`` (the ``server`` fixture fails a test that sent one), a value Ollama answers 400 to is
+recorded in ``errors`` and answered 400. Every answer line is validated against the answer
+types. A model in ``thinking`` thinks as Ollama's thinking models do (on unless ``think`` is
+false, the thought in ``thinking`` fields); ``think`` to another model is a 400.
 ``fault`` makes pulls or generations fail: an error status, an ``{"error"}`` line mid-stream, or
 a connection dropped mid-stream.
 """
@@ -22,7 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal
 
-from ollama_types import NDJSON, check_answer, check_request
+from ollama_types import NDJSON, check_answer, decode
 from pydantic import ValidationError
 
 VERSION = "0.32.15"
@@ -48,8 +52,10 @@ class OllamaServer:
     host: str = "127.0.0.1"
     port: int = 0
     fault: Fault | None = None
+    thinking: dict[str, list[str]] = field(default_factory=dict)  # model -> its thought's pieces
     requests: list[tuple[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # "path: key" Ollama would have dropped
     _server: ThreadingHTTPServer | None = None
 
     @property
@@ -105,6 +111,7 @@ class OllamaServer:
                 {"name": n, "model": n, "modified_at": CREATED, "size": 1, "digest": "sha256:0"}
                 for n in sorted(self.store)
             ]
+            self._check("/api/tags", {"models": models})
             return _json(h, 200, {"models": models})
         return _send(h, 404, b"404 page not found", "text/plain")
 
@@ -118,10 +125,16 @@ class OllamaServer:
         if h.path not in ("/api/pull", "/api/copy", "/api/generate", "/api/chat", "/api/embed"):
             return _send(h, 404, b"404 page not found", "text/plain")
         try:
-            check_request(h.path, body)
+            request, dropped = decode(h.path, body)
         except ValidationError as e:
             self.errors.append(f"{h.path}: {e}")
             return _json(h, 400, {"error": f"invalid request: {e.errors()[0]['msg']}"})
+        self.dropped += [f"{h.path}: {key}" for key in dropped]
+        problem = getattr(request, "route_problem", lambda: None)()
+        if problem:
+            self.errors.append(f"{h.path}: {problem}")
+            return _json(h, 400, {"error": problem})
+        body = request.model_dump(by_alias=True, exclude_unset=True)  # what Go kept
         if h.path == "/api/pull":
             return self._pull(h, body)
         if h.path == "/api/copy":
@@ -184,6 +197,12 @@ class OllamaServer:
         fault = self.fault
         if fault is not None and fault.kind == "status":
             return _json(h, fault.status, {"error": fault.message})
+        think = body.get("think")
+        thoughts = self.thinking.get(body["model"])
+        if thoughts is None and think not in (None, False):
+            return _json(h, 400, {"error": f"{body['model']!r} does not support thinking"})
+        if think is False:
+            thoughts = None  # routes.go: a thinking model thinks unless think is false
         pieces = list(self.library[body["model"]])
         limit = (body.get("options") or {}).get("num_predict")
         done_reason = "stop"
@@ -202,14 +221,19 @@ class OllamaServer:
             "eval_duration": 500,
         }
 
-        def chunk(text: str) -> dict[str, Any]:
-            part = {"message": {"role": "assistant", "content": text}} if chat else {"response": text}
+        def chunk(text: str, thought: str = "") -> dict[str, Any]:
+            extra = {"thinking": thought} if thought else {}
+            part = (
+                {"message": {"role": "assistant", "content": text, **extra}}
+                if chat
+                else {"response": text, **extra}
+            )
             return {"model": body["model"], "created_at": CREATED, "done": False, **part}
 
         if body.get("stream", True) is False:
             text = "".join(pieces)
-            return self._answer(h, path, {**chunk(text), **final})
-        lines = [chunk(p) for p in pieces]
+            return self._answer(h, path, {**chunk(text, "".join(thoughts or ())), **final})
+        lines = [chunk("", t) for t in thoughts or ()] + [chunk(p) for p in pieces]
         if fault is not None and fault.kind == "error_line":
             lines = [lines[0], {"error": fault.message}]
         elif fault is not None and fault.kind == "drop":

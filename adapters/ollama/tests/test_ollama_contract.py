@@ -269,3 +269,13 @@ def test_tool_arguments_that_are_not_json_are_refused() -> None:
     ]
     with pytest.raises(InvalidRequest, match="not JSON"):
         body(None, history)
+
+
+def test_more_than_twenty_top_logprobs_are_refused_before_sending() -> None:
+    with pytest.raises(UnsupportedFeature, match="top_logprobs=25") as e:
+        body("Hi", logprobs=True, top_logprobs=25)
+    assert e.value.engine == "ollama" and "20" in e.value.alternative
+
+
+def test_twenty_top_logprobs_pass_the_contract() -> None:
+    assert body("Hi", logprobs=True, top_logprobs=20)["top_logprobs"] == 20

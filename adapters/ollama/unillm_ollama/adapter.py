@@ -58,11 +58,14 @@ class OllamaAdapter(Adapter):
     Prompts go to ``/api/generate`` with ``raw: true`` (the prompt is continued as is, like every
     engine's completion API), chat messages to ``/api/chat``; sampling options go under
     ``options`` with Ollama's names (``max_tokens`` -> ``num_predict``, ``repetition_penalty`` ->
-    ``repeat_penalty``), a JSON schema is ``format``, images travel as base64 on the message, and
-    ``extra_body`` reaches the body as is (``{"think": True}``, ``{"keep_alive": "10m"}``). A
+    ``repeat_penalty``), a JSON schema is ``format``, images travel as base64 on the message,
+    ``thinking=`` / ``reasoning_effort=`` are ``think`` (the thought is read into ``r.reasoning``),
+    a tool's parameters carry only what Ollama's tool types keep (a keyword they would drop is
+    refused), and ``extra_body`` reaches the body as is (``{"keep_alive": "10m"}``). A
     forced tool call (``required`` or a name) is sent as the call's JSON schema in ``format``,
     since Ollama's ``/api/chat`` has no tool choice. Refused before sending: regular expressions,
-    choices, grammars, ``n > 1``, runtime LoRA loading, and speculative decoding at launch. A
+    choices, grammars, ``n > 1``, ``thinking_budget``, ``top_logprobs`` above 20, runtime LoRA
+    loading, and speculative decoding at launch. A
     LoRA is a model of its own in Ollama (``ollama create`` with ``ADAPTER``): ``lora=`` names it.
 
     Launch: ``ollama serve`` (the binary the user installs; ``binary=`` gives another path), then

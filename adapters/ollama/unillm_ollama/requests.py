@@ -3,7 +3,9 @@
 Field names and shapes follow Ollama's ``api/types.go`` (GenerateRequest, ChatRequest, Message,
 Options, EmbedRequest): sampling options go under ``options`` with Ollama's names
 (``num_predict``, ``repeat_penalty``), a JSON schema is ``format``, images are base64 strings on
-the message, and a prompt is sent ``raw`` so it is continued as is (no chat template).
+the message, a prompt is sent ``raw`` so it is continued as is (no chat template), ``thinking=``
+and ``reasoning_effort=`` are ``think`` (ThinkValue: a bool or a level), and a tool's parameters
+carry only what Ollama's tool types keep (``tool_schema``).
 
     call = build_call(request, "llama3.2:1b")   # HttpCall("POST", "/api/chat", {...}, stream=True)
 """
@@ -19,9 +21,11 @@ from unillm.adapter import (
     InvalidRequest,
     JsonSchema,
     Request,
+    Tool,
     UnsupportedFeature,
     forced_call_schema,
 )
+from unillm_ollama.tool_schema import ollama_parameters
 
 ENGINE = "ollama"
 GENERATE, CHAT, EMBED = "/api/generate", "/api/chat", "/api/embed"
@@ -37,6 +41,10 @@ OPTIONS = {
     "frequency_penalty": "frequency_penalty",
     "repetition_penalty": "repeat_penalty",
 }
+#: routes.go answers 400 to more alternatives per token than this.
+TOP_LOGPROBS_MAX = 20
+#: unillm's reasoning_effort -> Ollama's think value (ThinkValue: "low", "medium", "high", "max").
+THINK_LEVELS: dict[str, str | bool] = {"none": False, "low": "low", "medium": "medium", "high": "high"}
 
 
 def route(request: Request) -> str:
@@ -62,7 +70,7 @@ def build_call(request: Request, model: str) -> HttpCall:
         body["options"] = options
     forced = forced_choice(request)
     if request.tools and request.tool_choice is not None and request.tool_choice.mode != "none":
-        body["tools"] = [t.to_openai() for t in request.tools]
+        body["tools"] = [tool(t) for t in request.tools]
     if forced is not None:  # Ollama cannot force a call: the call's schema is the output format
         assert request.tools is not None
         body["format"] = forced_call_schema(request.tools, forced)
@@ -72,10 +80,66 @@ def build_call(request: Request, model: str) -> HttpCall:
     if request.logprobs:
         body["logprobs"] = True
         if request.top_logprobs:
-            body["top_logprobs"] = request.top_logprobs
+            body["top_logprobs"] = top_logprobs(request.top_logprobs)
+    body.update(think(request))
     for key, value in (request.extra_body or {}).items():  # e.g. think, keep_alive
         body[key] = value
     return HttpCall("POST", path, body, stream=request.stream)
+
+
+def top_logprobs(count: int) -> int:
+    """``count`` alternatives per token, refused above Ollama's 20 before sending."""
+    if count > TOP_LOGPROBS_MAX:
+        raise UnsupportedFeature(
+            ENGINE,
+            f"top_logprobs={count}",
+            why=f"Ollama returns at most {TOP_LOGPROBS_MAX} alternatives per token (its server answers "
+            "400 above)",
+            alternative=f"Ask for top_logprobs={TOP_LOGPROBS_MAX} or fewer",
+        )
+    return count
+
+
+def think(request: Request) -> dict[str, Any]:
+    """The ``think`` field for the thinking options (none set: no field, the model's default).
+
+    Raises:
+        UnsupportedFeature: ``thinking_budget``, or an effort Ollama has no level for.
+        InvalidRequest: ``thinking=False`` with an effort that thinks.
+    """
+    if request.thinking_budget is not None:
+        raise UnsupportedFeature(
+            ENGINE,
+            "thinking_budget",
+            why="Ollama's think field takes on/off or a level; it has no thinking token budget",
+            alternative="Use reasoning_effort='low' for shorter thinking, or max_tokens to cap the whole "
+            "answer; vLLM reads thinking_budget",
+        )
+    effort = request.reasoning_effort
+    if effort is not None and effort not in THINK_LEVELS:
+        raise UnsupportedFeature(
+            ENGINE,
+            f"reasoning_effort={effort!r}",
+            why="Ollama's think levels are low, medium and high",
+            alternative="Use reasoning_effort='low', or thinking=False",
+        )
+    level = THINK_LEVELS[effort] if effort is not None else None
+    if level is not None and request.thinking is not None and bool(level) != request.thinking:
+        raise InvalidRequest(
+            f"ollama: thinking={request.thinking} and reasoning_effort={effort!r} contradict each "
+            "other (both are Ollama's think field); set one of them",
+            engine=ENGINE,
+        )
+    value = level if level is not None else request.thinking
+    return {} if value is None else {"think": value}
+
+
+def tool(t: Tool) -> dict[str, Any]:
+    """One tool as Ollama's Tool, its parameters as ToolFunctionParameters keeps them."""
+    function: dict[str, Any] = {"name": t.name, "parameters": ollama_parameters(t.name, t.parameters)}
+    if t.description:
+        function["description"] = t.description
+    return {"type": "function", "function": function}
 
 
 def forced_choice(request: Request) -> Any:

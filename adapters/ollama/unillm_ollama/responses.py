@@ -2,7 +2,10 @@
 
 A stream is one JSON object a line (the core reads ``application/x-ndjson`` line by line); the
 last has ``done: true`` with ``done_reason`` and the token counts (``prompt_eval_count``,
-``eval_count``). An error after the stream began is a line ``{"error": "..."}``.
+``eval_count``). An error after the stream began is a line ``{"error": "..."}``. The model's
+thought is Ollama's ``message.thinking`` (chat) or ``thinking`` (generate), whole or a piece a
+chunk; where none came, a thought between markers (``<think>``) at the start of the content is
+split off it, as for every engine without a reasoning parser.
 
     decoder = NDJSONDecoder(request, chat=True)
     for line in lines: deltas = decoder.feed(line)
@@ -21,12 +24,15 @@ from unillm.adapter import (
     ForcedCallStream,
     MalformedResponse,
     Request,
+    StreamedReasoning,
     Timings,
     TokenLogprob,
     ToolCallDelta,
     TopLogprob,
     Usage,
+    answer_text,
     error_for_status,
+    with_reasoning,
     with_tool_calls,
 )
 from unillm_ollama.requests import forced_choice
@@ -77,8 +83,16 @@ def check_error(chunk: Any, request: Request | None) -> Mapping[str, Any]:
 
 def _text(chunk: Mapping[str, Any], chat: bool) -> str:
     if chat:
-        return str((chunk.get("message") or {}).get("content") or "")
-    return str(chunk.get("response") or "")
+        return answer_text(
+            (chunk.get("message") or {}).get("content"), ENGINE, "message content", nullable=True
+        )
+    return answer_text(chunk.get("response", ""), ENGINE, "response")
+
+
+def _thinking(chunk: Mapping[str, Any], chat: bool) -> str | None:
+    """The chunk's thought (Ollama's ``thinking``, omitted when empty); None: it sent none."""
+    value = (chunk.get("message") or {}).get("thinking") if chat else chunk.get("thinking")
+    return value if isinstance(value, str) and value else None
 
 
 def parse_answer(
@@ -94,6 +108,9 @@ def parse_answer(
         finish_reason=finish_reason(chunk) or "stop",
         logprobs=logprobs(chunk.get("logprobs")),
     )
+    choice = with_reasoning(
+        choice, _thinking(chunk, chat)
+    )  # the thought first: a forced call is read from the answer
     raw_calls = (chunk.get("message") or {}).get("tool_calls") if chat else chunk.get("tool_calls")
     choice = with_tool_calls(choice, raw_calls, request.tools, forced_choice(request))
     return Completion[Any](
@@ -109,7 +126,7 @@ def parse_answer(
 class NDJSONDecoder:
     """Decodes the lines of one Ollama stream (``/api/generate`` or ``/api/chat``) into deltas."""
 
-    __slots__ = ("_calls", "_chat", "_forced", "_request", "done")
+    __slots__ = ("_calls", "_chat", "_forced", "_reasoning", "_request", "done")
 
     def __init__(self, request: Request, *, chat: bool) -> None:
         self._request = request
@@ -117,6 +134,7 @@ class NDJSONDecoder:
         choice = forced_choice(request)
         self._forced = ForcedCallStream(choice) if choice is not None else None
         self._calls = 0  # tool calls delivered so far (Ollama sends each whole, in one line)
+        self._reasoning = StreamedReasoning()
         self.done = False
 
     def feed(self, data: str) -> list[Delta]:
@@ -136,7 +154,10 @@ class NDJSONDecoder:
         except ValueError:
             raise MalformedResponse(f"ollama: a stream line is not JSON: {data[:200]!r}") from None
         chunk = check_error(raw, self._request)
-        text, finish = _text(chunk, self._chat), finish_reason(chunk)
+        finish = finish_reason(chunk)
+        thought, text = self._reasoning.feed(
+            0, _text(chunk, self._chat), _thinking(chunk, self._chat), last=finish is not None
+        )
         calls = self._tool_calls(chunk)
         if self._forced is not None:
             calls = self._forced.feed(text) + (self._forced.finish() if finish else [])
@@ -145,9 +166,14 @@ class NDJSONDecoder:
         if self._calls and finish == "stop":
             finish = "tool_calls"
         deltas = []
-        if text or calls or chunk.get("logprobs"):
+        if text or thought or calls or chunk.get("logprobs"):
             deltas.append(
-                Delta(text=text, tool_calls=calls or None, logprobs=logprobs(chunk.get("logprobs")))
+                Delta(
+                    text=text,
+                    reasoning=thought,
+                    tool_calls=calls or None,
+                    logprobs=logprobs(chunk.get("logprobs")),
+                )
             )
         if finish is not None:
             self.done = True

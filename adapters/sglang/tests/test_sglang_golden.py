@@ -279,6 +279,19 @@ def test_parse_unexpected_native_body_raises_malformed_response(body: Any) -> No
         NATIVE.parse(body, prompt_request(), INFO)
 
 
+@pytest.mark.parametrize("text", [None, 5, 0, {"a": 1}, ["a"]], ids=repr)
+def test_a_native_text_of_the_wrong_type_is_malformed_response(text: Any) -> None:
+    body = {"text": text, "meta_info": _meta(finish_reason={"type": "stop"})}
+    with pytest.raises(MalformedResponse, match="text"):
+        NATIVE.parse(body, prompt_request(), INFO)
+
+
+@pytest.mark.parametrize("text", [None, 5, 0, {"a": 1}, ["a"]], ids=repr)
+def test_a_streamed_native_text_of_the_wrong_type_is_malformed_response(text: Any) -> None:
+    with pytest.raises(MalformedResponse, match="text"):
+        NativeStreamDecoder("sglang").feed(json.dumps({"text": text, "meta_info": _meta()}))
+
+
 def test_parse_openai_body() -> None:
     body = {
         "model": MODEL,

@@ -32,6 +32,7 @@ from unillm.adapter import (
     TopLogprob,
     UnillmError,
     Usage,
+    answer_text,
     clip_message,
     decode_event,
     error_for_status,
@@ -170,7 +171,7 @@ def parse_native(body: Any, engine: str, version: str | None, model: str) -> Com
         choices = [
             _Choice(
                 index=i,
-                text=str(item["text"]),
+                text=answer_text(item["text"], engine, "text"),
                 finish_reason=finish_reason(item["meta_info"], engine),
                 logprobs=parse_logprobs(item["meta_info"]),
             )
@@ -226,7 +227,7 @@ class NativeStreamDecoder:
         meta = event["meta_info"]
         key = str(meta.get("id", ""))
         index = int(event["index"]) if "index" in event else self._index.setdefault(key, len(self._index))
-        text = str(event.get("text") or "")
+        text = answer_text(event.get("text", ""), self._engine, "text")
         before = self._text.get(index, "")
         if self._incremental:
             piece, self._text[index] = text, before + text

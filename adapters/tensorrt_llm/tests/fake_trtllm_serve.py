@@ -1,5 +1,6 @@
 """A stand-in for ``trtllm-serve``: checks its flags against serve.py's, reads the YAML options
-file it is given, logs it, and serves the suite's OpenAI look-alike until SIGTERM.
+file it is given, logs it, and serves the suite's OpenAI look-alike until SIGTERM, answering 400
+to a body trtllm-serve's protocol models refuse (trtllm_protocol.py).
 
 Used to prove the launch seam end to end on a machine without a GPU: the core wrote the options
 file next to the command, put its path in argv, and the engine could read it at start.
@@ -17,7 +18,7 @@ sys.path[:0] = [str(HERE), str(HERE.parents[2] / "tests")]
 
 import yaml  # noqa: E402
 from fault_server import FaultServer  # type: ignore[import-not-found]  # noqa: E402
-from trtllm_protocol import BACKENDS, SERVE_FLAGS  # noqa: E402
+from trtllm_protocol import BACKENDS, SERVE_FLAGS, request_problem  # noqa: E402
 
 
 def main() -> None:
@@ -38,7 +39,8 @@ def main() -> None:
     )
     print(f"[TRT-LLM] [I] extra_llm_api_options: {options}", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    with FaultServer(model=Path(args.model).name, version="1.2.1", port=args.port):
+    with FaultServer(model=Path(args.model).name, version="1.2.1", port=args.port) as server:
+        server.check = request_problem  # trtllm-serve's protocol: 400 to what it refuses
         print(f"INFO:     Uvicorn running on http://{args.host}:{args.port}", flush=True)
         signal.pause()
 

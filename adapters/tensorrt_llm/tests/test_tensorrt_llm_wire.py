@@ -57,3 +57,15 @@ async def test_a_server_error_is_typed(server: FaultServer) -> None:
     async with connect(server) as llm:
         with pytest.raises(EngineInternalError):
             await llm.generate("Hi", max_tokens=4)
+
+
+async def test_a_field_trtllm_serve_does_not_know_is_answered_400() -> None:
+    from trtllm_protocol import request_problem
+
+    from unillm.errors import InvalidRequest
+
+    with FaultServer(model="tiny", version="1.2.1") as s:
+        s.check = request_problem  # extra="forbid", as upstream
+        async with connect(s) as llm:
+            with pytest.raises(InvalidRequest, match="guided_json"):
+                await llm.generate("Hi", max_tokens=4, extra_body={"guided_json": {}})

@@ -41,6 +41,8 @@ from unillm.adapter.schemas import guidance_problem, portable_schema, schema_ref
 from unillm_tensorrt_llm import launch, metrics
 
 ENGINE = "tensorrt_llm"
+#: ChatCompletionRequest.reasoning_effort's values that unillm's efforts can be.
+REASONING_EFFORTS = ("none", "low", "medium", "high")
 ONE_SERVER = "Run trtllm-serve under mpirun/srun as TensorRT-LLM's docs describe, or use vLLM or SGLang"
 LORA_HOW = "Pass lora={name: path} at launch, or TensorRTLLMAdapter(loras={name: path}) when connecting"
 NO_GUIDE = (
@@ -57,7 +59,10 @@ class TensorRTLLMAdapter(OpenAICompatAdapter):
     an EBNF grammar in ``response_format`` (``json_schema`` / ``regex`` / ``ebnf``; a Choice becomes
     an escaped regex alternation); a LoRA as ``lora_request`` (name, integer id and *path*: the
     server loads it on the request, so the adapter must know the paths: from the launch, or
-    ``loras=`` when connecting). A forced tool call is sent as the call's JSON schema. Lark
+    ``loras=`` when connecting). A forced tool call is sent as the call's JSON schema. Logprobs
+    on a prompt completion are a count of at least 1 (trtllm-serve reads 0 as off). Thinking:
+    ``thinking=`` is ``chat_template_kwargs.enable_thinking``, ``thinking_budget=`` is
+    ``thinking_token_budget``, ``reasoning_effort=`` is ``reasoning_effort`` (no "minimal"). Lark
     grammars and runtime LoRA loading are refused before sending.
 
     Launch: ``trtllm-serve serve`` with its flags (parallel sizes, batch, sequence length, KV
@@ -71,6 +76,7 @@ class TensorRTLLMAdapter(OpenAICompatAdapter):
     display_name = "TensorRT-LLM"
     engine_module = "tensorrt_llm"
     extra_sampling_fields = EXTRA_SAMPLING
+    thinking_options = ("thinking", "thinking_budget", "reasoning_effort")  # ChatCompletionRequest fields
     structured_backends = launch.BACKENDS  # guided_decoding_backend in the YAML options
 
     def __init__(
@@ -220,7 +226,19 @@ class TensorRTLLMAdapter(OpenAICompatAdapter):
         return choice is not None and choice.forces_call
 
     def build(self, request: Request, info: EngineInfo) -> HttpCall:
+        if request.reasoning_effort is not None and request.reasoning_effort not in REASONING_EFFORTS:
+            raise UnsupportedFeature(
+                self.name,
+                f"reasoning_effort={request.reasoning_effort!r}",
+                version=info.version,
+                why="trtllm-serve's reasoning_effort is one of " + ", ".join(REASONING_EFFORTS),
+                alternative="Use reasoning_effort='low'",
+            )
         call = super().build(request, info)
+        body = dict(call.json or {})
+        if request.logprobs and request.messages is None:
+            body["logprobs"] = max(1, request.top_logprobs or 0)  # to_sampling_params: 0 is off
+        call = HttpCall(call.method, call.path, body, call.stream)
         if request.lora is None:
             return call
         if request.lora not in self.loras:

@@ -31,6 +31,7 @@ from unillm.adapter import (
     TopLogprob,
     UnillmError,
     Usage,
+    answer_text,
     choices_of,
     decode_event,
     held_suffix,
@@ -126,7 +127,7 @@ def parse_generate(body: Mapping[str, Any], request: Request, model: str, versio
     choices = []
     for index, seq in enumerate(sequences):
         raw = seq.get("finish_reason")
-        text = str(seq["generated_text"])
+        text = answer_text(seq["generated_text"], ENGINE, "generated_text")
         if raw == "stop_sequence":
             text = strip_stop(text, request.stop)
         logprobs = token_logprobs(seq.get("tokens"), seq.get("top_tokens")) if request.logprobs else None
@@ -145,7 +146,11 @@ def parse_openai(body: Mapping[str, Any], request: Request, model: str, version:
     choices = []
     for i, c in enumerate(choices_of(body, ENGINE)):
         message = c.get("message")
-        text = str((message.get("content") if message is not None else c["text"]) or "")
+        text = (
+            answer_text(message.get("content"), ENGINE, "message content", nullable=True)
+            if message is not None
+            else answer_text(c["text"], ENGINE, "choice text")
+        )
         raw = c.get("finish_reason")
         if raw == "stop_sequence":
             text = strip_stop(text, request.stop)
@@ -185,7 +190,7 @@ class GenerateStreamDecoder:
             raise event_error(event, self._request)
         try:
             token = event["token"]
-            text = "" if token.get("special") else str(token["text"])
+            text = "" if token.get("special") else answer_text(token["text"], ENGINE, "token text")
         except (KeyError, TypeError, AttributeError):
             raise MalformedResponse(f"{ENGINE}: stream event without a token: {data[:200]!r}") from None
         try:
@@ -253,9 +258,9 @@ class OpenAIRouteDecoder:
             index = c.get("index", 0)
             calls = self._tools.feed(index, (delta or {}).get("tool_calls"))
             if delta is not None:
-                text = str(delta.get("content") or "")
+                text = answer_text(delta.get("content"), ENGINE, "delta content", nullable=True)
             else:
-                text = "" if raw == "eos_token" else str(c.get("text") or "")
+                text = "" if raw == "eos_token" else answer_text(c.get("text", ""), ENGINE, "choice text")
             out = self._trim.push(text)
             finish = finish_reason(raw)
             if raw:
