@@ -17,6 +17,7 @@ import pytest
 
 import unillm
 from unillm import RetryPolicy, Timeouts
+from unillm.client.transport import HttpWire
 from unillm.testing.fault_server import COMPLETIONS, FaultServer, Raw
 
 PIECES = ("Hello", ",", " world", "!")
@@ -279,7 +280,7 @@ def broken_chunks(*pieces: bytes) -> Raw:
 
 @pytest.mark.parametrize("http", ["aiohttp", "httpx"])
 async def test_a_bad_chunk_header_mid_stream_is_stream_interrupted_at_once(
-    server: FaultServer, http: str
+    server: FaultServer, http: HttpWire
 ) -> None:
     event = {
         "id": "x",
@@ -296,7 +297,7 @@ async def test_a_bad_chunk_header_mid_stream_is_stream_interrupted_at_once(
 
 @pytest.mark.parametrize("http", ["aiohttp", "httpx"])
 async def test_a_bad_chunk_header_mid_body_is_engine_unavailable_at_once(
-    server: FaultServer, http: str
+    server: FaultServer, http: HttpWire
 ) -> None:
     server.script(COMPLETIONS, broken_chunks(b'{"choices": [{"te'))
     async with connect(server.url, attempts=1, read=60, pool=unillm.Pool(http=http)) as llm:

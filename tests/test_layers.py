@@ -49,7 +49,10 @@ def test_every_adapter_package_is_a_root_package_of_the_contracts() -> None:
 
 
 def test_every_adapter_package_is_held_to_the_adapter_sdk() -> None:
-    assert sorted(contract("forbidden")["source_modules"]) == ADAPTER_PACKAGES
+    # "*" is every root package; unillm itself, the forbidden package, is skipped as a source.
+    rule = contract("forbidden")
+    assert (rule["source_modules"], rule["forbidden_modules"]) == (["*"], ["unillm"])
+    assert set(ADAPTER_PACKAGES) | {"unillm"} == set(CONFIG["root_packages"])
 
 
 def test_pyproject_lists_no_adapter_package_for_the_contracts() -> None:
@@ -69,9 +72,32 @@ def test_the_gate_checks_the_contracts_with_the_adapter_packages() -> None:
     assert "tests/import_contracts.py" in run and 'lint-imports" "$VENV/import-contracts.toml"' in run
 
 
-def test_adapters_are_forbidden_every_core_module_but_the_sdk_and_the_test_kit() -> None:
-    forbidden = {m.removeprefix("unillm.") for m in contract("forbidden")["forbidden_modules"]}
-    assert forbidden == unillm_children() - ADAPTER_MAY_IMPORT
+def test_adapters_may_import_only_the_sdk_and_their_test_recipes_the_test_kit() -> None:
+    allowed = {tuple(p.strip() for p in rule.split("->")) for rule in contract("forbidden")["ignore_imports"]}
+    assert allowed == {
+        ("**", "unillm.adapter"),
+        ("**", "unillm.adapter.**"),
+        ("**.testing", "unillm.testing"),
+        ("**.testing", "unillm.testing.**"),
+    }
+
+
+def test_adapter_packages_import_nothing_of_unillm_but_the_sdk_and_in_test_recipes_the_test_kit() -> None:
+    offenders = []
+    for path in sorted(ROOT.glob("adapters/*/unillm_*/**/*.py")):
+        allowed = ("unillm.adapter", "unillm.testing") if path.stem == "testing" else ("unillm.adapter",)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                ours = name == "unillm" or name.startswith("unillm.")
+                if ours and not any(name == a or name.startswith(f"{a}.") for a in allowed):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {name}")
+    assert offenders == [], "adapters import the adapter SDK (unillm.adapter) only: " + ", ".join(offenders)
 
 
 def test_no_module_imports_a_private_name_from_another() -> None:

@@ -9,6 +9,7 @@ nothing else from unillm (checked by import-linter in the gate; see docs/adapter
 """
 
 from unillm.adapter.base import Adapter, EngineInfo, EngineInstall, HttpCall, StreamDecoder
+from unillm.adapter.frontends import AsyncClient, BlockingClient
 from unillm.adapter.http_errors import error_for_status, error_message, missing_route, raise_stream_error
 from unillm.adapter.launch_spec import (
     CpuRecipe,
@@ -107,6 +108,8 @@ __all__ = [
     "ForcedCallStream",
     "Sample",
     "Adapter",
+    "AsyncClient",
+    "BlockingClient",
     "COMPLETIONS_PATH",
     "Capabilities",
     "Choice",

@@ -10,7 +10,7 @@ import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
 from unillm.adapter.base import Adapter
 from unillm.adapter.registry import adapter_for
@@ -31,6 +31,9 @@ class RunningEngine:
     """
 
     launch: Launch
+    #: True: ``connect()`` binds the adapter to the launch settings, as the launch's own client
+    #: does (for engines whose requests need launch facts: MLX sends the model and LoRA paths).
+    bound: ClassVar[bool] = False
 
     @property
     def base_url(self) -> str:
@@ -44,17 +47,26 @@ class RunningEngine:
 
     def connect(self, *, adapter: Adapter | None = None, **kwargs: Any) -> LLM:
         """A new client; ``adapter`` overrides the launch's (e.g. a differently configured one)."""
+        if adapter is None and self.bound:
+            adapter = self.launch.adapter.bind(self.launch.spec)
         if adapter is not None:
             return LLM(adapter, self.base_url, api_key=self.api_key, **kwargs)
         return connect(self.launch.adapter.name, self.base_url, api_key=self.api_key, **kwargs)
 
 
-def cpu_launch_settings(engine: str, tiny: TinyModel, workdir: Path, **overrides: Any) -> dict[str, Any]:
-    """The engine's CPU recipe (:func:`unillm.cpu_settings`) for the tiny model; ``overrides`` win
+def cpu_launch_settings(
+    engine: str, tiny: TinyModel | str | Path, workdir: Path, **overrides: Any
+) -> dict[str, Any]:
+    """The engine's CPU recipe (:func:`unillm.cpu_settings`) for a test model; ``overrides`` win
     (``model=`` too).
 
+    A :class:`TinyModel` also gets what the engine's test recipe adds for it
+    (``tiny_model_settings(tiny)`` in its adapter package's ``testing`` module); a model path
+    (e.g. :func:`~unillm.testing.embedding_model.build_embedding_model`'s) gets the recipe alone.
     Private dirs live in ``workdir``.
     """
+    if not isinstance(tiny, TinyModel):
+        return cpu_settings(engine, overrides.pop("model", tiny), workdir=workdir, **overrides)
     model = overrides.pop("model", tiny.path)
     recipe = engine_testing(engine)
     hook = getattr(recipe, "tiny_model_settings", None)

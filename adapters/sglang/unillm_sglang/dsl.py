@@ -61,9 +61,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from typing_extensions import Self
 
-import unillm
-from unillm import BlockingLLM
 from unillm.adapter import (
+    AsyncClient,
+    BlockingClient,
     Choice,
     Completion,
     InvalidOptions,
@@ -125,7 +125,7 @@ class GenArgs:
     """What one ``sgl.gen`` becomes in unillm: options for ``llm.generate`` and an output constraint."""
 
     options: Options
-    output: unillm.JsonSchema | unillm.Regex | None = None
+    output: JsonSchema | Regex | None = None
 
 
 def _unset(value: Any) -> bool:
@@ -188,7 +188,7 @@ def gen_args(params: SglSamplingParams, engine: str) -> GenArgs:
         options["logprobs"] = True
         if not _unset(params.top_logprobs_num) and params.top_logprobs_num:
             options["top_logprobs"] = params.top_logprobs_num
-    output: unillm.JsonSchema | unillm.Regex | None = None
+    output: JsonSchema | Regex | None = None
     if params.json_schema is not None:
         if regex is not None:
             raise InvalidOptions("sgl.gen: pass regex= (or dtype=) or json_schema=, not both")
@@ -221,7 +221,7 @@ class UnillmBackend(BaseBackend):  # type: ignore[misc]
 
     def __init__(
         self,
-        llm: unillm.Client | BlockingLLM,
+        llm: AsyncClient | BlockingClient,
         *,
         api: Api = "auto",
         chat_template: str | ChatTemplate | None = None,
@@ -229,8 +229,8 @@ class UnillmBackend(BaseBackend):  # type: ignore[misc]
         super().__init__()
         if api not in ("auto", "completion"):
             raise InvalidOptions(f"api={api!r}: use 'auto' or 'completion'")
-        self._owns = not isinstance(llm, BlockingLLM)
-        self.llm: BlockingLLM = llm if isinstance(llm, BlockingLLM) else llm.blocking()
+        self._owns = isinstance(llm, AsyncClient)
+        self.llm: BlockingClient = llm.blocking() if isinstance(llm, AsyncClient) else llm
         self.engine: str = self.llm.llm.engine
         self.api: Api = api
         self.is_chat_model = api == "auto"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from unillm import cpu_settings
+from unillm.testing.engines import cpu_launch_settings
 from unillm.testing.tiny_model import TinyModel
 
 __all__ = ["SINGLE_PROCESS", "TRAINED_MODEL_SETTINGS", "embedding_settings", "tiny_model_settings"]
@@ -48,4 +48,4 @@ def embedding_settings(workdir: Path, **overrides: Any) -> dict[str, Any]:
         "max_model_len": 256,
         **overrides,
     }  # 256: its tokenizer's limit
-    return cpu_settings("vllm", build_embedding_model(), workdir=workdir, **SINGLE_PROCESS, **settings)
+    return cpu_launch_settings("vllm", build_embedding_model(), workdir, **SINGLE_PROCESS, **settings)
