@@ -316,6 +316,17 @@ async def test_mlx_inproc_sampling_options_logprobs_n_and_stop(inproc_settings: 
     assert stopped.finish_reason == "stop" and stopped.text == plain.text[: plain.text.find(stop)]
 
 
+async def test_mlx_inproc_logit_bias_takes_effect(inproc_settings: dict[str, Any]) -> None:
+    async with unillm.launch("mlx", **inproc_settings) as llm:
+        tokens = []
+        for favoured in (5, 6):  # +100 outweighs any logit of the random model: every token is it
+            bias = {"logit_bias": {str(favoured): 100}}
+            r = await llm.generate(PROMPT, max_tokens=4, logprobs=True, extra_body=bias)
+            assert r.logprobs is not None
+            tokens.append({t.token for t in r.logprobs})
+    assert len(tokens[0]) == len(tokens[1]) == 1 and tokens[0] != tokens[1]
+
+
 async def test_mlx_inproc_errors_are_typed(inproc_settings: dict[str, Any]) -> None:
     async with unillm.launch("mlx", **inproc_settings) as llm:
         with pytest.raises(unillm.InvalidRequest, match="regex"):

@@ -11,6 +11,7 @@ from unillm_mlx.inprocess.counters import Counters
 from unillm_mlx.inprocess.detokenize import StopText
 from unillm_mlx.inprocess.events import Done, Finish, Text
 from unillm_mlx.inprocess.parsing import Job, RequestError, parse_job
+from unillm_mlx.inprocess.sampling import logit_bias
 
 
 def job(chat: bool = True, **body: Any) -> Job:
@@ -30,6 +31,9 @@ def test_a_request_becomes_a_job_with_its_defaults() -> None:
         ({"foo": 1}, 400, "unsupported field(s) ['foo']"),
         ({"model": "other"}, 404, "model 'other' is not served here"),
         ({"stop": [""]}, 400, "stop must be a string or a list of non-empty strings"),
+        ({"stop": 5}, 400, "stop must be a string or a list of non-empty strings"),
+        ({"logit_bias": {"a": 1}}, 400, "logit_bias must map token ids"),
+        ({"logit_bias": [1]}, 400, "logit_bias must map token ids"),
         ({"temperature": "hot"}, 400, "temperature must be a number"),
         ({"n": 65}, 400, "n must be a number in [1, 64]"),
         ({"tools": [{}], "tool_choice": "auto"}, 400, "reads no calls from free text"),
@@ -80,3 +84,9 @@ def test_counters_read_as_prometheus_text() -> None:
         "# HELP mlx:requests Requests started.\n# TYPE mlx:requests counter\nmlx:requests_total 2\n" in text
     )
     assert "mlx:generation_tokens_total 7\n" in text and text.endswith("mlx:num_requests_running 1\n")
+
+
+def test_logit_bias_reaches_mlx_lm_as_token_ids() -> None:
+    # it was accepted and dropped before: mlx-lm was always given logit_bias=None
+    assert logit_bias({"logit_bias": {"7": -100, "12": 2.5}}) == {7: -100.0, 12: 2.5}
+    assert logit_bias({}) is None

@@ -159,6 +159,7 @@ def parse_job(body: dict[str, Any], *, chat: bool, model_id: str, model_path: st
         raise RequestError(404, f"model {model!r} is not served here (serving {model_id!r})")
     _check_input(body, chat=chat)
     stop = _stops(body)
+    _check_logit_bias(body.get("logit_bias"))
     logprobs = body.get("logprobs", False)
     if not isinstance(logprobs, bool):
         raise RequestError(400, "logprobs must be a boolean")
@@ -204,9 +205,20 @@ def _check_input(body: dict[str, Any], *, chat: bool) -> None:
         )
 
 
+def _check_logit_bias(bias: Any) -> None:
+    """``logit_bias`` is None or token-id strings to numbers (as OpenAI's, which mlx-lm applies)."""
+    if bias is None:
+        return
+    if not isinstance(bias, dict) or not all(
+        isinstance(k, str) and k.isdigit() and isinstance(v, int | float) and not isinstance(v, bool)
+        for k, v in bias.items()
+    ):
+        raise RequestError(400, "logit_bias must map token ids (as strings) to numbers")
+
+
 def _stops(body: dict[str, Any]) -> tuple[str, ...]:
     stop = body.get("stop") or ()
-    stops = (stop,) if isinstance(stop, str) else tuple(stop)
+    stops = (stop,) if isinstance(stop, str) else tuple(stop) if isinstance(stop, list | tuple) else (None,)
     if not all(isinstance(s, str) and s for s in stops):
         raise RequestError(400, "stop must be a string or a list of non-empty strings")
     return stops

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mlx_lm.sample_utils import LogitsProcessor, Sampler
 
-__all__ = ["PENALTY_CONTEXT", "logits_processors", "sampler"]
+__all__ = ["PENALTY_CONTEXT", "logit_bias", "logits_processors", "sampler"]
 
 PENALTY_CONTEXT = 20  # tokens each penalty looks back over (mlx-lm's default, as mlx_lm.server)
 
@@ -22,6 +22,19 @@ def sampler(body: dict[str, Any]) -> Sampler:
         min_p=body.get("min_p") or 0.0,
         top_k=body.get("top_k") or 0,
     )
+
+
+def logit_bias(body: dict[str, Any]) -> dict[int, float] | None:
+    """The request's ``logit_bias`` (OpenAI's token-id strings to biases) as mlx-lm takes it.
+
+    Args:
+        body: The request's JSON object.
+
+    Returns:
+        Token id to bias, or None when the request has none.
+    """
+    bias = body.get("logit_bias")
+    return {int(token): float(value) for token, value in bias.items()} if bias else None
 
 
 def logits_processors(
@@ -41,7 +54,7 @@ def logits_processors(
     from mlx_lm.sample_utils import make_logits_processors
 
     processors = make_logits_processors(
-        logit_bias=None,
+        logit_bias=logit_bias(body),
         repetition_penalty=body.get("repetition_penalty"),
         repetition_context_size=PENALTY_CONTEXT,
         presence_penalty=body.get("presence_penalty"),
