@@ -138,8 +138,9 @@ def test_an_undeclared_or_unexplained_feature_fails(adapter: FakeAdapter, messag
 
 
 class LeaksTheKey(FakeAdapter):
+    # under a flag whose name says nothing secret, so LaunchCommand cannot mask it by the name
     def command(self, spec: LaunchSpec) -> LaunchCommand:
-        return LaunchCommand(argv=[*super().command(spec).argv, "--api-key", str(spec.key())])
+        return LaunchCommand(argv=[*super().command(spec).argv, "--auth-header", f"Bearer {spec.key()}"])
 
 
 class DropsTheKey(FakeAdapter):
