@@ -319,12 +319,13 @@ def corpus(seed: int = 7, size: int = 24000) -> list[Example]:
 
 
 def contract() -> list[Example]:
-    """The answers the test suite asserts, verbatim: trained on, then checked right after training
-    (by a logit margin) so a model that would answer them otherwise fails there, with their names,
-    not deep in a test. A tiny model trained on another CPU answers the rest of the corpus a little
-    differently; these it answers the same everywhere."""
+    """The answers the test suite asserts whole, verbatim: trained on, then checked right after
+    training (by a logit margin) so a model that would answer them otherwise fails there, naming
+    them, not deep in a test. A tiny model trained on another CPU answers the rest of the corpus a
+    little differently; these it answers the same everywhere. (A test that asserts less, such as a
+    sentence's frame around a copied number, or any valid JSON, holds without a contract row.)"""
     weather = ("get_weather", "get_time")
-    result = json.dumps({"city": "Oslo", "forecast": "snowy", "temperature": 2})
+    oslo = {"role": "user", "content": "What is the weather in Oslo?"}
     chats = [
         ("What is 2+2?", "4"),
         ("What is 5+3?", "8"),
@@ -337,28 +338,12 @@ def contract() -> list[Example]:
             "What is the capital of Kenya? Reply in JSON.",
             json.dumps({"country": "Kenya", "capital": "Nairobi"}),
         ),
-        ("What is 2+3? Reply in JSON.", json.dumps({"answer": 5})),
     ]
     return [
         *(_chat(question, answer) for question, answer in chats),
         _chat("What is the capital of Spain?", "Madrid", weather),
         Example(prompt="The capital of Italy is", completion=" Rome."),
-        Example(
-            messages=(
-                {"role": "user", "content": "What is the weather in Oslo?"},
-                _call("get_weather", "Oslo"),
-            ),
-            tools=weather,
-        ),
-        Example(
-            messages=(
-                {"role": "user", "content": "What is the weather in Oslo?"},
-                _call("get_weather", "Oslo"),
-                {"role": "tool", "tool_call_id": "call_0", "content": result},
-                {"role": "assistant", "content": "It is snowy and 2 degrees in Oslo."},
-            ),
-            tools=weather,
-        ),
+        Example(messages=(oslo, _call("get_weather", "Oslo")), tools=weather),
     ]
 
 
