@@ -24,5 +24,12 @@ def test_a_set_setting_of_the_table_is_refused_with_drop_it() -> None:
     assert caught.value.alternative == "Drop dtype="
 
 
+def test_a_flag_left_false_is_not_a_set_setting() -> None:
+    # runtime_lora defaults to False: refusing it must not refuse every launch
+    Refuse("mlx").set_settings(LaunchSpec(model="/m"), {"runtime_lora": "no runtime LoRA"})
+    with pytest.raises(UnsupportedFeature, match="runtime_lora"):
+        Refuse("mlx").set_settings(LaunchSpec(model="/m", runtime_lora=True), {"runtime_lora": "no"})
+
+
 def test_unset_settings_of_the_table_pass() -> None:
     Refuse("mlx").set_settings(LaunchSpec(model="/m"), {"dtype": "stored in the model", "quantization": "no"})

@@ -33,7 +33,8 @@ class Refuse:
         return UnsupportedFeature(self.engine, setting, why=why, alternative=alternative)
 
     def set_settings(self, spec: LaunchSpec, why: Mapping[str, str]) -> None:
-        """Refuse the first of these settings that ``spec`` sets (is not None), with ``Drop <name>=``.
+        """Refuse the first of these settings that ``spec`` sets (neither None nor a flag left
+        ``False``: ``runtime_lora`` and ``in_process`` are off by default), with ``Drop <name>=``.
 
         Args:
             spec: The launch settings.
@@ -43,7 +44,8 @@ class Refuse:
             UnsupportedFeature: A setting of ``why`` is set.
         """
         for setting, reason in why.items():
-            if getattr(spec, setting) is not None:
+            value = getattr(spec, setting)
+            if value is not None and value is not False:
                 raise self(setting, reason, f"Drop {setting}=")
 
     def key_without_auth(self, spec: LaunchSpec, server: str) -> None:
