@@ -3,14 +3,15 @@
     python tests/mcp_server.py stdio
     python tests/mcp_server.py http PORT        # streamable HTTP on 127.0.0.1:PORT/mcp
 
-Tools: ``get_weather(city)`` (text), ``add(a, b)`` (structured), ``fail(why)`` (a tool error),
-``slow(seconds)`` (sleeps), ``die()`` (the process exits mid-call). With ``MCP_PID_FILE`` set, the
-process writes its pid there.
+Tools: ``get_weather(city)`` (text; as the trained tiny model learnt it), ``add(a, b)``
+(structured), ``fail(why)`` (a tool error), ``slow(seconds)`` (sleeps), ``die()`` (the process exits
+mid-call). With ``MCP_PID_FILE`` set, the process writes its pid there.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 
@@ -27,8 +28,8 @@ class Sum(BaseModel):
 
 @server.tool()
 def get_weather(city: str) -> str:
-    """Current weather in a city."""
-    return f"Sunny, 21 C in {city}"
+    """Get the current weather in a city."""
+    return json.dumps({"city": city, "forecast": "snowy", "temperature": 2})
 
 
 @server.tool()

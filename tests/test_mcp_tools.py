@@ -29,7 +29,7 @@ from unillm.launching.ports import free_port
 
 pytestmark = pytest.mark.anyio
 SERVER = str(Path(__file__).resolve().parent / "mcp_server.py")
-WEATHER = "Sunny, 21 C in Oslo"
+WEATHER = '{"city": "Oslo", "forecast": "snowy", "temperature": 2}'
 
 
 def get_time(city: str) -> str:
@@ -93,7 +93,8 @@ async def test_a_server_lists_its_tools_with_their_schemas() -> None:
         tools = {t.name: t for t in server.tools}
     assert set(tools) == {"get_weather", "add", "fail", "slow", "die"}
     assert tools["get_weather"].parameters["properties"]["city"]["type"] == "string"
-    assert tools["get_weather"].description == "Current weather in a city."
+    assert tools["get_weather"].description == "Get the current weather in a city."
+    assert "title" not in tools["get_weather"].parameters  # as for a Python function's
     assert not server.is_open
 
 

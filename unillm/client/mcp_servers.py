@@ -330,7 +330,8 @@ class _RemoteTool:
 
 def to_tool(remote: Any, server: MCPServer, where: str) -> Tool:
     """A unillm tool from an MCP tool listing: its name (with the server's prefix), description and
-    input schema, checked as any tool's (name characters, a valid schema, no remote ``$ref``).
+    input schema (without its title), checked as any tool's (name characters, a valid schema, no
+    remote ``$ref``).
 
     Args:
         remote: The ``mcp`` tool (``name``, ``description``, ``input_schema``).
@@ -341,10 +342,11 @@ def to_tool(remote: Any, server: MCPServer, where: str) -> Tool:
         InvalidOptions: A name or schema unillm cannot send.
     """
     name = server.prefix + remote.name
+    parameters = remote.input_schema
+    if isinstance(parameters, Mapping):  # without its title, as a Python function's schema
+        parameters = {k: v for k, v in parameters.items() if k != "title"}
     try:
-        tool = Tool.from_spec(
-            {"name": name, "description": remote.description, "parameters": remote.input_schema}
-        )
+        tool = Tool.from_spec({"name": name, "description": remote.description, "parameters": parameters})
         check_refs(tool.parameters, f"tool {name!r}")
     except InvalidOptions as e:
         raise InvalidOptions(f"{where}: {e}") from None
