@@ -234,20 +234,26 @@ async def run_tools(
     """
     _check_turns(max_turns)
     async with with_server_tools(tools) as specs:
-        return await _run(client, messages, *_functions(specs), max_turns, options)
+        return await _run(_Loop(client, messages, *_functions(specs), max_turns, options))
 
 
-async def _run(
-    client: Any,
-    messages: Sequence[Mapping[str, Any]],
-    normalized: tuple[Tool, ...],
-    functions: Mapping[str, Callable[..., Any]],
-    max_turns: int,
-    options: Mapping[str, Any],
-) -> ToolRun:
-    transcript = [dict(m) for m in messages]
+@dataclass(frozen=True, slots=True)
+class _Loop:
+    """One loop's inputs, with its tools loaded (the MCP servers among them open)."""
+
+    client: Any
+    messages: Sequence[Mapping[str, Any]]
+    tools: tuple[Tool, ...]
+    functions: Mapping[str, Callable[..., Any]]
+    max_turns: int
+    options: Mapping[str, Any]
+
+
+async def _run(loop: _Loop) -> ToolRun:
+    client, normalized, functions, options = loop.client, loop.tools, loop.functions, loop.options
+    transcript = [dict(m) for m in loop.messages]
     turns: list[Turn] = []
-    for _ in range(max_turns):
+    for _ in range(loop.max_turns):
         r = await client.generate(messages=transcript, tools=normalized, **options)
         results = await _results(r.tool_calls, functions)
         if _record(transcript, turns, Turn(r.text, r.reasoning, r.tool_calls, r.usage, r.timings, results)):
@@ -280,21 +286,15 @@ async def stream_tools(
     """
     _check_turns(max_turns)
     async with with_server_tools(tools) as specs:
-        async for event in _stream(client, messages, *_functions(specs), max_turns, options):
+        async for event in _stream(_Loop(client, messages, *_functions(specs), max_turns, options)):
             yield event
 
 
-async def _stream(
-    client: Any,
-    messages: Sequence[Mapping[str, Any]],
-    normalized: tuple[Tool, ...],
-    functions: Mapping[str, Callable[..., Any]],
-    max_turns: int,
-    options: Mapping[str, Any],
-) -> AsyncIterator[Delta | ToolResult | ToolRun]:
-    transcript = [dict(m) for m in messages]
+async def _stream(loop: _Loop) -> AsyncIterator[Delta | ToolResult | ToolRun]:
+    client, normalized, functions, options = loop.client, loop.tools, loop.functions, loop.options
+    transcript = [dict(m) for m in loop.messages]
     turns: list[Turn] = []
-    for _ in range(max_turns):
+    for _ in range(loop.max_turns):
         usage, timings = Usage(), Timings(total_s=0.0)
         async with client.stream(messages=transcript, tools=normalized, **options) as s:
             async for delta in s:
