@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
@@ -64,8 +65,9 @@ def gone(pid_file: Path) -> bool:
         return True
 
 
-@pytest.fixture(scope="module")
-def http_url() -> Iterator[str]:
+@contextmanager
+def http_server() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The test server over streamable HTTP on a free port: its URL and its process."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, SERVER, "http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -78,10 +80,16 @@ def http_url() -> Iterator[str]:
                 break
             except OSError:
                 time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/mcp", process
     finally:
-        process.terminate()
+        process.kill()
         process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def http_url() -> Iterator[str]:
+    with http_server() as (url, _):
+        yield url
 
 
 def weather_then_answer() -> Recording:
@@ -171,6 +179,22 @@ async def test_a_server_that_dies_mid_call_is_a_typed_error_not_a_hang() -> None
         with anyio.fail_after(20), pytest.raises(unillm.ToolServerError, match="closed the connection"):
             await llm.run_tools(ASK, tools=[stdio()])
     assert len(script.sent) == 1
+
+
+async def test_an_http_server_that_goes_away_mid_call_is_a_typed_error_not_a_hang() -> None:
+    script = Recording(message(calls=[call("slow", {"seconds": 60}, 1)]), message("never sent"))
+    with http_server() as (url, process):
+        async with script.llm() as llm, anyio.create_task_group() as tg:
+
+            async def kill_mid_call() -> None:
+                while not script.sent:
+                    await anyio.sleep(0.05)
+                await anyio.sleep(1)
+                process.kill()
+
+            tg.start_soon(kill_mid_call)
+            with anyio.fail_after(30), pytest.raises(unillm.ToolServerError, match="broke off"):
+                await llm.run_tools(ASK, tools=[unillm.MCPServer.http(url)])
 
 
 async def test_a_server_that_cannot_start_is_a_typed_error() -> None:

@@ -186,8 +186,8 @@ class MCPServer:
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
+    ) -> bool:
+        return await self._close(exc)
 
     async def open(self) -> None:
         """Start (or connect to) the server, open a session and list its tools.
@@ -211,16 +211,37 @@ class MCPServer:
                 with anyio.fail_after(self.timeout):
                     remote = await _list(client)
             self._tools = self._offered(remote)
-        except BaseException:
-            await _close(stack)
+        except BaseException as e:
+            with suppress(Exception):  # the session's own failure while failing to start: e says it
+                await _exit(stack, e)
             raise
         self._client, self._stack = client, stack
 
     async def close(self) -> None:
-        """Close the session (a stdio server's process is stopped); nothing when not open."""
+        """Close the session (a stdio server's process is stopped); nothing when not open.
+
+        Raises:
+            ToolServerError: The session had broken off (e.g. an HTTP server that went away).
+        """
+        await self._close(None)
+
+    async def _close(self, exc: BaseException | None) -> bool:
+        """Close the session, with the error that ends it: the SDK's task groups must see it (a
+        transport that failed cancels the task that opened the session, and reports it here)."""
         stack, self._client, self._stack, self._tools = self._stack, None, None, ()
-        if stack is not None:
-            await _close(stack)
+        if stack is None:
+            return False
+        try:
+            return await _exit(stack, exc)
+        except Exception as e:
+            error = _single(e)  # the SDK's task groups give back the body's error in a group
+            if error is exc:
+                return False  # the body's own error goes on as it was
+            if isinstance(error, UnillmError):
+                raise error from None
+            raise ToolServerError(
+                f"{self!r} broke off: {type(error).__name__}: {error} (did the server stop?)"
+            ) from None
 
     async def call_remote(self, name: str, arguments: Mapping[str, Any]) -> tuple[str, bool]:
         """Run one of the server's tools.
@@ -409,8 +430,7 @@ async def with_server_tools(specs: Any) -> AsyncIterator[Any]:
                 out.append((spec, "a Python tool"))
                 continue
             if not spec.is_open:
-                await spec.open()
-                stack.push_async_callback(spec.close)
+                await stack.enter_async_context(spec)
             out += [(t, repr(spec)) for t in spec.tools]
         _refuse_clashes(out)
         yield [t for t, _ in out]
@@ -457,12 +477,10 @@ async def _list(client: Any) -> list[Any]:
     raise ToolServerError(f"the server listed more than {_MAX_PAGES} pages of tools")
 
 
-async def _close(stack: AsyncExitStack) -> None:
-    """Close a session. Not in a cancel scope of ours: the session's task groups were entered
-    before it, and the ``mcp`` SDK shields its own shutdown (a stdio process is stopped) from the
-    cancellation that may be ending the loop."""
-    with suppress(Exception):  # a session that broke off closes with its error: closed all the same
-        await stack.aclose()
+async def _exit(stack: AsyncExitStack, exc: BaseException | None) -> bool:
+    """Exit a session's stack as an ``async with`` would, with the exception that ends it (if any);
+    the SDK shields its own shutdown (a stdio process is stopped) from a cancellation."""
+    return bool(await stack.__aexit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None))
 
 
 def _single(error: BaseException) -> BaseException:
