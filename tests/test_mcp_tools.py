@@ -106,6 +106,21 @@ async def test_a_server_lists_its_tools_with_their_schemas() -> None:
     assert not server.is_open
 
 
+async def test_a_servers_tool_is_offered_as_the_same_python_function_would_be() -> None:
+    def get_weather(city: str) -> str:
+        """Get the current weather in a city."""
+        return city
+
+    async with stdio(tools=["get_weather"]) as server:
+        (remote,) = server.tools
+    local = unillm.Tool.from_spec(get_weather)
+    assert (remote.name, remote.description, remote.parameters) == (
+        local.name,
+        local.description,
+        local.parameters,
+    )
+
+
 async def test_the_loop_offers_mcp_and_python_tools_and_runs_the_call_on_the_server(tmp_path: Path) -> None:
     script, pid_file = weather_then_answer(), tmp_path / "pid"
     async with script.llm() as llm:
