@@ -23,6 +23,7 @@ ON_THE_LOOK_ALIKE: dict[str, str | None] = {
     "cpu_recipes.py": None,
     "structured_output.py": '{"name": "Rome", "country": "Italy"}',
     "tools.py": TOOL_CALL,
+    "agents.py": "It is sunny in Oslo.",
     "lora.py": "Hello",
     "fleets.py": "Hello",
     "semantic_routing.py": "Hello",

@@ -73,6 +73,7 @@ if TYPE_CHECKING:
     from unillm.capabilities import Feature as Feature
     from unillm.client.blocking import BlockingLLM as BlockingLLM
     from unillm.client.llm import LLM as LLM
+    from unillm.client.mcp_servers import MCPServer as MCPServer
     from unillm.client.protocol import Client as Client
     from unillm.client.stream import Stream as Stream
     from unillm.client.transport import Pool as Pool
@@ -100,6 +101,8 @@ if TYPE_CHECKING:
     from unillm.errors import PoolTimeout as PoolTimeout
     from unillm.errors import ReplicaMismatch as ReplicaMismatch
     from unillm.errors import StreamInterrupted as StreamInterrupted
+    from unillm.errors import ToolServerError as ToolServerError
+    from unillm.errors import ToolServerTimeout as ToolServerTimeout
     from unillm.errors import Unauthorized as Unauthorized
     from unillm.errors import UnillmError as UnillmError
     from unillm.errors import UnknownEngine as UnknownEngine

@@ -143,6 +143,16 @@ class EngineTimeout(EngineUnavailable):
     """The engine stopped answering within the configured timeout."""
 
 
+class ToolServerError(UnillmError):
+    """An MCP tool server could not be started or reached, or broke off mid-call (its process
+    exited, the connection closed); the tool loop stops and the server's session is closed."""
+
+
+class ToolServerTimeout(ToolServerError, TimeoutError):
+    """An MCP tool server did not start, list its tools or answer a call within its ``timeout``;
+    the call was cancelled on the server."""
+
+
 class ReplicaMismatch(UnillmError):
     """A fleet's replicas serve different models or engines; ``replicas`` maps URL -> what it serves."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from unillm.testing.engines import RunningEngine, cpu_launch_settings
 from unillm.testing.trained_model import build_trained_model
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
+MCP_SERVER = Path(__file__).resolve().parent.parent / "mcp_server.py"
 
 
 class Capital(BaseModel):
@@ -135,3 +137,20 @@ async def test_tokenize_counts_what_generate_reads(trained_server: RunningEngine
         r = await llm.generate(messages=ask("What is 2+3?"), max_tokens=2, temperature=0)
     assert text.ids == tokenizer.encode("What is 2+3?").ids and text.ids[0] == 0  # <s>
     assert chat.count == r.usage.prompt_tokens and chat.count > text.count
+
+
+async def test_the_model_calls_a_tool_of_an_mcp_server_and_answers(trained_server: RunningEngine) -> None:
+    """get_weather served by a real MCP server (tests/mcp_server.py over stdio), get_time here."""
+    weather = unillm.MCPServer.stdio([sys.executable, str(MCP_SERVER), "stdio"], tools=["get_weather"])
+    async with trained_server.connect() as llm:
+        run = await llm.run_tools(
+            ask("What is the weather in Oslo?"),
+            tools=[weather, get_time],
+            max_turns=3,
+            temperature=0,
+            max_tokens=60,
+        )
+    first = run.turns[0]
+    assert [(c.name, c.parsed) for c in first.tool_calls] == [("get_weather", {"city": "Oslo"})]
+    assert first.results[0].error is None and json.loads(first.results[0].content)["forecast"] == "snowy"
+    assert (run.stopped, len(run.turns)) == ("answer", 2) and run.text

@@ -335,7 +335,7 @@ class LLM(Generates):
 
         Args:
             messages: The conversation so far (chat messages).
-            tools: Typed Python functions the model may call.
+            tools: Typed Python functions and :class:`~unillm.MCPServer` s the model may call.
             max_turns: The most model answers in the loop.
             **options: Per-call :class:`~unillm.Options` for every turn.
 
@@ -351,7 +351,7 @@ class LLM(Generates):
 
         Args:
             messages: The conversation so far (chat messages).
-            tools: Typed Python functions the model may call.
+            tools: Typed Python functions and :class:`~unillm.MCPServer` s the model may call.
             max_turns: The most model answers in the loop.
             **options: Per-call :class:`~unillm.Options` for every turn.
         """

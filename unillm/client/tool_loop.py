@@ -11,6 +11,9 @@ until the model answers or ``max_turns`` is reached.
 Async tools are awaited, sync ones run in a worker thread; a tool that raises (or is called with
 arguments that do not validate) is reported to the model as a tool error, and the loop goes on.
 Cancelling the task that runs the loop stops it (a sync tool's thread is abandoned, not killed).
+
+MCP tool servers (:class:`~unillm.client.mcp_servers.MCPServer`) go in ``tools=[...]`` too: the loop
+opens those not open, offers their tools, runs the calls on them and closes them when it ends.
 """
 
 from __future__ import annotations
@@ -22,12 +25,13 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import anyio
 from pydantic import BaseModel
 
-from unillm.errors import InvalidOptions
+from unillm.client.mcp_servers import with_server_tools
+from unillm.errors import InvalidOptions, ToolServerError
 from unillm.results import Delta, Timings, ToolCall, Usage
 from unillm.tools import Tool, to_tools
 
@@ -83,13 +87,20 @@ class ToolRun:
         return Usage(prompt_tokens=prompt, completion_tokens=completion)
 
 
+@runtime_checkable
+class RemoteFunction(Protocol):
+    """A tool that runs elsewhere (an MCP server's): its text result, and True for a tool error."""
+
+    async def call_remote(self, arguments: Mapping[str, Any]) -> tuple[str, bool]: ...
+
+
 def _functions(tools: Sequence[Any]) -> tuple[tuple[Tool, ...], dict[str, Callable[..., Any]]]:
     """The tools and the Python function behind each (every tool must be one)."""
     normalized = to_tools(tools)
     missing = [t.name for t in normalized if t.function is None]
     if missing:
         raise InvalidOptions(
-            f"run_tools runs the tools itself, so each must be a typed Python function; "
+            f"run_tools runs the tools itself, so each must be a typed Python function or an MCPServer; "
             f"{', '.join(missing)} is not (pass the function, or use generate(tools=...) and run it)"
         )
     return normalized, {t.name: t.function for t in normalized if t.function is not None}
@@ -118,6 +129,9 @@ async def execute(call: ToolCall, functions: Mapping[str, Callable[..., Any]]) -
 
     Returns:
         The result; a raising tool, an unknown name or invalid arguments give an error result.
+
+    Raises:
+        ToolServerError: A remote tool's server broke off or timed out (not the model's business).
     """
     fn = functions.get(call.name)
     started = time.perf_counter()
@@ -128,14 +142,27 @@ async def execute(call: ToolCall, functions: Mapping[str, Callable[..., Any]]) -
     else:
         args, kwargs = _by_kind(fn, call.parsed)
         try:
+            if isinstance(fn, RemoteFunction):
+                text, failed = await fn.call_remote(call.parsed)
+                if not failed:
+                    return ToolResult(call, text, seconds=time.perf_counter() - started)
+                raise _Failed(text)
             if inspect.iscoroutinefunction(fn):
                 value = await fn(*args, **kwargs)
             else:
                 value = await anyio.to_thread.run_sync(partial(fn, *args, **kwargs), abandon_on_cancel=True)
             return ToolResult(call, _as_text(value), seconds=time.perf_counter() - started)
+        except ToolServerError:
+            raise
+        except _Failed as e:
+            error = f"{call.name} failed: {e}"
         except Exception as e:  # the model hears of it: a tool error is part of the conversation
             error = f"{call.name} raised {type(e).__name__}: {e}"
     return ToolResult(call, f"error: {error}", error=error, seconds=time.perf_counter() - started)
+
+
+class _Failed(Exception):
+    """A remote tool reported an error (its text is the message)."""
 
 
 def _by_kind(fn: Callable[..., Any], parsed: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
@@ -161,7 +188,14 @@ def _assistant(text: str, calls: list[ToolCall]) -> dict[str, Any]:
 
 
 async def _results(calls: list[ToolCall], functions: Mapping[str, Callable[..., Any]]) -> list[ToolResult]:
-    return list(await asyncio.gather(*(execute(c, functions) for c in calls)))
+    tasks = [asyncio.ensure_future(execute(c, functions)) for c in calls]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except ToolServerError:  # the loop stops: the other calls too
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 def _record(transcript: list[dict[str, Any]], turns: list[Turn], turn: Turn) -> bool:
@@ -186,7 +220,7 @@ async def run_tools(
     Args:
         client: The LLM (or Fleet) to ask.
         messages: The conversation so far (chat messages).
-        tools: Typed Python functions (sync or async) the model may call.
+        tools: Typed Python functions (sync or async) and MCP servers the model may call.
         max_turns: The most model answers in the loop.
         **options: Per-call options for every turn (max_tokens, temperature, ...).
 
@@ -194,13 +228,32 @@ async def run_tools(
         The loop: its turns (usage, timings, results each), the whole transcript, why it stopped.
 
     Raises:
-        InvalidOptions: A tool that is not a Python function, or ``max_turns`` below 1.
+        InvalidOptions: A tool that is not a Python function or MCP server, two tools of one name,
+            or ``max_turns`` below 1.
+        ToolServerError: An MCP server could not be opened, broke off or timed out.
     """
     _check_turns(max_turns)
-    normalized, functions = _functions(tools)
-    transcript = [dict(m) for m in messages]
+    async with with_server_tools(tools) as specs:
+        return await _run(_Loop(client, messages, *_functions(specs), max_turns, options))
+
+
+@dataclass(frozen=True, slots=True)
+class _Loop:
+    """One loop's inputs, with its tools loaded (the MCP servers among them open)."""
+
+    client: Any
+    messages: Sequence[Mapping[str, Any]]
+    tools: tuple[Tool, ...]
+    functions: Mapping[str, Callable[..., Any]]
+    max_turns: int
+    options: Mapping[str, Any]
+
+
+async def _run(loop: _Loop) -> ToolRun:
+    client, normalized, functions, options = loop.client, loop.tools, loop.functions, loop.options
+    transcript = [dict(m) for m in loop.messages]
     turns: list[Turn] = []
-    for _ in range(max_turns):
+    for _ in range(loop.max_turns):
         r = await client.generate(messages=transcript, tools=normalized, **options)
         results = await _results(r.tool_calls, functions)
         if _record(transcript, turns, Turn(r.text, r.reasoning, r.tool_calls, r.usage, r.timings, results)):
@@ -222,18 +275,26 @@ async def stream_tools(
     Args:
         client: The LLM (or Fleet) to ask.
         messages: The conversation so far (chat messages).
-        tools: Typed Python functions (sync or async) the model may call.
+        tools: Typed Python functions (sync or async) and MCP servers the model may call.
         max_turns: The most model answers in the loop.
         **options: Per-call options for every turn (max_tokens, temperature, ...).
 
     Raises:
-        InvalidOptions: A tool that is not a Python function, or ``max_turns`` below 1.
+        InvalidOptions: A tool that is not a Python function or MCP server, two tools of one name,
+            or ``max_turns`` below 1.
+        ToolServerError: An MCP server could not be opened, broke off or timed out.
     """
     _check_turns(max_turns)
-    normalized, functions = _functions(tools)
-    transcript = [dict(m) for m in messages]
+    async with with_server_tools(tools) as specs:
+        async for event in _stream(_Loop(client, messages, *_functions(specs), max_turns, options)):
+            yield event
+
+
+async def _stream(loop: _Loop) -> AsyncIterator[Delta | ToolResult | ToolRun]:
+    client, normalized, functions, options = loop.client, loop.tools, loop.functions, loop.options
+    transcript = [dict(m) for m in loop.messages]
     turns: list[Turn] = []
-    for _ in range(max_turns):
+    for _ in range(loop.max_turns):
         usage, timings = Usage(), Timings(total_s=0.0)
         async with client.stream(messages=transcript, tools=normalized, **options) as s:
             async for delta in s:

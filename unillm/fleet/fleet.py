@@ -548,7 +548,7 @@ class Fleet(Generates):
 
         Args:
             messages: The conversation so far (chat messages).
-            tools: Typed Python functions the model may call.
+            tools: Typed Python functions and :class:`~unillm.MCPServer` s the model may call.
             max_turns: The most model answers in the loop.
             **options: Per-call options for every turn (``session=`` keeps one replica).
         """
@@ -561,7 +561,7 @@ class Fleet(Generates):
 
         Args:
             messages: The conversation so far (chat messages).
-            tools: Typed Python functions the model may call.
+            tools: Typed Python functions and :class:`~unillm.MCPServer` s the model may call.
             max_turns: The most model answers in the loop.
             **options: Per-call options for every turn.
         """
