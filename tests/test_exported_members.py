@@ -98,6 +98,8 @@ UNILLM = {
 
 ADAPTER_SDK = {
     "Adapter",
+    "AsyncClient",
+    "BlockingClient",
     "COMPLETIONS_PATH",
     "Capabilities",
     "Choice",
