@@ -136,6 +136,7 @@ ADAPTER_SDK = {
     "Overloaded",
     "PDRole",
     "Parallel",
+    "RefusalRule",
     "Refuse",
     "calls_from_forced_text",
     "forced_call_schema",
