@@ -267,6 +267,9 @@ def launch(
     from unillm.launching.supervisor import Launch
 
     full = build_spec(spec, settings)
+    client = _LaunchClientArgs(
+        progress=progress, defaults=defaults, timeouts=timeouts, retry=retry, pool=pool
+    )
     if cluster is not None:
         from unillm.launching.ray_cluster import RayLaunch
 
@@ -275,29 +278,9 @@ def launch(
                 "a Ray launch places replicas with client-side routing: router=, disaggregation=, "
                 "replica_env= and log_path= do not apply (each node keeps its engine's log)"
             )
-        return RayLaunch(
-            engine,
-            full,
-            cluster=cluster,
-            replicas=replicas,
-            policy=policy,
-            progress=progress,
-            defaults=defaults,
-            timeouts=timeouts,
-            retry=retry,
-            pool=pool,
-        )
+        return RayLaunch(engine, full, cluster=cluster, replicas=replicas, policy=policy, **client)
     if replicas == 1 and router is None and disaggregation is None and not replica_env:
-        return Launch(
-            engine,
-            full,
-            progress=progress,
-            log_path=log_path,
-            defaults=defaults,
-            timeouts=timeouts,
-            retry=retry,
-            pool=pool,
-        )
+        return Launch(engine, full, log_path=log_path, **client)
     from unillm.launching.fleet_launch import FleetLaunch
 
     if log_path is not None:
@@ -313,9 +296,15 @@ def launch(
         policy=policy,
         disaggregation=disaggregation,
         replica_env=replica_env,
-        progress=progress,
-        defaults=defaults,
-        timeouts=timeouts,
-        retry=retry,
-        pool=pool,
+        **client,
     )
+
+
+class _LaunchClientArgs(TypedDict):
+    """What ``launch`` passes alike to every kind of launch: progress and the client's settings."""
+
+    progress: ProgressHook | None
+    defaults: Options | None
+    timeouts: Timeouts
+    retry: RetryPolicy
+    pool: Pool
