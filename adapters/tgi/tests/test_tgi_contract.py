@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel
+from tgi_fakes import tgi_info
 from tgi_openapi import Contract
 from unillm_tgi import TGIAdapter, TGIInfo
 
@@ -23,17 +24,7 @@ from unillm.options import Choice, JsonSchema, Regex, Request, make_request
 from unillm.results import Usage
 
 ADAPTER = TGIAdapter(runtime="launcher", cache_dir="/cache")
-INFO = TGIInfo(
-    engine="tgi",
-    model="tiny",
-    version="3.3.6-dev0",
-    max_model_len=4096,
-    model_id="tiny",
-    max_input_tokens=4095,
-    max_best_of=4,
-    max_stop_sequences=4,
-    max_client_batch_size=4,
-)
+INFO = tgi_info(max_best_of=4, max_stop_sequences=4, max_client_batch_size=4)
 CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
 
 
