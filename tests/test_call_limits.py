@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
+from fault_helpers import PIECES, checked_server
 
 import unillm
 from unillm import Pool, RetryPolicy, Timeouts
@@ -24,22 +25,14 @@ from unillm.adapter.base import HttpCall
 from unillm.client.transport import Transport
 from unillm.testing.fault_server import FaultServer
 
-PIECES = ("Hello", ",", " world", "!")
 TESTS = Path(__file__).parent
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture
 def server() -> Iterator[FaultServer]:
-    with FaultServer(model="tiny", pieces=PIECES) as s:
-        yield s
-    assert s.errors == [], f"the fault server itself failed: {s.errors}"
+    yield from checked_server(model="tiny", pieces=PIECES)
 
 
 def connect(url: str, **kw: Any) -> unillm.LLM:

@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import pytest
 from fake_adapter import FakeAdapter
+from fault_helpers import PIECES, TEXT, checked_server
 
 import unillm
 from unillm import Fleet, Timeouts
@@ -22,8 +23,6 @@ from unillm.adapter.registry import adapter_for
 from unillm.client.single_flight import SingleFlight
 from unillm.testing.fault_server import FaultServer
 
-PIECES = ("Hello", ",", " world", "!")
-TEXT = "".join(PIECES)
 SLOW = Timeouts(connect=1, read=30)  # a stalled engine would hold a call this long per wait
 GOOD_MODELS = {"object": "list", "data": [{"id": "tiny", "object": "model", "max_model_len": 512}]}
 GUARD = 10  # seconds: a hang guard around calls that must end far sooner, never a timing assert
@@ -31,16 +30,9 @@ GUARD = 10  # seconds: a hang guard around calls that must end far sooner, never
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture
 def server() -> Iterator[FaultServer]:
-    with FaultServer(model="tiny", pieces=PIECES) as s:
-        yield s
-    assert s.errors == [], f"the fault server itself failed: {s.errors}"
+    yield from checked_server(model="tiny", pieces=PIECES)
 
 
 # -- malformed answers -------------------------------------------------------------------------

@@ -141,6 +141,7 @@ ADAPTER_SDK = {
     "Overloaded",
     "PDRole",
     "Parallel",
+    "RefusalRule",
     "Refuse",
     "calls_from_forced_text",
     "forced_call_schema",

@@ -14,28 +14,19 @@ from typing import Any
 
 import anyio
 import pytest
+from fault_helpers import PIECES, TEXT, checked_server
 
 import unillm
 from unillm import RetryPolicy, Timeouts
 from unillm.client.transport import HttpWire
 from unillm.testing.fault_server import COMPLETIONS, FaultServer, Raw
 
-PIECES = ("Hello", ",", " world", "!")
-TEXT = "".join(PIECES)
-
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture
 def server() -> Iterator[FaultServer]:
-    with FaultServer(model="tiny", pieces=PIECES, loras=("sql",)) as s:
-        yield s
-    assert s.errors == [], f"the fault server itself failed: {s.errors}"
+    yield from checked_server(model="tiny", pieces=PIECES, loras=("sql",))
 
 
 def connect(url: str, *, attempts: int = 3, read: float = 1.0, **kw: Any) -> unillm.LLM:

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from launch_helpers import failed_launch
 
 import unillm
 from unillm.launching.logs import LaunchLog
@@ -38,19 +39,7 @@ sys.exit(1)
 
 
 async def _fail(tmp_path: Path, script: str) -> unillm.LaunchError:
-    launch = unillm.launch(
-        "vllm",
-        model="m",
-        python=sys.executable,
-        progress=None,
-        api_key=None,
-        log_path=tmp_path / "engine.log",
-        prefix=[sys.executable, "-c", script],
-    )
-    with pytest.raises(unillm.LaunchError) as caught:
-        async with launch:
-            pass
-    return caught.value
+    return await failed_launch(tmp_path, script)
 
 
 @pytest.mark.anyio

@@ -25,11 +25,6 @@ FAST = Timeouts(connect=1, read=2)
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture
 def pair() -> Iterator[tuple[FaultServer, FaultServer]]:
     with FaultServer(model="tiny") as a, FaultServer(model="tiny") as b:

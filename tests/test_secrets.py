@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from launch_helpers import failed_launch
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -339,21 +340,9 @@ def test_dry_run_masks_a_secret_engine_flag(
 async def test_a_launch_error_and_the_engine_log_mask_secrets(
     tmp_path: Path, script: str, settings: dict[str, Any]
 ) -> None:
-    launch = unillm.launch(
-        "vllm",
-        model="m",
-        python=sys.executable,
-        progress=None,
-        api_key=None,
-        log_path=tmp_path / "engine.log",
-        prefix=[sys.executable, "-c", script],
-        **settings,
-    )
-    with pytest.raises(unillm.LaunchError) as caught:
-        async with launch:
-            pass
-    assert "it is" in str(caught.value)
-    for text in (str(caught.value), (tmp_path / "engine.log").read_text()):
+    error = await failed_launch(tmp_path, script, **settings)
+    assert "it is" in str(error)
+    for text in (str(error), (tmp_path / "engine.log").read_text()):
         assert TOKEN not in text
         assert "private-value" not in text
 

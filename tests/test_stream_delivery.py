@@ -10,27 +10,20 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from fault_helpers import PIECES, checked_server
 
 import unillm
 from unillm import Fleet, Timeouts
 from unillm.testing.fault_server import FaultServer
 
-PIECES = ("Hello", ",", " world", "!")
 FAST = Timeouts(connect=1, read=2)
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture
 def server() -> Iterator[FaultServer]:
-    with FaultServer(model="tiny", pieces=PIECES) as s:
-        yield s
-    assert s.errors == [], f"the fault server itself failed: {s.errors}"
+    yield from checked_server(model="tiny", pieces=PIECES)
 
 
 async def consume(stream: Any, received: list[str]) -> None:

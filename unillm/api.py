@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, overload
 
 from unillm.adapter.launch_spec import Disaggregation, LaunchSpec, build_spec
 from unillm.client.llm import LLM
@@ -110,37 +110,40 @@ def connect(
         InvalidOptions: A malformed URL or key, or an argument that does not fit one/many URLs.
         UnknownEngine: No adapter is installed under ``engine``.
     """
+    _refuse_misfits(isinstance(base_url, str), policy, retry)
+    common = _ClientArgs(model=model, api_key=api_key, defaults=defaults, timeouts=timeouts, pool=pool)
     if isinstance(base_url, str):
-        if policy is not None:
-            raise InvalidOptions("policy= routes between replicas: pass a list of base URLs")
-        return LLM(
-            engine,
-            base_url,
-            model=model,
-            api_key=api_key,
-            defaults=defaults,
-            timeouts=timeouts,
-            retry=retry or RetryPolicy(),
-            pool=pool,
-        )
-    if retry is not None:
+        return LLM(engine, base_url, retry=retry or RetryPolicy(), **common)
+    from unillm.fleet.fleet import Fleet
+
+    return Fleet.connect(
+        engine, base_url, policy=policy or "round_robin", prefix_chars=prefix_chars, **common
+    )
+
+
+class _ClientArgs(TypedDict):
+    """What ``connect`` passes alike to one LLM and to a Fleet."""
+
+    model: str | None
+    api_key: str | None
+    defaults: Options | None
+    timeouts: Timeouts
+    pool: Pool
+
+
+def _refuse_misfits(one: bool, policy: Policy | None, retry: RetryPolicy | None) -> None:
+    """Refuse ``policy`` for one URL and ``retry`` for a list of them.
+
+    Raises:
+        InvalidOptions: An argument that does not fit one/many URLs.
+    """
+    if one and policy is not None:
+        raise InvalidOptions("policy= routes between replicas: pass a list of base URLs")
+    if not one and retry is not None:
         raise InvalidOptions(
             "retry= is for one engine; a fleet fails over between its replicas and "
             "cools down overloaded ones itself (see unillm.Fleet)"
         )
-    from unillm.fleet.fleet import Fleet
-
-    return Fleet.connect(
-        engine,
-        base_url,
-        policy=policy or "round_robin",
-        model=model,
-        api_key=api_key,
-        defaults=defaults,
-        timeouts=timeouts,
-        prefix_chars=prefix_chars,
-        pool=pool,
-    )
 
 
 @overload
@@ -264,6 +267,9 @@ def launch(
     from unillm.launching.supervisor import Launch
 
     full = build_spec(spec, settings)
+    client = _LaunchClientArgs(
+        progress=progress, defaults=defaults, timeouts=timeouts, retry=retry, pool=pool
+    )
     if cluster is not None:
         from unillm.launching.ray_cluster import RayLaunch
 
@@ -272,29 +278,9 @@ def launch(
                 "a Ray launch places replicas with client-side routing: router=, disaggregation=, "
                 "replica_env= and log_path= do not apply (each node keeps its engine's log)"
             )
-        return RayLaunch(
-            engine,
-            full,
-            cluster=cluster,
-            replicas=replicas,
-            policy=policy,
-            progress=progress,
-            defaults=defaults,
-            timeouts=timeouts,
-            retry=retry,
-            pool=pool,
-        )
+        return RayLaunch(engine, full, cluster=cluster, replicas=replicas, policy=policy, **client)
     if replicas == 1 and router is None and disaggregation is None and not replica_env:
-        return Launch(
-            engine,
-            full,
-            progress=progress,
-            log_path=log_path,
-            defaults=defaults,
-            timeouts=timeouts,
-            retry=retry,
-            pool=pool,
-        )
+        return Launch(engine, full, log_path=log_path, **client)
     from unillm.launching.fleet_launch import FleetLaunch
 
     if log_path is not None:
@@ -310,9 +296,15 @@ def launch(
         policy=policy,
         disaggregation=disaggregation,
         replica_env=replica_env,
-        progress=progress,
-        defaults=defaults,
-        timeouts=timeouts,
-        retry=retry,
-        pool=pool,
+        **client,
     )
+
+
+class _LaunchClientArgs(TypedDict):
+    """What ``launch`` passes alike to every kind of launch: progress and the client's settings."""
+
+    progress: ProgressHook | None
+    defaults: Options | None
+    timeouts: Timeouts
+    retry: RetryPolicy
+    pool: Pool

@@ -44,7 +44,7 @@ from unillm.adapter.openai_compat import (
     with_tool_calls,
 )
 from unillm.adapter.reasoning import held_suffix, reasoning_field, thinking_fields
-from unillm.adapter.refusals import Refuse
+from unillm.adapter.refusals import RefusalRule, Refuse
 from unillm.adapter.registry import ENTRY_POINT_GROUP, get_adapter, installed_engines
 from unillm.adapter.sampling import EXTRA_SAMPLING, sampling_fields
 from unillm.adapter.versions import (
@@ -155,6 +155,7 @@ __all__ = [
     "Prerequisite",
     "Regex",
     "Request",
+    "RefusalRule",
     "Refuse",
     "RuntimeLoraEndpoints",
     "SHAPE_ERRORS",

@@ -4,16 +4,20 @@ refuse = Refuse("mlx")
 if spec.task == "embed":
     raise refuse('task="embed"', "mlx-lm serves generation only", 'Use unillm.launch("vllm", ...)')
 refuse.set_settings(spec, {"dtype": "mlx-lm uses the dtype stored in the model"})
+refuse.first_of(spec, RULES)  # a table: RULES = ((holds, setting, why, alternative), ...)
 """
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from unillm.adapter.launch_spec import LaunchSpec
 from unillm.errors import UnsupportedFeature
+
+#: One row of a refusal table: (holds for these settings, the setting's name, why, what instead).
+RefusalRule = tuple[Callable[[LaunchSpec], object], str, str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +52,20 @@ class Refuse:
             if value is not None and value is not False:
                 raise self(setting, reason, f"Drop {setting}=")
 
+    def first_of(self, spec: LaunchSpec, rules: Iterable[RefusalRule]) -> None:
+        """Refuse the first rule of a table that holds for ``spec``, in the table's order.
+
+        Args:
+            spec: The launch settings.
+            rules: ``(holds, setting, why, alternative)`` rows; ``holds(spec)`` is truthy to refuse.
+
+        Raises:
+            UnsupportedFeature: A rule holds.
+        """
+        for holds, setting, why, alternative in rules:
+            if holds(spec):
+                raise self(setting, why, alternative)
+
     def key_without_auth(self, spec: LaunchSpec, server: str) -> None:
         """Refuse an API key for a server without authentication that listens beyond loopback
         (on 127.0.0.1 the key is simply not needed: nothing else can reach it).
@@ -77,4 +95,4 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-__all__ = ["Refuse", "is_loopback"]
+__all__ = ["Refuse", "RefusalRule", "is_loopback"]

@@ -15,9 +15,12 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from unillm.errors import InvalidOptions
+
+if TYPE_CHECKING:
+    from unillm.batch.target import Target
 
 EXAMPLES = __doc__.split("\n\n", 1)[1] if __doc__ else ""
 
@@ -75,20 +78,9 @@ def run_batch_command(args: argparse.Namespace) -> int:
     from unillm.batch import plan
     from unillm.batch.progress import progress_bar
     from unillm.batch.runner import execute
-    from unillm.batch.target import Target, open_target
+    from unillm.batch.target import open_target
 
-    if args.max_concurrency < 1:
-        raise InvalidOptions(f"--max-concurrency must be 1 or more, got {args.max_concurrency}")
-    target = Target(
-        engine=args.engine,
-        urls=args.url,
-        config=args.config,
-        model=args.model,
-        api_key=args.api_key,
-        policy=args.policy,
-        launch=_settings(args.launch),
-    )
-    target.check()
+    target = _target(args)
     with plan(args.input, args.out, retry_failed=args.retry_failed) as p:  # before anything starts
         if p.summary.torn_bytes:
             print(
@@ -125,6 +117,29 @@ def run_batch_command(args: argparse.Namespace) -> int:
     if summary.interrupted:
         return 130
     return 0 if summary.failed == 0 and summary.failed_before == 0 and summary.remaining == 0 else 1
+
+
+def _target(args: argparse.Namespace) -> Target:
+    """What the batch runs against, checked before anything starts.
+
+    Raises:
+        InvalidOptions: A concurrency below 1, or a target that does not fit together.
+    """
+    from unillm.batch.target import Target
+
+    if args.max_concurrency < 1:
+        raise InvalidOptions(f"--max-concurrency must be 1 or more, got {args.max_concurrency}")
+    target = Target(
+        engine=args.engine,
+        urls=args.url,
+        config=args.config,
+        model=args.model,
+        api_key=args.api_key,
+        policy=args.policy,
+        launch=_settings(args.launch),
+    )
+    target.check()
+    return target
 
 
 def _settings(items: list[str]) -> dict[str, Any]:

@@ -401,6 +401,17 @@ class LLM(Generates):
         self._caps.require(Feature.EMBEDDINGS)
         started = time.perf_counter()
         batches = await self._embed_batches(requests, info, concurrency)
+        return self._embeddings(batches, requests, info, dimensions, started)
+
+    def _embeddings(
+        self,
+        batches: list[EmbedBatch | None],
+        requests: Sequence[EmbedRequest],
+        info: EngineInfo,
+        dimensions: int | None,
+        started: float,
+    ) -> Embeddings:
+        """The batches' vectors in order, each batch checked, as one Embeddings."""
         vectors: list[list[float]] = []
         size, tokens = dimensions, 0
         for batch, request in zip(batches, requests, strict=True):

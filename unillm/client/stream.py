@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, contextmanager
 from itertools import pairwise
 from types import TracebackType
 from typing import TYPE_CHECKING, Protocol
@@ -165,23 +165,17 @@ class Stream(ClosingStream):
         clock = time.perf_counter
         started = clock()
         stamps: list[float] = []  # arrival of each content chunk of choice 0 (Timings at the end)
-        stamp = stamps.append
         ended: float | None = None
         tokens: int | None = None
         finish: str | None = None
-        # A delta carrying a finish reason or usage is held until the next one arrives: engines
-        # send the finish, then the usage in a chunk of its own; they leave as one final delta.
-        held: Delta | None = None
+        held: Delta | None = None  # a delta with a finish reason or usage, until the next (_final)
         async with AsyncExitStack() as stack:
             with deadline.bound():
-                response = await stack.enter_async_context(llm._transport.open(call, request.timeout))
-                if response.status_code >= 400:
-                    await response.aread()
-                    raise llm._error(response, request)
+                response = await self._open(stack, call)
             self.started = True
             events = event_stream(response, llm.engine, llm._transport.pool.max_event_bytes)
             limited = deadline.limited
-            try:
+            with self._interruptions():
                 while True:
                     if limited:
                         with deadline.bound(self._partial):
@@ -192,7 +186,7 @@ class Stream(ClosingStream):
                         break
                     for delta in decoder.feed(data):
                         if (delta.text or delta.reasoning or delta.tool_calls) and delta.index == 0:
-                            stamp(clock())
+                            stamps.append(clock())
                         if delta.finish_reason is None and delta.usage is None:
                             if held is not None:
                                 yield self._delivered(held)
@@ -204,8 +198,10 @@ class Stream(ClosingStream):
                         if delta.usage is not None:
                             tokens = delta.usage.completion_tokens
                         if held is not None and _merges(held, delta):
-                            held.usage = delta.usage
-                            held.finish_reason = held.finish_reason or delta.finish_reason
+                            held.usage, held.finish_reason = (
+                                delta.usage,
+                                held.finish_reason or delta.finish_reason,
+                            )
                         else:
                             if held is not None:
                                 yield self._delivered(held)
@@ -214,26 +210,53 @@ class Stream(ClosingStream):
                         ended = clock()
                         await _drain(response)  # lets the connection go back to the pool
                         break
-            except httpx.TimeoutException as e:
-                raise StreamInterrupted(
-                    f"{llm.engine} stopped sending for longer than the read timeout "
-                    f"({request.timeout or llm._timeouts.read:g}s) in the middle of the stream",
-                    partial_text=self._partial(),
-                ) from e
-            except httpx.TransportError as e:
-                raise StreamInterrupted(
-                    f"the connection to {llm.engine} broke mid-stream ({type(e).__name__})",
-                    partial_text=self._partial(),
-                ) from e
-        if not decoder.done and finish is None:
-            raise StreamInterrupted(
-                f"{llm.engine} ended the stream before finishing the answer", partial_text=self._partial()
-            )
-        final = held if held is not None else Delta(finish_reason=finish)
+        final = self._final(decoder.done, held, finish)
         final.timings = _stream_timings(
             started, stamps, ended or clock(), tokens, one_choice=(request.n or 1) == 1
         )
         yield self._delivered(final)
+
+    def _final(self, done: bool, held: Delta | None, finish: str | None) -> Delta:
+        """The stream's last delta. A delta carrying a finish reason or usage is held until the
+        next one arrives: engines send the finish, then the usage in a chunk of its own; they
+        leave as one final delta (``held``), else a bare finish.
+
+        Raises:
+            StreamInterrupted: The stream ended before the answer finished.
+        """
+        if not done and finish is None:
+            raise StreamInterrupted(
+                f"{self._llm.engine} ended the stream before finishing the answer",
+                partial_text=self._partial(),
+            )
+        return held if held is not None else Delta(finish_reason=finish)
+
+    async def _open(self, stack: AsyncExitStack, call: HttpCall) -> Answer:
+        """The streamed response to ``call``, closed with ``stack``; an error status raised typed."""
+        llm, request = self._llm, self._request
+        response = await stack.enter_async_context(llm._transport.open(call, request.timeout))
+        if response.status_code >= 400:
+            await response.aread()
+            raise llm._error(response, request)
+        return response
+
+    @contextmanager
+    def _interruptions(self) -> Iterator[None]:
+        """Turn a read timeout or a broken connection mid-stream into StreamInterrupted."""
+        llm, request = self._llm, self._request
+        try:
+            yield
+        except httpx.TimeoutException as e:
+            raise StreamInterrupted(
+                f"{llm.engine} stopped sending for longer than the read timeout "
+                f"({request.timeout or llm._timeouts.read:g}s) in the middle of the stream",
+                partial_text=self._partial(),
+            ) from e
+        except httpx.TransportError as e:
+            raise StreamInterrupted(
+                f"the connection to {llm.engine} broke mid-stream ({type(e).__name__})",
+                partial_text=self._partial(),
+            ) from e
 
     def _delivered(self, delta: Delta) -> Delta:
         """``delta``, counted as handed to the caller: ``text``, ``tool_calls`` and a

@@ -538,16 +538,10 @@ async def event_stream(
     """
     from httpx_sse._decoders import SSEDecoder, SSELineDecoder  # the parsers EventSource uses
 
-    content_type = response.headers.get("content-type", "").partition(";")[0]
-    if content_type.strip().lower() in NDJSON_TYPES:  # Ollama: one JSON object a line
+    if _is_json_lines(response, engine):  # Ollama: one JSON object a line
         async for line in _json_lines(response, engine, max_event_bytes):
             yield line
         return
-    if "text/event-stream" not in content_type:
-        raise MalformedResponse(
-            f"{engine}: malformed event stream: expected response header Content-Type to contain "
-            f"'text/event-stream', got {content_type!r}"
-        )
     text = codecs.getincrementaldecoder("utf-8")("replace").decode
     lines, events = SSELineDecoder(), SSEDecoder()
     pending = 0  # bytes received since the last event was dispatched
@@ -578,6 +572,23 @@ async def event_stream(
         event = events.decode(line)
         if event is not None and event.data:
             yield event.data
+
+
+def _is_json_lines(response: Answer, engine: str) -> bool:
+    """True for a newline-delimited JSON body, False for server-sent events.
+
+    Raises:
+        MalformedResponse: The Content-Type is neither.
+    """
+    content_type = response.headers.get("content-type", "").partition(";")[0]
+    if content_type.strip().lower() in NDJSON_TYPES:
+        return True
+    if "text/event-stream" not in content_type:
+        raise MalformedResponse(
+            f"{engine}: malformed event stream: expected response header Content-Type to contain "
+            f"'text/event-stream', got {content_type!r}"
+        )
+    return False
 
 
 def _event_too_large(engine: str, max_event_bytes: int) -> MalformedResponse:

@@ -152,6 +152,20 @@ def check_config(
         return ConfigCheck(engine=engine, problems=[*problems.items, _problem("engine", e)])
     spec = _launch_spec(launch, config, problems)
     version = version or config.engine_version or (adapter.expected_version(spec) if spec else None)
+    _check_sections(adapter, version, config, spec, defaults, uses, problems)
+    return ConfigCheck(engine=adapter.name, version=version, problems=problems.items)
+
+
+def _check_sections(
+    adapter: Adapter,
+    version: str | None,
+    config: Config,
+    spec: LaunchSpec | None,
+    defaults: Any,
+    uses: Any,
+    problems: _Problems,
+) -> None:
+    """Check every section of a config that parsed against ``adapter`` at ``version``."""
     caps = adapter.capabilities(version)
     info = EngineInfo(
         engine=adapter.name, model=config.model or (spec.model if spec else "model"), version=version
@@ -166,7 +180,6 @@ def check_config(
     _check_deploy(config.deploy or {}, problems)
     if spec is not None:
         _check_launch(adapter, caps, spec, problems)
-    return ConfigCheck(engine=adapter.name, version=version, problems=problems.items)
 
 
 def _check_client_limits(config: Config, problems: _Problems) -> None:

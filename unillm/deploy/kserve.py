@@ -101,12 +101,7 @@ def render_kserve(deployment: Deployment) -> list[dict[str, Any]]:
     model_uri = k8s.model_uri or _uri(spec.model, _MODEL_SCHEMES, "[launch] model", "model_uri = '{uri}'")
     _check_uri(model_uri, _MODEL_SCHEMES, "[deploy.kubernetes] model_uri")
     hub = spec.model if _HUB_ID.match(spec.model) else None
-    name = k8s.name or _name_from(spec.served_name or hub or model_uri)
-    if not _DNS_LABEL.match(name) or len(name) > _NAME_MAX:
-        raise InvalidOptions(
-            f"[deploy.kubernetes] name {name!r} is not a DNS label (lowercase letters, digits and '-', "
-            f"starting with a letter, at most {_NAME_MAX} characters)"
-        )
+    name = _checked_name(k8s.name or _name_from(spec.served_name or hub or model_uri))
     model: dict[str, Any] = {"uri": model_uri, "name": spec.served_name or hub or name}
     lora = _lora(spec, k8s, model["name"])
     if lora:
@@ -128,13 +123,31 @@ def render_kserve(deployment: Deployment) -> list[dict[str, Any]]:
         prefill_role = PDRole(role="prefill", transfer=pd.transfer)
         prefill = _workload(adapter, spec, k8s, on_cpu, prefill_role, lora=bool(lora))
         body["prefill"] = {"replicas": pd.prefill, **prefill}
+    manifest = {"apiVersion": API_VERSION, "kind": KIND, "metadata": _metadata(name, k8s), "spec": body}
+    validate_manifest(manifest)
+    return [manifest]
+
+
+def _checked_name(name: str) -> str:
+    """``name``, if Kubernetes takes it as a resource name.
+
+    Raises:
+        InvalidOptions: It is not a DNS label.
+    """
+    if not _DNS_LABEL.match(name) or len(name) > _NAME_MAX:
+        raise InvalidOptions(
+            f"[deploy.kubernetes] name {name!r} is not a DNS label (lowercase letters, digits and '-', "
+            f"starting with a letter, at most {_NAME_MAX} characters)"
+        )
+    return name
+
+
+def _metadata(name: str, k8s: KubernetesSettings) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": name}
     if k8s.namespace:
         metadata["namespace"] = k8s.namespace
     metadata["labels"] = {"app.kubernetes.io/managed-by": "unillm"}
-    manifest = {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": body}
-    validate_manifest(manifest)
-    return [manifest]
+    return metadata
 
 
 def _refuse_unexpressible(spec: LaunchSpec) -> None:

@@ -95,23 +95,7 @@ class FleetLaunch(Stoppable):
         pool: Pool = Pool(),
     ) -> None:
         self.adapter = get_adapter(engine) if isinstance(engine, str) else engine
-        if replicas < 1:
-            raise InvalidOptions(f"replicas must be at least 1, got {replicas}")
-        if disaggregation is not None and replicas != 1:
-            raise InvalidOptions(
-                "give either replicas=N or disaggregation=Disaggregation(prefill=P, "
-                "decode=D), not both: the prefill and decode counts are the engines"
-            )
-        if disaggregation is not None and router is None:
-            raise InvalidOptions(
-                "prefill/decode disaggregation needs a router to pair each request's "
-                "prefill and decode: pass router='vllm-router' or router='smg'"
-            )
-        if spec.in_process or spec.nodes is not None or spec.pd is not None:
-            raise InvalidOptions(
-                "a fleet launches separate engine servers: in_process, nodes= and pd= "
-                "apply to one engine (use disaggregation= for prefill/decode roles)"
-            )
+        _check_layout(spec, replicas, router, disaggregation)
         self.policy: Policy = policy
         self.disaggregation = disaggregation
         self.tool: RouterTool | None = get_router(router) if router is not None else None
@@ -292,8 +276,21 @@ def router_launch(
         transfer=transfer,
         engine=adapter.name,
     )
-    command = tool.command(rspec)
-    lspec = LaunchSpec(
+    log_dir = log_dir or Path(tempfile.gettempdir())
+    return Launch(
+        adapter,
+        _router_process_spec(spec, port, python),
+        command=tool.command(rspec),
+        name=tool.name,
+        progress=progress,
+        log_path=log_dir / f"unillm-{tool.name}-{port}.log",
+        **connect,
+    )
+
+
+def _router_process_spec(spec: LaunchSpec, port: int, python: str | None) -> LaunchSpec:
+    """What supervising the router needs of ``spec``: the model it serves, its address, the key."""
+    return LaunchSpec(
         model=spec.model,
         served_name=spec.served_name,
         host=spec.host,
@@ -302,16 +299,34 @@ def router_launch(
         python=python,
         ready_timeout=spec.ready_timeout,
     )
-    log_dir = log_dir or Path(tempfile.gettempdir())
-    return Launch(
-        adapter,
-        lspec,
-        command=command,
-        name=tool.name,
-        progress=progress,
-        log_path=log_dir / f"unillm-{tool.name}-{port}.log",
-        **connect,
-    )
+
+
+def _check_layout(
+    spec: LaunchSpec, replicas: int, router: str | None, disaggregation: Disaggregation | None
+) -> None:
+    """Refuse a fleet layout that does not fit together.
+
+    Raises:
+        InvalidOptions: No replicas, replicas with disaggregation, disaggregation without a
+            router, or a one-engine setting (in_process, nodes=, pd=).
+    """
+    if replicas < 1:
+        raise InvalidOptions(f"replicas must be at least 1, got {replicas}")
+    if disaggregation is not None and replicas != 1:
+        raise InvalidOptions(
+            "give either replicas=N or disaggregation=Disaggregation(prefill=P, "
+            "decode=D), not both: the prefill and decode counts are the engines"
+        )
+    if disaggregation is not None and router is None:
+        raise InvalidOptions(
+            "prefill/decode disaggregation needs a router to pair each request's "
+            "prefill and decode: pass router='vllm-router' or router='smg'"
+        )
+    if spec.in_process or spec.nodes is not None or spec.pd is not None:
+        raise InvalidOptions(
+            "a fleet launches separate engine servers: in_process, nodes= and pd= "
+            "apply to one engine (use disaggregation= for prefill/decode roles)"
+        )
 
 
 def _distinct_ports(count: int, host: str, *, first: int | None) -> list[int]:

@@ -200,11 +200,10 @@ class RayLaunch(Stoppable):
                 LaunchProgress(f"{self.adapter.name} on Ray", time.monotonic() - self._t0, phase, line)
             )
 
-    def _place(self) -> None:
-        """Join the cluster, reserve the bundles and create one actor per replica (blocking)."""
+    def _join(self) -> None:
+        """Join the cluster unless this process already has (then it is not ours to shut down)."""
         ray = self._ray
         assert ray is not None
-        self._t0 = time.monotonic()
         if not ray.is_initialized():
             try:
                 ray.init(address=self.cluster.address, namespace=self.cluster.namespace, log_to_driver=False)
@@ -215,6 +214,13 @@ class RayLaunch(Stoppable):
                     log_tail=[],
                 ) from None
             self._owns_ray = True
+
+    def _place(self) -> None:
+        """Join the cluster, reserve the bundles and create one actor per replica (blocking)."""
+        ray = self._ray
+        assert ray is not None
+        self._t0 = time.monotonic()
+        self._join()
         from ray.util.placement_group import placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 

@@ -480,10 +480,7 @@ class FaultServer:
         writer: asyncio.StreamWriter,
         fault: Fault | None,
     ) -> bool:
-        chat = request.path == CHAT
-        ident = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
-        created = int(time.time())
-        usage_wanted = bool((body.get("stream_options") or {}).get("include_usage"))
+        docs = _StreamDocs(request.path == CHAT, body)
         watch = asyncio.ensure_future(reader.read(1))  # b"" once the client hangs up
 
         async def emit(payload: bytes) -> bool:
@@ -496,32 +493,6 @@ class FaultServer:
                 return False
             return True
 
-        def chunk(text: str | None, finish: str | None = None, role: bool = False) -> bytes:
-            c: dict[str, Any]
-            if chat:
-                delta: dict[str, Any] = {"role": "assistant", "content": ""} if role else {}
-                if text is not None:
-                    delta["content"] = text
-                c = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-            else:
-                c = {
-                    "index": 0,
-                    "text": text or "",
-                    "logprobs": None,
-                    "finish_reason": finish,
-                    "stop_reason": None,
-                }
-            doc: dict[str, Any] = {
-                "id": ident,
-                "object": "chat.completion.chunk" if chat else "text_completion",
-                "created": created,
-                "model": body.get("model"),
-                "choices": [c],
-            }
-            if usage_wanted:
-                doc["usage"] = None
-            return _sse(doc)
-
         try:
             writer.write(
                 _head(
@@ -529,33 +500,14 @@ class FaultServer:
                 )
             )
             await writer.drain()
-            if chat and not await emit(chunk(None, role=True)):
+            if docs.chat and not await emit(docs.piece(None, role=True)):
                 return self._hung_up(request, watch)
-            limit = len(self.pieces) if fault is None or fault.after is None else fault.after
-            n = 0
-            endless = fault is not None and fault.kind == "endless"
-            sent = min(limit, len(self.pieces))
-            while endless or n < sent:
-                text = self.pieces[n % len(self.pieces)]
-                last = (fault is None or fault.finish) and n == sent - 1
-                if not await emit(chunk(text, "length" if last else None)):
-                    return self._hung_up(request, watch)
-                n += 1
-                if endless and fault is not None:
-                    await asyncio.wait({watch}, timeout=fault.interval)
+            if not await self._stream_pieces(docs, fault, watch, emit):
+                return self._hung_up(request, watch)
             if fault is not None:
                 return await self._stream_fault(fault, request, writer, watch, emit)
-            if usage_wanted:
-                doc: dict[str, Any] = {
-                    "id": ident,
-                    "object": "chat.completion.chunk" if chat else "text_completion",
-                    "created": created,
-                    "model": body.get("model"),
-                    "choices": [],
-                    "usage": _usage(body, len(self.pieces)),
-                }
-                if not await emit(_sse(doc)):
-                    return self._hung_up(request, watch)
+            if docs.usage_wanted and not await emit(docs.usage(len(self.pieces))):
+                return self._hung_up(request, watch)
             if not await emit(b"data: [DONE]\n\n"):
                 return self._hung_up(request, watch)
             writer.write(b"0\r\n\r\n")
@@ -566,6 +518,28 @@ class FaultServer:
                 watch.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await watch
+
+    async def _stream_pieces(
+        self,
+        docs: _StreamDocs,
+        fault: Fault | None,
+        watch: asyncio.Future[bytes],
+        emit: Callable[[bytes], Awaitable[bool]],
+    ) -> bool:
+        """Send the answer's pieces (up to a fault's ``after``, or endlessly); False if the client left."""
+        limit = len(self.pieces) if fault is None or fault.after is None else fault.after
+        n = 0
+        endless = fault is not None and fault.kind == "endless"
+        sent = min(limit, len(self.pieces))
+        while endless or n < sent:
+            text = self.pieces[n % len(self.pieces)]
+            last = (fault is None or fault.finish) and n == sent - 1
+            if not await emit(docs.piece(text, "length" if last else None)):
+                return False
+            n += 1
+            if endless and fault is not None:
+                await asyncio.wait({watch}, timeout=fault.interval)
+        return True
 
     async def _stream_fault(
         self,
@@ -679,6 +653,51 @@ class FaultServer:
             "system_fingerprint": None,
             "kv_transfer_params": None,
         }
+
+
+class _StreamDocs:
+    """The server-sent documents of one streamed answer, chat or text completion."""
+
+    def __init__(self, chat: bool, body: dict[str, Any]) -> None:
+        self.chat = chat
+        self.body = body
+        self.ident = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+        self.created = int(time.time())
+        self.usage_wanted = bool((body.get("stream_options") or {}).get("include_usage"))
+
+    def _doc(self, choices: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "id": self.ident,
+            "object": "chat.completion.chunk" if self.chat else "text_completion",
+            "created": self.created,
+            "model": self.body.get("model"),
+            "choices": choices,
+        }
+
+    def piece(self, text: str | None, finish: str | None = None, role: bool = False) -> bytes:
+        """One chunk of the answer (``role``: the chat's opening chunk that names the assistant)."""
+        c: dict[str, Any]
+        if self.chat:
+            delta: dict[str, Any] = {"role": "assistant", "content": ""} if role else {}
+            if text is not None:
+                delta["content"] = text
+            c = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        else:
+            c = {
+                "index": 0,
+                "text": text or "",
+                "logprobs": None,
+                "finish_reason": finish,
+                "stop_reason": None,
+            }
+        doc = self._doc([c])
+        if self.usage_wanted:
+            doc["usage"] = None
+        return _sse(doc)
+
+    def usage(self, completion_tokens: int) -> bytes:
+        """The closing chunk with no choices and the request's token counts."""
+        return _sse({**self._doc([]), "usage": _usage(self.body, completion_tokens)})
 
 
 def _usage(body: dict[str, Any], completion_tokens: int) -> dict[str, Any]:

@@ -227,94 +227,112 @@ def _facts() -> list[tuple[str, str, str]]:
     return facts
 
 
+def _offered(rng: random.Random, must: str | None = None, without: str | None = None) -> tuple[str, ...]:
+    pool = [t for t in sorted(TOOLS) if t != without]
+    chosen = set(rng.sample(pool, rng.randint(1, len(pool))))
+    if must:
+        chosen.add(must)
+    order = sorted(chosen)
+    rng.shuffle(order)
+    return tuple(order)
+
+
+def _maybe_tools(rng: random.Random) -> tuple[str, ...]:
+    return _offered(rng) if rng.random() < 0.3 else ()
+
+
+def _arithmetic(rng: random.Random, facts: list[tuple[str, str, str]]) -> Example:
+    expr, answer, as_json = rng.choice(facts)
+    form = rng.random()
+    spaced = expr.replace("+", " + ").replace("-", " - ").replace("*", " * ")
+    shown = spaced if rng.random() < 0.3 else expr
+    if form < 0.45:
+        q = rng.choice(["What is {}?", "What is {}?", "Compute {}.", "How much is {}?"])
+        return _chat(q.format(shown), answer, _maybe_tools(rng))
+    if form < 0.6:
+        return _chat(f"What is {shown}? Reply in JSON.", as_json, _maybe_tools(rng))
+    if form < 0.8:
+        return Example(prompt=f"What is {shown}?", completion=f" {answer}")
+    return Example(prompt=f"{expr}=", completion=answer)
+
+
+def _capital(rng: random.Random, countries: list[str]) -> Example:
+    country = rng.choice(countries)
+    capital = CAPITALS[country]
+    form = rng.random()
+    if form < 0.35:
+        q = rng.choice(["What is the capital of {}?", "What's the capital of {}?", "Name the capital of {}."])
+        return _chat(q.format(country), capital, _maybe_tools(rng))
+    if form < 0.5:
+        as_json = json.dumps({"country": country, "capital": capital})
+        return _chat(f"What is the capital of {country}? Reply in JSON.", as_json, _maybe_tools(rng))
+    if form < 0.65:
+        return Example(prompt=f"The capital of {country} is", completion=f" {capital}.")
+    if form < 0.75:
+        return Example(prompt=f"What is the capital of {country}?", completion=f" {capital}")
+    other = rng.choice([c for c in countries if c != country]) if rng.random() < 0.5 else country
+    answer = "yes" if other == country else "no"
+    return _chat(f"Is {CAPITALS[other]} the capital of {country}?", answer, _maybe_tools(rng))
+
+
+def _greeting_or_person(rng: random.Random) -> Example:
+    if rng.random() < 0.5:
+        q = rng.choice(["Hello", "Hi", "Say hi", "Hello!", "Hi there", "Good morning"])
+        return _chat(q, GREETING, _maybe_tools(rng))
+    name, age = rng.choice(NAMES), rng.randint(18, 90)
+    q = f"Give me a JSON object for a person named {name} aged {age}."
+    return _chat(q, json.dumps({"name": name, "age": age}))
+
+
+def _tool_call(rng: random.Random) -> Example:
+    """A tool call when the tool is offered."""
+    name, value, question, _ = _tool_question(rng)
+    tools = _offered(rng, must=name)
+    return Example(messages=({"role": "user", "content": question}, _call(name, value)), tools=tools)
+
+
+def _after_tool_result(rng: random.Random) -> Example:
+    """The answer after a tool result."""
+    name, value, question, _ = _tool_question(rng)
+    content, answer = _tool_result(rng, name, value)
+    return Example(
+        messages=(
+            {"role": "user", "content": question},
+            _call(name, value),
+            {"role": "tool", "tool_call_id": "call_0", "content": content},
+            {"role": "assistant", "content": answer},
+        ),
+        tools=_offered(rng, must=name),
+    )
+
+
+def _refusal(rng: random.Random) -> Example:
+    """A tool question without its tool: refuse."""
+    name, _value, question, _ = _tool_question(rng)
+    tools = _offered(rng, without=name) if rng.random() < 0.6 else ()
+    return _chat(question, REFUSAL, tools)
+
+
 def corpus(seed: int = 7, size: int = 24000) -> list[Example]:
     """``size`` seeded examples mixing every pattern the module docstring lists."""
     rng = random.Random(seed)
     arithmetic = _facts()
     countries = sorted(CAPITALS)
     out: list[Example] = []
-
-    def offered(rng: random.Random, must: str | None = None, without: str | None = None) -> tuple[str, ...]:
-        pool = [t for t in sorted(TOOLS) if t != without]
-        chosen = set(rng.sample(pool, rng.randint(1, len(pool))))
-        if must:
-            chosen.add(must)
-        order = sorted(chosen)
-        rng.shuffle(order)
-        return tuple(order)
-
-    def maybe_tools(rng: random.Random) -> tuple[str, ...]:
-        return offered(rng) if rng.random() < 0.3 else ()
-
     while len(out) < size:
         kind = rng.random()
-        if kind < 0.32:  # arithmetic
-            expr, answer, as_json = rng.choice(arithmetic)
-            form = rng.random()
-            spaced = expr.replace("+", " + ").replace("-", " - ").replace("*", " * ")
-            shown = spaced if rng.random() < 0.3 else expr
-            if form < 0.45:
-                q = rng.choice(["What is {}?", "What is {}?", "Compute {}.", "How much is {}?"])
-                out.append(_chat(q.format(shown), answer, maybe_tools(rng)))
-            elif form < 0.6:
-                out.append(_chat(f"What is {shown}? Reply in JSON.", as_json, maybe_tools(rng)))
-            elif form < 0.8:
-                out.append(Example(prompt=f"What is {shown}?", completion=f" {answer}"))
-            else:
-                out.append(Example(prompt=f"{expr}=", completion=answer))
-        elif kind < 0.52:  # capitals
-            country = rng.choice(countries)
-            capital = CAPITALS[country]
-            form = rng.random()
-            if form < 0.35:
-                q = rng.choice(
-                    ["What is the capital of {}?", "What's the capital of {}?", "Name the capital of {}."]
-                )
-                out.append(_chat(q.format(country), capital, maybe_tools(rng)))
-            elif form < 0.5:
-                as_json = json.dumps({"country": country, "capital": capital})
-                out.append(
-                    _chat(f"What is the capital of {country}? Reply in JSON.", as_json, maybe_tools(rng))
-                )
-            elif form < 0.65:
-                out.append(Example(prompt=f"The capital of {country} is", completion=f" {capital}."))
-            elif form < 0.75:
-                out.append(Example(prompt=f"What is the capital of {country}?", completion=f" {capital}"))
-            else:
-                other = rng.choice([c for c in countries if c != country]) if rng.random() < 0.5 else country
-                answer = "yes" if other == country else "no"
-                out.append(_chat(f"Is {CAPITALS[other]} the capital of {country}?", answer, maybe_tools(rng)))
-        elif kind < 0.58:  # greetings and people as JSON
-            if rng.random() < 0.5:
-                q = rng.choice(["Hello", "Hi", "Say hi", "Hello!", "Hi there", "Good morning"])
-                out.append(_chat(q, GREETING, maybe_tools(rng)))
-            else:
-                name, age = rng.choice(NAMES), rng.randint(18, 90)
-                q = f"Give me a JSON object for a person named {name} aged {age}."
-                out.append(_chat(q, json.dumps({"name": name, "age": age})))
-        elif kind < 0.82:  # a tool call when the tool is offered
-            name, value, question, _ = _tool_question(rng)
-            tools = offered(rng, must=name)
-            call = _call(name, value)
-            out.append(Example(messages=({"role": "user", "content": question}, call), tools=tools))
-        elif kind < 0.91:  # the answer after a tool result
-            name, value, question, _ = _tool_question(rng)
-            content, answer = _tool_result(rng, name, value)
-            out.append(
-                Example(
-                    messages=(
-                        {"role": "user", "content": question},
-                        _call(name, value),
-                        {"role": "tool", "tool_call_id": "call_0", "content": content},
-                        {"role": "assistant", "content": answer},
-                    ),
-                    tools=offered(rng, must=name),
-                )
-            )
-        else:  # a tool question without its tool: refuse
-            name, _value, question, _ = _tool_question(rng)
-            tools = offered(rng, without=name) if rng.random() < 0.6 else ()
-            out.append(_chat(question, REFUSAL, tools))
+        if kind < 0.32:
+            out.append(_arithmetic(rng, arithmetic))
+        elif kind < 0.52:
+            out.append(_capital(rng, countries))
+        elif kind < 0.58:
+            out.append(_greeting_or_person(rng))
+        elif kind < 0.82:
+            out.append(_tool_call(rng))
+        elif kind < 0.91:
+            out.append(_after_tool_result(rng))
+        else:
+            out.append(_refusal(rng))
     return out
 
 

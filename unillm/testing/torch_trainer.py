@@ -104,9 +104,56 @@ def _margins(model: Any, rows: list[tuple[list[int], list[int]]], pad: int) -> l
     return out
 
 
+def _progress(step: int, steps: int, loss_avg: float, t0: float, detail: str = "") -> None:
+    print(
+        f"[unillm] training the tiny model: step {step}/{steps}, loss {loss_avg:.3f}, "
+        f"{detail}{time.perf_counter() - t0:.0f}s",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _train_step(model: Any, optim: Any, sched: Any, ids: Any, labels: Any) -> float:
+    """One optimizer step on a batch; returns its loss."""
+    import torch
+
+    logits = model(input_ids=ids).logits
+    loss = torch.nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100
+    )
+    optim.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optim.step()
+    sched.step()
+    return float(loss.detach())
+
+
+def _optimizer(model: Any, args: dict[str, Any]) -> tuple[Any, Any]:
+    """AdamW with a linear warmup then a cosine decay to a tenth of the rate over ``steps``."""
+    import torch
+
+    steps, lr, warmup = int(args["steps"]), float(args["lr"]), int(args["warmup"])
+    optim = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.01)
+
+    def schedule(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        done = min(step, steps) - warmup  # past ``steps`` (a contract not yet held): the final rate
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * done / max(1, steps - warmup)))
+
+    return optim, torch.optim.lr_scheduler.LambdaLR(optim, schedule)
+
+
+def _save(model: Any, folder: Path) -> None:
+    from safetensors.torch import save_file
+
+    state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+
+
 def main(folder: Path) -> None:
     import torch
-    from safetensors.torch import save_file
     from transformers import LlamaConfig, LlamaForCausalLM
 
     args = json.loads((folder / "train_args.json").read_text())
@@ -120,59 +167,30 @@ def main(folder: Path) -> None:
     train += contract * int(args.get("contract_repeat", 0))
     need = float(args.get("contract_margin", 0.0))
     pad = int(config.pad_token_id or 0)
-    steps, batch = int(args["steps"]), int(args["batch"])
-    lr, warmup = float(args["lr"]), int(args["warmup"])
-    optim = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.01)
-
-    def schedule(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        done = min(step, steps) - warmup  # past ``steps`` (a contract not yet held): the final rate
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * done / max(1, steps - warmup)))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(optim, schedule)
+    steps, batch, every = int(args["steps"]), int(args["batch"]), args["eval_every"]
+    optim, sched = _optimizer(model, args)
     t0 = time.perf_counter()
     queue: list[list[int]] = []
     exact, step, loss_avg, margins = 0.0, 0, 0.0, [0.0] * len(contract)
-    limit = steps + int(args.get("extra_steps", 0))
-    for step in range(1, limit + 1):
+    for step in range(1, steps + int(args.get("extra_steps", 0)) + 1):
         if not queue:
             queue = _batches(train, batch, rng)
-        ids, labels = _tensors(train, queue.pop(), pad)
-        logits = model(input_ids=ids).logits
-        loss = torch.nn.functional.cross_entropy(
-            logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100
-        )
-        optim.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optim.step()
-        sched.step()
-        value = float(loss.detach())
+        value = _train_step(model, optim, sched, *_tensors(train, queue.pop(), pad))
         loss_avg = 0.9 * loss_avg + 0.1 * value if step > 1 else value
-        if step % 50 == 0 and step % args["eval_every"]:
-            print(
-                f"[unillm] training the tiny model: step {step}/{steps}, loss {loss_avg:.3f}, "
-                f"{time.perf_counter() - t0:.0f}s",
-                file=sys.stderr,
-                flush=True,
-            )
-        if step % args["eval_every"] == 0 or step >= steps:
+        if step % 50 == 0 and step % every:
+            _progress(step, steps, loss_avg, t0)
+        if step % every == 0 or step >= steps:
             margins = _margins(model, contract, pad)
             held = all(m >= need for m in margins)
-            if step % args["eval_every"] == 0 or step == steps:
+            if step % every == 0 or step == steps:
                 exact = _exact(model, evaluation, pad)
-                print(
-                    f"[unillm] training the tiny model: step {step}/{steps}, loss {loss_avg:.3f}, "
-                    f"greedy-exact {exact:.1%}, contract {sum(m >= need for m in margins)}/{len(margins)}, "
-                    f"{time.perf_counter() - t0:.0f}s",
-                    file=sys.stderr,
-                    flush=True,
+                kept = sum(m >= need for m in margins)
+                _progress(
+                    step, steps, loss_avg, t0, f"greedy-exact {exact:.1%}, contract {kept}/{len(margins)}, "
                 )
             if held and (exact >= args["target_exact"] or step >= steps):
                 break
-    state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
-    save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    _save(model, folder)
     report = {
         "steps": step,
         "loss": round(loss_avg, 4),

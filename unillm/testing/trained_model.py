@@ -215,6 +215,28 @@ def _write_all(tmp: Path, python: Path, *, thinking: bool = False) -> None:
     dump_json(work / "train_args.json", TRAIN_ARGS)
     for name in ("config.json",):
         (work / name).write_bytes((model_dir / name).read_bytes())
+    report = _run_trainer(python, work, [text for text, _ in promised])
+    (model_dir / "model.safetensors").write_bytes((work / "model.safetensors").read_bytes())
+    manifest = {
+        "recipe_version": RECIPE_VERSION,
+        "vocab_size": VOCAB_SIZE,
+        "max_position": MAX_POSITION,
+        "loras": [],
+        "training": report,
+        "sha256": file_hashes(model_dir),
+    }
+    import shutil
+
+    shutil.rmtree(work)
+    dump_json(tmp / MANIFEST, manifest)
+
+
+def _run_trainer(python: Path, work: Path, promised: list[str]) -> Any:
+    """Run the torch trainer on ``work`` with ``python``; its report, or why it failed.
+
+    Raises:
+        RuntimeError: The trainer failed, or the contract rows (``promised``) do not hold.
+    """
     trainer = Path(__file__).with_name("torch_trainer.py")
     t0 = time.perf_counter()
     print(
@@ -229,7 +251,7 @@ def _write_all(tmp: Path, python: Path, *, thinking: bool = False) -> None:
     )
     if done.returncode == 3:
         report = json.loads((work / "train_report.json").read_text())
-        broken = [promised[i][0] for i in report["contract_broken"]]
+        broken = [promised[i] for i in report["contract_broken"]]
         raise RuntimeError(
             f"the trained tiny model does not give the answers the tests rely on ({len(broken)} of "
             f"{len(promised)} below a logit margin of {TRAIN_ARGS['contract_margin']} after "
@@ -237,25 +259,13 @@ def _write_all(tmp: Path, python: Path, *, thinking: bool = False) -> None:
         )
     if done.returncode != 0:
         raise RuntimeError(f"training the tiny model failed (exit {done.returncode}); see the log above")
-    (model_dir / "model.safetensors").write_bytes((work / "model.safetensors").read_bytes())
     report = json.loads((work / "train_report.json").read_text())
     print(
         f"[unillm] tiny model trained in {time.perf_counter() - t0:.0f}s: {report}",
         file=sys.stderr,
         flush=True,
     )
-    manifest = {
-        "recipe_version": RECIPE_VERSION,
-        "vocab_size": VOCAB_SIZE,
-        "max_position": MAX_POSITION,
-        "loras": [],
-        "training": report,
-        "sha256": file_hashes(model_dir),
-    }
-    import shutil
-
-    shutil.rmtree(work)
-    dump_json(tmp / MANIFEST, manifest)
+    return report
 
 
 def _tokenize(tokenizer: Any, text: str, spans: list[tuple[int, int]]) -> dict[str, list[int]]:

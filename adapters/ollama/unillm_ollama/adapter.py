@@ -52,6 +52,60 @@ def _since(v: Version | None, minimum: Version, why: str = "") -> Support:
     return since(v, minimum, "Ollama", why)
 
 
+_TOOL_CHOICE = Support(
+    level="emulated", why="Ollama has no tool choice: unillm sends the call's JSON schema as format"
+)
+
+#: The features whose support does not depend on Ollama's version (the others: ``capabilities``).
+_FIXED_FEATURES: dict[Feature, Support] = {
+    Feature.COMPLETION: Support(why="/api/generate with raw=true: the prompt is continued as is"),
+    Feature.CHAT: NATIVE,
+    Feature.STREAM: Support(why="newline-delimited JSON (application/x-ndjson)"),
+    Feature.REGEX: unsupported(NO_GRAMMAR, GRAMMAR_ALT),
+    Feature.CHOICE: unsupported(NO_GRAMMAR, "Use a JSON schema with an enum, or vLLM, SGLang, TGI"),
+    Feature.GRAMMAR: unsupported(NO_GRAMMAR, GRAMMAR_ALT),
+    Feature.GRAMMAR_LARK: unsupported(NO_GRAMMAR, GRAMMAR_ALT),
+    Feature.LORA: Support(
+        why="a LoRA is a model of its own in Ollama (ollama create with ADAPTER); lora= names it"
+    ),
+    Feature.LORA_RUNTIME: unsupported(
+        "Ollama cannot load LoRA adapters into a running model", launch.LORA_ALTERNATIVE
+    ),
+    Feature.N: unsupported(
+        "Ollama answers one choice per request", "Send n requests (e.g. with asyncio.gather)"
+    ),
+    Feature.TOP_K: NATIVE,
+    Feature.MIN_P: NATIVE,
+    Feature.REPETITION_PENALTY: Support(why="options.repeat_penalty"),
+    Feature.PRESENCE_PENALTY: NATIVE,
+    Feature.FREQUENCY_PENALTY: NATIVE,
+    Feature.SEED: NATIVE,
+    Feature.STOP: NATIVE,
+    Feature.SPEC_NGRAM: unsupported(NO_SPEC, SPEC_ALT),
+    Feature.SPEC_DRAFT: unsupported(NO_SPEC, SPEC_ALT),
+    Feature.SPEC_EAGLE: unsupported(NO_SPEC, SPEC_ALT),
+    Feature.SPEC_MTP: unsupported(NO_SPEC, SPEC_ALT),
+    Feature.TENSOR_PARALLEL: unsupported(ONE_MACHINE, "Leave parallel unset, or use vLLM or SGLang"),
+    Feature.PIPELINE_PARALLEL: unsupported(ONE_MACHINE, "Leave parallel unset, or use vLLM or SGLang"),
+    Feature.DATA_PARALLEL: unsupported(
+        "one Ollama serves one replica of a model", "Launch one Ollama per replica behind a router"
+    ),
+    Feature.EXPERT_PARALLEL: unsupported(ONE_MACHINE, "Use vLLM or SGLang"),
+    Feature.MULTI_NODE: unsupported(
+        "Ollama runs on one machine", "Use vLLM or SGLang for multi-node serving"
+    ),
+    Feature.PD_DISAGGREGATION: unsupported(
+        "Ollama has no prefill/decode disaggregation", "Use vLLM or SGLang with unillm.Disaggregation(...)"
+    ),
+    Feature.TOOL_CHOICE_REQUIRED: _TOOL_CHOICE,
+    Feature.TOOL_CHOICE_NAMED: _TOOL_CHOICE,
+    Feature.IMAGES: Support(why="chat messages to vision models; images inline (data URLs), not by URL"),
+    Feature.TOKENIZE: unsupported(
+        "Ollama has no tokenize endpoint", "Use the model's tokenizer (e.g. Hugging Face tokenizers) locally"
+    ),
+}
+
+
 class OllamaAdapter(Adapter):
     """Talk to or start Ollama: ``unillm.connect("ollama", "http://host:11434", model="llama3.2")``.
 
@@ -93,68 +147,12 @@ class OllamaAdapter(Adapter):
     def capabilities(self, version: str | None = None) -> Capabilities:
         v = parse_version(version)
         features: dict[Feature, Support] = {
-            Feature.COMPLETION: Support(why="/api/generate with raw=true: the prompt is continued as is"),
-            Feature.CHAT: NATIVE,
-            Feature.STREAM: Support(why="newline-delimited JSON (application/x-ndjson)"),
+            **_FIXED_FEATURES,
             Feature.JSON_SCHEMA: _since(v, (0, 5, 0), "format=<schema>"),
-            Feature.REGEX: unsupported(NO_GRAMMAR, GRAMMAR_ALT),
-            Feature.CHOICE: unsupported(NO_GRAMMAR, "Use a JSON schema with an enum, or vLLM, SGLang, TGI"),
-            Feature.GRAMMAR: unsupported(NO_GRAMMAR, GRAMMAR_ALT),
-            Feature.GRAMMAR_LARK: unsupported(NO_GRAMMAR, GRAMMAR_ALT),
-            Feature.LORA: Support(
-                why="a LoRA is a model of its own in Ollama (ollama create with ADAPTER); lora= names it"
-            ),
-            Feature.LORA_RUNTIME: unsupported(
-                "Ollama cannot load LoRA adapters into a running model", launch.LORA_ALTERNATIVE
-            ),
-            Feature.N: unsupported(
-                "Ollama answers one choice per request", "Send n requests (e.g. with asyncio.gather)"
-            ),
             Feature.LOGPROBS: _since(v, (0, 12, 11)),
-            Feature.TOP_K: NATIVE,
-            Feature.MIN_P: NATIVE,
-            Feature.REPETITION_PENALTY: Support(why="options.repeat_penalty"),
-            Feature.PRESENCE_PENALTY: NATIVE,
-            Feature.FREQUENCY_PENALTY: NATIVE,
-            Feature.SEED: NATIVE,
-            Feature.STOP: NATIVE,
-            Feature.SPEC_NGRAM: unsupported(NO_SPEC, SPEC_ALT),
-            Feature.SPEC_DRAFT: unsupported(NO_SPEC, SPEC_ALT),
-            Feature.SPEC_EAGLE: unsupported(NO_SPEC, SPEC_ALT),
-            Feature.SPEC_MTP: unsupported(NO_SPEC, SPEC_ALT),
-            Feature.TENSOR_PARALLEL: unsupported(ONE_MACHINE, "Leave parallel unset, or use vLLM or SGLang"),
-            Feature.PIPELINE_PARALLEL: unsupported(
-                ONE_MACHINE, "Leave parallel unset, or use vLLM or SGLang"
-            ),
-            Feature.DATA_PARALLEL: unsupported(
-                "one Ollama serves one replica of a model", "Launch one Ollama per replica behind a router"
-            ),
-            Feature.EXPERT_PARALLEL: unsupported(ONE_MACHINE, "Use vLLM or SGLang"),
-            Feature.MULTI_NODE: unsupported(
-                "Ollama runs on one machine", "Use vLLM or SGLang for multi-node serving"
-            ),
-            Feature.PD_DISAGGREGATION: unsupported(
-                "Ollama has no prefill/decode disaggregation",
-                "Use vLLM or SGLang with unillm.Disaggregation(...)",
-            ),
             Feature.TOOLS: _since(v, (0, 3, 0), "chat messages only (/api/chat)"),
             Feature.TOOL_CHOICE_AUTO: _since(v, (0, 3, 0)),
-            Feature.TOOL_CHOICE_REQUIRED: Support(
-                level="emulated",
-                why="Ollama has no tool choice: unillm sends the call's JSON schema as format",
-            ),
-            Feature.TOOL_CHOICE_NAMED: Support(
-                level="emulated",
-                why="Ollama has no tool choice: unillm sends the call's JSON schema as format",
-            ),
-            Feature.IMAGES: Support(
-                why="chat messages to vision models; images inline (data URLs), not by URL"
-            ),
             Feature.EMBEDDINGS: _since(v, (0, 3, 0), "/api/embed"),
-            Feature.TOKENIZE: unsupported(
-                "Ollama has no tokenize endpoint",
-                "Use the model's tokenizer (e.g. Hugging Face tokenizers) locally",
-            ),
         }
         if v is not None and v < (0, 5, 0):
             features[Feature.TOOL_CHOICE_REQUIRED] = features[Feature.TOOL_CHOICE_NAMED] = features[

@@ -20,6 +20,7 @@ from unillm.adapter import (
     LaunchCommand,
     LaunchSpec,
     Prerequisite,
+    RefusalRule,
     Refuse,
     StartStep,
     error_for_status,
@@ -84,6 +85,47 @@ def pull_progress(event: Any) -> str | None:
     return status or None
 
 
+#: Settings Ollama has no counterpart for, refused in this order (after a model path and parallel).
+_REFUSALS: tuple[RefusalRule, ...] = (
+    (
+        lambda spec: spec.dtype is not None,
+        "dtype",
+        "an Ollama model's weights are fixed by its tag",
+        "Pick a tag with the precision you want (e.g. ':fp16')",
+    ),
+    (
+        lambda spec: spec.quantization is not None,
+        "quantization",
+        "an Ollama model is quantized when it is built",
+        "Pick a quantized tag (e.g. 'llama3.2:1b-instruct-q4_K_M')",
+    ),
+    (
+        lambda spec: spec.memory_fraction is not None,
+        "memory_fraction",
+        "Ollama sizes its memory use per model (it has no share-of-memory setting)",
+        "Leave it unset (env={'OLLAMA_GPU_OVERHEAD': '<bytes>'} reserves memory per GPU)",
+    ),
+    (
+        lambda spec: spec.prefix_caching is False,
+        "prefix_caching=False",
+        "Ollama always reuses a slot's cached prompt prefix",
+        "Leave prefix_caching unset",
+    ),
+    (
+        lambda spec: spec.lora or spec.max_lora_rank is not None or spec.max_loras is not None,
+        "lora at launch",
+        "Ollama serves a LoRA as a model of its own, not as an adapter loaded at launch",
+        LORA_ALTERNATIVE,
+    ),
+    (
+        lambda spec: spec.runtime_lora,
+        Feature.LORA_RUNTIME.value,
+        "Ollama cannot load LoRA adapters into a running model",
+        LORA_ALTERNATIVE,
+    ),
+)
+
+
 def _refuse_unsupported(spec: LaunchSpec) -> None:
     no = Refuse(ENGINE)
     p = spec.parallel
@@ -105,42 +147,7 @@ def _refuse_unsupported(spec: LaunchSpec) -> None:
             "Leave parallel unset (env={'OLLAMA_SCHED_SPREAD': '1'} spreads a model over every GPU), "
             "or use vLLM or SGLang",
         )
-    if spec.dtype is not None:
-        raise no(
-            "dtype",
-            "an Ollama model's weights are fixed by its tag",
-            "Pick a tag with the precision you want (e.g. ':fp16')",
-        )
-    if spec.quantization is not None:
-        raise no(
-            "quantization",
-            "an Ollama model is quantized when it is built",
-            "Pick a quantized tag (e.g. 'llama3.2:1b-instruct-q4_K_M')",
-        )
-    if spec.memory_fraction is not None:
-        raise no(
-            "memory_fraction",
-            "Ollama sizes its memory use per model (it has no share-of-memory setting)",
-            "Leave it unset (env={'OLLAMA_GPU_OVERHEAD': '<bytes>'} reserves memory per GPU)",
-        )
-    if spec.prefix_caching is False:
-        raise no(
-            "prefix_caching=False",
-            "Ollama always reuses a slot's cached prompt prefix",
-            "Leave prefix_caching unset",
-        )
-    if spec.lora or spec.max_lora_rank is not None or spec.max_loras is not None:
-        raise no(
-            "lora at launch",
-            "Ollama serves a LoRA as a model of its own, not as an adapter loaded at launch",
-            LORA_ALTERNATIVE,
-        )
-    if spec.runtime_lora:
-        raise no(
-            Feature.LORA_RUNTIME.value,
-            "Ollama cannot load LoRA adapters into a running model",
-            LORA_ALTERNATIVE,
-        )
+    no.first_of(spec, _REFUSALS)
     if spec.speculative is not None:
         raise no(
             f"speculative {spec.speculative.method}",

@@ -139,25 +139,7 @@ def gen_args(params: SglSamplingParams, engine: str) -> GenArgs:
     gen_args(SglSamplingParams(max_new_tokens=8, regex=r"[0-9]+"), "vllm")
     # GenArgs(options={"max_tokens": 8, ...}, output=Regex("[0-9]+"))
     """
-
-    def refuse(feature: str, alternative: str = "") -> UnsupportedFeature:
-        return UnsupportedFeature(
-            engine,
-            f"sgl.gen({feature}) through unillm",
-            why=("unillm has no unified option for it, and dropping it would change the answer"),
-            alternative=alternative,
-        )
-
-    if params.min_new_tokens:
-        raise refuse("min_tokens=...", "Leave min_tokens unset")
-    if params.stop_token_ids:
-        raise refuse("stop_token_ids=...", "Use stop=[...] strings instead")
-    if params.ignore_eos:
-        raise refuse("ignore_eos=True")
-    if not _unset(params.logprob_start_len):
-        raise refuse(
-            "logprob_start_len=... (prompt logprobs)", "Ask for output logprobs only: return_logprob=True"
-        )
+    _refuse_unmapped(params, engine)
     options: Options = {"max_tokens": params.max_new_tokens}
     if params.temperature is not None:
         options["temperature"] = params.temperature
@@ -188,20 +170,55 @@ def gen_args(params: SglSamplingParams, engine: str) -> GenArgs:
         options["logprobs"] = True
         if not _unset(params.top_logprobs_num) and params.top_logprobs_num:
             options["top_logprobs"] = params.top_logprobs_num
-    output: JsonSchema | Regex | None = None
-    if params.json_schema is not None:
+    return GenArgs(options, _output(params.json_schema, regex))
+
+
+def _refuse_unmapped(params: SglSamplingParams, engine: str) -> None:
+    """Refuse the sampling params unillm has no unified option for.
+
+    Raises:
+        UnsupportedFeature: One is set (dropping it would change the answer).
+    """
+
+    def refuse(feature: str, alternative: str = "") -> UnsupportedFeature:
+        return UnsupportedFeature(
+            engine,
+            f"sgl.gen({feature}) through unillm",
+            why=("unillm has no unified option for it, and dropping it would change the answer"),
+            alternative=alternative,
+        )
+
+    if params.min_new_tokens:
+        raise refuse("min_tokens=...", "Leave min_tokens unset")
+    if params.stop_token_ids:
+        raise refuse("stop_token_ids=...", "Use stop=[...] strings instead")
+    if params.ignore_eos:
+        raise refuse("ignore_eos=True")
+    if not _unset(params.logprob_start_len):
+        raise refuse(
+            "logprob_start_len=... (prompt logprobs)", "Ask for output logprobs only: return_logprob=True"
+        )
+
+
+def _output(json_schema: str | None, regex: str | None) -> JsonSchema | Regex | None:
+    """The constraint: a JSON schema (given as a JSON string) or a regex, not both.
+
+    Raises:
+        InvalidOptions: Both are given, or the schema is no JSON object.
+    """
+    if json_schema is not None:
         if regex is not None:
             raise InvalidOptions("sgl.gen: pass regex= (or dtype=) or json_schema=, not both")
         try:
-            schema = json.loads(params.json_schema)
+            schema = json.loads(json_schema)
         except (TypeError, json.JSONDecodeError) as e:
             raise InvalidOptions(f"sgl.gen(json_schema=...) must be a JSON string: {e}") from None
         if not isinstance(schema, Mapping):
             raise InvalidOptions("sgl.gen(json_schema=...) must encode a JSON object")
-        output = JsonSchema(schema)
-    elif regex is not None:
-        output = Regex(regex)
-    return GenArgs(options, output)
+        return JsonSchema(schema)
+    if regex is not None:
+        return Regex(regex)
+    return None
 
 
 class UnillmBackend(BaseBackend):  # type: ignore[misc]

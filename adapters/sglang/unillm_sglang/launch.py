@@ -88,17 +88,7 @@ def launch_command(spec: LaunchSpec, engine: str = "sglang") -> LaunchCommand:
     flag.add("--port", spec.port)
     flag.add("--served-model-name", spec.served_name)
     flag.switch("--is-embedding", spec.task == "embed")
-    p = spec.parallel
-    flag.add("--tp-size", p.tensor if p.tensor > 1 else None)
-    flag.add("--pp-size", p.pipeline if p.pipeline > 1 else None)
-    flag.add("--dp-size", p.data if p.data > 1 else None)
-    if p.expert:  # SGLang splits experts over the tensor-parallel group: --ep-size = --tp-size
-        if p.tensor < 2:
-            raise InvalidOptions(
-                "SGLang's expert parallelism spans the tensor-parallel ranks: "
-                "use Parallel(tensor=N, expert=True) with N >= 2"
-            )
-        flag.add("--ep-size", p.tensor)
+    _parallel(spec, flag)
     flag.add("--dtype", spec.dtype)
     flag.add("--context-length", spec.max_model_len)
     flag.add("--max-running-requests", spec.max_num_seqs)
@@ -113,6 +103,30 @@ def launch_command(spec: LaunchSpec, engine: str = "sglang") -> LaunchCommand:
     flag.add("--reasoning-parser", spec.thinking_parser())
     _lora(spec, argv, flag)
     _speculative(spec, argv, flag, engine)
+    _nodes_and_roles(spec, argv, flag)
+    key = spec.key()
+    if key:  # one token: a generated key may start with "-", which argparse would take for a flag
+        argv.append(f"--api-key={key}")
+    argv += spec.extra_args
+    return LaunchCommand(argv=argv, env={}, health_path="/health", secrets=(key,) if key else ())
+
+
+def _parallel(spec: LaunchSpec, flag: Flags) -> None:
+    p = spec.parallel
+    flag.add("--tp-size", p.tensor if p.tensor > 1 else None)
+    flag.add("--pp-size", p.pipeline if p.pipeline > 1 else None)
+    flag.add("--dp-size", p.data if p.data > 1 else None)
+    if p.expert:  # SGLang splits experts over the tensor-parallel group: --ep-size = --tp-size
+        if p.tensor < 2:
+            raise InvalidOptions(
+                "SGLang's expert parallelism spans the tensor-parallel ranks: "
+                "use Parallel(tensor=N, expert=True) with N >= 2"
+            )
+        flag.add("--ep-size", p.tensor)
+
+
+def _nodes_and_roles(spec: LaunchSpec, argv: list[str], flag: Flags) -> None:
+    """Multi-node rank and address, and the prefill/decode role."""
     if spec.nodes is not None:  # every node runs the same command with its own rank
         host, port = spec.nodes.head_address()
         argv += [
@@ -127,11 +141,6 @@ def launch_command(spec: LaunchSpec, engine: str = "sglang") -> LaunchCommand:
         argv += ["--disaggregation-mode", spec.pd.role, "--disaggregation-transfer-backend", spec.pd.transfer]
         if spec.pd.role == "prefill":  # decode workers reach the prefill worker's bootstrap server
             flag.add("--disaggregation-bootstrap-port", spec.pd.port)
-    key = spec.key()
-    if key:  # one token: a generated key may start with "-", which argparse would take for a flag
-        argv.append(f"--api-key={key}")
-    argv += spec.extra_args
-    return LaunchCommand(argv=argv, env={}, health_path="/health", secrets=(key,) if key else ())
 
 
 def _lora(spec: LaunchSpec, argv: list[str], flag: Flags) -> None:

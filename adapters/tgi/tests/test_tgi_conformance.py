@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from types import MappingProxyType
 
-from unillm_tgi import TGIAdapter, TGIInfo
+from tgi_fakes import tgi_info
+from unillm_tgi import TGIAdapter
 
 from unillm.options import make_request
 from unillm.testing.conformance import ERROR_STATUSES, AdapterConformance
@@ -49,15 +50,8 @@ ANSWER = {
 
 class TestTGIConformance(AdapterConformance):
     adapter = TGIAdapter(runtime="launcher", cache_dir="/cache")
-    info = TGIInfo(
-        engine="tgi",
-        model="tiny",
-        version="3.3.6",
-        max_model_len=128,
-        model_id="tiny",
-        max_input_tokens=64,
-        max_best_of=2,
-        max_stop_sequences=4,
+    info = tgi_info(
+        version="3.3.6", max_model_len=128, max_input_tokens=64, max_best_of=2, max_stop_sequences=4
     )
     answer_body = ANSWER
     answer_text = " the sea"

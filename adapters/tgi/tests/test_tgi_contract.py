@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel
+from tgi_fakes import tgi_info
 from tgi_openapi import Contract
 from unillm_tgi import TGIAdapter, TGIInfo
 
@@ -23,17 +24,7 @@ from unillm.options import Choice, JsonSchema, Regex, Request, make_request
 from unillm.results import Usage
 
 ADAPTER = TGIAdapter(runtime="launcher", cache_dir="/cache")
-INFO = TGIInfo(
-    engine="tgi",
-    model="tiny",
-    version="3.3.6-dev0",
-    max_model_len=4096,
-    model_id="tiny",
-    max_input_tokens=4095,
-    max_best_of=4,
-    max_stop_sequences=4,
-    max_client_batch_size=4,
-)
+INFO = tgi_info(max_best_of=4, max_stop_sequences=4, max_client_batch_size=4)
 CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
 
 
@@ -309,48 +300,34 @@ CHAT_ANSWER = {
     ],
     "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15},
 }
+
+
+def _chat_chunk(choices: list[dict[str, Any]], usage: dict[str, int] | None = None) -> dict[str, Any]:
+    """One chunk of TGI's streamed chat answer, as its OpenAI-compatible route sends it."""
+    return {
+        "id": "",
+        "created": 1,
+        "model": "tiny",
+        "system_fingerprint": "x",
+        "object": "chat.completion.chunk",
+        "choices": choices,
+        "usage": usage,
+    }
+
+
+def _delta(content: str, finish: str | None) -> dict[str, Any]:
+    return {
+        "index": 0,
+        "delta": {"role": "assistant", "content": content},
+        "finish_reason": finish,
+        "logprobs": None,
+    }
+
+
 CHAT_CHUNKS = [
-    {
-        "id": "",
-        "created": 1,
-        "model": "tiny",
-        "system_fingerprint": "x",
-        "object": "chat.completion.chunk",
-        "choices": [
-            {
-                "index": 0,
-                "delta": {"role": "assistant", "content": "Hi"},
-                "finish_reason": None,
-                "logprobs": None,
-            }
-        ],
-        "usage": None,
-    },
-    {
-        "id": "",
-        "created": 1,
-        "model": "tiny",
-        "system_fingerprint": "x",
-        "object": "chat.completion.chunk",
-        "choices": [
-            {
-                "index": 0,
-                "delta": {"role": "assistant", "content": " END"},
-                "finish_reason": "stop_sequence",
-                "logprobs": None,
-            }
-        ],
-        "usage": None,
-    },
-    {
-        "id": "",
-        "created": 1,
-        "model": "tiny",
-        "system_fingerprint": "x",
-        "object": "chat.completion.chunk",
-        "choices": [],
-        "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11},
-    },
+    _chat_chunk([_delta("Hi", None)]),
+    _chat_chunk([_delta(" END", "stop_sequence")]),
+    _chat_chunk([], {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}),
 ]
 COMPLETION_ANSWER = {
     "id": "",

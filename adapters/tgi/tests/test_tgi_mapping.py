@@ -10,6 +10,7 @@ from typing import Any, Optional
 import jsonschema
 import pytest
 from pydantic import BaseModel
+from tgi_fakes import tgi_info
 from unillm_tgi import TGIAdapter, TGIInfo
 from unillm_tgi.constraints import inline_refs
 from unillm_tgi.responses import StopTrimmer, finish_reason
@@ -27,16 +28,7 @@ from unillm.errors import (
 from unillm.options import Choice, Grammar, JsonSchema, Regex, Request, make_request
 
 ADAPTER = TGIAdapter(runtime="launcher", cache_dir="/cache")
-INFO = TGIInfo(
-    engine="tgi",
-    model="tiny",
-    version="3.3.6-dev0",
-    max_model_len=128,
-    model_id="tiny",
-    max_input_tokens=64,
-    max_best_of=2,
-    max_stop_sequences=4,
-)
+INFO = tgi_info(max_model_len=128, max_input_tokens=64, max_best_of=2, max_stop_sequences=4)
 CHAT = [{"role": "user", "content": "Hi"}]
 
 

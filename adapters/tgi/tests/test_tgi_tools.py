@@ -9,8 +9,9 @@ from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel
+from tgi_fakes import tgi_info
 from tgi_openapi import Contract
-from unillm_tgi import TGIAdapter, TGIInfo
+from unillm_tgi import TGIAdapter
 
 from unillm.capabilities import check
 from unillm.content import Image
@@ -19,14 +20,7 @@ from unillm.options import make_request
 from unillm.tools import ToolCallAccumulator
 
 ADAPTER = TGIAdapter(runtime="launcher", cache_dir="/cache")
-INFO = TGIInfo(
-    engine="tgi",
-    model="tiny",
-    version="3.3.6-dev0",
-    max_model_len=4096,
-    model_id="tiny",
-    max_input_tokens=4095,
-)
+INFO = tgi_info()
 ASK = [{"role": "user", "content": "Weather in Rome?"}]
 PNG = bytes.fromhex("89504e470d0a1a0a") + b"\x00" * 8
 

@@ -437,12 +437,15 @@ class TGIServer:
             await writer.drain()
             return True
 
+        async def emit_error(fault: Fault) -> None:
+            await emit(_error(fault) if native else _openai_error(fault))
+            if not native:
+                await emit("[DONE]")
+
         try:
             if (fault is not None and fault.kind == "status") or g is None:
                 assert fault is not None
-                await emit(_error(fault) if native else _openai_error(fault))
-                if not native:
-                    await emit("[DONE]")
+                await emit_error(fault)
                 return await end()
             tokens = g.tokens
             for i, token in enumerate(tokens):
@@ -453,30 +456,30 @@ class TGIServer:
                     if fault.kind == "truncate":
                         return await end()
                     if fault.kind == "stream_error":
-                        await emit(_error(fault) if native else _openai_error(fault))
-                        if not native:
-                            await emit("[DONE]")
+                        await emit_error(fault)
                         return await end()
                 last = i == len(tokens) - 1
                 await emit(self._event(path, body, g, i, token, last))
                 if chat and last and (body.get("stream_options") or {}).get("include_usage"):
-                    await emit(
-                        {
-                            "id": "",
-                            "created": int(time.time()),
-                            "model": self.model_id,
-                            "system_fingerprint": f"{self.version}-native",
-                            "choices": [],
-                            "usage": _usage(g),
-                            "object": "chat.completion.chunk",
-                        }
-                    )
+                    await emit(self._usage_event(g))
             if not native:
                 await emit("[DONE]")
             return await end()
         except ConnectionError:
             self.disconnected.set()
             return False
+
+    def _usage_event(self, g: _Generation) -> dict[str, Any]:
+        """The chat stream's closing chunk: no choices, the token counts."""
+        return {
+            "id": "",
+            "created": int(time.time()),
+            "model": self.model_id,
+            "system_fingerprint": f"{self.version}-native",
+            "choices": [],
+            "usage": _usage(g),
+            "object": "chat.completion.chunk",
+        }
 
     def _event(
         self, path: str, body: dict[str, Any], g: _Generation, i: int, token: dict[str, Any], last: bool

@@ -59,6 +59,57 @@ def _since(v: Version | None, minimum: Version, why: str = "") -> Support:
     return since(v, minimum, "TGI", why)
 
 
+_NO_GRAMMAR = "TGI has no context-free grammars (only JSON schemas and regular expressions)"
+_GRAMMAR_ALT = "Use output=unillm.Regex(...) or a JSON schema, or an engine with grammars (vLLM, SGLang)"
+_CHAT_ONLY = "prompts only (/generate); refused with chat messages"
+_SPEC_ALT = "Use Speculative(method='ngram') or a Medusa model"
+
+#: The features whose support does not depend on TGI's version (the others: ``capabilities``).
+_FIXED_FEATURES: dict[Feature, Support] = {
+    Feature.COMPLETION: NATIVE,
+    Feature.STREAM: NATIVE,
+    Feature.GRAMMAR: unsupported(_NO_GRAMMAR, _GRAMMAR_ALT),
+    Feature.GRAMMAR_LARK: unsupported(_NO_GRAMMAR, _GRAMMAR_ALT),
+    Feature.LORA_RUNTIME: unsupported(
+        "TGI loads LoRA adapters only at launch (--lora-adapters)", "Launch it with lora={name: path}"
+    ),
+    Feature.N: Support(why="prompts only, not streamed, without seed: TGI's best_of (n <= --max-best-of)"),
+    Feature.LOGPROBS: NATIVE,
+    Feature.TOP_K: Support(why=_CHAT_ONLY),
+    Feature.MIN_P: unsupported("TGI has no min_p", "Use top_p or top_k"),
+    Feature.REPETITION_PENALTY: Support(why=_CHAT_ONLY),
+    Feature.PRESENCE_PENALTY: unsupported(
+        "TGI has no presence penalty (its chat API turns presence_penalty p into repetition_penalty p + 2)",
+        "Use frequency_penalty or repetition_penalty",
+    ),
+    Feature.SEED: NATIVE,
+    Feature.STOP: NATIVE,
+    Feature.SPEC_NGRAM: Support(why="--speculate N; Medusa heads of a model are used automatically"),
+    Feature.SPEC_DRAFT: unsupported("TGI has no draft-model speculation", _SPEC_ALT),
+    Feature.SPEC_EAGLE: unsupported("TGI has no EAGLE speculation", _SPEC_ALT),
+    Feature.SPEC_MTP: unsupported("TGI has no MTP speculation", _SPEC_ALT),
+    Feature.TENSOR_PARALLEL: Support(why="--num-shard"),
+    Feature.PIPELINE_PARALLEL: unsupported("TGI only shards tensors", "Use Parallel(tensor=N)"),
+    Feature.DATA_PARALLEL: unsupported(
+        "one TGI serves one replica", "Launch one TGI per replica behind a router"
+    ),
+    Feature.EXPERT_PARALLEL: unsupported("TGI has no expert parallelism", "Use Parallel(tensor=N)"),
+    Feature.MULTI_NODE: unsupported(
+        "TGI shards a model over the GPUs of one machine only", "Use vLLM or SGLang for multi-node serving"
+    ),
+    Feature.PD_DISAGGREGATION: unsupported(
+        "TGI has no prefill/decode disaggregation", "Use vLLM or SGLang with unillm.Disaggregation(...)"
+    ),
+    Feature.IMAGES: Support(why="chat messages to vision-language models only"),
+    Feature.EMBEDDINGS: unsupported(
+        "TGI serves generative models only; embeddings are a separate server, "
+        "Text Embeddings Inference (TEI)",
+        EMBED_ALTERNATIVE,
+    ),
+    Feature.TOKENIZE: Support(why="texts through /tokenize, messages through /chat_tokenize"),
+}
+
+
 class TGIAdapter(Adapter):
     """Talk to or start Hugging Face TGI: ``unillm.connect("tgi", "http://host:8080")``.
 
@@ -117,18 +168,11 @@ class TGIAdapter(Adapter):
     # -- capabilities ----------------------------------------------------------------------
     def capabilities(self, version: str | None = None) -> Capabilities:
         v = parse_version(version)
-        grammar = "TGI has no context-free grammars (only JSON schemas and regular expressions)"
-        alt = "Use output=unillm.Regex(...) or a JSON schema, or an engine with grammars (vLLM, SGLang)"
-        chat_only = "prompts only (/generate); refused with chat messages"
         features: dict[Feature, Support] = {
-            Feature.COMPLETION: NATIVE,
             Feature.CHAT: _since(v, (1, 4, 0)),
-            Feature.STREAM: NATIVE,
             Feature.JSON_SCHEMA: _since(v, (1, 4, 1), "local $ref inlined; recursive schemas refused"),
             Feature.REGEX: _since(v, (1, 4, 1)),
             Feature.CHOICE: _since(v, (1, 4, 1), "as an escaped regex alternation"),
-            Feature.GRAMMAR: unsupported(grammar, alt),
-            Feature.GRAMMAR_LARK: unsupported(grammar, alt),
             Feature.LORA: _since(
                 v,
                 (2, 1, 0),
@@ -136,48 +180,7 @@ class TGIAdapter(Adapter):
                 "adapter id with the base model, so unknown names "
                 "are refused when unillm launched it",
             ),
-            Feature.LORA_RUNTIME: unsupported(
-                "TGI loads LoRA adapters only at launch (--lora-adapters)", "Launch it with lora={name: path}"
-            ),
-            Feature.N: Support(
-                why="prompts only, not streamed, without seed: TGI's best_of (n <= --max-best-of)"
-            ),
-            Feature.LOGPROBS: NATIVE,
-            Feature.TOP_K: Support(why=chat_only),
-            Feature.MIN_P: unsupported("TGI has no min_p", "Use top_p or top_k"),
-            Feature.REPETITION_PENALTY: Support(why=chat_only),
-            Feature.PRESENCE_PENALTY: unsupported(
-                "TGI has no presence penalty (its chat API turns presence_penalty p into "
-                "repetition_penalty p + 2)",
-                "Use frequency_penalty or repetition_penalty",
-            ),
             Feature.FREQUENCY_PENALTY: _since(v, (1, 4, 0)),
-            Feature.SEED: NATIVE,
-            Feature.STOP: NATIVE,
-            Feature.SPEC_NGRAM: Support(why="--speculate N; Medusa heads of a model are used automatically"),
-            Feature.SPEC_DRAFT: unsupported(
-                "TGI has no draft-model speculation", "Use Speculative(method='ngram') or a Medusa model"
-            ),
-            Feature.SPEC_EAGLE: unsupported(
-                "TGI has no EAGLE speculation", "Use Speculative(method='ngram') or a Medusa model"
-            ),
-            Feature.SPEC_MTP: unsupported(
-                "TGI has no MTP speculation", "Use Speculative(method='ngram') or a Medusa model"
-            ),
-            Feature.TENSOR_PARALLEL: Support(why="--num-shard"),
-            Feature.PIPELINE_PARALLEL: unsupported("TGI only shards tensors", "Use Parallel(tensor=N)"),
-            Feature.DATA_PARALLEL: unsupported(
-                "one TGI serves one replica", "Launch one TGI per replica behind a router"
-            ),
-            Feature.EXPERT_PARALLEL: unsupported("TGI has no expert parallelism", "Use Parallel(tensor=N)"),
-            Feature.MULTI_NODE: unsupported(
-                "TGI shards a model over the GPUs of one machine only",
-                "Use vLLM or SGLang for multi-node serving",
-            ),
-            Feature.PD_DISAGGREGATION: unsupported(
-                "TGI has no prefill/decode disaggregation",
-                "Use vLLM or SGLang with unillm.Disaggregation(...)",
-            ),
             Feature.TOOLS: _since(
                 v, (2, 0, 0), "chat messages; TGI constrains calls with its grammar (local $ref inlined)"
             ),
@@ -186,15 +189,8 @@ class TGIAdapter(Adapter):
             ),
             Feature.TOOL_CHOICE_NAMED: _since(v, (2, 0, 0)),
             Feature.TOOL_CHOICE_REQUIRED: _since(v, (3, 0, 0)),
-            Feature.IMAGES: Support(why="chat messages to vision-language models only"),
-            Feature.EMBEDDINGS: unsupported(
-                "TGI serves generative models only; embeddings are a separate server, Text "
-                "Embeddings Inference (TEI)",
-                EMBED_ALTERNATIVE,
-            ),
-            Feature.TOKENIZE: Support(why="texts through /tokenize, messages through /chat_tokenize"),
         }
-        return Capabilities(engine=self.name, version=version, features=features)
+        return Capabilities(engine=self.name, version=version, features={**_FIXED_FEATURES, **features})
 
     # -- metrics ---------------------------------------------------------------------------
     def metric_names(self, version: str | None) -> MetricNames:

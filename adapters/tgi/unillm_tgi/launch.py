@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from unillm.adapter import Feature, LaunchCommand, LaunchSpec, Refuse, UnsupportedFeature
+from unillm.adapter import Feature, LaunchCommand, LaunchSpec, RefusalRule, Refuse, UnsupportedFeature
 
 ENGINE = "tgi"
 LAUNCHER = "text-generation-launcher"
@@ -197,48 +197,51 @@ def _lora_entry(name: str, path: str) -> str:
     return path
 
 
+#: Settings TGI has no counterpart for, refused in this order (before the ones that need values).
+_REFUSALS: tuple[RefusalRule, ...] = (
+    (
+        lambda spec: spec.task == "embed",
+        'task="embed"',
+        "TGI serves generative models only; embeddings are a separate "
+        "server, Text Embeddings Inference (TEI)",
+        EMBED_ALTERNATIVE,
+    ),
+    (
+        lambda spec: spec.parallel.pipeline > 1,
+        Feature.PIPELINE_PARALLEL.value,
+        "TGI only shards tensors (--num-shard)",
+        "Use parallel=Parallel(tensor=N)",
+    ),
+    (
+        lambda spec: spec.parallel.data > 1,
+        Feature.DATA_PARALLEL.value,
+        "one TGI serves one replica",
+        "Launch one TGI per replica (e.g. CUDA_VISIBLE_DEVICES per launch) behind a router",
+    ),
+    (
+        lambda spec: spec.parallel.expert,
+        Feature.EXPERT_PARALLEL.value,
+        "TGI has no expert-parallel mode",
+        "Use parallel=Parallel(tensor=N)",
+    ),
+    (
+        lambda spec: spec.runtime_lora,
+        Feature.LORA_RUNTIME.value,
+        "TGI loads LoRA adapters only at launch",
+        "Pass lora={name: path} instead",
+    ),
+    (
+        lambda spec: spec.max_lora_rank is not None or spec.max_loras is not None,
+        "max_lora_rank / max_loras",
+        "TGI has no such launch settings (it sizes adapters itself)",
+        "Leave them unset",
+    ),
+)
+
+
 def _refuse_unsupported(spec: LaunchSpec) -> None:
-    p = spec.parallel
     no = Refuse(ENGINE)
-
-    if spec.task == "embed":
-        raise no(
-            'task="embed"',
-            "TGI serves generative models only; embeddings are a separate "
-            "server, Text Embeddings Inference (TEI)",
-            EMBED_ALTERNATIVE,
-        )
-
-    if p.pipeline > 1:
-        raise no(
-            Feature.PIPELINE_PARALLEL.value,
-            "TGI only shards tensors (--num-shard)",
-            "Use parallel=Parallel(tensor=N)",
-        )
-    if p.data > 1:
-        raise no(
-            Feature.DATA_PARALLEL.value,
-            "one TGI serves one replica",
-            "Launch one TGI per replica (e.g. CUDA_VISIBLE_DEVICES per launch) behind a router",
-        )
-    if p.expert:
-        raise no(
-            Feature.EXPERT_PARALLEL.value,
-            "TGI has no expert-parallel mode",
-            "Use parallel=Parallel(tensor=N)",
-        )
-    if spec.runtime_lora:
-        raise no(
-            Feature.LORA_RUNTIME.value,
-            "TGI loads LoRA adapters only at launch",
-            "Pass lora={name: path} instead",
-        )
-    if spec.max_lora_rank is not None or spec.max_loras is not None:
-        raise no(
-            "max_lora_rank / max_loras",
-            "TGI has no such launch settings (it sizes adapters itself)",
-            "Leave them unset",
-        )
+    no.first_of(spec, _REFUSALS)
     s = spec.speculative
     if s is not None and s.method != "ngram":
         raise no(

@@ -133,24 +133,9 @@ def _vllm_refusal(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
                 bound, f"{at}/{bound}", f"xgrammar cannot combine {bound} with pattern or format"
             )
     if "object" in types and "propertyNames" in node:
-        names = node["propertyNames"]
-        if isinstance(names, Mapping) and _length_beside_pattern(names):
-            return SchemaProblem(
-                "propertyNames",
-                f"{at}/propertyNames",
-                "xgrammar cannot combine a length bound with pattern or format in propertyNames",
-            )
-        for other in ("patternProperties", "properties"):
-            if other in node:
-                return SchemaProblem(
-                    "propertyNames", f"{at}/propertyNames", f"xgrammar cannot combine it with {other}"
-                )
-        if node.get("unevaluatedProperties", True) is not True:
-            return SchemaProblem(
-                "propertyNames",
-                f"{at}/propertyNames",
-                "xgrammar cannot combine it with unevaluatedProperties",
-            )
+        problem = _property_names_refusal(node, at)
+        if problem:
+            return problem
     patterns = node.get("patternProperties")
     if "object" in types and isinstance(patterns, Mapping):
         if "properties" in node:
@@ -169,6 +154,29 @@ def _vllm_refusal(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
     if isinstance(branches, list) and len(branches) >= 2:
         return SchemaProblem(
             "allOf", f"{at}/allOf", "xgrammar does not intersect allOf branches (it would accept any JSON)"
+        )
+    return None
+
+
+def _property_names_refusal(node: Mapping[str, Any], at: str) -> SchemaProblem | None:
+    """vLLM's check of an object's ``propertyNames`` (part of :func:`_vllm_refusal`)."""
+    names = node["propertyNames"]
+    if isinstance(names, Mapping) and _length_beside_pattern(names):
+        return SchemaProblem(
+            "propertyNames",
+            f"{at}/propertyNames",
+            "xgrammar cannot combine a length bound with pattern or format in propertyNames",
+        )
+    for other in ("patternProperties", "properties"):
+        if other in node:
+            return SchemaProblem(
+                "propertyNames", f"{at}/propertyNames", f"xgrammar cannot combine it with {other}"
+            )
+    if node.get("unevaluatedProperties", True) is not True:
+        return SchemaProblem(
+            "propertyNames",
+            f"{at}/propertyNames",
+            "xgrammar cannot combine it with unevaluatedProperties",
         )
     return None
 
