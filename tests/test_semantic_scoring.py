@@ -208,10 +208,10 @@ async def test_a_threshold_that_rejects_most_of_its_own_examples_warns_once() ->
     vectors, routes = _clusters(5)
     strict = [routes[0].model_copy(update={"threshold": 0.99}), *routes[1:]]
     with pytest.warns(RuntimeWarning, match=r"'alpha#utterances' has threshold 0.99, which rejects 100%"):
-        await SemanticRouter(strict, embedder=Table(vectors, "first"), default="other").index()
+        await SemanticRouter(strict, embedder=Table(vectors, "first"), default="other", scoring=LEGACY).index()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        await SemanticRouter(strict, embedder=Table(vectors, "second"), default="other").index()
+        await SemanticRouter(strict, embedder=Table(vectors, "second"), default="other", scoring=LEGACY).index()
 
 
 async def test_fitted_thresholds_on_separate_routes_do_not_warn() -> None:

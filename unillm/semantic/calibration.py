@@ -68,13 +68,20 @@ async def calibrate(
     signals = router.routes.embedding_signals()
     unset = [s.name for s in signals if s.threshold is None]
     best: tuple[float, Scoring, float | None] | None = None
-    for blend in BLENDS:
-        for prior in PRIORS:
-            scoring = Scoring(blend=blend, prior=prior, center=router.scoring.center)
-            index = SignalIndex.build(signals, vectors, scoring, thresholds={})
-            accuracy, cut = _best_threshold(router, index, texts, labels, queries, unset)
-            if best is None or accuracy > best[0]:
-                best = (accuracy, scoring, cut)
+    center, reject = router.scoring.center, router.scoring.reject
+    grid = [Scoring(head="probe", center=center, reject=reject)] if router.scoring.head != "blend" else []
+    grid += [
+        Scoring(head="blend", blend=blend, prior=prior, center=center, reject=reject)
+        for blend in BLENDS
+        for prior in PRIORS
+    ]
+    for scoring in grid:
+        index = SignalIndex.build(signals, vectors, scoring, thresholds={})
+        if scoring.head == "probe" and index.probe is None:
+            continue
+        accuracy, cut = _best_threshold(router, index, texts, labels, queries, unset)
+        if best is None or accuracy > best[0]:
+            best = (accuracy, scoring, cut)
     assert best is not None
     after, scoring, cut = best
     if after <= before:  # keep what the router had: the grid found nothing better
