@@ -69,7 +69,8 @@ def _elongated(
     return vectors, [*routes, Route(name="other")], samples
 
 
-def _nearest(vectors: Mapping[str, Sequence[float]], routes: Sequence[Route], text: str) -> str:
+def _nearest(vectors: Mapping[str, Sequence[float]], routes: Sequence[Route], text: str | None) -> str:
+    assert text is not None
     q = np.asarray(vectors[text])
     best = max(
         (float(np.dot(q, v) / np.linalg.norm(q) / np.linalg.norm(v)), r.name)
@@ -125,8 +126,9 @@ async def test_asked_to_reject_the_cut_comes_from_cross_validated_answers() -> N
     held, _ = index.held_out()
     cut = set((await router.thresholds()).values())
     assert len(cut) == 1 and 0 < cut.pop() < 1
-    full = index.probe.probabilities(index.examples) if index.probe is not None else None
-    assert full is not None and not np.allclose(held, full)  # each row scored without itself
+    assert index.probe is not None and index.examples is not None
+    full = index.probe.probabilities(index.examples)
+    assert not np.allclose(held, full)  # each row scored without itself
 
 
 def test_folds_are_stratified_and_every_row_is_held_out_once() -> None:

@@ -119,11 +119,11 @@ class SignalIndex:
         probe, examples, labels = None, None, None
         if scoring.uses_probe([spans[i][2] - spans[i][1] for i in heads]):
             parts = [centred[spans[i][1] : spans[i][2]] for i in heads]
-            described = [c for c, i in enumerate(heads) if spans[i][0].description]
-            examples = np.concatenate([*parts, priors[[heads[c] for c in described]]])
+            titled = [c for c, i in enumerate(heads) if spans[i][0].description]
+            examples = np.concatenate([*parts, priors[[heads[c] for c in titled]]])
             labels = np.concatenate(
                 [np.full(len(p), c, dtype=np.int64) for c, p in enumerate(parts)]
-                + [np.asarray(described, dtype=np.int64)]
+                + [np.asarray(titled, dtype=np.int64)]
             )
             probe = fit_probe(examples, labels, len(heads))
         index = cls(

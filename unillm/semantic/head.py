@@ -106,7 +106,7 @@ def folds_of(labels: Labels, folds: int = FOLDS, seed: int = 0) -> Labels:
         members = rng.permutation(np.flatnonzero(labels == c))
         fold[members] = (np.arange(len(members)) + offset) % folds
         offset += len(members)
-    return fold
+    return fold  # type: ignore[no-any-return]
 
 
 def cross_validated(rows: Matrix, labels: Labels, classes: int, folds: int = FOLDS) -> Matrix:
@@ -134,4 +134,4 @@ def cross_validated(rows: Matrix, labels: Labels, classes: int, folds: int = FOL
         remap[present] = np.arange(len(present))
         probe = fit_probe(rows[~held], remap[labels[~held]], len(present))
         out[np.ix_(np.flatnonzero(held), present)] = probe.probabilities(rows[held])
-    return out
+    return out  # type: ignore[no-any-return]
