@@ -85,12 +85,31 @@ async def test_the_probe_routes_at_least_as_well_as_nearest_neighbour_on_separab
     head, nearest = 0, 0
     for seed in range(4):
         vectors, routes, samples = _elongated(seed)
-        router = SemanticRouter(routes, embedder=Table(vectors, f"elongated{seed}"), default="other")
+        router = SemanticRouter(
+            routes,
+            embedder=Table(vectors, f"elongated{seed}"),
+            default="other",
+            scoring=Scoring(head="probe"),
+        )
         assert (await router.index()).probe is not None
         for s in samples:
             head += (await router.route(s.text)).route == s.route
             nearest += _nearest(vectors, routes[:-1], s.text) == s.route
     assert head >= nearest and head / (4 * len(samples)) > 0.8
+
+
+async def test_by_default_the_head_that_routes_the_held_out_examples_better_is_used() -> None:
+    for seed in range(3):
+        vectors, routes, _ = _elongated(seed)
+        routes = routes[:-1]
+        probe = await SemanticRouter(
+            routes, embedder=Table(vectors, f"p{seed}"), scoring=Scoring(head="probe")
+        ).index()
+        blend = await SemanticRouter(
+            routes, embedder=Table(vectors, f"b{seed}"), scoring=Scoring(head="blend")
+        ).index()
+        auto = await SemanticRouter(routes, embedder=Table(vectors, f"a{seed}")).index()
+        assert (auto.probe is not None) == probe.probe_beats_blend(blend)
 
 
 def test_the_probe_fits_linearly_separable_points_exactly() -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -126,21 +126,11 @@ class SignalIndex:
                 + [np.asarray(titled, dtype=np.int64)]
             )
             probe = fit_probe(examples, labels, len(heads))
-        index = cls(
-            matrix,
-            tuple(spans),
-            scoring,
-            center,
-            centred,
-            centroids,
-            priors,
-            weights,
-            {},
-            probe,
-            heads,
-            examples,
-            labels,
-        )
+        index = cls(matrix, tuple(spans), scoring, center, centred, centroids, priors, weights, {})
+        if probe is not None:
+            with_probe = replace(index, probe=probe, heads=heads, examples=examples, labels=labels)
+            if scoring.head == "probe" or with_probe.probe_beats_blend(index):
+                index = with_probe
         index.thresholds.update(index.fit_thresholds() if thresholds is None else thresholds)
         return index
 
@@ -169,6 +159,22 @@ class SignalIndex:
         if self.probe is not None:
             out[list(self.heads)] = self.probe.probabilities(qc[None, :])[0]
         return out  # type: ignore[no-any-return]
+
+    def probe_beats_blend(self, blend: SignalIndex) -> bool:
+        """True when the probe's cross-validated accuracy on the utterances beats the blend rule's
+        leave-one-out accuracy on them (each example scored against every route without itself).
+
+        Args:
+            blend: The same index without the probe.
+        """
+        np = numpy_module()
+        own, rivals = blend.leave_one_out()
+        names = [self.spans[i][0].name for i in self.heads]
+        blend_right = np.concatenate([own[n] > rivals[n] for n in names if n in own and n in rivals])
+        held, labels = self.held_out()
+        utterances = sum(self.spans[i][2] - self.spans[i][1] for i in self.heads)
+        probe_right = held[:utterances].argmax(axis=1) == labels[:utterances]
+        return bool(probe_right.mean() > blend_right.mean())
 
     def held_out(self) -> tuple[Matrix, Labels]:
         """The probe's cross-validated probabilities of its examples, and their labels.

@@ -38,8 +38,9 @@ class Scoring(BaseModel):
 
     Attributes:
         head: "probe": a linear probe learned from the examples scores each route by its
-            probability; "blend": the similarity rule below; "auto" (the default): the probe
-            when every route has at least 2 utterances (and there are 2 routes), else the blend.
+            probability; "blend": the similarity rule below; "auto" (the default): whichever of
+            the two routes the utterances better, each held out (the probe needs 2 routes of at
+            least 2 utterances each).
         reject: Fit an out-of-scope cut from the examples alone (cross-validated) for routes
             declared without a threshold; False (the default): no cut, every prompt goes to its
             best route, until ``router.calibrate`` sees out-of-scope samples or a route sets one.
