@@ -112,8 +112,6 @@ async def _learn(
 
     None when the probe cannot be used (too few examples) or does no better than ``before``.
     """
-    from unillm.semantic.router import embed_cached
-
     np = numpy_module()
     taught: dict[str, list[str]] = {}
     for text, label in zip(texts, labels, strict=True):
@@ -127,7 +125,7 @@ async def _learn(
     )
     new = router.routes.model_copy(update={"routes": routes})
     signals = new.embedding_signals()
-    vectors = await embed_cached(router.embedder, index_texts(signals))
+    vectors = await router.embed_texts(index_texts(signals))
     scoring = Scoring(head="probe", center=router.scoring.center, reject=router.scoring.reject)
     index = SignalIndex.build(signals, vectors, scoring, thresholds={})
     if index.probe is None:

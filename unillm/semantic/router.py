@@ -149,6 +149,14 @@ class SemanticRouter:
                         warn_about_strict_thresholds(self._index, calibrated=set(self._pinned or ()))
         return self._index
 
+    async def embed_texts(self, texts: Sequence[str]) -> list[list[float]]:
+        """The texts' vectors by this router's embedder (cached: each text is embedded once).
+
+        Args:
+            texts: The texts to embed.
+        """
+        return await embed_cached(self.embedder, texts)
+
     async def thresholds(self) -> dict[str, float]:
         """Every embedding signal's threshold in use (given, or fitted from the examples)."""
         index = await self.index()
