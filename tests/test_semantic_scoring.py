@@ -23,6 +23,7 @@ from unillm.semantic.scoring import best_accuracy_cut, best_cut, fitted_threshol
 
 pytestmark = pytest.mark.anyio
 DIM = 16
+LEGACY = Scoring(head="blend", reject=True)  # the similarity rule with leave-one-out thresholds
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +59,7 @@ def _clusters(seed: int, spread: float = 0.35) -> tuple[dict[str, list[float]], 
         vectors[f"{name} probe"] = list(centre + 0.2 * rng.normal(size=DIM))
         routes.append(Route(name=name, utterances=utterances))
     vectors["nowhere"] = list(rng.normal(size=DIM) - sum(centres.values()))
+    vectors["other"] = list(rng.normal(size=DIM))  # the default route's name, once it has examples
     return vectors, [*routes, Route(name="other")]
 
 
@@ -110,10 +112,14 @@ def test_the_blend_follows_all_examples_where_nearest_neighbour_follows_one() ->
     }
     routes = [Route(name="a", utterances=["a1", "a2"]), Route(name="b", utterances=["b1", "b2"])]
     nearest = _index(
-        routes, vectors | {"a": [0, 0, 0], "b": [0, 0, 0]}, Scoring(blend=1, prior=0, center=False)
+        routes,
+        vectors | {"a": [0, 0, 0], "b": [0, 0, 0]},
+        Scoring(head="blend", blend=1, prior=0, center=False),
     )
     blended = _index(
-        routes, vectors | {"a": [0, 0, 0], "b": [0, 0, 0]}, Scoring(blend=0.5, prior=0, center=False)
+        routes,
+        vectors | {"a": [0, 0, 0], "b": [0, 0, 0]},
+        Scoring(head="blend", blend=0.5, prior=0, center=False),
     )
     best = nearest.scores(vectors["q"])
     assert best["b#utterances"] > best["a#utterances"]
@@ -162,7 +168,7 @@ def test_leave_one_out_scores_an_example_without_itself() -> None:
 
 def test_a_route_without_threshold_gets_one_between_its_examples_and_the_others() -> None:
     vectors, routes = _clusters(1)
-    index = _index(routes, vectors)
+    index = _index(routes, vectors, LEGACY)
     own, rivals = index.leave_one_out()
     cut = index.thresholds["alpha#utterances"]
     assert set(index.thresholds.values()) == {cut}  # one cut shared by the unset routes
@@ -180,7 +186,7 @@ def test_an_explicit_threshold_is_kept_and_not_fitted() -> None:
 
 async def test_fitted_thresholds_route_in_scope_probes_and_send_the_rest_to_the_default() -> None:
     vectors, routes = _clusters(3)
-    router = SemanticRouter(routes, embedder=Table(vectors), default="other")
+    router = SemanticRouter(routes, embedder=Table(vectors), default="other", scoring=LEGACY)
     for name in ("alpha", "beta", "gamma"):
         assert (await router.route(f"{name} probe")).route == name
     decision = await router.route("nowhere")
@@ -207,10 +213,14 @@ async def test_a_threshold_that_rejects_most_of_its_own_examples_warns_once() ->
     vectors, routes = _clusters(5)
     strict = [routes[0].model_copy(update={"threshold": 0.99}), *routes[1:]]
     with pytest.warns(RuntimeWarning, match=r"'alpha#utterances' has threshold 0.99, which rejects 100%"):
-        await SemanticRouter(strict, embedder=Table(vectors, "first"), default="other").index()
+        await SemanticRouter(
+            strict, embedder=Table(vectors, "first"), default="other", scoring=LEGACY
+        ).index()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        await SemanticRouter(strict, embedder=Table(vectors, "second"), default="other").index()
+        await SemanticRouter(
+            strict, embedder=Table(vectors, "second"), default="other", scoring=LEGACY
+        ).index()
 
 
 async def test_fitted_thresholds_on_separate_routes_do_not_warn() -> None:
@@ -238,7 +248,7 @@ def _labelled(vectors: dict[str, list[float]], seed: int) -> list[Sample]:
 async def test_calibrate_reports_before_and_after_and_never_gets_worse() -> None:
     vectors, routes = _clusters(7)
     samples = _labelled(vectors, 7)
-    router = SemanticRouter(routes, embedder=Table(vectors), default="other")
+    router = SemanticRouter(routes, embedder=Table(vectors), default="other", scoring=LEGACY)
     report = await router.calibrate(samples)
     assert isinstance(report, Calibration) and report.samples == len(samples)
     assert report.after >= report.before
@@ -295,7 +305,7 @@ async def test_a_fitted_threshold_that_rejects_most_examples_says_to_add_example
     vectors |= {"a": [0.0, 0.0, 0.0], "b": [0.0, 0.0, 0.0]}
     routes = [Route(name="a", utterances=["a1", "a2"]), Route(name="b", utterances=["b1", "b2"])]
     with pytest.warns(RuntimeWarning, match="'a#utterances'.*add examples"):
-        await SemanticRouter(routes, embedder=Table(vectors, "spread")).index()
+        await SemanticRouter(routes, embedder=Table(vectors, "spread"), scoring=LEGACY).index()
 
 
 async def test_thresholds_chosen_by_calibration_do_not_warn() -> None:

@@ -59,9 +59,17 @@ async def test_the_fitted_thresholds_reject_few_examples_where_a_constant_0_4_wa
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         await _router(embedder).index()  # examples/routes.toml sets no threshold: all fitted
-    constant = [r.model_copy(update={"threshold": 0.4}) for r in ROUTES]
-    with pytest.warns(RuntimeWarning, match="which rejects"):
+    constant = [r.model_copy(update={"threshold": 0.99}) for r in ROUTES]
+    with pytest.warns(RuntimeWarning, match="rejects? .*of (its|their) own examples"):
         await _router(embedder, routes=constant).index()
+
+
+async def test_the_defaults_route_at_least_as_well_as_nearest_neighbour_over_the_same_vectors(
+    embedder: EngineEmbedder,
+) -> None:
+    report = await evaluate(_router(embedder), SAMPLES)
+    assert report.nearest_neighbour is not None and report.accuracy >= report.nearest_neighbour
+    assert "nearest-neighbour over the same vectors" in report.markdown()
 
 
 async def test_calibration_on_half_the_labelled_prompts_holds_on_the_other_half(

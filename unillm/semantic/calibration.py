@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from unillm.errors import InvalidOptions
-from unillm.semantic.decide import SignalIndex, decide
+from unillm.semantic.decide import SignalIndex, decide, index_texts
 from unillm.semantic.scoring import Scoring, best_accuracy_cut
 from unillm.semantic.vectors import numpy_module
 
@@ -68,13 +68,19 @@ async def calibrate(
     signals = router.routes.embedding_signals()
     unset = [s.name for s in signals if s.threshold is None]
     best: tuple[float, Scoring, float | None] | None = None
-    for blend in BLENDS:
-        for prior in PRIORS:
-            scoring = Scoring(blend=blend, prior=prior, center=router.scoring.center)
-            index = SignalIndex.build(signals, vectors, scoring, thresholds={})
-            accuracy, cut = _best_threshold(router, index, texts, labels, queries, unset)
-            if best is None or accuracy > best[0]:
-                best = (accuracy, scoring, cut)
+    center, reject = router.scoring.center, router.scoring.reject
+    learned = await _learn(router, texts, labels, queries, before) if router.scoring.head != "blend" else None
+    if learned is not None:
+        return learned
+    for scoring in (
+        Scoring(head="blend", blend=blend, prior=prior, center=center, reject=reject)
+        for blend in BLENDS
+        for prior in PRIORS
+    ):
+        index = SignalIndex.build(signals, vectors, scoring, thresholds={})
+        accuracy, cut = _best_threshold(router, index, texts, labels, queries, unset)
+        if best is None or accuracy > best[0]:
+            best = (accuracy, scoring, cut)
     assert best is not None
     after, scoring, cut = best
     if after <= before:  # keep what the router had: the grid found nothing better
@@ -95,6 +101,66 @@ async def calibrate(
         threshold=cut,
         thresholds=await router.thresholds(),
     )
+
+
+async def _learn(
+    router: Any, texts: list[str], labels: list[str | None], queries: list[list[float]], before: float
+) -> Calibration | None:
+    """The probe taught by the samples too: each becomes an example of its route (out-of-scope
+    ones of the default route, a class of its own), and the shared cut is the one with the most
+    right answers on the cross-validated examples (and on out-of-scope samples without a route).
+
+    None when the probe cannot be used (too few examples) or does no better than ``before``.
+    """
+    np = numpy_module()
+    taught: dict[str, list[str]] = {}
+    for text, label in zip(texts, labels, strict=True):
+        if label is not None:
+            taught.setdefault(label, []).append(text)
+    routes = tuple(
+        r.model_copy(update={"utterances": tuple(dict.fromkeys([*r.utterances, *taught[r.name]]))})
+        if r.name in taught and r.when is None
+        else r
+        for r in router.routes.routes
+    )
+    new = router.routes.model_copy(update={"routes": routes})
+    signals = new.embedding_signals()
+    vectors = await router.embed_texts(index_texts(signals))
+    scoring = Scoring(head="probe", center=router.scoring.center, reject=router.scoring.reject)
+    index = SignalIndex.build(signals, vectors, scoring, thresholds={})
+    if index.probe is None:
+        return None
+    held, classes = index.held_out()
+    names = [index.spans[i][0].name for i in index.heads]
+    default = f"{new.default}#utterances" if new.default is not None else None
+    refused_right = np.asarray([names[c] == default for c in classes])
+    top, kept = held.max(axis=1), held.argmax(axis=1) == classes
+    nowhere = [q for q, label in zip(queries, labels, strict=True) if label is None]
+    if nowhere:
+        outside = index.probe.probabilities(_centred(index, nowhere)).max(axis=1)
+        top = np.concatenate([top, outside])
+        kept = np.concatenate([kept, np.zeros(len(outside), dtype=bool)])
+        refused_right = np.concatenate([refused_right, np.ones(len(outside), dtype=bool)])
+    cut, after = best_accuracy_cut(top, kept, refused_right)
+    if after <= before:
+        return None
+    unset = [s.name for s in signals if s.threshold is None]
+    router.routes = new
+    router.rescore(scoring, dict.fromkeys(unset, round(cut, 4)))
+    return Calibration(
+        samples=len(texts),
+        before=before,
+        after=after,
+        scoring=scoring,
+        threshold=round(cut, 4) if unset else None,
+        thresholds=await router.thresholds(),
+    )
+
+
+def _centred(index: SignalIndex, rows: list[list[float]]) -> Any:
+    from unillm.semantic.vectors import unit_rows
+
+    return unit_rows(unit_rows(rows) - index.center)
 
 
 def _accuracy(

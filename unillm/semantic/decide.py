@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import TYPE_CHECKING
 
 from unillm.results import RouteDecision
+from unillm.semantic.head import Probe, cross_validated, fit_probe
 from unillm.semantic.routes import DEFAULT_THRESHOLD, EmbeddingSignal, KeywordSignal, RouteSet
-from unillm.semantic.scoring import Scoring, fitted_threshold
+from unillm.semantic.scoring import NO_REJECTION, Scoring, best_cut, fitted_threshold
 from unillm.semantic.vectors import numpy_module, unit_rows
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     Matrix = npt.NDArray[np.float32]
+    Labels = npt.NDArray[np.int64]
 
 
 def index_texts(signals: Sequence[EmbeddingSignal]) -> list[str]:
@@ -42,7 +44,9 @@ class SignalIndex:
     ``matrix`` holds the candidates as they are (``max``/``mean`` signals compare with them),
     ``centred`` the same rows after subtracting ``center`` (``blend`` signals compare with
     those, with their ``centroids`` and ``priors``). ``thresholds`` are the fitted ones (for
-    signals declared without a threshold).
+    signals declared without a threshold). ``probe`` (when the scoring uses it) replaces the
+    blend signals' scores by its probabilities; it learns from ``examples`` (the blend signals'
+    centred candidates and descriptions) labelled ``labels`` (the blend signal's position in ``heads``).
     """
 
     matrix: Matrix
@@ -54,6 +58,10 @@ class SignalIndex:
     priors: Matrix  # one row per signal: the description's centred unit vector (zero if none)
     weights: Matrix  # per signal: blend weight, prior weight, kind (0 max, 1 mean, 2 blend), candidates
     thresholds: dict[str, float]
+    probe: Probe | None = None
+    heads: tuple[int, ...] = ()  # the positions in spans of the blend signals (the probe's classes)
+    examples: Matrix | None = None
+    labels: Labels | None = None
 
     @property
     def dimension(self) -> int:
@@ -107,7 +115,22 @@ class SignalIndex:
             if s.description:
                 priors[i] = _centre(next(described)[None, :], center)[0]
                 weights[i, 1] = scoring.prior_weight(b - a)
+        heads = tuple(i for i, (s, _, _) in enumerate(spans) if s.aggregation == "blend")
+        probe, examples, labels = None, None, None
+        if scoring.uses_probe([spans[i][2] - spans[i][1] for i in heads]):
+            parts = [centred[spans[i][1] : spans[i][2]] for i in heads]
+            titled = [c for c, i in enumerate(heads) if spans[i][0].description]
+            examples = np.concatenate([*parts, priors[[heads[c] for c in titled]]])
+            labels = np.concatenate(
+                [np.full(len(p), c, dtype=np.int64) for c, p in enumerate(parts)]
+                + [np.asarray(titled, dtype=np.int64)]
+            )
+            probe = fit_probe(examples, labels, len(heads))
         index = cls(matrix, tuple(spans), scoring, center, centred, centroids, priors, weights, {})
+        if probe is not None:
+            with_probe = replace(index, probe=probe, heads=heads, examples=examples, labels=labels)
+            if scoring.head == "probe" or with_probe.probe_beats_blend(index):
+                index = with_probe
         index.thresholds.update(index.fit_thresholds() if thresholds is None else thresholds)
         return index
 
@@ -132,7 +155,36 @@ class SignalIndex:
         kind = self.weights[:, 2]  # 0: max, 1: mean, 2: blend
         best = np.maximum.reduceat(raw, starts)
         mean = np.add.reduceat(raw, starts) / self.weights[:, 3]
-        return np.where(kind == 2, blend, np.where(kind == 1, mean, best))  # type: ignore[no-any-return]
+        out = np.where(kind == 2, blend, np.where(kind == 1, mean, best))
+        if self.probe is not None:
+            out[list(self.heads)] = self.probe.probabilities(qc[None, :])[0]
+        return out  # type: ignore[no-any-return]
+
+    def probe_beats_blend(self, blend: SignalIndex) -> bool:
+        """True when the probe's cross-validated accuracy on the utterances beats the blend rule's
+        leave-one-out accuracy on them (each example scored against every route without itself).
+
+        Args:
+            blend: The same index without the probe.
+        """
+        np = numpy_module()
+        own, rivals = blend.leave_one_out()
+        names = [self.spans[i][0].name for i in self.heads]
+        blend_right = np.concatenate([own[n] > rivals[n] for n in names if n in own and n in rivals])
+        held, labels = self.held_out()
+        utterances = sum(self.spans[i][2] - self.spans[i][1] for i in self.heads)
+        probe_right = held[:utterances].argmax(axis=1) == labels[:utterances]
+        return bool(probe_right.mean() > blend_right.mean())
+
+    def held_out(self) -> tuple[Matrix, Labels]:
+        """The probe's cross-validated probabilities of its examples, and their labels.
+
+        Raises:
+            ValueError: The index has no probe.
+        """
+        if self.probe is None or self.examples is None or self.labels is None:
+            raise ValueError("this index scores without a probe")
+        return cross_validated(self.examples, self.labels, len(self.heads)), self.labels
 
     def leave_one_out(self) -> tuple[dict[str, Matrix], dict[str, Matrix]]:
         """Per signal: its candidates' scores without themselves, and the best other blend signal's.
@@ -172,15 +224,40 @@ class SignalIndex:
         ) / (1 + float(prior))
 
     def fit_thresholds(self) -> dict[str, float]:
-        """The threshold of every signal declared without one: a cut shared by all of them."""
+        """The threshold of every signal declared without one: a cut shared by all of them.
+
+        Routes' utterance signals get none (``NO_REJECTION``) unless the scoring asks to reject;
+        then the probe's cut separates its right from its wrong cross-validated answers, the
+        blend's separates leave-one-out own scores from the other routes'.
+        """
         unset = [s.name for s, _, _ in self.spans if s.threshold is None]
         if not unset:
             return {}
+        if not self.scoring.reject:
+            out = {
+                s.name: NO_REJECTION for s, _, _ in self.spans if s.name in unset and s.aggregation == "blend"
+            }
+            unset = [n for n in unset if n not in out]
+            if not unset:
+                return out
+        else:
+            out = {}
+        if self.probe is not None and self.scoring.reject:
+            np = numpy_module()
+            held, labels = self.held_out()
+            top, right = held.max(axis=1), held.argmax(axis=1) == labels
+            cut = best_cut(top[right], top[~right]) if (~right).any() else float(np.quantile(top, 0.1))
+            out |= {
+                self.spans[i][0].name: round(cut, 4) for i in self.heads if self.spans[i][0].name in unset
+            }
+            unset = [n for n in unset if n not in out]
+            if not unset:
+                return out
         own, rivals = self.leave_one_out()
         cut = fitted_threshold(
             [own[n] for n in unset if n in own], [rivals[n] for n in unset if n in rivals], DEFAULT_THRESHOLD
         )
-        return dict.fromkeys(unset, cut)
+        return out | dict.fromkeys(unset, cut)
 
     def threshold(self, signal: EmbeddingSignal) -> float:
         """The signal's threshold: its own, else the fitted one."""

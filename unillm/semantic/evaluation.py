@@ -62,6 +62,23 @@ class EvalReport(BaseModel):
     decision_ms_median: float
     decision_ms_p90: float
     misses: list[Miss]
+    nearest_neighbour: float | None = None  # accuracy of the nearest example's route, same vectors
+    cross_validated: float | None = None  # the head's accuracy on its examples, each held out
+
+    def baselines(self) -> str:
+        """One line: nearest-neighbour over the same vectors and the head's cross-validated estimate."""
+        parts = []
+        if self.nearest_neighbour is not None:
+            gap = self.accuracy - self.nearest_neighbour
+            parts.append(
+                f"nearest-neighbour over the same vectors {self.nearest_neighbour:.1%} "
+                f"({gap:+.1%} for the router)"
+            )
+        if self.cross_validated is not None:
+            parts.append(
+                f"the head's cross-validated accuracy on the routes' examples {self.cross_validated:.1%}"
+            )
+        return "; ".join(parts)
 
     def markdown(self) -> str:
         """The report as a markdown table (rows: expected route; columns: decided route)."""
@@ -72,6 +89,7 @@ class EvalReport(BaseModel):
         lines = [
             f"accuracy **{self.accuracy:.1%}** ({self.correct}/{self.total}); decision time "
             f"median {self.decision_ms_median:.1f} ms, p90 {self.decision_ms_p90:.1f} ms",
+            *([self.baselines()] if self.baselines() else []),
             "",
             "| expected \\ routed | " + " | ".join(names) + " | recall | suggested threshold |",
             "|---" * (len(names) + 3) + "|",
@@ -211,7 +229,44 @@ async def evaluate(router: Any, samples: Sequence[Sample]) -> EvalReport:
     if unknown:
         raise InvalidOptions(f"labels {unknown} are not routes of this router ({sorted(known)})")
     decisions = [await router.route(s.text, messages=s.messages) for s in samples]
-    return report(samples, decisions, [r.name for r in router.routes.routes])
+    out = report(samples, decisions, [r.name for r in router.routes.routes])
+    nearest, held = await baselines(router, samples)
+    return out.model_copy(update={"nearest_neighbour": nearest, "cross_validated": held})
+
+
+async def baselines(router: Any, samples: Sequence[Sample]) -> tuple[float | None, float | None]:
+    """Nearest-neighbour's accuracy on the samples (over the router's vectors) and the head's CV estimate.
+
+    Nearest-neighbour sends each sample to the route of its most similar utterance, never to the
+    default; the estimate is the probe's accuracy on the routes' examples, each scored by a probe
+    fitted without it (None without a probe).
+
+    Args:
+        router: The SemanticRouter evaluated.
+        samples: The labelled samples.
+
+    Returns:
+        (nearest-neighbour accuracy or None without utterances, cross-validated accuracy or None).
+    """
+    from unillm.semantic.router import embed_cached, routing_text
+    from unillm.semantic.vectors import unit_rows
+
+    index = await router.index()
+    owners = [r.name for r in router.routes.routes for _ in r.utterances]
+    nearest = None
+    if owners:
+        texts = [routing_text(s.text, s.messages, router.text) for s in samples]
+        queries = unit_rows(await embed_cached(router.embedder, texts))
+        examples = unit_rows(
+            await embed_cached(router.embedder, [u for r in router.routes.routes for u in r.utterances])
+        )
+        best = (queries @ examples.T).argmax(axis=1)
+        nearest = sum(owners[b] == s.route for b, s in zip(best, samples, strict=True)) / len(samples)
+    held = None
+    if index.probe is not None:
+        probabilities, labels = index.held_out()
+        held = float((probabilities.argmax(axis=1) == labels).mean())
+    return nearest, held
 
 
 def _text(sample: Sample) -> str:

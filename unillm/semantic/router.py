@@ -36,7 +36,8 @@ from unillm.results import Completion, Delta, RouteDecision
 from unillm.semantic.decide import SignalIndex, decide, index_texts
 from unillm.semantic.embedders import Embedder, EmbeddingError
 from unillm.semantic.routes import Route, RouteSet
-from unillm.semantic.scoring import REJECTED_SHARE_WARNING, Scoring
+from unillm.semantic.scoring import NO_REJECTION, REJECTED_SHARE_WARNING, Scoring
+from unillm.semantic.vectors import numpy_module
 
 RoutingText = Literal["last_user", "user", "all"]
 _VECTORS: dict[tuple[str, str], list[float]] = {}  # route examples, per embedder key and text
@@ -142,8 +143,19 @@ class SemanticRouter:
                     signals = self.routes.embedding_signals()
                     vectors = await embed_cached(self.embedder, index_texts(signals))
                     self._index = _build_index(signals, vectors, self.scoring, self._pinned)
-                    warn_about_strict_thresholds(self._index, calibrated=set(self._pinned or ()))
+                    if self._index.probe is not None:
+                        warn_about_costly_rejection(self._index, calibrated=set(self._pinned or ()))
+                    else:
+                        warn_about_strict_thresholds(self._index, calibrated=set(self._pinned or ()))
         return self._index
+
+    async def embed_texts(self, texts: Sequence[str]) -> list[list[float]]:
+        """The texts' vectors by this router's embedder (cached: each text is embedded once).
+
+        Args:
+            texts: The texts to embed.
+        """
+        return await embed_cached(self.embedder, texts)
 
     async def thresholds(self) -> dict[str, float]:
         """Every embedding signal's threshold in use (given, or fitted from the examples)."""
@@ -439,6 +451,38 @@ def warn_about_strict_thresholds(index: SignalIndex, calibrated: set[str] | None
                 RuntimeWarning,
                 stacklevel=3,
             )
+
+
+def warn_about_costly_rejection(index: SignalIndex, calibrated: set[str] | None = None) -> None:
+    """Warn (once per setting) when the probe's out-of-scope cut costs more than it can gain.
+
+    On the examples, cross-validated, count the in-scope ones the thresholds reject (each should
+    have gone to its route); the examples hold no out-of-scope prompt for the cut to win back
+    (calibration, which sees some, chooses its own cut and is not checked).
+
+    Args:
+        index: An index with a probe.
+        calibrated: Signals whose threshold calibration chose on labelled prompts (not checked).
+    """
+    np = numpy_module()
+    names = [index.spans[i][0].name for i in index.heads]
+    cuts = np.asarray([index.threshold(index.spans[i][0]) for i in index.heads])
+    key = ("probe:" + ",".join(names), float(cuts.max(initial=-1.0)))
+    if (cuts <= NO_REJECTION).all() or key in _WARNED or set(names) <= (calibrated or set()):
+        return
+    held, labels = index.held_out()
+    rejected = int((held[np.arange(len(labels)), labels] < cuts[labels]).sum())
+    if rejected == 0:
+        return
+    _WARNED.add(key)
+    warnings.warn(
+        f"unillm semantic router: the routes' thresholds reject {rejected} of {len(labels)} of their own "
+        "examples (each scored by a head that did not learn from it) and no out-of-scope example shows "
+        "what they would catch: unset the thresholds (no rejection), or run router.calibrate(samples) "
+        "with out-of-scope samples (labelled with the default route) to fit a cut that pays",
+        RuntimeWarning,
+        stacklevel=3,
+    )
 
 
 def _build_index(

@@ -17,7 +17,7 @@ All numpy, computed once per router; a decision is a few matrix-vector products.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,14 +27,23 @@ if TYPE_CHECKING:
 
     Vector = npt.NDArray[np.float32]
 
+PROBE_MIN_EXAMPLES = 2  # the probe needs this many utterances on every route (else the blend)
+NO_REJECTION = -1.0  # the fitted threshold of a route when nothing asks for out-of-scope rejection
 AUTO_PRIOR_CAP = 0.5  # the description's weight with up to 5 examples, then 2.5 / examples
 REJECTED_SHARE_WARNING = 0.5  # warn when a threshold rejects more of a route's own examples
 
 
 class Scoring(BaseModel):
-    """The weights of a route's score; ``router.calibrate`` fits them, config files keep them.
+    """How routes' examples score a prompt; ``router.calibrate`` fits it, config files keep it.
 
     Attributes:
+        head: "probe": a linear probe learned from the examples scores each route by its
+            probability; "blend": the similarity rule below; "auto" (the default): whichever of
+            the two routes the utterances better, each held out (the probe needs 2 routes of at
+            least 2 utterances each).
+        reject: Fit an out-of-scope cut from the examples alone (cross-validated) for routes
+            declared without a threshold; False (the default): no cut, every prompt goes to its
+            best route, until ``router.calibrate`` sees out-of-scope samples or a route sets one.
         blend: Weight of the best example against the centroid of all the route's examples (1: best only).
         prior: Weight of the route's description; None: 0.5 up to 5 examples, then 2.5 / examples.
         center: Subtract the mean of all routes' examples before comparing (needs two routes).
@@ -42,9 +51,21 @@ class Scoring(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    head: Literal["auto", "probe", "blend"] = "auto"
+    reject: bool = False
     blend: float = Field(0.5, ge=0, le=1)
     prior: float | None = Field(None, ge=0, le=1)
     center: bool = True
+
+    def uses_probe(self, examples: Sequence[int]) -> bool:
+        """True when the probe scores routes with that many utterances each.
+
+        Args:
+            examples: Each utterance route's number of utterances.
+        """
+        if self.head == "blend" or len(examples) < 2:
+            return False
+        return self.head == "probe" or min(examples) >= PROBE_MIN_EXAMPLES
 
     def prior_weight(self, examples: int) -> float:
         """The description's weight for a route with that many utterances.

@@ -1,0 +1,216 @@
+"""The learned head of semantic routing on fixed vectors, without an engine: the linear probe
+against nearest-neighbour, no rejection unless asked, the cross-validated cut, calibration that
+learns the samples, the warning about a costly cut, and ``route eval``'s baselines.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pytest
+
+from unillm.semantic import Route, RouteSet, Scoring, SemanticRouter, evaluate
+from unillm.semantic.decide import SignalIndex, decide, index_texts
+from unillm.semantic.evaluation import Sample
+from unillm.semantic.head import cross_validated, fit_probe, folds_of
+from unillm.semantic.scoring import NO_REJECTION
+
+pytestmark = pytest.mark.anyio
+DIM = 24
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class Table:
+    """An embedder answering from a fixed text -> vector table."""
+
+    def __init__(self, vectors: Mapping[str, Sequence[float]], key: str) -> None:
+        self.vectors, self.key = vectors, key
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [list(self.vectors[t]) for t in texts]
+
+    async def aclose(self) -> None:
+        pass
+
+
+def _elongated(
+    seed: int, shots: int = 5, probes: int = 40
+) -> tuple[dict[str, list[float]], list[Route], list[Sample]]:
+    """Four routes whose examples spread far along a direction they share (topic noise) and
+    differ along their own: separable by a linear head, misleading for the single nearest example."""
+    rng = np.random.default_rng(seed)
+    shared = rng.normal(size=(3, DIM))  # noise directions every route varies along
+    vectors: dict[str, list[float]] = {}
+    routes, samples = [], []
+    for name in ("alpha", "beta", "gamma", "delta"):
+        centre = rng.normal(size=DIM)
+
+        def draw(centre: np.ndarray = centre) -> list[float]:
+            return list(centre + 1.5 * rng.normal(size=3) @ shared + 0.3 * rng.normal(size=DIM))
+
+        utterances = [f"{name} {i}" for i in range(shots)]
+        for u in utterances:
+            vectors[u] = draw()
+        vectors[name] = list(centre)
+        for i in range(probes):
+            vectors[f"{name} probe {i}"] = draw()
+            samples.append(Sample(text=f"{name} probe {i}", route=name))
+        routes.append(Route(name=name, utterances=utterances))
+    for i in range(probes):
+        vectors[f"nowhere {i}"] = list(4 * rng.normal(size=DIM))
+    vectors["other"] = list(rng.normal(size=DIM))
+    return vectors, [*routes, Route(name="other")], samples
+
+
+def _nearest(vectors: Mapping[str, Sequence[float]], routes: Sequence[Route], text: str | None) -> str:
+    assert text is not None
+    q = np.asarray(vectors[text])
+    best = max(
+        (float(np.dot(q, v) / np.linalg.norm(q) / np.linalg.norm(v)), r.name)
+        for r in routes
+        for v in (np.asarray(vectors[u]) for u in r.utterances)
+    )
+    return best[1]
+
+
+# -- the probe -----------------------------------------------------------------------------
+async def test_the_probe_routes_at_least_as_well_as_nearest_neighbour_on_separable_data() -> None:
+    head, nearest = 0, 0
+    for seed in range(4):
+        vectors, routes, samples = _elongated(seed)
+        router = SemanticRouter(
+            routes,
+            embedder=Table(vectors, f"elongated{seed}"),
+            default="other",
+            scoring=Scoring(head="probe"),
+        )
+        assert (await router.index()).probe is not None
+        for s in samples:
+            head += (await router.route(s.text)).route == s.route
+            nearest += _nearest(vectors, routes[:-1], s.text) == s.route
+    assert head >= nearest and head / (4 * len(samples)) > 0.8
+
+
+async def test_by_default_the_head_that_routes_the_held_out_examples_better_is_used() -> None:
+    for seed in range(3):
+        vectors, routes, _ = _elongated(seed)
+        routes = routes[:-1]
+        probe = await SemanticRouter(
+            routes, embedder=Table(vectors, f"p{seed}"), scoring=Scoring(head="probe")
+        ).index()
+        blend = await SemanticRouter(
+            routes, embedder=Table(vectors, f"b{seed}"), scoring=Scoring(head="blend")
+        ).index()
+        auto = await SemanticRouter(routes, embedder=Table(vectors, f"a{seed}")).index()
+        assert (auto.probe is not None) == probe.probe_beats_blend(blend)
+
+
+def test_the_probe_fits_linearly_separable_points_exactly() -> None:
+    rows = np.asarray([[1, 0.1], [1, -0.1], [-1, 0.1], [-1, -0.1]], dtype=np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    probe = fit_probe(rows, np.asarray([0, 0, 1, 1]), 2)
+    assert (probe.probabilities(rows).argmax(axis=1) == [0, 0, 1, 1]).all()
+
+
+def test_with_one_example_a_route_is_scored_by_the_blend_rule_not_the_probe() -> None:
+    vectors = {"a1": [1.0, 0.0], "b1": [0.0, 1.0], "a": [1.0, 0.1], "b": [0.1, 1.0]}
+    routes = RouteSet(routes=(Route(name="a", utterances=["a1"]), Route(name="b", utterances=["b1"])))
+    signals = routes.embedding_signals()
+    index = SignalIndex.build(signals, [vectors[t] for t in index_texts(signals)])
+    assert index.probe is None and Scoring().uses_probe([2, 2]) and not Scoring().uses_probe([1, 5])
+
+
+# -- rejection -----------------------------------------------------------------------------
+async def test_without_out_of_scope_examples_or_thresholds_nothing_is_rejected() -> None:
+    vectors, routes, _ = _elongated(10)
+    router = SemanticRouter(routes, embedder=Table(vectors, "norejection"), default="other")
+    assert set((await router.thresholds()).values()) == {NO_REJECTION}
+    decisions = [await router.route(f"nowhere {i}") for i in range(20)]
+    assert all(d.reason == "matched" and d.route != "other" for d in decisions)
+
+
+async def test_asked_to_reject_the_cut_comes_from_cross_validated_answers() -> None:
+    vectors, routes, _ = _elongated(11)
+    router = SemanticRouter(
+        routes, embedder=Table(vectors, "reject"), default="other", scoring=Scoring(reject=True)
+    )
+    index = await router.index()
+    held, _ = index.held_out()
+    cut = set((await router.thresholds()).values())
+    assert len(cut) == 1 and 0 < cut.pop() < 1
+    assert index.probe is not None and index.examples is not None
+    full = index.probe.probabilities(index.examples)
+    assert not np.allclose(held, full)  # each row scored without itself
+
+
+def test_folds_are_stratified_and_every_row_is_held_out_once() -> None:
+    labels = np.asarray([0] * 5 + [1] * 5 + [2] * 3)
+    fold = folds_of(labels, 5)
+    for c in range(3):
+        assert len(set(fold[labels == c])) == (labels == c).sum()  # a class's rows in distinct folds
+    rows = np.eye(13, dtype=np.float32)
+    held = cross_validated(rows, labels, 3)
+    assert held.shape == (13, 3) and np.allclose(held.sum(axis=1), 1.0)
+
+
+# -- calibration ---------------------------------------------------------------------------
+async def test_calibration_learns_the_samples_and_out_of_scope_ones_as_the_default_route() -> None:
+    vectors, routes, samples = _elongated(12)
+    nowhere = [Sample(text=f"nowhere {i}", route="other") for i in range(40)]
+    fit, held = samples[::2] + nowhere[::2], samples[1::2] + nowhere[1::2]
+    router = SemanticRouter(routes, embedder=Table(vectors, "learn"), default="other")
+    report = await router.calibrate(fit)
+    assert report.after > report.before and report.scoring.head == "probe"
+    fitted = {r.name: r for r in await router.fitted_routes()}
+    assert "nowhere 0" in fitted["other"].utterances and "alpha probe 0" in fitted["alpha"].utterances
+    right = [(await router.route(s.text)).route == s.route for s in held]
+    assert sum(right) / len(held) > 0.8
+    outside = [(await router.route(s.text)).route for s in nowhere[1::2]]
+    assert outside.count("other") >= 5  # none before calibration: nothing was rejected
+
+
+# -- the warning ---------------------------------------------------------------------------
+async def test_a_cut_that_rejects_own_examples_without_out_of_scope_ones_warns_once() -> None:
+    vectors, routes, _ = _elongated(13)
+    strict = [r.model_copy(update={"threshold": 0.99}) if r.utterances else r for r in routes]
+    with pytest.warns(RuntimeWarning, match="reject .* of their own examples"):
+        await SemanticRouter(strict, embedder=Table(vectors, "strict1"), default="other").index()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        await SemanticRouter(strict, embedder=Table(vectors, "strict2"), default="other").index()
+        await SemanticRouter(routes, embedder=Table(vectors, "loose"), default="other").index()
+
+
+# -- evaluation and speed ------------------------------------------------------------------
+async def test_eval_reports_nearest_neighbour_and_the_heads_cross_validated_estimate() -> None:
+    vectors, routes, samples = _elongated(14)
+    router = SemanticRouter(routes, embedder=Table(vectors, "eval"), default="other")
+    report = await evaluate(router, samples)
+    nearest = sum(_nearest(vectors, routes[:-1], s.text) == s.route for s in samples) / len(samples)
+    assert report.nearest_neighbour == pytest.approx(nearest)
+    assert report.cross_validated is not None and 0 < report.cross_validated <= 1
+    assert "nearest-neighbour over the same vectors" in report.markdown()
+    assert "cross-validated" in report.markdown()
+
+
+async def test_a_decision_takes_well_under_a_millisecond_without_the_embedding() -> None:
+    rng = np.random.default_rng(0)
+    vectors = {f"r{i} {j}": list(rng.normal(size=384)) for i in range(10) for j in range(20)}
+    vectors |= {f"r{i}": list(rng.normal(size=384)) for i in range(10)}
+    routes = [Route(name=f"r{i}", utterances=[f"r{i} {j}" for j in range(20)]) for i in range(10)]
+    router = SemanticRouter(routes, embedder=Table(vectors, "speed"))
+    index = await router.index()
+    query = list(rng.normal(size=384))
+    times = []
+    for _ in range(300):
+        started = time.perf_counter()
+        decide(router.routes, "q", index.scores(query), thresholds=index.thresholds)
+        times.append(time.perf_counter() - started)
+    assert float(np.median(times)) < 1e-3
