@@ -28,7 +28,7 @@ import anyio
 from pydantic import BaseModel
 
 from unillm.errors import InvalidOptions
-from unillm.results import Delta, Timings, ToolCall, Usage
+from unillm.results import Delta, Timings, ToolCall, Usage, assistant_message
 from unillm.tools import Tool, to_tools
 
 __all__ = ["ToolResult", "ToolRun", "Turn", "run_tools", "stream_tools"]
@@ -153,20 +153,13 @@ def _by_kind(fn: Callable[..., Any], parsed: Mapping[str, Any]) -> tuple[list[An
     return args, kwargs
 
 
-def _assistant(text: str, calls: list[ToolCall]) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": text or None}
-    if calls:
-        message["tool_calls"] = [c.to_openai() for c in calls]
-    return message
-
-
 async def _results(calls: list[ToolCall], functions: Mapping[str, Callable[..., Any]]) -> list[ToolResult]:
     return list(await asyncio.gather(*(execute(c, functions) for c in calls)))
 
 
 def _record(transcript: list[dict[str, Any]], turns: list[Turn], turn: Turn) -> bool:
     """Append a turn's answer and results to the transcript; True when it was the final answer."""
-    transcript.append(_assistant(turn.text, turn.tool_calls))
+    transcript.append(assistant_message(turn.text, turn.tool_calls, turn.reasoning))
     transcript += [res.message() for res in turn.results]
     turns.append(turn)
     return not turn.tool_calls

@@ -91,6 +91,9 @@ class MLXAdapter(RuntimeLoraEndpoints, TokenizeEndpoint, OpenAICompatAdapter):
     display_name = "MLX"
     engine_module = "mlx_lm"
     thinking_options = ("thinking",)  # chat_template_kwargs / request fields
+    #: in process and mlx_lm.server hand a message's keys to the chat template as they are; Qwen3's
+    #: and DeepSeek's templates read this one
+    reasoning_message_field = "reasoning_content"
     constrains_after_thinking = False  # in process, unillm's constraint binds from the first token
     extra_sampling_fields = EXTRA_SAMPLING
 
