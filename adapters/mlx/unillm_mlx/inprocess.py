@@ -612,10 +612,12 @@ class _Engine:
             )
         grammar = None
         if job.structured is not None:
+            from unillm_mlx.after_thought import after_thought, thinks
             from unillm_mlx.grammar import ConstraintError, compile_constraint
 
             try:
                 grammar = compile_constraint(job.structured, self._grammar_tokenizer(model, tokenizer))
+                grammar = after_thought(grammar) if thinks(job.body) else grammar  # room to think first
             except ConstraintError as e:
                 raise _RequestError(400, str(e)) from None
         return model, tokenizer, prompt, grammar
