@@ -8,7 +8,9 @@ until the model answers or ``max_turns`` is reached.
     run = await llm.run_tools(messages, tools=[add], max_turns=4)
     run.text, run.stopped, run.turns[0].results[0].content, run.messages
 
-Async tools are awaited, sync ones run in a worker thread; a tool that raises (or is called with
+Each turn's thought stays in the transcript (the assistant message's ``reasoning``) and goes back
+to the engine as ``replay_reasoning=`` (one of ``options``) says. Async tools are awaited, sync
+ones run in a worker thread; a tool that raises (or is called with
 arguments that do not validate) is reported to the model as a tool error, and the loop goes on.
 Cancelling the task that runs the loop stops it (a sync tool's thread is abandoned, not killed).
 """
