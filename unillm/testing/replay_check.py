@@ -102,6 +102,7 @@ async def drive(
     mode: str,
     max_tokens: int = 60,
     questions: Sequence[str] = QUESTIONS,
+    **options: Any,
 ) -> list[ReplayTurn]:
     """Drive ``turns`` assistant turns (greedy), each sent with the whole transcript so far.
 
@@ -115,6 +116,7 @@ async def drive(
         mode: ``replay_reasoning=`` for every turn ("field", "inline" or "drop").
         max_tokens: The most tokens per answer.
         questions: The user turns, in turn (cycled).
+        **options: More per-call options for every turn (``tool_choice``, ``thinking``, ...).
 
     Returns:
         One :class:`ReplayTurn` per turn.
@@ -127,7 +129,12 @@ async def drive(
         rendered = (await llm.tokenize(messages=transcript, tools=tools, replay_reasoning=mode)).ids
         dropped = (await llm.tokenize(messages=transcript, tools=tools, replay_reasoning="drop")).ids
         r = await llm.generate(
-            messages=transcript, tools=tools, replay_reasoning=mode, max_tokens=max_tokens, temperature=0
+            messages=transcript,
+            tools=tools,
+            replay_reasoning=mode,
+            max_tokens=max_tokens,
+            temperature=0,
+            **options,
         )
         thoughts = sum(1 for m in transcript if m.get("reasoning")) if mode != "drop" else 0
         out.append(
