@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import unillm
-from unillm.testing.replay_check import drive, reasoning_template_copy
+from unillm.testing.replay_check import drive, reasoning_template_copy, replay_launch_settings
 from unillm.testing.tiny_corpus import CAPITALS
 from unillm.testing.tiny_model import default_cache_dir
 from unillm.testing.tool_corpus import compare, corpus
@@ -139,19 +139,7 @@ async def on_mlx(workdir: Path, count: int) -> dict[str, Any]:
 
 async def on_vllm(workdir: Path, count: int) -> dict[str, Any]:
     """Parts 1-2 on vLLM-CPU with the qwen3 reasoning parser and the hermes tool parser."""
-    from unillm.testing.engines import cpu_launch_settings
-
-    tiny = build_trained_model(thinking=True)
-    model = reasoning_template_copy(tiny.path, workdir / "vllm-model")
-    settings = cpu_launch_settings(
-        "vllm",
-        tiny,
-        workdir / "vllm",
-        model=str(model),
-        served_name="tiny-thinking",
-        tool_parser="hermes",
-        reasoning_parser="qwen3",
-    )
+    settings = replay_launch_settings("vllm", workdir, served_name="tiny-thinking")
     async with unillm.launch("vllm", **settings, log_path=workdir / "vllm.log", progress=None) as llm:
         return {"replay": await replay(llm), "constrained": await constrained(llm, count)}
 

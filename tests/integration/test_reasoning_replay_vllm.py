@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 
 import unillm
-from unillm.testing.engines import RunningEngine, cpu_launch_settings
-from unillm.testing.replay_check import drive, reasoning_template_copy
-from unillm.testing.trained_model import build_trained_model
+from unillm.testing.engines import RunningEngine
+from unillm.testing.replay_check import drive, replay_launch_settings
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 
@@ -23,17 +22,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 @pytest.fixture(scope="module")
 def replay_server(workdir: Path) -> Iterator[RunningEngine]:
     """vLLM with the thinking model whose template renders an assistant's ``reasoning_content``."""
-    tiny = build_trained_model(thinking=True)
-    model = reasoning_template_copy(tiny.path, workdir / "thinking-replay")
-    settings = cpu_launch_settings(
-        "vllm",
-        tiny,
-        workdir / "replay",
-        model=str(model),
-        served_name="tiny-thinking",
-        tool_parser="hermes",
-        reasoning_parser="qwen3",
-    )
+    settings = replay_launch_settings("vllm", workdir, served_name="tiny-thinking")
     launch = unillm.launch("vllm", **settings, log_path=workdir / "vllm-replay.log")
     with launch.blocking():
         yield RunningEngine(launch)

@@ -23,7 +23,7 @@ from typing import Any
 from unillm.client.tool_loop import execute
 from unillm.tools import to_tools
 
-__all__ = ["QUESTIONS", "ReplayTurn", "drive", "reasoning_template_copy"]
+__all__ = ["QUESTIONS", "ReplayTurn", "drive", "reasoning_template_copy", "replay_launch_settings"]
 
 #: The user turns of a driven transcript, in turn (weather questions call a tool).
 QUESTIONS = (
@@ -88,6 +88,27 @@ def reasoning_template_copy(model: Path, dest: Path) -> Path:
     config["chat_template"] = template
     config_path.write_text(json.dumps(config, indent=2))
     return dest
+
+
+def replay_launch_settings(engine: str, workdir: Path, **overrides: Any) -> dict[str, Any]:
+    """Launch settings for the thinking tiny model, its template taught to render
+    ``reasoning_content`` (:func:`reasoning_template_copy`), on ``engine``'s CPU recipe; vLLM and
+    SGLang get the qwen3 reasoning parser and the hermes tool parser.
+
+    Args:
+        engine: The engine to launch.
+        workdir: Where the model copy and the engine's private dirs go.
+        **overrides: More launch settings (they win).
+    """
+    from unillm.testing.engines import cpu_launch_settings
+    from unillm.testing.trained_model import build_trained_model
+
+    tiny = build_trained_model(thinking=True)
+    model = reasoning_template_copy(tiny.path, workdir / f"{engine}-replay-model")
+    parsers = {"tool_parser": "hermes", "reasoning_parser": "qwen3"} if engine in ("vllm", "sglang") else {}
+    return cpu_launch_settings(
+        engine, tiny, workdir / f"{engine}-replay", model=str(model), **{**parsers, **overrides}
+    )
 
 
 def _functions(tools: Sequence[Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
