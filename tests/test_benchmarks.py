@@ -84,3 +84,8 @@ def test_structured_coverage_benchmark_classifies_every_schema_of_a_checkout(tmp
     assert result["schemas"] == 2 * len(SUBSETS)
     assert result["totals"] == {"tgi": {"unillm": {"valid": len(SUBSETS), "refused": len(SUBSETS)}}}
     assert "| tgi | unillm |" in (out / "summary.md").read_text()
+
+
+def test_agents_benchmark_reports_the_tool_corpus_without_engines() -> None:
+    result = last_json_line("agents.py", "--quick", "--no-mlx")
+    assert result["tool_parse_identical"] == 1.0 and result["replay_tokens_lost"] is None

@@ -196,6 +196,8 @@ ADAPTER_SDK = {
     "parse_version",
     "raise_stream_error",
     "reasoning_field",
+    "replay_messages",
+    "replayed",
     "sampling_fields",
     "since",
     "structured_output",

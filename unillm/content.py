@@ -117,7 +117,24 @@ def normalize_messages(messages: Any) -> tuple[dict[str, Any], ...]:
     return tuple(_message(i, m) for i, m in enumerate(messages))
 
 
-MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
+MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name", "reasoning", "reasoning_content")
+
+
+def _reasoning(i: int, m: Mapping[str, Any]) -> str | None:
+    """An assistant message's thought: ``reasoning`` (unillm's key, what ``r.message()`` writes)
+    or ``reasoning_content`` (the OpenAI-compatible servers' older name), one thought at most."""
+    given = {k: m[k] for k in ("reasoning", "reasoning_content") if m.get(k) is not None}
+    if not given:
+        return None
+    if m["role"] != "assistant":
+        raise InvalidOptions(f"messages[{i}]: only assistant messages carry reasoning")
+    if any(not isinstance(v, str) for v in given.values()):
+        raise InvalidOptions(f"messages[{i}]: reasoning must be a string (the model's thought)")
+    if len(set(given.values())) > 1:
+        raise InvalidOptions(
+            f"messages[{i}] has two different thoughts in reasoning and reasoning_content: keep one"
+        )
+    return next(iter(given.values())) or None
 
 
 def _message(i: int, m: Any) -> dict[str, Any]:
@@ -162,6 +179,8 @@ def _message(i: int, m: Any) -> dict[str, Any]:
             out["content"] = _result_text(out["content"])
     if isinstance(m.get("name"), str):
         out["name"] = m["name"]
+    if (thought := _reasoning(i, m)) is not None:
+        out["reasoning"] = thought
     return out
 
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from unillm.content import normalize_messages
 from unillm.errors import InvalidOptions, MalformedResponse
-from unillm.options import check_option
+from unillm.options import REPLAY_MODES, check_option
+from unillm.tools import Tool, to_tools
 
 __all__ = [
     "EmbedBatch",
@@ -52,6 +53,10 @@ class TokenizeRequest:
 
     text: str | None = None
     messages: tuple[dict[str, Any], ...] | None = None
+    #: The tools the chat template lists (what a chat request with ``tools=`` renders).
+    tools: tuple[Tool, ...] | None = None
+    #: How earlier thoughts are rendered, as ``generate(replay_reasoning=...)`` sends them.
+    replay_reasoning: str | None = None
 
 
 def embed_batches(
@@ -102,16 +107,31 @@ def check_batch(batch: EmbedBatch, request: EmbedRequest, engine: str, dimension
 
 
 def tokenize_request(
-    text: str | None, messages: Sequence[Any] | None, *, timeout: float | None = None
+    text: str | None,
+    messages: Sequence[Any] | None,
+    *,
+    timeout: float | None = None,
+    tools: Sequence[Any] | None = None,
+    replay_reasoning: str | None = None,
 ) -> TokenizeRequest:
-    """Validate ``tokenize()``'s arguments: a string, or chat messages (not both), and its timeout."""
+    """Validate ``tokenize()``'s arguments: a string, or chat messages (not both), with the tools
+    and reasoning replay a chat request would render, and its timeout."""
     if timeout is not None:
         check_option("timeout", timeout)
+    if replay_reasoning is not None and replay_reasoning not in REPLAY_MODES:
+        raise InvalidOptions(f"replay_reasoning={replay_reasoning!r} is not one of {', '.join(REPLAY_MODES)}")
+    if (tools or replay_reasoning is not None) and messages is None:
+        raise InvalidOptions("tools= and replay_reasoning= render chat messages: pass messages=[...]")
     if (text is None) == (messages is None):
         raise InvalidOptions('tokenize() needs a text or messages=[{"role": "user", "content": "hi"}]')
     if text is not None and not isinstance(text, str):
         raise InvalidOptions(f"tokenize() text must be a string, got {type(text).__name__}")
-    return TokenizeRequest(text=text, messages=None if messages is None else normalize_messages(messages))
+    return TokenizeRequest(
+        text=text,
+        messages=None if messages is None else normalize_messages(messages),
+        tools=to_tools(tools) if tools else None,
+        replay_reasoning=replay_reasoning,
+    )
 
 
 def float_vectors(rows: Any, engine: str) -> list[list[float]]:

@@ -152,6 +152,7 @@ class Message(TypedDict, total=False):
     tool_calls: list[Any]
     tool_call_id: str
     name: str
+    reasoning: str
 
 
 class Options(TypedDict, total=False):
@@ -182,6 +183,10 @@ class Options(TypedDict, total=False):
         thinking: Turn the model's thinking on or off (the chat template's ``enable_thinking``).
         thinking_budget: The most tokens the model may think for (vLLM's thinking token budget).
         reasoning_effort: How hard a reasoning model thinks: "none", "minimal", "low", "medium", "high".
+        replay_reasoning: How the thoughts of earlier assistant messages go back to the engine:
+            "field" (the engine's reasoning field; the chat template keeps or drops them as the
+            model family documents), "inline" (in the content, between ``<think>`` markers) or
+            "drop"; unset: "field" where the engine reads one, else "drop".
     """
 
     max_tokens: int
@@ -207,6 +212,7 @@ class Options(TypedDict, total=False):
     thinking: bool
     thinking_budget: int
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high"]
+    replay_reasoning: Literal["field", "inline", "drop"]
 
 
 SAMPLING_FIELDS: tuple[str, ...] = (
@@ -302,6 +308,7 @@ class Request:
     thinking: bool | None = None
     thinking_budget: int | None = None
     reasoning_effort: str | None = None
+    replay_reasoning: str | None = None
 
     def sampling(self) -> dict[str, Any]:
         """The sampling options that were set, by unified name."""
@@ -328,6 +335,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "thinking": (bool,),
     "thinking_budget": (int,),
     "reasoning_effort": (str,),
+    "replay_reasoning": (str,),
 }
 _RANGES: dict[str, tuple[float, float]] = {
     "max_tokens": (1, float("inf")),
@@ -344,6 +352,8 @@ _RANGES: dict[str, tuple[float, float]] = {
 }
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
 REASONING_OPTIONS = ("thinking", "thinking_budget", "reasoning_effort")
+#: How earlier thoughts go back to the engine (``replay_reasoning=``).
+REPLAY_MODES = ("field", "inline", "drop")
 _POSITIVE: dict[str, str] = {  # seconds that must be > 0, and what each one limits
     "timeout": "the longest wait for the next bytes of an answer",
     "deadline": "the whole call, queueing and retries included",
@@ -463,6 +473,12 @@ def _check_reasoning(values: Mapping[str, Any], *, chat: bool) -> None:
     effort = values.get("reasoning_effort")
     if effort is not None and effort not in REASONING_EFFORTS:
         raise InvalidOptions(f"reasoning_effort={effort!r} is not one of {', '.join(REASONING_EFFORTS)}")
+    replay = values.get("replay_reasoning")
+    if replay is not None and replay not in REPLAY_MODES:
+        raise InvalidOptions(
+            f"replay_reasoning={replay!r} is not one of {', '.join(REPLAY_MODES)} ('field': the "
+            "engine's reasoning field, 'inline': in the content between <think> markers, 'drop')"
+        )
     used = [k for k in REASONING_OPTIONS if k in values]
     if used and not chat:
         raise InvalidOptions(

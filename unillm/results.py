@@ -210,11 +210,30 @@ class Completion(BaseModel, Generic[T]):
 
         messages += [r.message(), {"role": "tool", "tool_call_id": r.tool_calls[0].id,
                                    "content": "18 C"}]
+
+        The thought, if any, rides along as ``reasoning``; the next call sends it back as the
+        engine expects (``replay_reasoning=``).
         """
-        message: dict[str, Any] = {"role": "assistant", "content": self.text or None}
-        if self.tool_calls:
-            message["tool_calls"] = [c.to_openai() for c in self.tool_calls]
-        return message
+        return assistant_message(self.text, self.tool_calls, self.reasoning)
+
+
+def assistant_message(text: str, calls: list[ToolCall], reasoning: str | None = None) -> dict[str, Any]:
+    """An assistant chat message: the answer, its tool calls and its thought (``reasoning``).
+
+    Args:
+        text: The answer text ("" for none: the content is then None).
+        calls: The tool calls it made.
+        reasoning: The model's thought before it (None or "": none).
+
+    Returns:
+        The OpenAI-shaped message, with unillm's ``reasoning`` key when there was a thought.
+    """
+    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        message["tool_calls"] = [c.to_openai() for c in calls]
+    if reasoning:
+        message["reasoning"] = reasoning
+    return message
 
 
 class Delta(BaseModel):

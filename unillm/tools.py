@@ -311,7 +311,7 @@ def calls_from_forced_text(text: str, choice: ToolChoice, tools: Sequence[Tool])
     """
     if choice.mode == "named":
         assert choice.name is not None
-        return [validate_call(new_call_id(), choice.name, text.strip(), tools)]
+        return [validate_call(new_call_id(), choice.name, text.strip(JSON_WHITESPACE), tools)]
     match = _HEAD.match(text)
     if match is None:
         return [
@@ -327,6 +327,8 @@ def calls_from_forced_text(text: str, choice: ToolChoice, tools: Sequence[Tool])
     return [validate_call(new_call_id(), name, arguments, tools)]
 
 
+#: What JSON allows around a value (str.strip would also take U+2028 and the like off a cut string).
+JSON_WHITESPACE = " \t\n\r"
 _HEAD = re.compile(r'\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"arguments"\s*:\s*')
 _TAIL = re.compile(r"\s*}\s*$")
 _HELD = re.compile(r"[\s}]*$")
@@ -335,7 +337,8 @@ _HELD = re.compile(r"[\s}]*$")
 class ForcedCallStream:
     """Turns the streamed text of a forced answer into tool-call deltas as it arrives.
 
-    A named tool's text is its arguments, passed on as they come. For ``required`` the text is
+    A named tool's text is its arguments, passed on as they come (whitespace around them dropped,
+    as the whole answer's are). For ``required`` the text is
     ``{"name": "...", "arguments": {...}}``: the name is sent once known, then the arguments,
     holding back the closing brace of the wrapper until the stream ends.
 
@@ -357,13 +360,19 @@ class ForcedCallStream:
         Args:
             text: The next streamed piece of the answer.
         """
-        if self._choice.mode == "named":
+        if self._choice.mode == "named":  # the arguments, as the whole answer strips them
             out = []
             if not self._started:
                 self._started = True
                 out.append(ToolCallDelta(index=0, id=self._id, name=self._choice.name, arguments=""))
-            if text:
-                out.append(ToolCallDelta(index=0, arguments=text))
+            self._buffer += text
+            if not self._sent:  # nothing sent yet: leading whitespace is not part of them
+                self._buffer = self._buffer.lstrip(JSON_WHITESPACE)
+            arguments = self._buffer.rstrip(JSON_WHITESPACE)  # trailing whitespace waits for more
+            if arguments:
+                out.append(ToolCallDelta(index=0, arguments=arguments))
+                self._sent += len(arguments)
+                self._buffer = self._buffer[len(arguments) :]
             return [_merge(out)] if out else []
         self._buffer += text
         out = []

@@ -43,7 +43,7 @@ from unillm.adapter.openai_compat import (
     with_reasoning,
     with_tool_calls,
 )
-from unillm.adapter.reasoning import held_suffix, reasoning_field, thinking_fields
+from unillm.adapter.reasoning import held_suffix, reasoning_field, replay_messages, replayed, thinking_fields
 from unillm.adapter.refusals import RefusalRule, Refuse
 from unillm.adapter.registry import ENTRY_POINT_GROUP, get_adapter, installed_engines
 from unillm.adapter.sampling import EXTRA_SAMPLING, sampling_fields
@@ -208,6 +208,8 @@ __all__ = [
     "text_field",
     "text_of",
     "thinking_fields",
+    "replay_messages",
+    "replayed",
     "unsupported",
     "with_reasoning",
     "with_tool_calls",

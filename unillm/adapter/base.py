@@ -109,6 +109,19 @@ class Adapter(ABC):
     #: Whether the engine can run a layout's workers on a Ray cluster itself (``ray_address=``,
     #: vLLM's ``--distributed-executor-backend ray``); elsewhere ``ray_address`` is refused.
     ray_executor: ClassVar[bool] = False
+    #: The assistant-message field the engine reads an earlier thought from and hands to the
+    #: chat template (``reasoning_content``, vLLM's ``reasoning``, Ollama's ``thinking``); None:
+    #: it reads none (``replay_reasoning="field"`` is refused, the default drops the thought).
+    reasoning_message_field: ClassVar[str | None] = None
+
+    def replay_field(self, info: EngineInfo) -> str | None:
+        """The field an assistant message's thought goes back in, on this engine version
+        (default: ``reasoning_message_field``).
+
+        Args:
+            info: What discovery learnt about the engine (model, version, limits).
+        """
+        return self.reasoning_message_field
 
     def reasoning_parser_name(self, name: str) -> str | None:
         """The engine's own spelling of reasoning parser ``name`` (``deepseek-r1`` and

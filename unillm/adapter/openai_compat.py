@@ -7,7 +7,7 @@ where constraints go, which extra sampling fields exist, how LoRA is named.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from unillm.adapter.base import Adapter, EngineInfo, HttpCall
@@ -17,6 +17,7 @@ from unillm.adapter.reasoning import (
     answer_parts,
     check_constraint_after_thinking,
     reasoning_field,
+    replay_messages,
     thinking_fields,
 )
 from unillm.adapter.sampling import sampling_fields
@@ -129,7 +130,13 @@ class OpenAICompatAdapter(Adapter):
         chat = request.messages is not None
         body: dict[str, Any] = {"model": self.model_field(request, info)}
         if chat:
-            body["messages"] = [dict(m) for m in request.messages or ()]
+            body["messages"] = replay_messages(
+                request.messages or (),
+                request.replay_reasoning,
+                self.replay_field(info),
+                engine=self.name,
+                version=info.version,
+            )
         else:
             body["prompt"] = request.prompt
         for key in (
@@ -339,6 +346,7 @@ class TokenizeEndpoint:
     """Token counting through vLLM's ``/tokenize`` layout (also SGLang's, and unillm's in-process MLX)."""
 
     name: ClassVar[str]
+    replay_field: Callable[[EngineInfo], str | None]  # the adapter's (Adapter.replay_field)
 
     def tokenize_call(self, request: TokenizeRequest, info: EngineInfo) -> HttpCall:
         """The ``POST /tokenize`` call (messages rendered with the generation prompt).
@@ -349,7 +357,16 @@ class TokenizeEndpoint:
         """
         body: dict[str, Any] = {"model": info.model}
         if request.messages is not None:
-            body.update(messages=list(request.messages), add_generation_prompt=True)
+            messages = replay_messages(
+                request.messages,
+                request.replay_reasoning,
+                self.replay_field(info),
+                engine=self.name,
+                version=info.version,
+            )
+            body.update(messages=messages, add_generation_prompt=True)
+            if request.tools:
+                body["tools"] = [t.to_openai() for t in request.tools]
         else:
             body["prompt"] = request.text
         return HttpCall("POST", TOKENIZE_PATH, body)

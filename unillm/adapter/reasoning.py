@@ -17,11 +17,13 @@ decided, as a stop string is (:func:`held_suffix`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from unillm.content import content_text
 from unillm.errors import UnsupportedFeature
-from unillm.options import REASONING_OPTIONS, Request
+from unillm.options import REASONING_OPTIONS, REPLAY_MODES, Request
 
 __all__ = [
     "THINKING_MARKERS",
@@ -31,6 +33,8 @@ __all__ = [
     "check_constraint_after_thinking",
     "held_suffix",
     "reasoning_field",
+    "replay_messages",
+    "replayed",
     "thinking_fields",
     "split_reasoning",
 ]
@@ -193,6 +197,84 @@ def check_constraint_after_thinking(
         alternative="Launch vLLM or SGLang with reasoning_parser= (the constraint then binds the "
         "answer after the thought), or drop thinking=True",
     )
+
+
+def replay_messages(
+    messages: Iterable[Mapping[str, Any]],
+    mode: str | None,
+    field: str | None,
+    *,
+    engine: str,
+    version: str | None = None,
+    markers: tuple[str, str] = THINKING_MARKERS[0],
+) -> list[dict[str, Any]]:
+    """Chat messages as the engine reads them, each assistant thought (unillm's ``reasoning``
+    key) sent back once, as ``mode`` says:
+
+    * ``"field"``: in the engine's own field (``field``, e.g. ``reasoning_content``), which the
+      server hands to the chat template: the template keeps or drops it as the model family
+      documents (Qwen3 keeps the thoughts after the last user message, DeepSeek-R1 drops them);
+    * ``"inline"``: written into the content, between ``markers``, before the answer (templates
+      that read no field, engines that have none);
+    * ``"drop"``: not sent.
+
+    Args:
+        messages: Normalized chat messages (``Request.messages``).
+        mode: ``replay_reasoning=``; None: ``"field"`` where the engine reads one, else ``"drop"``.
+        field: The engine's field (:meth:`Adapter.replay_field`); None: it reads none.
+        engine: The adapter's name, for the refusal.
+        version: The engine's version, for the refusal.
+        markers: The (start, end) markers of ``"inline"``.
+
+    Returns:
+        New message dicts (the input is not changed).
+
+    Raises:
+        UnsupportedFeature: ``"field"`` asked on an engine that reads no such field, when a
+            message carries a thought (before sending).
+    """
+    chosen = mode if mode in REPLAY_MODES else ("field" if field else "drop")
+    out = []
+    for message in messages:
+        m = {k: v for k, v in message.items() if k != "reasoning"}
+        thought = message.get("reasoning")
+        if thought and chosen == "field":
+            if field is None:
+                raise UnsupportedFeature(
+                    engine,
+                    "replay_reasoning='field'",
+                    version=version,
+                    why="its server reads no reasoning field in an assistant message (it would "
+                    "drop the thought silently)",
+                    alternative="Pass replay_reasoning='inline' (the thought in the content, "
+                    "between <think> markers) or 'drop'",
+                )
+            m[field] = thought
+        elif thought and chosen == "inline":
+            m["content"] = f"{markers[0]}{thought}{markers[1]}{content_text(m.get('content'))}"
+        out.append(m)
+    return out
+
+
+def replayed(request: Request, field: str | None, engine: str, version: str | None = None) -> Request:
+    """``request`` with its messages' thoughts as the engine reads them (:func:`replay_messages`),
+    for adapters that lay out their own messages (TGI, Ollama).
+
+    Args:
+        request: The validated request.
+        field: The engine's reasoning field in a message; None: it reads none.
+        engine: The adapter's name, for the refusal.
+        version: The engine's version, for the refusal.
+
+    Raises:
+        UnsupportedFeature: ``replay_reasoning="field"`` where the engine reads no field.
+    """
+    if request.messages is None:
+        return request
+    messages = replay_messages(
+        request.messages, request.replay_reasoning, field, engine=engine, version=version
+    )
+    return dataclasses.replace(request, messages=tuple(messages))
 
 
 class TrimmedStream:

@@ -241,6 +241,8 @@ class BlockingLLM:
         *,
         messages: Messages | None = None,
         timeout: float | None = None,
+        tools: Sequence[Any] | None = None,
+        replay_reasoning: str | None = None,
     ) -> Tokens:
         """See :meth:`LLM.tokenize`.
 
@@ -249,6 +251,9 @@ class BlockingLLM:
             messages: Chat messages, rendered by the model's chat template with the generation prompt.
             timeout: Seconds each wait for the engine's bytes may take; None uses the client's
                 read timeout.
+            tools: The tools a chat request would list (the template renders them too).
+            replay_reasoning: How earlier thoughts are rendered, as ``generate()`` sends them
+                ("field", "inline", "drop"; None: the engine's default).
 
         Returns:
             The token ids and their count.
@@ -256,7 +261,14 @@ class BlockingLLM:
         Raises:
             UnsupportedFeature: The engine has no tokenize endpoint.
         """
-        return self._run(self.llm.tokenize, text, messages=messages, timeout=timeout)
+        return self._run(
+            self.llm.tokenize,
+            text,
+            messages=messages,
+            timeout=timeout,
+            tools=tools,
+            replay_reasoning=replay_reasoning,
+        )
 
     def stream(
         self,

@@ -245,6 +245,8 @@ class ClientCalls(Generates, Protocol):
         *,
         messages: Messages | None = None,
         timeout: float | None = None,
+        tools: Sequence[Any] | None = None,
+        replay_reasoning: str | None = None,
     ) -> Tokens:
         """Token ids of a text or of rendered chat messages.
 
@@ -253,6 +255,9 @@ class ClientCalls(Generates, Protocol):
             messages: Chat messages, rendered by the model's chat template with the generation prompt.
             timeout: Seconds each wait for the engine's bytes may take; None uses the client's
                 read timeout.
+            tools: The tools a chat request would list (the template renders them too).
+            replay_reasoning: How earlier thoughts are rendered, as ``generate()`` sends them
+                ("field", "inline", "drop"; None: the engine's default).
 
         Returns:
             The token ids and their count.

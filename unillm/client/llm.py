@@ -473,6 +473,8 @@ class LLM(Generates):
         *,
         messages: Messages | None = None,
         timeout: float | None = None,
+        tools: Sequence[Any] | None = None,
+        replay_reasoning: str | None = None,
     ) -> Tokens:
         """Token ids of a text, or of chat messages as the model's chat template renders them.
 
@@ -486,6 +488,9 @@ class LLM(Generates):
             messages: Chat messages, rendered by the model's chat template with the generation prompt.
             timeout: Seconds each wait for the engine's bytes may take; None uses the client's
                 read timeout.
+            tools: The tools a chat request would list (the template renders them too).
+            replay_reasoning: How earlier thoughts are rendered, as ``generate()`` sends them
+                ("field", "inline", "drop"; None: the engine's default).
 
         Returns:
             The token ids and their count.
@@ -493,7 +498,9 @@ class LLM(Generates):
         Raises:
             UnsupportedFeature: The engine has no tokenize endpoint.
         """
-        request = tokenize_request(text, messages, timeout=timeout)
+        request = tokenize_request(
+            text, messages, timeout=timeout, tools=tools, replay_reasoning=replay_reasoning
+        )
         info = await self.info(timeout=timeout)
         assert self._caps is not None
         self._caps.require(Feature.TOKENIZE)

@@ -8,7 +8,9 @@ until the model answers or ``max_turns`` is reached.
     run = await llm.run_tools(messages, tools=[add], max_turns=4)
     run.text, run.stopped, run.turns[0].results[0].content, run.messages
 
-Async tools are awaited, sync ones run in a worker thread; a tool that raises (or is called with
+Each turn's thought stays in the transcript (the assistant message's ``reasoning``) and goes back
+to the engine as ``replay_reasoning=`` (one of ``options``) says. Async tools are awaited, sync
+ones run in a worker thread; a tool that raises (or is called with
 arguments that do not validate) is reported to the model as a tool error, and the loop goes on.
 Cancelling the task that runs the loop stops it (a sync tool's thread is abandoned, not killed).
 
@@ -32,7 +34,7 @@ from pydantic import BaseModel
 
 from unillm.client.mcp_servers import with_server_tools
 from unillm.errors import InvalidOptions, ToolServerError
-from unillm.results import Delta, Timings, ToolCall, Usage
+from unillm.results import Delta, Timings, ToolCall, Usage, assistant_message
 from unillm.tools import Tool, to_tools
 
 __all__ = ["ToolResult", "ToolRun", "Turn", "run_tools", "stream_tools"]
@@ -180,13 +182,6 @@ def _by_kind(fn: Callable[..., Any], parsed: Mapping[str, Any]) -> tuple[list[An
     return args, kwargs
 
 
-def _assistant(text: str, calls: list[ToolCall]) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": text or None}
-    if calls:
-        message["tool_calls"] = [c.to_openai() for c in calls]
-    return message
-
-
 async def _results(calls: list[ToolCall], functions: Mapping[str, Callable[..., Any]]) -> list[ToolResult]:
     tasks = [asyncio.ensure_future(execute(c, functions)) for c in calls]
     try:
@@ -200,7 +195,7 @@ async def _results(calls: list[ToolCall], functions: Mapping[str, Callable[..., 
 
 def _record(transcript: list[dict[str, Any]], turns: list[Turn], turn: Turn) -> bool:
     """Append a turn's answer and results to the transcript; True when it was the final answer."""
-    transcript.append(_assistant(turn.text, turn.tool_calls))
+    transcript.append(assistant_message(turn.text, turn.tool_calls, turn.reasoning))
     transcript += [res.message() for res in turn.results]
     turns.append(turn)
     return not turn.tool_calls

@@ -612,6 +612,8 @@ class Fleet(Generates):
         *,
         messages: Messages | None = None,
         timeout: float | None = None,
+        tools: Sequence[Any] | None = None,
+        replay_reasoning: str | None = None,
     ) -> Tokens:
         """Tokenize on one replica (see :meth:`LLM.tokenize`); fails over before any answer.
 
@@ -620,6 +622,9 @@ class Fleet(Generates):
             messages: Chat messages, rendered by the model's chat template with the generation prompt.
             timeout: Seconds each wait for the engine's bytes may take; None uses the client's
                 read timeout.
+            tools: The tools a chat request would list (the template renders them too).
+            replay_reasoning: How earlier thoughts are rendered, as ``generate()`` sends them
+                ("field", "inline", "drop"; None: the engine's default).
 
         Returns:
             The token ids and their count.
@@ -629,7 +634,12 @@ class Fleet(Generates):
         """
         if self._info is None:
             await self.info(timeout=timeout)
-        return await self._call(None, lambda llm: llm.tokenize(text, messages=messages, timeout=timeout))
+        return await self._call(
+            None,
+            lambda llm: llm.tokenize(
+                text, messages=messages, timeout=timeout, tools=tools, replay_reasoning=replay_reasoning
+            ),
+        )
 
     # -- routing ---------------------------------------------------------------------------
     async def _ready(self, request: Request) -> None:

@@ -91,7 +91,12 @@ class MLXAdapter(RuntimeLoraEndpoints, TokenizeEndpoint, OpenAICompatAdapter):
     display_name = "MLX"
     engine_module = "mlx_lm"
     thinking_options = ("thinking",)  # chat_template_kwargs / request fields
-    constrains_after_thinking = False  # in process, unillm's constraint binds from the first token
+    #: in process and mlx_lm.server hand a message's keys to the chat template as they are; Qwen3's
+    #: and DeepSeek's templates read this one
+    reasoning_message_field = "reasoning_content"
+    #: in process, unillm's grammar allows a thought before the constrained answer (after_thought);
+    #: server mode takes no constraint
+    constrains_after_thinking = True
     extra_sampling_fields = EXTRA_SAMPLING
 
     def __init__(self, *, model_path: str | None = None, loras: Mapping[str, str] | None = None) -> None:

@@ -27,10 +27,12 @@ from unillm.adapter import (
     UnknownModel,
     UnsupportedFeature,
     Version,
+    at_least,
     error_for_status,
     error_message,
     malformed,
     parse_version,
+    replayed,
     since,
     text_field,
     unsupported,
@@ -144,6 +146,17 @@ class OllamaAdapter(Adapter):
         return f"OllamaAdapter(binary={self.binary!r})"
 
     # -- capabilities ----------------------------------------------------------------------
+    #: an earlier thought in a message, handed to the model's template (``.Thinking``)
+    reasoning_message_field = "thinking"
+
+    def replay_field(self, info: EngineInfo) -> str | None:
+        """``thinking`` from Ollama 0.9 on (its thinking support); None before.
+
+        Args:
+            info: What discovery learnt about the engine (model, version, limits).
+        """
+        return self.reasoning_message_field if at_least(parse_version(info.version), (0, 9, 0)) else None
+
     def capabilities(self, version: str | None = None) -> Capabilities:
         v = parse_version(version)
         features: dict[Feature, Support] = {
@@ -198,7 +211,9 @@ class OllamaAdapter(Adapter):
 
     # -- requests --------------------------------------------------------------------------
     def build(self, request: Request, info: EngineInfo) -> HttpCall:
-        return wire.build_call(request, info.model)
+        return wire.build_call(
+            replayed(request, self.replay_field(info), self.name, info.version), info.model
+        )
 
     def parse(
         self, body: Any, request: Request, info: EngineInfo, call: HttpCall | None = None

@@ -173,6 +173,8 @@ def message(m: Mapping[str, Any]) -> dict[str, Any]:
     calls = m.get("tool_calls")
     if calls:
         out["tool_calls"] = [_tool_call(c) for c in calls]
+    if isinstance(m.get("thinking"), str):  # an earlier thought (replay_reasoning="field")
+        out["thinking"] = m["thinking"]
     if m["role"] == "tool":
         if m.get("name"):
             out["tool_name"] = m["name"]

@@ -121,6 +121,7 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
     structured_backends = GRAMMAR_BACKENDS  # --grammar-backend NAME
     takes_compact_json = True  # --constrained-json-disable-any-whitespace
     thinking_options = ("thinking", "reasoning_effort")  # chat_template_kwargs / request fields
+    reasoning_message_field = "reasoning_content"  # handed to the chat template (protocol.py)
     extra_sampling_fields = EXTRA_SAMPLING
 
     def __init__(

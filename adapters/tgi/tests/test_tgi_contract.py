@@ -217,6 +217,7 @@ def test_the_matrix_covers_every_unified_option() -> None:
     refused = {"min_p", "presence_penalty"}  # refused before sending: see test_tgi_mapping
     refused |= {"tools", "tool_choice"}  # their own matrix: test_tgi_tools.py
     refused |= {"thinking", "thinking_budget", "reasoning_effort"}  # test_reasoning_options.py
+    refused |= {"replay_reasoning"}  # acts on messages: test_reasoning_replay.py
     assert set(Options.__annotations__) - refused <= used
     kinds = {type(p.values[1]).__name__ for p in CASES if p.values[1] is not None}
     assert {"ModelMetaclass", "dict", "Regex", "Choice"} <= kinds

@@ -32,6 +32,8 @@ from unillm.adapter import (
     Version,
     malformed,
     parse_version,
+    replay_messages,
+    replayed,
     since,
     text_field,
     thinking_fields,
@@ -251,7 +253,7 @@ class TGIAdapter(Adapter):
                 engine=self.name,
             )
         thinking_fields(request, self.name, ())  # TGI reads none of the thinking options: refused
-        return wire.build_call(request, info)
+        return wire.build_call(replayed(request, self.replay_field(info), self.name, info.version), info)
 
     def preflight(self, request: Request, info: EngineInfo) -> HttpCall | None:
         return wire.preflight_call(request, info)
@@ -277,7 +279,14 @@ class TGIAdapter(Adapter):
             )
 
     def tokenize_call(self, request: TokenizeRequest, info: EngineInfo) -> HttpCall:
-        return wire.tokenize_call(request.text, request.messages)
+        messages = request.messages
+        if messages is not None:
+            messages = tuple(
+                replay_messages(
+                    messages, request.replay_reasoning, None, engine=self.name, version=info.version
+                )
+            )
+        return wire.tokenize_call(request.text, messages)
 
     def parse_tokens(self, body: Any, request: TokenizeRequest, info: EngineInfo) -> Tokens:
         ids = wire.token_ids(body)

@@ -48,6 +48,7 @@ from unillm.adapter import (
     TokenizeEndpoint,
     UnillmError,
     UnsupportedFeature,
+    at_least,
     discovered,
     error_message,
     missing_route,
@@ -100,6 +101,17 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
         "reasoning_effort",
     )  # chat_template_kwargs / request fields
     extra_sampling_fields = EXTRA_SAMPLING
+    #: read from an assistant message and handed to the chat template (with ``reasoning_content``,
+    #: its older name) since the interleaved-thinking support (vllm#28531); earlier servers drop it
+    reasoning_message_field = "reasoning"
+
+    def replay_field(self, info: EngineInfo) -> str | None:
+        """``reasoning`` from vLLM 0.12 on; None before (the server dropped the field silently).
+
+        Args:
+            info: What discovery learnt about the engine (model, version, limits).
+        """
+        return self.reasoning_message_field if at_least(parse_version(info.version), (0, 12, 0)) else None
 
     def __init__(
         self,

@@ -51,6 +51,7 @@ FIELDS = frozenset(
         "logit_bias",
         "tools",
         "tool_choice",
+        "chat_template_kwargs",  # e.g. enable_thinking, for the chat template
     }
 )
 DEFAULT_MAX_TOKENS = 512  # as mlx_lm.server
