@@ -67,7 +67,7 @@ def answer(
             {"tool_calls": [head]},
             {"tool_calls": [{"index": i, "function": {"arguments": c["function"]["arguments"]}}]},
         ]
-    chunks = [
+    chunks: list[dict[str, Any]] = [
         {"id": "chatcmpl-1", "model": "tiny", "choices": [{"index": 0, "delta": d, "finish_reason": None}]}
         for d in deltas
     ]

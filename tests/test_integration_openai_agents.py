@@ -75,8 +75,8 @@ async def test_a_whole_answer_with_a_tool_call_then_text(llm: unillm.LLM, server
     hooks_seen: list[str] = []
 
     class Hooks(RunHooks[None]):
-        async def on_tool_end(self, context: object, agent: object, tool: object, result: str) -> None:
-            hooks_seen.append(result)
+        async def on_tool_end(self, context: object, agent: object, tool: object, result: object) -> None:
+            hooks_seen.append(str(result))
             answer(server, text="Snowy.")
 
     result = await Runner.run(agent, "Weather in Oslo?", hooks=Hooks())

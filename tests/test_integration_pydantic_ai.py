@@ -8,8 +8,6 @@ import pytest
 from fault_server import FaultServer
 from framework_server import answer, call, connect, sent
 from pydantic import BaseModel
-
-pytest.importorskip("pydantic_ai")
 from pydantic_ai import Agent, NativeOutput
 from pydantic_ai.messages import ThinkingPart, ToolCallPart
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import Any, cast
+from typing import Any
 
 from agents import Handoff, ModelSettings, Tool, Usage
 from agents.agent_output import AgentOutputSchemaBase
@@ -287,4 +287,4 @@ async def _chunks(stream: Stream, model: str) -> AsyncIterator[ChatCompletionChu
                 completion_tokens=d.usage.completion_tokens,
                 total_tokens=d.usage.total_tokens,
             ).model_dump()
-        yield cast(ChatCompletionChunk, ChatCompletionChunk.model_validate(chunk))
+        yield ChatCompletionChunk.model_validate(chunk)
