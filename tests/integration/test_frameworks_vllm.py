@@ -73,33 +73,34 @@ async def client(
 
 async def test_pydantic_ai_quick_start(client: unillm.Client) -> None:
     from pydantic_ai import Agent, NativeOutput
+    from pydantic_ai.settings import ModelSettings
 
     from unillm.integrations.pydantic_ai import UnillmModel
 
     model = UnillmModel(client)
-    settings = {"temperature": 0.0, "max_tokens": 60}
-    tools_agent = Agent(model, tools=[get_weather, get_time], model_settings=settings)  # type: ignore[arg-type]
+    settings = ModelSettings(temperature=0.0, max_tokens=60)
+    tools_agent = Agent(model, tools=[get_weather, get_time], model_settings=settings)
     run = await tools_agent.run(WEATHER)
     calls = [p for m in run.all_messages() for p in m.parts if p.part_kind == "tool-call"]
     assert [(c.tool_name, c.args_as_dict()) for c in calls][:1] == [("get_weather", {"city": "Oslo"})]
 
-    structured = Agent(model, output_type=NativeOutput(Capital), model_settings=settings)  # type: ignore[arg-type]
+    structured = Agent(model, output_type=NativeOutput(Capital), model_settings=settings)
     assert (await structured.run(KENYA)).output == Capital(**KENYA_ANSWER)
 
-    async with Agent(model, model_settings=settings).run_stream("What is the capital of France?") as s:  # type: ignore[arg-type]
+    async with Agent(model, model_settings=settings).run_stream("What is the capital of France?") as s:
         pieces = [t async for t in s.stream_text(delta=True, debounce_by=None)]
     assert "".join(pieces) == "Paris"
 
 
 async def test_openai_agents_quick_start(client: unillm.Client) -> None:
-    from agents import Agent, ModelSettings, Runner, function_tool, set_tracing_disabled
+    from agents import Agent, ModelSettings, Runner, Tool, function_tool, set_tracing_disabled
     from openai.types.responses import ResponseTextDeltaEvent
 
     from unillm.integrations.openai_agents import UnillmAgentsModel
 
     set_tracing_disabled(True)
     model, settings = UnillmAgentsModel(client), ModelSettings(temperature=0.0, max_tokens=60)
-    tools = [function_tool(get_weather), function_tool(get_time)]
+    tools: list[Tool] = [function_tool(get_weather), function_tool(get_time)]
     tool_agent = Agent(
         name="weather",
         tools=tools,
