@@ -4,8 +4,10 @@ framework-model tests: a tool call, a text with thinking, whole or streamed, and
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import pytest
 from fault_server import CHAT, FaultServer, Raw
 
 import unillm
@@ -81,3 +83,20 @@ def sent(server: FaultServer) -> dict[str, Any]:
     """The body of the last chat request."""
     body: dict[str, Any] = server.seen(CHAT)[-1].body
     return body
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[FaultServer]:
+    """The look-alike, one per test module (import this fixture into the module)."""
+    with FaultServer(model="tiny") as s:
+        yield s
+    assert s.errors == [], f"the look-alike server itself failed: {s.errors}"
+
+
+@pytest.fixture
+async def llm(server: FaultServer) -> AsyncIterator[unillm.LLM]:
+    """A client of the look-alike; the scripted answers and the recorded requests are cleared after."""
+    async with connect(server) as client:
+        yield client
+    server.scripts.clear()
+    server.requests.clear()

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-
 import pytest
 from fault_server import FaultServer
-from framework_server import answer, call, connect, sent
+from framework_server import answer, call, connect, llm, sent, server  # noqa: F401 (server, llm: fixtures)
 from langchain_core.messages import AIMessageChunk, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_tests.unit_tests import ChatModelUnitTests
@@ -27,21 +25,6 @@ class Capital(BaseModel):
 def get_weather(city: str) -> str:
     """Get the current weather in a city."""
     return f"snowy in {city}"
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FaultServer]:
-    with FaultServer(model="tiny") as s:
-        yield s
-    assert s.errors == [], f"the look-alike server itself failed: {s.errors}"
-
-
-@pytest.fixture
-async def llm(server: FaultServer) -> AsyncIterator[unillm.LLM]:
-    async with connect(server) as client:
-        yield client
-    server.scripts.clear()
-    server.requests.clear()
 
 
 async def test_bound_tools_come_back_as_tool_calls_and_results_go_back(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-
 import pytest
 from agents import (
     Agent,
@@ -16,7 +14,7 @@ from agents import (
     set_tracing_disabled,
 )
 from fault_server import FaultServer
-from framework_server import answer, call, connect, sent
+from framework_server import answer, call, connect, llm, sent, server  # noqa: F401 (server, llm: fixtures)
 from openai.types.responses import ResponseTextDeltaEvent
 from pydantic import BaseModel
 
@@ -36,21 +34,6 @@ class Capital(BaseModel):
 def get_weather(city: str) -> str:
     """Get the current weather in a city."""
     return f"snowy in {city}"
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FaultServer]:
-    with FaultServer(model="tiny") as s:
-        yield s
-    assert s.errors == [], f"the look-alike server itself failed: {s.errors}"
-
-
-@pytest.fixture
-async def llm(server: FaultServer) -> AsyncIterator[unillm.LLM]:
-    async with connect(server) as client:
-        yield client
-    server.scripts.clear()
-    server.requests.clear()
 
 
 async def test_a_tool_call_runs_the_tool_and_sends_its_result_back(

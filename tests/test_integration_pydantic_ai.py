@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-
 import pytest
 from fault_server import FaultServer
-from framework_server import answer, call, connect, sent
+from framework_server import answer, call, connect, llm, sent, server  # noqa: F401 (server, llm: fixtures)
 from pydantic import BaseModel
 from pydantic_ai import Agent, NativeOutput
 from pydantic_ai.messages import ThinkingPart, ToolCallPart
@@ -20,21 +18,6 @@ pytestmark = pytest.mark.anyio
 class Capital(BaseModel):
     country: str
     capital: str
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[FaultServer]:
-    with FaultServer(model="tiny") as s:
-        yield s
-    assert s.errors == [], f"the look-alike server itself failed: {s.errors}"
-
-
-@pytest.fixture
-async def llm(server: FaultServer) -> AsyncIterator[unillm.LLM]:
-    async with connect(server) as client:
-        yield client
-    server.scripts.clear()
-    server.requests.clear()
 
 
 def get_weather(city: str) -> str:
