@@ -112,7 +112,7 @@ def targets(names: list[str], workdir: Path) -> tuple[list[Any], dict[str, str]]
                 try:
                     import mlx_lm  # noqa: F401
                 except ImportError:
-                    missing[name] = "mlx-lm is not importable here: pip install 'unillm[mlx]'"
+                    missing[name] = "mlx-lm is not importable here: pip install 'unillm-sdk[mlx]'"
                     continue
             settings = mlx_launch_settings(tiny, wd, in_process=in_process)
             label = "MLX in-process (mlx-lm)" if in_process else "MLX server (mlx_lm.server)"

@@ -228,7 +228,7 @@ def settings_for(target: str, tiny: Any, workdir: Path, compact: bool) -> dict[s
         try:
             import mlx_lm  # noqa: F401
         except ImportError:
-            return "mlx-lm is not importable here (unillm[mlx])"
+            return "mlx-lm is not importable here (unillm-sdk[mlx])"
         return {"model": str(tiny.path), "in_process": True}
     return f"unknown target {target!r}"
 

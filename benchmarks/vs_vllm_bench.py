@@ -19,7 +19,7 @@ default the core vLLM reserves for its API server, as its log's ``reserved_cpus`
 pins its model thread to the other) and the same priority (``--nice``); rounds interleave and
 alternate the order; only medians over rounds are compared, with each round's value and the
 load average before and after each run recorded. ``unillm bench`` measures through its default
-client (aiohttp under httpx when ``unillm[bench]`` is installed; ``--unillm-http httpx`` for
+client (aiohttp under httpx when ``unillm-sdk[bench]`` is installed; ``--unillm-http httpx`` for
 httpx's own).
 
     .venv/bin/python benchmarks/vs_vllm_bench.py                 # launches vLLM, ~4-6 min here

@@ -1,5 +1,5 @@
 """An agent with a Python tool and an MCP tool: get_time runs here, get_weather on an MCP server
-(examples/_weather_mcp.py, started over stdio). Needs pip install 'unillm[mcp]'."""
+(examples/_weather_mcp.py, started over stdio). Needs pip install 'unillm-sdk[mcp]'."""
 
 import sys
 from pathlib import Path

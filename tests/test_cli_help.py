@@ -54,7 +54,7 @@ def test_tiny_model_without_its_packages_says_what_to_install(
 
     monkeypatch.setattr("unillm.testing.tiny_model.build_tiny_model", missing)
     assert main(["tiny-model"]) == 2
-    assert "pip install 'unillm[testing]'" in capsys.readouterr().err
+    assert "pip install 'unillm-sdk[testing]'" in capsys.readouterr().err
 
 
 def test_the_help_lists_every_installed_engine(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,7 +1,7 @@
 """Every list of engines agrees with ``adapters/*/``, and a failure names the file and line to edit.
 
 The first-party engines are the adapter folders the root ``pyproject.toml`` has an extra for
-(``unillm[<engine>]``); :func:`unillm.adapter.registry.first_party_engines` reads them from the
+(``unillm-sdk[<engine>]``); :func:`unillm.adapter.registry.first_party_engines` reads them from the
 installed metadata, and ``./run``, mypy, pytest and import-linter find every folder by
 themselves. What must stay typed (the extras, prose) is checked here against the folders. A new
 adapter folder without a root extra (what ``unillm new-adapter`` writes) is a contributed adapter:
@@ -56,7 +56,7 @@ def engine_extras() -> dict[str, tuple[int, str, str]]:
 
 
 def first_party() -> list[str]:
-    """The engines of the root extras named like the folder they install (``unillm[vllm]``)."""
+    """The engines of the root extras named like the folder they install (``unillm-sdk[vllm]``)."""
     return sorted(
         e for e, (_, dist, folder) in engine_extras().items() if e == folder == dist_to_engine(dist)
     )
@@ -77,7 +77,7 @@ class EngineList:
     path: str
     start: str
     end: str
-    names: str  # "display" (vLLM, ...), "extra" (`unillm[vllm]`) or "dist" (`unillm-vllm`)
+    names: str  # "display" (vLLM, ...), "extra" (`unillm-sdk[vllm]`) or "dist" (`unillm-vllm`)
 
     def text(self) -> str:
         whole = (ROOT / self.path).read_text()
@@ -91,7 +91,7 @@ class EngineList:
         if self.names == "display":
             return get_adapter(engine).display_name
         if self.names == "extra":
-            return f"unillm[{engine}]"
+            return f"unillm-sdk[{engine}]"
         return dist_name(engine)
 
 
@@ -113,11 +113,11 @@ def test_each_engine_extra_installs_its_adapter_folder() -> None:
     for extra, (line, dist, folder) in engine_extras().items():
         if folder not in FOLDERS:
             wrong.append(
-                f"pyproject.toml:{line}: unillm[{extra}] installs adapters/{folder}, which does not exist"
+                f"pyproject.toml:{line}: unillm-sdk[{extra}] installs adapters/{folder}, which does not exist"
             )
         elif dist_name(folder) != dist:
             wrong.append(
-                f"pyproject.toml:{line}: unillm[{extra}] names {dist}, "
+                f"pyproject.toml:{line}: unillm-sdk[{extra}] names {dist}, "
                 f"but adapters/{folder} is {dist_name(folder)}"
             )
     assert wrong == [], "\n".join(wrong)

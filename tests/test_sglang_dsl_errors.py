@@ -18,10 +18,12 @@ import unillm
 from unillm.testing.fault_server import FaultServer
 
 # About the SGLang adapter's DSL backend: it needs that adapter with its `dsl` extra.
-sgl = pytest.importorskip("sglang", reason="SGLang's DSL is not installed: pip install 'unillm[sglang-dsl]'")
+sgl = pytest.importorskip(
+    "sglang", reason="SGLang's DSL is not installed: pip install 'unillm-sdk[sglang-dsl]'"
+)
 UnillmBackend = pytest.importorskip(
     "unillm_sglang.dsl",
-    reason="the SGLang adapter is not installed: pip install 'unillm[sglang-dsl]'",
+    reason="the SGLang adapter is not installed: pip install 'unillm-sdk[sglang-dsl]'",
 ).UnillmBackend
 
 TESTS = Path(__file__).parent

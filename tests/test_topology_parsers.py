@@ -23,7 +23,7 @@ from unillm.launching.supervisor import Launch
 pytestmark = pytest.mark.engine
 # The cases below are rendered at collection by the vLLM and SGLang adapters.
 for _adapter, _extra in (("unillm_vllm", "vllm"), ("unillm_sglang", "sglang")):
-    pytest.importorskip(_adapter, reason=f"its adapter is not installed: pip install 'unillm[{_extra}]'")
+    pytest.importorskip(_adapter, reason=f"its adapter is not installed: pip install 'unillm-sdk[{_extra}]'")
 HERE = Path(__file__).resolve().parent
 VLLM_CHECK = HERE.parent / "adapters" / "vllm" / "tests" / "vllm_args_check.py"
 ROUTER_CHECK = HERE / "router_args_check.py"

@@ -235,7 +235,7 @@ def launch(
     prefill and decode engines behind the router; ``replica_env`` adds environment per engine
     (e.g. its own ``CUDA_VISIBLE_DEVICES``). See :mod:`unillm.launching.fleet_launch`.
     ``cluster=unillm.Ray(address)`` places the replicas on a Ray cluster's nodes instead
-    (:mod:`unillm.launching.ray_cluster`; ``pip install 'unillm[ray]'``).
+    (:mod:`unillm.launching.ray_cluster`; ``pip install 'unillm-sdk[ray]'``).
 
     Args:
         engine: The adapter's name ("vllm", "sglang", "tgi", "mlx", "llamacpp", ...).

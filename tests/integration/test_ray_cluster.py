@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import ray  # in unillm[dev]: a missing ray is an error here, not a skip
+import ray  # in unillm-sdk[dev]: a missing ray is an error here, not a skip
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 import unillm

@@ -10,6 +10,8 @@ from unillm.adapter.base import Adapter
 from unillm.errors import InvalidOptions, UnknownEngine
 
 ENTRY_POINT_GROUP = "unillm.adapters"
+#: The core distribution's name (the import name is ``unillm``; ``unillm`` on the index is another project).
+DISTRIBUTION = "unillm-sdk"
 
 
 # A root extra that installs an adapter distribution: ``unillm-<engine>[...] @ ... ; extra == "<engine>"``.
@@ -24,7 +26,7 @@ def _normalized(name: str) -> str:
 def first_party_engines() -> tuple[str, ...]:
     """Engines whose adapter ships with unillm, each installed by the extra of the same name.
 
-    Read from the installed ``unillm`` distribution's extras (each ``unillm[<engine>]`` that
+    Read from the installed ``unillm-sdk`` distribution's extras (each ``unillm-sdk[<engine>]`` that
     installs ``unillm-<engine>``), so no list of engines is kept by hand.
 
     Returns:
@@ -33,7 +35,7 @@ def first_party_engines() -> tuple[str, ...]:
     from importlib.metadata import PackageNotFoundError, requires
 
     try:
-        requirements = requires("unillm") or []
+        requirements = requires(DISTRIBUTION) or []
     except PackageNotFoundError:  # pragma: no cover - running from a tree that is not installed
         return ()
     engines = set()
@@ -89,12 +91,12 @@ def _unknown_engine_message(engine: str) -> str:
     message = f"no unillm adapter is installed for engine {engine!r} (installed: {have}). "
     first_party = first_party_engines()
     if _normalized(name).replace("-", "_") in first_party:
-        return message + f"Install it: pip install 'unillm[{name}]'"
+        return message + f"Install it: pip install 'unillm-sdk[{name}]'"
     known = sorted({*first_party, *installed_engines()})
     close = get_close_matches(name, known, 1)
     hint = f"Did you mean {close[0]!r}? " if close else ""
     return (
         message + f"{hint}unillm knows {', '.join(map(repr, known))} (pip install "
-        "'unillm[<engine>]'); another engine needs a third-party adapter registered under "
+        "'unillm-sdk[<engine>]'); another engine needs a third-party adapter registered under "
         f"the entry-point group {ENTRY_POINT_GROUP!r}"
     )

@@ -1,6 +1,6 @@
 """The batch progress bar: done/failed, requests/s, tokens/s and ETA on a terminal, quiet elsewhere.
 
-rich draws it (``pip install 'unillm[batch]'``); without rich, or when stderr is not a
+rich draws it (``pip install 'unillm-sdk[batch]'``); without rich, or when stderr is not a
 terminal, nothing is drawn and only the closing summary line is printed.
 """
 

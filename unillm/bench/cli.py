@@ -51,7 +51,7 @@ def add_bench_parser(sub: Any) -> None:
         choices=("auto", "aiohttp", "httpx"),
         default="auto",
         help="HTTP client that measures a URL or launched engine: aiohttp under httpx "
-        "(auto: when httpx-aiohttp is installed, as in unillm[bench]) or httpx's own",
+        "(auto: when httpx-aiohttp is installed, as in unillm-sdk[bench]) or httpx's own",
     )
     t.add_argument(
         "--vary",

@@ -41,7 +41,7 @@ def resolve(http: str) -> Literal["aiohttp", "httpx"]:
     if http == "aiohttp" and not have:
         raise InvalidOptions(
             "the aiohttp client needs the httpx-aiohttp package: pip install "
-            "'unillm[bench]' (or pass http='httpx' / --http httpx)"
+            "'unillm-sdk[bench]' (or pass http='httpx' / --http httpx)"
         )
     if http == "auto":
         return "aiohttp" if have else "httpx"

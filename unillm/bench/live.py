@@ -3,7 +3,7 @@
     with live_progress() as hook:
         await run_suite(..., progress=hook)
 
-rich comes with ``pip install 'unillm[bench]'`` and is imported only here; without it (or when
+rich comes with ``pip install 'unillm-sdk[bench]'`` and is imported only here; without it (or when
 stderr is not a terminal) a line per run and one every 10 s go to stderr.
 """
 

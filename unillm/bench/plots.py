@@ -1,4 +1,4 @@
-"""PNG plots of benchmark results (needs matplotlib: ``pip install 'unillm[bench]'``).
+"""PNG plots of benchmark results (needs matplotlib: ``pip install 'unillm-sdk[bench]'``).
 
 write_plots(report.runs, "bench-results/")
 # latency_vs_load.png        TTFT / TPOT / E2EL percentiles against load, one line per target
@@ -25,7 +25,7 @@ def _pyplot() -> Any:
         import matplotlib.pyplot as plt
     except ImportError:
         raise InvalidOptions(
-            "plots need matplotlib: pip install 'unillm[bench]' (or pass --no-plots)"
+            "plots need matplotlib: pip install 'unillm-sdk[bench]' (or pass --no-plots)"
         ) from None
     return plt
 

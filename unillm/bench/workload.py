@@ -250,7 +250,7 @@ def load_tokenizer(name: str) -> Tokenizer:
         from tokenizers import Tokenizer
     except ImportError:
         raise InvalidOptions(
-            "exact synthetic lengths need the tokenizers package: pip install 'unillm[bench]'"
+            "exact synthetic lengths need the tokenizers package: pip install 'unillm-sdk[bench]'"
         ) from None
     path = Path(name)
     file = path / "tokenizer.json" if path.is_dir() else path

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 0
     if not names:
-        print("no unillm adapters installed (pip install 'unillm[vllm]')")
+        print("no unillm adapters installed (pip install 'unillm-sdk[vllm]')")
         return 0
     marks = {"native": "yes", "emulated": "unillm", "no": "-"}
     width = max(len(f.value) for f in Feature)

@@ -142,7 +142,7 @@ def _add_fleet_flags(launch: argparse.ArgumentParser) -> None:
     fleet.add_argument(
         "--ray",
         metavar="ADDRESS",
-        help="place the replicas on this Ray cluster ('head:6379', or 'auto'); needs unillm[ray]",
+        help="place the replicas on this Ray cluster ('head:6379', or 'auto'); needs unillm-sdk[ray]",
     )
     fleet.add_argument(
         "--ray-placement",

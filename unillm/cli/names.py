@@ -16,5 +16,5 @@ def engine_names(conjunction: str = "and") -> str:
 
     names = installed_engines()
     if not names:
-        return "an engine name (no adapter installed: pip install 'unillm[vllm]')"
+        return "an engine name (no adapter installed: pip install 'unillm-sdk[vllm]')"
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {conjunction} {names[-1]}"

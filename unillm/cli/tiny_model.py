@@ -18,7 +18,7 @@ def add_parser(sub: Any) -> None:
         help="build the tiny test model and print its paths",
         description="Build (once, cached, under a second) the tiny random-weight Llama with a "
         "locally trained tokenizer and two LoRA adapters, and print where it is. Its "
-        "text is gibberish; constraints still hold. Needs unillm[testing].",
+        "text is gibberish; constraints still hold. Needs unillm-sdk[testing].",
     )
     tiny.add_argument("--json", action="store_true", help="print {model, loras} as JSON")
     tiny.add_argument("--force", action="store_true", help="rebuild even if cached")
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidOptions(str(e)) from None
     except ImportError as e:
         raise InvalidOptions(
-            f"the tiny model needs numpy, tokenizers and safetensors ({e}): pip install 'unillm[testing]'"
+            f"the tiny model needs numpy, tokenizers and safetensors ({e}): pip install 'unillm-sdk[testing]'"
         ) from None
     if args.json:
         print(

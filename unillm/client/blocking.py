@@ -133,7 +133,7 @@ class BlockingLLM:
         return self._run(self.llm.capabilities)
 
     def openai(self) -> OpenAI:
-        """A blocking ``openai.OpenAI`` client for the same endpoint (needs ``unillm[openai]``).
+        """A blocking ``openai.OpenAI`` client for the same endpoint (needs ``unillm-sdk[openai]``).
 
         client = llm.openai()
         client.completions.create(model=llm.info().model, prompt="Hi", max_tokens=8)

@@ -288,7 +288,7 @@ class LLM(Generates):
         return EngineMetrics.parse(response.text, engine=self.engine, mapping=mapping)
 
     def openai(self) -> AsyncOpenAI:
-        """An ``openai.AsyncOpenAI`` client for the same endpoint (needs ``unillm[openai]``).
+        """An ``openai.AsyncOpenAI`` client for the same endpoint (needs ``unillm-sdk[openai]``).
 
         Returns:
             A client for the engine's ``/v1`` API, with this client's API key.
@@ -300,7 +300,7 @@ class LLM(Generates):
             from openai import AsyncOpenAI
         except ImportError:
             raise InvalidOptions(
-                "llm.openai() needs the openai package: pip install 'unillm[openai]'"
+                "llm.openai() needs the openai package: pip install 'unillm-sdk[openai]'"
             ) from None
         return AsyncOpenAI(base_url=f"{self._url}/v1", api_key=self._api_key or "unused")
 

@@ -8,7 +8,7 @@ Python functions and run the model's calls on the server.
         await llm.run_tools(first, tools=[server])
         await llm.run_tools(second, tools=[server])
 
-The official ``mcp`` SDK (``pip install 'unillm[mcp]'``) is imported only when a server opens. A
+The official ``mcp`` SDK (``pip install 'unillm-sdk[mcp]'``) is imported only when a server opens. A
 server the loop opened is closed when the loop ends (answer, error or cancellation); one the caller
 opened stays open until its ``async with`` ends. A tool's error (the server's ``isError``) goes back
 to the model as a tool error and the loop goes on; a server that dies, closes the connection or does
@@ -459,7 +459,7 @@ def _import_mcp() -> Any:
             "unillm",
             "MCP tool servers",
             why="the mcp package is not installed here",
-            alternative="Install the extra: pip install 'unillm[mcp]'",
+            alternative="Install the extra: pip install 'unillm-sdk[mcp]'",
         ) from None
     return mcp
 

@@ -94,7 +94,7 @@ def load_yaml(text: str, where: str = "the YAML") -> Any:
     try:
         import yaml
     except ImportError:
-        raise ConfigError("YAML configs need PyYAML: pip install 'unillm[yaml]'") from None
+        raise ConfigError("YAML configs need PyYAML: pip install 'unillm-sdk[yaml]'") from None
 
     class NoAliases(yaml.SafeLoader):
         def compose_node(self, parent: Any, index: Any) -> Any:

@@ -12,7 +12,7 @@ over several devices on an engine with a Ray executor of its own (vLLM) is start
 Teardown stops every engine, kills every actor and removes the placement group, also when a
 start failed. A replica whose actor died is explained in errors the way a dead engine is.
 
-Ray is imported only here, when a Ray launch starts (``pip install 'unillm[ray]'``).
+Ray is imported only here, when a Ray launch starts (``pip install 'unillm-sdk[ray]'``).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def import_ray() -> ModuleType:
             "unillm",
             "cluster=unillm.Ray(...)",
             why="the ray package is not installed here",
-            alternative="Install the extra: pip install 'unillm[ray]' (the Ray version of the cluster)",
+            alternative="Install the extra: pip install 'unillm-sdk[ray]' (the Ray version of the cluster)",
         ) from None
     return ray
 

@@ -1,7 +1,7 @@
 """OpenTelemetry for every engine: a GenAI client span and client metrics per generate/stream.
 
     import unillm
-    unillm.instrument()                 # needs unillm[otel]; uses the global providers
+    unillm.instrument()                 # needs unillm-sdk[otel]; uses the global providers
     ...
     unillm.uninstrument()
 
@@ -280,7 +280,7 @@ def instrument(
         unillm.instrument()                                  # global providers
         unillm.instrument(tracer_provider=tp, meter_provider=mp, capture_content=True)
 
-    Needs ``pip install 'unillm[otel]'``. Calling it again replaces the previous instrumentation.
+    Needs ``pip install 'unillm-sdk[otel]'``. Calling it again replaces the previous instrumentation.
 
     Args:
         tracer_provider: The OpenTelemetry tracer provider; None uses the global one.
@@ -295,7 +295,9 @@ def instrument(
         import opentelemetry.metrics
         import opentelemetry.trace  # noqa: F401
     except ImportError:
-        raise InvalidOptions("unillm.instrument() needs OpenTelemetry: pip install 'unillm[otel]'") from None
+        raise InvalidOptions(
+            "unillm.instrument() needs OpenTelemetry: pip install 'unillm-sdk[otel]'"
+        ) from None
     uninstrument()
     observer = OTelObserver(
         tracer_provider=tracer_provider, meter_provider=meter_provider, capture_content=capture_content

@@ -7,7 +7,7 @@
                             embedder=EngineEmbedder(embedding_llm), llm=llm, default="chat")
     r = await router.generate("How do I reverse a list?")   # r.route says where it went and why
 
-Needs ``unillm[routing]`` (numpy). Names are imported lazily.
+Needs ``unillm-sdk[routing]`` (numpy). Names are imported lazily.
 """
 
 from __future__ import annotations

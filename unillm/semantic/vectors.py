@@ -19,7 +19,7 @@ def numpy_module() -> Any:
     except ImportError:  # pragma: no cover - the extra installs it
         from unillm.errors import InvalidOptions
 
-        raise InvalidOptions("semantic routing needs numpy: pip install 'unillm[routing]'") from None
+        raise InvalidOptions("semantic routing needs numpy: pip install 'unillm-sdk[routing]'") from None
     return numpy
 
 

@@ -95,7 +95,7 @@ _SPEC_METHOD = {
 
 
 #: Ray for ``--distributed-executor-backend ray`` (vLLM lists no version of its own): the version
-#: of ``unillm[ray]``, since the engine, the driver and the cluster must run the same one.
+#: of ``unillm-sdk[ray]``, since the engine, the driver and the cluster must run the same one.
 RAY = "ray==2.60.0"
 
 
