@@ -40,7 +40,8 @@ def dump(manifest: dict[str, Any], fmt: Format) -> str:
         import yaml
     except ImportError:
         raise InvalidOptions(
-            "YAML output needs PyYAML: pip install 'unillm-sdk[deploy]' (or pass --json: kubectl reads JSON too)"
+            "YAML output needs PyYAML: pip install 'unillm-sdk[deploy]' "
+            "(or pass --json: kubectl reads JSON too)"
         ) from None
     text: str = yaml.safe_dump(manifest, sort_keys=False, default_flow_style=False)
     return text
