@@ -57,10 +57,20 @@ class BlockingClient(Protocol):
         """Served model, engine version and limits."""
 
     def generate(self, prompt: str | None = None, **inputs: Unpack[_Inputs]) -> Completion[Any]:
-        """The whole answer to ``prompt`` (completions API) or ``messages`` (chat API)."""
+        """The whole answer to ``prompt`` (completions API) or ``messages`` (chat API).
+
+        Args:
+            prompt: A plain prompt; None to send ``messages``.
+            inputs: ``messages``, ``max_tokens``, ``output``, ... as :meth:`unillm.LLM.generate` takes them.
+        """
 
     def stream(self, prompt: str | None = None, **inputs: Unpack[_Inputs]) -> Iterator[Delta]:
-        """The answer as it comes; the last delta carries usage, timings and finish reason."""
+        """The answer as it comes; the last delta carries usage, timings and finish reason.
+
+        Args:
+            prompt: A plain prompt; None to send ``messages``.
+            inputs: ``messages``, ``max_tokens``, ``output``, ... as :meth:`unillm.LLM.stream` takes them.
+        """
 
     def close(self) -> None:
         """Close the connections and the event-loop thread."""
