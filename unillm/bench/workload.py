@@ -139,6 +139,7 @@ class BenchRequest:
     prompt: str | None = None
     messages: tuple[Mapping[str, str], ...] | None = None
     input_len: int | None = None  # expected prompt tokens, when known before sending
+    at: float | None = None  # fixed schedule: seconds after the start at which it is sent
 
 
 class Synthetic(BaseModel):
