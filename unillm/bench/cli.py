@@ -102,6 +102,9 @@ def add_bench_parser(sub: Any) -> None:
         "output_length, hash_ids)",
     )
     w.add_argument(
+        "--trace-block-size", type=int, default=512, help="tokens per hash id of the trace (Mooncake: 512)"
+    )
+    w.add_argument(
         "--trace-time-scale",
         type=float,
         default=1.0,
@@ -262,7 +265,11 @@ def _workload(args: argparse.Namespace) -> Any:
             raise InvalidOptions("--trace replays a trace; drop --workload multi-turn (or --trace)")
         if args.trace:
             return MooncakeTrace(
-                path=args.trace, time_scale=args.trace_time_scale, chat=args.chat, seed=args.seed
+                path=args.trace,
+                block_size=args.trace_block_size,
+                time_scale=args.trace_time_scale,
+                chat=args.chat,
+                seed=args.seed,
             )
         if args.workload == "multi-turn":
             return MultiTurn(

@@ -49,7 +49,12 @@ class Session:
     reasoning: Literal["strip", "echo"] = "strip"
 
     def history_message(self, text: str, reasoning: str) -> Mapping[str, str]:
-        """The assistant message an answer adds to the history (see ``reasoning``)."""
+        """The assistant message an answer adds to the history (see ``reasoning``).
+
+        Args:
+            text: The answer's text.
+            reasoning: The answer's thinking (echoed or dropped by the session's policy).
+        """
         if self.reasoning == "echo" and reasoning:
             text = f"<think>{reasoning}</think>{text}"
         return {"role": "assistant", "content": text}
