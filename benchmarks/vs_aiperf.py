@@ -88,11 +88,10 @@ def aiperf_bench(
     cmd += ["--warmup-request-count", str(warmups), "--random-seed", str(seed)]
     cmd += ["--artifact-dir", str(out), "--ui-type", "none", "--no-server-metrics"]
     done = run_client(cmd, args)
-    found = sorted(out.rglob("*aiperf*.json")) if out.exists() else []
-    if done.returncode != 0 or not found:
+    found = out / "profile_export_aiperf.json"  # the profiling phase's summary (warm-up excluded)
+    if done.returncode != 0 or not found.exists():
         raise SystemExit(f"aiperf failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
-    data = json.loads(found[0].read_text())
-    return dict(data.get("records", data))
+    return dict(json.loads(found.read_text()))
 
 
 def aiperf_value(summary: dict[str, Any], metric: str, stat: str) -> float:

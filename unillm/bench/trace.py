@@ -14,15 +14,13 @@ counts). A line without ``hash_ids`` gets a prompt of its own.
 
 from __future__ import annotations
 
-import json
 import random
 from functools import lru_cache
-from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from unillm.bench.workload import _WORDS, BenchRequest
+from unillm.bench.workload import _WORDS, BenchRequest, jsonl_objects
 from unillm.errors import InvalidOptions
 
 
@@ -41,18 +39,14 @@ class MooncakeTrace(BaseModel):
 
     def requests(self) -> list[BenchRequest]:
         """The trace's requests with their send times; a malformed trace is InvalidOptions."""
-        path = Path(self.path)
-        if not path.is_file():
-            raise InvalidOptions(
-                f"trace {path} does not exist; pass a JSONL file of Mooncake lines "
-                '{"timestamp": ms, "input_length": N, "output_length": N, "hash_ids": [...]}'
-            )
-        rows = [
-            (number, line) for number, line in enumerate(path.read_text().splitlines(), 1) if line.strip()
-        ][: self.num_prompts]
-        if not rows:
-            raise InvalidOptions(f"trace {path} has no requests")
-        out = [self._request(f"{path}:{n}", line) for n, line in rows]
+        lines = jsonl_objects(
+            self.path,
+            "trace",
+            'Mooncake lines {"timestamp": ms, "input_length": N, "output_length": N, "hash_ids": [...]}',
+        )[: self.num_prompts]
+        if not lines:
+            raise InvalidOptions(f"trace {self.path} has no requests")
+        out = [self._request(where, data) for where, data in lines]
         start = min(r.at or 0.0 for r in out)
         return sorted(
             (
@@ -62,13 +56,7 @@ class MooncakeTrace(BaseModel):
             key=lambda r: r.at or 0.0,
         )
 
-    def _request(self, where: str, line: str) -> BenchRequest:
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InvalidOptions(f"{where} is not JSON ({e.msg})") from None
-        if not isinstance(data, dict):
-            raise InvalidOptions(f"{where}: each line must be a JSON object")
+    def _request(self, where: str, data: dict[str, Any]) -> BenchRequest:
         fields = {k: data.get(k) for k in ("timestamp", "input_length", "output_length")}
         for key, value in fields.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:

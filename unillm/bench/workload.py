@@ -193,31 +193,16 @@ class JsonlPrompts(BaseModel):
 
     def requests(self) -> list[BenchRequest]:
         """Read and validate the file; an empty or malformed file is an InvalidOptions error."""
-        path = Path(self.path)
-        if not path.is_file():
-            raise InvalidOptions(
-                f"dataset {path} does not exist; pass a JSONL file of "
-                '{"prompt": "..."} or {"messages": [...]} lines'
-            )
-        rows = []
-        for number, line in enumerate(path.read_text().splitlines(), 1):
-            if line.strip():
-                rows.append(self._row(path, number, line))
+        lines = jsonl_objects(self.path, "dataset", '{"prompt": "..."} or {"messages": [...]} lines')
+        rows = [self._row(where, data) for where, data in lines]
         if not rows:
             raise InvalidOptions(
-                f'dataset {path} has no prompts; add JSONL lines such as {{"prompt": "Hello"}}'
+                f'dataset {self.path} has no prompts; add JSONL lines such as {{"prompt": "Hello"}}'
             )
         count = self.num_prompts or len(rows)
         return [rows[i % len(rows)] for i in range(count)]
 
-    def _row(self, path: Path, number: int, line: str) -> BenchRequest:
-        where = f"{path}:{number}"
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InvalidOptions(f"{where} is not JSON ({e.msg})") from None
-        if not isinstance(data, dict):
-            raise InvalidOptions(f"{where}: each line must be a JSON object")
+    def _row(self, where: str, data: dict[str, Any]) -> BenchRequest:
         max_tokens = data.get("max_tokens", data.get("output_len", self.output_len))
         if not isinstance(max_tokens, int) or max_tokens < 1:
             raise InvalidOptions(f"{where}: max_tokens must be a positive integer")
@@ -243,6 +228,35 @@ class JsonlPrompts(BaseModel):
 
 
 Workload = Synthetic | JsonlPrompts
+
+
+def jsonl_objects(name: str, what: str, expected: str) -> list[tuple[str, dict[str, Any]]]:
+    """The JSON objects of a JSONL file's non-blank lines, each with its ``file:line``.
+
+    Args:
+        name: The file's path.
+        what: What the file is, for messages ("dataset", "trace").
+        expected: What its lines look like, for messages.
+
+    Raises:
+        InvalidOptions: The file is missing, or a line is not a JSON object.
+    """
+    path = Path(name)
+    if not path.is_file():
+        raise InvalidOptions(f"{what} {path} does not exist; pass a JSONL file of {expected}")
+    out = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InvalidOptions(f"{where} is not JSON ({e.msg})") from None
+        if not isinstance(data, dict):
+            raise InvalidOptions(f"{where}: each line must be a JSON object")
+        out.append((where, data))
+    return out
 
 
 def load_tokenizer(name: str) -> Tokenizer:
