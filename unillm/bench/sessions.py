@@ -25,7 +25,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from unillm.bench.workload import _draw, _prompt, load_tokenizer
+from unillm.bench.workload import draw_length, load_tokenizer, random_prompt
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ class MultiTurn(BaseModel):
         rng = random.Random(f"multi-turn:{self.seed}")
         tok = load_tokenizer(self.tokenizer) if self.tokenizer else None
         systems = [
-            _prompt(tok, rng, [], self.system_prompt_len)[0] if self.system_prompt_len else None
+            random_prompt(tok, rng, [], self.system_prompt_len)[0] if self.system_prompt_len else None
             for _ in range(self.system_prompts)
         ]
         out = []
@@ -92,9 +92,9 @@ class MultiTurn(BaseModel):
             system = systems[rng.randrange(len(systems))]
             turns = []
             for t in range(self.turns):
-                text, length = _prompt(tok, rng, [], _draw(rng, self.input_len, self.range_ratio))
+                text, length = random_prompt(tok, rng, [], draw_length(rng, self.input_len, self.range_ratio))
                 think = rng.uniform(0, 2 * self.think_time_s) if t and self.think_time_s else 0.0
-                max_tokens = _draw(rng, self.output_len, self.range_ratio)
+                max_tokens = draw_length(rng, self.output_len, self.range_ratio)
                 turns.append(Turn(text, max_tokens, think, length if tok else None))
             out.append(Session(f"s{s:04d}", tuple(turns), system, self.session_key, self.reasoning))
         return out

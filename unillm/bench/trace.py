@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from unillm.bench.workload import _WORDS, BenchRequest, jsonl_objects
+from unillm.bench.workload import WORDS, BenchRequest, jsonl_objects
 from unillm.errors import InvalidOptions
 
 
@@ -90,11 +90,11 @@ class MooncakeTrace(BaseModel):
             words += _block(self.seed, h, self.block_size)
         if len(words) < input_length:  # more tokens than blocks: a tail of the request's own
             rng = random.Random(f"tail:{self.seed}:{unique}")
-            words += [rng.choice(_WORDS) for _ in range(input_length - len(words))]
+            words += [rng.choice(WORDS) for _ in range(input_length - len(words))]
         return " ".join(words[:input_length])
 
 
 @lru_cache(maxsize=4096)
 def _block(seed: int, hash_id: int, size: int) -> list[str]:
     rng = random.Random(f"block:{seed}:{hash_id}")
-    return [rng.choice(_WORDS) for _ in range(size)]
+    return [rng.choice(WORDS) for _ in range(size)]

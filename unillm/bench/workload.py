@@ -28,7 +28,7 @@ from unillm.errors import InvalidOptions
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-_WORDS = (
+WORDS = (
     "time",
     "year",
     "people",
@@ -170,9 +170,9 @@ class Synthetic(BaseModel):
         prefix = _random_tokens(tok, rng, self.prefix_len)
         out = []
         for _ in range(self.num_prompts):
-            n_in = max(1, _draw(rng, self.input_len, self.range_ratio) - added)
-            n_out = _draw(rng, self.output_len, self.range_ratio)
-            text, length = _prompt(tok, rng, prefix, n_in)
+            n_in = max(1, draw_length(rng, self.input_len, self.range_ratio) - added)
+            n_out = draw_length(rng, self.output_len, self.range_ratio)
+            text, length = random_prompt(tok, rng, prefix, n_in)
             out.append(_request(text, n_out, length + added if tok else None, self.chat))
         return out
 
@@ -276,7 +276,14 @@ def load_tokenizer(name: str) -> Tokenizer:
     return Tokenizer.from_file(str(file))
 
 
-def _draw(rng: random.Random, mean: int, ratio: float) -> int:
+def draw_length(rng: random.Random, mean: int, ratio: float) -> int:
+    """A length drawn uniformly within ``ratio`` of ``mean`` (at least 1).
+
+    Args:
+        rng: The workload's seeded generator.
+        mean: The mean length.
+        ratio: The relative spread (0: exactly ``mean``).
+    """
     low, high = max(1, int(mean * (1 - ratio))), int(mean * (1 + ratio))
     return rng.randint(low, max(low, high))
 
@@ -291,13 +298,22 @@ def _random_tokens(tok: Tokenizer | None, rng: random.Random, n: int) -> list[in
     if n <= 0:
         return []
     if tok is None:
-        return [rng.choice(_WORDS) for _ in range(n)]
+        return [rng.choice(WORDS) for _ in range(n)]
     allowed = _allowed_ids(tok)
     return [rng.choice(allowed) for _ in range(n)]
 
 
-def _prompt(tok: Tokenizer | None, rng: random.Random, prefix: Sequence[Any], n: int) -> tuple[str, int]:
-    """A prompt of ``n`` tokens (prefix included when shorter than ``n``) and its real length."""
+def random_prompt(
+    tok: Tokenizer | None, rng: random.Random, prefix: Sequence[Any], n: int
+) -> tuple[str, int]:
+    """A prompt of ``n`` tokens (prefix included when shorter than ``n``) and its real length.
+
+    Args:
+        tok: The model's tokenizer (exact lengths); None: words of about one token each.
+        rng: The workload's seeded generator.
+        prefix: Tokens (or words) every prompt starts with.
+        n: The prompt's length in tokens.
+    """
     body = list(prefix[:n]) + list(_random_tokens(tok, rng, max(0, n - len(prefix))))
     if tok is None:
         return " ".join(body), n
