@@ -260,8 +260,10 @@ def main() -> None:
         result["overhead"] = overhead(args, model_path)
         print(f"sustained req/s against the look-alike: {result['overhead']['sustained_req_per_s']}")
     result["load_average_1m_end"] = os.getloadavg()[0]
-    if not args.no_save:
+    if not args.no_save:  # a part skipped (--skip-*) keeps its figures from the last run
+        earlier = json.loads(RESULT.read_text()) if RESULT.exists() else {}
         RESULT.parent.mkdir(parents=True, exist_ok=True)
+        result = earlier | result
         RESULT.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "rounds_detail"}))
 
