@@ -71,3 +71,29 @@ def test_an_engine_without_metrics_gives_none_everywhere() -> None:
     stats = EngineStats.between({"e": None}, {"e": None}, [])
     assert stats == EngineStats()
     assert stats.generation_tokens is None and stats.kv_cache_usage_peak is None
+
+
+@pytest.mark.anyio
+async def test_aborted_requests_and_those_left_running_come_from_the_raw_counters() -> None:
+    from unillm.bench.engine_stats import snapshot
+
+    mapping = get_adapter("vllm").metric_names("0.32.0")
+
+    class Engine:
+        def __init__(self, aborted: float, running: float) -> None:
+            self.text = CAPTURE.replace(
+                'finished_reason="abort",model_name="tiny"} 0.0',
+                f'finished_reason="abort",model_name="tiny"}} {aborted}',
+            ).replace(
+                'vllm:num_requests_running{engine="0",model_name="tiny"} 0.0',
+                f'vllm:num_requests_running{{engine="0",model_name="tiny"}} {running}',
+            )
+
+        async def metrics(self) -> EngineMetrics:
+            return EngineMetrics.parse(self.text, engine="vllm", mapping=mapping)
+
+    before = await snapshot({"e": Engine(2, 0)})  # type: ignore[dict-item]
+    after = await snapshot({"e": Engine(9, 1)})  # type: ignore[dict-item]
+    stats = EngineStats.between(before, after, [])
+    assert stats.aborted == 7 and stats.running_after == 1
+    assert stats.generation_tokens == 0  # the normalized figures are still there

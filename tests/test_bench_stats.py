@@ -101,3 +101,41 @@ def test_bad_inputs_are_refused() -> None:
         percentile([], 50)
     with pytest.raises(ValueError, match="greater than 0"):
         Slo(ttft_ms=-1)
+
+
+def test_mean_ci_uses_students_t() -> None:
+    from unillm.bench.stats import mean_ci, t_quantile_975
+
+    mean, half = mean_ci([10.0, 12.0, 11.0])
+    assert mean == 11.0 and half == pytest.approx(4.303 * 1.0 / 3**0.5, rel=1e-3)
+    assert mean_ci([5.0]) == (5.0, None)
+    assert t_quantile_975(1) == pytest.approx(12.706, rel=1e-3)
+    assert t_quantile_975(100) == pytest.approx(1.984, rel=1e-3)
+    with pytest.raises(ValueError, match="degrees of freedom"):
+        t_quantile_975(0)
+
+
+def test_pareto_front_keeps_the_points_nothing_beats() -> None:
+    from unillm.bench.stats import pareto_front
+
+    points = [(10.0, 5.0), (20.0, 8.0), (15.0, 9.0), (30.0, 20.0), (5.0, 6.0), (float("nan"), 1.0)]
+    assert pareto_front(points) == [0, 1, 3]
+
+
+def test_cancelled_requests_are_counted_apart_and_sessions_judged_on_the_rest() -> None:
+    from unillm.bench.stats import RequestRecord, Slo, summarize
+
+    def rec(session: str, ttft: float, **kw: object) -> RequestRecord:
+        return RequestRecord(start=0, ttft=ttft, latency=ttft, output_tokens=1, session=session, **kw)  # type: ignore[arg-type]
+
+    records = [
+        rec("a", 0.1),
+        rec("a", 0.1, success=False, cancelled_after=1),
+        rec("b", 0.1),
+        rec("b", 2.0),
+        rec("c", 0.1, success=False, error="boom"),
+    ]
+    s = summarize(records, 1.0, slo=Slo(ttft_ms=500))
+    assert (s.completed, s.cancelled, s.failed, s.sessions) == (3, 1, 1, 3)
+    assert s.session_goodput == 1.0  # a: its answered turn met the SLO; b: too slow; c: failed
+    assert s.request_goodput == 2.0

@@ -89,3 +89,17 @@ def test_structured_coverage_benchmark_classifies_every_schema_of_a_checkout(tmp
 def test_agents_benchmark_reports_the_tool_corpus_without_engines() -> None:
     result = last_json_line("agents.py", "--quick", "--no-mlx")
     assert result["tool_parse_identical"] == 1.0 and result["replay_tokens_lost"] is None
+
+
+@pytest.mark.skipif(
+    not (Path.home() / ".cache/unillm/envs/aiperf/bin/aiperf").exists()
+    or not (Path.home() / ".cache/unillm/envs/vllm/bin/python").exists(),
+    reason="needs AIPerf's and vLLM's envs under ~/.cache/unillm/envs",
+)
+def test_vs_aiperf_measures_each_harness_rate_against_the_look_alike() -> None:
+    result = last_json_line(
+        "vs_aiperf.py", "--skip-agreement", "--overhead-rounds", "1", "--overhead-requests", "60", "--no-save"
+    )
+    rates = result["overhead"]["sustained_req_per_s"]  # type: ignore[index]
+    assert set(rates) == {"unillm", "vllm", "aiperf"} and all(r > 0 for r in rates.values())
+    assert "goals" in result

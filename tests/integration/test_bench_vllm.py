@@ -44,3 +44,38 @@ async def test_short_bench_on_real_vllm(vllm_server: RunningEngine, tiny: TinyMo
     assert run.engine.prefix_cache_queries is not None and run.engine.mean_queue_time_ms is not None
     files = {p.name for p in write_report(report, tmp_path)}
     assert {"bench.json", "summary.md", "latency_vs_load.png"} <= files
+
+
+async def test_multi_turn_sessions_on_real_vllm(vllm_server: RunningEngine, tiny: TinyModel) -> None:
+    """3 sessions x 3 turns: histories grow with the real answers, turns keep their order, and
+    the engine's own counters (prefix cache, aborts) are read over the run."""
+    from unillm.bench import MultiTurn
+
+    target = Url("vllm", vllm_server.base_url, api_key=vllm_server.api_key, label="vllm-cpu")
+    workload = MultiTurn(
+        sessions=3, turns=3, input_len=16, output_len=8, system_prompt_len=48, tokenizer=str(tiny.path)
+    )
+    report = await run_suite(
+        [target],
+        workload,
+        [Load(max_concurrency=3)],
+        options={"temperature": 0, "extra_body": {"ignore_eos": True}},
+        slo=Slo(ttft_ms=600_000),
+        sample_every_s=None,
+    )
+    (run,) = report.runs
+    s = run.summary
+    assert run.error is None and s is not None
+    assert (s.completed, s.failed, s.sessions) == (9, 0, 3)
+    assert s.session_goodput == pytest.approx(3 / s.duration)
+    assert run.sessions == [f"s{i:04d}" for i in range(3) for _ in range(3)]
+    assert run.turns == [0, 1, 2] * 3  # each session's turns, in order
+    assert run.output_lens == [8] * 9
+    for i in range(3):  # the prompt grows each turn by the previous answer and the new message
+        first, second, third = run.input_lens[3 * i : 3 * i + 3]
+        assert first > 48 and second > first + 16 and third > second + 16
+    # the engine's own view: every prompt token looked up in the prefix cache; the shared system
+    # prompt and the growing histories are hits (block size 16 on CPU: most of each history)
+    assert run.engine.prefix_cache_queries == s.total_input_tokens
+    assert run.engine.prefix_cache_hits is not None and run.engine.prefix_cache_hits > 0
+    assert run.engine.aborted == 0  # nothing cancelled, nothing aborted

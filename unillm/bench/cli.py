@@ -5,6 +5,9 @@
     unillm bench --config unillm.toml --request-rate 2,4,8 --goodput ttft:500 tpot:50
     unillm bench vllm,sglang --model /models/tiny --vary prefix_caching=true,false \\
         --vary speculative=none,ngram:4 --launch max_model_len=2048
+    unillm bench vllm --url http://127.0.0.1:8000 --workload multi-turn --sessions 20 --turns 5 \\
+        --system-prompt-len 256 --think-time 1 --max-concurrency 4 --runs 3
+    unillm bench vllm --url http://127.0.0.1:8000 --trace mooncake_trace.jsonl --cancel-rate 0.1
 """
 
 from __future__ import annotations
@@ -63,6 +66,51 @@ def add_bench_parser(sub: Any) -> None:
     )
     w = p.add_argument_group("workload")
     w.add_argument(
+        "--workload",
+        choices=("single", "multi-turn"),
+        default="single",
+        help="single requests (--dataset) or multi-turn chat sessions (--sessions, --turns); "
+        "with multi-turn, --request-rate and --max-concurrency apply to session starts",
+    )
+    w.add_argument("--sessions", type=int, default=10, help="multi-turn: sessions (default 10)")
+    w.add_argument("--turns", type=int, default=3, help="multi-turn: turns per session (default 3)")
+    w.add_argument(
+        "--system-prompt-len", type=int, default=0, help="multi-turn: system prompt tokens (default none)"
+    )
+    w.add_argument(
+        "--system-prompts", type=int, default=1, help="multi-turn: distinct system prompts the sessions share"
+    )
+    w.add_argument(
+        "--think-time",
+        type=float,
+        default=0.0,
+        help="multi-turn: mean seconds between a turn's answer and the next",
+    )
+    w.add_argument(
+        "--reasoning",
+        choices=("strip", "echo"),
+        default="strip",
+        help="multi-turn: drop an answer's thinking from the history, or echo it in <think> tags",
+    )
+    w.add_argument(
+        "--session-key", action="store_true", help="multi-turn: send session=<id> (a fleet's affinity key)"
+    )
+    w.add_argument(
+        "--trace",
+        metavar="FILE.jsonl",
+        help="replay a Mooncake-format trace on its own schedule (timestamp, input_length, "
+        "output_length, hash_ids)",
+    )
+    w.add_argument(
+        "--trace-block-size", type=int, default=512, help="tokens per hash id of the trace (Mooncake: 512)"
+    )
+    w.add_argument(
+        "--trace-time-scale",
+        type=float,
+        default=1.0,
+        help="multiply the trace's timestamps (0.5: twice as fast)",
+    )
+    w.add_argument(
         "--dataset",
         default="random",
         help="'random', 'shared-prefix', or a JSONL file of {prompt} / {messages} lines",
@@ -105,12 +153,21 @@ def add_bench_parser(sub: Any) -> None:
     a.add_argument("--max-concurrency", default=None, help="requests in flight, comma-separated to sweep")
     a.add_argument("--warmup", type=int, default=0, help="unmeasured requests first")
     a.add_argument(
+        "--cancel-rate",
+        type=float,
+        default=0.0,
+        help="share of requests (0-1) to cancel at a seeded random point (counted apart)",
+    )
+    a.add_argument("--runs", type=int, default=1, help="repeat each point N times: mean +/- 95%% CI")
+    a.add_argument(
         "--goodput", nargs="+", default=[], metavar="KEY:MS", help="SLOs for goodput: ttft:MS tpot:MS e2el:MS"
     )
     a.add_argument("--percentiles", default="50,90,99", help="percentiles to report (default 50,90,99)")
     o = p.add_argument_group("output")
     o.add_argument("--out", default="bench-results", help="folder for JSON, summary.md and plots")
-    o.add_argument("--no-plots", action="store_true", help="skip the PNG plots (no matplotlib needed)")
+    o.add_argument(
+        "--no-plots", action="store_true", help="skip the PNG plots and HTML report (no matplotlib needed)"
+    )
     o.add_argument("--no-progress", action="store_true", help="no live progress display")
     o.add_argument(
         "--no-engine-metrics", action="store_true", help="do not sample the engine's metrics during the run"
@@ -156,6 +213,8 @@ def run_bench_command(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 progress=hook,
                 sample_every_s=None if args.no_engine_metrics else 1.0,
+                runs=args.runs,
+                cancel_rate=args.cancel_rate,
             )
 
     report = anyio.run(go)
@@ -193,9 +252,40 @@ def _targets(args: argparse.Namespace) -> list[Any]:
 def _workload(args: argparse.Namespace) -> Any:
     from pydantic import ValidationError
 
+    from unillm.bench.sessions import MultiTurn
+    from unillm.bench.trace import MooncakeTrace
     from unillm.bench.workload import JsonlPrompts, Synthetic
 
+    if not 0 <= args.cancel_rate <= 1:
+        raise InvalidOptions(f"--cancel-rate is a share of the requests, 0 to 1; got {args.cancel_rate}")
+    if args.runs < 1:
+        raise InvalidOptions(f"--runs must be at least 1, got {args.runs}")
     try:
+        if args.trace and args.workload == "multi-turn":
+            raise InvalidOptions("--trace replays a trace; drop --workload multi-turn (or --trace)")
+        if args.trace:
+            return MooncakeTrace(
+                path=args.trace,
+                block_size=args.trace_block_size,
+                time_scale=args.trace_time_scale,
+                chat=args.chat,
+                seed=args.seed,
+            )
+        if args.workload == "multi-turn":
+            return MultiTurn(
+                sessions=args.sessions,
+                turns=args.turns,
+                input_len=args.input_len,
+                output_len=args.output_len,
+                range_ratio=args.range_ratio,
+                system_prompt_len=args.system_prompt_len,
+                system_prompts=args.system_prompts,
+                think_time_s=args.think_time,
+                reasoning=args.reasoning,
+                session_key=args.session_key,
+                tokenizer=args.tokenizer,
+                seed=args.seed,
+            )
         if args.dataset in ("random", "shared-prefix"):
             prefix = args.prefix_len
             if prefix is None:

@@ -7,7 +7,9 @@
 
 Uses the normalized metrics (``EngineMetrics.normalized()``), so the figures mean the same on
 every engine; a signal an engine does not expose stays ``None``. Engines without a metrics
-endpoint (mlx-lm's server, in-process engines) give ``None`` for everything.
+endpoint (mlx-lm's server, in-process engines) give ``None`` for everything. Requests the
+engine aborted (vLLM's ``request_success_total{finished_reason="abort"}``, what it did with
+cancellations) and the requests still running after the run are read from its raw counters.
 """
 
 from __future__ import annotations
@@ -19,11 +21,24 @@ import anyio
 from pydantic import BaseModel
 
 from unillm.errors import UnillmError
+from unillm.metrics import NormalizedMetrics
 
 if TYPE_CHECKING:
     from unillm.client.protocol import Client
 
 Snapshot = dict[str, Any]  # replica label -> NormalizedMetrics | None
+
+#: Counters of requests the engine aborted, by engine family (sample name, labels).
+ABORT_COUNTERS: tuple[tuple[str, dict[str, str]], ...] = (
+    ("vllm:request_success_total", {"finished_reason": "abort"}),
+    ("sglang:num_aborted_requests_total", {}),
+)
+
+
+class EngineSnapshot(NormalizedMetrics):
+    """Normalized metrics plus the engine's count of aborted requests (None: not exposed)."""
+
+    aborted: float | None = None
 
 
 class EngineStats(BaseModel):
@@ -41,6 +56,10 @@ class EngineStats(BaseModel):
     mean_queue_time_ms: float | None = None
     kv_cache_usage_peak: float | None = None
     waiting_peak: float | None = None
+    #: Requests the engine aborted over the run (client cancellations), where it counts them.
+    aborted: float | None = None
+    #: Requests still running on the engine when the run ended (a cancellation it missed).
+    running_after: float | None = None
     #: Generated tokens per replica (fleets: each replica's share of the work).
     replica_generation_tokens: dict[str, float | None] = {}
 
@@ -88,6 +107,13 @@ class EngineStats(BaseModel):
         out["kv_cache_usage_peak"] = _max(m.kv_cache_usage for m in gauges)
         out["waiting_peak"] = _max(m.waiting for m in gauges)
         out["replica_generation_tokens"] = {k: d.generation_tokens for k, d in deltas.items()}
+        out["aborted"] = _sum(
+            a - b
+            for k in deltas
+            if (a := getattr(after[k], "aborted", None)) is not None
+            and (b := getattr(before[k], "aborted", None)) is not None
+        )
+        out["running_after"] = _sum(getattr(m, "running", None) for m in after.values() if m is not None)
         return cls(**out)
 
 
@@ -109,7 +135,16 @@ async def _normalized(llm: Client) -> Any:
         with anyio.fail_after(5):
             metrics = await llm.metrics()
         normalize = getattr(metrics, "normalized", None)
-        return normalize() if normalize is not None else None
+        if normalize is None:
+            return None
+        normalized = normalize()
+        value = getattr(metrics, "value", None)
+        aborted = None
+        for name, labels in ABORT_COUNTERS:
+            aborted = value(name, **labels) if value is not None else None
+            if aborted is not None:
+                break
+        return EngineSnapshot(**normalized.model_dump(), aborted=aborted)
     except (UnillmError, ValueError, TimeoutError):
         return None
 

@@ -4,6 +4,7 @@ write_plots(report.runs, "bench-results/")
 # latency_vs_load.png        TTFT / TPOT / E2EL percentiles against load, one line per target
 # throughput_vs_latency.png  output tokens/s against median E2EL, one line per target
 # replica_share.png          each replica's share of generated tokens (fleets only)
+# pareto.png                 output tokens/s against p99 TTFT and p99 ITL, the Pareto front drawn
 """
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from unillm.bench.result import RunResult
+from unillm.bench.stats import pareto_front
 from unillm.errors import InvalidOptions
+
+#: The Pareto plot's panels: (latency key, title).
+PARETO_PANELS = (("p99_ttft_ms", "p99 TTFT (ms)"), ("p99_itl_ms", "p99 ITL (ms)"))
 
 
 def _pyplot() -> Any:
@@ -137,7 +142,45 @@ def write_plots(runs: Sequence[RunResult], out_dir: str | Path) -> list[Path]:
         fig.savefig(path, dpi=110)
         plt.close(fig)
         written.append(path)
+    measured = [r for rs in groups.values() for r in rs]
+    if len(measured) > 1:
+        written.append(_pareto(plt, measured, out / "pareto.png"))
     return written
+
+
+def _pareto(plt: Any, runs: list[RunResult], path: Path) -> Path:
+    """Throughput against tail latency, every run a point, the front (nothing beats it) joined."""
+    fig, axes = plt.subplots(1, len(PARETO_PANELS), figsize=(12, 4.6))
+    labels = list(dict.fromkeys(r.target.label for r in runs))
+    for ax, (key, title) in zip(axes, PARETO_PANELS, strict=True):
+        points = [(r.metric("output_throughput") or math.nan, r.metric(key) or math.nan) for r in runs]
+        for i, label in enumerate(labels):
+            mine = [p for r, p in zip(runs, points, strict=True) if r.target.label == label]
+            ax.scatter([x for x, _ in mine], [y for _, y in mine], color=f"C{i % 10}", label=label, s=28)
+        front = pareto_front(points)
+        if front:
+            ax.step(
+                [points[i][0] for i in front],
+                [points[i][1] for i in front],
+                where="post",
+                color="black",
+                lw=1.2,
+                alpha=0.7,
+                label="Pareto front",
+            )
+            for i in front:
+                ax.annotate(
+                    runs[i].load.label(), points[i], fontsize=7, xytext=(4, -10), textcoords="offset points"
+                )
+        ax.set_xlabel("output tokens/s")
+        ax.set_ylabel(title)
+        ax.set_title(f"Throughput vs {title}: lower right is better")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
 
 
 def _replica_tokens(run: RunResult) -> dict[str, float]:

@@ -1,6 +1,6 @@
 """Write a benchmark's results: one vLLM-layout JSON per run, all runs together, a markdown table.
 
-paths = write_report(report, "bench-results/")   # run-*.json, bench.json, summary.md
+paths = write_report(report, "bench-results/")   # run-*.json, bench.json, summary.md, report.html
 print(markdown_table(report.runs))
 """
 
@@ -13,18 +13,7 @@ from pathlib import Path
 
 from unillm.bench.result import RunResult
 from unillm.bench.suite import BenchReport
-
-#: Columns of the markdown table: (header, vLLM key, format).
-COLUMNS = (
-    ("req/s", "request_throughput", "{:.2f}"),
-    ("out tok/s", "output_throughput", "{:.1f}"),
-    ("TTFT p50 ms", "median_ttft_ms", "{:.1f}"),
-    ("TTFT p99 ms", "p99_ttft_ms", "{:.1f}"),
-    ("TPOT p50 ms", "median_tpot_ms", "{:.2f}"),
-    ("ITL p50 ms", "median_itl_ms", "{:.2f}"),
-    ("E2EL p50 ms", "median_e2el_ms", "{:.1f}"),
-    ("E2EL p99 ms", "p99_e2el_ms", "{:.1f}"),
-)
+from unillm.bench.tables import intervals, table_rows
 
 
 def markdown_table(runs: Sequence[RunResult]) -> str:
@@ -33,18 +22,9 @@ def markdown_table(runs: Sequence[RunResult]) -> str:
     Args:
         runs: The runs to tabulate, one row each.
     """
-    goodput = any(r.summary is not None and r.summary.request_goodput is not None for r in runs)
-    head = ["target", "load", "ok/failed", *(h for h, _, _ in COLUMNS)]
-    if goodput:
-        head.append("goodput req/s")
+    head, rows = table_rows(runs)
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in runs:
-        s = r.summary
-        cells = [r.target.label, r.load.label(), f"{s.completed}/{s.failed}" if s else "-"]
-        cells += [_fmt(r.metric(key), fmt) for _, key, fmt in COLUMNS]
-        if goodput:
-            cells.append(_fmt(s.request_goodput if s else None, "{:.2f}"))
-        lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
+    lines += ["| " + " | ".join(c.replace("|", "/") for c in cells) + " |" for cells in rows]
     errors = [r for r in runs if r.error]
     if errors:
         lines.append("")
@@ -57,6 +37,11 @@ def markdown_table(runs: Sequence[RunResult]) -> str:
         "per request. ITL: every gap between chunks, pooled. E2EL: request latency. "
         "(`vllm bench serve` definitions.)",
     ]
+    ci_head, ci_rows = intervals(runs)
+    if ci_rows:
+        lines += ["", "Repeated runs, mean ± 95% confidence half-width (Student's t):", ""]
+        lines += ["| " + " | ".join(ci_head) + " |", "|" + "---|" * len(ci_head)]
+        lines += ["| " + " | ".join(c.replace("|", "/") for c in cells) + " |" for cells in ci_rows]
     return "\n".join(lines) + "\n"
 
 
@@ -81,14 +66,13 @@ def write_report(report: BenchReport, out_dir: str | Path, *, plots: bool = True
     table.write_text(markdown_table(report.runs))
     written += [everything, table]
     if plots:
+        from unillm.bench.html import write_html
         from unillm.bench.plots import write_plots
 
-        written += write_plots(report.runs, out)
+        pngs = write_plots(report.runs, out)
+        written += pngs
+        written.append(write_html(report.runs, out / "report.html", pngs))
     return written
-
-
-def _fmt(value: float | None, fmt: str) -> str:
-    return "-" if value is None else fmt.format(value)
 
 
 def _slug(text: str) -> str:

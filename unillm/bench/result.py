@@ -52,6 +52,12 @@ class RunResult(BaseModel):
     errors: list[str] = []
     engine: EngineStats = EngineStats()
     error: str | None = None
+    #: Which repeat of its (target, load) point this run is (``runs=N``: 0..N-1).
+    repeat: int = 0
+    #: Multi-turn: each request's session id and turn index (None for single requests).
+    sessions: list[str | None] = []
+    turns: list[int | None] = []
+    cancelled: list[bool] = []
 
     @classmethod
     def from_records(cls, records: list[RequestRecord], summary: Summary, **fields: Any) -> RunResult:
@@ -70,6 +76,9 @@ class RunResult(BaseModel):
             itls=[r.itl if r.success else [] for r in records],
             latencies=[r.latency if r.success else 0.0 for r in records],
             errors=[r.error or "" for r in records],
+            sessions=[r.session for r in records] if any(r.session for r in records) else [],
+            turns=[r.turn for r in records] if any(r.session for r in records) else [],
+            cancelled=[r.cancelled for r in records] if any(r.cancelled for r in records) else [],
             **fields,
         )
 
@@ -139,4 +148,11 @@ class RunResult(BaseModel):
         out["unillm_engine"] = self.engine.model_dump()
         out["unillm_replica_counts"] = s.replica_counts if s else {}
         out["unillm_error"] = self.error
+        out["unillm_repeat"] = self.repeat
+        out["unillm_cancelled"] = s.cancelled if s else 0
+        if s is not None and s.sessions is not None:
+            out["unillm_sessions"] = s.sessions
+            out["unillm_session_goodput"] = s.session_goodput
+            out["unillm_session_ids"] = self.sessions
+            out["unillm_turns"] = self.turns
         return out

@@ -17,11 +17,17 @@ Definitions (vllm/benchmarks/serve.py ``calculate_metrics``):
 * throughputs: completed requests, output tokens and input + output tokens per second of the
   benchmark's duration; goodput: requests meeting every SLO per second (a request with at most
   one output token counts as TPOT 0 there, as in vLLM).
+
+Beyond vLLM: requests the benchmark cancelled on purpose are counted apart (neither completed
+nor failed); multi-turn runs add session goodput (sessions whose every answered turn meets the
+SLOs, per second); :func:`mean_ci` gives a mean and its 95% confidence half-width over repeated
+runs (Student's t); :func:`pareto_front` picks the sweep points no other point beats.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -66,6 +72,19 @@ class RequestRecord:
     output_tokens: int = 0
     error: str | None = None
     replica: str | None = None
+    #: Multi-turn workloads: the session's id and the turn's index in it.
+    session: str | None = None
+    turn: int | None = None
+    #: The benchmark cancelled this request on purpose (``cancel_rate``) after this many chunks.
+    cancelled_after: int | None = None
+    #: The answer's text and reasoning (kept for multi-turn histories only).
+    text: str = field(default="", repr=False)
+    reasoning: str = field(default="", repr=False)
+
+    @property
+    def cancelled(self) -> bool:
+        """True when the benchmark cancelled this request on purpose."""
+        return self.cancelled_after is not None
 
     @property
     def tpot(self) -> float | None:
@@ -91,6 +110,11 @@ class Summary(BaseModel):
     metrics: dict[str, float | None]
     #: Requests per replica (fleets), when the target reports it.
     replica_counts: dict[str, int] = {}
+    #: Requests the benchmark cancelled on purpose (not in ``completed`` nor ``failed``).
+    cancelled: int = 0
+    #: Multi-turn: sessions run, and sessions whose every answered turn met the SLOs per second.
+    sessions: int | None = None
+    session_goodput: float | None = None
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -164,6 +188,7 @@ def summarize(
     if duration <= 0:
         raise ValueError(f"duration must be positive, got {duration}")
     done = [r for r in records if r.success]
+    cancelled = sum(r.cancelled for r in records)
     pcts = tuple(percentiles)
     ttfts = [r.ttft for r in done if r.ttft is not None]
     tpots = [t for r in done if (t := r.tpot) is not None]
@@ -174,9 +199,16 @@ def summarize(
     metrics: dict[str, float | None] = {}
     for name, series in zip(METRICS, (ttfts, tpots, itls, e2els), strict=True):
         metrics.update(describe(name, series, pcts))
-    goodput = None
+    goodput = session_goodput = None
     if slo is not None and slo.is_set():
         goodput = sum(is_good(r, slo) for r in done) / duration
+    by_session: dict[str, list[RequestRecord]] = {}
+    for r in records:
+        if r.session is not None:
+            by_session.setdefault(r.session, []).append(r)
+    if by_session and goodput is not None and slo is not None:
+        good = sum(all(r.cancelled or is_good(r, slo) for r in turns) for turns in by_session.values())
+        session_goodput = good / duration
     replicas: dict[str, int] = {}
     for r in done:
         if r.replica is not None:
@@ -184,7 +216,7 @@ def summarize(
     return Summary(
         duration=duration,
         completed=len(done),
-        failed=len(records) - len(done),
+        failed=len(records) - len(done) - cancelled,
         total_input_tokens=total_in,
         total_output_tokens=total_out,
         request_throughput=len(done) / duration,
@@ -193,4 +225,79 @@ def summarize(
         total_token_throughput=(total_in + total_out) / duration,
         metrics=metrics,
         replica_counts=replicas,
+        cancelled=cancelled,
+        sessions=len(by_session) if by_session else None,
+        session_goodput=session_goodput,
     )
+
+
+#: Student's t, two-sided 95% (the 0.975 quantile), by degrees of freedom 1..30.
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+def t_quantile_975(df: int) -> float:
+    """The 0.975 quantile of Student's t with ``df`` degrees of freedom (scipy's when installed).
+
+    Args:
+        df: Degrees of freedom (runs - 1), at least 1.
+    """
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    try:
+        from scipy.stats import t  # type: ignore[import-untyped]
+
+        return float(t.ppf(0.975, df))
+    except ImportError:
+        pass
+    if df <= len(_T975):
+        return _T975[df - 1]
+    # beyond 30: Cornish-Fisher expansion around the normal quantile (error < 1e-4)
+    z = 1.959964
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
+def mean_ci(values: Sequence[float]) -> tuple[float, float | None]:
+    """The mean of repeated runs' values and its 95% confidence half-width (t-distribution).
+
+    mean_ci([10, 12, 11]) == (11.0, 2.484...)   # 11 +/- 2.48
+
+    Args:
+        values: One value per run.
+
+    Returns:
+        The mean, and the half-width (None with fewer than two runs).
+    """
+    if not values:
+        raise ValueError("no values")
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, None
+    half = t_quantile_975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    return mean, half
+
+
+def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
+    """Indices of the points (throughput, latency) that no other point beats on both.
+
+    A point is beaten when another has at least its throughput and at most its latency, and is
+    strictly better on one. The front is returned by increasing throughput.
+
+    Args:
+        points: ``(throughput, latency)`` pairs; NaN entries are never on the front.
+    """
+    ok = [i for i, (x, y) in enumerate(points) if x == x and y == y]
+    front = [
+        i
+        for i in ok
+        if not any(
+            points[j][0] >= points[i][0]
+            and points[j][1] <= points[i][1]
+            and (points[j][0] > points[i][0] or points[j][1] < points[i][1])
+            for j in ok
+        )
+    ]
+    return sorted(front, key=lambda i: points[i])

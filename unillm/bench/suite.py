@@ -17,9 +17,11 @@ from pydantic import BaseModel
 
 from unillm.bench.arrivals import Load
 from unillm.bench.result import RunResult, TargetInfo
-from unillm.bench.runner import ProgressHook, run_load
+from unillm.bench.runner import ProgressHook, request_count, run_load
+from unillm.bench.sessions import MultiTurn
 from unillm.bench.stats import DEFAULT_PERCENTILES, Slo
 from unillm.bench.targets import Target
+from unillm.bench.trace import MooncakeTrace
 from unillm.bench.workload import JsonlPrompts, Synthetic
 from unillm.errors import InvalidOptions, UnillmError
 
@@ -27,15 +29,18 @@ if TYPE_CHECKING:
     from unillm.options import Options
 
 
+AnyWorkload = Synthetic | JsonlPrompts | MultiTurn | MooncakeTrace
+
+
 class BenchReport(BaseModel):
-    """All runs of a benchmark, in the order they ran."""
+    """All runs of a benchmark, in the order they ran (``repeat`` numbers a point's repeats)."""
 
     runs: list[RunResult]
 
 
 async def run_suite(
     targets: Sequence[Target],
-    workload: Synthetic | JsonlPrompts,
+    workload: AnyWorkload,
     loads: Sequence[Load],
     *,
     options: Options | None = None,
@@ -46,6 +51,8 @@ async def run_suite(
     sample_every_s: float | None = 1.0,
     progress: ProgressHook | None = None,
     on_result: Any = None,
+    runs: int = 1,
+    cancel_rate: float = 0.0,
 ) -> BenchReport:
     """Measure every target under every load; see the module docstring.
 
@@ -63,6 +70,8 @@ async def run_suite(
         sample_every_s: Seconds between metric samples during the run (for peaks); None: none.
         progress: Called with each request's progress; None is silent.
         on_result: Called with each run's result as it finishes; None: not called.
+        runs: How many times each (target, load) point is measured (for confidence intervals).
+        cancel_rate: The share of requests cancelled on purpose at a seeded random point.
 
     Returns:
         Every run's result, target by load.
@@ -71,27 +80,29 @@ async def run_suite(
         raise InvalidOptions("nothing to measure: give a URL, a config, or engines to launch")
     if not loads:
         raise InvalidOptions("no load given: a request rate or a maximum concurrency")
+    if runs < 1:
+        raise InvalidOptions(f"runs must be at least 1, got {runs}")
     requests = workload.requests()  # reads and validates the dataset before anything starts
     if not requests:
         raise InvalidOptions("the workload has no requests")
     for target in targets:
         await target.check()
     described = workload.model_dump()
-    runs: list[RunResult] = []
+    results: list[RunResult] = []
 
     def keep(result: RunResult) -> None:
-        runs.append(result)
+        results.append(result)
         if on_result is not None:
             on_result(result)
 
     for target in targets:
         failed_info = TargetInfo(label=target.label, engine=getattr(target, "engine", "?"))
-        before = len(runs)
+        before = len(results)
         try:
             async with target.open() as opened:
                 failed_info = opened.info
                 dead: str | None = None
-                for load in loads:
+                for load, repeat in ((load, k) for load in loads for k in range(runs)):
                     if dead is not None:
                         keep(
                             RunResult(
@@ -99,8 +110,9 @@ async def run_suite(
                                 load=load,
                                 workload=described,
                                 slo=slo,
-                                num_prompts=len(requests),
+                                num_prompts=request_count(requests),
                                 error=f"not run: {dead}",
+                                repeat=repeat,
                             )
                         )
                         continue
@@ -120,20 +132,22 @@ async def run_suite(
                         alive=opened.alive,
                         progress=progress,
                         replica_requests=opened.replica_requests,
+                        cancel_rate=cancel_rate,
                     )
+                    result.repeat = repeat
                     dead = result.error
                     keep(result)
         except UnillmError as e:  # could not start, or failed while stopping: record, go on
             error = f"{type(e).__name__}: {e}"
-            for load in loads[len(runs) - before :]:
+            for load in [x for x in loads for _ in range(runs)][len(results) - before :]:
                 keep(
                     RunResult(
                         target=failed_info,
                         load=load,
                         workload=described,
                         slo=slo,
-                        num_prompts=len(requests),
+                        num_prompts=request_count(requests),
                         error=error,
                     )
                 )
-    return BenchReport(runs=runs)
+    return BenchReport(runs=results)

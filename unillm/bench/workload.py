@@ -28,7 +28,7 @@ from unillm.errors import InvalidOptions
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-_WORDS = (
+WORDS = (
     "time",
     "year",
     "people",
@@ -139,6 +139,7 @@ class BenchRequest:
     prompt: str | None = None
     messages: tuple[Mapping[str, str], ...] | None = None
     input_len: int | None = None  # expected prompt tokens, when known before sending
+    at: float | None = None  # fixed schedule: seconds after the start at which it is sent
 
 
 class Synthetic(BaseModel):
@@ -169,9 +170,9 @@ class Synthetic(BaseModel):
         prefix = _random_tokens(tok, rng, self.prefix_len)
         out = []
         for _ in range(self.num_prompts):
-            n_in = max(1, _draw(rng, self.input_len, self.range_ratio) - added)
-            n_out = _draw(rng, self.output_len, self.range_ratio)
-            text, length = _prompt(tok, rng, prefix, n_in)
+            n_in = max(1, draw_length(rng, self.input_len, self.range_ratio) - added)
+            n_out = draw_length(rng, self.output_len, self.range_ratio)
+            text, length = random_prompt(tok, rng, prefix, n_in)
             out.append(_request(text, n_out, length + added if tok else None, self.chat))
         return out
 
@@ -192,31 +193,16 @@ class JsonlPrompts(BaseModel):
 
     def requests(self) -> list[BenchRequest]:
         """Read and validate the file; an empty or malformed file is an InvalidOptions error."""
-        path = Path(self.path)
-        if not path.is_file():
-            raise InvalidOptions(
-                f"dataset {path} does not exist; pass a JSONL file of "
-                '{"prompt": "..."} or {"messages": [...]} lines'
-            )
-        rows = []
-        for number, line in enumerate(path.read_text().splitlines(), 1):
-            if line.strip():
-                rows.append(self._row(path, number, line))
+        lines = jsonl_objects(self.path, "dataset", '{"prompt": "..."} or {"messages": [...]} lines')
+        rows = [self._row(where, data) for where, data in lines]
         if not rows:
             raise InvalidOptions(
-                f'dataset {path} has no prompts; add JSONL lines such as {{"prompt": "Hello"}}'
+                f'dataset {self.path} has no prompts; add JSONL lines such as {{"prompt": "Hello"}}'
             )
         count = self.num_prompts or len(rows)
         return [rows[i % len(rows)] for i in range(count)]
 
-    def _row(self, path: Path, number: int, line: str) -> BenchRequest:
-        where = f"{path}:{number}"
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InvalidOptions(f"{where} is not JSON ({e.msg})") from None
-        if not isinstance(data, dict):
-            raise InvalidOptions(f"{where}: each line must be a JSON object")
+    def _row(self, where: str, data: dict[str, Any]) -> BenchRequest:
         max_tokens = data.get("max_tokens", data.get("output_len", self.output_len))
         if not isinstance(max_tokens, int) or max_tokens < 1:
             raise InvalidOptions(f"{where}: max_tokens must be a positive integer")
@@ -244,6 +230,35 @@ class JsonlPrompts(BaseModel):
 Workload = Synthetic | JsonlPrompts
 
 
+def jsonl_objects(name: str, what: str, expected: str) -> list[tuple[str, dict[str, Any]]]:
+    """The JSON objects of a JSONL file's non-blank lines, each with its ``file:line``.
+
+    Args:
+        name: The file's path.
+        what: What the file is, for messages ("dataset", "trace").
+        expected: What its lines look like, for messages.
+
+    Raises:
+        InvalidOptions: The file is missing, or a line is not a JSON object.
+    """
+    path = Path(name)
+    if not path.is_file():
+        raise InvalidOptions(f"{what} {path} does not exist; pass a JSONL file of {expected}")
+    out = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InvalidOptions(f"{where} is not JSON ({e.msg})") from None
+        if not isinstance(data, dict):
+            raise InvalidOptions(f"{where}: each line must be a JSON object")
+        out.append((where, data))
+    return out
+
+
 def load_tokenizer(name: str) -> Tokenizer:
     """A Hugging Face ``tokenizers`` tokenizer from a model folder or a ``tokenizer.json`` path."""
     try:
@@ -261,7 +276,14 @@ def load_tokenizer(name: str) -> Tokenizer:
     return Tokenizer.from_file(str(file))
 
 
-def _draw(rng: random.Random, mean: int, ratio: float) -> int:
+def draw_length(rng: random.Random, mean: int, ratio: float) -> int:
+    """A length drawn uniformly within ``ratio`` of ``mean`` (at least 1).
+
+    Args:
+        rng: The workload's seeded generator.
+        mean: The mean length.
+        ratio: The relative spread (0: exactly ``mean``).
+    """
     low, high = max(1, int(mean * (1 - ratio))), int(mean * (1 + ratio))
     return rng.randint(low, max(low, high))
 
@@ -276,13 +298,22 @@ def _random_tokens(tok: Tokenizer | None, rng: random.Random, n: int) -> list[in
     if n <= 0:
         return []
     if tok is None:
-        return [rng.choice(_WORDS) for _ in range(n)]
+        return [rng.choice(WORDS) for _ in range(n)]
     allowed = _allowed_ids(tok)
     return [rng.choice(allowed) for _ in range(n)]
 
 
-def _prompt(tok: Tokenizer | None, rng: random.Random, prefix: Sequence[Any], n: int) -> tuple[str, int]:
-    """A prompt of ``n`` tokens (prefix included when shorter than ``n``) and its real length."""
+def random_prompt(
+    tok: Tokenizer | None, rng: random.Random, prefix: Sequence[Any], n: int
+) -> tuple[str, int]:
+    """A prompt of ``n`` tokens (prefix included when shorter than ``n``) and its real length.
+
+    Args:
+        tok: The model's tokenizer (exact lengths); None: words of about one token each.
+        rng: The workload's seeded generator.
+        prefix: Tokens (or words) every prompt starts with.
+        n: The prompt's length in tokens.
+    """
     body = list(prefix[:n]) + list(_random_tokens(tok, rng, max(0, n - len(prefix))))
     if tok is None:
         return " ".join(body), n
