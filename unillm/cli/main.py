@@ -49,6 +49,7 @@ examples:
   unillm bench vllm --url URL --max-concurrency 1,4,16   measure under load (vllm bench serve's definitions)
   unillm batch in.jsonl --out out.jsonl --engine vllm --url URL   a JSONL batch, resumable
   unillm deploy kubernetes --config unillm.toml --out k8s/   KServe manifests from the same config
+  unillm probe --engine vllm --url URL         which options the running engine honours, by effect
 """
 _SCALAR_FLAGS = {
     "served_name": "name the engine serves the model under (default: the model path)",
@@ -97,6 +98,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     engines.add_argument("--json", action="store_true", help="machine-readable output")
     engines.set_defaults(run=_engines)
+    from unillm.cli import probe
+
+    probe.register(sub)
 
     setup = sub.add_parser(
         "setup",
