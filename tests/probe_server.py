@@ -24,9 +24,21 @@ WORDS = ("the", " cat", " sat", " on", " a", " mat", " dog", " ran", " far", "."
 class HonestServer(FaultServer):
     """The fault server's wire, answering by the request's options."""
 
-    def __init__(self, *, ignore: set[str] | frozenset[str] = frozenset(), **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        ignore: set[str] | frozenset[str] = frozenset(),
+        thinks_by_default: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        """``ignore``: body keys dropped silently, and two pseudo-keys: "lora" (a LoRA answers as
+        the base) and "reasoning_parser" (the thinking stays in the text, in think tags)."""
         super().__init__(**kwargs)
-        self.ignore = set(ignore)
+        self.ignore, self.thinks_by_default = set(ignore), thinks_by_default
+
+    async def _stream(self, request: Any, body: dict[str, Any], *args: Any, **kwargs: Any) -> bool:
+        kept = {k: v for k, v in body.items() if k not in self.ignore}
+        return await super()._stream(request, kept, *args, **kwargs)
 
     def _completion(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         body = {k: v for k, v in body.items() if k not in self.ignore}
@@ -49,19 +61,35 @@ class HonestServer(FaultServer):
             key = f"seed {body['seed']} {index}"
         else:
             key = uuid.uuid4().hex
-        penalties = [f"{k}={body[k]}" for k in ("presence_penalty", "frequency_penalty", "repetition_penalty") if k in body]
-        return random.Random(f"{key} {penalties} {body.get('model')}")
+        penalties = [
+            f"{k}={body[k]}"
+            for k in ("presence_penalty", "frequency_penalty", "repetition_penalty")
+            if k in body
+        ]
+        model = self.model if "lora" in self.ignore else body.get("model")
+        return random.Random(f"{key} {penalties} {model}")
 
     def _choice(self, body: dict[str, Any], index: int) -> dict[str, Any]:
         rng, limit = self._rng(body, index), int(body.get("max_tokens") or 16)
-        message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [], "reasoning_content": None}
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [],
+            "reasoning_content": None,
+        }
         constrained = _constrained(body.get("structured_outputs") or {})
         tool = body.get("tool_choice")
         if constrained is not None:
             message["content"], finish, count = constrained, "stop", 4
-        elif isinstance(tool, dict) or tool == "required":
-            name = tool["function"]["name"] if isinstance(tool, dict) else body["tools"][0]["function"]["name"]
-            call = {"id": "call-1", "type": "function", "function": {"name": name, "arguments": '{"city": "Paris"}'}}
+        elif isinstance(tool, dict) or tool in ("required", "auto") or (body.get("tools") and tool is None):
+            name = (
+                tool["function"]["name"] if isinstance(tool, dict) else body["tools"][0]["function"]["name"]
+            )
+            call = {
+                "id": "call-1",
+                "type": "function",
+                "function": {"name": name, "arguments": '{"city": "Paris"}'},
+            }
             message["tool_calls"], finish, count = [call], "tool_calls", 6
         else:
             pieces = [rng.choice(WORDS) for _ in range(limit)]
@@ -70,8 +98,11 @@ class HonestServer(FaultServer):
                 if word in text:
                     text, finish, count = text[: text.find(word)], "stop", limit // 2
             message["content"] = text
-            if (body.get("chat_template_kwargs") or {}).get("enable_thinking", False):
-                message["reasoning_content"] = "Let me think."
+            if (body.get("chat_template_kwargs") or {}).get("enable_thinking", self.thinks_by_default):
+                if "reasoning_parser" in self.ignore:
+                    message["content"] = f"<think>Let me think.</think>{text}"
+                else:
+                    message["reasoning_content"] = "Let me think."
             choice_logprobs = _logprobs(pieces[:count], body) if body.get("logprobs") else None
         return {
             "index": index,
@@ -90,7 +121,9 @@ def _logprobs(pieces: list[str], body: dict[str, Any]) -> dict[str, Any]:
                 "token": p,
                 "logprob": -0.5,
                 "bytes": list(p.encode()),
-                "top_logprobs": [{"token": w, "logprob": -1.0, "bytes": list(w.encode())} for w in WORDS[:top]],
+                "top_logprobs": [
+                    {"token": w, "logprob": -1.0, "bytes": list(w.encode())} for w in WORDS[:top]
+                ],
             }
             for p in pieces
         ]
@@ -101,8 +134,13 @@ def _constrained(spec: dict[str, Any]) -> str | None:
     """A valid answer for vLLM's ``structured_outputs`` (json, regex, choice, grammar)."""
     if "json" in spec:
         schema = spec["json"] if isinstance(spec["json"], dict) else json.loads(spec["json"])
-        name = schema.get("properties", {}).get("name", {}).get("const")
-        return json.dumps({"name": name, "arguments": {"city": "Paris"}} if name else {"name": "cat", "age": 3})
+        properties = schema.get("properties", {})
+        if "city" in properties:  # a named tool's arguments
+            return json.dumps({"city": "Paris"})
+        name = properties.get("name", {}).get("const")  # tool_choice="required": name and arguments
+        return json.dumps(
+            {"name": name, "arguments": {"city": "Paris"}} if name else {"name": "cat", "age": 3}
+        )
     if "regex" in spec:
         return "abc 12"
     if "choice" in spec:

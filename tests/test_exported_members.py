@@ -57,6 +57,8 @@ UNILLM = {
     "Overloaded",
     "Parallel",
     "Pool",
+    "ProbeReport",
+    "probe",
     "PoolTimeout",
     "Ray",
     "Regex",

@@ -30,7 +30,9 @@ def register(sub: Any) -> None:
     probe.add_argument("--model", help="the served model (default: what the engine lists first)")
     probe.add_argument("--api-key", help="the engine's API key, if it needs one")
     probe.add_argument("--samples", type=int, default=3, help="samples per sampling cell (default 3)")
-    probe.add_argument("--only", help="comma-separated options to probe, named as in the report (default: all)")
+    probe.add_argument(
+        "--only", help="comma-separated options to probe, named as in the report (default: all)"
+    )
     out = probe.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the report as JSON")
     out.add_argument("--markdown", action="store_true", help="print the report as a markdown table")
@@ -52,7 +54,13 @@ def run(args: argparse.Namespace) -> int:
                 return await probe(llm, samples=args.samples, only=only, progress=progress)
 
     report = anyio.run(go)
-    print(report.model_dump_json(indent=2) if args.json else report.markdown() if args.markdown else report.text())
+    print(
+        report.model_dump_json(indent=2)
+        if args.json
+        else report.markdown()
+        if args.markdown
+        else report.text()
+    )
     return 1 if report.ignored() else 0
 
 

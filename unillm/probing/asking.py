@@ -34,7 +34,9 @@ class Choice:
     finish_reason: str | None = None
     reasoning: str | None = None
     tool_calls: tuple[str, ...] = ()  # the names of the tools called
-    top_counts: tuple[int, ...] | None = None  # per generated token: how many top logprobs (None: no logprobs)
+    top_counts: tuple[int, ...] | None = (
+        None  # per generated token: how many top logprobs (None: no logprobs)
+    )
     tokens: tuple[str, ...] = ()  # the generated tokens, when logprobs came back
 
 

@@ -43,9 +43,19 @@ SCHEMA = {
     "additionalProperties": False,
 }
 REGEX = r"[a-z]{2,6} [0-9]{1,3}"
+REGEX_START = r"[a-z]{0,6}( [0-9]{0,3})?"
 CHOICES = ("alpha", "beta", "gamma")
 GRAMMAR = 'root ::= ("yes" | "no") " " [0-9]'
 GRAMMAR_LANGUAGE = r"(yes|no) [0-9]"
+GRAMMAR_START = r"(y(e(s( [0-9]?)?)?)?|n(o( [0-9]?)?)?)?"
+
+
+def _json_start(text: str) -> bool:
+    return not text.strip() or text.lstrip().startswith("{")
+
+
+def _choice_start(text: str) -> bool:
+    return any(c.startswith(text) for c in CHOICES)
 
 
 async def _greedy(client: ProbeClient, max_tokens: int = 24, **options: Any) -> Answer:
@@ -102,12 +112,13 @@ def penalty(name: str, value: float) -> CellFn:
     return cell
 
 
-def constrained(output: Any, check: Callable[[str], bool], what: str) -> CellFn:
-    """A cell for one output constraint: every sampled answer is valid."""
+def constrained(output: Any, check: Callable[[str], bool], start: Callable[[str], bool], what: str) -> CellFn:
+    """A cell for one output constraint: every sampled answer is valid (``start``: whether a cut
+    answer is the beginning of a valid one)."""
 
     async def cell(client: ProbeClient, samples: int) -> Judged:
         ask = Ask(PROMPT, {"temperature": 1.0, "max_tokens": 48}, output=output)
-        return judge.valid_share([await client.ask(ask) for _ in range(samples)], check, what)
+        return judge.valid_share([await client.ask(ask) for _ in range(samples)], check, start, what)
 
     return cell
 
@@ -164,12 +175,18 @@ CELLS: Mapping[str, CellFn] = {
     "presence_penalty": penalty("presence_penalty", 2.0),
     "frequency_penalty": penalty("frequency_penalty", 2.0),
     "repetition_penalty": penalty("repetition_penalty", 2.0),
-    "output=JSON schema": constrained(JsonSchema(SCHEMA), judge.matches_schema(SCHEMA), "JSON schema"),
-    "output=Regex": constrained(Regex(REGEX), judge.matches_regex(REGEX), "regex"),
-    "output=Choice": constrained(
-        ChoiceOutput(CHOICES), judge.matches_regex("|".join(CHOICES)), "choice"
+    "output=JSON schema": constrained(
+        JsonSchema(SCHEMA), judge.matches_schema(SCHEMA), _json_start, "JSON schema"
     ),
-    "output=Grammar": constrained(Grammar(GRAMMAR), judge.matches_regex(GRAMMAR_LANGUAGE), "grammar"),
+    "output=Regex": constrained(
+        Regex(REGEX), judge.matches_regex(REGEX), judge.matches_regex(REGEX_START), "regex"
+    ),
+    "output=Choice": constrained(
+        ChoiceOutput(CHOICES), judge.matches_regex("|".join(CHOICES)), _choice_start, "choice"
+    ),
+    "output=Grammar": constrained(
+        Grammar(GRAMMAR), judge.matches_regex(GRAMMAR_LANGUAGE), judge.matches_regex(GRAMMAR_START), "grammar"
+    ),
     "lora": lora,
     "thinking on/off": thinking,
     "reasoning split": reasoning,

@@ -93,7 +93,10 @@ def stopped(baseline: str, word: str, answer: Answer) -> Judged:
     if word in text:
         return "ignored", f"stop={word!r} sent, yet the answer goes on past it: {_short(text)}"
     if text == cut:
-        return "honoured", f"cut before {word!r} after {len(cut)} chars, finish_reason={answer.choices[0].finish_reason!r}"
+        return (
+            "honoured",
+            f"cut before {word!r} after {len(cut)} chars, finish_reason={answer.choices[0].finish_reason!r}",
+        )
     return "unmeasurable", f"the greedy answer changed ({_short(text)} vs {_short(cut)})"
 
 
@@ -136,28 +139,38 @@ def changed(baseline: Answer, answer: Answer, what: str) -> Judged:
         what: The setting, for the evidence.
     """
     if answer.text != baseline.text:
-        return "honoured", f"{what} changed the greedy answer ({_short(baseline.text)} -> {_short(answer.text)})"
+        return (
+            "honoured",
+            f"{what} changed the greedy answer ({_short(baseline.text)} -> {_short(answer.text)})",
+        )
     units = baseline.choices[0].tokens or tuple(baseline.text.split())
     if len(set(units)) == len(units):
         return "unmeasurable", f"the greedy answer repeats no token for {what} to act on"
     return "ignored", f"{what} left the greedy answer unchanged though it repeats tokens"
 
 
-def valid_share(answers: Sequence[Answer], is_valid: Callable[[str], bool], what: str) -> Judged:
-    """A constraint: every answer that finished is valid; those cut by ``max_tokens`` are skipped.
+def valid_share(
+    answers: Sequence[Answer],
+    is_valid: Callable[[str], bool],
+    could_grow: Callable[[str], bool],
+    what: str,
+) -> Judged:
+    """A constraint: every answer is valid. One cut by ``max_tokens`` counts only when no valid
+    answer could start with it (it went wrong before the cut).
 
     Args:
         answers: Sampled answers to the constrained request.
-        is_valid: Whether one text obeys the constraint.
+        is_valid: Whether one whole text obeys the constraint.
+        could_grow: Whether a cut text is the start of some valid one.
         what: The constraint, for the evidence.
     """
-    done = [a for a in answers if a.choices[0].finish_reason != "length"]
-    if not done:
-        return "unmeasurable", f"all {len(answers)} answers were cut by max_tokens"
-    bad = [a.text for a in done if not is_valid(a.text)]
+    judged = [a for a in answers if a.choices[0].finish_reason != "length" or not could_grow(a.text)]
+    if not judged:
+        return "unmeasurable", f"all {len(answers)} answers were cut by max_tokens while still valid"
+    bad = [a.text for a in judged if not is_valid(a.text)]
     if bad:
-        return "ignored", f"{len(bad)}/{len(done)} {what} answers invalid, e.g. {_short(bad[0])}"
-    return "honoured", f"{len(done)}/{len(done)} valid {what} (temperature 1)"
+        return "ignored", f"{len(bad)}/{len(judged)} {what} answers invalid, e.g. {_short(bad[0])}"
+    return "honoured", f"{len(judged)}/{len(judged)} valid {what} (temperature 1)"
 
 
 def matches_schema(schema: dict[str, Any]) -> Callable[[str], bool]:
@@ -226,9 +239,13 @@ def tool_called(answer: Answer, mode: str, tool: str) -> Judged:
     """
     calls = answer.choices[0].tool_calls
     if mode == "none":
-        return ("ignored", f"tool_choice=none, yet it called {list(calls)}") if calls else (
-            "honoured",
-            "no tool call",
+        return (
+            ("ignored", f"tool_choice=none, yet it called {list(calls)}")
+            if calls
+            else (
+                "honoured",
+                "no tool call",
+            )
         )
     if mode == "auto":
         return "honoured", f"accepted; the model {'called ' + calls[0] if calls else 'answered text'}"

@@ -48,8 +48,8 @@ class ProbeReport(BaseModel):
 
     def counts(self) -> dict[str, int]:
         """How many cells got each verdict (every verdict present, zeros included)."""
-        seen = Counter(c.verdict for c in self.cells)
-        return {v: seen.get(v, 0) for v in MARKS}
+        seen: Counter[str] = Counter(c.verdict for c in self.cells)
+        return {v: seen[v] for v in MARKS}
 
     def ignored(self) -> list[Cell]:
         """The silent drops: options sent, accepted and not honoured."""
@@ -60,7 +60,9 @@ class ProbeReport(BaseModel):
         width = max([len(c.option) for c in self.cells] + [6])
         marks = max(len(m) for m in MARKS.values())
         lines = [self._title(), "", f"{'option'.ljust(width)}  {'verdict'.ljust(marks)}  evidence"]
-        lines += [f"{c.option.ljust(width)}  {MARKS[c.verdict].ljust(marks)}  {c.evidence}" for c in self.cells]
+        lines += [
+            f"{c.option.ljust(width)}  {MARKS[c.verdict].ljust(marks)}  {c.evidence}" for c in self.cells
+        ]
         return "\n".join([*lines, "", self._summary()])
 
     def markdown(self) -> str:
