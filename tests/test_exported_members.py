@@ -118,6 +118,8 @@ ADAPTER_SDK = {
     "Flags",
     "Grammar",
     "HttpCall",
+    "Ignored",
+    "refuse_ignored",
     "InvalidOptions",
     "InvalidRequest",
     "JsonSchema",
