@@ -77,7 +77,7 @@ class HonestServer(FaultServer):
             "tool_calls": [],
             "reasoning_content": None,
         }
-        constrained = _constrained(body.get("structured_outputs") or {})
+        constrained = _constrained(body.get("structured_outputs") or _response_format(body))
         tool = body.get("tool_choice")
         if constrained is not None:
             message["content"], finish, count = constrained, "stop", 4
@@ -128,6 +128,12 @@ def _logprobs(pieces: list[str], body: dict[str, Any]) -> dict[str, Any]:
             for p in pieces
         ]
     }
+
+
+def _response_format(body: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAI ``response_format`` json_schema as vLLM's structured_outputs field."""
+    fmt = body.get("response_format") or {}
+    return {"json": fmt["json_schema"]["schema"]} if fmt.get("type") == "json_schema" else {}
 
 
 def _constrained(spec: dict[str, Any]) -> str | None:

@@ -33,7 +33,8 @@ class Choice:
     text: str
     finish_reason: str | None = None
     reasoning: str | None = None
-    tool_calls: tuple[str, ...] = ()  # the names of the tools called
+    tool_calls: tuple[str, ...] = ()  # the names of the tools called (valid calls only)
+    broken_calls: tuple[str, ...] = ()  # the raw arguments of calls that did not parse or validate
     top_counts: tuple[int, ...] | None = (
         None  # per generated token: how many top logprobs (None: no logprobs)
     )
@@ -143,6 +144,7 @@ def from_completion(done: Completion[Any]) -> Answer:
             finish_reason=c.finish_reason,
             reasoning=c.reasoning,
             tool_calls=tuple(t.name for t in c.tool_calls if t.error is None and t.name),
+            broken_calls=tuple(t.arguments for t in c.tool_calls if t.error is not None or not t.name),
             top_counts=None if c.logprobs is None else tuple(len(t.top) for t in c.logprobs),
             tokens=() if c.logprobs is None else tuple(t.token for t in c.logprobs),
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from unillm.capabilities import Feature
 from unillm.options import Choice as ChoiceOutput
 from unillm.options import Grammar, JsonSchema, Regex
 from unillm.probing import judge
@@ -19,7 +20,7 @@ CellFn = Callable[[ProbeClient, int], Awaitable[Judged]]
 
 PROMPT = ({"role": "user", "content": "Tell me a long story about a cat, a dog and a bird."},)
 LONG_PROMPT = (
-    {"role": "user", "content": " ".join(f"Fact {i}: the cat sat on mat number {i}." for i in range(60))},
+    {"role": "user", "content": " ".join(f"Fact {i}: the cat sat on mat number {i}." for i in range(24))},
 )
 TOOL = "get_weather"
 TOOLS = [
@@ -32,6 +33,7 @@ TOOLS = [
                 "type": "object",
                 "properties": {"city": {"type": "string", "maxLength": 12}},
                 "required": ["city"],
+                "additionalProperties": False,
             },
         },
     }
@@ -146,7 +148,7 @@ def tool_choice(mode: str) -> CellFn:
     value: Any = {"type": "function", "function": {"name": TOOL}} if mode == "named" else mode
 
     async def cell(client: ProbeClient, samples: int) -> Judged:
-        answer = await _greedy(client, 32, tools=TOOLS, tool_choice=value)
+        answer = await _greedy(client, 48, tools=TOOLS, tool_choice=value)
         return judge.tool_called(answer, mode, TOOL)
 
     return cell
@@ -196,4 +198,25 @@ CELLS: Mapping[str, CellFn] = {
     "tool_choice=named": tool_choice("named"),
     "stream usage": stream_usage,
     "cached tokens": cached_tokens,
+}
+
+
+#: The capability-table feature each cell measures (cells without one probe options every engine takes).
+FEATURES: Mapping[str, Feature] = {
+    "seed": Feature.SEED,
+    "stop": Feature.STOP,
+    "logprobs/top_logprobs": Feature.LOGPROBS,
+    "n": Feature.N,
+    "presence_penalty": Feature.PRESENCE_PENALTY,
+    "frequency_penalty": Feature.FREQUENCY_PENALTY,
+    "repetition_penalty": Feature.REPETITION_PENALTY,
+    "output=JSON schema": Feature.JSON_SCHEMA,
+    "output=Regex": Feature.REGEX,
+    "output=Choice": Feature.CHOICE,
+    "output=Grammar": Feature.GRAMMAR,
+    "lora": Feature.LORA,
+    "tool_choice=auto": Feature.TOOL_CHOICE_AUTO,
+    "tool_choice=required": Feature.TOOL_CHOICE_REQUIRED,
+    "tool_choice=named": Feature.TOOL_CHOICE_NAMED,
+    "stream usage": Feature.STREAM,
 }

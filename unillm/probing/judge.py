@@ -250,7 +250,11 @@ def tool_called(answer: Answer, mode: str, tool: str) -> Judged:
     if mode == "auto":
         return "honoured", f"accepted; the model {'called ' + calls[0] if calls else 'answered text'}"
     if not calls:
-        return "ignored", f"tool_choice={mode} sent, the answer has no tool call: {_short(answer.text)}"
+        first = answer.choices[0]
+        raw = first.broken_calls or (first.text,)
+        if first.finish_reason == "length" and all(r.lstrip()[:1] in ("", "{") for r in raw):
+            return "unmeasurable", f"tool_choice={mode}: the call was cut by max_tokens before it closed"
+        return "ignored", f"tool_choice={mode} sent, the answer has no tool call: {_short(raw[0])}"
     if mode == "named" and calls[0] != tool:
         return "ignored", f"named {tool!r}, it called {calls[0]!r}"
     return "honoured", f"called {calls[0]!r}"
