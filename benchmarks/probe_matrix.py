@@ -77,6 +77,7 @@ async def probe_engine(engine: str, samples: int, clients: list[str]) -> dict[st
                     client, engine=engine, model=report.model, version=report.version,
                     samples=samples, progress=_progress(engine, name),
                 )  # fmt: skip
+                await client.aclose()
                 reports[name] = peer.model_dump()
                 print(peer.text(), file=sys.stderr)
         return reports

@@ -148,6 +148,10 @@ class OpenAIClient:
         """The served models that name a parent (vLLM's LoRA cards)."""
         return await _loras(self.sdk)
 
+    async def aclose(self) -> None:
+        """Close the SDK's connections."""
+        await self.sdk.close()
+
 
 class LiteLLMClient:
     """The probe's asks through LiteLLM's ``hosted_vllm/`` provider (extra fields as keywords)."""
@@ -198,6 +202,10 @@ class LiteLLMClient:
     async def loras(self) -> list[str]:
         """The served models that name a parent (vLLM's LoRA cards)."""
         return await _loras(self.listing)
+
+    async def aclose(self) -> None:
+        """Close the model listing's connections."""
+        await self.listing.close()
 
 
 async def _loras(sdk: Any) -> list[str]:
