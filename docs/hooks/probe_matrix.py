@@ -2,15 +2,13 @@
 
 It joins what was measured (``benchmarks/results/probe_matrix.json``, written by
 ``benchmarks/probe_matrix.py``: each engine's probe through unillm and its peers) with what each
-installed adapter declares (its capability table, as ``unillm engines --json`` prints it), so the
+installed adapter declares (its capability table), so the
 page says what the code and the last measurement say, never a hand-written claim.
 """
 
 from __future__ import annotations
 
-import io
 import json
-from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -28,15 +26,15 @@ MEASURED = {
 DECLARED = {"native": "declared", "emulated": "unillm", "no": "refused"}
 
 
-def declared() -> dict[str, dict[str, dict[str, str]]]:
-    """What ``unillm engines --json`` prints: column -> feature -> support."""
-    from unillm.cli.main import main
+def declared() -> dict[str, dict[str, str]]:
+    """Each installed engine's declared level per feature (its newest capability table)."""
+    from unillm.adapter.registry import get_adapter, installed_engines
 
-    out = io.StringIO()
-    with redirect_stdout(out):
-        main(["engines", "--json"])
-    data: dict[str, dict[str, dict[str, str]]] = json.loads(out.getvalue())
-    return data
+    columns: dict[str, dict[str, str]] = {}
+    for name in installed_engines():
+        caps = get_adapter(name).capabilities()
+        columns[name] = {f.value: caps.support(f).level for f in type(next(iter(caps.features)))}
+    return columns
 
 
 def measured() -> dict[str, Any]:
@@ -47,11 +45,11 @@ def measured() -> dict[str, Any]:
     return {engine: r for engine, r in runs.items() if isinstance(r, dict)}
 
 
-def matrix(columns: dict[str, dict[str, dict[str, str]]], runs: dict[str, Any]) -> str:
+def matrix(columns: dict[str, dict[str, str]], runs: dict[str, Any]) -> str:
     """Options down, engines across: the measured verdict where probed, else the declared level."""
     from unillm.probing.cells import CELLS, FEATURES
 
-    names = [n for n in columns if "(" not in n]  # one column per engine (its default mode)
+    names = list(columns)
     lines = ["| option | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
     for option in CELLS:
         marks = []
@@ -61,7 +59,7 @@ def matrix(columns: dict[str, dict[str, dict[str, str]]], runs: dict[str, Any]) 
             if option in cells:
                 marks.append(MEASURED[cells[option]["verdict"]])
             elif feature is not None:
-                marks.append(DECLARED[columns[name][feature.value]["level"]])
+                marks.append(DECLARED[columns[name][feature.value]])
             else:
                 marks.append("·")
         lines.append(f"| `{option}` | " + " | ".join(marks) + " |")
