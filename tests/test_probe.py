@@ -142,3 +142,8 @@ def test_think_tags_left_in_the_answer_text_are_judged_ignored() -> None:
 def test_the_stop_word_is_the_first_occurrence_from_the_middle() -> None:
     word = judge.stop_word("the cat the dog the end")
     assert word is not None and "the cat the dog the end".find(word) >= 3
+
+
+def test_a_changed_answer_is_shown_from_where_it_differs() -> None:
+    verdict, evidence = judge.changed(_answer("same start A"), _answer("same start B"), "seed=1")
+    assert verdict == "honoured" and "from char 11: 'A' -> 'B'" in evidence

@@ -139,10 +139,9 @@ def changed(baseline: Answer, answer: Answer, what: str) -> Judged:
         what: The setting, for the evidence.
     """
     if answer.text != baseline.text:
-        return (
-            "honoured",
-            f"{what} changed the greedy answer ({_short(baseline.text)} -> {_short(answer.text)})",
-        )
+        at = next((i for i, (a, b) in enumerate(zip(baseline.text, answer.text, strict=False)) if a != b), 0)
+        was, now = _short(baseline.text[at:], 16), _short(answer.text[at:], 16)
+        return "honoured", f"{what} changed the greedy answer from char {at}: {was} -> {now}"
     units = baseline.choices[0].tokens or tuple(baseline.text.split())
     if len(set(units)) == len(units):
         return "unmeasurable", f"the greedy answer repeats no token for {what} to act on"
