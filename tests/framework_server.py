@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from fault_server import CHAT, FaultServer, Raw
 
 import unillm
 from unillm import RetryPolicy, Timeouts
+from unillm.testing.fault_server import CHAT, FaultServer, Raw
 
 USAGE = {"prompt_tokens": 7, "completion_tokens": 5, "total_tokens": 12}
 

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fault_server import FaultServer
 
 from unillm.bench import Load, Slo, Url, markdown_table, run_suite, write_report
 from unillm.bench.sessions import MultiTurn
+from unillm.testing.fault_server import FaultServer
 
 pytestmark = pytest.mark.anyio
 

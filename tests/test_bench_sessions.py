@@ -10,7 +10,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-from fault_server import CHAT, COMPLETIONS, FaultServer
 
 from unillm.api import connect
 from unillm.bench import Load, Slo, Url, run_suite
@@ -20,6 +19,7 @@ from unillm.bench.trace import MooncakeTrace
 from unillm.bench.workload import Synthetic
 from unillm.cli.main import main
 from unillm.errors import InvalidOptions
+from unillm.testing.fault_server import CHAT, COMPLETIONS, FaultServer
 
 pytestmark = pytest.mark.anyio
 PIECES = tuple(f" a{i}" for i in range(6))

@@ -111,7 +111,7 @@ def test_each_engine_extra_installs_its_adapter_folder() -> None:
     for extra, (line, dist, folder) in engine_extras().items():
         if folder not in FOLDERS:
             wrong.append(
-                f"pyproject.toml:{line}: unillm-sdk[{extra}] installs {dist}, which no adapters/* folder builds"
+                f"pyproject.toml:{line}: unillm-sdk[{extra}] installs {dist}, which no adapters folder builds"
             )
         elif dist_name(folder) != dist:
             wrong.append(

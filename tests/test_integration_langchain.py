@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from fault_server import FaultServer
 from framework_server import answer, call, connect, llm, sent, server  # noqa: F401 (server, llm: fixtures)
 from langchain_core.messages import AIMessageChunk, HumanMessage, ToolMessage
 from langchain_core.tools import tool
@@ -12,6 +11,7 @@ from pydantic import BaseModel
 
 import unillm
 from unillm.integrations.langchain import ChatUnillm
+from unillm.testing.fault_server import FaultServer
 
 pytestmark = pytest.mark.anyio
 

@@ -13,13 +13,13 @@ from agents import (
     function_tool,
     set_tracing_disabled,
 )
-from fault_server import FaultServer
 from framework_server import answer, call, connect, llm, sent, server  # noqa: F401 (server, llm: fixtures)
 from openai.types.responses import ResponseTextDeltaEvent
 from pydantic import BaseModel
 
 import unillm
 from unillm.integrations.openai_agents import UnillmAgentsModel, UnillmProvider
+from unillm.testing.fault_server import FaultServer
 
 pytestmark = pytest.mark.anyio
 set_tracing_disabled(True)  # the SDK would export traces to OpenAI

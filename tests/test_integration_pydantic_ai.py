@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from fault_server import FaultServer
 from framework_server import answer, call, connect, llm, sent, server  # noqa: F401 (server, llm: fixtures)
 from pydantic import BaseModel
 from pydantic_ai import Agent, NativeOutput
@@ -11,6 +10,7 @@ from pydantic_ai.messages import ThinkingPart, ToolCallPart
 
 import unillm
 from unillm.integrations.pydantic_ai import UnillmModel
+from unillm.testing.fault_server import FaultServer
 
 pytestmark = pytest.mark.anyio
 

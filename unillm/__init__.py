@@ -129,6 +129,8 @@ if TYPE_CHECKING:
     from unillm.options import Message as Message
     from unillm.options import Options as Options
     from unillm.options import Regex as Regex
+    from unillm.probing import ProbeReport as ProbeReport
+    from unillm.probing import probe as probe
     from unillm.results import Completion as Completion
     from unillm.results import Delta as Delta
     from unillm.results import Embeddings as Embeddings

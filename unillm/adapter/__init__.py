@@ -9,6 +9,7 @@ nothing else from unillm (checked by import-linter in the gate; see docs/adapter
 """
 
 from unillm.adapter.base import Adapter, EngineInfo, EngineInstall, HttpCall, StreamDecoder
+from unillm.adapter.findings import Ignored, refuse_ignored
 from unillm.adapter.frontends import AsyncClient, BlockingClient
 from unillm.adapter.http_errors import error_for_status, error_message, missing_route, raise_stream_error
 from unillm.adapter.launch_spec import (
@@ -103,6 +104,8 @@ from unillm.results import (
 from unillm.tools import ForcedCallStream, Tool, calls_from_forced_text, forced_call_schema
 
 __all__ = [
+    "Ignored",
+    "refuse_ignored",
     "forced_call_schema",
     "calls_from_forced_text",
     "ForcedCallStream",

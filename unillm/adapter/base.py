@@ -18,6 +18,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
+from unillm.adapter.findings import Ignored, refuse_ignored
 from unillm.adapter.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
 from unillm.capabilities import Capabilities, Feature
 from unillm.embeddings import EmbedBatch, EmbedRequest, TokenizeRequest
@@ -92,6 +93,9 @@ class Adapter(ABC):
     name: ClassVar[str]
     #: The engine's label in ``unillm engines`` and the docs ("vLLM").
     display_name: ClassVar[str]
+    #: Probe findings (:class:`~unillm.adapter.findings.Ignored`): features this engine, up to a
+    #: version, accepts and ignores. :meth:`capabilities` refuses them there, in every subclass.
+    ignored: ClassVar[tuple[Ignored, ...]] = ()
     #: A module importable where the engine is installed: launch finds an interpreter that has it.
     engine_module: ClassVar[str | None] = None
     #: Whether the engine's launch takes a tool-call parser (``tool_parser=``, e.g. vLLM's
@@ -132,6 +136,13 @@ class Adapter(ABC):
         """
         spellings = (name, name.replace("-", "_"), name.replace("_", "-"))
         return next((s for s in spellings if s in self.reasoning_parsers), None)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Make a subclass's own ``capabilities`` refuse what its ``ignored`` findings cover."""
+        super().__init_subclass__(**kwargs)
+        declared = cls.__dict__.get("capabilities")
+        if declared is not None and not getattr(declared, "_gated", False):
+            cls.capabilities = _gated(declared)  # type: ignore[method-assign]
 
     @abstractmethod
     def capabilities(self, version: str | None = None) -> Capabilities:
@@ -519,3 +530,15 @@ def accepts_call(cls: type[Adapter], method: str) -> bool:
     except (TypeError, ValueError):
         return False
     return any(p.name == "call" or p.kind is p.VAR_KEYWORD for p in params)
+
+
+def _gated(declared: Callable[[Any, str | None], Capabilities]) -> Callable[..., Capabilities]:
+    """``declared`` (an adapter's ``capabilities``) with its class's probe findings refused."""
+    from functools import wraps
+
+    @wraps(declared)
+    def capabilities(self: Adapter, version: str | None = None) -> Capabilities:
+        return refuse_ignored(declared(self, version), type(self).ignored)
+
+    capabilities._gated = True  # type: ignore[attr-defined]
+    return capabilities

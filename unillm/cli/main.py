@@ -21,7 +21,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from unillm.cli import check, engines, launch, new_adapter, route, setup, tiny_model
+from unillm.cli import check, engines, launch, new_adapter, probe, route, setup, tiny_model
 from unillm.cli.names import engine_names
 from unillm.errors import UnillmError
 
@@ -42,6 +42,7 @@ examples:
   unillm batch in.jsonl --out out.jsonl --engine vllm --url URL   a JSONL batch, resumable
   unillm deploy kubernetes --config unillm.toml --out k8s/   KServe manifests from the same config
   unillm new-adapter lmdeploy                 a new engine's adapter package, tests included
+  unillm probe --engine vllm --url URL         which options the running engine honours, by effect
 """
 
 
@@ -73,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
-    for module in (engines, setup, launch, check, tiny_model, route, new_adapter):
+    for module in (engines, probe, setup, launch, check, tiny_model, route, new_adapter):
         module.add_parser(sub)
     add_bench_parser(sub)
     add_batch_parser(sub)

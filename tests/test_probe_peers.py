@@ -1,0 +1,42 @@
+"""The probe's cells through the openai SDK and LiteLLM, on the honest look-alike."""
+
+from __future__ import annotations
+
+import pytest
+from probe_server import HonestServer
+
+from unillm.options import Regex
+from unillm.probing import run_cells
+from unillm.probing.asking import Ask, NotExpressible
+from unillm.probing.peers import LiteLLMClient, OpenAIClient, split_options
+
+pytestmark = pytest.mark.anyio
+OPTIONS = ["seed", "n", "repetition_penalty", "output=JSON schema", "output=Regex", "lora", "thinking on/off"]
+
+
+def test_options_without_an_openai_parameter_go_in_vllms_spelling() -> None:
+    ask = Ask(
+        ({"role": "user", "content": "x"},),
+        {"seed": 1, "repetition_penalty": 2.0, "lora": "sql"},
+        Regex("a+"),
+    )
+    assert split_options(ask) == (
+        {"seed": 1},
+        {"repetition_penalty": 2.0, "structured_outputs": {"regex": "a+"}},
+        "sql",
+    )
+
+
+def test_an_option_no_client_can_spell_is_not_expressible() -> None:
+    with pytest.raises(NotExpressible, match="top_k"):
+        split_options(Ask(({"role": "user", "content": "x"},), {"top_k": 5}))
+
+
+@pytest.mark.parametrize("peer", [LiteLLMClient, OpenAIClient])
+async def test_a_peer_client_is_probed_cell_by_cell(peer: type[OpenAIClient] | type[LiteLLMClient]) -> None:
+    with HonestServer(loras=("sql",), thinks_by_default=True) as server:
+        report = await run_cells(
+            peer(server.url, "tiny"), engine="vllm", model="tiny", samples=2, only=OPTIONS
+        )
+    assert report.client == peer.name
+    assert {c.option: c.verdict for c in report.cells} == dict.fromkeys(OPTIONS, "honoured"), report.text()
