@@ -18,8 +18,6 @@ else:  # pragma: no cover
 
 import unillm
 from unillm.adapter.registry import FIRST_PARTY_ENGINES
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the look-alike server
 from unillm.testing.fault_server import FaultServer
 
 # Slow (it builds eight wheels and a venv): marked like the real-engine tests, so it runs in
