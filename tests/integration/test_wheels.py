@@ -17,7 +17,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 import unillm
-from unillm.adapter.registry import FIRST_PARTY_ENGINES
+from unillm.adapter.registry import first_party_engines
 from unillm.testing.fault_server import FaultServer
 
 # Slow (it builds eight wheels and a venv): marked like the real-engine tests, so it runs in
@@ -59,7 +59,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run(*uv, "venv", "--python", sys.executable, tmp / "venv", cwd=tmp)
     python = tmp / "venv" / "bin" / "python"
     version = unillm.__version__
-    extras = ",".join(e.replace("_", "-") for e in FIRST_PARTY_ENGINES)
+    extras = ",".join(e.replace("_", "-") for e in first_party_engines())
     wanted = [f"unillm-sdk[{extras}]=={version}"]  # the extras pull in every adapter distribution
     run(*uv, "pip", "install", "--python", python, "--find-links", wheels, *wanted, cwd=tmp)
     return tmp
@@ -82,7 +82,7 @@ def test_unillm_engines_lists_every_first_party_engine(venv: Path) -> None:
     )
 
 
-@pytest.mark.parametrize("engine", FIRST_PARTY_ENGINES)
+@pytest.mark.parametrize("engine", first_party_engines())
 def test_a_dry_run_launch_prints_the_engine_command(venv: Path, engine: str) -> None:
     model = MODELS.get(engine, "/models/tiny")
     assert run(venv / "venv/bin/unillm", "launch", engine, "--model", model, "--dry-run", cwd=venv).strip()
