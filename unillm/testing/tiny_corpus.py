@@ -336,12 +336,20 @@ def corpus(seed: int = 7, size: int = 24000) -> list[Example]:
     return out
 
 
-def contract() -> list[Example]:
+def contract(*, thinking: bool = False) -> list[Example]:
     """The answers the test suite asserts whole, verbatim: trained on, then checked right after
     training (by a logit margin) so a model that would answer them otherwise fails there, naming
     them, not deep in a test. A tiny model trained on another CPU answers the rest of the corpus a
     little differently; these it answers the same everywhere. (A test that asserts less, such as a
-    sentence's frame around a copied number, or any valid JSON, holds without a contract row.)"""
+    sentence's frame around a copied number, or any valid JSON, holds without a contract row.)
+    The thinking variant's tests assert the thought and the call, not its arithmetic or facts.
+
+    Args:
+        thinking: The rows for the variant that thinks first.
+
+    Returns:
+        The examples, rendered and checked like the corpus's.
+    """
     weather = ("get_weather", "get_time")
     oslo = {"role": "user", "content": "What is the weather in Oslo?"}
     chats = [
@@ -357,11 +365,14 @@ def contract() -> list[Example]:
             json.dumps({"country": "Kenya", "capital": "Nairobi"}),
         ),
     ]
+    call = Example(messages=(oslo, _call("get_weather", "Oslo")), tools=weather)
+    if thinking:
+        return [_chat(*chats[0]), call]
     return [
         *(_chat(question, answer) for question, answer in chats),
         _chat("What is the capital of Spain?", "Madrid", weather),
         Example(prompt="The capital of Italy is", completion=" Rome."),
-        Example(messages=(oslo, _call("get_weather", "Oslo")), tools=weather),
+        call,
     ]
 
 

@@ -201,7 +201,7 @@ def _write_all(tmp: Path, python: Path, *, thinking: bool = False) -> None:
     model_dir.mkdir()
     train = _rows(corpus(seed=CORPUS_SEED), thinking=thinking)
     evaluation = _rows(corpus(seed=EVAL_SEED, size=200), thinking=thinking)
-    promised = _rows(contract(), thinking=thinking)
+    promised = _rows(contract(thinking=thinking), thinking=thinking)
     tags = (TOOL_CALL_OPEN, TOOL_CALL_CLOSE, *(THINK_TAGS if thinking else ()))
     template = THINKING_CHAT_TEMPLATE if thinking else CHAT_TEMPLATE
     tokenizer = _write_tokenizer(model_dir, [text for text, _ in train], tags, template)
