@@ -34,7 +34,15 @@ def add_bench_parser(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("engine", nargs="?", help="engine name (several, comma-separated, to launch a matrix)")
-    t = p.add_argument_group("target (one of)")
+    _target_arguments(p.add_argument_group("target (one of)"))
+    _workload_arguments(p.add_argument_group("workload"))
+    _session_arguments(p.add_argument_group("multi-turn sessions and traces"))
+    _load_arguments(p.add_argument_group("load"))
+    _output_arguments(p.add_argument_group("output"))
+    p.set_defaults(run=run_bench_command)
+
+
+def _target_arguments(t: Any) -> None:
     t.add_argument(
         "--url", action="append", default=[], help="a running engine; repeat for a fleet of replicas"
     )
@@ -64,7 +72,9 @@ def add_bench_parser(sub: Any) -> None:
         help="matrix axis: tensor, pipeline, data, prefix_caching, speculative "
         "(none | METHOD:TOKENS), max_num_seqs, ...",
     )
-    w = p.add_argument_group("workload")
+
+
+def _session_arguments(w: Any) -> None:
     w.add_argument(
         "--workload",
         choices=("single", "multi-turn"),
@@ -110,6 +120,9 @@ def add_bench_parser(sub: Any) -> None:
         default=1.0,
         help="multiply the trace's timestamps (0.5: twice as fast)",
     )
+
+
+def _workload_arguments(w: Any) -> None:
     w.add_argument(
         "--dataset",
         default="random",
@@ -137,7 +150,9 @@ def add_bench_parser(sub: Any) -> None:
         "--ignore-eos", action="store_true", help="generate exactly the requested tokens (vllm, sglang)"
     )
     w.add_argument("--seed", type=int, default=0, help="seed of prompts and arrivals")
-    a = p.add_argument_group("load")
+
+
+def _load_arguments(a: Any) -> None:
     a.add_argument(
         "--request-rate",
         default=None,
@@ -163,7 +178,9 @@ def add_bench_parser(sub: Any) -> None:
         "--goodput", nargs="+", default=[], metavar="KEY:MS", help="SLOs for goodput: ttft:MS tpot:MS e2el:MS"
     )
     a.add_argument("--percentiles", default="50,90,99", help="percentiles to report (default 50,90,99)")
-    o = p.add_argument_group("output")
+
+
+def _output_arguments(o: Any) -> None:
     o.add_argument("--out", default="bench-results", help="folder for JSON, summary.md and plots")
     o.add_argument(
         "--no-plots", action="store_true", help="skip the PNG plots and HTML report (no matplotlib needed)"
@@ -172,7 +189,6 @@ def add_bench_parser(sub: Any) -> None:
     o.add_argument(
         "--no-engine-metrics", action="store_true", help="do not sample the engine's metrics during the run"
     )
-    p.set_defaults(run=run_bench_command)
 
 
 def run_bench_command(args: argparse.Namespace) -> int:
