@@ -43,7 +43,7 @@ def test_asking_for_aiohttp_without_the_package_is_a_typed_error(monkeypatch: py
         importlib.util, "find_spec", lambda name, *a: None if name == "httpx_aiohttp" else real(name, *a)
     )
     assert resolve("auto") == "httpx"
-    with pytest.raises(InvalidOptions, match=r"pip install 'unillm\[bench\]'"):
+    with pytest.raises(InvalidOptions, match=r"pip install 'unillm-sdk\[bench\]'"):
         resolve("aiohttp")
 
 

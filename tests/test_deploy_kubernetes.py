@@ -586,7 +586,7 @@ def test_write_manifests_into_a_file_fails_leaving_nothing(tmp_path: Path) -> No
 
 def test_yaml_without_pyyaml_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "yaml", None)
-    with pytest.raises(InvalidOptions, match=r"unillm\[deploy\].*--json"):
+    with pytest.raises(InvalidOptions, match=r"unillm-sdk\[deploy\].*--json"):
         dump(render(), "yaml")
 
 

@@ -73,7 +73,7 @@ def test_each_first_party_engine_has_the_extra_an_unknown_engine_error_suggests(
 def test_an_unknown_engine_never_suggests_an_extra_that_does_not_exist(name: str) -> None:
     with pytest.raises(unillm.UnknownEngine) as caught:
         unillm.connect(name, "http://127.0.0.1:8000")
-    suggested = re.findall(r"unillm\[([^\]]+)\]", str(caught.value))
+    suggested = re.findall(r"unillm-sdk\[([^\]]+)\]", str(caught.value))
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert all(s in extras or s == "<engine>" for s in suggested), suggested
     assert "entry-point group 'unillm.adapters'" in str(caught.value)

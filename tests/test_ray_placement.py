@@ -124,7 +124,7 @@ def test_a_ray_launch_refuses_a_router() -> None:
 
 def test_missing_ray_is_a_typed_error_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)
-    with pytest.raises(UnsupportedFeature, match=r"unillm\[ray\]"):
+    with pytest.raises(UnsupportedFeature, match=r"unillm-sdk\[ray\]"):
         import_ray()
 
 
