@@ -37,8 +37,9 @@ class Refuse:
         return UnsupportedFeature(self.engine, setting, why=why, alternative=alternative)
 
     def set_settings(self, spec: LaunchSpec, why: Mapping[str, str]) -> None:
-        """Refuse the first of these settings that ``spec`` sets (neither None nor a flag left
-        ``False``: ``runtime_lora`` and ``in_process`` are off by default), with ``Drop <name>=``.
+        """Refuse the first of these settings that ``spec`` sets (neither None nor left at a
+        default of ``False``, as ``runtime_lora``: an explicit ``prefix_caching=False`` is set),
+        with ``Drop <name>=``.
 
         Args:
             spec: The launch settings.
@@ -49,7 +50,8 @@ class Refuse:
         """
         for setting, reason in why.items():
             value = getattr(spec, setting)
-            if value is not None and value is not False:
+            default = type(spec).model_fields[setting].default
+            if value is not None and not (value is False and default is False):
                 raise self(setting, reason, f"Drop {setting}=")
 
     def first_of(self, spec: LaunchSpec, rules: Iterable[RefusalRule]) -> None:
