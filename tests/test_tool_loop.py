@@ -5,6 +5,7 @@ answers with a call, then with text, and records the messages it was sent."""
 
 from __future__ import annotations
 
+import copy
 import json
 from functools import partial
 from typing import Any
@@ -14,6 +15,7 @@ import httpx
 import pytest
 
 import unillm
+from unillm.adapter.registry import get_adapter
 from unillm.client.tool_loop import ToolResult, ToolRun
 
 pytestmark = pytest.mark.anyio
@@ -95,10 +97,11 @@ class Script:
         )
 
     def llm(self, url: str = "http://engine.invalid") -> unillm.LLM:
-        # a launched vLLM with a tool parser: tool_choice="auto" is allowed
-        llm = unillm.LLM("vllm", url, http_transport=httpx.MockTransport(self))
-        llm.adapter.launched, llm.adapter.tool_parser = False, "hermes"  # type: ignore[attr-defined]
-        return llm
+        # a launched vLLM with a tool parser: tool_choice="auto" is allowed. A copy of the adapter:
+        # the registry's is shared by every client of the test session.
+        adapter = copy.copy(get_adapter("vllm"))
+        adapter.launched, adapter.tool_parser = False, "hermes"  # type: ignore[attr-defined]
+        return unillm.LLM(adapter, url, http_transport=httpx.MockTransport(self))
 
 
 def two_step() -> Script:
