@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -73,7 +72,8 @@ def test_only_a_request_that_turns_thinking_on_gets_room_to_think() -> None:
     assert [thinks(on), *map(thinks, off)] == [True, False, False, False]
 
 
-def test_thinking_with_output_goes_out_in_process() -> None:
+def test_thinking_with_output_is_refused_in_process() -> None:
+    # the grammar above is not enabled: a <think> that is one special token gets no room under it
     request = make_request(
         None,
         [{"role": "user", "content": "?"}],
@@ -81,9 +81,5 @@ def test_thinking_with_output_goes_out_in_process() -> None:
         {"thinking": True},
         stream=False,
     )
-    call = get_adapter("mlx").build(request, EngineInfo(engine="mlx", model="m", version="0.32.2+in-process"))
-    assert call.json is not None
-    assert (call.json["chat_template_kwargs"], json.dumps(call.json["structured_outputs"])) == (
-        {"enable_thinking": True},
-        '{"choice": ["yes", "no"]}',
-    )
+    with pytest.raises(unillm.UnsupportedFeature, match="thinking=True with output="):
+        get_adapter("mlx").build(request, EngineInfo(engine="mlx", model="m", version="0.32.2+in-process"))
