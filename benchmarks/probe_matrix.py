@@ -73,11 +73,11 @@ async def probe_engine(engine: str, samples: int, clients: list[str]) -> dict[st
                 if "litellm" in clients:
                     peers["litellm"] = LiteLLMClient(url, report.model, api_key=key, provider=PEERS[engine])
             for name, client in peers.items():
-                peer = await run_cells(
-                    client, engine=engine, model=report.model, version=report.version,
-                    samples=samples, progress=_progress(engine, name),
-                )  # fmt: skip
-                await client.aclose()
+                async with client:
+                    peer = await run_cells(
+                        client, engine=engine, model=report.model, version=report.version,
+                        samples=samples, progress=_progress(engine, name),
+                    )  # fmt: skip
                 reports[name] = peer.model_dump()
                 print(peer.text(), file=sys.stderr)
         return reports

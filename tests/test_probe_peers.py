@@ -35,8 +35,7 @@ def test_an_option_no_client_can_spell_is_not_expressible() -> None:
 @pytest.mark.parametrize("peer", [LiteLLMClient, OpenAIClient])
 async def test_a_peer_client_is_probed_cell_by_cell(peer: type[OpenAIClient] | type[LiteLLMClient]) -> None:
     with HonestServer(loras=("sql",), thinks_by_default=True) as server:
-        report = await run_cells(
-            peer(server.url, "tiny"), engine="vllm", model="tiny", samples=2, only=OPTIONS
-        )
+        async with peer(server.url, "tiny") as client:
+            report = await run_cells(client, engine="vllm", model="tiny", samples=2, only=OPTIONS)
     assert report.client == peer.name
     assert {c.option: c.verdict for c in report.cells} == dict.fromkeys(OPTIONS, "honoured"), report.text()

@@ -11,7 +11,10 @@ what a user of it would write. Needs the ``bench`` extra (openai, litellm).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import TracebackType
 from typing import Any
+
+from typing_extensions import Self
 
 from unillm.options import Choice as ChoiceOutput
 from unillm.options import Grammar, JsonSchema, Regex
@@ -114,7 +117,22 @@ async def _streamed(stream: Any) -> Answer:
     return Answer(choices=(Choice(text="".join(text), finish_reason=finish),), completion_tokens=tokens)
 
 
-class OpenAIClient:
+class _Closing:
+    """``async with Peer(...) as client:`` closes the client's connections on the loop that opened them."""
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+class OpenAIClient(_Closing):
     """The probe's asks through the openai SDK (extra fields in ``extra_body``)."""
 
     name = "openai SDK"
@@ -153,7 +171,7 @@ class OpenAIClient:
         await self.sdk.close()
 
 
-class LiteLLMClient:
+class LiteLLMClient(_Closing):
     """The probe's asks through LiteLLM's ``hosted_vllm/`` provider (extra fields as keywords)."""
 
     name = "LiteLLM hosted_vllm/"
@@ -204,8 +222,16 @@ class LiteLLMClient:
         return await _loras(self.listing)
 
     async def aclose(self) -> None:
-        """Close the model listing's connections."""
+        """Close the model listing's connections and the clients LiteLLM cached for this loop.
+
+        LiteLLM keeps its provider clients in a process-wide cache; left there, one is collected
+        later and tries to close its connections on a loop that has ended.
+        """
+        import litellm
+
         await self.listing.close()
+        await litellm.close_litellm_async_clients()
+        litellm.in_memory_llm_clients_cache.flush_cache()
 
 
 async def _loras(sdk: Any) -> list[str]:
