@@ -10,14 +10,16 @@ start, or dies mid-run, is recorded in the results with its error, and the suite
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from unillm.bench.arrivals import Load
 from unillm.bench.result import RunResult, TargetInfo
-from unillm.bench.runner import ProgressHook, request_count, run_load
+from unillm.bench.runner import Item, ProgressHook, request_count, run_load
 from unillm.bench.sessions import MultiTurn
 from unillm.bench.stats import DEFAULT_PERCENTILES, Slo
 from unillm.bench.targets import Target
@@ -76,6 +78,38 @@ async def run_suite(
     Returns:
         Every run's result, target by load.
     """
+    requests = _checked_requests(targets, workload, loads, runs)
+    for target in targets:
+        await target.check()
+    results: list[RunResult] = []
+
+    def keep(result: RunResult) -> None:
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+
+    plan = _Plan(requests, [(x, k) for x in loads for k in range(runs)], workload.model_dump(), slo, keep)
+    run_point = functools.partial(
+        run_load,
+        options=options,
+        warmup=warmup,
+        slo=slo,
+        percentiles=percentiles,
+        seed=seed,
+        workload=plan.workload,
+        sample_every_s=sample_every_s,
+        progress=progress,
+        cancel_rate=cancel_rate,
+    )
+    for target in targets:
+        await _measure_target(target, plan, run_point)
+    return BenchReport(runs=results)
+
+
+def _checked_requests(
+    targets: Sequence[Target], workload: AnyWorkload, loads: Sequence[Load], runs: int
+) -> Sequence[Item]:
+    """The workload's requests, once the suite's settings are checked (nothing started yet)."""
     if not targets:
         raise InvalidOptions("nothing to measure: give a URL, a config, or engines to launch")
     if not loads:
@@ -85,69 +119,60 @@ async def run_suite(
     requests = workload.requests()  # reads and validates the dataset before anything starts
     if not requests:
         raise InvalidOptions("the workload has no requests")
-    for target in targets:
-        await target.check()
-    described = workload.model_dump()
-    results: list[RunResult] = []
+    return requests
 
-    def keep(result: RunResult) -> None:
-        results.append(result)
-        if on_result is not None:
-            on_result(result)
 
-    for target in targets:
-        failed_info = TargetInfo(label=target.label, engine=getattr(target, "engine", "?"))
-        before = len(results)
-        try:
-            async with target.open() as opened:
-                failed_info = opened.info
-                dead: str | None = None
-                for load, repeat in ((load, k) for load in loads for k in range(runs)):
-                    if dead is not None:
-                        keep(
-                            RunResult(
-                                target=opened.info,
-                                load=load,
-                                workload=described,
-                                slo=slo,
-                                num_prompts=request_count(requests),
-                                error=f"not run: {dead}",
-                                repeat=repeat,
-                            )
-                        )
-                        continue
-                    result = await run_load(
+@dataclass(frozen=True)
+class _Plan:
+    """What every target runs: the requests, each (load, repeat) point in order, how to keep a run."""
+
+    requests: Sequence[Item]
+    points: list[tuple[Load, int]]
+    workload: dict[str, Any]
+    slo: Slo | None
+    keep: Callable[[RunResult], None]
+
+    def unrun(self, target: TargetInfo, load: Load, error: str, repeat: int = 0) -> RunResult:
+        """The result of a point that did not run, with why."""
+        return RunResult(
+            target=target,
+            load=load,
+            workload=self.workload,
+            slo=self.slo,
+            num_prompts=request_count(self.requests),
+            error=error,
+            repeat=repeat,
+        )
+
+
+async def _measure_target(
+    target: Target, plan: _Plan, run_point: Callable[..., Awaitable[RunResult]]
+) -> None:
+    """Open one target and run every point on it; once it dies, or if it fails, the rest record why."""
+    info = TargetInfo(label=target.label, engine=getattr(target, "engine", "?"))
+    kept = 0
+    try:
+        async with target.open() as opened:
+            info = opened.info
+            dead: str | None = None
+            for load, repeat in plan.points:
+                if dead is not None:
+                    result = plan.unrun(opened.info, load, f"not run: {dead}", repeat)
+                else:
+                    result = await run_point(
                         opened.client,
-                        requests,
+                        plan.requests,
                         load,
-                        options=options,
-                        warmup=warmup,
-                        slo=slo,
-                        percentiles=percentiles,
-                        seed=seed,
                         target=opened.info,
-                        workload=described,
                         metric_sources=opened.sources,
-                        sample_every_s=sample_every_s,
                         alive=opened.alive,
-                        progress=progress,
                         replica_requests=opened.replica_requests,
-                        cancel_rate=cancel_rate,
                     )
                     result.repeat = repeat
                     dead = result.error
-                    keep(result)
-        except UnillmError as e:  # could not start, or failed while stopping: record, go on
-            error = f"{type(e).__name__}: {e}"
-            for load in [x for x in loads for _ in range(runs)][len(results) - before :]:
-                keep(
-                    RunResult(
-                        target=failed_info,
-                        load=load,
-                        workload=described,
-                        slo=slo,
-                        num_prompts=request_count(requests),
-                        error=error,
-                    )
-                )
-    return BenchReport(runs=results)
+                kept += 1
+                plan.keep(result)
+    except UnillmError as e:  # could not start, or failed while stopping: record, go on
+        error = f"{type(e).__name__}: {e}"
+        for load, _ in plan.points[kept:]:
+            plan.keep(plan.unrun(info, load, error))
