@@ -19,11 +19,12 @@ seeded random number of streamed chunks (the same requests and points on every t
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from unillm.bench.result import RunResult, TargetInfo
     from unillm.client.protocol import Client
     from unillm.options import Options
+    from unillm.results import Delta, Timings, Usage
 
 
 @dataclass(frozen=True)
@@ -114,42 +116,89 @@ async def run_load(
     Raises:
         InvalidOptions: An empty workload or a malformed setting.
     """
-    from unillm.bench.result import RunResult, TargetInfo
+    _check_run(requests, cancel_rate)
+    info = target or _client_info(client)
+    sources = dict(metric_sources) if metric_sources is not None else {info.label: client}
+    base: Options = dict(options or {})  # type: ignore[assignment]
+    run = _Run(client, requests, load, base, info, sources, seed, alive, sample_every_s, cancel_rate)
+    await _warm_up(run, warmup, progress)
+    return await _measured_run(run, progress, replica_requests, percentiles, slo, workload)
 
+
+def _check_run(requests: Sequence[Item], cancel_rate: float) -> None:
+    """Refuse an empty workload or a cancel rate that is not a share."""
     if not requests:
         raise InvalidOptions("the workload has no requests; give num_prompts >= 1 or a non-empty dataset")
     if not 0 <= cancel_rate <= 1:
         raise InvalidOptions(f"cancel_rate is a share of the requests, 0 to 1; got {cancel_rate}")
-    info = target or TargetInfo(
-        label=getattr(client, "engine", "target"), engine=getattr(client, "engine", "?")
-    )
-    sources = dict(metric_sources) if metric_sources is not None else {info.label: client}
-    base: Options = dict(options or {})  # type: ignore[assignment]
-    label = f"{info.label} | {load.label()}"
-    if warmup:
-        if progress:
-            progress(Progress(label, warmup, 0, 0, 0.0, 0, phase="warm-up"))
-        warm = [_unscheduled(requests[i % len(requests)]) for i in range(warmup)]
-        await _run_all(client, warm, Load(max_concurrency=load.max_concurrency), base, 0, None, None)
-    before = await snapshot(sources)
+
+
+def _client_info(client: Client) -> TargetInfo:
+    """What a run against a bare client says was measured: the client's engine."""
+    from unillm.bench.result import TargetInfo
+
+    return TargetInfo(label=getattr(client, "engine", "target"), engine=getattr(client, "engine", "?"))
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One run's fixed settings: the client and items, how they are sent, what is watched."""
+
+    client: Client
+    requests: Sequence[Item]
+    load: Load
+    options: Options
+    info: TargetInfo
+    sources: Mapping[str, Client]
+    seed: int = 0
+    alive: Alive | None = None
+    sample_every_s: float | None = None
+    cancel_rate: float = 0.0
+
+    @property
+    def label(self) -> str:
+        """The run's name in progress reports: target, then load."""
+        return f"{self.info.label} | {self.load.label()}"
+
+    def cancel_at(self, i: int, turn: int, max_tokens: int) -> int | None:
+        """The chunk after which item ``i``'s ``turn`` is cancelled (seeded), or None."""
+        if self.cancel_rate <= 0:
+            return None
+        rng = random.Random(f"cancel:{self.seed}:{i}:{turn}")
+        point = rng.randint(1, max(1, max_tokens - 1))
+        return point if rng.random() < self.cancel_rate else None
+
+
+async def _warm_up(run: _Run, warmup: int, progress: ProgressHook | None) -> None:
+    """Send ``warmup`` unmeasured requests first, at the run's concurrency, unscheduled, unwatched."""
+    if not warmup:
+        return
+    if progress:
+        progress(Progress(run.label, warmup, 0, 0, 0.0, 0, phase="warm-up"))
+    warm = [_unscheduled(run.requests[i % len(run.requests)]) for i in range(warmup)]
+    load = Load(max_concurrency=run.load.max_concurrency)
+    await _run_all(replace(run, requests=warm, load=load, seed=0, alive=None, sources={}, cancel_rate=0.0))
+
+
+async def _measured_run(
+    run: _Run,
+    progress: ProgressHook | None,
+    replica_requests: Callable[[], dict[str, int]] | None,
+    percentiles: Sequence[float],
+    slo: Slo | None,
+    workload: Mapping[str, Any] | None,
+) -> RunResult:
+    """The measured part: the engines' metrics before and after, every request, the summary."""
+    from unillm.bench.result import RunResult
+
+    before = await snapshot(run.sources)
     sent_before = replica_requests() if replica_requests else {}
     samples: list[Snapshot] = []
     started = time.perf_counter()
-    records, dead = await _run_all(
-        client,
-        requests,
-        load,
-        base,
-        seed,
-        alive,
-        _Reporter(label, request_count(requests), started, progress),
-        sources,
-        samples,
-        sample_every_s,
-        cancel_rate,
-    )
+    reporter = _Reporter(run.label, request_count(run.requests), started, progress)
+    records, dead = await _run_all(run, reporter, samples)
     duration = time.perf_counter() - started
-    after = await snapshot(sources) if dead is None else {}
+    after = await snapshot(run.sources) if dead is None else {}
     summary = summarize(records, duration, percentiles=percentiles, slo=slo)
     if replica_requests is not None:
         sent = replica_requests()
@@ -157,8 +206,8 @@ async def run_load(
     return RunResult.from_records(
         records,
         summary,
-        target=info,
-        load=load,
+        target=run.info,
+        load=run.load,
         workload=dict(workload or {}),
         slo=slo,
         num_prompts=len(records),
@@ -193,51 +242,21 @@ class _Reporter:
 
 
 async def _run_all(
-    client: Client,
-    requests: Sequence[Item],
-    load: Load,
-    options: Options,
-    seed: int,
-    alive: Alive | None,
-    reporter: _Reporter | None,
-    sources: Mapping[str, Client] | None = None,
-    samples: list[Snapshot] | None = None,
-    sample_every_s: float | None = None,
-    cancel_rate: float = 0.0,
+    run: _Run, reporter: _Reporter | None = None, samples: list[Snapshot] | None = None
 ) -> tuple[list[RequestRecord], str | None]:
     """Every request's record (in workload order) and the reason the target died, if it did."""
-    scheduled = [getattr(r, "at", None) for r in requests]
-    if all(at is not None for at in scheduled):
-        times = [float(at) for at in scheduled if at is not None]  # a trace: its own schedule
-    else:
-        times = send_times(load, len(requests), seed=seed)
-    limit = anyio.Semaphore(load.max_concurrency) if load.max_concurrency else None
-    records: list[list[RequestRecord] | None] = [None] * len(requests)
+    times = _schedule(run.requests, run.load, run.seed)
+    limit = anyio.Semaphore(run.load.max_concurrency) if run.load.max_concurrency else None
+    records: list[list[RequestRecord] | None] = [None] * len(run.requests)
     dead: str | None = None
     t0 = time.perf_counter()
 
-    def cancel_at(i: int, turn: int, max_tokens: int) -> int | None:
-        if cancel_rate <= 0:
-            return None
-        rng = random.Random(f"cancel:{seed}:{i}:{turn}")
-        point = rng.randint(1, max(1, max_tokens - 1))
-        return point if rng.random() < cancel_rate else None
-
-    async def run_item(i: int) -> list[RequestRecord]:
-        item = requests[i]
-        if isinstance(item, Session):
-            return await run_session(client, item, options, t0, lambda t, n: cancel_at(i, t, n), reporter)
-        record = await measure(client, item, options, t0, cancel_after=cancel_at(i, 0, item.max_tokens))
-        if reporter is not None:
-            reporter.record(record)
-        return [record]
-
     async def one(i: int) -> None:
         if limit is None:
-            records[i] = await run_item(i)
+            records[i] = await _run_item(run, i, t0, reporter)
         else:
             async with limit:
-                records[i] = await run_item(i)
+                records[i] = await _run_item(run, i, t0, reporter)
 
     async def dispatch(tg: anyio.abc.TaskGroup) -> None:
         for i, at in enumerate(times):
@@ -246,9 +265,9 @@ async def _run_all(
                 await anyio.sleep(delay)
             tg.start_soon(one, i)
 
-    async def watch(scope: anyio.CancelScope) -> None:
+    async def watch(alive: Alive, scope: anyio.CancelScope) -> None:
         nonlocal dead
-        while alive is not None:
+        while True:
             reason = alive()
             if reason is not None:
                 dead = reason
@@ -256,20 +275,50 @@ async def _run_all(
                 return
             await anyio.sleep(0.25)
 
-    async def sample() -> None:
-        while sources and samples is not None and sample_every_s:
-            await anyio.sleep(sample_every_s)
-            samples.append(await snapshot(sources))
-
     async with anyio.create_task_group() as outer:
-        if alive is not None:
-            outer.start_soon(watch, outer.cancel_scope)
-        if sources and samples is not None and sample_every_s:
-            outer.start_soon(sample)
+        if run.alive is not None:
+            outer.start_soon(watch, run.alive, outer.cancel_scope)
+        if run.sources and samples is not None and run.sample_every_s:
+            outer.start_soon(_sample, run.sources, samples, run.sample_every_s)
         async with anyio.create_task_group() as tg:
             await dispatch(tg)
         outer.cancel_scope.cancel()
-    now = time.perf_counter() - t0
+    return _with_unfinished(run.requests, records, dead, time.perf_counter() - t0), dead
+
+
+def _schedule(requests: Sequence[Item], load: Load, seed: int) -> list[float]:
+    """When each item is sent (seconds from the start): a trace's own times, else the load's."""
+    scheduled = [getattr(r, "at", None) for r in requests]
+    if all(at is not None for at in scheduled):
+        return [float(at) for at in scheduled if at is not None]
+    return send_times(load, len(requests), seed=seed)
+
+
+async def _run_item(run: _Run, i: int, t0: float, reporter: _Reporter | None) -> list[RequestRecord]:
+    """Send item ``i`` of the run (one request, or a session's turns) and return its records."""
+    item = run.requests[i]
+    if isinstance(item, Session):
+        cancel_at = functools.partial(run.cancel_at, i)
+        return await run_session(run.client, item, run.options, t0, cancel_at, reporter)
+    record = await measure(
+        run.client, item, run.options, t0, cancel_after=run.cancel_at(i, 0, item.max_tokens)
+    )
+    if reporter is not None:
+        reporter.record(record)
+    return [record]
+
+
+async def _sample(sources: Mapping[str, Client], samples: list[Snapshot], every_s: float) -> None:
+    """Append a snapshot of the engines' metrics to ``samples`` every ``every_s`` s, until cancelled."""
+    while True:
+        await anyio.sleep(every_s)
+        samples.append(await snapshot(sources))
+
+
+def _with_unfinished(
+    requests: Sequence[Item], records: Sequence[list[RequestRecord] | None], dead: str | None, now: float
+) -> list[RequestRecord]:
+    """Every record in workload order, a failed one for each request that never finished."""
     out: list[RequestRecord] = []
     for item, done in zip(requests, records, strict=True):
         if done is not None:
@@ -277,7 +326,7 @@ async def _run_all(
             continue
         reason = f"not completed: {dead or 'cancelled'}"
         out += [RequestRecord(start=now, success=False, error=reason)] * request_count([item])
-    return out, dead
+    return out
 
 
 async def run_session(
@@ -352,58 +401,82 @@ async def measure(
     """
     kwargs: dict[str, Any] = {**options, "max_tokens": request.max_tokens}
     record = RequestRecord(start=time.perf_counter() - t0, input_tokens=request.input_len or 0)
-    sent = time.perf_counter()
-    first: float | None = None
-    last = sent
-    gaps: list[float] = []
-    chunks = 0
-    usage = timings = replica = None
-    texts: list[str] = []
-    thoughts: list[str] = []
+    seen = _Chunks(sent=time.perf_counter())
     try:
         async with client.stream(request.prompt, messages=request.messages, **kwargs) as stream:
             async for delta in stream:
-                if delta.reasoning:
-                    thoughts.append(delta.reasoning)
-                if delta.text:
-                    texts.append(delta.text)
-                    chunks += 1
-                    now = time.perf_counter()
-                    if first is None:
-                        first = now - sent
-                    else:
-                        gaps.append(now - last)
-                    last = now
-                    if cancel_after is not None and chunks >= cancel_after:
-                        break  # closing the stream drops the connection: the engine aborts
-                if delta.usage is not None or delta.timings is not None:
-                    usage = delta.usage or usage
-                    timings = delta.timings or timings
-                    replica = getattr(delta, "replica", None) or replica  # fleets name the replica
+                seen.add(delta)
+                if cancel_after is not None and seen.count >= cancel_after:
+                    break  # closing the stream drops the connection: the engine aborts
     except UnillmError as e:
         record.success = False
         record.error = f"{type(e).__name__}: {e}"
         return record
-    record.text, record.reasoning = "".join(texts), "".join(thoughts)
-    if cancel_after is not None and chunks >= cancel_after:
-        record.success, record.cancelled_after = False, chunks
-        record.ttft, record.itl, record.output_tokens = first, gaps, chunks
-        record.error = f"cancelled by the benchmark after {chunks} chunks"
+    record.text, record.reasoning = "".join(seen.texts), "".join(seen.thoughts)
+    if cancel_after is not None and seen.count >= cancel_after:
+        record.success, record.cancelled_after = False, seen.count
+        record.ttft, record.itl, record.output_tokens = seen.first, seen.gaps, seen.count
+        record.error = f"cancelled by the benchmark after {seen.count} chunks"
         return record
-    stream_gaps = getattr(timings, "itl_s", None)  # the stream's own chunk clock, when it has one
-    if stream_gaps is not None and len(stream_gaps) == len(gaps) and timings is not None:
-        first, gaps = getattr(timings, "ttft_s", None) or first, list(stream_gaps)
-    if chunks == 0 or first is None:
+    return _completed(record, seen)
+
+
+@dataclass
+class _Chunks:
+    """What a stream gave as it came: its text and reasoning, content chunk times, final usage."""
+
+    sent: float
+    first: float | None = None
+    last: float = 0.0
+    gaps: list[float] = field(default_factory=list)
+    count: int = 0
+    texts: list[str] = field(default_factory=list)
+    thoughts: list[str] = field(default_factory=list)
+    usage: Usage | None = None
+    timings: Timings | None = None
+    replica: Any = None
+
+    def __post_init__(self) -> None:
+        """The clock starts when the request is sent."""
+        self.last = self.sent
+
+    def add(self, delta: Delta) -> None:
+        """Take one delta: time its text chunk, keep its pieces, usage, timings and replica."""
+        if delta.reasoning:
+            self.thoughts.append(delta.reasoning)
+        if delta.text:
+            self.texts.append(delta.text)
+            self.count += 1
+            now = time.perf_counter()
+            if self.first is None:
+                self.first = now - self.sent
+            else:
+                self.gaps.append(now - self.last)
+            self.last = now
+        if delta.usage is not None or delta.timings is not None:
+            self.usage = delta.usage or self.usage
+            self.timings = delta.timings or self.timings
+            self.replica = getattr(delta, "replica", None) or self.replica  # fleets name the replica
+
+
+def _completed(record: RequestRecord, seen: _Chunks) -> RequestRecord:
+    """Fill a finished stream's record: timings (the stream's own clock when it has one), tokens."""
+    first, gaps = seen.first, seen.gaps
+    stream_gaps = getattr(seen.timings, "itl_s", None)  # the stream's own chunk clock, when it has one
+    if stream_gaps is not None and len(stream_gaps) == len(gaps) and seen.timings is not None:
+        first, gaps = getattr(seen.timings, "ttft_s", None) or first, list(stream_gaps)
+    if seen.count == 0 or first is None:
         record.success = False
         record.error = "the stream ended without any text (no time to first token)"
         return record
     record.ttft, record.itl = first, gaps
     record.latency = first + math.fsum(gaps)
-    record.replica = replica
+    record.replica = seen.replica
+    usage = seen.usage
     if usage is not None and usage.completion_tokens:
         record.output_tokens = usage.completion_tokens
     else:
-        record.output_tokens = chunks  # engines without usage in streams: one token per chunk
+        record.output_tokens = seen.count  # engines without usage in streams: one token per chunk
     if usage is not None and usage.prompt_tokens:
         record.input_tokens = usage.prompt_tokens
     return record

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -78,17 +78,9 @@ async def run_suite(
     Returns:
         Every run's result, target by load.
     """
-    requests = _checked_requests(targets, workload, loads, runs)
-    for target in targets:
-        await target.check()
-    results: list[RunResult] = []
-
-    def keep(result: RunResult) -> None:
-        results.append(result)
-        if on_result is not None:
-            on_result(result)
-
-    plan = _Plan(requests, [(x, k) for x in loads for k in range(runs)], workload.model_dump(), slo, keep)
+    requests = await _checked_requests(targets, workload, loads, runs)
+    points = [(load, k) for load in loads for k in range(runs)]
+    plan = _Plan(requests, points, workload.model_dump(), slo, on_result)
     run_point = functools.partial(
         run_load,
         options=options,
@@ -103,13 +95,13 @@ async def run_suite(
     )
     for target in targets:
         await _measure_target(target, plan, run_point)
-    return BenchReport(runs=results)
+    return BenchReport(runs=plan.results)
 
 
-def _checked_requests(
+async def _checked_requests(
     targets: Sequence[Target], workload: AnyWorkload, loads: Sequence[Load], runs: int
 ) -> Sequence[Item]:
-    """The workload's requests, once the suite's settings are checked (nothing started yet)."""
+    """The workload's requests, once the settings and every target are checked (nothing started)."""
     if not targets:
         raise InvalidOptions("nothing to measure: give a URL, a config, or engines to launch")
     if not loads:
@@ -119,18 +111,27 @@ def _checked_requests(
     requests = workload.requests()  # reads and validates the dataset before anything starts
     if not requests:
         raise InvalidOptions("the workload has no requests")
+    for target in targets:
+        await target.check()
     return requests
 
 
 @dataclass(frozen=True)
 class _Plan:
-    """What every target runs: the requests, each (load, repeat) point in order, how to keep a run."""
+    """What every target runs: the requests, each (load, repeat) point in order; the results so far."""
 
     requests: Sequence[Item]
     points: list[tuple[Load, int]]
     workload: dict[str, Any]
     slo: Slo | None
-    keep: Callable[[RunResult], None]
+    on_result: Callable[[RunResult], None] | None = None
+    results: list[RunResult] = field(default_factory=list)
+
+    def keep(self, result: RunResult) -> None:
+        """Keep a run's result, and hand it to ``on_result``."""
+        self.results.append(result)
+        if self.on_result is not None:
+            self.on_result(result)
 
     def unrun(self, target: TargetInfo, load: Load, error: str, repeat: int = 0) -> RunResult:
         """The result of a point that did not run, with why."""
