@@ -65,87 +65,104 @@ def write_plots(runs: Sequence[RunResult], out_dir: str | Path) -> list[Path]:
     groups = _by_target(runs)
     if groups:
         colors = {label: f"C{i % 10}" for i, label in enumerate(groups)}
-        fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
-        panels = (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2el", "E2EL"))
-        for ax, (metric, title) in zip(axes, panels, strict=True):
-            values = []
-            for label, rs in groups.items():
-                rs = sorted(rs, key=load_value)
-                xs = [load_value(r) for r in rs]
-                lines = ((f"median_{metric}_ms", "-o", "p50"), (f"p99_{metric}_ms", "--x", "p99"))
-                for key, style, tag in lines:
-                    ys = [r.metric(key) for r in rs]
-                    values += [y for y in ys if y]
-                    ax.plot(
-                        xs,
-                        [float("nan") if y is None else y for y in ys],
-                        style,
-                        color=colors[label],
-                        label=f"{label} {tag}",
-                    )
-            if values and max(values) / max(min(values), 1e-9) > 30:
-                ax.set_yscale("log")
-            ax.set_title(f"{title} (ms): p50 solid, p99 dashed")
-            ax.set_xlabel(load_axis(runs))
-            ax.grid(alpha=0.3, which="both")
-        axes[0].legend(fontsize=7)
-        fig.tight_layout()
-        path = out / "latency_vs_load.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
-
-        fig, ax = plt.subplots(figsize=(7, 4.8))
-        spread = []
-        for label, rs in groups.items():
-            rs = sorted(rs, key=load_value)
-            xs = [r.metric("median_e2el_ms") or float("nan") for r in rs]
-            ys = [r.metric("output_throughput") or float("nan") for r in rs]
-            spread += [x for x in xs if x == x]
-            ax.plot(xs, ys, "-o", color=colors[label], label=label)
-            for r, x, y in zip(rs, xs, ys, strict=True):
-                ax.annotate(
-                    f"{load_value(r):g}", (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points"
-                )
-        if spread and max(spread) / max(min(spread), 1e-9) > 30:
-            ax.set_xscale("log")
-        ax.set_xlabel("median end-to-end latency (ms)")
-        ax.set_ylabel("output tokens/s")
-        ax.set_title(f"Throughput vs latency (points labelled by {load_axis(runs)})")
-        ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        path = out / "throughput_vs_latency.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
-
+        axis = load_axis(runs)
+        written.append(_latency_vs_load(plt, groups, colors, axis, out / "latency_vs_load.png"))
+        written.append(_throughput_vs_latency(plt, groups, colors, axis, out / "throughput_vs_latency.png"))
     shared = [r for r in runs if len(_replica_tokens(r)) > 1]
     if shared:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        names = sorted({k for r in shared for k in _replica_tokens(r)})
-        bottoms = [0.0] * len(shared)
-        for name in names:
-            shares = []
-            for r in shared:
-                tokens = _replica_tokens(r)
-                total = sum(tokens.values()) or 1.0
-                shares.append(tokens.get(name, 0.0) / total)
-            ax.bar(range(len(shared)), shares, bottom=bottoms, label=name)
-            bottoms = [b + s for b, s in zip(bottoms, shares, strict=True)]
-        ax.set_xticks(range(len(shared)), [f"{r.target.label}\n{r.load.label()}" for r in shared], fontsize=7)
-        ax.set_ylabel("share of generated tokens")
-        ax.set_title("Per-replica share")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        path = out / "replica_share.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+        written.append(_replica_share(plt, shared, out / "replica_share.png"))
     measured = [r for rs in groups.values() for r in rs]
     if len(measured) > 1:
         written.append(_pareto(plt, measured, out / "pareto.png"))
     return written
+
+
+def _save(plt: Any, fig: Any, path: Path, dpi: int = 110) -> Path:
+    """Lay out, write and close a figure; returns its path."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
+
+
+def _wide(values: Sequence[float]) -> bool:
+    """Whether values spread over more than 30x (then a log scale reads better)."""
+    return bool(values) and max(values) / max(min(values), 1e-9) > 30
+
+
+def _latency_vs_load(
+    plt: Any, groups: dict[str, list[RunResult]], colors: dict[str, str], axis: str, path: Path
+) -> Path:
+    """TTFT, TPOT and E2EL p50 (solid) and p99 (dashed) against load, one line per target."""
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
+    panels = (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2el", "E2EL"))
+    for ax, (metric, title) in zip(axes, panels, strict=True):
+        values = []
+        for label, rs in groups.items():
+            rs = sorted(rs, key=load_value)
+            xs = [load_value(r) for r in rs]
+            lines = ((f"median_{metric}_ms", "-o", "p50"), (f"p99_{metric}_ms", "--x", "p99"))
+            for key, style, tag in lines:
+                ys = [r.metric(key) for r in rs]
+                values += [y for y in ys if y]
+                ax.plot(
+                    xs,
+                    [float("nan") if y is None else y for y in ys],
+                    style,
+                    color=colors[label],
+                    label=f"{label} {tag}",
+                )
+        if _wide(values):
+            ax.set_yscale("log")
+        ax.set_title(f"{title} (ms): p50 solid, p99 dashed")
+        ax.set_xlabel(axis)
+        ax.grid(alpha=0.3, which="both")
+    axes[0].legend(fontsize=7)
+    return _save(plt, fig, path)
+
+
+def _throughput_vs_latency(
+    plt: Any, groups: dict[str, list[RunResult]], colors: dict[str, str], axis: str, path: Path
+) -> Path:
+    """Output tokens/s against median E2EL, one line per target, each point labelled by its load."""
+    fig, ax = plt.subplots(figsize=(7, 4.8))
+    spread = []
+    for label, rs in groups.items():
+        rs = sorted(rs, key=load_value)
+        xs = [r.metric("median_e2el_ms") or float("nan") for r in rs]
+        ys = [r.metric("output_throughput") or float("nan") for r in rs]
+        spread += [x for x in xs if x == x]
+        ax.plot(xs, ys, "-o", color=colors[label], label=label)
+        for r, x, y in zip(rs, xs, ys, strict=True):
+            ax.annotate(f"{load_value(r):g}", (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    if _wide(spread):
+        ax.set_xscale("log")
+    ax.set_xlabel("median end-to-end latency (ms)")
+    ax.set_ylabel("output tokens/s")
+    ax.set_title(f"Throughput vs latency (points labelled by {axis})")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    return _save(plt, fig, path)
+
+
+def _replica_share(plt: Any, shared: list[RunResult], path: Path) -> Path:
+    """Each replica's share of the generated tokens, one stacked bar per run."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    names = sorted({k for r in shared for k in _replica_tokens(r)})
+    bottoms = [0.0] * len(shared)
+    for name in names:
+        shares = []
+        for r in shared:
+            tokens = _replica_tokens(r)
+            total = sum(tokens.values()) or 1.0
+            shares.append(tokens.get(name, 0.0) / total)
+        ax.bar(range(len(shared)), shares, bottom=bottoms, label=name)
+        bottoms = [b + s for b, s in zip(bottoms, shares, strict=True)]
+    ax.set_xticks(range(len(shared)), [f"{r.target.label}\n{r.load.label()}" for r in shared], fontsize=7)
+    ax.set_ylabel("share of generated tokens")
+    ax.set_title("Per-replica share")
+    ax.legend(fontsize=7)
+    return _save(plt, fig, path)
 
 
 def _pareto(plt: Any, runs: list[RunResult], path: Path) -> Path:
@@ -177,10 +194,7 @@ def _pareto(plt: Any, runs: list[RunResult], path: Path) -> Path:
         ax.set_title(f"Throughput vs {title}: lower right is better")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path, dpi=100)
 
 
 def _replica_tokens(run: RunResult) -> dict[str, float]:
