@@ -52,10 +52,19 @@ def from_vsr(config: Mapping[str, Any]) -> Imported:
         raise InvalidOptions("a vLLM Semantic Router config is a mapping (the parsed YAML)")
     block = config.get("routing", config)
     signals_in = block.get("signals") or {}
-    decisions = block.get("decisions") or []
+    keywords, unmapped = _vsr_keywords(signals_in.get("keywords") or [])
+    embeddings, skipped = _vsr_embeddings(signals_in.get("embeddings") or [])
+    unmapped += skipped + _vsr_unmapped(config, signals_in)
+    signals: list[KeywordSignal | EmbeddingSignal] = [*keywords, *embeddings]
+    routes, default, skipped = _vsr_routes(block.get("decisions") or [], {s.name for s in signals})
+    return _imported(routes, signals, default, unmapped + skipped)
+
+
+def _vsr_keywords(entries: list[Mapping[str, Any]]) -> tuple[list[KeywordSignal], list[str]]:
+    """vLLM Semantic Router's keyword signals, and those whose operator has no unillm mode."""
+    signals: list[KeywordSignal] = []
     unmapped: list[str] = []
-    signals: list[KeywordSignal | EmbeddingSignal] = []
-    for raw in signals_in.get("keywords") or []:
+    for raw in entries:
         mode = _KEYWORD_MODES.get(str(raw.get("operator", "OR")).upper())
         if mode is None:
             unmapped.append(f"keyword signal {raw.get('name')!r}: operator {raw.get('operator')!r}")
@@ -68,7 +77,14 @@ def from_vsr(config: Mapping[str, Any]) -> Imported:
                 case_sensitive=bool(raw.get("case_sensitive", False)),
             )
         )
-    for raw in signals_in.get("embeddings") or []:
+    return signals, unmapped
+
+
+def _vsr_embeddings(entries: list[Mapping[str, Any]]) -> tuple[list[EmbeddingSignal], list[str]]:
+    """vLLM Semantic Router's embedding signals, and the aggregations replaced by max."""
+    signals: list[EmbeddingSignal] = []
+    unmapped: list[str] = []
+    for raw in entries:
         aggregation = raw.get("aggregation_method", "max")
         if aggregation not in ("max", "mean"):
             unmapped.append(
@@ -84,6 +100,12 @@ def from_vsr(config: Mapping[str, Any]) -> Imported:
                 aggregation=aggregation,
             )
         )
+    return signals, unmapped
+
+
+def _vsr_unmapped(config: Mapping[str, Any], signals_in: Mapping[str, Any]) -> list[str]:
+    """The other signal kinds (classifiers) and the top-level sections unillm has no use for."""
+    unmapped: list[str] = []
     for kind, entries in signals_in.items():
         if kind not in ("keywords", "embeddings") and entries:
             names = ", ".join(str(e.get("name")) for e in entries if isinstance(e, Mapping))
@@ -91,9 +113,16 @@ def from_vsr(config: Mapping[str, Any]) -> Imported:
     for key in ("listeners", "providers", "global", "plugins", "semantic_cache", "prompt_guard"):
         if config.get(key):
             unmapped.append(f"top-level {key!r} (unillm routes in-process; configure targets instead)")
-    known = {s.name for s in signals}
+    return unmapped
+
+
+def _vsr_routes(
+    decisions: list[Mapping[str, Any]], known: set[str]
+) -> tuple[list[Route], str | None, list[str]]:
+    """The decisions as routes, highest priority first; the match-all one's name; what did not map."""
     routes: list[Route] = []
     default: str | None = None
+    unmapped: list[str] = []
     for raw in sorted(decisions, key=lambda d: -int(d.get("priority", 0))):
         name = str(raw.get("name"))
         try:
@@ -101,26 +130,8 @@ def from_vsr(config: Mapping[str, Any]) -> Imported:
         except _Unmappable as e:
             unmapped.append(f"decision {name!r}: {e} (route left out)")
             continue
-        refs = raw.get("modelRefs") or raw.get("model_refs") or []
-        ref = refs[0] if refs else {}
-        if len(refs) > 1:
-            unmapped.append(
-                f"decision {name!r}: {len(refs) - 1} more modelRefs (unillm routes to one "
-                "target per route; put the others in a Fleet)"
-            )
-        for extra in ("algorithm", "plugins"):
-            if raw.get(extra):
-                unmapped.append(f"decision {name!r}: {extra}")
-        if ref.get("use_reasoning"):
-            unmapped.append(f"decision {name!r}: use_reasoning (set the reasoning option per request)")
-        route = Route(
-            name=name,
-            description=str(raw.get("description", "")),
-            priority=int(raw.get("priority", 0)),
-            when=when,
-            model=ref.get("model"),
-            lora=ref.get("lora_name"),
-        )
+        route, notes = _vsr_route(raw, name, when)
+        unmapped += notes
         if when is None:
             if default is None:
                 default = name
@@ -128,7 +139,31 @@ def from_vsr(config: Mapping[str, Any]) -> Imported:
                 unmapped.append(f"decision {name!r}: a second match-all decision (only one default)")
                 continue
         routes.append(route)
-    return _imported(routes, signals, default, unmapped)
+    return routes, default, unmapped
+
+
+def _vsr_route(raw: Mapping[str, Any], name: str, when: Condition | None) -> tuple[Route, list[str]]:
+    """One decision as a route to its first model reference, and the parts of it that did not map."""
+    refs = raw.get("modelRefs") or raw.get("model_refs") or []
+    ref = refs[0] if refs else {}
+    unmapped: list[str] = []
+    if len(refs) > 1:
+        unmapped.append(
+            f"decision {name!r}: {len(refs) - 1} more modelRefs (unillm routes to one "
+            "target per route; put the others in a Fleet)"
+        )
+    unmapped += [f"decision {name!r}: {extra}" for extra in ("algorithm", "plugins") if raw.get(extra)]
+    if ref.get("use_reasoning"):
+        unmapped.append(f"decision {name!r}: use_reasoning (set the reasoning option per request)")
+    route = Route(
+        name=name,
+        description=str(raw.get("description", "")),
+        priority=int(raw.get("priority", 0)),
+        when=when,
+        model=ref.get("model"),
+        lora=ref.get("lora_name"),
+    )
+    return route, unmapped
 
 
 def from_litellm(route_file: Mapping[str, Any], default_model: str | None = None) -> Imported:
