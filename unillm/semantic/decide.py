@@ -118,13 +118,7 @@ class SignalIndex:
         heads = tuple(i for i, (s, _, _) in enumerate(spans) if s.aggregation == "blend")
         probe, examples, labels = None, None, None
         if scoring.uses_probe([spans[i][2] - spans[i][1] for i in heads]):
-            parts = [centred[spans[i][1] : spans[i][2]] for i in heads]
-            titled = [c for c, i in enumerate(heads) if spans[i][0].description]
-            examples = np.concatenate([*parts, priors[[heads[c] for c in titled]]])
-            labels = np.concatenate(
-                [np.full(len(p), c, dtype=np.int64) for c, p in enumerate(parts)]
-                + [np.asarray(titled, dtype=np.int64)]
-            )
+            examples, labels = _probe_examples(spans, heads, centred, priors)
             probe = fit_probe(examples, labels, len(heads))
         index = cls(matrix, tuple(spans), scoring, center, centred, centroids, priors, weights, {})
         if probe is not None:
@@ -264,6 +258,21 @@ class SignalIndex:
         if signal.threshold is not None:
             return signal.threshold
         return self.thresholds.get(signal.name, DEFAULT_THRESHOLD)
+
+
+def _probe_examples(
+    spans: Sequence[tuple[EmbeddingSignal, int, int]], heads: Sequence[int], centred: Matrix, priors: Matrix
+) -> tuple[Matrix, Labels]:
+    """The probe's examples (blend signals' centred candidates, then descriptions), labelled by head."""
+    np = numpy_module()
+    parts = [centred[spans[i][1] : spans[i][2]] for i in heads]
+    titled = [c for c, i in enumerate(heads) if spans[i][0].description]
+    examples = np.concatenate([*parts, priors[[heads[c] for c in titled]]])
+    labels = np.concatenate(
+        [np.full(len(p), c, dtype=np.int64) for c, p in enumerate(parts)]
+        + [np.asarray(titled, dtype=np.int64)]
+    )
+    return examples, labels
 
 
 def _centre(rows: Matrix, center: Matrix) -> Matrix:
