@@ -228,25 +228,18 @@ def launch(
                                  parallel=unillm.Parallel(tensor=2)) as llm:
             ...
 
-    ``settings`` are :class:`~unillm.adapter.launch_spec.LaunchSpec` fields (model, lora, speculative,
-    python, env, extra_args, ...). ``replicas=N`` starts N engines and gives a client-side
-    :class:`~unillm.fleet.fleet.Fleet` routed by ``policy``; ``router="vllm-router" | "smg"`` also
-    starts that router in front and gives an ``LLM`` pointed at it; ``disaggregation=`` starts
-    prefill and decode engines behind the router; ``replica_env`` adds environment per engine
-    (e.g. its own ``CUDA_VISIBLE_DEVICES``). See :mod:`unillm.launching.fleet_launch`.
-    ``cluster=unillm.Ray(address)`` places the replicas on a Ray cluster's nodes instead
-    (:mod:`unillm.launching.ray_cluster`; ``pip install 'unillm-sdk[ray]'``).
-
     Args:
         engine: The adapter's name ("vllm", "sglang", "tgi", "mlx", "llamacpp", ...).
         spec: A prepared launch spec; ``settings`` are merged over it.
-        replicas: How many engines to start; more than one gives a fleet.
-        router: A router process to start in front ("vllm-router" or "smg"); None routes
-            client-side.
+        replicas: How many engines to start; more than one gives a client-side
+            :class:`~unillm.fleet.fleet.Fleet` routed by ``policy`` (:mod:`unillm.launching.fleet_launch`).
+        router: A router process to start in front ("vllm-router" or "smg"), giving an ``LLM``
+            pointed at it; None routes client-side.
         policy: How the replicas (or the router) pick an engine per request.
         disaggregation: Prefill/decode engine counts to start behind the router.
-        replica_env: Extra environment per engine, one mapping per replica.
-        cluster: A Ray cluster to place the engines on (:class:`~unillm.Ray`); None: this machine.
+        replica_env: Extra environment per engine, one mapping per replica (e.g. ``CUDA_VISIBLE_DEVICES``).
+        cluster: A Ray cluster to place the engines' replicas on, e.g. ``unillm.Ray(address)``
+            (:mod:`unillm.launching.ray_cluster`; ``pip install 'unillm-sdk[ray]'``); None: this machine.
         progress: Called with each launch step; None is silent.
         log_path: Where the engine's output goes (one engine only); None:
             ``unillm-<engine>-<port>.log`` in the temp folder.
@@ -254,7 +247,8 @@ def launch(
         timeouts: Connect/read/pool limits in seconds for the connected client.
         retry: How the connected client retries overloads and dropped connections.
         pool: Connection-pool sizes per engine.
-        **settings: :class:`~unillm.LaunchSpec` fields, e.g. ``model="..."``, ``max_model_len=512``.
+        **settings: :class:`~unillm.LaunchSpec` fields (model, lora, speculative, python, env,
+            extra_args, ...), e.g. ``model="..."``, ``max_model_len=512``.
 
     Returns:
         A :class:`~unillm.Launch` (one engine),
@@ -264,12 +258,28 @@ def launch(
     Raises:
         InvalidOptions: A setting the spec refuses, or ``log_path`` with several processes.
     """
+    full = build_spec(spec, settings)
+    client = _LaunchArgs(progress=progress, defaults=defaults, timeouts=timeouts, retry=retry, pool=pool)
+    return _start(
+        engine, full, client, replicas, router, policy, disaggregation, replica_env, cluster, log_path
+    )
+
+
+def _start(
+    engine: str,
+    spec: LaunchSpec,
+    client: _LaunchArgs,
+    replicas: int,
+    router: str | None,
+    policy: Policy,
+    disaggregation: Disaggregation | None,
+    replica_env: Sequence[Mapping[str, str]],
+    cluster: Ray | None,
+    log_path: Path | None,
+) -> Launch | FleetLaunch | RayLaunch:
+    """The launch these settings ask for: replicas on a Ray cluster, one engine, or a fleet."""
     from unillm.launching.supervisor import Launch
 
-    full = build_spec(spec, settings)
-    client = _LaunchClientArgs(
-        progress=progress, defaults=defaults, timeouts=timeouts, retry=retry, pool=pool
-    )
     if cluster is not None:
         from unillm.launching.ray_cluster import RayLaunch
 
@@ -278,9 +288,9 @@ def launch(
                 "a Ray launch places replicas with client-side routing: router=, disaggregation=, "
                 "replica_env= and log_path= do not apply (each node keeps its engine's log)"
             )
-        return RayLaunch(engine, full, cluster=cluster, replicas=replicas, policy=policy, **client)
+        return RayLaunch(engine, spec, cluster=cluster, replicas=replicas, policy=policy, **client)
     if replicas == 1 and router is None and disaggregation is None and not replica_env:
-        return Launch(engine, full, log_path=log_path, **client)
+        return Launch(engine, spec, log_path=log_path, **client)
     from unillm.launching.fleet_launch import FleetLaunch
 
     if log_path is not None:
@@ -290,7 +300,7 @@ def launch(
         )
     return FleetLaunch(
         engine,
-        full,
+        spec,
         replicas=replicas,
         router=router,
         policy=policy,
@@ -300,7 +310,7 @@ def launch(
     )
 
 
-class _LaunchClientArgs(TypedDict):
+class _LaunchArgs(TypedDict):
     """What ``launch`` passes alike to every kind of launch: progress and the client's settings."""
 
     progress: ProgressHook | None
