@@ -83,12 +83,12 @@ async def run_suite(
     plan = _Plan(requests, points, workload.model_dump(), slo, on_result)
     run_point = functools.partial(
         run_load,
+        workload=plan.workload,
         options=options,
         warmup=warmup,
         slo=slo,
         percentiles=percentiles,
         seed=seed,
-        workload=plan.workload,
         sample_every_s=sample_every_s,
         progress=progress,
         cancel_rate=cancel_rate,
