@@ -89,7 +89,7 @@ def test_a_conversation_follows_the_replica_that_has_its_history() -> None:
     first = send(picker, chat("What is the capital of France and why?"))
     picker.end(first)
     for _ in range(3):  # other conversations land elsewhere (least loaded while they run)
-        send(picker, chat("Something else entirely, with other words in it"))
+        send(picker, make_request("Something else entirely, with other words", None, None, {}, stream=False))
     grown = chat("What is the capital of France and why?", "Paris.", "And of Spain?")
     assert send(picker, grown) == first
 

@@ -79,7 +79,9 @@ class CacheAware:
     in flight plus the engine's waiting queue) exceeds the least loaded one's by more than
     ``balance_abs`` requests *and* by more than ``balance_rel`` times; otherwise (and for a prompt
     no replica has seen) the least loaded replica takes it. The routers' defaults are 0.3, 64
-    and 1.5; a client-side fleet sees only its own requests, so its absolute threshold is lower.
+    and 1.5; a client-side fleet sees only its own requests, so its absolute threshold is 2: a
+    shared system prompt spreads to a second replica once the first carries 3 more requests, and
+    from then on new conversations match both equally and go to the less loaded.
 
     Args:
         match_threshold: The least matched share of the prompt (0-1) that routes by cache
@@ -93,7 +95,7 @@ class CacheAware:
     """
 
     match_threshold: float = 0.3
-    balance_abs: float = 8.0
+    balance_abs: float = 2.0
     balance_rel: float = 1.5
     max_chunks: int = 65536
 
