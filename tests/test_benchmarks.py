@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -127,7 +128,7 @@ def test_fleet_cache_benchmark_replays_every_client_policy_against_look_alikes()
         "cache_aware",
     }
     assert all(f["failed"] == 0 and isinstance(f["ttft_p90_ms"], float) for f in per.values())
-    assert set(result["goals"]) == {"hit_rate", "ttft_p90"}  # type: ignore[arg-type]
+    assert set(cast(dict[str, Any], result["goals"])) == {"hit_rate", "ttft_p90"}
 
 
 def test_fleet_cache_goals_need_cache_aware_ahead_on_hit_rate_and_half_round_robins_p90() -> None:
