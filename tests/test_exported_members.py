@@ -14,6 +14,7 @@ UNILLM = {
     "Route",
     "SemanticRouter",
     "Backoff",
+    "CacheAware",
     "BlockingLLM",
     "Capabilities",
     "Choice",

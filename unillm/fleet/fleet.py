@@ -13,7 +13,9 @@ Policies (see :mod:`unillm.fleet.picker`): ``round_robin``, ``least_load`` (requ
 until closed, plus the engine's waiting queue from its metrics, scraped in the background at most
 every ``metrics_interval`` seconds), ``prefix`` (consistent hashing with bounded load over the
 first ``prefix_chars`` characters of the prompt or messages, so a shared prefix hits one engine's
-prefix cache) and ``session`` (``session="user-42"`` on a request; without a key, least load).
+prefix cache), ``session`` (``session="user-42"`` on a request; without a key, least load) and
+``cache_aware`` (the replica that was sent the longest head of the prompt, from a bounded prefix
+tree per replica, unless it is too loaded: :class:`~unillm.fleet.picker.CacheAware`).
 A ``session=`` key pins its requests under every policy.
 
 Failover: a request that fails before the engine answered (connection refused or reset, a
@@ -66,7 +68,7 @@ from unillm.errors import (
     UnillmError,
     UnsupportedFeature,
 )
-from unillm.fleet.picker import Backoff, Policy, Replica, ReplicaPicker, ReplicaState
+from unillm.fleet.picker import Backoff, CacheAware, Policy, Replica, ReplicaPicker, ReplicaState
 from unillm.metrics import CombinedMetrics, EngineMetrics, Sample
 from unillm.options import Messages, Options, Request, make_request
 from unillm.results import Completion, Delta, Embeddings, LoraInfo, Tokens
@@ -143,6 +145,7 @@ class _Settings:
     ejection: Backoff
     metrics_interval: float
     max_retry_after: float
+    cache_aware: CacheAware
 
     def arguments(self) -> dict[str, Any]:
         """The settings as ``Fleet(...)`` keyword arguments."""
@@ -159,7 +162,8 @@ class Fleet(Generates):
 
     Args:
         replicas: The LLMs to route between (owned by the fleet from now on).
-        policy: How a replica is picked: "round_robin", "least_load", "prefix" or "session".
+        policy: How a replica is picked: "round_robin", "least_load", "prefix", "session" or
+            "cache_aware".
         defaults: Options applied to every request, overridden per call.
         prefix_chars: How many leading prompt characters the "prefix" policy hashes.
         load_factor: How far above the mean load (>= 1.0; 1.25 is 25%) the "prefix" policy lets
@@ -168,6 +172,7 @@ class Fleet(Generates):
         ejection: Backoff in seconds before an unreachable replica gets a trial request.
         metrics_interval: Seconds between scrapes of each engine's queue ("least_load").
         max_retry_after: The longest ``Retry-After`` (seconds) believed from a replica.
+        cache_aware: The "cache_aware" policy's thresholds and prefix-tree bound.
 
     Raises:
         InvalidOptions: An empty replica list or a setting out of range.
@@ -185,6 +190,7 @@ class Fleet(Generates):
         ejection: Backoff = Backoff(1.0, 30.0),
         metrics_interval: float = 1.0,
         max_retry_after: float = MAX_RETRY_AFTER,
+        cache_aware: CacheAware = CacheAware(),
     ) -> None:
         _check_fleet_settings(load_factor, metrics_interval, cooldown=cooldown, ejection=ejection)
         given = _checked_replicas(replicas)
@@ -203,6 +209,7 @@ class Fleet(Generates):
             ejection,
             metrics_interval,
             max_retry_after,
+            cache_aware,
         )
         self._picker = ReplicaPicker(
             [r.base_url for r in given],
@@ -212,6 +219,7 @@ class Fleet(Generates):
             cooldown=cooldown,
             ejection=ejection,
             max_retry_after=max_retry_after,
+            cache_aware=cache_aware,
         )
         self._members = [
             _Member(r if r.retry.attempts == 1 else r.clone(retry=NO_RETRY), r, route)
@@ -221,7 +229,7 @@ class Fleet(Generates):
         self._caps: Capabilities | None = None
         self._mixed_versions = False
         self._discovery: SingleFlight[EngineInfo] = SingleFlight()
-        self._wants_queue = policy in ("least_load", "session")
+        self._wants_queue = policy in ("least_load", "session", "cache_aware")
         self._scraped_at = float("-inf")
         self._scrape: asyncio.Task[None] | None = None
         self.loras = FleetLoras(self)
@@ -245,7 +253,8 @@ class Fleet(Generates):
         Args:
             engine: The adapter's name ("vllm", ...).
             base_urls: One URL per replica.
-            policy: How a replica is picked: "round_robin", "least_load", "prefix" or "session".
+            policy: How a replica is picked: "round_robin", "least_load", "prefix", "session" or
+                "cache_aware".
             model: The model to ask for; None uses what the replicas serve.
             api_key: Sent to every replica as a bearer token; never echoed.
             defaults: Options applied to every request, overridden per call.
@@ -514,18 +523,26 @@ class Fleet(Generates):
     async def _complete(self, request: Request) -> Completion[Any]:
         if self._info is None or self._mixed_versions:
             await self._ready(request)
+        picker = self._picker
         return await self._call(
-            self._picker.key_for(request), lambda llm: llm._complete(request), request.timeout
+            picker.key_for(request),
+            lambda llm: llm._complete(request),
+            request.timeout,
+            picker.prompt_chunks(request),
         )
 
     async def _call(
-        self, key: int | None, fn: Callable[[LLM], Awaitable[R]], timeout: float | None = None
+        self,
+        key: int | None,
+        fn: Callable[[LLM], Awaitable[R]],
+        timeout: float | None = None,
+        pieces: list[str] | None = None,
     ) -> R:
         """``fn`` on the replica the policy picks, moving on while it fails before an answer."""
         tried: list[int] = []
         while True:
-            i = self._pick(key, tried)
-            self._picker.begin(i, time.monotonic())
+            i = self._pick(key, tried, pieces)
+            self._picker.begin(i, time.monotonic(), pieces)
             try:
                 if not self._members[i].verified:
                     await self._verify(i, timeout)
@@ -649,9 +666,9 @@ class Fleet(Generates):
             assert self._caps is not None
             check(self._caps, request)
 
-    def _pick(self, key: int | None, tried: list[int]) -> int:
+    def _pick(self, key: int | None, tried: list[int], pieces: list[str] | None = None) -> int:
         now = time.monotonic()
-        i = self._picker.pick(key, tried, now)
+        i = self._picker.pick(key, tried, now, pieces)
         if i is None:
             raise self._nothing_available(now)
         if self._wants_queue and now - self._scraped_at >= self.metrics_interval:
@@ -764,15 +781,15 @@ class FleetStream(Stream):
         deadline = Deadline(request.deadline, fleet.engine, stream=True)
         with deadline.bound():
             await fleet._ready(request)
-        key = fleet._picker.key_for(request)
+        key, pieces = fleet._picker.key_for(request), fleet._picker.prompt_chunks(request)
         tried: list[int] = []
         while True:
-            i = fleet._pick(key, tried)
+            i = fleet._pick(key, tried, pieces)
             member = fleet._members[i]
             inner = Stream(member.llm, request, deadline)
             inner._texts, inner._calls = self._texts, self._calls  # what was delivered accumulates here
             self.replica = member.llm.base_url
-            fleet._picker.begin(i, time.monotonic())
+            fleet._picker.begin(i, time.monotonic(), pieces)
             try:
                 if not member.verified:
                     with deadline.bound():
