@@ -18,62 +18,14 @@ from pydantic import BaseModel, Field
 import unillm
 from unillm.errors import InvalidOptions, InvalidRequest, Unauthorized, UnknownLora, UnsupportedFeature
 from unillm.testing.engines import RunningEngine
+from unillm.testing.json_schemas import CONSTRAINT_SCHEMAS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 PROMPT = "The capital of France is"
 CHAT = [{"role": "user", "content": "Answer in JSON"}]
 
 SCHEMAS: dict[str, dict[str, Any]] = {
-    "nested": {
-        "type": "object",
-        "properties": {
-            "user": {
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string", "maxLength": 8},
-                    "address": {
-                        "type": "object",
-                        "properties": {"zip": {"type": "string", "pattern": "^[0-9]{5}$"}},
-                        "required": ["zip"],
-                        "additionalProperties": False,
-                    },
-                },
-                "required": ["name", "address"],
-                "additionalProperties": False,
-            }
-        },
-        "required": ["user"],
-        "additionalProperties": False,
-    },
-    "arrays": {
-        "type": "object",
-        "properties": {
-            "tags": {
-                "type": "array",
-                "items": {"type": "string", "maxLength": 5},
-                "minItems": 1,
-                "maxItems": 3,
-            },
-            "scores": {
-                "type": "array",
-                "items": {"type": "integer", "minimum": 0, "maximum": 9},
-                "minItems": 2,
-                "maxItems": 2,
-            },
-        },
-        "required": ["tags", "scores"],
-        "additionalProperties": False,
-    },
-    "enums": {
-        "type": "object",
-        "properties": {
-            "color": {"enum": ["red", "green", "blue"]},
-            "size": {"type": "string", "enum": ["S", "M", "L"]},
-            "ok": {"type": "boolean"},
-        },
-        "required": ["color", "size", "ok"],
-        "additionalProperties": False,
-    },
+    **CONSTRAINT_SCHEMAS,
     "integer_bounds": {
         "type": "object",
         "properties": {
