@@ -25,16 +25,7 @@ def prompt_request(output: Any = None, *, stream: bool = False, **options: Any) 
 
 
 def chat_request(output: Any = None, *, stream: bool = False, **options: Any) -> Request:
-    """A chat request for :data:`CHAT`.
-
-    Args:
-        output: The ``output=`` constraint, if any.
-        stream: Build a streaming request.
-        **options: Per-call options.
-
-    Returns:
-        The validated request.
-    """
+    """:func:`prompt_request`'s chat twin: the messages are :data:`CHAT`."""
     return make_request(None, CHAT, output, options, stream=stream)
 
 
