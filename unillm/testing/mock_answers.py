@@ -1,4 +1,4 @@
-"""A vLLM look-alike inside ``httpx.MockTransport``: one fixed answer, whole or streamed.
+"""vLLM look-alikes inside ``httpx.MockTransport``: discovery answers; a fixed answer, whole or streamed.
 
 llm = unillm.LLM("vllm", "http://engine.invalid", http_transport=httpx.MockTransport(answering("Hi")))
 """
@@ -9,6 +9,30 @@ import json
 from collections.abc import Callable
 
 import httpx
+
+
+def discovery(
+    request: httpx.Request, *, version: str = "0.32.0", model: str = "tiny", max_model_len: int | None = 512
+) -> httpx.Response | None:
+    """vLLM's answer to a discovery request (``/version``, ``/v1/models``); None for any other.
+
+    Args:
+        request: The request the handler got.
+        version: The vLLM version ``/version`` reports.
+        model: The served model's id.
+        max_model_len: Its context length (None: not listed).
+
+    Returns:
+        The answer, or None when ``request`` is not a discovery request.
+    """
+    if request.url.path == "/version":
+        return httpx.Response(200, json={"version": version})
+    if request.url.path == "/v1/models":
+        card: dict[str, object] = {"id": model}
+        if max_model_len is not None:
+            card["max_model_len"] = max_model_len
+        return httpx.Response(200, json={"data": [card]})
+    return None
 
 
 def answering(text: str, *cuts: int) -> Callable[[httpx.Request], httpx.Response]:
@@ -26,10 +50,8 @@ def answering(text: str, *cuts: int) -> Callable[[httpx.Request], httpx.Response
     pieces = [text[start:end] for start, end in zip([0, *cuts], ends, strict=True)]
 
     def answer(request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/version":
-            return httpx.Response(200, json={"version": "0.11.0"})
-        if request.url.path == "/v1/models":
-            return httpx.Response(200, json={"data": [{"id": "tiny", "max_model_len": 512}]})
+        if (found := discovery(request, version="0.11.0")) is not None:
+            return found
         if json.loads(request.content).get("stream"):
             last = len(pieces) - 1
             events = [
@@ -51,4 +73,4 @@ def answering(text: str, *cuts: int) -> Callable[[httpx.Request], httpx.Response
     return answer
 
 
-__all__ = ["answering"]
+__all__ = ["answering", "discovery"]
