@@ -1,5 +1,5 @@
 """JSON schemas that constrained-decoding tests hold an engine's answers to (nested objects,
-bounded arrays, enums): an answer valid against one shows the engine enforced the schema."""
+bounded arrays, enums, bounded integers): an answer valid against one shows the engine enforced the schema."""
 
 from __future__ import annotations
 
@@ -56,6 +56,33 @@ CONSTRAINT_SCHEMAS: dict[str, dict[str, Any]] = {
         "required": ["color", "size", "ok"],
         "additionalProperties": False,
     },
+    "integer_bounds": {
+        "type": "object",
+        "properties": {
+            "n": {"type": "integer", "minimum": 10, "maximum": 99},
+            "k": {"type": "integer", "minimum": -5, "maximum": 5},
+        },
+        "required": ["n", "k"],
+        "additionalProperties": False,
+    },
 }
 
-__all__ = ["CONSTRAINT_SCHEMAS"]
+
+def with_properties(schema: dict[str, Any], **properties: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` (an object schema) with more required ``properties``.
+
+    Args:
+        schema: An object schema with ``properties`` and ``required``.
+        **properties: Name -> the added property's schema.
+
+    Returns:
+        A new schema; ``schema`` is unchanged.
+    """
+    return {
+        **schema,
+        "properties": {**schema["properties"], **properties},
+        "required": [*schema["required"], *properties],
+    }
+
+
+__all__ = ["CONSTRAINT_SCHEMAS", "with_properties"]

@@ -24,18 +24,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 PROMPT = "The capital of France is"
 CHAT = [{"role": "user", "content": "Answer in JSON"}]
 
-SCHEMAS: dict[str, dict[str, Any]] = {
-    **CONSTRAINT_SCHEMAS,
-    "integer_bounds": {
-        "type": "object",
-        "properties": {
-            "n": {"type": "integer", "minimum": 10, "maximum": 99},
-            "k": {"type": "integer", "minimum": -5, "maximum": 5},
-        },
-        "required": ["n", "k"],
-        "additionalProperties": False,
-    },
-}
+SCHEMAS = CONSTRAINT_SCHEMAS
 
 
 class Ticket(BaseModel):

@@ -18,7 +18,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 import unillm
-from unillm.testing.json_schemas import CONSTRAINT_SCHEMAS
+from unillm.testing.json_schemas import CONSTRAINT_SCHEMAS, with_properties
 from unillm.testing.streams import final_delta
 from unillm.testing.tiny_model import TinyModel
 
@@ -27,16 +27,10 @@ PROMPT = "The capital of France is"
 
 SCHEMAS: dict[str, dict[str, Any]] = {
     **CONSTRAINT_SCHEMAS,
-    "integer_bounds": {
-        "type": "object",
-        "properties": {
-            "n": {"type": "integer", "minimum": 10, "maximum": 99},
-            "k": {"type": "integer", "minimum": -5, "maximum": 5},
-            "big": {"type": "integer", "exclusiveMinimum": 1000, "maximum": 1010},
-        },
-        "required": ["n", "k", "big"],
-        "additionalProperties": False,
-    },
+    "integer_bounds": with_properties(
+        CONSTRAINT_SCHEMAS["integer_bounds"],
+        big={"type": "integer", "exclusiveMinimum": 1000, "maximum": 1010},
+    ),
     "optional_and_null": {
         "type": "object",
         "properties": {
