@@ -1,8 +1,10 @@
-"""JSON schemas that constrained-decoding tests hold an engine's answers to (nested objects,
-bounded arrays, enums, bounded integers): an answer valid against one shows the engine enforced the schema."""
+"""What constrained-decoding tests hold an engine's answers to: JSON schemas (nested objects,
+bounded arrays, enums, bounded integers) and a small sum grammar. With random weights, an answer
+that follows one shows the engine enforced the constraint."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 CONSTRAINT_SCHEMAS: dict[str, dict[str, Any]] = {
@@ -85,4 +87,22 @@ def with_properties(schema: dict[str, Any], **properties: dict[str, Any]) -> dic
     }
 
 
-__all__ = ["CONSTRAINT_SCHEMAS", "with_properties"]
+#: One number of the sum grammar, ``(1+23+4)``: 0-9 or 10-99.
+_NUM = r"(?:[0-9]|[1-9][0-9])"
+
+
+def assert_follows_sum_grammar(text: str, finish_reason: str | None) -> None:
+    """Assert ``text`` is a sentence of ``root ::= "(" expr ")"; expr ::= num | num "+" expr``
+    (a prefix of one when the answer was cut at max_tokens).
+
+    Args:
+        text: The answer.
+        finish_reason: The answer's finish reason (``"stop"``: a whole sentence).
+    """
+    if finish_reason == "stop":
+        assert re.fullmatch(rf"\({_NUM}(?:\+{_NUM})*\)", text), text
+    else:  # cut at max_tokens: a prefix of a sentence of the grammar
+        assert re.fullmatch(rf"\((?:{_NUM}\+)*(?:{_NUM}\)?)?", text), text
+
+
+__all__ = ["CONSTRAINT_SCHEMAS", "assert_follows_sum_grammar", "with_properties"]
