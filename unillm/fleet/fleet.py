@@ -37,24 +37,21 @@ import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, fields
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import httpx
 from pydantic import BaseModel, ConfigDict
-from typing_extensions import Self
 
 from unillm.adapter.base import EngineInfo
 from unillm.capabilities import Capabilities, Support, check
-from unillm.client.calls import Generates
+from unillm.client.calls import EmbedCall, Generates, TokenizeCall
+from unillm.client.closing import AsyncClosing
 from unillm.client.deadline import Deadline
 from unillm.client.llm import LLM
 from unillm.client.single_flight import SingleFlight
 from unillm.client.stream import Stream
-from unillm.client.tool_loop import ToolResult, ToolRun, run_tools, stream_tools
 from unillm.client.transport import MAX_RETRY_AFTER, Pool, RetryPolicy, Timeouts
-from unillm.embeddings import DEFAULT_BATCH_SIZE
 from unillm.errors import (
     EngineError,
     EngineTimeout,
@@ -70,7 +67,7 @@ from unillm.errors import (
 )
 from unillm.fleet.picker import Backoff, CacheAware, Policy, Replica, ReplicaPicker, ReplicaState
 from unillm.metrics import CombinedMetrics, EngineMetrics, Sample
-from unillm.options import Messages, Options, Request, make_request
+from unillm.options import Options, Request, make_request
 from unillm.results import Completion, Delta, Embeddings, LoraInfo, Tokens
 
 if TYPE_CHECKING:
@@ -152,7 +149,7 @@ class _Settings:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-class Fleet(Generates):
+class Fleet(AsyncClosing, Generates):
     """Replicas of one model behind the ``LLM`` API; each request goes to one replica.
 
     Build it with ``unillm.connect(engine, [url, ...], policy=...)`` or ``Fleet([llm, ...])``
@@ -302,14 +299,6 @@ class Fleet(Generates):
         )
 
     # -- lifecycle -------------------------------------------------------------------------
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
     async def aclose(self) -> None:
         """Stop the background metrics scrape and close every replica's connections."""
         if self._scrape is not None:
@@ -558,105 +547,21 @@ class Fleet(Generates):
             finally:
                 self._picker.end(i)
 
-    async def run_tools(
-        self, messages: Messages, tools: Sequence[Any], *, max_turns: int = 8, **options: Any
-    ) -> ToolRun:
-        """A tool loop over the fleet: each turn goes to a replica (see :meth:`LLM.run_tools`).
-
-        Args:
-            messages: The conversation so far (chat messages).
-            tools: Typed Python functions and :class:`~unillm.MCPServer` s the model may call.
-            max_turns: The most model answers in the loop.
-            **options: Per-call options for every turn (``session=`` keeps one replica).
-        """
-        return await run_tools(self, messages, tools, max_turns=max_turns, **options)
-
-    def stream_tools(
-        self, messages: Messages, tools: Sequence[Any], *, max_turns: int = 8, **options: Any
-    ) -> AsyncIterator[Delta | ToolResult | ToolRun]:
-        """:meth:`run_tools`, streamed (see :meth:`LLM.stream_tools`).
-
-        Args:
-            messages: The conversation so far (chat messages).
-            tools: Typed Python functions and :class:`~unillm.MCPServer` s the model may call.
-            max_turns: The most model answers in the loop.
-            **options: Per-call options for every turn.
-        """
-        return stream_tools(self, messages, tools, max_turns=max_turns, **options)
-
     def _open_stream(self, request: Request) -> Stream:
         return FleetStream(self, request)
 
     # -- embeddings and tokens ---------------------------------------------------------------
-    async def embed(
-        self,
-        texts: str | Sequence[str],
-        *,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        dimensions: int | None = None,
-        concurrency: int = 4,
-        timeout: float | None = None,
-    ) -> Embeddings:
-        """Embed on one replica (see :meth:`LLM.embed`); fails over before any answer.
-
-        Args:
-            texts: One text or a sequence of texts; one vector comes back per text, in order.
-            batch_size: Texts per request to the engine.
-            dimensions: Ask for shorter vectors (Matryoshka models only); None is the model's size.
-            concurrency: How many batches are in flight at once.
-            timeout: Seconds each wait for the engine's bytes may take; None uses the client's
-                read timeout.
-
-        Returns:
-            The vectors, their common length, usage and timings.
-
-        Raises:
-            UnsupportedFeature: The engine has no embeddings API.
-            MalformedResponse: The vectors are not finite numbers or differ in length.
-        """
+    async def _embed(self, call: EmbedCall) -> Embeddings:
+        """Embed on one replica; fails over before any answer."""
         if self._info is None:
-            await self.info(timeout=timeout)
-        return await self._call(
-            None,
-            lambda llm: llm.embed(
-                texts, batch_size=batch_size, dimensions=dimensions, concurrency=concurrency, timeout=timeout
-            ),
-        )
+            await self.info(timeout=call.timeout)
+        return await self._call(None, lambda llm: llm._embed(call))
 
-    async def tokenize(
-        self,
-        text: str | None = None,
-        *,
-        messages: Messages | None = None,
-        timeout: float | None = None,
-        tools: Sequence[Any] | None = None,
-        replay_reasoning: str | None = None,
-    ) -> Tokens:
-        """Tokenize on one replica (see :meth:`LLM.tokenize`); fails over before any answer.
-
-        Args:
-            text: A text to tokenize as is; or pass ``messages``.
-            messages: Chat messages, rendered by the model's chat template with the generation prompt.
-            timeout: Seconds each wait for the engine's bytes may take; None uses the client's
-                read timeout.
-            tools: The tools a chat request would list (the template renders them too).
-            replay_reasoning: How earlier thoughts are rendered, as ``generate()`` sends them
-                ("field", "inline", "drop"; None: the engine's default).
-
-        Returns:
-            The token ids and their count.
-
-        Raises:
-            UnsupportedFeature: The engine has no tokenize endpoint.
-        """
+    async def _tokenize(self, call: TokenizeCall) -> Tokens:
+        """Tokenize on one replica; fails over before any answer."""
         if self._info is None:
-            await self.info(timeout=timeout)
-        return await self._call(
-            None,
-            lambda llm: llm.tokenize(
-                text, messages=messages, timeout=timeout, tools=tools, replay_reasoning=replay_reasoning
-            ),
-        )
+            await self.info(timeout=call.timeout)
+        return await self._call(None, lambda llm: llm._tokenize(call))
 
     # -- routing ---------------------------------------------------------------------------
     async def _ready(self, request: Request) -> None:

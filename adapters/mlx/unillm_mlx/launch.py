@@ -6,13 +6,13 @@ settings mlx-lm cannot honour (pure).
 
 from __future__ import annotations
 
-import ipaddress
 import sys
 from functools import partial
 from pathlib import Path
 
 from unillm.adapter import CpuRecipe, LaunchCommand, LaunchSpec, Refuse, unsupported
 from unillm.adapter.base import EngineInstall
+from unillm.adapter.refusals import is_loopback
 
 __all__ = [
     "MLX_LM_VERSION",
@@ -157,21 +157,12 @@ def refuse_unsupported(spec: LaunchSpec, *, in_process: bool = False) -> None:
             "Drop prefix_caching= (or speculative=)",
         )
     key = spec.key()
-    if key and not _is_loopback(spec.host):
+    if key and not is_loopback(spec.host):
         raise no(
             "api_key",
             f"mlx_lm.server has no authentication, so the key would not protect {spec.host}",
             "Bind 127.0.0.1, or put an authenticating proxy in front",
         )
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def looks_like_path(value: str) -> bool:

@@ -19,22 +19,14 @@ from unillm.errors import (
     UnknownModel,
     UnsupportedFeature,
 )
-from unillm.options import Choice, Grammar, JsonSchema, Regex, Request, make_request
+from unillm.options import Choice, Grammar, JsonSchema, Regex, Request
 from unillm.results import LoraInfo, Usage
+from unillm.testing.requests import CHAT, chat_request, prompt_request
 
 AUTO, OPENAI, NATIVE = SGLangAdapter(), SGLangAdapter("openai"), SGLangAdapter("native")
 MODEL = "org/base-model"
 INFO = SGLangInfo(engine="sglang", model=MODEL, version="0.5.23", served_names=(MODEL,), lora_enabled=True)
-CHAT = [{"role": "user", "content": "Hi"}]
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
-
-
-def prompt_request(output: Any = None, *, stream: bool = False, **options: Any) -> Request:
-    return make_request("Hi", None, output, options, stream=stream)
-
-
-def chat_request(output: Any = None, *, stream: bool = False, **options: Any) -> Request:
-    return make_request(None, CHAT, output, options, stream=stream)
 
 
 def info_at(version: str | None, **fields: Any) -> SGLangInfo:

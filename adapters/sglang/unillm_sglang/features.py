@@ -12,7 +12,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from unillm.adapter import NATIVE, Feature, Support, Version, at_least, parse_version, unsupported
+from unillm.adapter import (
+    LAYOUT_FEATURES,
+    NATIVE,
+    Feature,
+    Support,
+    Version,
+    at_least,
+    parse_version,
+    unsupported,
+)
 
 __all__ = [
     "Api",
@@ -66,12 +75,7 @@ _SERVER_FEATURES = (
     Feature.SPEC_DRAFT,
     Feature.SPEC_EAGLE,
     Feature.SPEC_MTP,
-    Feature.TENSOR_PARALLEL,
-    Feature.PIPELINE_PARALLEL,
-    Feature.DATA_PARALLEL,
-    Feature.EXPERT_PARALLEL,
-    Feature.MULTI_NODE,
-    Feature.PD_DISAGGREGATION,
+    *LAYOUT_FEATURES,
     Feature.EMBEDDINGS,
     Feature.TOKENIZE,
 )
