@@ -211,10 +211,11 @@ class LiteLLMClient(AsyncClosing):
         later and tries to close its connections on a loop that has ended.
         """
         import litellm
+        from litellm.llms.custom_httpx.async_client_cleanup import close_litellm_async_clients
 
         await self.listing.close()
-        await litellm.close_litellm_async_clients()
-        litellm.in_memory_llm_clients_cache.flush_cache()
+        await close_litellm_async_clients()  # type: ignore[no-untyped-call]
+        litellm.in_memory_llm_clients_cache.flush_cache()  # type: ignore[no-untyped-call]
 
 
 async def _loras(sdk: Any) -> list[str]:
