@@ -690,22 +690,36 @@ def is_chat(call: HttpCall | None, request: Request) -> bool:
 
 
 def parse_usage(usage: Mapping[str, Any] | None) -> Usage:
-    """Usage from an OpenAI ``usage`` object (absent counts as zero; reasoning tokens from
-    ``completion_tokens_details`` where the engine counts them).
+    """Usage from an OpenAI ``usage`` object (absent counts as zero): reasoning tokens from
+    ``completion_tokens_details`` and cached prompt tokens from ``prompt_tokens_details``, where
+    the engine reports them (else None).
 
     Args:
         usage: The answer's ``usage`` object; None or empty gives zero counts.
+
+    Raises:
+        pydantic.ValidationError: A count of the wrong type or below zero (the caller turns it
+            into a MalformedResponse).
     """
     if not usage:
         return Usage()
-    details = usage.get("completion_tokens_details")
-    thought = details.get("reasoning_tokens") if isinstance(details, Mapping) else None
     return Usage(
         prompt_tokens=usage.get("prompt_tokens") or 0,
         completion_tokens=usage.get("completion_tokens") or 0,
         total_tokens=usage.get("total_tokens"),
-        reasoning_tokens=thought if isinstance(thought, int) else None,
+        reasoning_tokens=_detail(usage, "completion_tokens_details", "reasoning_tokens"),
+        cached_tokens=_detail(usage, "prompt_tokens_details", "cached_tokens"),
     )
+
+
+def _detail(usage: Mapping[str, Any], details: str, count: str) -> Any:
+    """``usage[details][count]`` as sent (None when either is absent or null), for Usage to check."""
+    found = usage.get(details)
+    if found is None:
+        return None
+    if not isinstance(found, Mapping):
+        raise TypeError(f"usage.{details} is {type(found).__name__}, not an object")
+    return found.get(count)
 
 
 def parse_logprobs(raw: Any) -> list[TokenLogprob] | None:

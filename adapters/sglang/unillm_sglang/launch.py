@@ -73,7 +73,8 @@ def grammar_settings(spec: LaunchSpec) -> tuple[str, bool]:
 def launch_command(spec: LaunchSpec, engine: str = "sglang") -> LaunchCommand:
     """argv and environment that start SGLang for ``spec`` (unset fields keep SGLang's defaults)."""
     # --enable-metrics: SGLang serves /metrics only when asked (vLLM always does); unillm's
-    # normalized metrics, fleets and benchmarks read it, and it costs little.
+    # normalized metrics, fleets and benchmarks read it, and it costs little. --enable-cache-report:
+    # usage.prompt_tokens_details.cached_tokens on the OpenAI API (Usage.cached_tokens).
     argv = [
         spec.python or "python",
         "-m",
@@ -83,6 +84,7 @@ def launch_command(spec: LaunchSpec, engine: str = "sglang") -> LaunchCommand:
         "--host",
         spec.host,
         "--enable-metrics",
+        "--enable-cache-report",
     ]
     flag = Flags(argv)
     flag.add("--port", spec.port)

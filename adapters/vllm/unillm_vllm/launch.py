@@ -151,6 +151,8 @@ def command(spec: LaunchSpec) -> LaunchCommand:
     # Multi-node workers run headless, which only vLLM's `serve` command implements.
     entry = ["vllm.entrypoints.cli.main", "serve"] if spec.nodes else [SERVER_MODULE]
     argv = [spec.python or "python", "-m", *entry, "--model", spec.model, "--host", spec.host]
+    # usage.prompt_tokens_details.cached_tokens (Usage.cached_tokens): off unless asked
+    argv.append("--enable-prompt-tokens-details")
     opt = Flags(argv)
     opt.add("--port", spec.port)
     opt.add("--served-model-name", spec.served_name)
