@@ -47,6 +47,7 @@ _SAME = (
     "frequency_penalty",
     "repetition_penalty",
     "n",
+    "priority",
     "tools",
     "tool_choice",
 )

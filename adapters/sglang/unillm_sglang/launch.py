@@ -98,6 +98,10 @@ def launch_command(spec: LaunchSpec, engine: str = "sglang") -> LaunchCommand:
     flag.add("--quantization", spec.quantization)
     if spec.prefix_caching is False:
         argv.append("--disable-radix-cache")  # RadixAttention prefix caching is on by default
+    flag.add("--max-queued-requests", spec.max_queued_requests)  # past it: 503, unillm's Overloaded
+    # SGLang serves higher values first by default; unillm's priority= is vLLM's, lower first
+    flag.switch("--enable-priority-scheduling", spec.scheduling == "priority")
+    flag.switch("--schedule-low-priority-values-first", spec.scheduling == "priority")
     parser = spec.parser()
     flag.add("--tool-call-parser", TOOL_PARSERS.get(parser, parser) if parser else None)
     flag.add("--grammar-backend", spec.structured_backend)

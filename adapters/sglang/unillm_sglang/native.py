@@ -101,6 +101,8 @@ def native_body(request: Request, *, lora: str | None) -> dict[str, Any]:
         body["stream"] = True
     if lora is not None:
         body["lora_path"] = lora
+    if request.priority is not None:
+        body["priority"] = request.priority
     if request.logprobs:
         body.update(
             return_logprob=True,
