@@ -168,6 +168,11 @@ def test_dry_run_maps_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
     )
 
 
+def test_dry_run_maps_the_admission_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(dry_run("--api-key", "none", "--scheduling", "priority", "--max-queued-requests", "8")) == 0
+    assert "--max-num-queued-reqs 8 --scheduling-policy priority" in capsys.readouterr().out
+
+
 def test_dry_run_with_draft_model(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(dry_run("--api-key", "none", "--speculative", "draft", "--draft-model", "/models/d")) == 0
     out = capsys.readouterr().out
