@@ -153,3 +153,16 @@ async def test_a_chat_answer_reports_cached_and_reasoning_tokens(server: FaultSe
     async with connect(server) as llm:
         got = await chat(llm)
     assert (got.cached_tokens, got.reasoning_tokens, got.prompt_tokens) == (32, 6, 40)
+
+
+def test_usages_add_up_with_their_details() -> None:
+    a = Usage(prompt_tokens=40, completion_tokens=9, cached_tokens=32, reasoning_tokens=6)
+    b = Usage(prompt_tokens=50, completion_tokens=1, cached_tokens=40)
+    total = a + b
+    assert (total.prompt_tokens, total.total_tokens, total.cached_tokens, total.reasoning_tokens) == (
+        90,
+        100,
+        72,
+        6,
+    )
+    assert (Usage(prompt_tokens=1) + Usage(prompt_tokens=2)).cached_tokens is None

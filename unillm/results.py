@@ -43,6 +43,20 @@ class Usage(BaseModel):
             data = {**data, "total_tokens": sum(counts)}
         return data
 
+    def __add__(self, other: Usage) -> Usage:
+        """The counts of two answers together (a detail stays None only if neither reports it)."""
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+            reasoning_tokens=_plus(self.reasoning_tokens, other.reasoning_tokens),
+            cached_tokens=_plus(self.cached_tokens, other.cached_tokens),
+        )
+
+
+def _plus(a: int | None, b: int | None) -> int | None:
+    return None if a is None and b is None else (a or 0) + (b or 0)
+
 
 class Timings(BaseModel):
     """Client-side timings in seconds, measured as ``vllm bench serve`` defines them.
