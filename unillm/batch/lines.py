@@ -35,7 +35,7 @@ URLS: dict[str, Endpoint] = {
 #: OpenAI request fields with no meaning for a local engine: dropped, not sent.
 _IGNORED = frozenset({"model", "user", "metadata", "store", "service_tier", "stream_options"})
 #: OpenAI fields that map one-to-one onto unillm options (logprobs differ: :func:`_logprobs`).
-_SAME = (*(f for f in SAMPLING_FIELDS if "logprobs" not in f), "tools", "tool_choice")
+_SAME = (*(f for f in SAMPLING_FIELDS if "logprobs" not in f), "priority", "tools", "tool_choice")
 #: vLLM's constraint fields (``guided_*`` and ``structured_outputs``), by unillm constraint.
 _GUIDED = {
     "guided_json": "json",

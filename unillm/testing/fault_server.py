@@ -145,6 +145,9 @@ class FaultServer(BackgroundServer):
         self.pieces, self.loras = pieces, loras
         self.runtime_lora = runtime_lora  # serve vLLM's /v1/load_lora_adapter and unload
         self.metrics_text: str | None = None  # served on GET /metrics when set
+        #: Usage's ``prompt_tokens_details.cached_tokens`` when set (vLLM launched with
+        #: ``--enable-prompt-tokens-details``); None: ``prompt_tokens_details`` is null
+        self.cached_tokens: int | None = None
         self.discovery: dict[str, Any] = {}  # a JSON body answered instead on GET /version, /v1/models
         self.stall_discovery = False  # GET /version and /v1/models go silent until the client leaves
         self.fault: Fault | None = None
@@ -399,7 +402,7 @@ class FaultServer(BackgroundServer):
         writer: asyncio.StreamWriter,
         fault: Fault | None,
     ) -> bool:
-        docs = _StreamDocs(request.path == CHAT, body)
+        docs = _StreamDocs(request.path == CHAT, body, self.cached_tokens)
         watch = asyncio.ensure_future(reader.read(1))  # b"" once the client hangs up
 
         async def emit(payload: bytes) -> bool:
@@ -523,7 +526,7 @@ class FaultServer(BackgroundServer):
 
     def _completion(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         text = "".join(self.pieces)
-        usage = _usage(body, len(self.pieces))
+        usage = _usage(body, len(self.pieces), self.cached_tokens)
         if path == CHAT:
             message: dict[str, Any] = {
                 "role": "assistant",
@@ -577,9 +580,10 @@ class FaultServer(BackgroundServer):
 class _StreamDocs:
     """The server-sent documents of one streamed answer, chat or text completion."""
 
-    def __init__(self, chat: bool, body: dict[str, Any]) -> None:
+    def __init__(self, chat: bool, body: dict[str, Any], cached_tokens: int | None = None) -> None:
         self.chat = chat
         self.body = body
+        self.cached_tokens = cached_tokens
         self.ident = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
         self.created = int(time.time())
         self.usage_wanted = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -616,10 +620,10 @@ class _StreamDocs:
 
     def usage(self, completion_tokens: int) -> bytes:
         """The closing chunk with no choices and the request's token counts."""
-        return _sse({**self._doc([]), "usage": _usage(self.body, completion_tokens)})
+        return _sse({**self._doc([]), "usage": _usage(self.body, completion_tokens, self.cached_tokens)})
 
 
-def _usage(body: dict[str, Any], completion_tokens: int) -> dict[str, Any]:
+def _usage(body: dict[str, Any], completion_tokens: int, cached_tokens: int | None = None) -> dict[str, Any]:
     prompt = body.get("prompt")
     if prompt is None:
         prompt = " ".join(str(m.get("content", "")) for m in body.get("messages") or ())
@@ -628,7 +632,7 @@ def _usage(body: dict[str, Any], completion_tokens: int) -> dict[str, Any]:
         "prompt_tokens": prompt_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
         "completion_tokens": completion_tokens,
-        "prompt_tokens_details": None,
+        "prompt_tokens_details": None if cached_tokens is None else {"cached_tokens": cached_tokens},
     }
 
 

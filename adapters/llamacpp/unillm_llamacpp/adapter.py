@@ -14,6 +14,7 @@ from typing import Any
 from unillm.adapter import (
     LAYOUT_FEATURES,
     NATIVE,
+    PRIORITY_ALTERNATIVE,
     SHAPE_ERRORS,
     Capabilities,
     Choice,
@@ -118,6 +119,9 @@ class LlamaCppAdapter(OpenAICompatAdapter):
             "Pass lora={name: path} to unillm.launch (each is served under its name)",
         )
         features[Feature.N] = unsupported("llama-cpp-python's server ignores n", "Send n requests")
+        features[Feature.PRIORITY] = unsupported(
+            "llama-cpp-python's server has no request priority", PRIORITY_ALTERNATIVE
+        )
         forced = Support(level="emulated", why="unillm forces the call with a JSON-schema constraint")
         features[Feature.TOOLS] = features[Feature.TOOL_CHOICE_REQUIRED] = forced
         features[Feature.TOOL_CHOICE_NAMED] = forced

@@ -112,6 +112,7 @@ def cpu_recipe(spec: LaunchSpec, workdir: Path) -> CpuRecipe:
 def refuse_unsupported(spec: LaunchSpec, *, in_process: bool = False) -> None:
     """Raise UnsupportedFeature for launch settings mlx-lm (server or in-process) cannot honour."""
     no = Refuse("mlx")
+    no.admission(spec, "mlx-lm")
     if spec.task == "embed":
         raise no('task="embed"', NO_EMBEDDINGS.why, NO_EMBEDDINGS.alternative)
     p = spec.parallel

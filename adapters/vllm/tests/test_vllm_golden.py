@@ -601,6 +601,7 @@ BASE_ARGV = [
     "m",
     "--host",
     "127.0.0.1",
+    "--enable-prompt-tokens-details",
     "--port",
     "8000",
 ]
