@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,95 +46,84 @@ PROMPT = "hello"
 CHUNKS = 64
 
 
-async def raw_run(url: str, n: int, concurrency: int) -> dict[str, Any]:
-    import httpx
+BODY = {
+    "model": "tiny",
+    "prompt": PROMPT,
+    "max_tokens": CHUNKS,
+    "stream": True,
+    "stream_options": {"include_usage": True},
+}
 
-    body = {
-        "model": "tiny",
-        "prompt": PROMPT,
-        "max_tokens": CHUNKS,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
+
+def _is_chunk(line: str | bytes) -> bool:
+    """A streamed line that carries a choice (not usage, not ``[DONE]``)."""
+    data = line[6:] if line[:6] in ("data: ", b"data: ") else None
+    return data is not None and data not in ("[DONE]", b"[DONE]") and bool(json.loads(data).get("choices"))
+
+
+async def _bare_loop(
+    request: Callable[[], Awaitable[tuple[float, float]]], n: int, concurrency: int
+) -> dict[str, Any]:
+    """Time ``n`` requests (``request`` returns its first and last chunk's time), ``concurrency``
+    at once, after one warm-up round that opens the connections."""
     ttfts, e2els = [], []
     limit = asyncio.Semaphore(concurrency)
-    async with httpx.AsyncClient(base_url=url, limits=httpx.Limits(max_connections=256)) as client:
 
-        async def one() -> None:
-            async with limit:
-                st = time.perf_counter()
-                first = last = None
-                async with client.stream("POST", "/v1/completions", json=body) as r:
-                    async for line in r.aiter_lines():
-                        if (
-                            line.startswith("data: ")
-                            and line != "data: [DONE]"
-                            and json.loads(line[6:]).get("choices")
-                        ):
-                            last = time.perf_counter()
-                            first = first or last
-                assert first is not None and last is not None
-                ttfts.append(first - st)
-                e2els.append(last - st)
+    async def one() -> None:
+        async with limit:
+            st = time.perf_counter()
+            first, last = await request()
+            ttfts.append(first - st)
+            e2els.append(last - st)
 
-        await asyncio.gather(*(one() for _ in range(concurrency)))  # connect
-        ttfts.clear()
-        e2els.clear()
-        cpu0, t0 = time.process_time(), time.perf_counter()
-        await asyncio.gather(*(one() for _ in range(n)))
-        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    await asyncio.gather(*(one() for _ in range(concurrency)))  # connect
+    ttfts.clear()
+    e2els.clear()
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(n)))
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     return {
         "median_ttft_ms": 1000 * statistics.median(ttfts),
         "median_e2el_ms": 1000 * statistics.median(e2els),
         "request_throughput": n / wall,
         "cpu_us_per_request": 1e6 * cpu / n,
     }
+
+
+async def raw_run(url: str, n: int, concurrency: int) -> dict[str, Any]:
+    import httpx
+
+    async with httpx.AsyncClient(base_url=url, limits=httpx.Limits(max_connections=256)) as client:
+
+        async def request() -> tuple[float, float]:
+            first = last = None
+            async with client.stream("POST", "/v1/completions", json=BODY) as r:
+                async for line in r.aiter_lines():
+                    if _is_chunk(line):
+                        last = time.perf_counter()
+                        first = first or last
+            assert first is not None and last is not None
+            return first, last
+
+        return await _bare_loop(request, n, concurrency)
 
 
 async def raw_aiohttp_run(url: str, n: int, concurrency: int) -> dict[str, Any]:
     import aiohttp
 
-    body = {
-        "model": "tiny",
-        "prompt": PROMPT,
-        "max_tokens": CHUNKS,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-    ttfts, e2els = [], []
-    limit = asyncio.Semaphore(concurrency)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=256)) as session:
 
-        async def one() -> None:
-            async with limit:
-                st = time.perf_counter()
-                first = last = None
-                async with session.post(f"{url}/v1/completions", json=body) as r:
-                    async for raw in r.content:  # one line at a time
-                        line = raw.strip()
-                        if (
-                            line.startswith(b"data: ")
-                            and line != b"data: [DONE]"
-                            and json.loads(line[6:]).get("choices")
-                        ):
-                            last = time.perf_counter()
-                            first = first or last
-                assert first is not None and last is not None
-                ttfts.append(first - st)
-                e2els.append(last - st)
+        async def request() -> tuple[float, float]:
+            first = last = None
+            async with session.post(f"{url}/v1/completions", json=BODY) as r:
+                async for raw in r.content:  # one line at a time
+                    if _is_chunk(raw.strip()):
+                        last = time.perf_counter()
+                        first = first or last
+            assert first is not None and last is not None
+            return first, last
 
-        await asyncio.gather(*(one() for _ in range(concurrency)))  # connect
-        ttfts.clear()
-        e2els.clear()
-        cpu0, t0 = time.process_time(), time.perf_counter()
-        await asyncio.gather(*(one() for _ in range(n)))
-        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-    return {
-        "median_ttft_ms": 1000 * statistics.median(ttfts),
-        "median_e2el_ms": 1000 * statistics.median(e2els),
-        "request_throughput": n / wall,
-        "cpu_us_per_request": 1e6 * cpu / n,
-    }
+        return await _bare_loop(request, n, concurrency)
 
 
 async def unillm_run(url: str, n: int, concurrency: int, http: str = "auto") -> dict[str, Any]:
