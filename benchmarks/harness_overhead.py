@@ -40,7 +40,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from client_overhead import Server
-from cpu_engine import VLLM_PYTHON
 
 PROMPT = "hello"
 CHUNKS = 64
@@ -149,44 +148,20 @@ async def unillm_run(url: str, n: int, concurrency: int, http: str = "auto") -> 
 
 
 def vllm_run(url: str, n: int, concurrency: int, tokenizer: str) -> dict[str, Any]:
-    from vs_vllm_bench import VLLM_SHIM
+    from vs_vllm_bench import bench_serve_command
 
     with tempfile.TemporaryDirectory() as d:
-        cmd = [
-            str(VLLM_PYTHON),
-            "-c",
-            VLLM_SHIM,
-            "--backend",
-            "openai",
-            "--base-url",
+        cmd = bench_serve_command(
             url,
-            "--endpoint",
-            "/v1/completions",
-            "--model",
             "tiny",
-            "--tokenizer",
             tokenizer,
-            "--dataset-name",
-            "random",
-            "--random-input-len",
-            "8",
-            "--random-output-len",
-            str(CHUNKS),
-            "--num-prompts",
-            str(n),
-            "--max-concurrency",
-            str(concurrency),
-            "--num-warmups",
-            str(concurrency),
-            "--disable-tqdm",
-            "--percentile-metrics",
-            "ttft,tpot,itl,e2el",
-            "--save-result",
-            "--result-dir",
-            d,
-            "--result-filename",
-            "r.json",
-        ]
+            input_len=8,
+            output_len=CHUNKS,
+            num_prompts=n,
+            concurrency=concurrency,
+            warmups=concurrency,
+            out=Path(d) / "r.json",
+        )
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
         if done.returncode != 0:
             raise SystemExit(f"vllm bench serve failed:\n{done.stderr[-2000:]}")
