@@ -137,15 +137,9 @@ def bench_serve_command(
 
 def vllm_bench(args: argparse.Namespace, engine: Any, out: Path, seed: int) -> dict[str, Any]:
     cmd = bench_serve_command(
-        engine.url,
-        engine.served_name,
-        engine.model_path,
-        input_len=args.input_len,
-        output_len=args.output_len,
-        num_prompts=args.num_prompts,
-        concurrency=args.max_concurrency,
-        warmups=args.warmups,
-        out=out,
+        engine.url, engine.served_name, engine.model_path, input_len=args.input_len,
+        output_len=args.output_len, num_prompts=args.num_prompts, concurrency=args.max_concurrency,
+        warmups=args.warmups, out=out,
         extra=(
             "--served-model-name", engine.served_name, "--request-rate", "inf", "--ignore-eos",
             "--temperature", "0", "--seed", str(seed), "--metric-percentiles", "50,90,99",
