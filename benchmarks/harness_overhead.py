@@ -34,106 +34,95 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from client_overhead import Server
-from cpu_engine import VLLM_PYTHON
 
 PROMPT = "hello"
 CHUNKS = 64
 
 
-async def raw_run(url: str, n: int, concurrency: int) -> dict[str, Any]:
-    import httpx
+BODY = {
+    "model": "tiny",
+    "prompt": PROMPT,
+    "max_tokens": CHUNKS,
+    "stream": True,
+    "stream_options": {"include_usage": True},
+}
 
-    body = {
-        "model": "tiny",
-        "prompt": PROMPT,
-        "max_tokens": CHUNKS,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
+
+def _is_chunk(line: str | bytes) -> bool:
+    """A streamed line that carries a choice (not usage, not ``[DONE]``)."""
+    data = line[6:] if line[:6] in ("data: ", b"data: ") else None
+    return data is not None and data not in ("[DONE]", b"[DONE]") and bool(json.loads(data).get("choices"))
+
+
+async def _bare_loop(
+    request: Callable[[], Awaitable[tuple[float, float]]], n: int, concurrency: int
+) -> dict[str, Any]:
+    """Time ``n`` requests (``request`` returns its first and last chunk's time), ``concurrency``
+    at once, after one warm-up round that opens the connections."""
     ttfts, e2els = [], []
     limit = asyncio.Semaphore(concurrency)
-    async with httpx.AsyncClient(base_url=url, limits=httpx.Limits(max_connections=256)) as client:
 
-        async def one() -> None:
-            async with limit:
-                st = time.perf_counter()
-                first = last = None
-                async with client.stream("POST", "/v1/completions", json=body) as r:
-                    async for line in r.aiter_lines():
-                        if (
-                            line.startswith("data: ")
-                            and line != "data: [DONE]"
-                            and json.loads(line[6:]).get("choices")
-                        ):
-                            last = time.perf_counter()
-                            first = first or last
-                assert first is not None and last is not None
-                ttfts.append(first - st)
-                e2els.append(last - st)
+    async def one() -> None:
+        async with limit:
+            st = time.perf_counter()
+            first, last = await request()
+            ttfts.append(first - st)
+            e2els.append(last - st)
 
-        await asyncio.gather(*(one() for _ in range(concurrency)))  # connect
-        ttfts.clear()
-        e2els.clear()
-        cpu0, t0 = time.process_time(), time.perf_counter()
-        await asyncio.gather(*(one() for _ in range(n)))
-        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    await asyncio.gather(*(one() for _ in range(concurrency)))  # connect
+    ttfts.clear()
+    e2els.clear()
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(n)))
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     return {
         "median_ttft_ms": 1000 * statistics.median(ttfts),
         "median_e2el_ms": 1000 * statistics.median(e2els),
         "request_throughput": n / wall,
         "cpu_us_per_request": 1e6 * cpu / n,
     }
+
+
+async def raw_run(url: str, n: int, concurrency: int) -> dict[str, Any]:
+    import httpx
+
+    async with httpx.AsyncClient(base_url=url, limits=httpx.Limits(max_connections=256)) as client:
+
+        async def request() -> tuple[float, float]:
+            first = last = None
+            async with client.stream("POST", "/v1/completions", json=BODY) as r:
+                async for line in r.aiter_lines():
+                    if _is_chunk(line):
+                        last = time.perf_counter()
+                        first = first or last
+            assert first is not None and last is not None
+            return first, last
+
+        return await _bare_loop(request, n, concurrency)
 
 
 async def raw_aiohttp_run(url: str, n: int, concurrency: int) -> dict[str, Any]:
     import aiohttp
 
-    body = {
-        "model": "tiny",
-        "prompt": PROMPT,
-        "max_tokens": CHUNKS,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-    ttfts, e2els = [], []
-    limit = asyncio.Semaphore(concurrency)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=256)) as session:
 
-        async def one() -> None:
-            async with limit:
-                st = time.perf_counter()
-                first = last = None
-                async with session.post(f"{url}/v1/completions", json=body) as r:
-                    async for raw in r.content:  # one line at a time
-                        line = raw.strip()
-                        if (
-                            line.startswith(b"data: ")
-                            and line != b"data: [DONE]"
-                            and json.loads(line[6:]).get("choices")
-                        ):
-                            last = time.perf_counter()
-                            first = first or last
-                assert first is not None and last is not None
-                ttfts.append(first - st)
-                e2els.append(last - st)
+        async def request() -> tuple[float, float]:
+            first = last = None
+            async with session.post(f"{url}/v1/completions", json=BODY) as r:
+                async for raw in r.content:  # one line at a time
+                    if _is_chunk(raw.strip()):
+                        last = time.perf_counter()
+                        first = first or last
+            assert first is not None and last is not None
+            return first, last
 
-        await asyncio.gather(*(one() for _ in range(concurrency)))  # connect
-        ttfts.clear()
-        e2els.clear()
-        cpu0, t0 = time.process_time(), time.perf_counter()
-        await asyncio.gather(*(one() for _ in range(n)))
-        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-    return {
-        "median_ttft_ms": 1000 * statistics.median(ttfts),
-        "median_e2el_ms": 1000 * statistics.median(e2els),
-        "request_throughput": n / wall,
-        "cpu_us_per_request": 1e6 * cpu / n,
-    }
+        return await _bare_loop(request, n, concurrency)
 
 
 async def unillm_run(url: str, n: int, concurrency: int, http: str = "auto") -> dict[str, Any]:
@@ -159,44 +148,20 @@ async def unillm_run(url: str, n: int, concurrency: int, http: str = "auto") -> 
 
 
 def vllm_run(url: str, n: int, concurrency: int, tokenizer: str) -> dict[str, Any]:
-    from vs_vllm_bench import VLLM_SHIM
+    from vs_vllm_bench import bench_serve_command
 
     with tempfile.TemporaryDirectory() as d:
-        cmd = [
-            str(VLLM_PYTHON),
-            "-c",
-            VLLM_SHIM,
-            "--backend",
-            "openai",
-            "--base-url",
+        cmd = bench_serve_command(
             url,
-            "--endpoint",
-            "/v1/completions",
-            "--model",
             "tiny",
-            "--tokenizer",
             tokenizer,
-            "--dataset-name",
-            "random",
-            "--random-input-len",
-            "8",
-            "--random-output-len",
-            str(CHUNKS),
-            "--num-prompts",
-            str(n),
-            "--max-concurrency",
-            str(concurrency),
-            "--num-warmups",
-            str(concurrency),
-            "--disable-tqdm",
-            "--percentile-metrics",
-            "ttft,tpot,itl,e2el",
-            "--save-result",
-            "--result-dir",
-            d,
-            "--result-filename",
-            "r.json",
-        ]
+            input_len=8,
+            output_len=CHUNKS,
+            num_prompts=n,
+            concurrency=concurrency,
+            warmups=concurrency,
+            out=Path(d) / "r.json",
+        )
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
         if done.returncode != 0:
             raise SystemExit(f"vllm bench serve failed:\n{done.stderr[-2000:]}")

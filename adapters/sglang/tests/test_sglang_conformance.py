@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from unillm_sglang import SGLangAdapter, SGLangInfo
 
 from unillm.options import make_request
-from unillm.testing.conformance import ERROR_STATUSES, AdapterConformance
+from unillm.testing.conformance import ERROR_STATUSES, AdapterConformance, usage_chunk
 
 MODEL = "org/base-model"
 
@@ -82,16 +82,7 @@ class TestSGLangConformance(AdapterConformance):
         _chunk("Hel"),
         _chunk("lo"),
         _chunk(None, "length"),
-        json.dumps(
-            {
-                "id": "c1",
-                "object": "chat.completion.chunk",
-                "created": 1,
-                "model": MODEL,
-                "choices": [],
-                "usage": {"prompt_tokens": 9, "total_tokens": 11, "completion_tokens": 2},
-            }
-        ),
+        usage_chunk("c1", MODEL),
         "[DONE]",
     )
     stream_text = "Hello"

@@ -6,7 +6,6 @@ tests/integration/test_sglang_dsl_vllm.py). Random weights: assert structure, ne
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -15,32 +14,12 @@ from typing import Any
 
 import jsonschema
 import pytest
+import sglang_dsl_programs as dsl
+from sglang.lang.choices import unconditional_likelihood_normalized  # type: ignore[import-untyped]
+from sglang.lang.ir import REGEX_INT, SglSamplingParams  # type: ignore[import-untyped]
+from unillm_sglang.dsl import UnillmBackend, gen_args
 
-sgl = pytest.importorskip(
-    "sglang",
-    reason="SGLang's DSL frontend is not installed: pip install "
-    "'unillm-sglang[dsl]' (this adapter's dev extra; ./run setup installs it)",
-)
-from sglang.lang.choices import unconditional_likelihood_normalized  # type: ignore[import-untyped]  # noqa: E402
-from sglang.lang.ir import REGEX_INT, SglSamplingParams  # type: ignore[import-untyped]  # noqa: E402
-from sglang_dsl_programs import (  # noqa: E402
-    NOTEBOOK,
-    OPTIONS,
-    SCHEMA,
-    chat,
-    few_shot_qa,
-    json_by_regex,
-    json_by_schema,
-    pick_chat,
-    pick_text,
-    program,
-    run,
-    story,
-    tips,
-)
-from unillm_sglang.dsl import UnillmBackend, gen_args  # noqa: E402
-
-import unillm  # noqa: E402
+import unillm
 
 
 # -- gen parameters -> unillm options (pure) ------------------------------------------------
@@ -85,8 +64,8 @@ def test_regex_becomes_a_regex_constraint() -> None:
 
 
 def test_json_schema_string_becomes_a_json_schema_constraint() -> None:
-    args = gen_args(SglSamplingParams(json_schema=json.dumps(SCHEMA)), "vllm")
-    assert args.output == unillm.JsonSchema(SCHEMA)
+    args = gen_args(SglSamplingParams(json_schema=json.dumps(dsl.SCHEMA)), "vllm")
+    assert args.output == unillm.JsonSchema(dsl.SCHEMA)
 
 
 def test_dtype_int_becomes_sglangs_int_regex_with_its_stops() -> None:
@@ -174,7 +153,7 @@ def backend(sglang_server: Any) -> Iterator[UnillmBackend]:
 
 # -- on a real SGLang server -----------------------------------------------------------------
 def test_few_shot_qa_runs_on_sglang(backend: UnillmBackend) -> None:
-    state = run(few_shot_qa, backend, question="What is 1+1?", temperature=0)
+    state = dsl.run(dsl.few_shot_qa, backend, question="What is 1+1?", temperature=0)
     meta = state.get_meta_info("answer")
     assert meta["api"] == "completion" and meta["engine"] == "sglang"
     assert meta["finish_reason"] in ("stop", "length") and 0 < meta["completion_tokens"] <= 12
@@ -182,7 +161,7 @@ def test_few_shot_qa_runs_on_sglang(backend: UnillmBackend) -> None:
 
 
 def test_multi_turn_chat_on_sglang_is_rendered_by_the_models_own_template(backend: UnillmBackend) -> None:
-    state = run(chat, backend, temperature=0)
+    state = dsl.run(dsl.chat, backend, temperature=0)
     messages = state.messages()
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant"]
     assert messages[1]["content"] == "Hi there"
@@ -192,30 +171,30 @@ def test_multi_turn_chat_on_sglang_is_rendered_by_the_models_own_template(backen
     assert second["prompt_tokens"] == direct.usage.prompt_tokens
 
 
-@pytest.mark.parametrize("program", [pick_chat, pick_text], ids=["chat", "text"])
+@pytest.mark.parametrize("program", [dsl.pick_chat, dsl.pick_text], ids=["chat", "text"])
 def test_select_on_sglang_returns_one_of_the_options(backend: UnillmBackend, program: Any) -> None:
-    state = run(program, backend)
-    assert state["answer"] in OPTIONS
+    state = dsl.run(program, backend)
+    assert state["answer"] in dsl.OPTIONS
     assert state.get_meta_info("answer")["method"] == "constrained_choice"
 
 
 def test_json_by_regex_on_sglang_matches_the_pattern(backend: UnillmBackend) -> None:
-    person = json.loads(run(json_by_regex, backend)["person"])
+    person = json.loads(dsl.run(dsl.json_by_regex, backend)["person"])
     assert set(person) == {"name", "age"}
 
 
 def test_json_by_schema_on_sglang_validates(backend: UnillmBackend) -> None:
-    jsonschema.validate(json.loads(run(json_by_schema, backend)["box"]), SCHEMA)
+    jsonschema.validate(json.loads(dsl.run(dsl.json_by_schema, backend)["box"]), dsl.SCHEMA)
 
 
 def test_fork_on_sglang_gathers_both_branches(backend: UnillmBackend) -> None:
-    state = run(tips, backend, temperature=0)
+    state = dsl.run(dsl.tips, backend, temperature=0)
     assert isinstance(state["tip"], list) and len(state["tip"]) == 2
     assert isinstance(state["summary"], str)
 
 
 def test_run_batch_on_sglang_runs_every_program(backend: UnillmBackend) -> None:
-    states = few_shot_qa.run_batch(
+    states = dsl.few_shot_qa.run_batch(
         [{"question": f"{i}+{i}?"} for i in range(4)], backend=backend, num_threads=4, temperature=0
     )
     assert [s.error() for s in states] == [None] * 4
@@ -223,7 +202,7 @@ def test_run_batch_on_sglang_runs_every_program(backend: UnillmBackend) -> None:
 
 
 def test_stream_on_sglang_delivers_pieces_of_the_variable(backend: UnillmBackend) -> None:
-    state = story.run(backend=backend, stream=True, temperature=0)
+    state = dsl.story.run(backend=backend, stream=True, temperature=0)
     pieces = list(state.text_iter("story"))
     assert len([p for p in pieces if p]) > 1 and "".join(pieces) == state["story"]
     assert state.get_meta_info("story")["completion_tokens"] == 24
@@ -231,17 +210,19 @@ def test_stream_on_sglang_delivers_pieces_of_the_variable(backend: UnillmBackend
 
 def test_programs_run_on_sglangs_native_generate_api(sglang_server: Any) -> None:
     with UnillmBackend(sglang_server.connect(api="native")) as b:
-        assert "\n" not in run(few_shot_qa, b, question="1+1?", temperature=0)["answer"]
-        assert set(json.loads(run(json_by_regex, b)["person"])) == {"name", "age"}
-        assert run(pick_text, b)["answer"] in OPTIONS
-        state = story.run(backend=b, stream=True, temperature=0)
+        assert "\n" not in dsl.run(dsl.few_shot_qa, b, question="1+1?", temperature=0)["answer"]
+        assert set(json.loads(dsl.run(dsl.json_by_regex, b)["person"])) == {"name", "age"}
+        assert dsl.run(dsl.pick_text, b)["answer"] in dsl.OPTIONS
+        state = dsl.story.run(backend=b, stream=True, temperature=0)
         assert "".join(state.text_iter("story")) == state["story"]
 
 
 def test_unsupported_choice_scoring_is_refused_on_sglang(backend: UnillmBackend) -> None:
-    @program
+    @dsl.program
     def scored(s: Any) -> None:
-        s += "Pick: " + sgl.select("x", choices=OPTIONS, choices_method=unconditional_likelihood_normalized)
+        s += "Pick: " + dsl.sgl.select(
+            "x", choices=dsl.OPTIONS, choices_method=unconditional_likelihood_normalized
+        )
 
     with pytest.raises(unillm.UnsupportedFeature, match="choices_method"):
         scored.run(backend=backend, use_thread=False)
@@ -249,20 +230,4 @@ def test_unsupported_choice_scoring_is_refused_on_sglang(backend: UnillmBackend)
 
 def test_the_notebook_runs_against_sglang(sglang_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The notebook as a user runs it: engine="sglang" (its default), the server's URL."""
-    import nbformat
-    from nbclient import NotebookClient
-
-    monkeypatch.delenv("UNILLM_ENGINE", raising=False)
-    monkeypatch.setenv("UNILLM_BASE_URL", sglang_server.base_url)
-    monkeypatch.setenv("UNILLM_API_KEY", sglang_server.api_key or "")
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    NotebookClient(
-        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": os.fspath(NOTEBOOK.parent)}}
-    ).execute()
-    assert not [
-        o
-        for c in nb.cells
-        if c.cell_type == "code"
-        for o in c.get("outputs", [])
-        if o.get("output_type") == "error"
-    ]
+    dsl.run_notebook(monkeypatch, sglang_server, None, timeout=600)

@@ -7,20 +7,12 @@ by schema, fork, run_batch, stream). Random weights: assert structure and constr
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from typing import Any
 
 import jsonschema
 import pytest
-
-sgl = pytest.importorskip(
-    "sglang",
-    reason="SGLang's DSL frontend is not installed: pip install "
-    "'unillm-sglang[dsl]' (this adapter's dev extra; ./run setup installs it)",
-)
-from sglang_dsl_programs import (  # noqa: E402
-    NOTEBOOK,
+from sglang_dsl_programs import (
     OPTIONS,
     SCHEMA,
     chat,
@@ -31,14 +23,16 @@ from sglang_dsl_programs import (  # noqa: E402
     pick_text,
     program,
     run,
+    run_notebook,
+    sgl,
     story,
     tips,
     tips_concatenated,
     typed_int,
 )
-from unillm_sglang.dsl import UnillmBackend  # noqa: E402
+from unillm_sglang.dsl import UnillmBackend
 
-import unillm  # noqa: E402
+import unillm
 
 pytestmark = pytest.mark.engine
 
@@ -210,15 +204,4 @@ def test_errors_from_sglangs_worker_thread_are_kept_in_state_error(backend: Unil
 
 
 def test_the_notebook_runs_against_vllm(vllm_server: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    import nbformat
-    from nbclient import NotebookClient
-
-    monkeypatch.setenv("UNILLM_ENGINE", "vllm")
-    monkeypatch.setenv("UNILLM_BASE_URL", vllm_server.base_url)
-    monkeypatch.setenv("UNILLM_API_KEY", vllm_server.api_key or "")
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    NotebookClient(
-        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": os.fspath(NOTEBOOK.parent)}}
-    ).execute()
-    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
-    assert not [o for o in outputs if o.get("output_type") == "error"]
+    run_notebook(monkeypatch, vllm_server, "vllm", timeout=300)

@@ -12,7 +12,7 @@ from unillm_vllm import VLLMAdapter
 
 from unillm.adapter.base import EngineInfo
 from unillm.options import make_request
-from unillm.testing.conformance import ERROR_STATUSES, AdapterConformance, sse_payloads
+from unillm.testing.conformance import ERROR_STATUSES, AdapterConformance, sse_payloads, usage_chunk
 from unillm.testing.engines import RunningEngine
 
 MODEL = "/models/tiny"
@@ -93,16 +93,7 @@ class TestVLLMConformance(AdapterConformance):
         _chunk("Hel"),
         _chunk("lo"),
         _chunk(None, "length"),
-        json.dumps(
-            {
-                "id": "chatcmpl-1",
-                "object": "chat.completion.chunk",
-                "created": 1,
-                "model": MODEL,
-                "choices": [],
-                "usage": {"prompt_tokens": 9, "total_tokens": 11, "completion_tokens": 2},
-            }
-        ),
+        usage_chunk("chatcmpl-1", MODEL),
         "[DONE]",
     )
     stream_text = "Hello"
