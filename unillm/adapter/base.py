@@ -98,6 +98,9 @@ class Adapter(ABC):
     ignored: ClassVar[tuple[Ignored, ...]] = ()
     #: A module importable where the engine is installed: launch finds an interpreter that has it.
     engine_module: ClassVar[str | None] = None
+    #: Whether :meth:`in_process` runs the engine in a worker on the engine's own interpreter
+    #: (vLLM): launch then resolves ``spec.python`` for it as for a server.
+    in_process_worker: ClassVar[bool] = False
     #: Whether the engine's launch takes a tool-call parser (``tool_parser=``, e.g. vLLM's
     #: ``--tool-call-parser``). Only then does the core detect one from the model's chat template;
     #: elsewhere an explicit ``tool_parser`` is refused before anything starts.
