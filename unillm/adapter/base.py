@@ -248,6 +248,15 @@ class Adapter(ABC):
             alternative=f'Launch it as a server: unillm.launch("{self.name}", ...)',
         )
 
+    def in_process_refusal(self, call: HttpCall) -> UnillmError | None:
+        """Why the in-process engine cannot take ``call`` (pure: checked before anything starts,
+        e.g. by ``unillm batch --in-process`` for every request); None: it can.
+
+        Args:
+            call: The call :meth:`build` made for a request.
+        """
+        return None
+
     def cpu_recipe(self, spec: LaunchSpec, workdir: Path) -> CpuRecipe:
         """Settings that run the engine on a CPU-only machine for ``spec`` (pure: no I/O).
 

@@ -384,6 +384,20 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
         argv, env = settings.worker_argv(spec), settings.worker_env(spec)
         return WorkerTransport(spec.python, argv, env, spec.served_name or spec.model)
 
+    def in_process_refusal(self, call: HttpCall) -> UnillmError | None:
+        """The in-process worker's refusal of ``call`` (a body field it has no use for), or None.
+
+        Args:
+            call: The call :meth:`build` made for a request.
+        """
+        from unillm_vllm.inprocess.translate import Refused, job
+
+        try:
+            job(call.path, call.json or {}, "check")
+        except Refused as e:
+            return InvalidOptions(str(e))
+        return None
+
     def expected_version(self, spec: LaunchSpec) -> str | None:
         """``<newest>+in-process`` for an in-process launch (its capabilities differ), else None.
 
