@@ -90,12 +90,14 @@ async def open_target(target: Target, items: Sequence[BatchItem] = ()) -> AsyncI
     if target.config:
         from unillm.config.load import from_config
 
-        made: Any = from_config(target.config, **({"launch": mode} if mode else {}))
-        if target.in_process and not isinstance(made, Launch):
-            raise InvalidOptions(
-                f"--in-process needs a config that launches one engine ([launch]); {target.config} "
-                "connects to a server, or launches several"
-            )
+        made: Any = from_config(target.config)
+        if target.in_process:
+            if not isinstance(made, Launch):
+                raise InvalidOptions(
+                    f"--in-process needs a config that launches one engine ([launch]); "
+                    f"{target.config} connects to a server, or launches several"
+                )
+            made = from_config(target.config, launch=mode)
         if isinstance(made, Launch):
             _ready(made, items)
         async with made as client:
