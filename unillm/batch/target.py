@@ -101,6 +101,7 @@ async def open_target(target: Target, items: Sequence[BatchItem] = ()) -> AsyncI
         if isinstance(made, Launch):
             _ready(made, items)
         async with made as client:
+            await _loaded(made, client)
             yield client
         return
     assert target.engine is not None
@@ -109,6 +110,7 @@ async def open_target(target: Target, items: Sequence[BatchItem] = ()) -> AsyncI
         run = launch(target.engine, model=target.model, **key, **{**target.launch, **mode})
         _ready(run, items)
         async with run as llm:
+            await _loaded(run, llm)
             yield llm
         return
     if len(target.urls) == 1:
@@ -127,6 +129,15 @@ def _single(engine: str, url: str, api_key: str | None) -> Any:
     from unillm.client.llm import LLM
 
     return LLM(engine, url, api_key=api_key, http_transport=measuring_transport("auto"))
+
+
+async def _loaded(made: Any, client: Client) -> None:
+    """Load an in-process engine now (it loads on its first call), so the batch's time and its
+    first requests' latencies do not include the model's load."""
+    from unillm.launching.supervisor import Launch
+
+    if isinstance(made, Launch) and made.spec.in_process:
+        await client.info()
 
 
 def _ready(run: Launch, items: Sequence[BatchItem]) -> None:
