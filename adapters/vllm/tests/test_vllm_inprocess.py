@@ -15,6 +15,7 @@ from unillm_vllm.inprocess.translate import (
     answer_body,
     job,
 )
+from unillm_vllm.inprocess.transport import queue_gauges
 
 from unillm.adapter.base import EngineInfo
 from unillm.adapter.launch_spec import LaunchSpec, Nodes
@@ -22,6 +23,7 @@ from unillm.batch.lines import parse_line
 from unillm.batch.render import success_line
 from unillm.capabilities import Feature
 from unillm.errors import InvalidOptions, UnsupportedFeature
+from unillm.metrics import EngineMetrics
 from unillm.options import Choice, make_request
 
 ADAPTER = VLLMAdapter(launched=True, tool_parser=None)
@@ -195,3 +197,11 @@ def test_launch_settings_the_worker_cannot_honour_are_refused_before_it_starts(
 def test_no_vllm_env_is_refused_with_how_to_get_one() -> None:
     with pytest.raises(InvalidOptions, match="unillm setup vllm"):
         ADAPTER.in_process(LaunchSpec(model="/m", in_process=True))
+
+
+def test_the_queue_gauges_split_the_requests_in_the_worker_at_its_batch_size() -> None:
+    text = queue_gauges(20, 8)
+    names = ADAPTER.metric_names(INFO.version)
+    metrics = EngineMetrics.parse(text, engine="vllm", mapping=names).normalized()
+    assert (metrics.running, metrics.waiting) == (8, 12)
+    assert "vllm:num_requests_waiting 0" in queue_gauges(3, 8)

@@ -65,6 +65,7 @@ class WorkerTransport(httpx.AsyncBaseTransport):
             ("GET", "/health"): self._health,
             ("GET", "/version"): self._version,
             ("GET", "/v1/models"): self._models,
+            ("GET", "/metrics"): self._metrics,
             ("POST", CHAT_PATH): self._generate,
             ("POST", COMPLETIONS_PATH): self._generate,
         }
@@ -122,6 +123,12 @@ class WorkerTransport(httpx.AsyncBaseTransport):
         ready = await self._started()
         card = {"id": self.served_name, "object": "model", "max_model_len": ready["max_model_len"]}
         return httpx.Response(200, json={"object": "list", "data": [card]})
+
+    async def _metrics(self, request: httpx.Request) -> httpx.Response:
+        """The two gauges a batch paces by: requests in the worker, split at its batch size."""
+        ready = await self._started()
+        text = queue_gauges(len(self._waiting), int(ready.get("max_num_seqs") or 1))
+        return httpx.Response(200, text=text, headers={"content-type": "text/plain"})
 
     async def _generate(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
@@ -215,6 +222,18 @@ class WorkerTransport(httpx.AsyncBaseTransport):
         except OSError:
             return ""
         return "; its log ends:\n" + "".join(lines) if lines else ""
+
+
+def queue_gauges(in_flight: int, batch: int) -> str:
+    """vLLM's running and waiting gauges (Prometheus text) for ``in_flight`` requests in an engine
+    that runs ``batch`` at a time (pure)."""
+    running, waiting = min(in_flight, batch), max(0, in_flight - batch)
+    return (
+        "# TYPE vllm:num_requests_running gauge\n"
+        f"vllm:num_requests_running {running}\n"
+        "# TYPE vllm:num_requests_waiting gauge\n"
+        f"vllm:num_requests_waiting {waiting}\n"
+    )
 
 
 def _error(status: int, message: str) -> httpx.Response:

@@ -7,7 +7,7 @@ standard library and vLLM. The parent (:mod:`unillm_vllm.inprocess.transport`) w
 per line on stdin and reads one line per finished request on stdout, keyed by the job's
 ``id``; the translation both ways is the parent's (:mod:`unillm_vllm.inprocess.translate`).
 
-* first line out: ``{"ready": {"version", "max_model_len"}}`` once the model is loaded, or
+* first line out: ``{"ready": {"version", "max_model_len", "max_num_seqs"}}`` once the model is loaded, or
   ``{"fatal": message}`` if the engine could not start;
 * a job: ``{"id", "prompt" | "messages", "chat_template_kwargs"?, "params": {SamplingParams
   fields}, "structured_outputs"?: {...}}``;
@@ -61,6 +61,7 @@ class Worker:
         self.engine = LLMEngine.from_engine_args(EngineArgs.from_cli_args(args))
         self.tokenizer = self.engine.get_tokenizer()
         self.max_model_len = int(self.engine.model_config.max_model_len)
+        self.max_num_seqs = int(self.engine.vllm_config.scheduler_config.max_num_seqs)
         self.defaults = dict(self.engine.model_config.get_diff_sampling_param())
         self.out = out
         self.ids: dict[str, str] = {}  # vLLM's request id -> the job's id
@@ -132,7 +133,11 @@ def main(argv: list[str]) -> int:
         out.write(json.dumps({"fatal": f"{type(e).__name__}: {e}"}).encode() + b"\n")
         out.flush()
         return 1
-    ready = {"version": vllm.__version__, "max_model_len": worker.max_model_len}
+    ready = {
+        "version": vllm.__version__,
+        "max_model_len": worker.max_model_len,
+        "max_num_seqs": worker.max_num_seqs,
+    }
     out.write(json.dumps({"ready": ready}).encode() + b"\n")
     out.flush()
     jobs: queue.Queue[dict[str, Any] | None] = queue.Queue()
