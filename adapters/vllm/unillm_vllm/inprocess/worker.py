@@ -17,7 +17,9 @@ per line on stdin and reads one line per finished request on stdout, keyed by th
 vLLM's own logs go to stderr (fd 1 is pointed there before vLLM is imported), so stdout
 carries nothing but protocol lines. The engine is driven with ``LLMEngine.add_request`` and
 ``step()``: every job is handed to the scheduler as soon as it arrives, every request is
-answered as soon as it finishes. End of stdin stops the worker.
+answered as soon as it finishes; the engine core runs in its own process (as under ``vllm
+serve`` and ``vllm run-batch``), so scheduling and the model overlap this loop. End of stdin
+stops the worker.
 """
 
 from __future__ import annotations
@@ -58,7 +60,9 @@ class Worker:
         args, unknown = parser.parse_known_args(argv)
         if unknown:
             raise ValueError(f"flags vLLM's engine does not take: {' '.join(unknown)}")
-        self.engine = LLMEngine.from_engine_args(EngineArgs.from_cli_args(args))
+        # the engine core in its own process, as vllm serve and vllm run-batch run it (AsyncLLM
+        # always does): it schedules and runs the model while this process feeds and reads it
+        self.engine = LLMEngine.from_engine_args(EngineArgs.from_cli_args(args), enable_multiprocessing=True)
         self.tokenizer = self.engine.get_tokenizer()
         self.max_model_len = int(self.engine.model_config.max_model_len)
         self.max_num_seqs = int(self.engine.vllm_config.scheduler_config.max_num_seqs)
@@ -69,7 +73,7 @@ class Worker:
     def add(self, job: dict[str, Any]) -> None:
         """Tokenize the job's prompt and hand it to the scheduler (or answer its refusal)."""
         from vllm import SamplingParams
-        from vllm.sampling_params import StructuredOutputsParams
+        from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
         try:
             if "messages" in job:
@@ -85,6 +89,7 @@ class Worker:
             params = {**self.defaults, **job["params"]}
             if params.get("max_tokens") is None:
                 params["max_tokens"] = self.max_model_len - len(tokens)
+            params["output_kind"] = RequestOutputKind.FINAL_ONLY  # no partial outputs each step
             if job.get("structured_outputs"):
                 params["structured_outputs"] = StructuredOutputsParams(**job["structured_outputs"])
             internal = self.engine.add_request(
