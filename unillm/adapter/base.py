@@ -98,6 +98,9 @@ class Adapter(ABC):
     ignored: ClassVar[tuple[Ignored, ...]] = ()
     #: A module importable where the engine is installed: launch finds an interpreter that has it.
     engine_module: ClassVar[str | None] = None
+    #: Whether :meth:`in_process` runs the engine in a worker on the engine's own interpreter
+    #: (vLLM): launch then resolves ``spec.python`` for it as for a server.
+    in_process_worker: ClassVar[bool] = False
     #: Whether the engine's launch takes a tool-call parser (``tool_parser=``, e.g. vLLM's
     #: ``--tool-call-parser``). Only then does the core detect one from the model's chat template;
     #: elsewhere an explicit ``tool_parser`` is refused before anything starts.
@@ -244,6 +247,15 @@ class Adapter(ABC):
             "in-process mode",
             alternative=f'Launch it as a server: unillm.launch("{self.name}", ...)',
         )
+
+    def in_process_refusal(self, call: HttpCall) -> UnillmError | None:
+        """Why the in-process engine cannot take ``call`` (pure: checked before anything starts,
+        e.g. by ``unillm batch --in-process`` for every request); None: it can.
+
+        Args:
+            call: The call :meth:`build` made for a request.
+        """
+        return None
 
     def cpu_recipe(self, spec: LaunchSpec, workdir: Path) -> CpuRecipe:
         """Settings that run the engine on a CPU-only machine for ``spec`` (pure: no I/O).

@@ -1,7 +1,10 @@
 """Batch jobs that lose nothing: a JSONL of requests in, a JSONL of results out, resumable.
 
     summary = await unillm.batch.run("in.jsonl", "out.jsonl", llm, max_concurrency=64)
+    target = Target(engine="vllm", model="/m", in_process=True)  # no HTTP server
+    summary = await unillm.batch.run("in.jsonl", "out.jsonl", target)
     $ unillm batch in.jsonl --out out.jsonl --url http://127.0.0.1:8000
+    $ unillm batch in.jsonl --out out.jsonl --engine vllm --model /m --in-process
 
 The input is OpenAI Batch lines (``custom_id``, ``method``, ``url``, ``body``) or the simple
 form (``{"prompt": ...}`` / ``{"messages": ...}`` with unillm options); see
@@ -23,10 +26,21 @@ from unillm.batch.lines import BatchItem, parse_lines
 from unillm.batch.pacing import Pacer
 from unillm.batch.progress import progress_bar
 from unillm.batch.runner import ProgressHook, Summary, UnexpectedError, execute, resumed
+from unillm.batch.target import Target, open_target
 from unillm.client.protocol import Client
 from unillm.errors import InvalidOptions
 
-__all__ = ["BatchItem", "OutputWriteError", "Pacer", "Plan", "Summary", "UnexpectedError", "plan", "run"]
+__all__ = [
+    "BatchItem",
+    "OutputWriteError",
+    "Pacer",
+    "Plan",
+    "Summary",
+    "Target",
+    "UnexpectedError",
+    "plan",
+    "run",
+]
 
 
 @dataclass
@@ -98,7 +112,7 @@ def _not_the_input(input: str | Path, output: str | Path) -> None:
 async def run(
     input: str | Path,
     output: str | Path,
-    client: Client,
+    client: Client | Target,
     *,
     max_concurrency: int = 64,
     retry_failed: bool = False,
@@ -110,7 +124,9 @@ async def run(
     Args:
         input: The batch input JSONL (OpenAI Batch or simple lines).
         output: The results JSONL (OpenAI Batch output lines), appended to.
-        client: Where requests go; its retry policy (or a fleet's failover) retries them.
+        client: Where requests go; its retry policy (or a fleet's failover) retries them. A
+            :class:`Target` is opened for the run (launched, or in process, and stopped after)
+            once the input is checked; an in-process one after checking every request too.
         max_concurrency: The most requests in flight; the run adapts below it to the engine.
         retry_failed: Rerun only the requests whose result is a failure.
         progress: True/False force the progress bar on/off, None draws it on a terminal; a
@@ -122,14 +138,26 @@ async def run(
         The run's summary (counts, tokens, time, throughput).
 
     Raises:
-        InvalidOptions: Bad input or output, refused before anything is sent.
+        InvalidOptions: Bad input or output, or requests an in-process target cannot honour,
+            refused before anything is sent.
         OutputWriteError: The output could not be written (a full disk); rerun to resume.
     """
     with plan(input, output, retry_failed=retry_failed) as p:
-        if callable(progress):
-            return await _execute(p, client, max_concurrency, progress, handle_sigint)
-        with progress_bar(len(p.items), p.summary.skipped, progress) as hook:
-            return await _execute(p, client, max_concurrency, hook, handle_sigint)
+        if isinstance(client, Target):
+            if not p.pending:
+                return p.summary
+            async with open_target(client, p.pending) as opened:
+                return await _progress(p, opened, max_concurrency, progress, handle_sigint)
+        return await _progress(p, client, max_concurrency, progress, handle_sigint)
+
+
+async def _progress(
+    p: Plan, client: Client, max_concurrency: int, progress: bool | ProgressHook | None, handle_sigint: bool
+) -> Summary:
+    if callable(progress):
+        return await _execute(p, client, max_concurrency, progress, handle_sigint)
+    with progress_bar(len(p.items), p.summary.skipped, progress) as hook:
+        return await _execute(p, client, max_concurrency, hook, handle_sigint)
 
 
 async def _execute(

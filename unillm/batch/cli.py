@@ -4,6 +4,7 @@
     unillm batch in.jsonl --out out.jsonl --engine vllm --url http://a:8000 --url http://b:8000
     unillm batch in.jsonl --out out.jsonl --config unillm.toml
     unillm batch in.jsonl --out out.jsonl --engine vllm --model /models/tiny --launch cpu=true
+    unillm batch in.jsonl --out out.jsonl --engine vllm --model /models/tiny --in-process
     unillm batch in.jsonl --out out.jsonl --config unillm.toml --retry-failed
 
 Rerun the same command to resume after a crash or Ctrl-C: finished custom_ids are skipped.
@@ -56,6 +57,12 @@ def add_batch_parser(sub: Any) -> None:
         metavar="KEY=VALUE",
         help="launch setting with --model (LaunchSpec field; JSON values), e.g. cpu=true",
     )
+    t.add_argument(
+        "--in-process",
+        action="store_true",
+        help="with --model or a launching --config: run the engine without its HTTP server "
+        "(vLLM's engine in a worker); requests it cannot honour are refused before it starts",
+    )
     r = p.add_argument_group("run")
     r.add_argument(
         "--max-concurrency", type=int, default=64, help="most requests in flight (default 64; adapts below)"
@@ -96,7 +103,7 @@ def run_batch_command(args: argparse.Namespace) -> int:
         else:
 
             async def go() -> Any:
-                async with open_target(target) as client:
+                async with open_target(target, p.pending) as client:
                     with progress_bar(
                         len(p.items), p.summary.skipped, False if args.no_progress else None
                     ) as hook:
@@ -137,6 +144,7 @@ def _target(args: argparse.Namespace) -> Target:
         api_key=args.api_key,
         policy=args.policy,
         launch=_settings(args.launch),
+        in_process=args.in_process,
     )
     target.check()
     return target

@@ -2,20 +2,29 @@
 
     async with open_target(Target(engine="vllm", urls=["http://127.0.0.1:8000"])) as client:
         ...
+    async with open_target(Target(engine="vllm", model="/m", in_process=True), items) as client:
+        ...
 
 A launched engine (``--model``) is started for the run and stopped afterwards, whatever
-happens. One engine keeps the SDK's default retry policy; a fleet fails over itself.
+happens; ``in_process`` launches it without its HTTP server (the adapter's in-process mode,
+e.g. vLLM's engine in a worker), after checking every request against that mode. One engine
+keeps the SDK's default retry policy; a fleet fails over itself.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from unillm.batch.lines import BatchItem
+from unillm.batch.precheck import refuse_in_process
 from unillm.client.protocol import Client
 from unillm.errors import InvalidOptions
+
+if TYPE_CHECKING:
+    from unillm.launching.supervisor import Launch
 
 
 @dataclass
@@ -30,6 +39,8 @@ class Target:
         api_key: Sent as a bearer token; never echoed.
         policy: The fleet's routing policy (several URLs only).
         launch: More launch settings (LaunchSpec fields) with ``model``.
+        in_process: Launch the engine without its HTTP server (``model`` or a launching
+            ``config``); requests it cannot honour are refused before it starts.
     """
 
     engine: str | None = None
@@ -39,6 +50,7 @@ class Target:
     api_key: str | None = None
     policy: str | None = None
     launch: dict[str, Any] = field(default_factory=dict)
+    in_process: bool = False
 
     def check(self) -> None:
         """Refuse a target that names none or several of url/config/model, or lacks the engine."""
@@ -51,37 +63,54 @@ class Target:
             raise InvalidOptions("name the engine with --engine (vllm, sglang, tgi, mlx, llamacpp)")
         if self.policy and len(self.urls) < 2:
             raise InvalidOptions("--policy routes between replicas: give two or more --url")
+        if self.in_process and self.urls:
+            raise InvalidOptions(
+                "--in-process starts the engine here, without its server: give --model M (with "
+                "--engine) or a --config that launches, not --url"
+            )
 
 
 @contextlib.asynccontextmanager
-async def open_target(target: Target) -> AsyncIterator[Client]:
+async def open_target(target: Target, items: Sequence[BatchItem] = ()) -> AsyncIterator[Client]:
     """Connect to (or launch) the target and yield its client; stop what was launched on exit.
 
     Args:
         target: The checked target.
+        items: The requests to run: an in-process launch checks them all before it starts.
 
     Raises:
-        InvalidOptions: A bad target, or an engine that cannot be launched here.
+        InvalidOptions: A bad target, an engine that cannot be launched here, or requests an
+            in-process engine cannot honour.
     """
     from unillm.api import connect, launch
+    from unillm.launching.supervisor import Launch
 
     target.check()
+    mode: dict[str, Any] = {"in_process": True} if target.in_process else {}
     if target.config:
         from unillm.config.load import from_config
-        from unillm.launching.supervisor import Launch
 
         made: Any = from_config(target.config)
+        if target.in_process:
+            if not isinstance(made, Launch):
+                raise InvalidOptions(
+                    f"--in-process needs a config that launches one engine ([launch]); "
+                    f"{target.config} connects to a server, or launches several"
+                )
+            made = from_config(target.config, launch=mode)
         if isinstance(made, Launch):
-            _installed(made)
+            _ready(made, items)
         async with made as client:
+            await _loaded(made, client)
             yield client
         return
     assert target.engine is not None
     if target.model:
         key: dict[str, Any] = {"api_key": target.api_key} if target.api_key else {}
-        run = launch(target.engine, model=target.model, **key, **target.launch)
-        _installed(run)
+        run = launch(target.engine, model=target.model, **key, **{**target.launch, **mode})
+        _ready(run, items)
         async with run as llm:
+            await _loaded(run, llm)
             yield llm
         return
     if len(target.urls) == 1:
@@ -102,7 +131,19 @@ def _single(engine: str, url: str, api_key: str | None) -> Any:
     return LLM(engine, url, api_key=api_key, http_transport=measuring_transport("auto"))
 
 
-def _installed(run: Any) -> None:
+async def _loaded(made: Any, client: Client) -> None:
+    """Load an in-process engine now (it loads on its first call), so the batch's time and its
+    first requests' latencies do not include the model's load."""
+    from unillm.launching.supervisor import Launch
+
+    if isinstance(made, Launch) and made.spec.in_process:
+        await client.info()
+
+
+def _ready(run: Launch, items: Sequence[BatchItem]) -> None:
+    """Refuse a launch that cannot start here, or (in process) requests it cannot run."""
     from unillm.bench.targets import check_launch
 
+    if run.spec.in_process:
+        refuse_in_process(run.adapter.bind(run.spec), run.spec, items)
     check_launch(run)

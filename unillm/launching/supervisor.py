@@ -114,7 +114,7 @@ def resolve_spec(adapter: Adapter, spec: LaunchSpec) -> LaunchSpec:
         update["port"] = free_port(spec.host)
     if spec.api_key == "auto":
         update["api_key"] = SecretStr(secrets.token_urlsafe(24))
-    if spec.python is None and not spec.prefix and not spec.in_process:
+    if spec.python is None and not spec.prefix and (not spec.in_process or adapter.in_process_worker):
         update["python"] = engine_python(adapter)
     if spec.tool_parser is None and adapter.takes_tool_parser:
         from unillm.launching.model_facts import detect_tool_parser

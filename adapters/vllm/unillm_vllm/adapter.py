@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from unillm.adapter import (
     EXTRA_SAMPLING,
@@ -36,6 +36,7 @@ from unillm.adapter import (
     Constraint,
     CpuRecipe,
     Feature,
+    InvalidOptions,
     LaunchCommand,
     LaunchSpec,
     MalformedResponse,
@@ -70,6 +71,10 @@ from unillm.adapter.schemas import (
 )
 from unillm.adapter.schemas.walk import nodes
 from unillm_vllm import launch
+from unillm_vllm.inprocess.translate import IN_PROCESS_SUFFIX
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["VLLMAdapter"]
 
@@ -84,12 +89,35 @@ _OUTLINES_WHY = (
 # vllm:inter_token_latency_seconds (time_per_output_token before)
 
 
+#: What in-process vLLM (one engine in a worker, text in and out) does not do, and what to do.
+_SERVER = "Launch vLLM as a server for it (drop in_process / --in-process)"
+_IN_PROCESS_LACKS = {
+    Feature.STREAM: unsupported("in-process vLLM answers whole (a batch writes whole answers)", _SERVER),
+    Feature.LOGPROBS: unsupported("the in-process worker returns no logprobs", _SERVER),
+    Feature.IMAGES: unsupported("the in-process worker takes text only", _SERVER),
+    Feature.EMBEDDINGS: unsupported("the in-process worker generates only", _SERVER),
+    Feature.TOKENIZE: unsupported("the in-process worker serves no /tokenize", _SERVER),
+    Feature.LORA: unsupported("the in-process worker loads no adapters", _SERVER),
+    Feature.LORA_RUNTIME: unsupported("the in-process worker loads no adapters", _SERVER),
+    **{
+        f: unsupported("the in-process worker runs no tool-call parser", _SERVER)
+        for f in (
+            Feature.TOOLS,
+            Feature.TOOL_CHOICE_AUTO,
+            Feature.TOOL_CHOICE_REQUIRED,
+            Feature.TOOL_CHOICE_NAMED,
+        )
+    },
+}
+
+
 class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
     """vLLM's OpenAI-compatible server (``vllm serve`` / ``vllm.entrypoints.openai.api_server``)."""
 
     name = "vllm"
     display_name = "vLLM"
     engine_module = "vllm"
+    in_process_worker = True  # in_process=True: vLLM's engine in a worker on the vLLM env's python
     reasoning_parsers = launch.REASONING_PARSERS  # --reasoning-parser NAME
     takes_tool_parser = True  # --enable-auto-tool-choice --tool-call-parser NAME
     structured_backends = launch.STRUCTURED_BACKENDS
@@ -151,6 +179,8 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
     def capabilities(self, version: str | None = None) -> Capabilities:
         v = parse_version(version)
         features = {f: NATIVE for f in Feature}
+        if version is not None and str(version).endswith(IN_PROCESS_SUFFIX):
+            return Capabilities(engine=self.name, version=version, features={**features, **_IN_PROCESS_LACKS})
         forced = Support(
             why="with a tool parser natively; without one unillm forces the call "
             "with a structured-outputs JSON schema"
@@ -334,6 +364,50 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
 
     def command(self, spec: LaunchSpec) -> LaunchCommand:
         return launch.command(spec)
+
+    def in_process(self, spec: LaunchSpec) -> httpx.AsyncBaseTransport:
+        """vLLM's engine in a worker on the vLLM env's interpreter, fed without HTTP
+        (:mod:`unillm_vllm.inprocess`); settings it cannot honour are refused first.
+
+        Args:
+            spec: The resolved launch settings (``python`` is the vLLM env's interpreter).
+
+        Raises:
+            InvalidOptions: A setting the in-process worker cannot honour, or no vLLM env.
+        """
+        from unillm_vllm.inprocess import settings
+        from unillm_vllm.inprocess.transport import WorkerTransport
+
+        settings.refuse(spec)
+        if spec.python is None:
+            raise InvalidOptions(
+                "in-process vLLM runs in the vLLM env's interpreter, and none was found: run "
+                "`unillm setup vllm`, or pass python=<the interpreter of an env that has vLLM>"
+            )
+        argv, env = settings.worker_argv(spec), settings.worker_env(spec)
+        return WorkerTransport(spec.python, argv, env, spec.served_name or spec.model)
+
+    def in_process_refusal(self, call: HttpCall) -> UnillmError | None:
+        """The in-process worker's refusal of ``call`` (a body field it has no use for), or None.
+
+        Args:
+            call: The call :meth:`build` made for a request.
+        """
+        from unillm_vllm.inprocess.translate import Refused, job
+
+        try:
+            job(call.path, call.json or {}, "check")
+        except Refused as e:
+            return InvalidOptions(str(e))
+        return None
+
+    def expected_version(self, spec: LaunchSpec) -> str | None:
+        """``<newest>+in-process`` for an in-process launch (its capabilities differ), else None.
+
+        Args:
+            spec: The launch settings.
+        """
+        return IN_PROCESS_SUFFIX if spec.in_process else None
 
 
 def _outlines_fallback(schema: Mapping[str, Any]) -> SchemaProblem | None:
