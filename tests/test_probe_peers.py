@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from probe_server import HonestServer
 
 from unillm.options import Regex
 from unillm.probing import run_cells
 from unillm.probing.asking import Ask, NotExpressible
 from unillm.probing.peers import LiteLLMClient, OpenAIClient, split_options
+from unillm.testing.honest_server import HonestServer
 
 pytestmark = pytest.mark.anyio
 OPTIONS = ["seed", "n", "repetition_penalty", "output=JSON schema", "output=Regex", "lora", "thinking on/off"]

@@ -118,6 +118,10 @@ class LlamaCppAdapter(OpenAICompatAdapter):
             "Pass lora={name: path} to unillm.launch (each is served under its name)",
         )
         features[Feature.N] = unsupported("llama-cpp-python's server ignores n", "Send n requests")
+        features[Feature.STREAM_USAGE] = unsupported(
+            "llama-cpp-python's server has no stream_options: its streams carry no token counts",
+            "Use generate() (its answer counts tokens), or count the streamed text with llm.tokenize(...)",
+        )
         forced = Support(level="emulated", why="unillm forces the call with a JSON-schema constraint")
         features[Feature.TOOLS] = features[Feature.TOOL_CHOICE_REQUIRED] = forced
         features[Feature.TOOL_CHOICE_NAMED] = forced
