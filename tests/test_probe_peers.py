@@ -39,3 +39,16 @@ async def test_a_peer_client_is_probed_cell_by_cell(peer: type[OpenAIClient] | t
             report = await run_cells(client, engine="vllm", model="tiny", samples=2, only=OPTIONS)
     assert report.client == peer.name
     assert {c.option: c.verdict for c in report.cells} == dict.fromkeys(OPTIONS, "honoured"), report.text()
+
+
+@pytest.mark.parametrize("peer", [LiteLLMClient, OpenAIClient])
+@pytest.mark.parametrize("status", [400, 500])
+async def test_an_error_answer_through_a_peer_is_rejected(
+    peer: type[OpenAIClient] | type[LiteLLMClient], status: int
+) -> None:
+    # e.g. llama-cpp-python answers 500 to a request its models refuse: a loud error, not a crash
+    with HonestServer() as server:
+        server.fail(status, message="1 validation error")
+        async with peer(server.url, "tiny") as client:
+            report = await run_cells(client, engine="vllm", model="tiny", samples=1, only=["n"])
+    assert report.cells[0].verdict == "rejected", report.text()
