@@ -22,20 +22,13 @@ from unillm.adapter.base import Adapter, EngineInfo, HttpCall
 from unillm.adapter.launch_spec import Flags, LaunchCommand, LaunchSpec
 from unillm.adapter.openai_compat import OpenAICompatAdapter
 from unillm.adapter.sampling import EXTRA_SAMPLING
-from unillm.capabilities import NATIVE, Capabilities, Feature, Support, unsupported
+from unillm.capabilities import LAYOUT_FEATURES, NATIVE, Capabilities, Feature, Support, unsupported
 from unillm.errors import MalformedResponse
 from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex
 from unillm.testing.conformance import CORE_LAUNCH_SETTINGS
 
 _NOT_HERE = unsupported("the fake engine runs on one device", "Use a real engine")
-_SINGLE_DEVICE = (
-    Feature.TENSOR_PARALLEL,
-    Feature.PIPELINE_PARALLEL,
-    Feature.DATA_PARALLEL,
-    Feature.EXPERT_PARALLEL,
-    Feature.MULTI_NODE,
-    Feature.PD_DISAGGREGATION,
-)
+_SINGLE_DEVICE = LAYOUT_FEATURES
 
 
 class FakeAdapter(OpenAICompatAdapter):

@@ -8,12 +8,25 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 import unillm
 from unillm import RetryPolicy, Timeouts
 from unillm.testing.fault_server import CHAT, FaultServer, Raw
 
 USAGE = {"prompt_tokens": 7, "completion_tokens": 5, "total_tokens": 12}
+
+
+class Capital(BaseModel):
+    """The structured answer the framework tests ask for."""
+
+    country: str
+    capital: str
+
+
+def get_weather(city: str) -> str:
+    """Get the current weather in a city."""
+    return f"snowy in {city}"
 
 
 def connect(server: FaultServer) -> unillm.LLM:

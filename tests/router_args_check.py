@@ -1,9 +1,9 @@
 """Parse unillm's router commands with the router's own argument parser and configuration.
 
 Runs INSIDE a router's managed env (``unillm setup vllm-router`` / ``unillm setup smg``), so it
-imports the router itself; nothing listens. Argument 1 names the router. Reads
-``{"name": {"argv": [...], "expect": {attr: value}}}`` as JSON on stdin (argv after
-``-m <module>``) and prints ``{"name": "ok" | "<why it was rejected>"}``.
+imports the router itself; nothing listens. The first argument names the router. Checks (through
+:mod:`unillm.testing.verdicts`) ``{"name": {"argv": [...], "expect": {attr: value}}}`` as JSON on
+stdin (argv after ``-m <module>``) and prints ``{"name": "ok" | "<why it was rejected>"}``.
 
 Each argv goes through the launcher's ``parse_router_args`` (argparse with the router's choices),
 its ``_validate_router_args``, and ``Router.from_args``, which builds the Rust core's router
@@ -13,8 +13,6 @@ attributes.
 
 from __future__ import annotations
 
-import json
-import sys
 from importlib import import_module
 from typing import Any
 
@@ -29,20 +27,3 @@ def check(router: str, case: dict[str, Any]) -> None:
         if got != want and str(got) != str(want):
             raise ValueError(f"{attr}={got!r}, expected {want!r}")
     import_module(f"{package}.router").Router.from_args(args)
-
-
-def main() -> None:
-    router = sys.argv[1]
-    cases = json.load(sys.stdin)
-    results = {}
-    for name, case in cases.items():
-        try:
-            check(router, case)
-            results[name] = "ok"
-        except BaseException as e:  # argparse exits (SystemExit): every rejection is a result
-            results[name] = f"{type(e).__name__}: {e}"[:1000]
-    json.dump(results, sys.stdout)
-
-
-if __name__ == "__main__":
-    main()

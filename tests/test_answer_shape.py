@@ -18,6 +18,7 @@ def test_total_tokens_is_a_field_computed_when_the_engine_sends_none() -> None:
         "completion_tokens": 4,
         "total_tokens": 7,
         "reasoning_tokens": None,
+        "cached_tokens": None,
     }
     assert Usage.model_validate_json(usage.model_dump_json()) == usage
 

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -103,3 +104,46 @@ def test_vs_aiperf_measures_each_harness_rate_against_the_look_alike() -> None:
     rates = result["overhead"]["sustained_req_per_s"]  # type: ignore[index]
     assert set(rates) == {"unillm", "vllm", "aiperf"} and all(r > 0 for r in rates.values())
     assert "goals" in result
+
+
+def test_fleet_cache_benchmark_replays_every_client_policy_against_look_alikes() -> None:
+    result = last_json_line(
+        "fleet_cache.py",
+        "--look-alike",
+        "--rounds",
+        "1",
+        "--sessions",
+        "3",
+        "--turns",
+        "2",
+        "--system-len",
+        "32",
+    )
+    per = result["per_setup"]
+    assert isinstance(per, dict) and set(per) == {
+        "round_robin",
+        "least_load",
+        "prefix",
+        "session",
+        "cache_aware",
+    }
+    assert all(f["failed"] == 0 and isinstance(f["ttft_p90_ms"], float) for f in per.values())
+    assert set(cast(dict[str, Any], result["goals"])) == {"hit_rate", "ttft_p90"}
+
+
+def test_fleet_cache_goals_need_cache_aware_ahead_on_hit_rate_and_half_round_robins_p90() -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    from fleet_cache import goals  # type: ignore[import-not-found]  # benchmarks/ is no package
+
+    per = {
+        "round_robin": {"hit_rate": 0.4, "ttft_p90_ms": 100.0},
+        "cache_aware": {"hit_rate": 0.8, "ttft_p90_ms": 50.0},
+        "smg cache_aware": {"hit_rate": 0.8, "ttft_p90_ms": 40.0},
+    }
+    met = goals(per)
+    assert met["hit_rate"]["met"] and met["ttft_p90"] == {**met["ttft_p90"], "ratio": 0.5, "met": True}
+    per["smg cache_aware"]["hit_rate"] = 0.9
+    per["cache_aware"]["ttft_p90_ms"] = 60.0
+    met = goals(per)
+    assert not met["hit_rate"]["met"] and met["hit_rate"]["highest"] == "smg cache_aware"
+    assert not met["ttft_p90"]["met"]

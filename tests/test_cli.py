@@ -16,6 +16,7 @@ from unillm.launching.supervisor import Launch
 PY = "/usr/bin/python3"
 GENERATED = "generated-key-0123456789"
 ENTRY = f"{PY} -m vllm.entrypoints.openai.api_server"
+DETAILS = "--enable-prompt-tokens-details"  # always on: Usage.cached_tokens
 NOTE = f"# {boot_note()}\n"  # every engine process requests AMX tile state (a no-op without AMX)
 BOOT = f"PYTHONPATH={BOOT_DIR}"
 
@@ -72,7 +73,7 @@ def test_dry_run_prints_the_exact_command_with_the_key_masked(
     out, err = capsys.readouterr()
     assert code == 0
     assert out == NOTE + (
-        f"{BOOT} VLLM_API_KEY=*** {ENTRY} --model M --host 127.0.0.1 --port 8000 "
+        f"{BOOT} VLLM_API_KEY=*** {ENTRY} --model M --host 127.0.0.1 {DETAILS} --port 8000 "
         "--max-model-len 512 --enable-lora --lora-modules a=/x --enforce-eager\n"
     )
     assert GENERATED not in out + err
@@ -82,12 +83,14 @@ def test_dry_run_never_prints_an_explicit_key(capsys: pytest.CaptureFixture[str]
     assert main(dry_run("--api-key", "sk-cli-secret-42")) == 0
     out, err = capsys.readouterr()
     assert "sk-cli-secret-42" not in out + err
-    assert out == f"{NOTE}{BOOT} VLLM_API_KEY=*** {ENTRY} --model M --host 127.0.0.1 --port 8000\n"
+    assert out == f"{NOTE}{BOOT} VLLM_API_KEY=*** {ENTRY} --model M --host 127.0.0.1 {DETAILS} --port 8000\n"
 
 
 def test_dry_run_with_api_key_none_has_no_key(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(dry_run("--api-key", "none")) == 0
-    assert capsys.readouterr().out == f"{NOTE}{BOOT} {ENTRY} --model M --host 127.0.0.1 --port 8000\n"
+    assert (
+        capsys.readouterr().out == f"{NOTE}{BOOT} {ENTRY} --model M --host 127.0.0.1 {DETAILS} --port 8000\n"
+    )
 
 
 def test_default_api_key_is_generated_not_the_word_auto(
@@ -155,7 +158,7 @@ def test_dry_run_maps_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     assert capsys.readouterr().out == NOTE + (
         f"FOO=bar {BOOT} VLLM_ALLOW_RUNTIME_LORA_UPDATING=True "
-        f"{ENTRY} --model M --host 0.0.0.0 --port 9000 --served-model-name tiny "
+        f"{ENTRY} --model M --host 0.0.0.0 {DETAILS} --port 9000 --served-model-name tiny "
         "--tensor-parallel-size 2 --pipeline-parallel-size 2 --data-parallel-size 2 "
         "--enable-expert-parallel --dtype bfloat16 --max-num-seqs 8 "
         "--gpu-memory-utilization 0.5 --quantization awq --no-enable-prefix-caching "
@@ -163,6 +166,11 @@ def test_dry_run_maps_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
         "--speculative-config "
         """'{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3}'\n"""
     )
+
+
+def test_dry_run_maps_the_admission_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(dry_run("--api-key", "none", "--scheduling", "priority", "--max-queued-requests", "8")) == 0
+    assert "--max-num-queued-reqs 8 --scheduling-policy priority" in capsys.readouterr().out
 
 
 def test_dry_run_with_draft_model(capsys: pytest.CaptureFixture[str]) -> None:

@@ -127,7 +127,7 @@ def test_tensor_parallel_is_the_parallelism_field_and_its_gpus() -> None:
 def test_pipeline_parallel_is_a_field_an_arg_and_more_gpus() -> None:
     spec = render({"parallel": {"tensor": 2, "pipeline": 2}})["spec"]
     assert spec["parallelism"] == {"tensor": 2, "pipeline": 2}
-    assert engine_args(spec)[:2] == ["--pipeline-parallel-size", "2"]
+    assert engine_args(spec)[:3] == ["--enable-prompt-tokens-details", "--pipeline-parallel-size", "2"]
     assert main_container(spec)["resources"]["limits"]["nvidia.com/gpu"] == "4"
 
 
@@ -180,7 +180,15 @@ def test_a_cpu_target_without_a_cpu_image_is_refused() -> None:
 def test_engine_settings_are_args_rendered_by_the_adapter() -> None:
     spec = render({"max_model_len": 8192, "dtype": "bfloat16", "extra_args": ["--seed", "7"]})["spec"]
     args = engine_args(spec)
-    assert args == ["--dtype", "bfloat16", "--max-model-len", "8192", "--seed", "7"]
+    assert args == [
+        "--enable-prompt-tokens-details",
+        "--dtype",
+        "bfloat16",
+        "--max-model-len",
+        "8192",
+        "--seed",
+        "7",
+    ]
 
 
 def test_speculative_decoding_is_a_quoted_json_arg_that_survives_eval() -> None:

@@ -18,6 +18,7 @@ from unillm.adapter.launch_spec import LaunchSpec
 from unillm.adapter.registry import get_adapter
 from unillm.embeddings import EmbedBatch, EmbedRequest, check_batch, embed_batches, tokenize_request
 from unillm.errors import InvalidOptions, InvalidRequest, MalformedResponse, UnsupportedFeature
+from unillm.testing.mock_answers import discovery
 
 pytestmark = pytest.mark.anyio
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -29,10 +30,8 @@ def vllm_like(
     """A vLLM look-alike: embeddings whose first value is the text's length, in reversed order."""
 
     def handle(request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/version":
-            return httpx.Response(200, json={"version": "0.32.0"})
-        if request.url.path == "/v1/models":
-            return httpx.Response(200, json={"data": [{"id": "emb", "max_model_len": 256}]})
+        if (found := discovery(request, model="emb", max_model_len=256)) is not None:
+            return found
         body = json.loads(request.content)
         sent.append({"path": request.url.path, **body})
         if status != 200:

@@ -170,6 +170,27 @@ async def test_prefix_policy_spills_over_when_the_favourite_is_full() -> None:
         assert spread == [2, 4]  # bounded load: the favourite fills to ceil(1.25 * 6 / 2), then spills
 
 
+async def test_cache_aware_keeps_each_growing_conversation_where_its_history_went() -> None:
+    with servers(2) as replicas:
+        async with fleet_of(replicas, policy="cache_aware") as fleet:
+            histories: list[list[dict[str, str]]] = [[] for _ in range(4)]
+            for turn in range(3):
+                for c, history in enumerate(histories):
+                    history.append({"role": "user", "content": f"{c}: conversation {c} asks question {turn}"})
+                    if c % 2:
+                        answer = await drain(fleet, None, messages=history)  # type: ignore[arg-type]
+                    else:
+                        answer = (await fleet.generate(messages=history, max_tokens=4)).text
+                    history.append({"role": "assistant", "content": answer})
+        for c in range(4):
+            owners = [
+                sum(1 for r in s.seen() if f"conversation {c} asks" in str(r.body.get("messages")))
+                for s in replicas
+            ]
+            assert sorted(owners) == [0, 3], (c, owners)  # every turn on the replica of the first
+        assert all(s.count() > 0 for s in replicas)  # new conversations (nothing matched) rotate
+
+
 async def test_session_key_sticks_to_one_replica_under_any_policy() -> None:
     with servers(3) as replicas:
         async with fleet_of(replicas, policy="round_robin") as fleet:

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
+from fault_helpers import checked_server
 
 import unillm
 from unillm import Pool, RetryPolicy, Timeouts
@@ -30,9 +31,7 @@ Op = Callable[[unillm.LLM], Awaitable[object]]
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[FaultServer]:
-    with FaultServer(model="tiny") as s:
-        yield s
-    assert s.errors == [], f"the hostile server itself failed: {s.errors}"
+    yield from checked_server(model="tiny")
 
 
 @pytest.fixture(autouse=True)

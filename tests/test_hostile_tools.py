@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from fault_helpers import checked_server
 from pydantic import BaseModel, ConfigDict
 
 import unillm
@@ -40,9 +41,7 @@ def lookup(key: str) -> str:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[FaultServer]:
-    with FaultServer(model="tiny") as s:
-        yield s
-    assert s.errors == [], f"the look-alike server itself failed: {s.errors}"
+    yield from checked_server(model="tiny")
 
 
 @pytest.fixture(autouse=True)

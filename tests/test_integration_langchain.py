@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from framework_server import answer, call, connect, llm, sent, server  # noqa: F401 (server, llm: fixtures)
+from framework_server import Capital, answer, call, connect, llm, sent, server  # noqa: F401 (server, llm: fixtures)
+from framework_server import get_weather as weather_function
 from langchain_core.messages import AIMessageChunk, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_tests.unit_tests import ChatModelUnitTests
-from pydantic import BaseModel
 
 import unillm
 from unillm.integrations.langchain import ChatUnillm
@@ -16,15 +16,7 @@ from unillm.testing.fault_server import FaultServer
 pytestmark = pytest.mark.anyio
 
 
-class Capital(BaseModel):
-    country: str
-    capital: str
-
-
-@tool
-def get_weather(city: str) -> str:
-    """Get the current weather in a city."""
-    return f"snowy in {city}"
+get_weather = tool(weather_function)
 
 
 async def test_bound_tools_come_back_as_tool_calls_and_results_go_back(

@@ -13,9 +13,9 @@ from agents import (
     function_tool,
     set_tracing_disabled,
 )
-from framework_server import answer, call, connect, llm, sent, server  # noqa: F401 (server, llm: fixtures)
+from framework_server import Capital, answer, call, connect, llm, sent, server  # noqa: F401 (server, llm: fixtures)
+from framework_server import get_weather as weather_function
 from openai.types.responses import ResponseTextDeltaEvent
-from pydantic import BaseModel
 
 import unillm
 from unillm.integrations.openai_agents import UnillmAgentsModel, UnillmProvider
@@ -25,15 +25,7 @@ pytestmark = pytest.mark.anyio
 set_tracing_disabled(True)  # the SDK would export traces to OpenAI
 
 
-class Capital(BaseModel):
-    country: str
-    capital: str
-
-
-@function_tool
-def get_weather(city: str) -> str:
-    """Get the current weather in a city."""
-    return f"snowy in {city}"
+get_weather = function_tool(weather_function)
 
 
 async def test_a_tool_call_runs_the_tool_and_sends_its_result_back(

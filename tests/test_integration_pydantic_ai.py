@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from framework_server import answer, call, connect, llm, sent, server  # noqa: F401 (server, llm: fixtures)
-from pydantic import BaseModel
+from framework_server import Capital, answer, call, connect, get_weather, llm, sent, server  # noqa: F401 (server, llm: fixtures)
 from pydantic_ai import Agent, NativeOutput
 from pydantic_ai.messages import ThinkingPart, ToolCallPart
 
@@ -13,16 +12,6 @@ from unillm.integrations.pydantic_ai import UnillmModel
 from unillm.testing.fault_server import FaultServer
 
 pytestmark = pytest.mark.anyio
-
-
-class Capital(BaseModel):
-    country: str
-    capital: str
-
-
-def get_weather(city: str) -> str:
-    """Get the current weather in a city."""
-    return f"snowy in {city}"
 
 
 async def test_a_tool_call_runs_the_tool_and_sends_its_result_back(

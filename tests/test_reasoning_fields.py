@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 import unillm
+from unillm.testing.mock_answers import discovery
 
 pytestmark = pytest.mark.anyio
 MESSAGES = [{"role": "user", "content": "2+2?"}]
@@ -26,10 +27,8 @@ def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
 
 def engine(answer_body: dict[str, Any] | bytes) -> unillm.LLM:
     def answer(request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/version":
-            return httpx.Response(200, json={"version": "0.11.0"})
-        if request.url.path == "/v1/models":
-            return httpx.Response(200, json={"data": [{"id": "tiny", "max_model_len": 512}]})
+        if (found := discovery(request, version="0.11.0")) is not None:
+            return found
         if isinstance(answer_body, bytes):
             return httpx.Response(200, content=answer_body, headers={"content-type": "text/event-stream"})
         return httpx.Response(200, json=answer_body)

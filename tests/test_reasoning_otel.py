@@ -13,38 +13,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import unillm
+from unillm.testing.mock_answers import answering
 
 pytestmark = pytest.mark.anyio
 ASK = [{"role": "user", "content": "Hi"}]
 ANSWER = "<think>a greeting</think>Hello"
 
 
-def answer(request: httpx.Request) -> httpx.Response:
-    if request.url.path == "/version":
-        return httpx.Response(200, json={"version": "0.11.0"})
-    if request.url.path == "/v1/models":
-        return httpx.Response(200, json={"data": [{"id": "tiny", "max_model_len": 512}]})
-    if json.loads(request.content).get("stream"):
-        chunks = [ANSWER[:9], ANSWER[9:20], ANSWER[20:]]
-        events = [
-            {
-                "id": "c",
-                "model": "tiny",
-                "choices": [{"index": 0, "delta": {"content": c}, "finish_reason": f}],
-            }
-            for c, f in zip(chunks, [None, None, "stop"], strict=True)
-        ]
-        body = b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in events) + b"data: [DONE]\n\n"
-        return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
-    message = {"role": "assistant", "content": ANSWER}
-    return httpx.Response(
-        200,
-        json={
-            "id": "c",
-            "model": "tiny",
-            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-        },
-    )
+answer = answering(ANSWER, 9, 20)
 
 
 def spans_of(

@@ -19,6 +19,7 @@ from unillm.client.tool_loop import ToolRun
 from unillm.content import normalize_messages
 from unillm.embeddings import tokenize_request
 from unillm.options import make_request
+from unillm.testing.mock_answers import discovery
 
 THOUGHT, ANSWER = "The user wants 2+2; that is 4.", "Four."
 CHAT = [
@@ -154,10 +155,8 @@ def recording_engine(turns: int, sent: list[dict[str, Any]]) -> unillm.LLM:
     """A vLLM look-alike that calls ``add`` ``turns - 1`` times, then answers; each body kept."""
 
     def answer(request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/version":
-            return httpx.Response(200, json={"version": "0.32.0"})
-        if request.url.path == "/v1/models":
-            return httpx.Response(200, json={"data": [{"id": "tiny", "max_model_len": 4096}]})
+        if (found := discovery(request, max_model_len=4096)) is not None:
+            return found
         body = json.loads(request.content)
         sent.append(body)
         turn = len(sent)

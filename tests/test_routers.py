@@ -70,6 +70,8 @@ def test_vllm_router_gets_the_key_by_environment_never_in_argv() -> None:
         ("smg", "least_load", "least_load"),
         ("smg", "prefix", "prefix_hash"),
         ("smg", "session", "consistent_hashing"),
+        ("vllm-router", "cache_aware", "cache_aware"),
+        ("smg", "cache_aware", "cache_aware"),
     ],
 )
 def test_unified_policies_map_to_each_routers_own(router: str, policy: str, own: str) -> None:
@@ -87,7 +89,7 @@ def test_unknown_policy_and_router_are_invalid() -> None:
         get_router("smg").policy("fastest")
     with pytest.raises(InvalidOptions, match="vllm-router"):
         get_router("nginx")
-    assert set(POLICIES) == {"round_robin", "least_load", "prefix", "session"}
+    assert set(POLICIES) == {"round_robin", "least_load", "prefix", "session", "cache_aware"}
 
 
 def test_vllm_router_pd_mode_lists_prefill_with_bootstrap_and_decode() -> None:

@@ -111,16 +111,21 @@ def test_repr_of_a_fleet_masks_the_url_passwords() -> None:
     assert PASSWORD not in str(fleet.base_urls)
 
 
-def test_the_url_password_still_reaches_the_engine_as_basic_auth() -> None:
-    seen: list[httpx.Request] = []
+def recording_llm(seen: list[httpx.Request]) -> unillm.LLM:
+    """An LLM whose URL carries a password; every request it sends lands in ``seen`` (answered 200)."""
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request)
         return httpx.Response(200)
 
-    llm = unillm.LLM(
+    return unillm.LLM(
         "vllm", f"http://user:{PASSWORD}@127.0.0.1:9", http_transport=httpx.MockTransport(handler)
     )
+
+
+def test_the_url_password_still_reaches_the_engine_as_basic_auth() -> None:
+    seen: list[httpx.Request] = []
+    llm = recording_llm(seen)
     assert anyio.run(llm.health)
     expected = base64.b64encode(f"user:{PASSWORD}".encode()).decode()
     assert seen[0].headers["authorization"] == f"Basic {expected}"
@@ -128,14 +133,7 @@ def test_the_url_password_still_reaches_the_engine_as_basic_auth() -> None:
 
 def test_a_clone_keeps_the_url_password_for_the_connection() -> None:
     seen: list[httpx.Request] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        return httpx.Response(200)
-
-    llm = unillm.LLM(
-        "vllm", f"http://user:{PASSWORD}@127.0.0.1:9", http_transport=httpx.MockTransport(handler)
-    )
+    llm = recording_llm(seen)
     assert anyio.run(llm.clone().health)
     assert seen[0].headers["authorization"].startswith("Basic ")
 

@@ -16,6 +16,7 @@ import pytest
 
 import unillm
 from unillm.results import Delta, Timings
+from unillm.testing.mock_answers import discovery
 from unillm.testing.streams import final_delta
 
 pytestmark = pytest.mark.anyio
@@ -62,10 +63,8 @@ def usage_chunk(completion_tokens: int) -> dict[str, Any]:
 
 def engine(body: bytes) -> unillm.LLM:
     def answer(request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/version":
-            return httpx.Response(200, json={"version": "0.32.0"})
-        if request.url.path == "/v1/models":
-            return httpx.Response(200, json={"data": [{"id": "tiny", "max_model_len": 512}]})
+        if (found := discovery(request)) is not None:
+            return found
         return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
 
     return unillm.LLM("vllm", "http://engine.invalid", http_transport=httpx.MockTransport(answer))
@@ -178,10 +177,8 @@ async def test_generate_has_total_time_and_no_stream_timings() -> None:
     }
 
     def answer(request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/version":
-            return httpx.Response(200, json={"version": "0.32.0"})
-        if request.url.path == "/v1/models":
-            return httpx.Response(200, json={"data": [{"id": "tiny"}]})
+        if (found := discovery(request, max_model_len=None)) is not None:
+            return found
         return httpx.Response(200, json=body)
 
     async with unillm.LLM("vllm", "http://e.invalid", http_transport=httpx.MockTransport(answer)) as llm:

@@ -17,6 +17,7 @@ import pytest
 import unillm
 from unillm.adapter.registry import get_adapter
 from unillm.client.tool_loop import ToolResult, ToolRun
+from unillm.testing.mock_answers import discovery
 
 pytestmark = pytest.mark.anyio
 ASK = [{"role": "user", "content": "What is 2 + 3, doubled?"}]
@@ -74,10 +75,8 @@ class Script:
         self.sent: list[list[dict[str, Any]]] = []
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/version":
-            return httpx.Response(200, json={"version": "0.11.0"})
-        if request.url.path == "/v1/models":
-            return httpx.Response(200, json={"data": [{"id": "tiny", "max_model_len": 512}]})
+        if (found := discovery(request, version="0.11.0")) is not None:
+            return found
         body = json.loads(request.content)
         self.sent.append(body["messages"])
         answer = self.answers.pop(0)

@@ -7,8 +7,6 @@ Each checker must also reject a control, or it proves nothing.
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ from unillm.launching.envs import managed_python
 from unillm.launching.fleet_launch import FleetLaunch
 from unillm.launching.routers import get_router
 from unillm.launching.supervisor import Launch
+from unillm.testing.verdicts import verdicts
 
 pytestmark = pytest.mark.engine
 # The cases below are rendered at collection by the vLLM and SGLang adapters.
@@ -48,21 +47,6 @@ def pd_fleet(router: str, transfer: str = "nixl", engine: str = "vllm") -> Fleet
         progress=None,
         disaggregation=Disaggregation(prefill=2, decode=2, transfer=transfer),
     )
-
-
-def verdicts(python: Path | None, checker: Path, cases: dict[str, Any], *args: str) -> dict[str, str]:
-    assert python is not None, f"the managed env for {checker.name} is missing: run ./run setup"
-    done = subprocess.run(
-        [str(python), str(checker), *args],
-        input=json.dumps(cases),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    results: dict[str, str] = json.loads(done.stdout)
-    return results
 
 
 # -- vLLM -------------------------------------------------------------------------------------

@@ -113,6 +113,7 @@ if TYPE_CHECKING:
     from unillm.fleet.fleet import FleetStats as FleetStats
     from unillm.fleet.fleet import ReplicaStats as ReplicaStats
     from unillm.fleet.picker import Backoff as Backoff
+    from unillm.fleet.picker import CacheAware as CacheAware
     from unillm.launching.cpu import cpu_settings as cpu_settings
     from unillm.launching.fleet_launch import FleetLaunch as FleetLaunch
     from unillm.launching.ray_plan import Ray as Ray

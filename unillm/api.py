@@ -87,7 +87,7 @@ def connect(
     (``http://user:pw@host``) is sent as basic auth and printed as ``***`` (``llm.base_url``).
 
     A list of URLs gives a :class:`~unillm.fleet.fleet.Fleet` of replicas of one model, routed by
-    ``policy`` ("round_robin", "least_load", "prefix", "session"):
+    ``policy`` ("round_robin", "least_load", "prefix", "session", "cache_aware"):
     ``unillm.connect("vllm", ["http://a:8000", "http://b:8000"], policy="prefix")``.
 
     Args:

@@ -40,6 +40,7 @@ class Feature(str, Enum):
     FREQUENCY_PENALTY = "frequency_penalty"
     SEED = "seed"
     STOP = "stop"
+    PRIORITY = "priority="
     SPEC_NGRAM = "speculative ngram"
     SPEC_DRAFT = "speculative draft model"
     SPEC_EAGLE = "speculative eagle/eagle3"
@@ -83,6 +84,10 @@ class Support(BaseModel):
 
 
 NATIVE = Support()
+#: What to do instead of ``priority=`` on an engine without request priorities.
+PRIORITY_ALTERNATIVE = (
+    "Drop priority=, or serve the model with vLLM or SGLang launched with scheduling='priority'"
+)
 
 
 def unsupported(why: str, alternative: str = "") -> Support:
@@ -155,6 +160,7 @@ _OPTION_FEATURE = {
     "logprobs": Feature.LOGPROBS,
     "presence_penalty": Feature.PRESENCE_PENALTY,
     "frequency_penalty": Feature.FREQUENCY_PENALTY,
+    "priority": Feature.PRIORITY,
 }
 
 

@@ -173,6 +173,8 @@ class Options(TypedDict, total=False):
         logprobs: Return each generated token's log probability.
         top_logprobs: Also return this many likeliest alternatives per token.
         lora: The LoRA adapter to answer with (launched with it, or loaded by ``llm.loras.load``).
+        priority: The request's scheduling priority, lower first (vLLM's convention); honoured by
+            an engine launched with ``scheduling="priority"`` (vLLM, SGLang), refused elsewhere.
         extra_body: Engine-specific request fields, merged into the body as is.
         timeout: Seconds each wait for the next bytes may take (a stall), not the whole call;
             unset: the client's ``Timeouts.read``.
@@ -203,6 +205,7 @@ class Options(TypedDict, total=False):
     logprobs: bool
     top_logprobs: int
     lora: str
+    priority: int
     extra_body: Mapping[str, Any]
     timeout: float
     session: str  # a Fleet sends requests with the same key to the same replica (one LLM: itself)
@@ -299,6 +302,7 @@ class Request:
     top_logprobs: int | None = None
     output: Constraint | None = None
     lora: str | None = None
+    priority: int | None = None
     extra_body: Mapping[str, Any] | None = None
     timeout: float | None = None
     session: str | None = None
@@ -331,6 +335,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "deadline": (int, float),
     "logprobs": (bool,),
     "lora": (str,),
+    "priority": (int,),
     "session": (str,),
     "thinking": (bool,),
     "thinking_budget": (int,),
@@ -349,6 +354,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "frequency_penalty": (-2, 2),
     "repetition_penalty": (0, float("inf")),
     "thinking_budget": (0, float("inf")),
+    "priority": (-(2**63), 2**63 - 1),  # vLLM's bounds (a 64-bit integer)
 }
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
 REASONING_OPTIONS = ("thinking", "thinking_budget", "reasoning_effort")

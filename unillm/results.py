@@ -6,17 +6,23 @@ r.text, r.finish_reason, r.usage.completion_tokens, r.timings.total_s
 
 from __future__ import annotations
 
-from typing import Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 T = TypeVar("T")
+#: A token count an engine reports in a detail of its usage: a whole number >= 0, never a
+#: bool or a string (an answer carrying one is malformed).
+TokenCount = Annotated[int, Field(ge=0, strict=True)]
 
 
 class Usage(BaseModel):
     """Token counts reported by the engine.
 
     ``total_tokens`` is the engine's own total when it sends one, else prompt + completion.
+    ``cached_tokens`` and ``reasoning_tokens`` are None when the engine does not report them
+    (vLLM reports cached tokens when launched with ``--enable-prompt-tokens-details``, SGLang
+    with ``--enable-cache-report``: ``unillm.launch`` turns both on).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -25,7 +31,9 @@ class Usage(BaseModel):
     completion_tokens: int = 0
     total_tokens: int = 0
     #: Tokens of the model's thinking, part of ``completion_tokens``; None: the engine does not count them.
-    reasoning_tokens: int | None = None
+    reasoning_tokens: TokenCount | None = None
+    #: Prompt tokens the engine served from its prefix cache, part of ``prompt_tokens``; None: not reported.
+    cached_tokens: TokenCount | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -34,6 +42,20 @@ class Usage(BaseModel):
             counts = (data.get("prompt_tokens") or 0, data.get("completion_tokens") or 0)
             data = {**data, "total_tokens": sum(counts)}
         return data
+
+    def __add__(self, other: Usage) -> Usage:
+        """The counts of two answers together (a detail stays None only if neither reports it)."""
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+            reasoning_tokens=_plus(self.reasoning_tokens, other.reasoning_tokens),
+            cached_tokens=_plus(self.cached_tokens, other.cached_tokens),
+        )
+
+
+def _plus(a: int | None, b: int | None) -> int | None:
+    return None if a is None and b is None else (a or 0) + (b or 0)
 
 
 class Timings(BaseModel):

@@ -33,7 +33,7 @@ def raise_stream_error(engine: str, event: Mapping[str, Any]) -> None:
         EngineError: The event holds an ``error`` (the subclass for its status).
     """
     if "error" in event:
-        raise error_for_status(engine, _status_of(event), error_message(event), None)
+        raise error_for_status(engine, _status_of(event), error_message(event), None, retried=False)
 
 
 def error_message(body: bytes | Mapping[str, Any]) -> str:
@@ -75,6 +75,8 @@ def error_for_status(
     message: str,
     request: Request | None,
     retry_after: float | None = None,
+    *,
+    retried: bool = True,
 ) -> EngineError:
     """Map an HTTP status and the engine's message (cut to a bounded length) to unillm's typed errors.
 
@@ -84,6 +86,8 @@ def error_for_status(
         message: The engine's own message (cut to a bounded length).
         request: The request that failed; None outside a request.
         retry_after: Seconds from a ``Retry-After`` header; None: none sent.
+        retried: False for an error inside a stream that had started (never retried): an
+            ``Overloaded`` then says to retry later instead of "retries exhausted".
 
     Returns:
         The EngineError subclass for the status (Overloaded, NotFound, InvalidRequest, ...).
@@ -107,7 +111,8 @@ def error_for_status(
             return UnknownModel(f"{text}. See the served models with llm.info()", **kw)
         return NotFound(text, **kw)
     if status in (429, 503):
-        return Overloaded(f"{text} (retries exhausted)", retry_after=retry_after, **kw)
+        hint = "retries exhausted" if retried else "inside a started stream, not retried: retry later"
+        return Overloaded(f"{text} ({hint})", retry_after=retry_after, **kw)
     if status >= 500:
         return EngineInternalError(text, **kw)
     return EngineError(text, **kw)

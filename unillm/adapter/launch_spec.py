@@ -202,6 +202,11 @@ class LaunchSpec(BaseModel):
         memory_fraction: The share of GPU memory the engine may take (0-1].
         quantization: The quantization method (e.g. "awq", "fp8").
         prefix_caching: Turn prefix caching on or off; None: the engine's default.
+        max_queued_requests: The most requests the engine holds before it answers 503, which
+            unillm raises as ``Overloaded`` (vLLM: waiting or running, ``--max-num-queued-reqs``;
+            SGLang: waiting, ``--max-queued-requests``); None: no cap.
+        scheduling: "priority" serves requests by their ``priority=`` (lower first), "fcfs" in
+            arrival order; None: the engine's default (first come, first served).
         lora: LoRA adapters to load at start, name -> path.
         max_lora_rank: The highest adapter rank to reserve memory for.
         max_loras: Adapters served at once.
@@ -240,6 +245,8 @@ class LaunchSpec(BaseModel):
     memory_fraction: float | None = Field(None, gt=0, le=1)
     quantization: str | None = None
     prefix_caching: bool | None = None
+    max_queued_requests: int | None = Field(None, ge=1)
+    scheduling: Literal["fcfs", "priority"] | None = None
     lora: dict[str, str] = {}
     max_lora_rank: int | None = Field(None, ge=1)
     max_loras: int | None = Field(None, ge=1)

@@ -21,8 +21,16 @@ from unillm.adapter.reasoning import (
     thinking_fields,
 )
 from unillm.adapter.sampling import sampling_fields
+from unillm.capabilities import Feature
 from unillm.embeddings import EmbedBatch, EmbedRequest, TokenizeRequest, float_vectors
-from unillm.errors import SHAPE_ERRORS, MalformedResponse, UnillmError, clip_message, malformed
+from unillm.errors import (
+    SHAPE_ERRORS,
+    MalformedResponse,
+    UnillmError,
+    UnsupportedFeature,
+    clip_message,
+    malformed,
+)
 from unillm.options import Choice, Constraint, Grammar, JsonSchema, Regex, Request
 from unillm.results import (
     Completion,
@@ -68,6 +76,10 @@ class OpenAICompatAdapter(Adapter):
     #: thought (True: launched with a reasoning parser), from the first token (False), or unknown
     #: (None: connected). ``thinking=True`` with a constraint is refused when False.
     constrains_after_thinking: bool | None = None
+    #: Whether the server schedules by ``priority`` lower first (True: launched with
+    #: ``scheduling="priority"``), in arrival order (False), or unknown (None: connected).
+    #: ``priority=`` is refused when False: the engine would take the field and ignore it.
+    priority_scheduling: bool | None = None
 
     # -- hooks for subclasses ------------------------------------------------------------
     def model_field(self, request: Request, info: EngineInfo) -> str:
@@ -127,6 +139,7 @@ class OpenAICompatAdapter(Adapter):
         check_constraint_after_thinking(
             request, self.name, self.constrains_after_thinking, version=info.version
         )
+        check_priority(request, self.name, self.priority_scheduling, version=info.version)
         chat = request.messages is not None
         body: dict[str, Any] = {"model": self.model_field(request, info)}
         if chat:
@@ -147,6 +160,7 @@ class OpenAICompatAdapter(Adapter):
             "presence_penalty",
             "frequency_penalty",
             "n",
+            "priority",  # vLLM's and SGLang's field; engines without one refuse it (capabilities)
         ):
             value = getattr(request, key)
             if value is not None:
@@ -662,6 +676,30 @@ def _json_kind(value: Any) -> str:
     return "a list" if isinstance(value, list) else type(value).__name__
 
 
+def check_priority(request: Request, engine: str, scheduled: bool | None, *, version: str | None) -> None:
+    """Refuse ``priority=`` on a server known not to schedule by it (lower first).
+
+    Args:
+        request: The validated request.
+        engine: The adapter's name, for the refusal.
+        scheduled: True: the server schedules by priority, lower first; False: it does not (it
+            would take the field and serve in arrival order); None: unknown, nothing refused.
+        version: The engine's version, for the refusal.
+
+    Raises:
+        UnsupportedFeature: ``priority`` is set and ``scheduled`` is False.
+    """
+    if request.priority is None or scheduled is not False:
+        return
+    raise UnsupportedFeature(
+        engine,
+        Feature.PRIORITY.value,
+        version=version,
+        why="this server does not schedule by priority, lower values first (it would ignore it)",
+        alternative="Launch it with scheduling='priority' (unillm.launch), or drop priority=",
+    )
+
+
 def decode_event(engine: str, data: str) -> dict[str, Any]:
     """One SSE ``data`` payload as a JSON object, or MalformedResponse naming the engine.
 
@@ -690,22 +728,36 @@ def is_chat(call: HttpCall | None, request: Request) -> bool:
 
 
 def parse_usage(usage: Mapping[str, Any] | None) -> Usage:
-    """Usage from an OpenAI ``usage`` object (absent counts as zero; reasoning tokens from
-    ``completion_tokens_details`` where the engine counts them).
+    """Usage from an OpenAI ``usage`` object (absent counts as zero): reasoning tokens from
+    ``completion_tokens_details`` and cached prompt tokens from ``prompt_tokens_details``, where
+    the engine reports them (else None).
 
     Args:
         usage: The answer's ``usage`` object; None or empty gives zero counts.
+
+    Raises:
+        pydantic.ValidationError: A count of the wrong type or below zero (the caller turns it
+            into a MalformedResponse).
     """
     if not usage:
         return Usage()
-    details = usage.get("completion_tokens_details")
-    thought = details.get("reasoning_tokens") if isinstance(details, Mapping) else None
     return Usage(
         prompt_tokens=usage.get("prompt_tokens") or 0,
         completion_tokens=usage.get("completion_tokens") or 0,
         total_tokens=usage.get("total_tokens"),
-        reasoning_tokens=thought if isinstance(thought, int) else None,
+        reasoning_tokens=_detail(usage, "completion_tokens_details", "reasoning_tokens"),
+        cached_tokens=_detail(usage, "prompt_tokens_details", "cached_tokens"),
     )
+
+
+def _detail(usage: Mapping[str, Any], details: str, count: str) -> Any:
+    """``usage[details][count]`` as sent (None when either is absent or null), for Usage to check."""
+    found = usage.get(details)
+    if found is None:
+        return None
+    if not isinstance(found, Mapping):
+        raise TypeError(f"usage.{details} is {type(found).__name__}, not an object")
+    return found.get(count)
 
 
 def parse_logprobs(raw: Any) -> list[TokenLogprob] | None:

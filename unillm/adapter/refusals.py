@@ -68,6 +68,32 @@ class Refuse:
             if holds(spec):
                 raise self(setting, why, alternative)
 
+    def admission(self, spec: LaunchSpec, server: str, queue_alternative: str = "") -> None:
+        """Refuse the admission settings unillm does not map for this engine: a queue cap
+        (``max_queued_requests``) and ``scheduling="priority"`` (``"fcfs"`` is every engine's order).
+
+        Args:
+            spec: The launch settings.
+            server: The server's name in the message (e.g. ``"Ollama"``).
+            queue_alternative: The engine's own way to cap its queue, when it has one.
+
+        Raises:
+            UnsupportedFeature: ``spec`` sets one of them.
+        """
+        vllm_or_sglang = "launch vLLM or SGLang, which unillm starts with these settings"
+        if spec.max_queued_requests is not None:
+            raise self(
+                "max_queued_requests",
+                f"unillm has no queue cap to start {server} with",
+                queue_alternative or f"Drop max_queued_requests=, or {vllm_or_sglang}",
+            )
+        if spec.scheduling == "priority":
+            raise self(
+                'scheduling="priority"',
+                f"unillm knows no priority scheduling of {server} (it serves requests in arrival order)",
+                f"Drop scheduling=, or {vllm_or_sglang}",
+            )
+
     def key_without_auth(self, spec: LaunchSpec, server: str) -> None:
         """Refuse an API key for a server without authentication that listens beyond loopback
         (on 127.0.0.1 the key is simply not needed: nothing else can reach it).

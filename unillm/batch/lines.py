@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from unillm.errors import InvalidOptions, UnillmError, clip_message
-from unillm.options import Choice, Grammar, JsonSchema, OutputSpec, Regex, make_request
+from unillm.options import SAMPLING_FIELDS, Choice, Grammar, JsonSchema, OutputSpec, Regex, make_request
 
 Endpoint = Literal["chat", "completions", "embeddings"]
 URLS: dict[str, Endpoint] = {
@@ -34,22 +34,8 @@ URLS: dict[str, Endpoint] = {
 }
 #: OpenAI request fields with no meaning for a local engine: dropped, not sent.
 _IGNORED = frozenset({"model", "user", "metadata", "store", "service_tier", "stream_options"})
-#: OpenAI fields that map one-to-one onto unillm options.
-_SAME = (
-    "max_tokens",
-    "temperature",
-    "top_p",
-    "top_k",
-    "min_p",
-    "stop",
-    "seed",
-    "presence_penalty",
-    "frequency_penalty",
-    "repetition_penalty",
-    "n",
-    "tools",
-    "tool_choice",
-)
+#: OpenAI fields that map one-to-one onto unillm options (logprobs differ: :func:`_logprobs`).
+_SAME = (*(f for f in SAMPLING_FIELDS if "logprobs" not in f), "priority", "tools", "tool_choice")
 #: vLLM's constraint fields (``guided_*`` and ``structured_outputs``), by unillm constraint.
 _GUIDED = {
     "guided_json": "json",

@@ -174,6 +174,7 @@ def _refuse_unmapped(spec: LaunchSpec) -> None:
     unmapped = ("max_num_seqs", "memory_fraction", "quantization", "prefix_caching", "max_lora_rank")
     no.set_settings(spec, {name: _NOT_MAPPED for name in (*unmapped, "max_loras", "speculative", "pd")})
     no.set_settings(spec, {"nodes": _NOT_MAPPED})
+    no.admission(spec, "$name")
 '''
 
 CONFTEST = '''\

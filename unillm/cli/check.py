@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+
+HELP = "list every refusal a config would meet, start nothing"
+DESCRIPTION = (
+    "Check a unillm config against its engine's declared capabilities: every "
+    "default, declared use and launch setting the engine would refuse, at once. "
+    "Connects to nothing and starts nothing. Exit code 1 when something would be "
+    "refused."
+)
 
 
-def add_parser(sub: Any) -> None:
-    """Register ``unillm check`` on the ``unillm`` parser's subcommands.
-
-    Args:
-        sub: The subparsers action of the ``unillm`` parser.
-    """
-    check = sub.add_parser(
-        "check",
-        help="list every refusal a config would meet, start nothing",
-        description="Check a unillm config against its engine's declared capabilities: every "
-        "default, declared use and launch setting the engine would refuse, at once. "
-        "Connects to nothing and starts nothing. Exit code 1 when something would be "
-        "refused.",
-    )
+def add_arguments(check: argparse.ArgumentParser) -> None:
+    """Add the arguments (and the handler) of ``unillm check`` to its parser."""
     check.add_argument("config", help="a .toml, .yaml or .yml unillm config")
     check.add_argument("--engine", help="check for this engine instead of the config's")
     check.add_argument(

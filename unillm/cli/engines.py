@@ -4,20 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+
+HELP = "capability table of the installed adapters"
+DESCRIPTION = "Print which features each installed engine honours."
 
 
-def add_parser(sub: Any) -> None:
-    """Register ``unillm engines`` on the ``unillm`` parser's subcommands.
-
-    Args:
-        sub: The subparsers action of the ``unillm`` parser.
-    """
-    engines = sub.add_parser(
-        "engines",
-        help="capability table of the installed adapters",
-        description="Print which features each installed engine honours.",
-    )
+def add_arguments(engines: argparse.ArgumentParser) -> None:
+    """Add the arguments (and the handler) of ``unillm engines`` to its parser."""
     engines.add_argument("--json", action="store_true", help="machine-readable output")
     engines.set_defaults(run=run)
 

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from unillm.cli.launch_settings import SCALAR_FLAGS, fleet_settings, node_ranks, spec_settings
 from unillm.cli.names import engine_names
@@ -20,18 +20,12 @@ if TYPE_CHECKING:
     from unillm.launching.supervisor import Launch
 
 
-def add_parser(sub: Any) -> None:
-    """Register ``unillm launch`` on the ``unillm`` parser's subcommands.
+HELP = "start an engine and serve until Ctrl-C"
+DESCRIPTION = "Start an engine from one unified spec and serve until Ctrl-C. Raw engine flags go after --."
 
-    Args:
-        sub: The subparsers action of the ``unillm`` parser.
-    """
-    launch = sub.add_parser(
-        "launch",
-        help="start an engine and serve until Ctrl-C",
-        description="Start an engine from one unified spec and serve until Ctrl-C. Raw engine "
-        "flags go after --.",
-    )
+
+def add_arguments(launch: argparse.ArgumentParser) -> None:
+    """Add the arguments (and the handler) of ``unillm launch`` to its parser."""
     launch.add_argument("engine", nargs="?", help=f"{engine_names('or')} (not with --config)")
     launch.add_argument("--model", help="model path or hub id (required without --config)")
     launch.add_argument(

@@ -12,6 +12,8 @@ SCALAR_FLAGS = {
     "dtype": "weights and activations dtype, e.g. bfloat16 (default: the engine's)",
     "max_model_len": "longest context in tokens (default: the model's, or what fits with --cpu)",
     "max_num_seqs": "most sequences decoded at once",
+    "max_queued_requests": "most requests held before the engine answers 503 (vLLM, SGLang)",
+    "scheduling": "fcfs, or priority: serve requests by their priority=, lower first (vLLM, SGLang)",
     "memory_fraction": "fraction of accelerator memory the engine may take (0-1]",
     "quantization": "quantization method, e.g. awq, fp8",
     "max_lora_rank": "highest LoRA rank to reserve room for",

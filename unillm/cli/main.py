@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from unillm.cli import check, engines, launch, new_adapter, probe, route, setup, tiny_model
 from unillm.cli.names import engine_names
@@ -44,6 +45,18 @@ examples:
   unillm new-adapter lmdeploy                 a new engine's adapter package, tests included
   unillm probe --engine vllm --url URL         which options the running engine honours, by effect
 """
+
+# Each module holds its subcommand's HELP, DESCRIPTION and add_arguments (which sets its handler).
+_SUBCOMMANDS: dict[str, ModuleType] = {
+    "engines": engines,
+    "probe": probe,
+    "setup": setup,
+    "launch": launch,
+    "check": check,
+    "tiny-model": tiny_model,
+    "route": route,
+    "new-adapter": new_adapter,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -74,8 +87,8 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
-    for module in (engines, probe, setup, launch, check, tiny_model, route, new_adapter):
-        module.add_parser(sub)
+    for name, module in _SUBCOMMANDS.items():
+        module.add_arguments(sub.add_parser(name, help=module.HELP, description=module.DESCRIPTION))
     add_bench_parser(sub)
     add_batch_parser(sub)
     add_deploy_parser(sub)

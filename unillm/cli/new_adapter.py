@@ -4,23 +4,18 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+
+HELP = "write a new engine's adapter package (tests and docs page included)"
+DESCRIPTION = (
+    "Write adapters/NAME/: the distribution unillm-NAME with its entry point and "
+    "dev extra, an Adapter subclass with its capability table and launch command, tests "
+    "(the conformance kit, a launch with a fake engine process) and a README. It passes its "
+    "tests as written; then make it the engine's own (docs/adapters.md). No core file changes."
+)
 
 
-def add_parser(sub: Any) -> None:
-    """Register ``unillm new-adapter`` on the ``unillm`` parser's subcommands.
-
-    Args:
-        sub: The subparsers action of the ``unillm`` parser.
-    """
-    new = sub.add_parser(
-        "new-adapter",
-        help="write a new engine's adapter package (tests and docs page included)",
-        description="Write adapters/NAME/: the distribution unillm-NAME with its entry point and "
-        "dev extra, an Adapter subclass with its capability table and launch command, tests "
-        "(the conformance kit, a launch with a fake engine process) and a README. It passes its "
-        "tests as written; then make it the engine's own (docs/adapters.md). No core file changes.",
-    )
+def add_arguments(new: argparse.ArgumentParser) -> None:
+    """Add the arguments (and the handler) of ``unillm new-adapter`` to its parser."""
     new.add_argument("name", help="the engine's name: lower case letters, digits and _ (e.g. lmdeploy)")
     new.add_argument(
         "--dir", default="adapters", help="the adapters folder to write into (default: adapters)"

@@ -11,20 +11,16 @@ import argparse
 import sys
 from typing import Any
 
+HELP = "measure which options a running engine honours"
+DESCRIPTION = (
+    "Send small requests to a running engine and judge, by their effect, whether "
+    "each option is honoured, refused before sending, rejected, ignored (a silent drop) or "
+    "not measurable there. Exit status 1 when an option is ignored."
+)
 
-def add_parser(sub: Any) -> None:
-    """Add the ``probe`` subcommand to the ``unillm`` parser's subparsers.
 
-    Args:
-        sub: What ``ArgumentParser.add_subparsers()`` returned.
-    """
-    probe = sub.add_parser(
-        "probe",
-        help="measure which options a running engine honours",
-        description="Send small requests to a running engine and judge, by their effect, whether "
-        "each option is honoured, refused before sending, rejected, ignored (a silent drop) or "
-        "not measurable there. Exit status 1 when an option is ignored.",
-    )
+def add_arguments(probe: argparse.ArgumentParser) -> None:
+    """Add the arguments (and the handler) of ``unillm probe`` to its parser."""
     probe.add_argument("--engine", required=True, help="the engine's adapter: vllm, sglang, tgi, ...")
     probe.add_argument("--url", required=True, help="the engine's base URL, e.g. http://127.0.0.1:8000")
     probe.add_argument("--model", help="the served model (default: what the engine lists first)")

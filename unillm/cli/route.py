@@ -5,23 +5,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
 from unillm.errors import UnillmError
 
+HELP = "semantic routing: evaluate routes, import other routers' configs"
+DESCRIPTION = (
+    "Semantic routing tools: measure a [router] config on labelled prompts, or "
+    "turn vLLM Semantic Router / LiteLLM auto-router configs into unillm routes."
+)
 
-def add_parser(sub: Any) -> None:
-    """Register ``unillm route`` (``eval``, ``import``) on the ``unillm`` parser's subcommands.
 
-    Args:
-        sub: The subparsers action of the ``unillm`` parser.
-    """
-    route = sub.add_parser(
-        "route",
-        help="semantic routing: evaluate routes, import other routers' configs",
-        description="Semantic routing tools: measure a [router] config on labelled prompts, or "
-        "turn vLLM Semantic Router / LiteLLM auto-router configs into unillm routes.",
-    )
+def add_arguments(route: argparse.ArgumentParser) -> None:
+    """Add the arguments (and the handler) of ``unillm route`` to its parser."""
     verbs = route.add_subparsers(required=True, metavar="VERB", help="eval | import")
     ev = verbs.add_parser(
         "eval",

@@ -3,22 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from unillm.cli.names import engine_names
 
+HELP = "install an engine into its own managed venv"
+DESCRIPTION = "Install an engine into $UNILLM_CACHE/envs/<engine>."
 
-def add_parser(sub: Any) -> None:
-    """Register ``unillm setup`` on the ``unillm`` parser's subcommands.
 
-    Args:
-        sub: The subparsers action of the ``unillm`` parser.
-    """
-    setup = sub.add_parser(
-        "setup",
-        help="install an engine into its own managed venv",
-        description="Install an engine into $UNILLM_CACHE/envs/<engine>.",
-    )
+def add_arguments(setup: argparse.ArgumentParser) -> None:
+    """Add the arguments (and the handler) of ``unillm setup`` to its parser."""
     setup.add_argument("engine", help=engine_names("or"))
     setup.add_argument(
         "--gpu",

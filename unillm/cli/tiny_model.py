@@ -4,22 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+
+HELP = "build the tiny test model and print its paths"
+DESCRIPTION = (
+    "Build (once, cached, under a second) the tiny random-weight Llama with a "
+    "locally trained tokenizer and two LoRA adapters, and print where it is. Its "
+    "text is gibberish; constraints still hold. Needs unillm-sdk[testing]."
+)
 
 
-def add_parser(sub: Any) -> None:
-    """Register ``unillm tiny-model`` on the ``unillm`` parser's subcommands.
-
-    Args:
-        sub: The subparsers action of the ``unillm`` parser.
-    """
-    tiny = sub.add_parser(
-        "tiny-model",
-        help="build the tiny test model and print its paths",
-        description="Build (once, cached, under a second) the tiny random-weight Llama with a "
-        "locally trained tokenizer and two LoRA adapters, and print where it is. Its "
-        "text is gibberish; constraints still hold. Needs unillm-sdk[testing].",
-    )
+def add_arguments(tiny: argparse.ArgumentParser) -> None:
+    """Add the arguments (and the handler) of ``unillm tiny-model`` to its parser."""
     tiny.add_argument("--json", action="store_true", help="print {model, loras} as JSON")
     tiny.add_argument("--force", action="store_true", help="rebuild even if cached")
     tiny.add_argument(

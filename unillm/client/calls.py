@@ -1,25 +1,28 @@
-"""The calls every async client answers, declared once: ``generate`` and ``stream`` written once too.
+"""The calls every async client answers, declared once: ``generate``, ``stream``, ``embed``,
+``tokenize`` and the tool loops written once too.
 
 :class:`Generates` is a protocol with default implementations: :class:`~unillm.client.llm.LLM`
 and :class:`~unillm.fleet.fleet.Fleet` subclass it. Each call builds the validated request over the
 client's defaults, then hands it to the client's own ``_complete(request)`` (under the request's
-deadline) or ``_open_stream(request)``. :class:`ClientCalls` adds the other calls; the blocking twin
+deadline) or ``_open_stream(request)`` (``_embed``, ``_tokenize`` take the call's arguments).
+:class:`ClientCalls` adds the other calls; the blocking twin
 drives any ClientCalls, and :class:`~unillm.client.protocol.Client` adds ``clone`` and ``blocking``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar, cast, overload
 
 from pydantic import BaseModel
 from typing_extensions import Self, Unpack
 
 from unillm.client.deadline import Deadline
+from unillm.client.tool_loop import ToolResult, ToolRun, run_tools, stream_tools
 from unillm.embeddings import DEFAULT_BATCH_SIZE
 from unillm.options import Messages, Options, OutputSpec, make_request
-from unillm.results import Completion, Embeddings, LoraInfo, Tokens
+from unillm.results import Completion, Delta, Embeddings, LoraInfo, Tokens
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -33,6 +36,26 @@ if TYPE_CHECKING:
 M = TypeVar("M", bound=BaseModel)
 
 
+class EmbedCall(NamedTuple):
+    """An ``embed()`` call's arguments, as the client's ``_embed`` receives them."""
+
+    texts: str | Sequence[str]
+    batch_size: int
+    dimensions: int | None
+    concurrency: int
+    timeout: float | None
+
+
+class TokenizeCall(NamedTuple):
+    """A ``tokenize()`` call's arguments, as the client's ``_tokenize`` receives them."""
+
+    text: str | None
+    messages: Messages | None
+    timeout: float | None
+    tools: Sequence[Any] | None
+    replay_reasoning: str | None
+
+
 class _Sends(Protocol):
     """What the default ``generate``/``stream`` need of the class that inherits them."""
 
@@ -42,6 +65,10 @@ class _Sends(Protocol):
     async def _complete(self, request: Request) -> Completion[Any]: ...
 
     def _open_stream(self, request: Request) -> Stream: ...
+
+    async def _embed(self, call: EmbedCall) -> Embeddings: ...
+
+    async def _tokenize(self, call: TokenizeCall) -> Tokens: ...
 
 
 class LoraControl(Protocol):
@@ -74,7 +101,9 @@ class LoraControl(Protocol):
 
 
 class Generates(Protocol):
-    """Generation, the same on one engine and on a fleet: ``generate`` and ``stream``."""
+    """The calls written once for one engine and a fleet: ``generate``, ``stream``, ``embed``,
+    ``tokenize`` and the tool loops; each client supplies ``_complete``, ``_open_stream``,
+    ``_embed`` and ``_tokenize``."""
 
     @overload
     async def generate(
@@ -164,6 +193,109 @@ class Generates(Protocol):
         request = make_request(prompt, messages, output, {**client.defaults, **options}, stream=True)
         return client._open_stream(request)
 
+    async def embed(
+        self,
+        texts: str | Sequence[str],
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        dimensions: int | None = None,
+        concurrency: int = 4,
+        timeout: float | None = None,
+    ) -> Embeddings:
+        """Embed texts, one vector each: ``(await llm.embed(["a cat", "a dog"])).vectors``.
+
+        Texts go in batches of ``batch_size`` (up to ``concurrency`` batches at a time) and come
+        back in order; every vector has the same length (``.dimensions``), checked.
+        ``dimensions=`` asks the engine for shorter vectors (Matryoshka models only). Engines
+        without an embeddings API raise UnsupportedFeature before sending; an engine that
+        serves one needs an embedding model (``unillm.launch(..., task="embed")``). A fleet
+        embeds on one replica and fails over before any answer.
+
+        Args:
+            texts: One text or a sequence of texts; one vector comes back per text, in order.
+            batch_size: Texts per request to the engine.
+            dimensions: Ask for shorter vectors (Matryoshka models only); None is the model's size.
+            concurrency: How many batches are in flight at once.
+            timeout: Seconds each wait for the engine's bytes may take; None uses the client's
+                read timeout.
+
+        Returns:
+            The vectors, their common length, usage and timings.
+
+        Raises:
+            UnsupportedFeature: The engine has no embeddings API.
+            MalformedResponse: The vectors are not finite numbers or differ in length.
+        """
+        call = EmbedCall(texts, batch_size, dimensions, concurrency, timeout)
+        return await cast(_Sends, self)._embed(call)
+
+    async def tokenize(
+        self,
+        text: str | None = None,
+        *,
+        messages: Messages | None = None,
+        timeout: float | None = None,
+        tools: Sequence[Any] | None = None,
+        replay_reasoning: str | None = None,
+    ) -> Tokens:
+        """Token ids of a text, or of chat messages as the model's chat template renders them.
+
+            (await llm.tokenize("Hello world")).count
+            (await llm.tokenize(messages=[{"role": "user", "content": "hi"}])).ids
+
+        Messages are rendered with the generation prompt, i.e. what a chat request would send.
+        A fleet tokenizes on one replica and fails over before any answer.
+
+        Args:
+            text: A text to tokenize as is; or pass ``messages``.
+            messages: Chat messages, rendered by the model's chat template with the generation prompt.
+            timeout: Seconds each wait for the engine's bytes may take; None uses the client's
+                read timeout.
+            tools: The tools a chat request would list (the template renders them too).
+            replay_reasoning: How earlier thoughts are rendered, as ``generate()`` sends them
+                ("field", "inline", "drop"; None: the engine's default).
+
+        Returns:
+            The token ids and their count.
+
+        Raises:
+            UnsupportedFeature: The engine has no tokenize endpoint.
+        """
+        call = TokenizeCall(text, messages, timeout, tools, replay_reasoning)
+        return await cast(_Sends, self)._tokenize(call)
+
+    async def run_tools(
+        self, messages: Messages, tools: Sequence[Any], *, max_turns: int = 8, **options: Any
+    ) -> ToolRun:
+        """Answer with tools that unillm runs: each call the model makes is executed (async
+        functions awaited, sync ones in a thread) and its result sent back, until the model
+        answers without a call or ``max_turns`` answers were made (see :mod:`unillm.client.tool_loop`).
+        On a fleet each turn goes to a replica (``session=`` keeps one).
+
+        Args:
+            messages: The conversation so far (chat messages).
+            tools: Typed Python functions and :class:`~unillm.MCPServer` s the model may call.
+            max_turns: The most model answers in the loop.
+            **options: Per-call :class:`~unillm.Options` for every turn.
+
+        Returns:
+            The loop's turns (usage, timings, results), transcript and why it stopped.
+        """
+        return await run_tools(self, messages, tools, max_turns=max_turns, **options)
+
+    def stream_tools(
+        self, messages: Messages, tools: Sequence[Any], *, max_turns: int = 8, **options: Any
+    ) -> AsyncIterator[Delta | ToolResult | ToolRun]:
+        """:meth:`run_tools`, streamed: every turn's deltas, each executed call's result, then the run.
+
+        Args:
+            messages: The conversation so far (chat messages).
+            tools: Typed Python functions and :class:`~unillm.MCPServer` s the model may call.
+            max_turns: The most model answers in the loop.
+            **options: Per-call :class:`~unillm.Options` for every turn.
+        """
+        return stream_tools(self, messages, tools, max_turns=max_turns, **options)
+
 
 class ClientCalls(Generates, Protocol):
     """The calls of an async client, one engine or a fleet (:class:`~unillm.client.protocol.Client`
@@ -212,59 +344,5 @@ class ClientCalls(Generates, Protocol):
     def openai(self) -> AsyncOpenAI:
         """An ``openai.AsyncOpenAI`` client for the same endpoint."""
 
-    async def embed(
-        self,
-        texts: str | Sequence[str],
-        *,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        dimensions: int | None = None,
-        concurrency: int = 4,
-        timeout: float | None = None,
-    ) -> Embeddings:
-        """One vector per text.
 
-        Args:
-            texts: One text or a sequence of texts; one vector comes back per text, in order.
-            batch_size: Texts per request to the engine.
-            dimensions: Ask for shorter vectors (Matryoshka models only); None is the model's size.
-            concurrency: How many batches are in flight at once.
-            timeout: Seconds each wait for the engine's bytes may take; None uses the client's
-                read timeout.
-
-        Returns:
-            The vectors, their common length, usage and timings.
-
-        Raises:
-            UnsupportedFeature: The engine has no embeddings API.
-            MalformedResponse: The vectors are not finite numbers or differ in length.
-        """
-
-    async def tokenize(
-        self,
-        text: str | None = None,
-        *,
-        messages: Messages | None = None,
-        timeout: float | None = None,
-        tools: Sequence[Any] | None = None,
-        replay_reasoning: str | None = None,
-    ) -> Tokens:
-        """Token ids of a text or of rendered chat messages.
-
-        Args:
-            text: A text to tokenize as is; or pass ``messages``.
-            messages: Chat messages, rendered by the model's chat template with the generation prompt.
-            timeout: Seconds each wait for the engine's bytes may take; None uses the client's
-                read timeout.
-            tools: The tools a chat request would list (the template renders them too).
-            replay_reasoning: How earlier thoughts are rendered, as ``generate()`` sends them
-                ("field", "inline", "drop"; None: the engine's default).
-
-        Returns:
-            The token ids and their count.
-
-        Raises:
-            UnsupportedFeature: The engine has no tokenize endpoint.
-        """
-
-
-__all__ = ["ClientCalls", "Generates", "LoraControl"]
+__all__ = ["ClientCalls", "EmbedCall", "Generates", "LoraControl", "TokenizeCall"]

@@ -10,27 +10,24 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from types import TracebackType
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx
 from pydantic import ValidationError
-from typing_extensions import Self
 
 from unillm import observe
 from unillm.adapter.base import Adapter, EngineInfo, HttpCall, decoded, parse_answer
 from unillm.adapter.registry import adapter_for
 from unillm.capabilities import Capabilities, Feature, check, check_text_only
-from unillm.client.calls import Generates
+from unillm.client.calls import EmbedCall, Generates, TokenizeCall
+from unillm.client.closing import AsyncClosing
 from unillm.client.outputs import attach_parsed
 from unillm.client.single_flight import SingleFlight
 from unillm.client.stream import Stream
-from unillm.client.tool_loop import ToolResult, ToolRun, run_tools, stream_tools
 from unillm.client.transport import Pool, RetryPolicy, Timeouts, Transport, json_body
 from unillm.embeddings import (
-    DEFAULT_BATCH_SIZE,
     EmbedBatch,
     EmbedRequest,
     check_batch,
@@ -39,9 +36,9 @@ from unillm.embeddings import (
 )
 from unillm.errors import EngineError, EngineTimeout, InvalidOptions, MalformedResponse, UnillmError
 from unillm.metrics import EngineMetrics
-from unillm.options import Messages, Options, Request, check_lora_name, make_request
+from unillm.options import Options, Request, check_lora_name, make_request
 from unillm.redact import check_api_key, display_url
-from unillm.results import Completion, Delta, Embeddings, LoraInfo, Timings, Tokens, Usage
+from unillm.results import Completion, Embeddings, LoraInfo, Timings, Tokens, Usage
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
@@ -53,7 +50,7 @@ if TYPE_CHECKING:
     from unillm.client.blocking import BlockingLLM
 
 
-class LLM(Generates):
+class LLM(AsyncClosing, Generates):
     """A connection to one running engine. Create it with :func:`unillm.connect`.
 
     Discovery (served model, engine version, capabilities) happens on first use and is
@@ -134,14 +131,6 @@ class LLM(Generates):
         return f"LLM(engine={self.engine!r}, base_url={self.base_url!r}, model={model!r})"
 
     # -- lifecycle -------------------------------------------------------------------------
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
     async def aclose(self) -> None:
         """Close the pooled connections."""
         await self._transport.aclose()
@@ -326,73 +315,12 @@ class LLM(Generates):
             attach_parsed(completion, request.output, self.engine)
         return completion
 
-    async def run_tools(
-        self, messages: Messages, tools: Sequence[Any], *, max_turns: int = 8, **options: Any
-    ) -> ToolRun:
-        """Answer with tools that unillm runs: each call the model makes is executed (async
-        functions awaited, sync ones in a thread) and its result sent back, until the model
-        answers without a call or ``max_turns`` answers were made (see :mod:`unillm.client.tool_loop`).
-
-        Args:
-            messages: The conversation so far (chat messages).
-            tools: Typed Python functions and :class:`~unillm.MCPServer` s the model may call.
-            max_turns: The most model answers in the loop.
-            **options: Per-call :class:`~unillm.Options` for every turn.
-
-        Returns:
-            The loop's turns (usage, timings, results), transcript and why it stopped.
-        """
-        return await run_tools(self, messages, tools, max_turns=max_turns, **options)
-
-    def stream_tools(
-        self, messages: Messages, tools: Sequence[Any], *, max_turns: int = 8, **options: Any
-    ) -> AsyncIterator[Delta | ToolResult | ToolRun]:
-        """:meth:`run_tools`, streamed: every turn's deltas, each executed call's result, then the run.
-
-        Args:
-            messages: The conversation so far (chat messages).
-            tools: Typed Python functions and :class:`~unillm.MCPServer` s the model may call.
-            max_turns: The most model answers in the loop.
-            **options: Per-call :class:`~unillm.Options` for every turn.
-        """
-        return stream_tools(self, messages, tools, max_turns=max_turns, **options)
-
     def _open_stream(self, request: Request) -> Stream:
         return Stream(self, request)
 
     # -- embeddings and tokens ---------------------------------------------------------------
-    async def embed(
-        self,
-        texts: str | Sequence[str],
-        *,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        dimensions: int | None = None,
-        concurrency: int = 4,
-        timeout: float | None = None,
-    ) -> Embeddings:
-        """Embed texts, one vector each: ``(await llm.embed(["a cat", "a dog"])).vectors``.
-
-        Texts go in batches of ``batch_size`` (up to ``concurrency`` batches at a time) and come
-        back in order; every vector has the same length (``.dimensions``), checked.
-        ``dimensions=`` asks the engine for shorter vectors (Matryoshka models only). Engines
-        without an embeddings API raise UnsupportedFeature before sending; an engine that
-        serves one needs an embedding model (``unillm.launch(..., task="embed")``).
-
-        Args:
-            texts: One text or a sequence of texts; one vector comes back per text, in order.
-            batch_size: Texts per request to the engine.
-            dimensions: Ask for shorter vectors (Matryoshka models only); None is the model's size.
-            concurrency: How many batches are in flight at once.
-            timeout: Seconds each wait for the engine's bytes may take; None uses the client's
-                read timeout.
-
-        Returns:
-            The vectors, their common length, usage and timings.
-
-        Raises:
-            UnsupportedFeature: The engine has no embeddings API.
-            MalformedResponse: The vectors are not finite numbers or differ in length.
-        """
+    async def _embed(self, call: EmbedCall) -> Embeddings:
+        texts, batch_size, dimensions, concurrency, timeout = call
         requests = embed_batches(texts, batch_size=batch_size, dimensions=dimensions, timeout=timeout)
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise InvalidOptions(f"concurrency must be a positive integer, got {concurrency!r}")
@@ -467,37 +395,8 @@ class LLM(Generates):
                 raise _first_error(group_error) from None
         return batches
 
-    async def tokenize(
-        self,
-        text: str | None = None,
-        *,
-        messages: Messages | None = None,
-        timeout: float | None = None,
-        tools: Sequence[Any] | None = None,
-        replay_reasoning: str | None = None,
-    ) -> Tokens:
-        """Token ids of a text, or of chat messages as the model's chat template renders them.
-
-            (await llm.tokenize("Hello world")).count
-            (await llm.tokenize(messages=[{"role": "user", "content": "hi"}])).ids
-
-        Messages are rendered with the generation prompt, i.e. what a chat request would send.
-
-        Args:
-            text: A text to tokenize as is; or pass ``messages``.
-            messages: Chat messages, rendered by the model's chat template with the generation prompt.
-            timeout: Seconds each wait for the engine's bytes may take; None uses the client's
-                read timeout.
-            tools: The tools a chat request would list (the template renders them too).
-            replay_reasoning: How earlier thoughts are rendered, as ``generate()`` sends them
-                ("field", "inline", "drop"; None: the engine's default).
-
-        Returns:
-            The token ids and their count.
-
-        Raises:
-            UnsupportedFeature: The engine has no tokenize endpoint.
-        """
+    async def _tokenize(self, call: TokenizeCall) -> Tokens:
+        text, messages, timeout, tools, replay_reasoning = call
         request = tokenize_request(
             text, messages, timeout=timeout, tools=tools, replay_reasoning=replay_reasoning
         )

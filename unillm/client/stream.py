@@ -7,15 +7,14 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, contextmanager
 from itertools import pairwise
-from types import TracebackType
 from typing import TYPE_CHECKING, Protocol
 
 import anyio
 import httpx
-from typing_extensions import Self
 
 from unillm import observe
 from unillm.adapter.base import open_decoder
+from unillm.client.closing import AsyncClosing
 from unillm.client.deadline import Deadline
 from unillm.client.transport import event_stream
 from unillm.errors import StreamInterrupted
@@ -46,7 +45,7 @@ class StreamSource(Protocol):
     def _error(self, response: Answer, request: Request | None) -> UnillmError: ...
 
 
-class ClosingStream:
+class ClosingStream(AsyncClosing):
     """What every stream shares: ``aclose()`` runs once however many callers ask, and a loop left
     early closes the stream at once (``_close_soon``) instead of whenever the garbage collector
     breaks the stream/generator reference cycle. Subclasses set ``_iter`` when iteration starts.
@@ -62,14 +61,6 @@ class ClosingStream:
 
     def __aiter__(self) -> AsyncIterator[Delta]:
         raise NotImplementedError
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
 
     async def collect(self) -> str:
         """Consume the whole stream and return choice 0's text."""

@@ -83,10 +83,8 @@ class ToolRun:
 
     @property
     def usage(self) -> Usage:
-        """Tokens over all turns."""
-        prompt = sum(t.usage.prompt_tokens for t in self.turns)
-        completion = sum(t.usage.completion_tokens for t in self.turns)
-        return Usage(prompt_tokens=prompt, completion_tokens=completion)
+        """Tokens over all turns (cached and reasoning tokens too, where the engine reports them)."""
+        return sum((t.usage for t in self.turns), Usage())
 
 
 @runtime_checkable

@@ -53,6 +53,7 @@ _SAMPLE_OPTION: dict[Feature, dict[str, Any]] = {
     Feature.REPETITION_PENALTY: {"repetition_penalty": 1.1},
     Feature.PRESENCE_PENALTY: {"presence_penalty": 0.5},
     Feature.FREQUENCY_PENALTY: {"frequency_penalty": 0.5},
+    Feature.PRIORITY: {"priority": 1},
 }
 _SPECULATIVE = {
     "ngram": Feature.SPEC_NGRAM,

@@ -4,7 +4,7 @@
     engine = "vllm"                     # the only line to change to swap backends
     base_url = "http://gpu-1:8000"      # connect to a running engine ... or start one:
     # base_url = ["http://gpu-1:8000", "http://gpu-2:8000"]   # a fleet of replicas
-    # policy = "prefix"                 # its routing: round_robin, least_load, prefix, session
+    # policy = "prefix"                 # its routing: round_robin, least_load, prefix, session, cache_aware
     # [launch]
     # model = "Qwen/Qwen2.5-0.5B-Instruct"
     # replicas = 2                      # a fleet of engines, routed by `policy`

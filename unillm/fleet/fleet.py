@@ -13,7 +13,9 @@ Policies (see :mod:`unillm.fleet.picker`): ``round_robin``, ``least_load`` (requ
 until closed, plus the engine's waiting queue from its metrics, scraped in the background at most
 every ``metrics_interval`` seconds), ``prefix`` (consistent hashing with bounded load over the
 first ``prefix_chars`` characters of the prompt or messages, so a shared prefix hits one engine's
-prefix cache) and ``session`` (``session="user-42"`` on a request; without a key, least load).
+prefix cache), ``session`` (``session="user-42"`` on a request; without a key, least load) and
+``cache_aware`` (the replica that was sent the longest head of the prompt, from a bounded prefix
+tree per replica, unless it is too loaded: :class:`~unillm.fleet.picker.CacheAware`).
 A ``session=`` key pins its requests under every policy.
 
 Failover: a request that fails before the engine answered (connection refused or reset, a
@@ -35,24 +37,21 @@ import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, fields
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import httpx
 from pydantic import BaseModel, ConfigDict
-from typing_extensions import Self
 
 from unillm.adapter.base import EngineInfo
 from unillm.capabilities import Capabilities, Support, check
-from unillm.client.calls import Generates
+from unillm.client.calls import EmbedCall, Generates, TokenizeCall
+from unillm.client.closing import AsyncClosing
 from unillm.client.deadline import Deadline
 from unillm.client.llm import LLM
 from unillm.client.single_flight import SingleFlight
 from unillm.client.stream import Stream
-from unillm.client.tool_loop import ToolResult, ToolRun, run_tools, stream_tools
 from unillm.client.transport import MAX_RETRY_AFTER, Pool, RetryPolicy, Timeouts
-from unillm.embeddings import DEFAULT_BATCH_SIZE
 from unillm.errors import (
     EngineError,
     EngineTimeout,
@@ -66,9 +65,9 @@ from unillm.errors import (
     UnillmError,
     UnsupportedFeature,
 )
-from unillm.fleet.picker import Backoff, Policy, Replica, ReplicaPicker, ReplicaState
+from unillm.fleet.picker import Backoff, CacheAware, Policy, Replica, ReplicaPicker, ReplicaState
 from unillm.metrics import CombinedMetrics, EngineMetrics, Sample
-from unillm.options import Messages, Options, Request, make_request
+from unillm.options import Options, Request, make_request
 from unillm.results import Completion, Delta, Embeddings, LoraInfo, Tokens
 
 if TYPE_CHECKING:
@@ -143,13 +142,14 @@ class _Settings:
     ejection: Backoff
     metrics_interval: float
     max_retry_after: float
+    cache_aware: CacheAware
 
     def arguments(self) -> dict[str, Any]:
         """The settings as ``Fleet(...)`` keyword arguments."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-class Fleet(Generates):
+class Fleet(AsyncClosing, Generates):
     """Replicas of one model behind the ``LLM`` API; each request goes to one replica.
 
     Build it with ``unillm.connect(engine, [url, ...], policy=...)`` or ``Fleet([llm, ...])``
@@ -159,7 +159,8 @@ class Fleet(Generates):
 
     Args:
         replicas: The LLMs to route between (owned by the fleet from now on).
-        policy: How a replica is picked: "round_robin", "least_load", "prefix" or "session".
+        policy: How a replica is picked: "round_robin", "least_load", "prefix", "session" or
+            "cache_aware".
         defaults: Options applied to every request, overridden per call.
         prefix_chars: How many leading prompt characters the "prefix" policy hashes.
         load_factor: How far above the mean load (>= 1.0; 1.25 is 25%) the "prefix" policy lets
@@ -168,6 +169,7 @@ class Fleet(Generates):
         ejection: Backoff in seconds before an unreachable replica gets a trial request.
         metrics_interval: Seconds between scrapes of each engine's queue ("least_load").
         max_retry_after: The longest ``Retry-After`` (seconds) believed from a replica.
+        cache_aware: The "cache_aware" policy's thresholds and prefix-tree bound.
 
     Raises:
         InvalidOptions: An empty replica list or a setting out of range.
@@ -185,6 +187,7 @@ class Fleet(Generates):
         ejection: Backoff = Backoff(1.0, 30.0),
         metrics_interval: float = 1.0,
         max_retry_after: float = MAX_RETRY_AFTER,
+        cache_aware: CacheAware = CacheAware(),
     ) -> None:
         _check_fleet_settings(load_factor, metrics_interval, cooldown=cooldown, ejection=ejection)
         given = _checked_replicas(replicas)
@@ -203,6 +206,7 @@ class Fleet(Generates):
             ejection,
             metrics_interval,
             max_retry_after,
+            cache_aware,
         )
         self._picker = ReplicaPicker(
             [r.base_url for r in given],
@@ -212,6 +216,7 @@ class Fleet(Generates):
             cooldown=cooldown,
             ejection=ejection,
             max_retry_after=max_retry_after,
+            cache_aware=cache_aware,
         )
         self._members = [
             _Member(r if r.retry.attempts == 1 else r.clone(retry=NO_RETRY), r, route)
@@ -221,7 +226,7 @@ class Fleet(Generates):
         self._caps: Capabilities | None = None
         self._mixed_versions = False
         self._discovery: SingleFlight[EngineInfo] = SingleFlight()
-        self._wants_queue = policy in ("least_load", "session")
+        self._wants_queue = policy in ("least_load", "session", "cache_aware")
         self._scraped_at = float("-inf")
         self._scrape: asyncio.Task[None] | None = None
         self.loras = FleetLoras(self)
@@ -245,7 +250,8 @@ class Fleet(Generates):
         Args:
             engine: The adapter's name ("vllm", ...).
             base_urls: One URL per replica.
-            policy: How a replica is picked: "round_robin", "least_load", "prefix" or "session".
+            policy: How a replica is picked: "round_robin", "least_load", "prefix", "session" or
+                "cache_aware".
             model: The model to ask for; None uses what the replicas serve.
             api_key: Sent to every replica as a bearer token; never echoed.
             defaults: Options applied to every request, overridden per call.
@@ -293,14 +299,6 @@ class Fleet(Generates):
         )
 
     # -- lifecycle -------------------------------------------------------------------------
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
     async def aclose(self) -> None:
         """Stop the background metrics scrape and close every replica's connections."""
         if self._scrape is not None:
@@ -514,18 +512,26 @@ class Fleet(Generates):
     async def _complete(self, request: Request) -> Completion[Any]:
         if self._info is None or self._mixed_versions:
             await self._ready(request)
+        picker = self._picker
         return await self._call(
-            self._picker.key_for(request), lambda llm: llm._complete(request), request.timeout
+            picker.key_for(request),
+            lambda llm: llm._complete(request),
+            request.timeout,
+            picker.prompt_chunks(request),
         )
 
     async def _call(
-        self, key: int | None, fn: Callable[[LLM], Awaitable[R]], timeout: float | None = None
+        self,
+        key: int | None,
+        fn: Callable[[LLM], Awaitable[R]],
+        timeout: float | None = None,
+        pieces: list[str] | None = None,
     ) -> R:
         """``fn`` on the replica the policy picks, moving on while it fails before an answer."""
         tried: list[int] = []
         while True:
-            i = self._pick(key, tried)
-            self._picker.begin(i, time.monotonic())
+            i = self._pick(key, tried, pieces)
+            self._picker.begin(i, time.monotonic(), pieces)
             try:
                 if not self._members[i].verified:
                     await self._verify(i, timeout)
@@ -541,105 +547,21 @@ class Fleet(Generates):
             finally:
                 self._picker.end(i)
 
-    async def run_tools(
-        self, messages: Messages, tools: Sequence[Any], *, max_turns: int = 8, **options: Any
-    ) -> ToolRun:
-        """A tool loop over the fleet: each turn goes to a replica (see :meth:`LLM.run_tools`).
-
-        Args:
-            messages: The conversation so far (chat messages).
-            tools: Typed Python functions and :class:`~unillm.MCPServer` s the model may call.
-            max_turns: The most model answers in the loop.
-            **options: Per-call options for every turn (``session=`` keeps one replica).
-        """
-        return await run_tools(self, messages, tools, max_turns=max_turns, **options)
-
-    def stream_tools(
-        self, messages: Messages, tools: Sequence[Any], *, max_turns: int = 8, **options: Any
-    ) -> AsyncIterator[Delta | ToolResult | ToolRun]:
-        """:meth:`run_tools`, streamed (see :meth:`LLM.stream_tools`).
-
-        Args:
-            messages: The conversation so far (chat messages).
-            tools: Typed Python functions and :class:`~unillm.MCPServer` s the model may call.
-            max_turns: The most model answers in the loop.
-            **options: Per-call options for every turn.
-        """
-        return stream_tools(self, messages, tools, max_turns=max_turns, **options)
-
     def _open_stream(self, request: Request) -> Stream:
         return FleetStream(self, request)
 
     # -- embeddings and tokens ---------------------------------------------------------------
-    async def embed(
-        self,
-        texts: str | Sequence[str],
-        *,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        dimensions: int | None = None,
-        concurrency: int = 4,
-        timeout: float | None = None,
-    ) -> Embeddings:
-        """Embed on one replica (see :meth:`LLM.embed`); fails over before any answer.
-
-        Args:
-            texts: One text or a sequence of texts; one vector comes back per text, in order.
-            batch_size: Texts per request to the engine.
-            dimensions: Ask for shorter vectors (Matryoshka models only); None is the model's size.
-            concurrency: How many batches are in flight at once.
-            timeout: Seconds each wait for the engine's bytes may take; None uses the client's
-                read timeout.
-
-        Returns:
-            The vectors, their common length, usage and timings.
-
-        Raises:
-            UnsupportedFeature: The engine has no embeddings API.
-            MalformedResponse: The vectors are not finite numbers or differ in length.
-        """
+    async def _embed(self, call: EmbedCall) -> Embeddings:
+        """Embed on one replica; fails over before any answer."""
         if self._info is None:
-            await self.info(timeout=timeout)
-        return await self._call(
-            None,
-            lambda llm: llm.embed(
-                texts, batch_size=batch_size, dimensions=dimensions, concurrency=concurrency, timeout=timeout
-            ),
-        )
+            await self.info(timeout=call.timeout)
+        return await self._call(None, lambda llm: llm._embed(call))
 
-    async def tokenize(
-        self,
-        text: str | None = None,
-        *,
-        messages: Messages | None = None,
-        timeout: float | None = None,
-        tools: Sequence[Any] | None = None,
-        replay_reasoning: str | None = None,
-    ) -> Tokens:
-        """Tokenize on one replica (see :meth:`LLM.tokenize`); fails over before any answer.
-
-        Args:
-            text: A text to tokenize as is; or pass ``messages``.
-            messages: Chat messages, rendered by the model's chat template with the generation prompt.
-            timeout: Seconds each wait for the engine's bytes may take; None uses the client's
-                read timeout.
-            tools: The tools a chat request would list (the template renders them too).
-            replay_reasoning: How earlier thoughts are rendered, as ``generate()`` sends them
-                ("field", "inline", "drop"; None: the engine's default).
-
-        Returns:
-            The token ids and their count.
-
-        Raises:
-            UnsupportedFeature: The engine has no tokenize endpoint.
-        """
+    async def _tokenize(self, call: TokenizeCall) -> Tokens:
+        """Tokenize on one replica; fails over before any answer."""
         if self._info is None:
-            await self.info(timeout=timeout)
-        return await self._call(
-            None,
-            lambda llm: llm.tokenize(
-                text, messages=messages, timeout=timeout, tools=tools, replay_reasoning=replay_reasoning
-            ),
-        )
+            await self.info(timeout=call.timeout)
+        return await self._call(None, lambda llm: llm._tokenize(call))
 
     # -- routing ---------------------------------------------------------------------------
     async def _ready(self, request: Request) -> None:
@@ -649,9 +571,9 @@ class Fleet(Generates):
             assert self._caps is not None
             check(self._caps, request)
 
-    def _pick(self, key: int | None, tried: list[int]) -> int:
+    def _pick(self, key: int | None, tried: list[int], pieces: list[str] | None = None) -> int:
         now = time.monotonic()
-        i = self._picker.pick(key, tried, now)
+        i = self._picker.pick(key, tried, now, pieces)
         if i is None:
             raise self._nothing_available(now)
         if self._wants_queue and now - self._scraped_at >= self.metrics_interval:
@@ -764,15 +686,15 @@ class FleetStream(Stream):
         deadline = Deadline(request.deadline, fleet.engine, stream=True)
         with deadline.bound():
             await fleet._ready(request)
-        key = fleet._picker.key_for(request)
+        key, pieces = fleet._picker.key_for(request), fleet._picker.prompt_chunks(request)
         tried: list[int] = []
         while True:
-            i = fleet._pick(key, tried)
+            i = fleet._pick(key, tried, pieces)
             member = fleet._members[i]
             inner = Stream(member.llm, request, deadline)
             inner._texts, inner._calls = self._texts, self._calls  # what was delivered accumulates here
             self.replica = member.llm.base_url
-            fleet._picker.begin(i, time.monotonic())
+            fleet._picker.begin(i, time.monotonic(), pieces)
             try:
                 if not member.verified:
                     with deadline.bound():

@@ -5,8 +5,9 @@ seconds), so the logic is testable without sleeping::
 
     picker = ReplicaPicker(["http://a:8000", "http://b:8000"], policy="prefix")
     key = picker.key_for(request)                 # None unless the policy hashes something
-    i = picker.pick(key, exclude=(), now=now)     # None: no replica may take a request now
-    picker.begin(i, now)
+    pieces = picker.prompt_chunks(request)        # None unless the policy is "cache_aware"
+    i = picker.pick(key, exclude=(), now=now, pieces=pieces)   # None: no replica may take one now
+    picker.begin(i, now, pieces)
     picker.answered(i) / picker.overloaded(i, retry_after, now) / picker.failed(i, why, now)
     picker.end(i)                                 # when the answer (or the stream) is over
 
@@ -14,8 +15,10 @@ Policies: ``round_robin``; ``least_load`` (fewest requests in flight plus the en
 queue when known); ``prefix`` (consistent hashing with bounded load over the first
 ``prefix_chars`` characters of the prompt or of the serialized messages); ``session`` (the
 request's ``session=`` key, hashed the same way; requests without one go to the least loaded
-replica). A ``session=`` key pins its requests under every policy: the policy decides only for
-requests without one.
+replica); ``cache_aware`` (the replica with the longest match of the prompt in its
+:class:`~unillm.fleet.prefix_tree.PrefixTree` of what was sent to it, unless too little matches or
+that replica is too loaded: see :class:`CacheAware`). A ``session=`` key pins its requests under
+every policy: the policy decides only for requests without one.
 
 Health: a replica answering 429/503 is *overloaded*, not broken: it cools down for
 ``max(Retry-After, own exponential backoff)``, Retry-After believed up to ``max_retry_after``
@@ -37,9 +40,10 @@ from typing import Any, Literal, get_args
 from unillm.client.transport import MAX_RETRY_AFTER
 from unillm.content import content_text
 from unillm.errors import InvalidOptions
+from unillm.fleet.prefix_tree import PrefixTree, chunks
 from unillm.options import Request
 
-Policy = Literal["round_robin", "least_load", "prefix", "session"]
+Policy = Literal["round_robin", "least_load", "prefix", "session", "cache_aware"]
 POLICIES: tuple[str, ...] = get_args(Policy)
 ReplicaState = Literal["healthy", "cooling", "ejected", "half_open", "mismatched"]
 _VIRTUAL_NODES = 64
@@ -64,6 +68,50 @@ class Backoff:
             streak: Failures in a row so far, counting from 1.
         """
         return min(self.max, self.initial * 2.0 ** max(0, streak - 1))
+
+
+@dataclass(frozen=True, slots=True)
+class CacheAware:
+    """Settings of the ``cache_aware`` policy (the names of vllm-router's and smg's in brackets).
+
+    A request goes to the replica whose prefix tree matches the longest head of its prompt when
+    that match is at least ``match_threshold`` of the prompt, unless that replica's load (requests
+    in flight plus the engine's waiting queue) exceeds the least loaded one's by more than
+    ``balance_abs`` requests *and* by more than ``balance_rel`` times; otherwise (and for a prompt
+    no replica has seen) the least loaded replica takes it. The routers' defaults are 0.3, 64
+    and 1.5; a client-side fleet sees only its own requests, so its absolute threshold is 2: a
+    shared system prompt spreads to a second replica once the first carries 3 more requests, and
+    from then on new conversations match both equally and go to the less loaded.
+
+    Args:
+        match_threshold: The least matched share of the prompt (0-1) that routes by cache
+            (``--cache-threshold``).
+        balance_abs: Requests above the least loaded replica's load a matched replica may carry
+            (``--balance-abs-threshold``).
+        balance_rel: How many times the least loaded replica's load it may carry, >= 1
+            (``--balance-rel-threshold``).
+        max_chunks: The most prompt chunks kept per replica, least recently used evicted first
+            (about 300 bytes each; ``--max-tree-size`` counts characters).
+    """
+
+    match_threshold: float = 0.3
+    balance_abs: float = 2.0
+    balance_rel: float = 1.5
+    max_chunks: int = 65536
+
+    def check(self) -> None:
+        """Refuse settings out of range.
+
+        Raises:
+            InvalidOptions: A threshold out of range or a non-positive ``max_chunks``.
+        """
+        if not 0.0 <= self.match_threshold <= 1.0:
+            raise InvalidOptions(f"match_threshold is a share, 0 to 1; got {self.match_threshold!r}")
+        if not 0.0 <= self.balance_abs < math.inf:
+            raise InvalidOptions(f"balance_abs is a count of requests >= 0; got {self.balance_abs!r}")
+        if not 1.0 <= self.balance_rel < math.inf:
+            raise InvalidOptions(f"balance_rel is a finite ratio >= 1.0; got {self.balance_rel!r}")
+        PrefixTree(self.max_chunks)  # raises on a bad bound
 
 
 @dataclass(slots=True)
@@ -110,6 +158,22 @@ def _image_ends(part: Mapping[str, Any]) -> str:
     return f"\1{ends}\1"
 
 
+def _serialized(request: Request, limit: int | None) -> str:
+    """The request's prompt, or its messages as text (role, NUL, content, NUL each), cut to
+    ``limit`` characters (None: whole)."""
+    if request.prompt is not None:
+        return request.prompt[:limit]
+    assert request.messages is not None
+    text, n = [], 0
+    for m in request.messages:
+        part = f"{m.get('role')}\0{content_text(m.get('content'), _image_ends)}\0"
+        text.append(part)
+        n += len(part)
+        if limit is not None and n >= limit:
+            break
+    return "".join(text)[:limit]
+
+
 def _hash(text: str) -> int:
     """A 64-bit position on the ring, the same in every process (unlike ``hash()``), and cheap:
     CRC-32 spread over 64 bits by a Fibonacci multiply."""
@@ -130,6 +194,7 @@ class ReplicaPicker:
         cooldown: Backoff = Backoff(0.5, 30.0),
         ejection: Backoff = Backoff(1.0, 30.0),
         max_retry_after: float = MAX_RETRY_AFTER,
+        cache_aware: CacheAware = CacheAware(),
     ) -> None:
         if policy not in POLICIES:
             raise InvalidOptions(f"unknown routing policy {policy!r}; use one of {', '.join(POLICIES)}")
@@ -153,6 +218,9 @@ class ReplicaPicker:
         self.max_retry_after = float(max_retry_after)
         self.cooldown, self.ejection = cooldown, ejection
         self.replicas = [Replica(url) for url in urls]
+        cache_aware.check()
+        self.cache_aware = cache_aware
+        self.trees = [PrefixTree(cache_aware.max_chunks) for _ in urls] if policy == "cache_aware" else []
         self._next = 0
         ring = sorted((_hash(f"{url}#{v}"), i) for i, url in enumerate(urls) for v in range(_VIRTUAL_NODES))
         self._ring_points = [p for p, _ in ring]
@@ -165,20 +233,26 @@ class ReplicaPicker:
             return _hash("session\0" + request.session)
         if self.policy != "prefix":
             return None
-        if request.prompt is not None:
-            return _hash(request.prompt[: self.prefix_chars])
-        assert request.messages is not None
-        text, n = [], 0
-        for m in request.messages:
-            part = f"{m.get('role')}\0{content_text(m.get('content'), _image_ends)}\0"
-            text.append(part)
-            n += len(part)
-            if n >= self.prefix_chars:
-                break
-        return _hash("".join(text)[: self.prefix_chars])
+        return _hash(_serialized(request, self.prefix_chars))
 
-    def pick(self, key: int | None, exclude: Collection[int], now: float) -> int | None:
-        """The replica for the next request, or None when none may take one now."""
+    def prompt_chunks(self, request: Request) -> list[str] | None:
+        """The chunks of ``request``'s whole prompt or serialized messages under ``cache_aware``
+        (for :meth:`pick` and :meth:`begin`), else None."""
+        if not self.trees:
+            return None
+        return chunks(_serialized(request, None))
+
+    def pick(
+        self, key: int | None, exclude: Collection[int], now: float, pieces: Sequence[str] | None = None
+    ) -> int | None:
+        """The replica for the next request, or None when none may take one now.
+
+        Args:
+            key: The affinity hash (:meth:`key_for`); it wins over the policy.
+            exclude: Replicas already tried for this request.
+            now: Monotonic seconds.
+            pieces: The prompt's chunks (:meth:`prompt_chunks`), for ``cache_aware``.
+        """
         replicas = self.replicas
         candidates = [i for i, r in enumerate(replicas) if i not in exclude and r.available(now)]
         if not candidates:
@@ -188,6 +262,8 @@ class ReplicaPicker:
             return candidates[0]
         if key is not None:
             return self._ring_pick(key, candidates)
+        if pieces is not None and self.trees:
+            return self._cache_pick(pieces, candidates)
         if self.policy == "round_robin":
             return self._rotate(candidates)
         return self._least_loaded(candidates)
@@ -202,16 +278,29 @@ class ReplicaPicker:
         self._next = chosen + 1
         return chosen
 
+    def _load(self, i: int) -> float:
+        r = self.replicas[i]
+        return r.in_flight + (r.waiting or 0.0)
+
     def _least_loaded(self, candidates: list[int]) -> int:
         start, n = self._next, len(self.replicas)
-
-        def load(i: int) -> tuple[float, int]:
-            r = self.replicas[i]
-            return (r.in_flight + (r.waiting or 0.0), (i - start) % n)
-
-        chosen = min(candidates, key=load)
+        chosen = min(candidates, key=lambda i: (self._load(i), (i - start) % n))
         self._next = chosen + 1
         return chosen
+
+    def _cache_pick(self, pieces: Sequence[str], candidates: list[int]) -> int:
+        """The longest match (ties: less load, then rotation) unless it is too short or too loaded."""
+        settings, start, n = self.cache_aware, self._next, len(self.replicas)
+        matched = {i: self.trees[i].match(pieces) for i in candidates}
+        best = min(candidates, key=lambda i: (-matched[i], self._load(i), (i - start) % n))
+        total = sum(len(p) for p in pieces)
+        if not matched[best] or matched[best] < settings.match_threshold * total:
+            return self._least_loaded(candidates)
+        low, load = min(self._load(i) for i in candidates), self._load(best)
+        if load - low > settings.balance_abs and load > settings.balance_rel * low:
+            return self._least_loaded(candidates)
+        self._next = best + 1
+        return best
 
     def _ring_pick(self, key: int, candidates: list[int]) -> int:
         """Consistent hashing with bounded load: the first replica clockwise under its cap."""
@@ -235,8 +324,16 @@ class ReplicaPicker:
         return self._least_loaded(candidates)
 
     # -- outcomes ---------------------------------------------------------------------------
-    def begin(self, i: int, now: float) -> None:
-        """A request goes to replica ``i`` (a half-open replica's one trial)."""
+    def begin(self, i: int, now: float, pieces: Sequence[str] | None = None) -> None:
+        """A request goes to replica ``i`` (a half-open replica's one trial).
+
+        Args:
+            i: The replica.
+            now: Monotonic seconds.
+            pieces: The prompt's chunks (``cache_aware``): recorded in the replica's tree.
+        """
+        if pieces is not None and self.trees:
+            self.trees[i].insert(pieces)
         r = self.replicas[i]
         r.in_flight += 1
         r.requests += 1
@@ -303,4 +400,4 @@ class ReplicaPicker:
         return min(ends) if ends else None
 
 
-__all__ = ["POLICIES", "Backoff", "Policy", "Replica", "ReplicaState", "ReplicaPicker"]
+__all__ = ["POLICIES", "Backoff", "CacheAware", "Policy", "Replica", "ReplicaState", "ReplicaPicker"]

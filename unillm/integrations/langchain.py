@@ -285,4 +285,6 @@ def _usage(usage: Usage) -> UsageMetadata:
     }
     if usage.reasoning_tokens is not None:
         metadata["output_token_details"] = {"reasoning": usage.reasoning_tokens}
+    if usage.cached_tokens is not None:
+        metadata["input_token_details"] = {"cache_read": usage.cached_tokens}
     return cast(UsageMetadata, metadata)

@@ -32,8 +32,9 @@ from openai.types.chat.chat_completion_message_function_tool_call import (
     ChatCompletionMessageFunctionToolCall,
     Function,
 )
-from openai.types.completion_usage import CompletionUsage
+from openai.types.completion_usage import CompletionTokensDetails, CompletionUsage, PromptTokensDetails
 from openai.types.responses import Response
+from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 
 from unillm.client.protocol import Client
 from unillm.client.stream import Stream
@@ -252,6 +253,8 @@ def _usage(usage: UnillmUsage | None) -> Usage:
         input_tokens=usage.prompt_tokens,
         output_tokens=usage.completion_tokens,
         total_tokens=usage.total_tokens,
+        input_tokens_details=InputTokensDetails(cached_tokens=usage.cached_tokens or 0, cache_write_tokens=0),
+        output_tokens_details=OutputTokensDetails(reasoning_tokens=usage.reasoning_tokens or 0),
     )
 
 
@@ -286,5 +289,9 @@ async def _chunks(stream: Stream, model: str) -> AsyncIterator[ChatCompletionChu
                 prompt_tokens=d.usage.prompt_tokens,
                 completion_tokens=d.usage.completion_tokens,
                 total_tokens=d.usage.total_tokens,
+                prompt_tokens_details=PromptTokensDetails(cached_tokens=d.usage.cached_tokens or 0),
+                completion_tokens_details=CompletionTokensDetails(
+                    reasoning_tokens=d.usage.reasoning_tokens or 0
+                ),
             ).model_dump()
         yield ChatCompletionChunk.model_validate(chunk)

@@ -358,7 +358,10 @@ def _response_message(response: ModelResponse) -> dict[str, Any]:
 def _usage(usage: Usage) -> RequestUsage:
     details = {"reasoning_tokens": usage.reasoning_tokens} if usage.reasoning_tokens is not None else {}
     return RequestUsage(
-        input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens, details=details
+        input_tokens=usage.prompt_tokens,
+        output_tokens=usage.completion_tokens,
+        cache_read_tokens=usage.cached_tokens or 0,
+        details=details,
     )
 
 

@@ -13,7 +13,8 @@ supervisor starts and watches the process like an engine's.
 
 The unified routing policies map onto each router's own: ``round_robin``, ``least_load``,
 ``prefix`` (requests sharing a prompt prefix go to the same replica, for its prefix cache),
-and ``session`` (a caller's key pins a conversation to one replica): the same names as the
+``session`` (a caller's key pins a conversation to one replica) and ``cache_aware`` (each
+router's own approximate prefix tree, balanced against load): the same names as the
 client-side fleet's (:mod:`unillm.fleet.picker`). A policy a router does not have is refused with
 :class:`~unillm.errors.UnsupportedFeature` before anything starts.
 """
@@ -170,6 +171,7 @@ class VllmRouter(RouterTool):
         "round_robin": "round_robin",
         "prefix": "cache_aware",
         "session": "consistent_hash",
+        "cache_aware": "cache_aware",
     }
     session_key = "header X-Session-ID"
     pd_switch = "--vllm-pd-disaggregation"
@@ -204,6 +206,7 @@ class Smg(RouterTool):
         "least_load": "least_load",
         "prefix": "prefix_hash",
         "session": "consistent_hashing",
+        "cache_aware": "cache_aware",
     }
     session_key = "header X-SMG-Routing-Key"
     pd_switch = "--pd-disaggregation"

@@ -11,11 +11,9 @@ what a user of it would write. Needs the ``bench`` extra (openai, litellm).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import TracebackType
 from typing import Any
 
-from typing_extensions import Self
-
+from unillm.client.closing import AsyncClosing
 from unillm.options import Choice as ChoiceOutput
 from unillm.options import Grammar, JsonSchema, Regex
 from unillm.probing.asking import Answer, Ask, Choice, NotExpressible, Refused, Rejected
@@ -117,22 +115,7 @@ async def _streamed(stream: Any) -> Answer:
     return Answer(choices=(Choice(text="".join(text), finish_reason=finish),), completion_tokens=tokens)
 
 
-class _Closing:
-    """``async with Peer(...) as client:`` closes the client's connections on the loop that opened them."""
-
-    async def aclose(self) -> None:
-        raise NotImplementedError
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
-
-class OpenAIClient(_Closing):
+class OpenAIClient(AsyncClosing):
     """The probe's asks through the openai SDK (extra fields in ``extra_body``)."""
 
     name = "openai SDK"
@@ -171,7 +154,7 @@ class OpenAIClient(_Closing):
         await self.sdk.close()
 
 
-class LiteLLMClient(_Closing):
+class LiteLLMClient(AsyncClosing):
     """The probe's asks through LiteLLM's ``hosted_vllm/`` provider (extra fields as keywords)."""
 
     name = "LiteLLM hosted_vllm/"
@@ -227,10 +210,11 @@ class LiteLLMClient(_Closing):
         later and tries to close its connections on a loop that has ended.
         """
         import litellm
+        from litellm.llms.custom_httpx.async_client_cleanup import close_litellm_async_clients
 
         await self.listing.close()
-        await litellm.close_litellm_async_clients()
-        litellm.in_memory_llm_clients_cache.flush_cache()
+        await close_litellm_async_clients()  # type: ignore[no-untyped-call]
+        litellm.in_memory_llm_clients_cache.flush_cache()  # type: ignore[no-untyped-call]
 
 
 async def _loras(sdk: Any) -> list[str]:

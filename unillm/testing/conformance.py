@@ -129,6 +129,8 @@ LAUNCH_PROBES: Mapping[str, LaunchProbe] = {
     "quantization": LaunchProbe({"quantization": "fp8"}),
     "prefix_caching=True": LaunchProbe({"prefix_caching": True}),
     "prefix_caching=False": LaunchProbe({"prefix_caching": False}),
+    "max_queued_requests": LaunchProbe({"max_queued_requests": 4}),
+    "scheduling": LaunchProbe({"scheduling": "priority"}),
     "lora": LaunchProbe({"lora": _LORA}),
     "max_lora_rank": LaunchProbe({"max_lora_rank": 16}, {"lora": _LORA}),
     "max_loras": LaunchProbe({"max_loras": 2}, {"lora": _LORA}),

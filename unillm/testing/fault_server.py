@@ -39,10 +39,11 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from types import TracebackType
 from typing import Any, Literal
 
 import anyio
+
+from unillm.testing.background_server import BackgroundServer
 
 COMPLETIONS = "/v1/completions"
 CHAT = "/v1/chat/completions"
@@ -125,7 +126,7 @@ class _Request:
     json: Any = field(default=None)
 
 
-class FaultServer:
+class FaultServer(BackgroundServer):
     """A vLLM-compatible HTTP server on 127.0.0.1 (free port) that injects faults on demand."""
 
     def __init__(
@@ -139,70 +140,24 @@ class FaultServer:
         port: int = 0,
         runtime_lora: bool = False,
     ) -> None:
+        super().__init__(port=port)  # 0: a free port; kept across stop() and start() (a restarted replica)
         self.model, self.max_model_len, self.version = model, max_model_len, version
         self.pieces, self.loras = pieces, loras
         self.runtime_lora = runtime_lora  # serve vLLM's /v1/load_lora_adapter and unload
         self.metrics_text: str | None = None  # served on GET /metrics when set
+        #: Usage's ``prompt_tokens_details.cached_tokens`` when set (vLLM launched with
+        #: ``--enable-prompt-tokens-details``); None: ``prompt_tokens_details`` is null
+        self.cached_tokens: int | None = None
         self.discovery: dict[str, Any] = {}  # a JSON body answered instead on GET /version, /v1/models
         self.stall_discovery = False  # GET /version and /v1/models go silent until the client leaves
-        self.host = "127.0.0.1"
-        self.port = port  # 0: a free port; kept across stop() and start() (a restarted replica)
         self.fault: Fault | None = None
         self.fault_hits = 0
         self.scripts: dict[str, Raw] = {}  # path -> the answer every request for it gets
         self.requests: list[Seen] = []
         self.disconnects: list[str] = []  # paths whose client left before the answer ended
-        self.errors: list[str] = []  # unexpected exceptions inside the server (a test bug)
         #: (path, body) -> what the engine would answer 400 to (None: fine), for a generation body
         self.check: Callable[[str, Any], str | None] | None = None
         self._gone = threading.Event()
-        self._ready = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stopping: asyncio.Event | None = None
-        self._conns: set[asyncio.Task[None]] = set()
-        self._start_error: BaseException | None = None
-
-    # -- lifecycle ---------------------------------------------------------------------------
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def start(self) -> FaultServer:
-        """Start serving in a background thread; returns once the port is bound."""
-        if self._thread is not None:
-            raise RuntimeError("FaultServer already started")
-        self._ready.clear()
-        self._thread = threading.Thread(
-            target=asyncio.run, args=(self._main(),), name="fault-server", daemon=True
-        )
-        self._thread.start()
-        if not self._ready.wait(5):
-            raise RuntimeError("FaultServer did not start within 5 s")
-        if self._start_error is not None:
-            raise RuntimeError(f"FaultServer failed to start: {self._start_error!r}")
-        return self
-
-    def stop(self) -> None:
-        """Close every connection and the listening socket, and join the thread."""
-        thread, loop, stopping = self._thread, self._loop, self._stopping
-        if thread is None:
-            return
-        if loop is not None and stopping is not None and thread.is_alive():
-            with contextlib.suppress(RuntimeError):  # loop already closed
-                loop.call_soon_threadsafe(stopping.set)
-        thread.join(5)
-        if thread.is_alive():
-            raise RuntimeError("FaultServer thread did not stop within 5 s")
-        self._thread = None
-
-    def __enter__(self) -> FaultServer:
-        return self.start()
-
-    def __exit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
     # -- configuring faults --------------------------------------------------------------------
     def set_fault(self, fault: Fault | None) -> FaultServer:
@@ -314,48 +269,15 @@ class FaultServer:
         return await anyio.to_thread.run_sync(self._gone.wait, seconds)
 
     # -- serving ---------------------------------------------------------------------------
-    async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stopping = asyncio.Event()
-        try:
-            server = await asyncio.start_server(self._serve_connection, self.host, self.port)
-        except BaseException as e:
-            self._start_error = e
-            self._ready.set()
-            raise
-        self.port = server.sockets[0].getsockname()[1]
-        self._ready.set()
-        try:
-            await self._stopping.wait()
-        finally:
-            server.close()
-            for task in list(self._conns):
-                task.cancel()
-            await asyncio.gather(*self._conns, return_exceptions=True)
-            await server.wait_closed()
-
-    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._conns.add(task)
-        try:
-            while True:
-                request = await _read_request(reader)
-                if request is None:
-                    return
-                if not await self._answer(request, reader, writer):
-                    return
-                if request.headers.get("connection", "").lower() == "close":
-                    return
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        except asyncio.CancelledError:  # stop(): end quietly (asyncio logs a cancelled handler)
-            pass
-        except Exception as e:  # a bug in this server: make the test see it
-            self.errors.append(repr(e))
-        finally:
-            self._conns.discard(task)
-            writer.close()
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            request = await _read_request(reader)
+            if request is None:
+                return
+            if not await self._answer(request, reader, writer):
+                return
+            if request.headers.get("connection", "").lower() == "close":
+                return
 
     def _record(self, request: _Request) -> None:
         self.requests.append(
@@ -480,7 +402,7 @@ class FaultServer:
         writer: asyncio.StreamWriter,
         fault: Fault | None,
     ) -> bool:
-        docs = _StreamDocs(request.path == CHAT, body)
+        docs = _StreamDocs(request.path == CHAT, body, self.cached_tokens)
         watch = asyncio.ensure_future(reader.read(1))  # b"" once the client hangs up
 
         async def emit(payload: bytes) -> bool:
@@ -604,7 +526,7 @@ class FaultServer:
 
     def _completion(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         text = "".join(self.pieces)
-        usage = _usage(body, len(self.pieces))
+        usage = _usage(body, len(self.pieces), self.cached_tokens)
         if path == CHAT:
             message: dict[str, Any] = {
                 "role": "assistant",
@@ -658,9 +580,10 @@ class FaultServer:
 class _StreamDocs:
     """The server-sent documents of one streamed answer, chat or text completion."""
 
-    def __init__(self, chat: bool, body: dict[str, Any]) -> None:
+    def __init__(self, chat: bool, body: dict[str, Any], cached_tokens: int | None = None) -> None:
         self.chat = chat
         self.body = body
+        self.cached_tokens = cached_tokens
         self.ident = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
         self.created = int(time.time())
         self.usage_wanted = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -697,10 +620,10 @@ class _StreamDocs:
 
     def usage(self, completion_tokens: int) -> bytes:
         """The closing chunk with no choices and the request's token counts."""
-        return _sse({**self._doc([]), "usage": _usage(self.body, completion_tokens)})
+        return _sse({**self._doc([]), "usage": _usage(self.body, completion_tokens, self.cached_tokens)})
 
 
-def _usage(body: dict[str, Any], completion_tokens: int) -> dict[str, Any]:
+def _usage(body: dict[str, Any], completion_tokens: int, cached_tokens: int | None = None) -> dict[str, Any]:
     prompt = body.get("prompt")
     if prompt is None:
         prompt = " ".join(str(m.get("content", "")) for m in body.get("messages") or ())
@@ -709,7 +632,7 @@ def _usage(body: dict[str, Any], completion_tokens: int) -> dict[str, Any]:
         "prompt_tokens": prompt_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
         "completion_tokens": completion_tokens,
-        "prompt_tokens_details": None,
+        "prompt_tokens_details": None if cached_tokens is None else {"cached_tokens": cached_tokens},
     }
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
-from unillm.results import Delta, Timings
+from unillm.results import Completion, Delta, Timings
 
 
 def final_delta(deltas: Sequence[Delta], *, usage: bool = True) -> Delta:
@@ -37,3 +38,24 @@ def final_delta(deltas: Sequence[Delta], *, usage: bool = True) -> Delta:
         assert tokens is not None and tokens > 1 and t.ttft_s is not None
         assert math.isclose(t.tpot_s, (t.total_s - t.ttft_s) / (tokens - 1))
     return last
+
+
+async def forced_call_streams_alike(llm: Any, **args: Any) -> Completion[Any]:
+    """Ask for one forced tool call (``args``: ``generate()``'s, e.g. ``tool_choice="required"``),
+    whole and streamed; assert the whole answer's one call is valid and the stream's is the same.
+
+    Args:
+        llm: The client (an LLM or a Fleet).
+        **args: The call's arguments, the same both ways.
+
+    Returns:
+        The whole answer.
+    """
+    whole: Completion[Any] = await llm.generate(**args)
+    (call,) = whole.tool_calls
+    assert call.valid, call
+    async with llm.stream(**args) as stream:
+        async for _ in stream:
+            pass
+    assert [(c.name, c.arguments) for c in stream.tool_calls] == [(call.name, call.arguments)]
+    return whole

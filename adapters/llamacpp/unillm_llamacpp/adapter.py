@@ -14,6 +14,7 @@ from typing import Any
 from unillm.adapter import (
     LAYOUT_FEATURES,
     NATIVE,
+    PRIORITY_ALTERNATIVE,
     SHAPE_ERRORS,
     Capabilities,
     Choice,
@@ -121,6 +122,9 @@ class LlamaCppAdapter(OpenAICompatAdapter):
         features[Feature.STREAM_USAGE] = unsupported(
             "llama-cpp-python's server has no stream_options: its streams carry no token counts",
             "Use generate() (its answer counts tokens), or count the streamed text with llm.tokenize(...)",
+        )
+        features[Feature.PRIORITY] = unsupported(
+            "llama-cpp-python's server has no request priority", PRIORITY_ALTERNATIVE
         )
         forced = Support(level="emulated", why="unillm forces the call with a JSON-schema constraint")
         features[Feature.TOOLS] = features[Feature.TOOL_CHOICE_REQUIRED] = forced

@@ -67,6 +67,7 @@ def cpu_recipe(spec: LaunchSpec, workdir: Path) -> CpuRecipe:
 def refuse_unsupported(spec: LaunchSpec) -> None:
     """Raise UnsupportedFeature for launch settings llama-cpp-python's server cannot honour."""
     no = Refuse("llamacpp")
+    no.admission(spec, "llama-cpp-python's server")
     if not spec.model.endswith(".gguf"):
         raise no(
             "a non-GGUF model",

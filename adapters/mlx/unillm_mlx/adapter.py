@@ -18,6 +18,7 @@ from unillm.adapter import (
     EXTRA_SAMPLING,
     LAYOUT_FEATURES,
     NATIVE,
+    PRIORITY_ALTERNATIVE,
     Capabilities,
     Constraint,
     CpuRecipe,
@@ -116,6 +117,9 @@ class MLXAdapter(RuntimeLoraEndpoints, TokenizeEndpoint, OpenAICompatAdapter):
     # -- capabilities ----------------------------------------------------------------------
     def capabilities(self, version: str | None = None) -> Capabilities:
         features: dict[Feature, Support] = {f: NATIVE for f in _COMMON}
+        features[Feature.PRIORITY] = unsupported(
+            "mlx-lm serves requests in arrival order (no request priority)", PRIORITY_ALTERNATIVE
+        )
         if is_in_process(version):
             by_unillm = Support(level="emulated", why="enforced during decoding by unillm (llguidance)")
             features.update({f: by_unillm for f in _CONSTRAINTS})

@@ -6,13 +6,13 @@ settings mlx-lm cannot honour (pure).
 
 from __future__ import annotations
 
-import ipaddress
 import sys
 from functools import partial
 from pathlib import Path
 
 from unillm.adapter import CpuRecipe, LaunchCommand, LaunchSpec, Refuse, unsupported
 from unillm.adapter.base import EngineInstall
+from unillm.adapter.refusals import is_loopback
 
 __all__ = [
     "MLX_LM_VERSION",
@@ -112,6 +112,7 @@ def cpu_recipe(spec: LaunchSpec, workdir: Path) -> CpuRecipe:
 def refuse_unsupported(spec: LaunchSpec, *, in_process: bool = False) -> None:
     """Raise UnsupportedFeature for launch settings mlx-lm (server or in-process) cannot honour."""
     no = Refuse("mlx")
+    no.admission(spec, "mlx-lm")
     if spec.task == "embed":
         raise no('task="embed"', NO_EMBEDDINGS.why, NO_EMBEDDINGS.alternative)
     p = spec.parallel
@@ -157,21 +158,12 @@ def refuse_unsupported(spec: LaunchSpec, *, in_process: bool = False) -> None:
             "Drop prefix_caching= (or speculative=)",
         )
     key = spec.key()
-    if key and not _is_loopback(spec.host):
+    if key and not is_loopback(spec.host):
         raise no(
             "api_key",
             f"mlx_lm.server has no authentication, so the key would not protect {spec.host}",
             "Bind 127.0.0.1, or put an authenticating proxy in front",
         )
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def looks_like_path(value: str) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 
 from unillm.adapter import (
     NATIVE,
+    PRIORITY_ALTERNATIVE,
     SHAPE_ERRORS,
     Capabilities,
     Completion,
@@ -84,6 +85,9 @@ _FIXED_FEATURES: dict[Feature, Support] = {
     Feature.FREQUENCY_PENALTY: NATIVE,
     Feature.SEED: NATIVE,
     Feature.STOP: NATIVE,
+    Feature.PRIORITY: unsupported(
+        "Ollama serves requests in arrival order (no request priority)", PRIORITY_ALTERNATIVE
+    ),
     Feature.SPEC_NGRAM: unsupported(NO_SPEC, SPEC_ALT),
     Feature.SPEC_DRAFT: unsupported(NO_SPEC, SPEC_ALT),
     Feature.SPEC_EAGLE: unsupported(NO_SPEC, SPEC_ALT),

@@ -148,6 +148,12 @@ def _refuse_unsupported(spec: LaunchSpec) -> None:
             "or use vLLM or SGLang",
         )
     no.first_of(spec, _REFUSALS)
+    no.admission(
+        spec,
+        "Ollama",
+        "Drop max_queued_requests= and cap Ollama's own queue with env={'OLLAMA_MAX_QUEUE': 'N'} "
+        "(it answers 503 past it, unillm's Overloaded)",
+    )
     if spec.speculative is not None:
         raise no(
             f"speculative {spec.speculative.method}",

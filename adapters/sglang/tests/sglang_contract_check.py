@@ -1,8 +1,9 @@
 """Validate unillm's SGLang request bodies and launch argv with SGLang's own models.
 
 Runs INSIDE the SGLang env (``cpu_env.py``), so it imports SGLang itself; no GPU is needed for
-these modules. Reads ``{"name": {"kind": ..., "body" | "argv": ...}}`` as JSON on stdin and
-prints ``{"name": "ok" | "<why it was rejected>"}``.
+these modules. Checks (through :mod:`unillm.testing.verdicts`)
+``{"name": {"kind": ..., "body" | "argv": ...}}`` as JSON on stdin and prints
+``{"name": "ok" | "<why it was rejected>"}``.
 
 Kinds: ``generate`` (``/generate``: the ``sglang.api.v1`` wire contract, which rejects unknown
 sampling keys, and ``GenerateReqInput``), ``completions`` / ``chat`` (the OpenAI server's
@@ -12,8 +13,6 @@ pydantic request models; every key must be a declared field), ``load_lora`` / ``
 
 from __future__ import annotations
 
-import json
-import sys
 from importlib import import_module
 from typing import Any
 
@@ -22,7 +21,8 @@ def _sglang(module: str, name: str) -> Any:
     return getattr(import_module(f"sglang.{module}"), name)
 
 
-def check(kind: str, case: dict[str, Any]) -> None:
+def check(case: dict[str, Any]) -> None:
+    kind = case["kind"]
     if kind == "generate":
         _sglang("api.v1.api_types", "GenerateRequest").from_json_value(case["body"])
         _sglang("srt.managers.io_struct", "GenerateReqInput")(**case["body"])
@@ -45,19 +45,3 @@ def check(kind: str, case: dict[str, Any]) -> None:
                 raise ValueError(f"{attr}={got!r}, expected {want!r}")
     else:
         raise ValueError(f"unknown kind {kind!r}")
-
-
-def main() -> None:
-    cases = json.load(sys.stdin)
-    results = {}
-    for name, case in cases.items():
-        try:
-            check(case["kind"], case)
-            results[name] = "ok"
-        except BaseException as e:  # argparse exits (SystemExit): every rejection is a result
-            results[name] = f"{type(e).__name__}: {e}"[:1000]
-    json.dump(results, sys.stdout)
-
-
-if __name__ == "__main__":
-    main()

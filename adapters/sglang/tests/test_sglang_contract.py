@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from unillm_sglang import SGLangAdapter, SGLangInfo
 from unillm.adapter.launch_spec import LaunchSpec, Nodes, Parallel, PDRole, Speculative
 from unillm.content import Image
 from unillm.options import Choice, Grammar, Regex, make_request
+from unillm.testing.verdicts import verdicts as check_cases
 
 pytestmark = pytest.mark.engine
 CHECKER = Path(__file__).with_name("sglang_contract_check.py")
@@ -243,20 +243,8 @@ CASES = {**_request_cases(), **_launch_cases()}
 
 @pytest.fixture(scope="module")
 def verdicts() -> dict[str, str]:
-    python = cpu_env.ensure_env()
     env = {**os.environ, "SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(
-        [str(python), str(CHECKER)],
-        input=json.dumps({**CASES, **CONTROLS}),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    results: dict[str, str] = json.loads(done.stdout)
-    return results
+    return check_cases(cpu_env.ensure_env(), CHECKER, {**CASES, **CONTROLS}, env=env)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -3,7 +3,6 @@ in its meta info under SGLang's own name, ``reasoning_content`` (whole and strea
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import httpx
@@ -17,35 +16,12 @@ sgl = pytest.importorskip(
 from unillm_sglang.dsl import UnillmBackend  # noqa: E402
 
 import unillm  # noqa: E402
+from unillm.testing.mock_answers import answering  # noqa: E402
 
 ANSWER = "<think>a greeting</think>Hello"
 
 
-def answer(request: httpx.Request) -> httpx.Response:
-    if request.url.path == "/version":
-        return httpx.Response(200, json={"version": "0.11.0"})
-    if request.url.path == "/v1/models":
-        return httpx.Response(200, json={"data": [{"id": "tiny", "max_model_len": 512}]})
-    if json.loads(request.content).get("stream"):
-        events = [
-            {
-                "id": "c",
-                "model": "tiny",
-                "choices": [{"index": 0, "delta": {"content": c}, "finish_reason": f}],
-            }
-            for c, f in ((ANSWER[:12], None), (ANSWER[12:], "stop"))
-        ]
-        body = b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in events) + b"data: [DONE]\n\n"
-        return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
-    message = {"role": "assistant", "content": ANSWER}
-    return httpx.Response(
-        200,
-        json={
-            "id": "c",
-            "model": "tiny",
-            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-        },
-    )
+answer = answering(ANSWER, 12)
 
 
 @sgl.function

@@ -19,22 +19,14 @@ from unillm.errors import (
     UnknownModel,
     UnsupportedFeature,
 )
-from unillm.options import Choice, Grammar, JsonSchema, Regex, Request, make_request
+from unillm.options import Choice, Grammar, JsonSchema, Regex, Request
 from unillm.results import LoraInfo, Usage
+from unillm.testing.requests import CHAT, chat_request, prompt_request
 
 AUTO, OPENAI, NATIVE = SGLangAdapter(), SGLangAdapter("openai"), SGLangAdapter("native")
 MODEL = "org/base-model"
 INFO = SGLangInfo(engine="sglang", model=MODEL, version="0.5.23", served_names=(MODEL,), lora_enabled=True)
-CHAT = [{"role": "user", "content": "Hi"}]
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
-
-
-def prompt_request(output: Any = None, *, stream: bool = False, **options: Any) -> Request:
-    return make_request("Hi", None, output, options, stream=stream)
-
-
-def chat_request(output: Any = None, *, stream: bool = False, **options: Any) -> Request:
-    return make_request(None, CHAT, output, options, stream=stream)
 
 
 def info_at(version: str | None, **fields: Any) -> SGLangInfo:
@@ -577,3 +569,28 @@ def test_the_tiny_models_lora_configs_are_checked_against_the_launch_limits() ->
     AUTO.check_lora("sql", config, LORA_INFO)
     with pytest.raises(UnsupportedFeature, match="rank 8"):
         AUTO.check_lora("sql", config, info_at("0.5.23", lora_enabled=True, max_lora_rank=4))
+
+
+# -- cached tokens (issue 33: one usage ledger) ----------------------------------------------
+
+
+def test_native_body_reports_the_radix_cache_hits_as_cached_tokens() -> None:
+    body = {"text": "abc", "meta_info": _meta(finish_reason={"type": "stop"}, cached_tokens=2)}
+    assert NATIVE.parse(body, prompt_request(), INFO).usage.cached_tokens == 2
+
+
+def test_native_stream_ends_with_the_cached_tokens() -> None:
+    d = NativeStreamDecoder("sglang")
+    d.feed(json.dumps({"text": "a", "meta_info": _meta(finish_reason={"type": "stop"}, cached_tokens=3)}))
+    [last] = d.feed("[DONE]")
+    assert last.usage is not None
+    assert (last.usage.prompt_tokens, last.usage.cached_tokens) == (4, 3)
+
+
+@pytest.mark.parametrize("count", [-1, "2", True, 1.5, [2]], ids=repr)
+def test_a_native_cached_count_that_is_no_count_is_malformed_response(count: Any) -> None:
+    meta = _meta(finish_reason={"type": "stop"}, cached_tokens=count)
+    with pytest.raises(MalformedResponse, match="cached_tokens"):
+        NATIVE.parse({"text": "a", "meta_info": meta}, prompt_request(), INFO)
+    with pytest.raises(MalformedResponse, match="cached_tokens"):
+        NativeStreamDecoder("sglang").feed(json.dumps({"text": "a", "meta_info": meta}))

@@ -24,6 +24,7 @@ BASE = [
     "--host",
     "127.0.0.1",
     "--enable-metrics",
+    "--enable-cache-report",
 ]
 
 
@@ -254,7 +255,7 @@ def test_cli_dry_run_prints_the_exact_command() -> None:
     note, command = out.split("\n", 1)
     assert note.startswith("# unillm/launching/_boot on PYTHONPATH requests AMX")
     assert re.sub(r"PYTHONPATH=\S+ ", "", command) == (
-        "py -m sglang.launch_server --model-path /m --host 127.0.0.1 --enable-metrics "
+        "py -m sglang.launch_server --model-path /m --host 127.0.0.1 --enable-metrics --enable-cache-report "
         "--port 30000 --tp-size 2 --context-length 2048 --enable-lora --lora-paths sql=/a/sql "
         "--speculative-algorithm NGRAM --speculative-num-draft-tokens 4 --api-key=*** "
         "--device cpu"

@@ -51,6 +51,7 @@ from unillm.adapter import (
     UnknownLora,
     UnknownModel,
     UnsupportedFeature,
+    check_priority,
     discovered,
     error_message,
     features_of,
@@ -103,6 +104,9 @@ class SGLangInfo(EngineInfo):
     incremental_stream: bool = False
     deterministic: bool | None = None  # --enable-deterministic-inference: the only mode using seeds
     tool_call_parser: str | None = None  # --tool-call-parser (None: none, or no /get_server_info)
+    #: --enable-priority-scheduling with --schedule-low-priority-values-first (unillm's priority=,
+    #: lower first); None: unknown (no /get_server_info)
+    priority_scheduling: bool | None = None
 
 
 class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
@@ -240,6 +244,7 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
             incremental_stream=bool(server.get("incremental_streaming_output")),
             deterministic=bool(server.get("enable_deterministic_inference")) if server else None,
             tool_call_parser=_str_or_none(server.get("tool_call_parser")),
+            priority_scheduling=_low_priority_first(server) if server else None,
         )
 
     # -- routing ---------------------------------------------------------------------------
@@ -264,6 +269,8 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
                 )
         self._check_lora(request, info)
         self._check_tools(request, info)
+        if isinstance(info, SGLangInfo):
+            check_priority(request, self.name, info.priority_scheduling, version=info.version)
         if request.seed is not None and isinstance(info, SGLangInfo) and info.deterministic is False:
             raise UnsupportedFeature(
                 self.name,
@@ -545,3 +552,11 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 def _str_or_none(value: Any) -> str | None:
     return str(value) if value is not None else None
+
+
+def _low_priority_first(server: Mapping[str, Any]) -> bool:
+    """Whether the server schedules by priority with lower values first (as unillm's priority=)."""
+    return (
+        server.get("enable_priority_scheduling") is True
+        and server.get("schedule_low_priority_values_first") is True
+    )

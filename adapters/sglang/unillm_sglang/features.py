@@ -12,7 +12,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from unillm.adapter import NATIVE, Feature, Support, Version, at_least, parse_version, unsupported
+from unillm.adapter import (
+    LAYOUT_FEATURES,
+    NATIVE,
+    Feature,
+    Support,
+    Version,
+    at_least,
+    parse_version,
+    unsupported,
+)
 
 __all__ = [
     "Api",
@@ -35,6 +44,8 @@ LORA_RUNTIME_SINCE: Version = (0, 4, 9)
 #: ``/tokenize`` (vLLM's layout) arrived after 0.5.2 (sgl-project/sglang#9545); 0.5.23 also takes messages.
 TOKENIZE_SINCE: Version = (0, 5, 3)
 
+#: ``priority`` on both APIs: checked in 0.5.23 only (older releases are refused, not guessed).
+PRIORITY_SINCE: Version = (0, 5, 23)
 # First release whose API honours the feature; absent means "since OLDEST_KNOWN".
 _SINCE: dict[Api, dict[Feature, Version]] = {
     "openai": {
@@ -43,9 +54,10 @@ _SINCE: dict[Api, dict[Feature, Version]] = {
         Feature.LORA: (0, 4, 1),
         Feature.GRAMMAR: (0, 4, 5),
         Feature.SEED: (0, 5, 6),
+        Feature.PRIORITY: PRIORITY_SINCE,
     },
     # ``sampling_seed`` arrived in 0.5.6; before, the OpenAI ``seed`` was accepted and ignored.
-    "native": {Feature.GRAMMAR: (0, 4, 5), Feature.SEED: (0, 5, 6)},
+    "native": {Feature.GRAMMAR: (0, 4, 5), Feature.SEED: (0, 5, 6), Feature.PRIORITY: PRIORITY_SINCE},
 }
 _NEVER: dict[Api, dict[Feature, Support]] = {
     "openai": {},
@@ -66,12 +78,7 @@ _SERVER_FEATURES = (
     Feature.SPEC_DRAFT,
     Feature.SPEC_EAGLE,
     Feature.SPEC_MTP,
-    Feature.TENSOR_PARALLEL,
-    Feature.PIPELINE_PARALLEL,
-    Feature.DATA_PARALLEL,
-    Feature.EXPERT_PARALLEL,
-    Feature.MULTI_NODE,
-    Feature.PD_DISAGGREGATION,
+    *LAYOUT_FEATURES,
     Feature.EMBEDDINGS,
     Feature.TOKENIZE,
 )

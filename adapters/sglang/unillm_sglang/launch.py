@@ -73,7 +73,8 @@ def grammar_settings(spec: LaunchSpec) -> tuple[str, bool]:
 def launch_command(spec: LaunchSpec, engine: str = "sglang") -> LaunchCommand:
     """argv and environment that start SGLang for ``spec`` (unset fields keep SGLang's defaults)."""
     # --enable-metrics: SGLang serves /metrics only when asked (vLLM always does); unillm's
-    # normalized metrics, fleets and benchmarks read it, and it costs little.
+    # normalized metrics, fleets and benchmarks read it, and it costs little. --enable-cache-report:
+    # usage.prompt_tokens_details.cached_tokens on the OpenAI API (Usage.cached_tokens).
     argv = [
         spec.python or "python",
         "-m",
@@ -83,6 +84,7 @@ def launch_command(spec: LaunchSpec, engine: str = "sglang") -> LaunchCommand:
         "--host",
         spec.host,
         "--enable-metrics",
+        "--enable-cache-report",
     ]
     flag = Flags(argv)
     flag.add("--port", spec.port)
@@ -96,6 +98,10 @@ def launch_command(spec: LaunchSpec, engine: str = "sglang") -> LaunchCommand:
     flag.add("--quantization", spec.quantization)
     if spec.prefix_caching is False:
         argv.append("--disable-radix-cache")  # RadixAttention prefix caching is on by default
+    flag.add("--max-queued-requests", spec.max_queued_requests)  # past it: 503, unillm's Overloaded
+    # SGLang serves higher values first by default; unillm's priority= is vLLM's, lower first
+    flag.switch("--enable-priority-scheduling", spec.scheduling == "priority")
+    flag.switch("--schedule-low-priority-values-first", spec.scheduling == "priority")
     parser = spec.parser()
     flag.add("--tool-call-parser", TOOL_PARSERS.get(parser, parser) if parser else None)
     flag.add("--grammar-backend", spec.structured_backend)

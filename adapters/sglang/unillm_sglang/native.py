@@ -101,6 +101,8 @@ def native_body(request: Request, *, lora: str | None) -> dict[str, Any]:
         body["stream"] = True
     if lora is not None:
         body["lora_path"] = lora
+    if request.priority is not None:
+        body["priority"] = request.priority
     if request.logprobs:
         body.update(
             return_logprob=True,
@@ -181,6 +183,7 @@ def parse_native(body: Any, engine: str, version: str | None, model: str) -> Com
         usage = Usage(
             prompt_tokens=int(metas[0].get("prompt_tokens") or 0),
             completion_tokens=sum(int(m.get("completion_tokens") or 0) for m in metas),
+            cached_tokens=cached_tokens(metas[0]),
         )
         return _Completion(
             choices=choices,
@@ -206,13 +209,18 @@ class NativeStreamDecoder:
         self._logprobs: dict[int, int] = {}
         self._finish: dict[int, str] = {}
         self._prompt_tokens = 0
+        self._cached: int | None = None
         self._completion: dict[int, int] = {}
         self.done = False
 
     def feed(self, data: str) -> list[Delta]:
         if data == "[DONE]":
             self.done = True
-            usage = Usage(prompt_tokens=self._prompt_tokens, completion_tokens=sum(self._completion.values()))
+            usage = Usage(
+                prompt_tokens=self._prompt_tokens,
+                completion_tokens=sum(self._completion.values()),
+                cached_tokens=self._cached,
+            )
             return [Delta(finish_reason=self._finish.get(0), usage=usage)]
         event = decode_event(self._engine, data)
         raise_stream_error(self._engine, event)
@@ -243,8 +251,24 @@ class NativeStreamDecoder:
         if finish:
             self._finish[index] = finish
         self._prompt_tokens = int(meta.get("prompt_tokens") or self._prompt_tokens)
+        self._cached = cached_tokens(meta) if "cached_tokens" in meta else self._cached
         self._completion[index] = int(meta.get("completion_tokens") or 0)
         return Delta(index=index, text=piece, finish_reason=finish, logprobs=logprobs or None)
+
+
+def cached_tokens(meta: Mapping[str, Any]) -> int | None:
+    """The prompt tokens SGLang served from its radix cache (``meta_info.cached_tokens``); None
+    when it does not say.
+
+    Raises:
+        ValueError: The count is not a whole number >= 0 (a bool or a string included).
+    """
+    value = meta.get("cached_tokens")
+    if value is None:
+        return None
+    if type(value) is not int or value < 0:
+        raise ValueError(f"meta_info.cached_tokens is {clip_message(repr(value), 40)}, not a token count")
+    return value
 
 
 def _common_prefix(a: str, b: str) -> int:

@@ -14,6 +14,7 @@ from typing import Any
 from unillm.adapter import (
     EXTRA_SAMPLING,
     NATIVE,
+    PRIORITY_ALTERNATIVE,
     Capabilities,
     Choice,
     Constraint,
@@ -109,6 +110,9 @@ class TensorRTLLMAdapter(OpenAICompatAdapter):
                 Feature.CHOICE: Support(level="emulated", why="as an escaped regex alternation; " + NO_GUIDE),
                 Feature.GRAMMAR_LARK: unsupported(
                     "TensorRT-LLM's guided decoding reads EBNF, not Lark", "Use Grammar(..., syntax='ebnf')"
+                ),
+                Feature.PRIORITY: unsupported(
+                    "unillm maps no request priority for trtllm-serve", PRIORITY_ALTERNATIVE
                 ),
                 Feature.LORA: Support(why="lora_request with the adapter's path: " + LORA_HOW),
                 Feature.LORA_RUNTIME: unsupported(

@@ -118,6 +118,7 @@ def speculative_config(s: Speculative) -> dict[str, Any]:
 
 def _refuse_unsupported(spec: LaunchSpec) -> None:
     no = Refuse(ENGINE)
+    no.admission(spec, "trtllm-serve")
     p, s = spec.parallel, spec.speculative
     if spec.task == "embed":
         raise no(

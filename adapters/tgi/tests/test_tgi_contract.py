@@ -214,7 +214,7 @@ def test_the_matrix_covers_every_unified_option() -> None:
     from unillm.options import Options
 
     used = {k for p in CASES for k in p.values[2]}
-    refused = {"min_p", "presence_penalty"}  # refused before sending: see test_tgi_mapping
+    refused = {"min_p", "presence_penalty", "priority"}  # refused before sending: see test_tgi_mapping
     refused |= {"tools", "tool_choice"}  # their own matrix: test_tgi_tools.py
     refused |= {"thinking", "thinking_budget", "reasoning_effort"}  # test_reasoning_options.py
     refused |= {"replay_reasoning"}  # acts on messages: test_reasoning_replay.py

@@ -197,6 +197,7 @@ def test_grammar_is_refused(syntax: Any) -> None:
     ("request_", "feature"),
     [
         (prompt(min_p=0.1), "min_p"),
+        (prompt(priority=1), "priority="),
         (prompt(presence_penalty=0.5), "presence_penalty"),
         (chat(presence_penalty=0.5), "presence_penalty"),
         (chat(top_k=5), "top_k with chat"),

@@ -25,18 +25,18 @@ and the request is answered 422 like TGI's JSON extractor would.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from types import TracebackType
 from typing import Any, Literal
 
 from tgi_openapi import Contract
 
+from unillm.testing.background_server import BackgroundServer
+from unillm.testing.fault_server import Seen
 from unillm.testing.probing import regex_answer, schema_instance
 
 GENERATION_PATHS = ("/generate", "/generate_stream", "/v1/chat/completions", "/v1/completions")
@@ -58,16 +58,6 @@ class Fault:
     times: int | None = None
 
 
-@dataclass(frozen=True)
-class Seen:
-    """One request the server received."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-
-
 @dataclass
 class _Generation:
     pieces: list[str]
@@ -78,7 +68,7 @@ class _Generation:
     tokens: list[dict[str, Any]] = field(default_factory=list)
 
 
-class TGIServer:
+class TGIServer(BackgroundServer):
     """TGI-compatible HTTP server on 127.0.0.1 (free port)."""
 
     def __init__(
@@ -97,48 +87,17 @@ class TGIServer:
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
+        super().__init__(host, port)
         self.model_id, self.version, self.pieces = model_id, version, pieces
         self.loras = dict(loras or {})
         self.max_input_tokens, self.max_total_tokens = max_input_tokens, max_total_tokens
         self.max_best_of, self.max_stop_sequences = max_best_of, max_stop_sequences
         self.max_top_n_tokens, self.api_key = max_top_n_tokens, api_key
         self.contract = Contract.load()
-        self.host, self.port = host, port
         self.fault: Fault | None = None
         self.fault_hits = 0
         self.requests: list[Seen] = []
-        self.errors: list[str] = []  # contract violations or server bugs: tests assert none
         self.disconnected = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stopping: asyncio.Event | None = None
-        self._conns: set[asyncio.Task[None]] = set()
-
-    # -- lifecycle ---------------------------------------------------------------------------
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def __enter__(self) -> TGIServer:
-        self._thread = threading.Thread(
-            target=asyncio.run, args=(self._main(),), daemon=True, name="tgi-server"
-        )
-        self._thread.start()
-        if not self._ready.wait(5):
-            raise RuntimeError("TGIServer did not start within 5 s")
-        return self
-
-    def __exit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if self._loop is not None and self._stopping is not None:
-            with contextlib.suppress(RuntimeError):
-                self._loop.call_soon_threadsafe(self._stopping.set)
-        if self._thread is not None:
-            self._thread.join(5)
-            if self._thread.is_alive():
-                raise RuntimeError("TGIServer thread did not stop within 5 s")
 
     # -- faults ------------------------------------------------------------------------------
     def fail(self, status: int, error_type: str, message: str, *, times: int | None = None) -> None:
@@ -168,49 +127,23 @@ class TGIServer:
         return sum(1 for r in list(self.requests) if r.path in paths)
 
     # -- HTTP --------------------------------------------------------------------------------
-    async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stopping = asyncio.Event()
-        server = await asyncio.start_server(self._connection, self.host, self.port)
-        self.port = server.sockets[0].getsockname()[1]
-        self._ready.set()
-        try:
-            await self._stopping.wait()
-        finally:
-            server.close()
-            for task in list(self._conns):
-                task.cancel()
-            await asyncio.gather(*self._conns, return_exceptions=True)
-            await server.wait_closed()
-
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._conns.add(task)
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                lines = head.decode("latin-1").split("\r\n")
-                method, target, _ = lines[0].split(" ", 2)
-                headers = {
-                    k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)
-                }
-                raw = await reader.readexactly(int(headers.get("content-length", "0")))
-                try:
-                    body = json.loads(raw) if raw else None
-                except json.JSONDecodeError:
-                    body = raw
-                seen = Seen(method, target.split("?")[0], headers, body)
-                self.requests.append(seen)
-                if not await self._answer(seen, writer):
-                    return
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        except Exception as e:  # a bug in this server: let the test see it
-            self.errors.append(f"server error: {e!r}")
-        finally:
-            self._conns.discard(task)
-            writer.close()
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            method, target, _ = lines[0].split(" ", 2)
+            headers = {
+                k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)
+            }
+            raw = await reader.readexactly(int(headers.get("content-length", "0")))
+            try:
+                body = json.loads(raw) if raw else None
+            except json.JSONDecodeError:
+                body = raw
+            seen = Seen(method, target.split("?")[0], headers, body)
+            self.requests.append(seen)
+            if not await self._answer(seen, writer):
+                return
 
     async def _send(
         self,

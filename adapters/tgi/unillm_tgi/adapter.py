@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from unillm.adapter import (
     NATIVE,
+    PRIORITY_ALTERNATIVE,
     SHAPE_ERRORS,
     Capabilities,
     Completion,
@@ -87,6 +88,7 @@ _FIXED_FEATURES: dict[Feature, Support] = {
     ),
     Feature.SEED: NATIVE,
     Feature.STOP: NATIVE,
+    Feature.PRIORITY: unsupported("TGI has no request priority", PRIORITY_ALTERNATIVE),
     Feature.SPEC_NGRAM: Support(why="--speculate N; Medusa heads of a model are used automatically"),
     Feature.SPEC_DRAFT: unsupported("TGI has no draft-model speculation", _SPEC_ALT),
     Feature.SPEC_EAGLE: unsupported("TGI has no EAGLE speculation", _SPEC_ALT),

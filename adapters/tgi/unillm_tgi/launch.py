@@ -242,6 +242,12 @@ _REFUSALS: tuple[RefusalRule, ...] = (
 def _refuse_unsupported(spec: LaunchSpec) -> None:
     no = Refuse(ENGINE)
     no.first_of(spec, _REFUSALS)
+    no.admission(
+        spec,
+        "TGI",
+        "Drop max_queued_requests= and pass extra_args=['--max-concurrent-requests', 'N'] (TGI "
+        "answers 429 past N requests in flight, unillm's Overloaded)",
+    )
     s = spec.speculative
     if s is not None and s.method != "ngram":
         raise no(

@@ -23,22 +23,14 @@ from unillm.errors import (
     UnknownModel,
     UnsupportedFeature,
 )
-from unillm.options import Choice, Grammar, JsonSchema, Regex, Request, make_request
+from unillm.options import Choice, Grammar, JsonSchema, Regex, Request
 from unillm.results import LoraInfo, TokenLogprob, TopLogprob, Usage
+from unillm.testing.requests import CHAT, chat_request, prompt_request
 
 ADAPTER = VLLMAdapter()
 MODEL = "base-model"
 INFO = EngineInfo(engine="vllm", model=MODEL, version="0.32.0")
-CHAT = [{"role": "user", "content": "Hi"}]
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
-
-
-def prompt_request(output: Any = None, *, stream: bool = False, **options: Any) -> Request:
-    return make_request("Hi", None, output, options, stream=stream)
-
-
-def chat_request(output: Any = None, *, stream: bool = False, **options: Any) -> Request:
-    return make_request(None, CHAT, output, options, stream=stream)
 
 
 def body_of(request: Request, version: str | None = "0.32.0") -> dict[str, Any]:
@@ -609,6 +601,7 @@ BASE_ARGV = [
     "m",
     "--host",
     "127.0.0.1",
+    "--enable-prompt-tokens-details",
     "--port",
     "8000",
 ]

@@ -1,8 +1,9 @@
 """Parse unillm's vLLM launch argv with vLLM's own server argument parser.
 
 Runs INSIDE the vLLM env (``unillm setup vllm``), so it imports vLLM itself; nothing starts and
-no model loads. Reads ``{"name": {"argv": [...], "expect": {attr: value}}}`` as JSON on stdin
-(argv without the interpreter, ``-m`` and module, nor ``serve``) and prints
+no model loads. Checks (through :mod:`unillm.testing.verdicts`)
+``{"name": {"argv": [...], "expect": {attr: value}}}`` as JSON on stdin (argv without the
+interpreter, ``-m`` and module, nor ``serve``) and prints
 ``{"name": "ok" | "<why it was rejected>"}``.
 
 Each argv goes through ``make_arg_parser`` (the flags of ``vllm serve`` and of the OpenAI
@@ -14,8 +15,6 @@ server-only flags (``ns.headless``).
 
 from __future__ import annotations
 
-import json
-import sys
 from typing import Any
 
 
@@ -34,19 +33,3 @@ def check(case: dict[str, Any]) -> None:
             obj = obj[part] if isinstance(obj, dict) else getattr(obj, part)
         if obj != want and str(obj) != str(want):
             raise ValueError(f"{attr}={obj!r}, expected {want!r}")
-
-
-def main() -> None:
-    cases = json.load(sys.stdin)
-    results = {}
-    for name, case in cases.items():
-        try:
-            check(case)
-            results[name] = "ok"
-        except BaseException as e:  # argparse exits (SystemExit): every rejection is a result
-            results[name] = f"{type(e).__name__}: {e}"[:1000]
-    json.dump(results, sys.stdout)
-
-
-if __name__ == "__main__":
-    main()

