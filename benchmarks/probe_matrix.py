@@ -32,11 +32,19 @@ PEERS = {"vllm": "hosted_vllm", "sglang": "openai", "llamacpp": "openai"}  # Lit
 
 def settings(engine: str, workdir: Path) -> dict[str, Any] | str:
     """Launch settings for ``engine`` here, or why it cannot run."""
-    from unillm.launching.envs import managed_python
+    from unillm.launching.envs import env_dir, managed_python
     from unillm.testing.engines import cpu_launch_settings
     from unillm.testing.tiny_model import build_tiny_model
 
     tiny = build_tiny_model()
+    if engine == "sglang":  # SGLang's CPU build: the test suite's sglang-cpu env (as cross_engine.py)
+        if not (env_dir("sglang-cpu") / "bin" / "python").exists():
+            return "no SGLang CPU env: run `python adapters/sglang/tests/cpu_env.py`"
+        sys.path.insert(0, str(ROOT / "adapters" / "sglang" / "tests"))
+        import cpu_env
+
+        settings: dict[str, Any] = cpu_env.launch_settings(tiny.path, workdir)
+        return settings
     if engine != "mlx" and managed_python(engine) is None:
         return f"no {engine} env: run `unillm setup {engine}`"
     if engine == "vllm":
