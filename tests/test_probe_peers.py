@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from probe_server import HonestServer
 
 from unillm.options import Regex
 from unillm.probing import run_cells
 from unillm.probing.asking import Ask, NotExpressible
 from unillm.probing.peers import LiteLLMClient, OpenAIClient, split_options
+from unillm.testing.honest_server import HonestServer
 
 pytestmark = pytest.mark.anyio
 OPTIONS = ["seed", "n", "repetition_penalty", "output=JSON schema", "output=Regex", "lora", "thinking on/off"]
@@ -39,3 +39,16 @@ async def test_a_peer_client_is_probed_cell_by_cell(peer: type[OpenAIClient] | t
             report = await run_cells(client, engine="vllm", model="tiny", samples=2, only=OPTIONS)
     assert report.client == peer.name
     assert {c.option: c.verdict for c in report.cells} == dict.fromkeys(OPTIONS, "honoured"), report.text()
+
+
+@pytest.mark.parametrize("peer", [LiteLLMClient, OpenAIClient])
+@pytest.mark.parametrize("status", [400, 500])
+async def test_an_error_answer_through_a_peer_is_rejected(
+    peer: type[OpenAIClient] | type[LiteLLMClient], status: int
+) -> None:
+    # e.g. llama-cpp-python answers 500 to a request its models refuse: a loud error, not a crash
+    with HonestServer() as server:
+        server.fail(status, message="1 validation error")
+        async with peer(server.url, "tiny") as client:
+            report = await run_cells(client, engine="vllm", model="tiny", samples=1, only=["n"])
+    assert report.cells[0].verdict == "rejected", report.text()

@@ -23,6 +23,7 @@ class Feature(str, Enum):
     COMPLETION = "prompt completion"
     CHAT = "chat messages"
     STREAM = "streaming"
+    STREAM_USAGE = "usage in streams"
     JSON_SCHEMA = "output=JSON schema"
     REGEX = "output=Regex"
     CHOICE = "output=Choice"

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from unillm.capabilities import Feature
 from unillm.client.calls import ClientCalls
 from unillm.errors import InvalidOptions, OutputParseError, UnsupportedFeature
 from unillm.options import Constraint
@@ -18,12 +19,15 @@ from unillm.results import Completion
 
 @dataclass(frozen=True)
 class Ask:
-    """One chat request: the messages, unillm options, an optional output constraint, streaming."""
+    """One chat request: the messages, unillm options, an optional output constraint, streaming,
+    and the features the cell measures in the answer (``measures``: a client that knows the engine
+    refuses the ask when its capability table says the engine lacks one)."""
 
     messages: tuple[Mapping[str, Any], ...]
     options: Mapping[str, Any] = field(default_factory=dict)
     output: Constraint | None = None
     stream: bool = False
+    measures: tuple[Feature, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,10 @@ class UnillmClient:
 
         messages = [dict(m) for m in ask.messages]
         try:
+            if ask.measures:  # what the answer lacks, unillm's table says before sending
+                capabilities = await self.llm.capabilities()
+                for feature in ask.measures:
+                    capabilities.require(feature)
             if ask.stream:
                 return await self._stream(messages, ask)
             done = await self.llm.generate(messages=messages, output=ask.output, **ask.options)

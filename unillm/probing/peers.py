@@ -178,6 +178,7 @@ class LiteLLMClient(AsyncClosing):
 
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch at import
         import litellm
+        import openai
 
         litellm.telemetry = False
         standard, extra, lora = split_options(ask)
@@ -194,9 +195,7 @@ class LiteLLMClient(AsyncClosing):
             )
         except litellm.exceptions.UnsupportedParamsError as e:
             raise Refused(f"UnsupportedParamsError: {str(e)[:200]}") from None
-        except litellm.exceptions.APIError as e:
-            raise Rejected(f"{type(e).__name__}: {str(e)[:200]}") from None
-        except litellm.exceptions.BadRequestError as e:
+        except openai.APIError as e:  # LiteLLM's errors (400, 500, ...) are the openai SDK's
             raise Rejected(f"{type(e).__name__}: {str(e)[:200]}") from None
         return await _streamed(response) if ask.stream else answer_of(response)
 

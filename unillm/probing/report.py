@@ -7,6 +7,7 @@ print(report.text())   # an aligned table; report.markdown(); report.model_dump_
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -54,6 +55,24 @@ class ProbeReport(BaseModel):
     def ignored(self) -> list[Cell]:
         """The silent drops: options sent, accepted and not honoured."""
         return [c for c in self.cells if c.verdict == "ignored"]
+
+    def problems(self, honoured: Collection[str] = ()) -> list[str]:
+        """What falls short of the goal: each ignored cell, and each option in ``honoured`` not
+        proven by its effect (empty: the goal is met; e.g. ``assert not report.problems()`` in CI).
+
+        Args:
+            honoured: Options (names as in the report) that must be honoured.
+
+        Returns:
+            One line per problem.
+        """
+        verdicts = {c.option: c.verdict for c in self.cells}
+        found = [f"{c.option}: ignored ({c.evidence})" for c in self.ignored()]
+        return found + [
+            f"{o}: {verdicts.get(o, 'not probed')}, not honoured"
+            for o in honoured
+            if verdicts.get(o) != "honoured"
+        ]
 
     def text(self) -> str:
         """An aligned plain-text table with a summary line."""

@@ -119,6 +119,10 @@ class LlamaCppAdapter(OpenAICompatAdapter):
             "Pass lora={name: path} to unillm.launch (each is served under its name)",
         )
         features[Feature.N] = unsupported("llama-cpp-python's server ignores n", "Send n requests")
+        features[Feature.STREAM_USAGE] = unsupported(
+            "llama-cpp-python's server has no stream_options: its streams carry no token counts",
+            "Use generate() (its answer counts tokens), or count the streamed text with llm.tokenize(...)",
+        )
         features[Feature.PRIORITY] = unsupported(
             "llama-cpp-python's server has no request priority", PRIORITY_ALTERNATIVE
         )

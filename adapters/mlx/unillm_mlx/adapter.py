@@ -62,6 +62,7 @@ _COMMON = (
     Feature.COMPLETION,
     Feature.CHAT,
     Feature.STREAM,
+    Feature.STREAM_USAGE,
     Feature.LORA,
     Feature.TOP_K,
     Feature.MIN_P,

@@ -29,6 +29,8 @@ from typing import Any, Literal
 from ollama_types import NDJSON, check_answer, decode
 from pydantic import ValidationError
 
+from unillm.testing.probing import schema_instance
+
 VERSION = "0.32.15"
 CREATED = "2026-08-21T10:00:00.000000Z"
 FaultKind = Literal["pull_status", "pull_error_line", "status", "error_line", "drop"]
@@ -208,7 +210,9 @@ class OllamaServer:
         done_reason = "stop"
         if limit is not None and limit < len(pieces):
             pieces, done_reason = pieces[:limit], "length"
-        if body.get("format") is not None:
+        if isinstance(body.get("format"), dict):  # a JSON schema: an instance of it
+            pieces = [json.dumps(schema_instance(body["format"]))]
+        elif body.get("format") is not None:
             pieces = ['{"ok": ', "true}"]
         final = {
             "model": body["model"],
@@ -230,10 +234,15 @@ class OllamaServer:
             )
             return {"model": body["model"], "created_at": CREATED, "done": False, **part}
 
+        if body.get("logprobs"):  # one logprob per piece, each with top_logprobs alternatives
+            final["logprobs"] = [_logprob(p, body.get("top_logprobs") or 0) for p in pieces]
         if body.get("stream", True) is False:
             text = "".join(pieces)
             return self._answer(h, path, {**chunk(text, "".join(thoughts or ())), **final})
         lines = [chunk("", t) for t in thoughts or ()] + [chunk(p) for p in pieces]
+        if body.get("logprobs"):
+            for line, logprob in zip(lines[len(thoughts or ()) :], final.pop("logprobs"), strict=True):
+                line["logprobs"] = [logprob]
         if fault is not None and fault.kind == "error_line":
             lines = [lines[0], {"error": fault.message}]
         elif fault is not None and fault.kind == "drop":
@@ -283,3 +292,16 @@ def _send(h: BaseHTTPRequestHandler, status: int, data: bytes, content_type: str
     h.end_headers()
     if h.command != "HEAD":
         h.wfile.write(data)
+
+
+def _logprob(piece: str, top: int) -> dict[str, Any]:
+    """A piece's logprob with ``top`` alternatives (the piece first), as Ollama's Logprob."""
+    alternatives = [piece, *(f"alt{i}" for i in range(1, top))][:top]
+    return {
+        "token": piece,
+        "logprob": -0.5,
+        "bytes": list(piece.encode()),
+        "top_logprobs": [
+            {"token": t, "logprob": -0.5 - i, "bytes": list(t.encode())} for i, t in enumerate(alternatives)
+        ],
+    }

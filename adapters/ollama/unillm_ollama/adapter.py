@@ -64,6 +64,7 @@ _FIXED_FEATURES: dict[Feature, Support] = {
     Feature.COMPLETION: Support(why="/api/generate with raw=true: the prompt is continued as is"),
     Feature.CHAT: NATIVE,
     Feature.STREAM: Support(why="newline-delimited JSON (application/x-ndjson)"),
+    Feature.STREAM_USAGE: Support(why="the last line counts the tokens (prompt_eval_count, eval_count)"),
     Feature.REGEX: unsupported(NO_GRAMMAR, GRAMMAR_ALT),
     Feature.CHOICE: unsupported(NO_GRAMMAR, "Use a JSON schema with an enum, or vLLM, SGLang, TGI"),
     Feature.GRAMMAR: unsupported(NO_GRAMMAR, GRAMMAR_ALT),

@@ -37,6 +37,7 @@ from tgi_openapi import Contract
 
 from unillm.testing.background_server import BackgroundServer
 from unillm.testing.fault_server import Seen
+from unillm.testing.probing import regex_answer, schema_instance
 
 GENERATION_PATHS = ("/generate", "/generate_stream", "/v1/chat/completions", "/v1/completions")
 EOS = "</s>"
@@ -254,6 +255,9 @@ class TGIServer(BackgroundServer):
             p["temperature"] = None if t == 0 else t
         _validate(p, len(inputs), self, stream=path == "/generate_stream")
         pieces = list(self.loras.get(p.get("adapter_id") or "", self.pieces))  # unknown: base model
+        constrained = _constrained(p["grammar"]) if p.get("grammar") else None
+        if constrained is not None:  # one piece, valid for the grammar
+            pieces = [constrained]
         limit = p.get("max_new_tokens")
         out: list[str] = []
         finish = "eos_token"
@@ -327,7 +331,7 @@ class TGIServer(BackgroundServer):
             choice: dict[str, Any] = {
                 "index": 0,
                 "finish_reason": finish,
-                "message": {"role": "assistant", "content": text},
+                "message": _tool_call(body) or {"role": "assistant", "content": text},
             }
             if body.get("logprobs"):
                 choice["logprobs"] = {"content": [_chat_logprob(t, g.top_n) for t in g.tokens]}
@@ -524,6 +528,28 @@ def _validate(p: dict[str, Any], input_length: int, s: TGIServer, *, stream: boo
         )
     if input_length > s.max_input_tokens:
         raise _Invalid(f"`inputs` must have less than {s.max_input_tokens} tokens. Given: {input_length}")
+
+
+def _tool_call(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The message calling a tool when ``tool_choice`` forces one (TGI's grammar does): the named
+    tool, or the first, with arguments valid for its parameters; None otherwise."""
+    choice, tools = body.get("tool_choice"), body.get("tools") or []
+    if not tools or not (choice == "required" or isinstance(choice, dict)):
+        return None
+    name = choice["function"]["name"] if isinstance(choice, dict) else tools[0]["function"]["name"]
+    tool = next(t["function"] for t in tools if t["function"]["name"] == name)
+    arguments = json.dumps(schema_instance(tool.get("arguments") or {}))  # TGI: the parameters
+    call = {"id": "0", "type": "function", "function": {"name": name, "arguments": arguments}}
+    return {"role": "assistant", "tool_calls": [call]}
+
+
+def _constrained(grammar: dict[str, Any]) -> str | None:
+    """An answer valid for TGI's ``GrammarType`` (json: an instance of the schema; regex: a match),
+    or None when the look-alike has none."""
+    value = grammar["value"]
+    if grammar["type"] == "json":
+        return json.dumps(schema_instance(json.loads(value) if isinstance(value, str) else value))
+    return regex_answer(value)
 
 
 def _template(messages: list[dict[str, Any]]) -> str:

@@ -71,6 +71,7 @@ _SPEC_ALT = "Use Speculative(method='ngram') or a Medusa model"
 _FIXED_FEATURES: dict[Feature, Support] = {
     Feature.COMPLETION: NATIVE,
     Feature.STREAM: NATIVE,
+    Feature.STREAM_USAGE: NATIVE,
     Feature.GRAMMAR: unsupported(_NO_GRAMMAR, _GRAMMAR_ALT),
     Feature.GRAMMAR_LARK: unsupported(_NO_GRAMMAR, _GRAMMAR_ALT),
     Feature.LORA_RUNTIME: unsupported(

@@ -17,6 +17,7 @@ import uuid
 from typing import Any
 
 from unillm.testing.fault_server import FaultServer
+from unillm.testing.probing import regex_answer
 
 WORDS = ("the", " cat", " sat", " on", " a", " mat", " dog", " ran", " far", ".")
 
@@ -131,9 +132,13 @@ def _logprobs(pieces: list[str], body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _response_format(body: dict[str, Any]) -> dict[str, Any]:
-    """The OpenAI ``response_format`` json_schema as vLLM's structured_outputs field."""
+    """``response_format`` (OpenAI's json_schema; trtllm-serve's regex and ebnf too) as vLLM's
+    structured_outputs field."""
     fmt = body.get("response_format") or {}
-    return {"json": fmt["json_schema"]["schema"]} if fmt.get("type") == "json_schema" else {}
+    kind = fmt.get("type")
+    if kind == "json_schema":
+        return {"json": fmt["json_schema"]["schema"]}
+    return {"regex": fmt["regex"]} if kind == "regex" else {"grammar": fmt["ebnf"]} if kind == "ebnf" else {}
 
 
 def _constrained(spec: dict[str, Any]) -> str | None:
@@ -148,7 +153,7 @@ def _constrained(spec: dict[str, Any]) -> str | None:
             {"name": name, "arguments": {"city": "Paris"}} if name else {"name": "cat", "age": 3}
         )
     if "regex" in spec:
-        return "abc 12"
+        return regex_answer(spec["regex"]) or "abc 12"
     if "choice" in spec:
         return str(spec["choice"][0])
     if "grammar" in spec:
