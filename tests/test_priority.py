@@ -1,16 +1,13 @@
-"""Request priorities (issue 33, item 5): ``priority=`` goes to vLLM's and SGLang's ``priority``
-field, refused before sending on a server known not to schedule by it and on every engine
-without request priorities; ``scheduling="priority"`` launches both engines to honour it."""
+"""Request priorities (issue 33, item 5): ``priority=`` goes to vLLM's ``priority`` field, refused
+before sending on a server known not to schedule by it and on every engine without request
+priorities; ``scheduling="priority"`` launches vLLM to honour it (SGLang's side: its adapter's tests)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
-from unillm_sglang import SGLangAdapter, SGLangInfo
-from unillm_vllm import VLLMAdapter
 
 import unillm
 from unillm import RetryPolicy
@@ -43,11 +40,11 @@ def test_a_priority_that_is_no_64_bit_integer_is_refused(value: Any) -> None:
 
 @pytest.mark.parametrize("chat", [False, True])
 def test_vllm_sends_the_priority_field(chat: bool) -> None:
-    assert body(VLLMAdapter(), ask(-3, chat=chat))["priority"] == -3
+    assert body(get_adapter("vllm"), ask(-3, chat=chat))["priority"] == -3
 
 
 def test_a_vllm_launched_with_priority_scheduling_gets_it() -> None:
-    bound = VLLMAdapter().bind(LaunchSpec(model="/m", scheduling="priority"))
+    bound = get_adapter("vllm").bind(LaunchSpec(model="/m", scheduling="priority"))
     assert body(bound, ask(2))["priority"] == 2
 
 
@@ -58,7 +55,7 @@ def test_a_vllm_launched_with_priority_scheduling_gets_it() -> None:
 )
 def test_a_vllm_launched_without_priority_scheduling_refuses_it_before_sending(spec: LaunchSpec) -> None:
     with pytest.raises(UnsupportedFeature) as caught:
-        body(VLLMAdapter().bind(spec), ask(2))
+        body(get_adapter("vllm").bind(spec), ask(2))
     e = caught.value
     assert (e.engine, e.feature) == ("vllm", Feature.PRIORITY.value)
     assert "scheduling='priority'" in e.alternative
@@ -66,40 +63,7 @@ def test_a_vllm_launched_without_priority_scheduling_refuses_it_before_sending(s
 
 def test_extra_args_scheduling_policy_counts_as_priority_scheduling() -> None:
     spec = LaunchSpec(model="/m", extra_args=["--scheduling-policy=priority"])
-    assert body(VLLMAdapter().bind(spec), ask(1))["priority"] == 1
-
-
-SGLANG = SGLangInfo(engine="sglang", model="tiny", version="0.5.23", served_names=("tiny",))
-
-
-@pytest.mark.parametrize("api", ["openai", "native"])
-def test_sglang_scheduling_lower_values_first_gets_the_priority(api: Any) -> None:
-    info = replace(SGLANG, priority_scheduling=True)
-    assert body(SGLangAdapter(api), ask(4), info)["priority"] == 4
-
-
-def test_sglang_server_info_tells_whether_it_schedules_lower_values_first() -> None:
-    def scheduled(server: dict[str, Any]) -> bool | None:
-        answers = {"model_info": {}, "server_info": server, "models": {"data": [{"id": "tiny"}]}}
-        info = SGLangAdapter().parse_info(answers, "tiny")
-        assert isinstance(info, SGLangInfo)
-        return info.priority_scheduling
-
-    both = {"enable_priority_scheduling": True, "schedule_low_priority_values_first": True}
-    assert scheduled({**both, "tp_size": 1}) is True
-    assert scheduled({"enable_priority_scheduling": True, "tp_size": 1}) is False  # higher first
-
-
-def test_sglang_without_lower_first_priority_scheduling_refuses_it() -> None:
-    info = replace(SGLANG, priority_scheduling=False)
-    with pytest.raises(UnsupportedFeature, match="priority"):
-        body(SGLangAdapter(), ask(4), info)
-
-
-def test_an_sglang_older_than_checked_refuses_it() -> None:
-    info = replace(SGLANG, version="0.5.18")
-    with pytest.raises(UnsupportedFeature, match="priority"):
-        SGLangAdapter().route(ask(1), info)
+    assert body(get_adapter("vllm").bind(spec), ask(1))["priority"] == 1
 
 
 @pytest.mark.parametrize("engine", [e for e in installed_engines() if e not in WITH_PRIORITY])
@@ -121,12 +85,6 @@ def test_vllm_launch_maps_scheduling_and_the_queue_cap() -> None:
     words = argv("vllm", scheduling="priority", max_queued_requests=16)
     assert words[words.index("--scheduling-policy") + 1] == "priority"
     assert words[words.index("--max-num-queued-reqs") + 1] == "16"
-
-
-def test_sglang_launch_schedules_lower_values_first_as_unillm_priority() -> None:
-    words = argv("sglang", scheduling="priority", max_queued_requests=16)
-    assert {"--enable-priority-scheduling", "--schedule-low-priority-values-first"} <= set(words)
-    assert words[words.index("--max-queued-requests") + 1] == "16"
 
 
 @pytest.mark.parametrize(
