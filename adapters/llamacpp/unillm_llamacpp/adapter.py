@@ -63,6 +63,26 @@ class LlamaCppInfo(EngineInfo):
     aliases: tuple[str, ...] = ()
 
 
+#: What llama-cpp-python's server does itself.
+_NATIVE_FEATURES = (
+    Feature.COMPLETION,
+    Feature.CHAT,
+    Feature.STREAM,
+    Feature.GRAMMAR,
+    Feature.LORA,
+    Feature.TOP_K,
+    Feature.MIN_P,
+    Feature.REPETITION_PENALTY,
+    Feature.PRESENCE_PENALTY,
+    Feature.FREQUENCY_PENALTY,
+    Feature.SEED,
+    Feature.STOP,
+    Feature.LOGPROBS,
+    Feature.SPEC_NGRAM,
+    Feature.TOKENIZE,
+)
+
+
 class LlamaCppAdapter(OpenAICompatAdapter):
     """llama-cpp-python's server: ``unillm.launch("llamacpp", model=...)`` or ``connect``.
 
@@ -83,26 +103,7 @@ class LlamaCppAdapter(OpenAICompatAdapter):
 
     # -- capabilities ----------------------------------------------------------------------
     def capabilities(self, version: str | None = None) -> Capabilities:
-        features: dict[Feature, Support] = {
-            f: NATIVE
-            for f in (
-                Feature.COMPLETION,
-                Feature.CHAT,
-                Feature.STREAM,
-                Feature.GRAMMAR,
-                Feature.LORA,
-                Feature.TOP_K,
-                Feature.MIN_P,
-                Feature.REPETITION_PENALTY,
-                Feature.PRESENCE_PENALTY,
-                Feature.FREQUENCY_PENALTY,
-                Feature.SEED,
-                Feature.STOP,
-                Feature.LOGPROBS,
-                Feature.SPEC_NGRAM,
-                Feature.TOKENIZE,
-            )
-        }
+        features: dict[Feature, Support] = dict.fromkeys(_NATIVE_FEATURES, NATIVE)
         features[Feature.JSON_SCHEMA] = Support(
             why="with chat messages (response_format, converted to GBNF by the server); bounded "
             "integers are sent as enums; a prompt with a schema, and keywords the server's "

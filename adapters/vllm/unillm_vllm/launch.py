@@ -174,14 +174,7 @@ def command(spec: LaunchSpec) -> LaunchCommand:
     opt.add("--max-num-queued-reqs", spec.max_queued_requests)  # past it: 503, unillm's Overloaded
     opt.add("--scheduling-policy", spec.scheduling)
     env: dict[str, str] = {}
-    if spec.lora or spec.runtime_lora:
-        argv.append("--enable-lora")
-        if spec.lora:
-            argv += ["--lora-modules", *(f"{n}={p}" for n, p in spec.lora.items())]
-        opt.add("--max-lora-rank", spec.max_lora_rank)
-        opt.add("--max-loras", spec.max_loras)
-    elif spec.max_lora_rank is not None or spec.max_loras is not None:
-        raise InvalidOptions("max_lora_rank/max_loras need lora={name: path} or runtime_lora=True")
+    argv += _lora_flags(spec)
     if spec.runtime_lora:
         env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
     if spec.speculative is not None:
@@ -207,6 +200,21 @@ def command(spec: LaunchSpec) -> LaunchCommand:
         env["VLLM_API_KEY"] = key  # in the environment, not in argv (ps shows argv)
     argv += spec.extra_args
     return LaunchCommand(argv=argv, env=env, health_path="/health", secrets=(key,) if key else ())
+
+
+def _lora_flags(spec: LaunchSpec) -> list[str]:
+    """``--enable-lora`` with its modules and limits, or nothing; limits without a LoRA are refused."""
+    flags: list[str] = []
+    if spec.lora or spec.runtime_lora:
+        flags.append("--enable-lora")
+        if spec.lora:
+            flags += ["--lora-modules", *(f"{n}={p}" for n, p in spec.lora.items())]
+        opt = Flags(flags)
+        opt.add("--max-lora-rank", spec.max_lora_rank)
+        opt.add("--max-loras", spec.max_loras)
+    elif spec.max_lora_rank is not None or spec.max_loras is not None:
+        raise InvalidOptions("max_lora_rank/max_loras need lora={name: path} or runtime_lora=True")
+    return flags
 
 
 def schedules_by_priority(spec: LaunchSpec) -> bool:
