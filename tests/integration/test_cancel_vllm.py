@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,7 @@ async def drained(llm: unillm.LLM, name: str) -> None:
     assert before is not None and after == before, f"{name}: generated {after} - {before} tokens after"
 
 
-async def cancelled_once_running(llm: unillm.LLM, call: Callable[[], Awaitable[object]]) -> None:
+async def cancelled_once_running(llm: unillm.LLM, call: Callable[[], Coroutine[Any, Any, object]]) -> None:
     """Start ``call`` in a task, wait until the engine runs it, then cancel the task."""
     async with anyio.create_task_group() as tg:
         tg.start_soon(call)
