@@ -13,13 +13,12 @@ through a ``referencing`` registry whose retrieve function refuses every URI.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NoReturn
-
-from referencing import Registry, Resource
-from referencing.exceptions import Unresolvable, Unretrievable
-from referencing.jsonschema import DRAFT202012, specification_with
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from unillm.errors import InvalidOptions
+
+if TYPE_CHECKING:  # ``referencing`` is imported on first use: ``connect`` needs none of it
+    from referencing import Registry, Resource
 
 __all__ = ["check_refs", "local_validator"]
 
@@ -35,6 +34,8 @@ def _refuse(uri: str) -> NoReturn:
 
 
 def _registry() -> Registry[Any]:
+    from referencing import Registry
+
     return Registry(retrieve=_refuse)  # type: ignore[call-arg]
 
 
@@ -65,6 +66,8 @@ def check_refs(schema: Any, what: str) -> None:
         InvalidOptions: A remote ``$ref`` (never fetched), one that resolves to nothing, or a
             schema nested too deeply to check.
     """
+    from referencing.jsonschema import DRAFT202012, specification_with
+
     dialect = schema.get("$schema") if isinstance(schema, Mapping) else None
     specification = specification_with(dialect if isinstance(dialect, str) else "", default=DRAFT202012)
     root = specification.create_resource(schema)
@@ -89,6 +92,8 @@ def _check(resource: Resource[Any], resolver: Any, what: str) -> None:
 
 
 def _lookup(resolver: Any, keyword: str, ref: str, what: str) -> None:
+    from referencing.exceptions import Unresolvable, Unretrievable
+
     try:
         resolver.lookup(ref)
     except Unresolvable as e:

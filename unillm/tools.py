@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError, create_model
-from referencing.exceptions import Unresolvable
 
 from unillm.errors import InvalidOptions
 from unillm.results import ToolCall, ToolCallDelta
@@ -203,6 +202,8 @@ def validate_call(call_id: str, name: str, arguments: str, tools: Sequence[Tool]
             else {tool.renamed.get(k, k): getattr(instance, k) for k in type(instance).model_fields}
         )
         return ToolCall(id=call_id, name=name, arguments=arguments, parsed=parsed)
+    from referencing.exceptions import Unresolvable  # on first use: ``connect`` loads none of it
+
     try:
         problem = next(iter(local_validator(tool.parameters).iter_errors(value)), None)
     except RecursionError:

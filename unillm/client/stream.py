@@ -135,9 +135,14 @@ class Stream(ClosingStream):
         return acc.calls() if acc is not None else []
 
     def __aiter__(self) -> AsyncIterator[Delta]:
+        return self._deltas(self._started_iter())
+
+    def _started_iter(self) -> AsyncIterator[Delta]:
+        """The deltas' generator (observed when observers are registered), started once; a caller
+        that closes the stream itself (a Fleet's) iterates it without the ``async for`` wrapper."""
         if self._iter is None:
             self._iter = self._observed(self._run()) if observe.OBSERVERS else self._run()
-        return self._deltas(self._iter)
+        return self._iter
 
     def _observed(self, deltas: AsyncIterator[Delta]) -> AsyncIterator[Delta]:
         """``deltas`` as the registered observers see them (unillm.observe)."""

@@ -699,7 +699,7 @@ class FleetStream(Stream):
                 if not member.verified:
                     with deadline.bound():
                         await fleet._verify(i, request.timeout)
-                async for delta in inner:
+                async for delta in inner._started_iter():  # closed below: no wrapper per chunk
                     if not self.started:  # the replica answers: healthy again if it was on trial
                         self.started = True
                         fleet._picker.answered(i)
