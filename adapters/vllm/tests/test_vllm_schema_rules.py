@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from datetime import date
-from pathlib import Path
 from enum import Enum
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -503,7 +504,9 @@ def cpu_recipe_adapter() -> VLLMAdapter:
 @pytest.mark.parametrize(
     ("schema", "pointer"), [(GEO_ONE_OF, "/oneOf"), (NETWORK_ONE_OF, "/properties/network/oneOf")]
 )
-def test_guidance_refuses_a_one_of_vllm_checks_with_objects_open(schema: dict[str, Any], pointer: str) -> None:
+def test_guidance_refuses_a_one_of_vllm_checks_with_objects_open(
+    schema: dict[str, Any], pointer: str
+) -> None:
     with pytest.raises(UnsupportedFeature) as caught:
         cpu_recipe_adapter().constraint_fields(JsonSchema(schema), INFO)
     message = str(caught.value)
@@ -536,10 +539,64 @@ def jsonschemabench() -> Path:
     return Path(os.environ.get("UNILLM_JSONSCHEMABENCH") or Path.home() / ".cache/unillm/jsonschemabench")
 
 
-@pytest.mark.parametrize("name", ["Github_trivial/o63308.json", "JsonSchemaStore/ubuntu-server-autoinstall.json"])
+@pytest.mark.parametrize(
+    "name", ["Github_trivial/o63308.json", "JsonSchemaStore/ubuntu-server-autoinstall.json"]
+)
 def test_the_two_jsonschemabench_one_of_schemas_are_refused_before_sending(name: str) -> None:
     path = jsonschemabench() / "data" / name
     if not path.exists():
-        pytest.skip(f"no JSONSchemaBench checkout at {jsonschemabench()} (see benchmarks/structured_coverage.py)")
+        pytest.skip(
+            f"no JSONSchemaBench checkout at {jsonschemabench()} (see benchmarks/structured_coverage.py)"
+        )
     with pytest.raises(UnsupportedFeature, match="'oneOf' at /"):
         cpu_recipe_adapter().constraint_fields(JsonSchema(json.loads(path.read_text())), INFO)
+
+
+# vLLM's own request check (validate_guidance_grammar, what answers HTTP 400 before the backend
+# sees a request), run in vLLM's managed env: a check, no server.
+VLLM_GUIDANCE_CHECK = """
+import json, sys
+from vllm.sampling_params import SamplingParams, StructuredOutputsParams
+from vllm.v1.structured_output.backend_guidance import validate_guidance_grammar
+out = []
+for schema in json.loads(sys.argv[1]):
+    try:
+        validate_guidance_grammar(SamplingParams(structured_outputs=StructuredOutputsParams(json=schema)))
+        out.append(True)
+    except Exception:
+        out.append(False)
+print(json.dumps(out))
+"""
+ONE_OFS: list[dict[str, Any]] = [
+    GEO_ONE_OF,
+    NETWORK_ONE_OF,
+    TAGGED_ONE_OF,
+    closed_schema(GEO_ONE_OF),
+    closed_schema(NETWORK_ONE_OF),
+    {"anyOf": GEO_ONE_OF["oneOf"]},
+    {"oneOf": [{"type": "string"}, {"type": "integer"}]},
+    {"oneOf": [{"type": "integer"}, {"type": "number"}]},
+    {"oneOf": [{"type": "string"}, {}]},
+]
+
+
+def sent_on_the_cpu_recipe(schema: dict[str, Any]) -> bool:
+    try:
+        cpu_recipe_adapter().constraint_fields(JsonSchema(schema), INFO)
+    except UnsupportedFeature:
+        return False
+    return True
+
+
+@pytest.mark.engine
+def test_the_guidance_one_of_check_agrees_with_vllms_request_check() -> None:
+    python = Path.home() / ".cache/unillm/envs/vllm/bin/python"
+    run = subprocess.run(
+        [str(python), "-c", VLLM_GUIDANCE_CHECK, json.dumps(ONE_OFS)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    vllm_accepts = json.loads(run.stdout.strip().splitlines()[-1])
+    assert vllm_accepts == [sent_on_the_cpu_recipe(schema) for schema in ONE_OFS]
+    assert vllm_accepts[:2] == [False, False] and all(vllm_accepts[2:7])
