@@ -17,7 +17,8 @@ without one.
 JSON schemas: when unillm launched the server (``bind(spec)``) it knows the structured-outputs
 backend (``structured_backend=``; the CPU recipe picks ``guidance``) and checks each schema
 before sending (:mod:`unillm.adapter.schemas`): on ``xgrammar`` exact rewrites first (merged
-``allOf``, declared ``required``), then its rules; on ``guidance`` llguidance itself; on
+``allOf``, declared ``required``), then its rules; on ``guidance`` llguidance itself (on the
+schema as sent, as vLLM's request check reads it, and as its backend compiles it); on
 ``auto`` what vLLM would do (xgrammar, or guidance for what vLLM's own check sends there).
 A connected server's backend is unknown, so nothing is refused there; answers are validated
 everywhere.
