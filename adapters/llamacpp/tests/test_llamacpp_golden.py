@@ -10,7 +10,7 @@ import pytest
 from pydantic import SecretStr
 from unillm_llamacpp import ENGINE_PACKAGE, LlamaCppAdapter, LlamaCppInfo
 from unillm_llamacpp.grammar import GrammarError, check_gbnf, choice_gbnf, regex_gbnf
-from unillm_llamacpp.schema import SchemaNotEnforced, server_schema
+from unillm_llamacpp.schema import SchemaNotEnforced, class_escape, server_schema
 from unillm_llamacpp.serve import API_KEY_ENV, SERVER_MAIN
 
 import unillm
@@ -283,6 +283,69 @@ def test_a_pydantic_model_with_bounds_goes_as_enums() -> None:
 def test_repetitions_the_server_would_crash_on_are_refused(schema: dict[str, Any]) -> None:
     with pytest.raises(SchemaNotEnforced, match="SIGSEGV"):
         server_schema({"type": "object", "properties": {"x": schema}})
+
+
+@pytest.mark.parametrize("pattern", [r"^[a-zA-Z0-9_\.]+$", r"^[\d]+$", r"^[^\s]+$", r"^a[\/b]$"])
+def test_an_escape_in_a_character_class_the_server_would_crash_on_is_refused(pattern: str) -> None:
+    # JSONSchemaBench Github_trivial/o10018's "^[a-zA-Z0-9_\.]+$" killed the server (SIGSEGV)
+    with pytest.raises(SchemaNotEnforced, match=r"inside \[\.\.\.\].*SIGSEGV"):
+        server_schema({"type": "object", "properties": {"key": {"type": "string", "pattern": pattern}}})
+
+
+@pytest.mark.parametrize(
+    "pattern", [r"^[a-z.]+$", r"^\.[a-z]\d$", r"^[\]\[\-\\]$", r"^\[a\.\]$", r"^[\x41-\u0042\n]$"]
+)
+def test_escapes_the_grammar_parser_reads_and_escapes_outside_classes_are_sent(pattern: str) -> None:
+    schema = {"type": "string", "pattern": pattern}
+    assert server_schema(schema) == schema
+
+
+GBNF_CHECK = """
+import glob, json, os, sys
+import llama_cpp
+from llama_cpp import Llama
+gguf = sorted(glob.glob(os.path.expanduser("~/.cache/unillm/gguf/model-*.gguf")))[0]
+vocab = llama_cpp.llama_model_get_vocab(Llama(model_path=gguf, vocab_only=True, verbose=False)._model.model)
+grammar = lambda esc: ("root ::= [a" + esc + "]+\\n").encode()
+init = llama_cpp.llama_sampler_init_grammar
+print(json.dumps([bool(init(vocab, grammar(e), b"root")) for e in sys.argv[1:]]))
+"""
+
+
+@pytest.mark.engine
+def test_the_class_escapes_refused_are_those_llama_cpps_grammar_parser_refuses() -> None:
+    import subprocess
+    from pathlib import Path
+
+    if not list((Path.home() / ".cache/unillm/gguf").glob("model-*.gguf")):
+        pytest.skip("no GGUF test model in ~/.cache/unillm/gguf")
+    escapes = [
+        r"\.",
+        r"\\",
+        r"\]",
+        r"\[",
+        '\\"',
+        r"\-",
+        r"\n",
+        r"\t",
+        r"\r",
+        r"\x41",
+        r"\u0041",
+        r"\d",
+        r"\w",
+        r"\s",
+        r"\/",
+        r"\^",
+        r"\$",
+        r"\(",
+    ]
+    python = Path.home() / ".cache/unillm/envs/llamacpp/bin/python"
+    run = subprocess.run(
+        [str(python), "-c", GBNF_CHECK, *escapes], capture_output=True, text=True, check=True
+    )
+    parsed = json.loads(run.stdout.strip().splitlines()[-1])
+    assert parsed == [class_escape(f"^[a{e}]+$") is None for e in escapes]
+    assert not all(parsed) and any(parsed)
 
 
 def test_repetitions_up_to_the_limit_are_sent() -> None:

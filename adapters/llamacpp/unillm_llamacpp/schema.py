@@ -11,6 +11,10 @@ number bounds and several other keywords. So, before sending:
   pattern): the converter nests one optional rule per repetition, and the server's grammar
   sampler overflows its stack on them (SIGSEGV: measured at 1500 with llama-cpp-python 0.3.36;
   1000 passes).
+* so does a pattern with an escape inside ``[...]`` that llama.cpp's grammar parser does not
+  know (``[a-z\\.]``, ``[\\d]``): the converter copies character classes as they are, the parser
+  refuses the grammar ("unknown escape") and the server dies of SIGSEGV on that request (measured
+  with llama-cpp-python 0.3.36; the parser knows ``\\ \\] \\[ \\" \\- \\n \\r \\t \\x \\u``).
 
     server_schema({"type": "integer", "minimum": 1, "maximum": 3})   # {"enum": [1, 2, 3]}
 
@@ -75,6 +79,12 @@ def server_schema(schema: Any) -> Any:
             raise SchemaNotEnforced(
                 f"pattern {pattern!r}: the converter takes only patterns anchored with ^ and $"
             )
+        if (escape := class_escape(pattern)) is not None:
+            raise SchemaNotEnforced(
+                f"pattern {pattern!r}: {escape!r} inside [...] is an escape llama.cpp's grammar parser "
+                "refuses, and llama-cpp-python's server dies of SIGSEGV on it; inside [...] write the "
+                "character unescaped (e.g. [a-z.]) or as a range (0-9 for \\d)"
+            )
         if "minLength" in out or "maxLength" in out:
             raise SchemaNotEnforced(
                 "a string with both a pattern and a length: the converter keeps only the pattern"
@@ -91,6 +101,26 @@ def server_schema(schema: Any) -> Any:
         if isinstance(out.get(key), (dict, list)):
             out[key] = server_schema(out[key])
     return out
+
+
+#: The escapes llama.cpp's GBNF parser reads inside a character class (``parse_char``).
+_CLASS_ESCAPES = frozenset('\\]["-nrtxu')
+
+
+def class_escape(pattern: str) -> str | None:
+    """The first escape inside a ``[...]`` of ``pattern`` that llama.cpp's grammar parser refuses,
+    read as the converter reads classes (up to the first unescaped ``]``), or None."""
+    i, in_class = 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            if in_class and pattern[i + 1 : i + 2] not in _CLASS_ESCAPES:
+                return pattern[i : i + 2]
+            i += 2
+            continue
+        in_class = (c == "[") if not in_class else c != "]"
+        i += 1
+    return None
 
 
 def _check_repeats(node: dict[str, Any]) -> None:

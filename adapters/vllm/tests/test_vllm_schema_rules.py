@@ -4,8 +4,11 @@ ordinary schemas pass, and only a server launched with xgrammar gets the check."
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from datetime import date
 from enum import Enum
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -15,7 +18,7 @@ from unillm_vllm.launch import command, cpu_recipe, structured_settings
 
 from unillm.adapter.base import EngineInfo
 from unillm.adapter.launch_spec import LaunchSpec
-from unillm.adapter.schemas import xgrammar_problem
+from unillm.adapter.schemas import closed_schema, xgrammar_problem
 from unillm.errors import InvalidOptions, UnsupportedFeature
 from unillm.options import JsonSchema
 
@@ -451,3 +454,149 @@ def test_auto_refuses_what_vllm_would_hand_to_outlines_naming_the_pattern_proper
         adapter.constraint_fields(JsonSchema(schema), INFO)
     assert "'patternProperties' at /$defs/m/patternProperties" in str(caught.value)
     assert "outlines" in str(caught.value) and "structured_backend='guidance'" in str(caught.value)
+
+
+# -- guidance: vLLM's request check reads the schema as sent (objects open) -------------------
+# The shapes of the two JSONSchemaBench schemas vLLM answered with HTTP 400 on the CPU recipe
+# (Github_trivial/o63308, GeoJSON: a branch's "emum" typo leaves its "type" any string; and
+# JsonSchemaStore/ubuntu-server-autoinstall's "network"): oneOf branches that overlap while
+# objects are open, though disjoint once disable_additional_properties closes them.
+GEO_ONE_OF = {
+    "oneOf": [
+        {
+            "type": "object",
+            "properties": {"type": {"enum": ["Point"]}, "coordinates": {"type": "array"}},
+            "required": ["type", "coordinates"],
+        },
+        {
+            "type": "object",
+            "properties": {"type": {"type": "string", "emum": ["GeometryCollection"]}, "geometries": {}},
+            "required": ["type", "geometries"],
+        },
+    ]
+}
+NETWORK_ONE_OF = {
+    "type": "object",
+    "properties": {
+        "network": {
+            "oneOf": [
+                {"type": "object", "properties": {"version": {"type": "integer"}}, "required": ["version"]},
+                {"type": "object", "properties": {"network": {"type": "object"}}, "required": ["network"]},
+            ]
+        }
+    },
+}
+TAGGED_ONE_OF = {
+    "oneOf": [
+        {"type": "object", "properties": {"kind": {"const": "a"}}, "required": ["kind"]},
+        {"type": "object", "properties": {"kind": {"const": "b"}}, "required": ["kind"]},
+    ]
+}
+
+
+def cpu_recipe_adapter() -> VLLMAdapter:
+    """Bound as the CPU recipe launches vLLM: guidance, compact JSON, objects closed."""
+    adapter = VLLMAdapter().bind(LaunchSpec(model="/m", structured_backend="guidance", compact_json=True))
+    assert adapter.closed_objects
+    return adapter
+
+
+@pytest.mark.parametrize(
+    ("schema", "pointer"), [(GEO_ONE_OF, "/oneOf"), (NETWORK_ONE_OF, "/properties/network/oneOf")]
+)
+def test_guidance_refuses_a_one_of_vllm_checks_with_objects_open(
+    schema: dict[str, Any], pointer: str
+) -> None:
+    with pytest.raises(UnsupportedFeature) as caught:
+        cpu_recipe_adapter().constraint_fields(JsonSchema(schema), INFO)
+    message = str(caught.value)
+    assert f"'oneOf' at {pointer}" in message and "backend is guidance" in message
+    assert "objects still open" in message and '"anyOf" in place of "oneOf"' in message
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"oneOf": [{"type": "string"}, {"type": "integer"}]},
+        TAGGED_ONE_OF,
+        closed_schema(GEO_ONE_OF),  # the way out the refusal names: branches closed by the caller
+        {"anyOf": GEO_ONE_OF["oneOf"]},  # the other way out
+    ],
+)
+def test_guidance_sends_a_one_of_llguidance_accepts(schema: dict[str, Any]) -> None:
+    body = cpu_recipe_adapter().constraint_fields(JsonSchema(schema), INFO)
+    assert body == {"structured_outputs": {"json": schema}}
+
+
+def test_auto_refuses_a_one_of_vllm_hands_to_guidance_with_objects_open() -> None:
+    schema = {**GEO_ONE_OF, "$defs": {"s": {"type": "array", "uniqueItems": True}}}  # xgrammar refuses
+    adapter = VLLMAdapter().bind(LaunchSpec(model="/m", structured_backend="auto"))
+    with pytest.raises(UnsupportedFeature, match="'oneOf' at /oneOf"):
+        adapter.constraint_fields(JsonSchema(schema), INFO)
+
+
+def jsonschemabench() -> Path:
+    return Path(os.environ.get("UNILLM_JSONSCHEMABENCH") or Path.home() / ".cache/unillm/jsonschemabench")
+
+
+@pytest.mark.parametrize(
+    "name", ["Github_trivial/o63308.json", "JsonSchemaStore/ubuntu-server-autoinstall.json"]
+)
+def test_the_two_jsonschemabench_one_of_schemas_are_refused_before_sending(name: str) -> None:
+    path = jsonschemabench() / "data" / name
+    if not path.exists():
+        pytest.skip(
+            f"no JSONSchemaBench checkout at {jsonschemabench()} (see benchmarks/structured_coverage.py)"
+        )
+    with pytest.raises(UnsupportedFeature, match="'oneOf' at /"):
+        cpu_recipe_adapter().constraint_fields(JsonSchema(json.loads(path.read_text())), INFO)
+
+
+# vLLM's own request check (validate_guidance_grammar, what answers HTTP 400 before the backend
+# sees a request), run in vLLM's managed env: a check, no server.
+VLLM_GUIDANCE_CHECK = """
+import json, sys
+from vllm.sampling_params import SamplingParams, StructuredOutputsParams
+from vllm.v1.structured_output.backend_guidance import validate_guidance_grammar
+out = []
+for schema in json.loads(sys.argv[1]):
+    try:
+        validate_guidance_grammar(SamplingParams(structured_outputs=StructuredOutputsParams(json=schema)))
+        out.append(True)
+    except Exception:
+        out.append(False)
+print(json.dumps(out))
+"""
+ONE_OFS: list[dict[str, Any]] = [
+    GEO_ONE_OF,
+    NETWORK_ONE_OF,
+    TAGGED_ONE_OF,
+    closed_schema(GEO_ONE_OF),
+    closed_schema(NETWORK_ONE_OF),
+    {"anyOf": GEO_ONE_OF["oneOf"]},
+    {"oneOf": [{"type": "string"}, {"type": "integer"}]},
+    {"oneOf": [{"type": "integer"}, {"type": "number"}]},
+    {"oneOf": [{"type": "string"}, {}]},
+]
+
+
+def sent_on_the_cpu_recipe(schema: dict[str, Any]) -> bool:
+    try:
+        cpu_recipe_adapter().constraint_fields(JsonSchema(schema), INFO)
+    except UnsupportedFeature:
+        return False
+    return True
+
+
+@pytest.mark.engine
+def test_the_guidance_one_of_check_agrees_with_vllms_request_check() -> None:
+    python = Path.home() / ".cache/unillm/envs/vllm/bin/python"
+    run = subprocess.run(
+        [str(python), "-c", VLLM_GUIDANCE_CHECK, json.dumps(ONE_OFS)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    vllm_accepts = json.loads(run.stdout.strip().splitlines()[-1])
+    assert vllm_accepts == [sent_on_the_cpu_recipe(schema) for schema in ONE_OFS]
+    assert vllm_accepts[:2] == [False, False] and all(vllm_accepts[2:7])

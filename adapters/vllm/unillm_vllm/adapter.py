@@ -17,7 +17,8 @@ without one.
 JSON schemas: when unillm launched the server (``bind(spec)``) it knows the structured-outputs
 backend (``structured_backend=``; the CPU recipe picks ``guidance``) and checks each schema
 before sending (:mod:`unillm.adapter.schemas`): on ``xgrammar`` exact rewrites first (merged
-``allOf``, declared ``required``), then its rules; on ``guidance`` llguidance itself; on
+``allOf``, declared ``required``), then its rules; on ``guidance`` llguidance itself (on the
+schema as sent, as vLLM's request check reads it, and as its backend compiles it); on
 ``auto`` what vLLM would do (xgrammar, or guidance for what vLLM's own check sends there).
 A connected server's backend is unknown, so nothing is refused there; answers are validated
 everywhere.
@@ -26,6 +27,7 @@ everywhere.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -87,6 +89,11 @@ _OUTLINES_WHY = (
     "cannot check and which answered HTTP 400 on every such JSONSchemaBench schema"
 )
 # vllm:inter_token_latency_seconds (time_per_output_token before)
+#: What to do about a oneOf llguidance refuses (see _guidance_problem).
+_ONE_OF_WAY = (
+    'Write "anyOf" in place of "oneOf", or give each branch "additionalProperties": false so the '
+    "branches cannot overlap. Or: "
+)
 
 
 #: What in-process vLLM (one engine in a worker, text in and out) does not do, and what to do.
@@ -239,14 +246,14 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
         if backend == "xgrammar":
             problem = xgrammar_problem(schema)
         elif backend == "guidance":
-            problem = guidance_problem(schema, compact=self.compact_json, closed=self.closed_objects)
+            problem = _guidance_problem(schema, compact=self.compact_json, closed=self.closed_objects)
         elif backend == "auto":  # vLLM's own check sends a schema to guidance, else xgrammar
             if vllm_refusal(schema) is not None and (outlines := _outlines_fallback(schema)):
                 backend, problem = "outlines (vLLM's auto fell back to it)", outlines
             elif vllm_refusal(schema) is not None:
                 backend, problem = (
                     "guidance (vLLM's auto fell back to it)",
-                    guidance_problem(schema, compact=self.compact_json),
+                    _guidance_problem(schema, compact=self.compact_json, closed=False),
                 )
             else:
                 backend, problem = "xgrammar (vLLM's auto chose it)", xgrammar_miscompile(schema)
@@ -258,7 +265,8 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
             backend,
             problem,
             version=info.version,
-            alternative=f"Launch with structured_backend={other!r} (JSONSchemaBench coverage differs: see "
+            alternative=(_ONE_OF_WAY if problem.keyword == "oneOf" else "")
+            + f"Launch with structured_backend={other!r} (JSONSchemaBench coverage differs: see "
             "docs/guide/structured-output.md), use another engine, or drop output= and validate the "
             "answer yourself (e.g. Model.model_validate_json(r.text))",
         )
@@ -419,3 +427,18 @@ def _outlines_fallback(schema: Mapping[str, Any]) -> SchemaProblem | None:
         if where is None
         else SchemaProblem("patternProperties", f"{where}/patternProperties", _OUTLINES_WHY)
     )
+
+
+def _guidance_problem(schema: Mapping[str, Any], *, compact: bool, closed: bool) -> SchemaProblem | None:
+    """What vLLM refuses on guidance. Its request check (``validate_guidance_grammar``) compiles the
+    schema as sent, objects open and whitespace flexible, whatever the server's settings; the
+    backend then compiles it as configured (``closed``, ``compact``). Both must pass: a ``oneOf``
+    whose branches overlap only while objects are open passes the second and fails the first
+    (HTTP 400, "oneOf constraints are not supported")."""
+    sent = guidance_problem(schema, compact=False)
+    if sent is not None and sent.keyword == "oneOf":
+        why = f"vLLM's request check reads the schema as sent (objects still open), where {sent.why}"
+        return replace(sent, why=why)
+    if sent is None and (compact or closed):
+        return guidance_problem(schema, compact=compact, closed=closed)
+    return sent

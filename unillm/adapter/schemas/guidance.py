@@ -32,7 +32,9 @@ _SUBSCHEMAS = (
     "allOf", "anyOf", "oneOf",
 )  # fmt: skip
 _OPENED_BY = ("properties", "patternProperties")
-_KEYS = re.compile(r'Unimplemented keys: \["([^"]+)"')
+#: The keyword llguidance's error names: an unimplemented key, or a ``oneOf`` whose branches it
+#: cannot prove disjoint ("oneOf constraints are not supported").
+_KEYS = re.compile(r'Unimplemented keys: \["([^"]+)"|(oneOf) constraints are not supported')
 
 
 def guidance_available() -> bool:
@@ -66,7 +68,7 @@ def guidance_problem(
     if not error:
         return None
     keys = _KEYS.search(error)
-    keyword = keys.group(1) if keys else "schema"
+    keyword = next((k for k in keys.groups() if k), "schema") if keys else "schema"
     where = (
         f"{at}/{escape(keyword)}" for at, node, kind in nodes(schema) if kind == "schema" and keyword in node
     )
