@@ -24,7 +24,7 @@ pytestmark = pytest.mark.anyio
 
 BLOCKS = python_blocks()
 # Blocks that are not run, each with its reason in the page. Raise this only with a reason.
-NOT_RUN = 18
+NOT_RUN = 19
 
 
 def _pages_with(*kinds: str) -> list[str]:
