@@ -171,7 +171,8 @@ def test_the_worker_gets_the_servers_engine_flags_without_the_servers_own() -> N
     )
     argv = settings.worker_argv(spec)
     assert argv[:2] == ["--model", "/m"]
-    assert {"--host", "--port", "8123", "--tool-call-parser", "--enable-auto-tool-choice"}.isdisjoint(argv)
+    server_only = {"--host", "--port", "8123", "--tool-call-parser", "--enable-auto-tool-choice"}
+    assert {*server_only, "--enable-prompt-tokens-details"}.isdisjoint(argv)  # the server's usage field
     assert {"--served-model-name", "tiny", "--dtype", "--max-num-seqs", "--enforce-eager"} <= set(argv)
     assert settings.worker_env(spec) == {"A": "1"}
 

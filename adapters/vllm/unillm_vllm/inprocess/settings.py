@@ -15,7 +15,7 @@ __all__ = ["refuse", "worker_argv", "worker_env"]
 
 #: Server flags with a value, dropped from the worker's flags (the worker serves no HTTP).
 _SERVER_VALUED = frozenset({"--host", "--port", "--tool-call-parser", "--reasoning-parser"})
-_SERVER_SWITCHES = frozenset({"--enable-auto-tool-choice"})
+_SERVER_SWITCHES = frozenset({"--enable-auto-tool-choice", "--enable-prompt-tokens-details"})
 _SERVER_ENV = frozenset({"VLLM_API_KEY"})
 _HINT = "launch vLLM as a server for it (drop in_process / --in-process)"
 
