@@ -206,3 +206,61 @@ def test_the_queue_gauges_split_the_requests_in_the_worker_at_its_batch_size() -
     metrics = EngineMetrics.parse(text, engine="vllm", mapping=names).normalized()
     assert (metrics.running, metrics.waiting) == (8, 12)
     assert "vllm:num_requests_waiting 0" in queue_gauges(3, 8)
+
+
+# -- a worker that breaks the protocol ------------------------------------------------------
+FAKE_WORKER = """
+import json, sys
+print(json.dumps({"ready": {"max_num_seqs": 2}}), flush=True)
+for line in sys.stdin:
+    job = json.loads(line)
+    print(REPLY(job), flush=True)
+"""
+
+
+def fake_python(tmp_path: Any, reply: str) -> str:
+    """An interpreter stand-in that runs a fake worker answering each job with ``reply(job)``."""
+    import stat
+    import sys
+
+    script = tmp_path / "worker.py"
+    script.write_text(FAKE_WORKER.replace("REPLY", reply))
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{script}"\n')
+    python.chmod(python.stat().st_mode | stat.S_IEXEC)
+    return str(python)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("reply", "status"),
+    [
+        ('lambda job: json.dumps({"id": job["id"], "outputs": 5, "prompt_tokens": 1})', 502),
+        ('lambda job: json.dumps({"id": job["id"], "error": "x", "status": "bad"})', 500),
+    ],
+    ids=["malformed-answer", "malformed-status"],
+)
+async def test_a_malformed_worker_answer_is_an_error_answer(tmp_path: Any, reply: str, status: int) -> None:
+    import httpx
+    from unillm_vllm.inprocess.transport import WorkerTransport
+
+    transport = WorkerTransport(fake_python(tmp_path, f"({reply})"), [], {}, "tiny")
+    async with httpx.AsyncClient(transport=transport, base_url="http://in-process") as client:
+        r = await client.post(COMPLETIONS_PATH, json={"prompt": "hi", "max_tokens": 2})
+    assert r.status_code == status
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("line", ['"not json"', "[1, 2]"], ids=["text", "array"])
+async def test_a_worker_line_that_is_no_answer_fails_the_request_instead_of_hanging(
+    tmp_path: Any, line: str
+) -> None:
+    import anyio
+    import httpx
+    from unillm_vllm.inprocess.transport import WorkerTransport
+
+    reply = "(lambda job: 'not json')" if line.startswith('"') else "(lambda job: '[1, 2]')"
+    transport = WorkerTransport(fake_python(tmp_path, reply), [], {}, "tiny")
+    async with httpx.AsyncClient(transport=transport, base_url="http://in-process") as client:
+        with anyio.fail_after(30), pytest.raises(httpx.ReadError, match="no answer"):
+            await client.post(COMPLETIONS_PATH, json={"prompt": "hi", "max_tokens": 2})

@@ -139,8 +139,14 @@ class WorkerTransport(httpx.AsyncBaseTransport):
         await self._started()
         result = await self._send(work)
         if "error" in result:
-            return _error(int(result.get("status", 500)), str(result["error"]))
-        return httpx.Response(200, json=answer_body(path, self.served_name, result))
+            status = result.get("status")
+            if not (isinstance(status, int) and 400 <= status < 600):
+                status = 500
+            return _error(status, str(result["error"])[:2000])
+        try:
+            return httpx.Response(200, json=answer_body(path, self.served_name, result))
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            return _error(502, f"the in-process vLLM worker's answer is malformed: {type(e).__name__}")
 
     # -- the worker ------------------------------------------------------------------------
     async def _started(self) -> dict[str, Any]:
@@ -171,8 +177,10 @@ class WorkerTransport(httpx.AsyncBaseTransport):
             line = json.loads(first) if first else {}
         except json.JSONDecodeError:
             line = {}
-        if "ready" not in line:
-            why = line.get("fatal") or f"exited with code {await process.wait()}"
+        if not isinstance(line, dict) or not isinstance(line.get("ready"), dict):
+            why = (line.get("fatal") if isinstance(line, dict) else None) or (
+                f"exited with code {await process.wait()}"
+            )
             self._gone = f"the in-process vLLM worker did not start: {why}{self._tail()}"
             raise httpx.ConnectError(self._gone)
         self._reader = asyncio.create_task(self._read(process))
@@ -195,11 +203,20 @@ class WorkerTransport(httpx.AsyncBaseTransport):
 
     async def _read(self, process: asyncio.subprocess.Process) -> None:
         assert process.stdout is not None
-        while line := await process.stdout.readline():
-            result = json.loads(line)
-            answer = self._waiting.pop(str(result.get("id")), None)
-            if answer is not None and not answer.done():
-                answer.set_result(result)
+        try:
+            while line := await process.stdout.readline():
+                result = json.loads(line)
+                if not isinstance(result, dict):
+                    raise ValueError(f"a JSON {type(result).__name__}")
+                answer = self._waiting.pop(str(result.get("id")), None)
+                if answer is not None and not answer.done():
+                    answer.set_result(result)
+        except ValueError as e:  # not JSON, not an object, or longer than the line limit
+            self._gone = (
+                f"the in-process vLLM worker wrote a line that is no answer ({str(e)[:200]}): stopped"
+            )
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
         code = await process.wait()
         if self._gone is None:
             self._gone = f"the in-process vLLM worker exited (code {code}){self._tail()}"
