@@ -30,6 +30,13 @@ def write_input(path: Path, n: int) -> Path:
     return path
 
 
+def result(custom_id: str, *, ok: bool = True) -> str:
+    """One output line: a success, or (``ok=False``) a failure."""
+    response: dict[str, object] = {"status_code": 200 if ok else 500, "request_id": "r", "body": {}}
+    error = None if ok else {"code": "EngineInternalError", "message": "boom"}
+    return json.dumps({"id": "x", "custom_id": custom_id, "response": response, "error": error}) + "\n"
+
+
 def results(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines()]
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import anyio
 import pytest
+from batch_helpers import result
 
 from unillm.batch import Target, run
 from unillm.batch.lines import parse_lines
@@ -87,3 +88,20 @@ def test_in_process_with_a_config_that_connects_is_refused(tmp_path: Path) -> No
 
     with pytest.raises(InvalidOptions, match="launches one engine"):
         anyio.run(go)
+
+
+@pytest.mark.parametrize("through", ["api", "cli"])
+def test_retry_failed_that_the_in_process_engine_refuses_leaves_the_output_as_it_was(
+    tmp_path: Path, through: str
+) -> None:
+    inp = write(tmp_path / "in.jsonl", LINES[:2])
+    out = tmp_path / "out.jsonl"
+    out.write_text(result("ok") + result("lp", ok=False))
+    before = out.read_bytes()
+    if through == "api":
+        with pytest.raises(InvalidOptions, match=r"line 2 \(lp\)"):
+            anyio.run(lambda: run(inp, out, in_process(tmp_path), retry_failed=True, progress=False))
+    else:
+        argv = ["batch", str(inp), "--out", str(out), "--engine", "vllm", "--model", str(tmp_path)]
+        assert main([*argv, "--in-process", "--launch", "python=/no/python", "--retry-failed"]) == 2
+    assert out.read_bytes() == before  # the failed line is still there: nothing changed

@@ -6,19 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-from batch_helpers import DiskFullAfter
+from batch_helpers import DiskFullAfter, result
 
 from unillm import InvalidOptions, UnillmError
 from unillm.batch import OutputWriteError, Pacer, journal, plan
 from unillm.batch.journal import Journal
 from unillm.batch.lines import parse_line
 from unillm.batch.render import encode, failure_line
-
-
-def result(custom_id: str, *, ok: bool = True) -> str:
-    response: dict[str, object] = {"status_code": 200 if ok else 500, "request_id": "r", "body": {}}
-    error = None if ok else {"code": "EngineInternalError", "message": "boom"}
-    return json.dumps({"id": "x", "custom_id": custom_id, "response": response, "error": error}) + "\n"
 
 
 def write_input(path: Path, n: int) -> None:

@@ -17,7 +17,9 @@ resumes: finished ``custom_id``s are skipped, a torn last line is cut off and re
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +28,7 @@ from unillm.batch.lines import BatchItem, parse_lines
 from unillm.batch.pacing import Pacer
 from unillm.batch.progress import progress_bar
 from unillm.batch.runner import ProgressHook, Summary, UnexpectedError, execute, resumed
-from unillm.batch.target import Target, open_target
+from unillm.batch.target import Target, check_target, open_target
 from unillm.client.protocol import Client
 from unillm.errors import InvalidOptions
 
@@ -62,7 +64,13 @@ class Plan:
         self.journal.close()
 
 
-def plan(input: str | Path, output: str | Path, *, retry_failed: bool = False) -> Plan:
+def plan(
+    input: str | Path,
+    output: str | Path,
+    *,
+    retry_failed: bool = False,
+    vet: Callable[[list[BatchItem]], None] | None = None,
+) -> Plan:
     """Read and check the input, open and scan the output, and list what is left to run.
 
     Nothing is sent. Requests are ordered so that those sharing a prefix go out together
@@ -72,6 +80,8 @@ def plan(input: str | Path, output: str | Path, *, retry_failed: bool = False) -
         input: The batch input JSONL.
         output: The results JSONL (created, or resumed when it exists).
         retry_failed: Remove failed results from the output and run those requests again.
+        vet: Called with the requests still to run (when there are some) before the output
+            changes: what it raises leaves both files as they were (e.g. ``check_target``).
 
     Returns:
         The plan; its journal holds the output's lock until closed.
@@ -80,19 +90,22 @@ def plan(input: str | Path, output: str | Path, *, retry_failed: bool = False) -
         InvalidOptions: A bad input line (all listed), or an output that is the input itself,
             not a results file, another batch's, or being written by another run; nothing in
             either file is changed then.
+        UnillmError: What ``vet`` raised; nothing changed either.
     """
     _not_the_input(input, output)
     items = parse_lines(read_lines(input))
     journal = Journal(output)
     try:
         resume: Resume = journal.scan({i.custom_id for i in items})
+        done = resume.succeeded if retry_failed else resume.done
+        pending = sorted((i for i in items if i.custom_id not in done), key=BatchItem.prefix_key)
+        if vet is not None and pending:
+            vet(pending)
         if retry_failed and resume.failed:
             journal.drop(resume.failed)
     except BaseException:
         journal.close()
         raise
-    done = resume.succeeded if retry_failed else resume.done
-    pending = sorted((i for i in items if i.custom_id not in done), key=BatchItem.prefix_key)
     return Plan(items, pending, journal, resumed(len(items), resume, retry_failed))
 
 
@@ -142,13 +155,14 @@ async def run(
             refused before anything is sent.
         OutputWriteError: The output could not be written (a full disk); rerun to resume.
     """
-    with plan(input, output, retry_failed=retry_failed) as p:
-        if isinstance(client, Target):
-            if not p.pending:
-                return p.summary
-            async with open_target(client, p.pending) as opened:
-                return await _progress(p, opened, max_concurrency, progress, handle_sigint)
-        return await _progress(p, client, max_concurrency, progress, handle_sigint)
+    vet = functools.partial(check_target, client) if isinstance(client, Target) else None
+    with plan(input, output, retry_failed=retry_failed, vet=vet) as p:
+        if not isinstance(client, Target):
+            return await _progress(p, client, max_concurrency, progress, handle_sigint)
+        if not p.pending:
+            return p.summary
+        async with open_target(client) as opened:  # its requests were checked by the plan
+            return await _progress(p, opened, max_concurrency, progress, handle_sigint)
 
 
 async def _progress(

@@ -13,6 +13,7 @@ Rerun the same command to resume after a crash or Ctrl-C: finished custom_ids ar
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -85,10 +86,11 @@ def run_batch_command(args: argparse.Namespace) -> int:
     from unillm.batch import plan
     from unillm.batch.progress import progress_bar
     from unillm.batch.runner import execute
-    from unillm.batch.target import open_target
+    from unillm.batch.target import check_target, open_target
 
     target = _target(args)
-    with plan(args.input, args.out, retry_failed=args.retry_failed) as p:  # before anything starts
+    vet = functools.partial(check_target, target)  # before anything starts or the output changes
+    with plan(args.input, args.out, retry_failed=args.retry_failed, vet=vet) as p:
         if p.summary.torn_bytes:
             print(
                 f"unillm batch: cut a torn last line ({p.summary.torn_bytes} bytes); redoing it",
@@ -103,7 +105,7 @@ def run_batch_command(args: argparse.Namespace) -> int:
         else:
 
             async def go() -> Any:
-                async with open_target(target, p.pending) as client:
+                async with open_target(target) as client:  # checked by the plan
                     with progress_bar(
                         len(p.items), p.summary.skipped, False if args.no_progress else None
                     ) as hook:

@@ -70,19 +70,63 @@ class Target:
             )
 
 
+def check_target(target: Target, items: Sequence[BatchItem] = ()) -> None:
+    """Refuse, before anything starts or any file changes, a target that cannot run ``items``.
+
+    A launched target is built (not started) and checked as :func:`open_target` would: an
+    engine that cannot be launched here, or (in process) requests it cannot honour.
+
+    Args:
+        target: The target.
+        items: The requests to run.
+
+    Raises:
+        InvalidOptions: As :func:`open_target` would, before it starts anything.
+    """
+    from unillm.launching.supervisor import Launch
+
+    made = _launcher(target)
+    if isinstance(made, Launch):
+        _ready(made, items)
+
+
 @contextlib.asynccontextmanager
 async def open_target(target: Target, items: Sequence[BatchItem] = ()) -> AsyncIterator[Client]:
     """Connect to (or launch) the target and yield its client; stop what was launched on exit.
 
     Args:
         target: The checked target.
-        items: The requests to run: an in-process launch checks them all before it starts.
+        items: The requests to run: an in-process launch checks them all before it starts
+            (pass none when :func:`check_target` has checked them).
 
     Raises:
         InvalidOptions: A bad target, an engine that cannot be launched here, or requests an
             in-process engine cannot honour.
     """
-    from unillm.api import connect, launch
+    from unillm.api import connect
+    from unillm.launching.supervisor import Launch
+
+    made = _launcher(target)
+    if made is not None:
+        if isinstance(made, Launch):
+            _ready(made, items)
+        async with made as client:
+            await _loaded(made, client)
+            yield client
+        return
+    assert target.engine is not None
+    if len(target.urls) == 1:
+        async with _single(target.engine, target.urls[0], target.api_key) as llm:
+            yield llm
+        return
+    extra: dict[str, Any] = {"policy": target.policy} if target.policy else {}
+    async with connect(target.engine, target.urls, api_key=target.api_key, **extra) as client:
+        yield client
+
+
+def _launcher(target: Target) -> Any:
+    """The checked target's config or launch, built but not started; None for ``urls``."""
+    from unillm.api import launch
     from unillm.launching.supervisor import Launch
 
     target.check()
@@ -91,35 +135,19 @@ async def open_target(target: Target, items: Sequence[BatchItem] = ()) -> AsyncI
         from unillm.config.load import from_config
 
         made: Any = from_config(target.config)
-        if target.in_process:
-            if not isinstance(made, Launch):
-                raise InvalidOptions(
-                    f"--in-process needs a config that launches one engine ([launch]); "
-                    f"{target.config} connects to a server, or launches several"
-                )
-            made = from_config(target.config, launch=mode)
-        if isinstance(made, Launch):
-            _ready(made, items)
-        async with made as client:
-            await _loaded(made, client)
-            yield client
-        return
-    assert target.engine is not None
+        if not target.in_process:
+            return made
+        if not isinstance(made, Launch):
+            raise InvalidOptions(
+                f"--in-process needs a config that launches one engine ([launch]); "
+                f"{target.config} connects to a server, or launches several"
+            )
+        return from_config(target.config, launch=mode)
     if target.model:
+        assert target.engine is not None
         key: dict[str, Any] = {"api_key": target.api_key} if target.api_key else {}
-        run = launch(target.engine, model=target.model, **key, **{**target.launch, **mode})
-        _ready(run, items)
-        async with run as llm:
-            await _loaded(run, llm)
-            yield llm
-        return
-    if len(target.urls) == 1:
-        async with _single(target.engine, target.urls[0], target.api_key) as llm:
-            yield llm
-        return
-    extra: dict[str, Any] = {"policy": target.policy} if target.policy else {}
-    async with connect(target.engine, target.urls, api_key=target.api_key, **extra) as client:
-        yield client
+        return launch(target.engine, model=target.model, **key, **{**target.launch, **mode})
+    return None
 
 
 def _single(engine: str, url: str, api_key: str | None) -> Any:
