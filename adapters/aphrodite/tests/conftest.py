@@ -1,0 +1,8 @@
+"""Async tests run on asyncio."""
+
+import pytest
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
