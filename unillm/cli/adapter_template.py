@@ -26,7 +26,7 @@ dynamic = ["version"]  # unillm's: __version__ in ../../unillm/__init__.py
 description = "$display adapter for unillm."
 requires-python = ">=3.10"
 license = "Apache-2.0"
-dependencies = ["unillm>=0.1,<0.2"]
+dependencies = ["unillm-sdk>=0.1,<0.2"]  # the core; `unillm` on the index is another project
 
 [project.optional-dependencies]
 # What this adapter's tests need; `./run` installs every adapters/*/ package with its `dev` extra.
