@@ -1,8 +1,0 @@
-"""Async tests run on asyncio."""
-
-import pytest
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
