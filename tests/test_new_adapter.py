@@ -13,6 +13,7 @@ from pathlib import Path
 import import_contracts
 import pytest
 import test_adapter_layout as layout
+import test_version as versions
 
 from unillm.cli.main import main
 from unillm.errors import InvalidOptions
@@ -74,6 +75,14 @@ def test_the_new_adapter_is_lint_and_type_clean(repo: Path) -> None:
         "mypy", "--strict", "--cache-dir", str(repo / ".mypy"), "unillm_lmdeploy", cwd=folder, path=folder
     )
     assert done.returncode == 0, done.stdout[-3000:]
+
+
+def test_the_new_adapter_requires_the_core_by_its_distribution_name(repo: Path) -> None:
+    """``unillm-sdk``, not ``unillm`` (an unrelated project on the index): else ``pip install -e
+    adapters/<engine>`` looks for ``unillm>=0.1`` there and fails, and so does test_version."""
+    versions.test_each_adapter_requires_a_core_range_that_admits_this_version(
+        repo / "adapters" / "lmdeploy" / "pyproject.toml"
+    )
 
 
 def test_an_existing_folder_or_a_bad_name_is_refused(repo: Path) -> None:

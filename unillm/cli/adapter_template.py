@@ -26,7 +26,7 @@ dynamic = ["version"]  # unillm's: __version__ in ../../unillm/__init__.py
 description = "$display adapter for unillm."
 requires-python = ">=3.10"
 license = "Apache-2.0"
-dependencies = ["unillm>=0.1,<0.2"]
+dependencies = ["unillm-sdk>=0.1,<0.2"]  # the core; `unillm` on the index is another project
 
 [project.optional-dependencies]
 # What this adapter's tests need; `./run` installs every adapters/*/ package with its `dev` extra.
@@ -57,7 +57,8 @@ OpenAI-compatible server. Written by `unillm new-adapter $name`; the guide is do
 
 To do, each with a test: put the engine's server module and flags in `launch.py`; mark `NATIVE`
 in `SUPPORTED` each feature the engine has (the rest stay refused, saying why); replace the
-canned answers with ones recorded from the engine; add `install()` for `unillm setup $name`.
+canned answers with ones recorded from the engine; pass the API key the way the engine reads it
+(`API_KEY_ENV` is a guess the kit cannot catch); add `install()` for `unillm setup $name`.
 
     pip install -e 'adapters/$name[dev]'     # or ./run unit, which installs every adapters/*/
     pytest adapters/$name/tests
@@ -122,7 +123,11 @@ class $cls(OpenAICompatAdapter):
         return EngineInfo(engine=self.name, model=model or next((s for s in served if s), ""))
 
     def constraint_fields(self, output: Constraint, info: EngineInfo) -> dict[str, Any]:
-        """``output=`` as OpenAI's ``response_format`` (the core refused every other kind)."""
+        """``output=`` as OpenAI's ``response_format`` (the core refused every other kind).
+
+        Declare REGEX / CHOICE / GRAMMAR in SUPPORTED and map ``Regex.pattern``, ``Choice.options``
+        and ``Grammar.text`` (``.syntax``: "ebnf" or "lark") here too, when the engine takes them.
+        """
         assert isinstance(output, JsonSchema)
         schema = {"name": "out", "schema": output.schema}
         return {"response_format": {"type": "json_schema", "json_schema": schema}}
@@ -142,6 +147,8 @@ from unillm.adapter import Flags, LaunchCommand, LaunchSpec, Refuse
 __all__ = ["API_KEY_ENV", "SERVER_MODULE", "command"]
 
 SERVER_MODULE = "$name.server"  # the engine's server: `python -m $name.server` (put its own here)
+# A guess too: pass the key the way the engine reads it (an env var, or a flag such as --api-key),
+# kept in secrets=. The kit checks only that the key is passed and masked, not that the engine reads it.
 API_KEY_ENV = "${upper}_API_KEY"
 _NOT_MAPPED = "the $display adapter does not map this setting (yet)"
 
