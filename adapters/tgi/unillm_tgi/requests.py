@@ -180,16 +180,23 @@ def _common(request: Request) -> dict[str, Any]:
     return fields
 
 
+def _generation(request: Request, *, native: bool) -> dict[str, Any]:
+    """What ``/generate`` (``native``) and ``/v1/completions`` both take: the length limit,
+    sampling, seed, stop strings and both penalties."""
+    fields: dict[str, Any] = {}
+    if request.max_tokens is not None:
+        fields["max_new_tokens" if native else "max_tokens"] = request.max_tokens
+    fields.update(_sampling(request, native=native))
+    fields.update(_common(request))
+    if request.repetition_penalty is not None:
+        fields["repetition_penalty"] = request.repetition_penalty
+    return fields
+
+
 def generate_body(request: Request, info: EngineInfo) -> dict[str, Any]:
     """``GenerateRequest`` for ``/generate`` and ``/generate_stream``; ``extra_body`` keys go
     into ``parameters`` (e.g. ``{"typical_p": 0.9, "watermark": True}``)."""
-    params: dict[str, Any] = {"details": True}
-    if request.max_tokens is not None:
-        params["max_new_tokens"] = request.max_tokens
-    params.update(_sampling(request, native=True))
-    params.update(_common(request))
-    if request.repetition_penalty is not None:
-        params["repetition_penalty"] = request.repetition_penalty
+    params: dict[str, Any] = {"details": True, **_generation(request, native=True)}
     if request.top_logprobs:
         params["top_n_tokens"] = request.top_logprobs
     if request.n is not None and request.n > 1:
@@ -319,13 +326,11 @@ def _object(arguments: str) -> Any:
 
 def completions_body(request: Request, info: EngineInfo) -> dict[str, Any]:
     """``CompletionRequest`` for ``/v1/completions`` (usage arrives in its last chunk)."""
-    body: dict[str, Any] = {"model": request.lora or NO_ADAPTER, "prompt": [request.prompt]}
-    if request.max_tokens is not None:
-        body["max_tokens"] = request.max_tokens
-    body.update(_sampling(request, native=False))
-    body.update(_common(request))
-    if request.repetition_penalty is not None:
-        body["repetition_penalty"] = request.repetition_penalty
+    body: dict[str, Any] = {
+        "model": request.lora or NO_ADAPTER,
+        "prompt": [request.prompt],
+        **_generation(request, native=False),
+    }
     if request.stream:
         body["stream"] = True
     body.update(request.extra_body or {})
