@@ -363,6 +363,19 @@ class Server:
 # ---------------------------------------------------------------------------------------------
 
 StreamResult = tuple[list[str], int | None]  # content pieces, usage.completion_tokens
+#: What the raw-HTTP baselines send: the whole answer, and the stream with usage in its last chunk.
+BODY = {"model": MODEL, "prompt": PROMPT, "max_tokens": MAX_TOKENS}
+STREAM_BODY = {**BODY, "stream": True, "stream_options": {"include_usage": True}}
+
+
+def read_chunk(payload: str | bytes, parts: list[str]) -> int | None:
+    """One SSE ``data:`` payload of the raw baselines: its texts appended to ``parts``; its
+    completion tokens when it carries usage."""
+    chunk = json.loads(payload)
+    for choice in chunk["choices"]:
+        if choice["text"]:
+            parts.append(choice["text"])
+    return chunk["usage"]["completion_tokens"] if chunk.get("usage") else None
 
 
 class Client:
@@ -392,11 +405,9 @@ class HttpxClient(Client):
         limits = httpx.Limits(max_connections=connections or 100, max_keepalive_connections=20)
         timeout = 5.0 if connections is None else 600.0
         self._client = httpx.AsyncClient(base_url=base_url, limits=limits, timeout=timeout)
-        self._body = {"model": MODEL, "prompt": PROMPT, "max_tokens": MAX_TOKENS}
-        self._stream_body = {**self._body, "stream": True, "stream_options": {"include_usage": True}}
 
     async def request(self) -> tuple[str, int | None]:
-        response = await self._client.post("/v1/completions", json=self._body)
+        response = await self._client.post("/v1/completions", json=BODY)
         response.raise_for_status()
         body = json.loads(response.content)
         return body["choices"][0]["text"], body["usage"]["completion_tokens"]
@@ -404,17 +415,13 @@ class HttpxClient(Client):
     async def stream(self) -> StreamResult:
         parts: list[str] = []
         usage: int | None = None
-        async with self._client.stream("POST", "/v1/completions", json=self._stream_body) as r:
+        async with self._client.stream("POST", "/v1/completions", json=STREAM_BODY) as r:
             r.raise_for_status()
             async for line in r.aiter_lines():  # read to the end so the connection is reused
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
-                chunk = json.loads(line[6:])
-                for choice in chunk["choices"]:
-                    if choice["text"]:
-                        parts.append(choice["text"])
-                if chunk.get("usage"):
-                    usage = chunk["usage"]["completion_tokens"]
+                got = read_chunk(line[6:], parts)
+                usage = usage if got is None else got
         return parts, usage
 
     async def aclose(self) -> None:
@@ -430,17 +437,15 @@ class AiohttpClient(Client):
         import aiohttp
 
         self._session = aiohttp.ClientSession(base_url, connector=aiohttp.TCPConnector(limit=connections))
-        self._body = {"model": MODEL, "prompt": PROMPT, "max_tokens": MAX_TOKENS}
-        self._stream_body = {**self._body, "stream": True, "stream_options": {"include_usage": True}}
 
     async def request(self) -> tuple[str, int | None]:
-        async with self._session.post("/v1/completions", json=self._body) as r:
+        async with self._session.post("/v1/completions", json=BODY) as r:
             r.raise_for_status()
             body = json.loads(await r.read())
         return body["choices"][0]["text"], body["usage"]["completion_tokens"]
 
     async def stream(self) -> StreamResult:
-        return await self.stream_from(self._session.post("/v1/completions", json=self._stream_body))
+        return await self.stream_from(self._session.post("/v1/completions", json=STREAM_BODY))
 
     @staticmethod
     async def stream_from(opening: Any) -> StreamResult:
@@ -452,12 +457,8 @@ class AiohttpClient(Client):
                 line = raw.rstrip(b"\r\n")
                 if not line.startswith(b"data: ") or line == b"data: [DONE]":
                     continue
-                chunk = json.loads(line[6:])
-                for choice in chunk["choices"]:
-                    if choice["text"]:
-                        parts.append(choice["text"])
-                if chunk.get("usage"):
-                    usage = chunk["usage"]["completion_tokens"]
+                got = read_chunk(line[6:], parts)
+                usage = usage if got is None else got
         return parts, usage
 
     async def aclose(self) -> None:
