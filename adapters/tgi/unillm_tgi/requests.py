@@ -239,45 +239,47 @@ def _check_best_of(request: Request, info: EngineInfo) -> None:
         )
 
 
-def chat_body(request: Request, info: EngineInfo) -> dict[str, Any]:
-    """``ChatRequest`` for ``/v1/chat/completions``; ``extra_body`` keys go to the top level."""
+def _check_chat(request: Request, info: EngineInfo) -> None:
+    """Refuse what TGI's chat API cannot do (each has a way on ``/generate``)."""
     v = _version(info)
-    if request.top_k is not None and request.top_k > 0:
-        raise _refuse(
-            info,
+    for refused, feature, why, alternative in (
+        (
+            request.top_k is not None and request.top_k > 0,
             "top_k with chat messages",
             "TGI's chat API has no top_k",
             "Send a prompt (it goes to /generate) with the chat template applied",
-        )
-    if request.repetition_penalty is not None:
-        raise _refuse(
-            info,
+        ),
+        (
+            request.repetition_penalty is not None,
             "repetition_penalty with chat messages",
             "TGI's chat API has no repetition_penalty",
             "Use frequency_penalty, or send a prompt (it goes to /generate)",
-        )
-    if request.n is not None and request.n > 1:
-        raise _refuse(
-            info,
+        ),
+        (
+            request.n is not None and request.n > 1,
             "n > 1 with chat messages",
             "TGI's chat API ignores n",
             "Send n requests concurrently, or send a prompt (best_of on /generate)",
-        )
-    if request.output is not None and v is not None and v < CHAT_CONSTRAINTS_SINCE:
-        raise _refuse(
-            info,
+        ),
+        (
+            request.output is not None and v is not None and v < CHAT_CONSTRAINTS_SINCE,
             "output= with chat messages",
             "TGI's chat API takes response_format from 2.1.0 on",
             "Upgrade TGI, or send a prompt (grammar on /generate)",
-        )
+        ),
+    ):
+        if refused:
+            raise _refuse(info, feature, why, alternative)
+
+
+def chat_body(request: Request, info: EngineInfo) -> dict[str, Any]:
+    """``ChatRequest`` for ``/v1/chat/completions``; ``extra_body`` keys go to the top level."""
+    _check_chat(request, info)
     body: dict[str, Any] = {
         "model": request.lora or NO_ADAPTER,
         "messages": [chat_message(m) for m in request.messages or ()],
+        **_generation(request, native=False),  # no repetition_penalty: refused above
     }
-    if request.max_tokens is not None:
-        body["max_tokens"] = request.max_tokens
-    body.update(_sampling(request, native=False))
-    body.update(_common(request))
     if request.logprobs:
         body["logprobs"] = True
         if request.top_logprobs is not None:
