@@ -63,7 +63,7 @@ import threading
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 MODEL = "tiny"
@@ -363,6 +363,34 @@ class Server:
 # ---------------------------------------------------------------------------------------------
 
 StreamResult = tuple[list[str], int | None]  # content pieces, usage.completion_tokens
+#: What the raw-HTTP baselines send: the whole answer, and the stream with usage in its last chunk.
+BODY = {"model": MODEL, "prompt": PROMPT, "max_tokens": MAX_TOKENS}
+STREAM_BODY = {**BODY, "stream": True, "stream_options": {"include_usage": True}}
+
+
+def answer(body: bytes) -> tuple[str, int | None]:
+    """A whole ``/v1/completions`` answer of the raw baselines: its text and completion tokens."""
+    doc = json.loads(body)
+    return doc["choices"][0]["text"], doc["usage"]["completion_tokens"]
+
+
+async def read_sse(lines: AsyncIterator[Any], done: str | bytes) -> StreamResult:
+    """A raw baseline's SSE stream, read to the end so the connection is reused: its texts and
+    the completion tokens of its usage chunk. ``lines`` come without line ends, as ``done``
+    (``data: [DONE]`` as str or bytes)."""
+    prefix = done[:6]  # "data: "
+    parts: list[str] = []
+    usage: int | None = None
+    async for line in lines:
+        if not line.startswith(prefix) or line == done:
+            continue
+        chunk = json.loads(line[6:])
+        for choice in chunk["choices"]:
+            if choice["text"]:
+                parts.append(choice["text"])
+        if chunk.get("usage"):
+            usage = chunk["usage"]["completion_tokens"]
+    return parts, usage
 
 
 class Client:
@@ -392,30 +420,16 @@ class HttpxClient(Client):
         limits = httpx.Limits(max_connections=connections or 100, max_keepalive_connections=20)
         timeout = 5.0 if connections is None else 600.0
         self._client = httpx.AsyncClient(base_url=base_url, limits=limits, timeout=timeout)
-        self._body = {"model": MODEL, "prompt": PROMPT, "max_tokens": MAX_TOKENS}
-        self._stream_body = {**self._body, "stream": True, "stream_options": {"include_usage": True}}
 
     async def request(self) -> tuple[str, int | None]:
-        response = await self._client.post("/v1/completions", json=self._body)
+        response = await self._client.post("/v1/completions", json=BODY)
         response.raise_for_status()
-        body = json.loads(response.content)
-        return body["choices"][0]["text"], body["usage"]["completion_tokens"]
+        return answer(response.content)
 
     async def stream(self) -> StreamResult:
-        parts: list[str] = []
-        usage: int | None = None
-        async with self._client.stream("POST", "/v1/completions", json=self._stream_body) as r:
+        async with self._client.stream("POST", "/v1/completions", json=STREAM_BODY) as r:
             r.raise_for_status()
-            async for line in r.aiter_lines():  # read to the end so the connection is reused
-                if not line.startswith("data: ") or line == "data: [DONE]":
-                    continue
-                chunk = json.loads(line[6:])
-                for choice in chunk["choices"]:
-                    if choice["text"]:
-                        parts.append(choice["text"])
-                if chunk.get("usage"):
-                    usage = chunk["usage"]["completion_tokens"]
-        return parts, usage
+            return await read_sse(r.aiter_lines(), "data: [DONE]")
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -430,35 +444,21 @@ class AiohttpClient(Client):
         import aiohttp
 
         self._session = aiohttp.ClientSession(base_url, connector=aiohttp.TCPConnector(limit=connections))
-        self._body = {"model": MODEL, "prompt": PROMPT, "max_tokens": MAX_TOKENS}
-        self._stream_body = {**self._body, "stream": True, "stream_options": {"include_usage": True}}
 
     async def request(self) -> tuple[str, int | None]:
-        async with self._session.post("/v1/completions", json=self._body) as r:
+        async with self._session.post("/v1/completions", json=BODY) as r:
             r.raise_for_status()
-            body = json.loads(await r.read())
-        return body["choices"][0]["text"], body["usage"]["completion_tokens"]
+            return answer(await r.read())
 
     async def stream(self) -> StreamResult:
-        return await self.stream_from(self._session.post("/v1/completions", json=self._stream_body))
+        return await self.stream_from(self._session.post("/v1/completions", json=STREAM_BODY))
 
     @staticmethod
     async def stream_from(opening: Any) -> StreamResult:
-        parts: list[str] = []
-        usage: int | None = None
         async with opening as r:
             r.raise_for_status()
-            async for raw in r.content:  # one line at a time
-                line = raw.rstrip(b"\r\n")
-                if not line.startswith(b"data: ") or line == b"data: [DONE]":
-                    continue
-                chunk = json.loads(line[6:])
-                for choice in chunk["choices"]:
-                    if choice["text"]:
-                        parts.append(choice["text"])
-                if chunk.get("usage"):
-                    usage = chunk["usage"]["completion_tokens"]
-        return parts, usage
+            # its line reader, one line at a time
+            return await read_sse((raw.rstrip(b"\r\n") async for raw in r.content), b"data: [DONE]")
 
     async def aclose(self) -> None:
         await self._session.close()

@@ -52,17 +52,10 @@ def from_vllm_layout(r: dict[str, Any]) -> Any:
     """A RunResult (aggregates only) from a run's vLLM-layout JSON without the per-request lists."""
     from unillm.bench import Load, RunResult, Summary, TargetInfo
 
-    fields = (
-        "duration",
-        "completed",
-        "failed",
-        "total_input_tokens",
-        "total_output_tokens",
-        "request_throughput",
-        "request_goodput",
-        "output_throughput",
-        "total_token_throughput",
-    )
+    # the aggregates every Summary has, which the vLLM layout holds under the same names
+    fields = [
+        name for name, field in Summary.model_fields.items() if field.is_required() and name != "metrics"
+    ]
     metrics = {k: v for k, v in r.items() if k.endswith("_ms")}
     return RunResult(
         target=TargetInfo.model_validate(r["unillm_target"]),

@@ -46,7 +46,7 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from client_overhead import Server
 from cpu_engine import Engine, vllm_target
-from vs_vllm_bench import run_client, unillm_bench, vllm_bench
+from vs_vllm_bench import harness_parser, run_client, unillm_bench, vllm_bench
 
 AIPERF = Path.home() / ".cache" / "unillm" / "envs" / "aiperf" / "bin" / "aiperf"
 RESULT = Path(__file__).resolve().parent / "results" / "vs_aiperf.json"
@@ -189,19 +189,7 @@ def overhead(args: argparse.Namespace, model_path: str) -> dict[str, Any]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--url", help="a running vLLM (default: launch one)")
-    p.add_argument("--model-path", help="with --url: the served model's folder (tokenizer)")
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--num-prompts", type=int, default=48)
-    p.add_argument("--input-len", type=int, default=64)
-    p.add_argument("--output-len", type=int, default=64)
-    p.add_argument("--max-concurrency", type=int, default=8)
-    p.add_argument("--max-num-seqs", type=int, default=64)
-    p.add_argument("--warmups", type=int, default=4)
-    p.add_argument("--nice", type=int, default=0)
-    p.add_argument("--client-cpus", default="1" if (os.cpu_count() or 1) > 1 else "")
-    p.add_argument("--unillm-http", choices=("auto", "aiohttp", "httpx"), default="auto")
+    p = harness_parser(__doc__, rounds=3, num_prompts=48)
     p.add_argument("--overhead-requests", type=int, default=400)
     p.add_argument("--overhead-concurrency", type=int, default=32)
     p.add_argument("--overhead-rounds", type=int, default=3)

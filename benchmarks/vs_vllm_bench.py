@@ -281,12 +281,14 @@ def placement(args: argparse.Namespace) -> str:
     )
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def harness_parser(doc: str, *, rounds: int, num_prompts: int) -> argparse.ArgumentParser:
+    """The flags this benchmark and vs_aiperf.py share (the target, the workload, how both
+    harnesses run), with ``doc``'s first paragraph as the description."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     p.add_argument("--url", help="a running vLLM (default: launch one)")
     p.add_argument("--model-path", help="with --url: the served model's folder (tokenizer)")
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--num-prompts", type=int, default=64)
+    p.add_argument("--rounds", type=int, default=rounds)
+    p.add_argument("--num-prompts", type=int, default=num_prompts)
     p.add_argument("--input-len", type=int, default=64)
     p.add_argument("--output-len", type=int, default=64)
     p.add_argument("--max-concurrency", type=int, default=8)
@@ -311,6 +313,11 @@ def main() -> None:
         default="auto",
         help="unillm bench's HTTP client (--http)",
     )
+    return p
+
+
+def main() -> None:
+    p = harness_parser(__doc__, rounds=5, num_prompts=64)
     args = p.parse_args()
     result = anyio.run(main_async, args)
     print(f"{'metric':<22}{'vllm bench serve':>18}{'unillm bench':>15}{'ratio':>8}  agree")

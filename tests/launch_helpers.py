@@ -1,7 +1,8 @@
-"""Shared by the tests that launch a scripted stand-in for an engine and expect it to fail."""
+"""Shared by the tests that launch engines (or scripted stand-ins for them, expected to fail)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,3 +29,14 @@ async def failed_launch(tmp_path: Path, script: str, **settings: Any) -> unillm.
         async with launch:
             pass
     return caught.value
+
+
+def alive(pid: int | None) -> bool:
+    """Whether a process of this id still exists (None: there never was one)."""
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -269,17 +269,18 @@ def test_launch_config_with_flags_too_is_refused_naming_them(
     assert "--cpu" in err and "--max-num-seqs" in err and "[launch]" in err
 
 
-def test_launch_config_of_running_engines_is_refused(
-    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        (
+            'engine = "vllm"\nbase_url = "http://127.0.0.1:8000"\n',
+            "needs a [launch] table",
+        ),  # running engines
+        ('engine = "vllm"\n[launch]\nmodel = "M"\nreplicas = 0\n', "replicas"),  # does not validate
+    ],
+)
+def test_a_launch_config_that_cannot_launch_exits_2_saying_why(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str], text: str, why: str
 ) -> None:
-    config = write_config(tmp_path, 'engine = "vllm"\nbase_url = "http://127.0.0.1:8000"\n')
-    assert main(["launch", "--config", config, "--dry-run"]) == 2
-    assert "needs a [launch] table" in capsys.readouterr().err
-
-
-def test_launch_config_that_does_not_validate_exits_2(
-    tmp_path: Any, capsys: pytest.CaptureFixture[str]
-) -> None:
-    config = write_config(tmp_path, 'engine = "vllm"\n[launch]\nmodel = "M"\nreplicas = 0\n')
-    assert main(["launch", "--config", config, "--dry-run"]) == 2
-    assert "replicas" in capsys.readouterr().err
+    assert main(["launch", "--config", write_config(tmp_path, text), "--dry-run"]) == 2
+    assert why in capsys.readouterr().err

@@ -41,37 +41,49 @@ def test_each_engines_config_passes_its_check(name: str) -> None:
     assert report.engine == ("vllm" if name == "app" else name)
 
 
-def test_swapping_vllm_for_mlx_lists_every_refusal_at_once() -> None:
-    report = unillm.check_config(APP, env={}, engine="mlx")
-    assert settings(report) == [
-        "defaults.n",
-        "uses.json_schema",
-        "uses.regex",
-        "uses.lora_runtime",
-        "uses.logprobs",
-        "launch.parallel.tensor",
-        "launch.speculative",
-        "launch.dtype",
-        "launch.max_lora_rank",
-        "launch.max_model_len",
-        "launch.runtime_lora",
-    ]
+@pytest.mark.parametrize(
+    ("engine", "refused", "hint"),
+    [
+        (
+            "mlx",
+            [
+                "defaults.n",
+                "uses.json_schema",
+                "uses.regex",
+                "uses.lora_runtime",
+                "uses.logprobs",
+                "launch.parallel.tensor",
+                "launch.speculative",
+                "launch.dtype",
+                "launch.max_lora_rank",
+                "launch.max_model_len",
+                "launch.runtime_lora",
+            ],
+            (1, "in_process=True"),
+        ),
+        (
+            "tgi",  # chat-only sampling refusals, and launch ones
+            [
+                "defaults.top_k",
+                "defaults.min_p",
+                "defaults.n",
+                "uses.lora_runtime",
+                "launch.cpu",
+                "launch.runtime_lora",
+                "launch.max_lora_rank",
+            ],
+            (0, "with chat messages"),
+        ),
+    ],
+)
+def test_swapping_vllm_for_another_engine_lists_every_refusal_at_once(
+    engine: str, refused: list[str], hint: tuple[int, str]
+) -> None:
+    report = unillm.check_config(APP, env={}, engine=engine)
+    assert settings(report) == refused
     assert all(p.error == "UnsupportedFeature" for p in report.problems)
-    assert "in_process=True" in report.problems[1].message  # each says what to do instead
-
-
-def test_swapping_vllm_for_tgi_lists_chat_only_refusals_and_launch_ones() -> None:
-    report = unillm.check_config(APP, env={}, engine="tgi")
-    assert settings(report) == [
-        "defaults.top_k",
-        "defaults.min_p",
-        "defaults.n",
-        "uses.lora_runtime",
-        "launch.cpu",
-        "launch.runtime_lora",
-        "launch.max_lora_rank",
-    ]
-    assert "with chat messages" in report.problems[0].message
+    index, what_instead = hint
+    assert what_instead in report.problems[index].message  # each says what to do instead
 
 
 def test_mlx_in_process_is_checked_with_its_own_capabilities() -> None:

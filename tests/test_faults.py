@@ -10,7 +10,7 @@ import gc
 import json
 import socket
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import pytest
@@ -39,6 +39,20 @@ def connect(url: str, *, attempts: int = 3, read: float = 1.0, **kw: Any) -> uni
         timeouts=Timeouts(connect=1, read=read),
         **kw,
     )
+
+
+E = TypeVar("E", bound=BaseException)
+
+
+async def generate_error(
+    error: type[E], url: str, options: dict[str, Any] | None = None, **connection: Any
+) -> E:
+    """What ``generate("hi", max_tokens=8, **options)`` raises on a new :func:`connect` client
+    (``connection``: its keyword arguments); fails the test if it raises nothing or another type."""
+    async with connect(url, **connection) as llm:
+        with pytest.raises(error) as info:
+            await llm.generate("hi", max_tokens=8, **(options or {}))
+    return info.value
 
 
 async def collect(llm: unillm.LLM, prompt: str | None = "hi", **options: Any) -> list[str]:
@@ -100,10 +114,8 @@ async def test_drop_before_answer_on_generate_is_engine_unavailable_not_retried(
     server: FaultServer,
 ) -> None:
     server.drop()
-    async with connect(server.url, attempts=4) as llm:
-        with pytest.raises(unillm.EngineUnavailable) as info:
-            await llm.generate("hi", max_tokens=8)
-    assert not isinstance(info.value, unillm.EngineTimeout)
+    error = await generate_error(unillm.EngineUnavailable, server.url, attempts=4)
+    assert not isinstance(error, unillm.EngineTimeout)
     assert server.count() == 1  # a POST that may have reached the engine is not resent
 
 
@@ -119,11 +131,9 @@ async def test_connection_refused_is_engine_unavailable_after_attempts() -> None
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    async with connect(f"http://127.0.0.1:{port}", attempts=3) as llm:
-        with pytest.raises(unillm.EngineUnavailable) as info:
-            await llm.generate("hi", max_tokens=8)
-    assert not isinstance(info.value, unillm.EngineTimeout)
-    assert "3 attempt" in str(info.value)
+    error = await generate_error(unillm.EngineUnavailable, f"http://127.0.0.1:{port}", attempts=3)
+    assert not isinstance(error, unillm.EngineTimeout)
+    assert "3 attempt" in str(error)
 
 
 # -- overload and Retry-After ------------------------------------------------------------------
@@ -151,12 +161,10 @@ async def test_overloaded_on_every_attempt_raises_overloaded_with_retry_after(
     server: FaultServer,
 ) -> None:
     server.fail(429, retry_after="7", message="Too many requests: queue is full")
-    async with connect(server.url, attempts=3) as llm:
-        with pytest.raises(unillm.Overloaded) as info:
-            await llm.generate("hi", max_tokens=8)
-    assert info.value.retry_after == 7.0
-    assert info.value.status == 429
-    assert info.value.engine_message == "Too many requests: queue is full"
+    error = await generate_error(unillm.Overloaded, server.url, attempts=3)
+    assert error.retry_after == 7.0
+    assert error.status == 429
+    assert error.engine_message == "Too many requests: queue is full"
     assert server.count() == 3
 
 
@@ -172,20 +180,16 @@ async def test_overloaded_stream_on_every_attempt_raises_overloaded(server: Faul
 
 async def test_retries_disabled_raise_overloaded_after_one_request(server: FaultServer) -> None:
     server.fail(429, times=1, retry_after="1", message="slow down")
-    async with connect(server.url, attempts=1) as llm:
-        with pytest.raises(unillm.Overloaded) as info:
-            await llm.generate("hi", max_tokens=8)
-    assert info.value.retry_after == 1.0
-    assert info.value.engine_message == "slow down"
+    error = await generate_error(unillm.Overloaded, server.url, attempts=1)
+    assert error.retry_after == 1.0
+    assert error.engine_message == "slow down"
     assert server.count() == 1
 
 
 async def test_overloaded_without_retry_after_has_none(server: FaultServer) -> None:
     server.fail(503, message="no capacity")
-    async with connect(server.url, attempts=2) as llm:
-        with pytest.raises(unillm.Overloaded) as info:
-            await llm.generate("hi", max_tokens=8)
-    assert info.value.retry_after is None
+    error = await generate_error(unillm.Overloaded, server.url, attempts=2)
+    assert error.retry_after is None
     assert server.count() == 2
 
 
@@ -206,41 +210,31 @@ async def test_stream_with_wrong_content_type_is_malformed_response(server: Faul
 
 async def test_non_json_body_on_generate_is_malformed_response(server: FaultServer) -> None:
     server.fail_raw(200, b"<html>hello from a proxy</html>", content_type="text/html")
-    async with connect(server.url) as llm:
-        with pytest.raises(unillm.MalformedResponse):
-            await llm.generate("hi", max_tokens=8)
+    await generate_error(unillm.MalformedResponse, server.url)
 
 
 async def test_json_without_choices_on_generate_is_malformed_response(
     server: FaultServer,
 ) -> None:
     server.fail_raw(200, b'{"object": "text_completion"}', content_type="application/json")
-    async with connect(server.url) as llm:
-        with pytest.raises(unillm.MalformedResponse):
-            await llm.generate("hi", max_tokens=8)
+    await generate_error(unillm.MalformedResponse, server.url)
 
 
 # -- stalls and timeouts ----------------------------------------------------------------------
 async def test_stall_before_any_byte_on_generate_is_engine_timeout(server: FaultServer) -> None:
     server.stall()
-    async with connect(server.url, read=0.3) as llm:
-        with pytest.raises(unillm.EngineTimeout):
-            await llm.generate("hi", max_tokens=8)
+    await generate_error(unillm.EngineTimeout, server.url, read=0.3)
     assert server.count() == 1  # a timed-out POST is not resent
 
 
 async def test_stall_after_headers_on_generate_is_engine_timeout(server: FaultServer) -> None:
     server.stall(after=0)
-    async with connect(server.url, read=0.3) as llm:
-        with pytest.raises(unillm.EngineTimeout):
-            await llm.generate("hi", max_tokens=8)
+    await generate_error(unillm.EngineTimeout, server.url, read=0.3)
 
 
 async def test_per_request_timeout_overrides_read_timeout(server: FaultServer) -> None:
     server.stall()
-    async with connect(server.url, read=30) as llm:
-        with pytest.raises(unillm.EngineTimeout):
-            await llm.generate("hi", max_tokens=8, timeout=0.3)
+    await generate_error(unillm.EngineTimeout, server.url, {"timeout": 0.3}, read=30)
 
 
 async def test_stall_before_stream_headers_is_engine_timeout(server: FaultServer) -> None:
@@ -300,11 +294,9 @@ async def test_a_bad_chunk_header_mid_body_is_engine_unavailable_at_once(
 async def test_400_is_invalid_request_with_engine_message(server: FaultServer) -> None:
     message = "This model's maximum context length is 512 tokens."
     server.fail(400, message=message)
-    async with connect(server.url) as llm:
-        with pytest.raises(unillm.InvalidRequest) as info:
-            await llm.generate("hi", max_tokens=8)
-    assert info.value.engine_message == message
-    assert info.value.status == 400
+    error = await generate_error(unillm.InvalidRequest, server.url)
+    assert error.engine_message == message
+    assert error.status == 400
     assert server.count() == 1
 
 
@@ -317,11 +309,9 @@ async def test_400_on_stream_is_invalid_request(server: FaultServer) -> None:
 
 
 async def test_404_for_unloaded_lora_is_unknown_adapter(server: FaultServer) -> None:
-    async with connect(server.url) as llm:
-        with pytest.raises(unillm.UnknownLora) as info:
-            await llm.generate("hi", max_tokens=8, lora="not-loaded")
-    assert "not-loaded" in info.value.engine_message
-    assert info.value.status == 404
+    error = await generate_error(unillm.UnknownLora, server.url, {"lora": "not-loaded"})
+    assert "not-loaded" in error.engine_message
+    assert error.status == 404
 
 
 async def test_loaded_lora_is_served(server: FaultServer) -> None:
@@ -332,36 +322,37 @@ async def test_loaded_lora_is_served(server: FaultServer) -> None:
 
 
 async def test_404_for_unknown_model_is_unknown_model(server: FaultServer) -> None:
-    async with connect(server.url, model="no-such-model") as llm:
-        with pytest.raises(unillm.UnknownModel) as info:
-            await llm.generate("hi", max_tokens=8)
-    assert info.value.engine_message == "The model `no-such-model` does not exist."
+    error = await generate_error(unillm.UnknownModel, server.url, model="no-such-model")
+    assert error.engine_message == "The model `no-such-model` does not exist."
 
 
-async def test_404_missing_route_on_generate_is_not_found(server: FaultServer) -> None:
-    # What FastAPI answers for a route it does not have (e.g. a wrong base_url prefix).
-    server.fail_raw(404, b'{"detail":"Not Found"}', content_type="application/json")
-    async with connect(server.url) as llm:
-        with pytest.raises(unillm.NotFound) as info:
-            await llm.generate("hi", max_tokens=8)
-    assert info.value.engine_message == "Not Found"
+@pytest.mark.parametrize(
+    ("status", "body", "content_type", "kind", "message"),
+    [
+        # What FastAPI answers for a route it does not have (e.g. a wrong base_url prefix).
+        (404, b'{"detail":"Not Found"}', "application/json", unillm.NotFound, "Not Found"),
+        # A proxy's non-JSON page: its text is the engine message.
+        (502, b"Bad Gateway", "text/plain", unillm.EngineInternalError, "Bad Gateway"),
+    ],
+)
+async def test_a_raw_error_answer_on_generate_is_typed_with_its_message(
+    server: FaultServer,
+    status: int,
+    body: bytes,
+    content_type: str,
+    kind: type[unillm.EngineError],
+    message: str,
+) -> None:
+    server.fail_raw(status, body, content_type=content_type)
+    error = await generate_error(kind, server.url)
+    assert error.engine_message == message
 
 
 async def test_500_is_engine_internal_error_not_retried(server: FaultServer) -> None:
     server.fail(500, message="EngineCore encountered an issue")
-    async with connect(server.url, attempts=4) as llm:
-        with pytest.raises(unillm.EngineInternalError) as info:
-            await llm.generate("hi", max_tokens=8)
-    assert info.value.engine_message == "EngineCore encountered an issue"
+    error = await generate_error(unillm.EngineInternalError, server.url, attempts=4)
+    assert error.engine_message == "EngineCore encountered an issue"
     assert server.count() == 1
-
-
-async def test_non_json_502_is_engine_internal_error_with_body_text(server: FaultServer) -> None:
-    server.fail_raw(502, b"Bad Gateway", content_type="text/plain")
-    async with connect(server.url) as llm:
-        with pytest.raises(unillm.EngineInternalError) as info:
-            await llm.generate("hi", max_tokens=8)
-    assert info.value.engine_message == "Bad Gateway"
 
 
 async def test_error_event_in_stream_is_typed_error(server: FaultServer) -> None:

@@ -7,12 +7,12 @@ that serve the vLLM look-alike, so no model loads. Real replicas: tests/integrat
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
+from launch_helpers import alive
 
 import unillm
 from unillm.adapter.launch_spec import Disaggregation, LaunchSpec, Nodes
@@ -31,14 +31,6 @@ def spec(**kw: object) -> LaunchSpec:
 
 def value(argv: list[str], flag: str) -> str:
     return argv[argv.index(flag) + 1]
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def two_free_ports() -> int:

@@ -73,32 +73,36 @@ async def test_reasoning_tokens_are_read_from_the_completion_token_details() -> 
     assert r.usage.reasoning_tokens == 6
 
 
-async def test_streamed_reasoning_fields_arrive_as_reasoning_deltas() -> None:
-    body = sse(
-        chunk({"role": "assistant", "content": ""}),
-        chunk({"reasoning": "2 and 2"}),
-        chunk({"reasoning": " make 4."}),
-        chunk({"content": "\n\nFour"}),
-        chunk({"content": "."}, finish="stop"),
-        "[DONE]",
-    )
+@pytest.mark.parametrize(
+    "deltas",
+    [
+        pytest.param(
+            [
+                {"role": "assistant", "content": ""},
+                {"reasoning": "2 and 2"},
+                {"reasoning": " make 4."},
+                {"content": "\n\nFour"},
+                {"content": "."},
+            ],
+            id="reasoning-fields",
+        ),
+        pytest.param(
+            [
+                {"content": "<th"},
+                {"content": "ink>2 and 2 make 4.</"},
+                {"content": "think>\n\nFo"},
+                {"content": "ur."},
+            ],
+            id="markers-in-the-text-split-across-chunks",
+        ),
+    ],
+)
+async def test_a_streamed_thought_arrives_as_reasoning_deltas(deltas: list[dict[str, Any]]) -> None:
+    body = sse(*(chunk(d) for d in deltas[:-1]), chunk(deltas[-1], finish="stop"), "[DONE]")
     async with engine(body) as llm, llm.stream(messages=MESSAGES) as s:
-        await s.collect()
+        got = [d async for d in s]
     assert (s.reasoning, s.text) == ("2 and 2 make 4.", "Four.")
-
-
-async def test_a_streamed_thought_in_the_text_is_split_with_markers_across_chunks() -> None:
-    body = sse(
-        chunk({"content": "<th"}),
-        chunk({"content": "ink>2 and 2 make 4.</"}),
-        chunk({"content": "think>\n\nFo"}),
-        chunk({"content": "ur."}, finish="stop"),
-        "[DONE]",
-    )
-    async with engine(body) as llm, llm.stream(messages=MESSAGES) as s:
-        deltas = [d async for d in s]
-    assert (s.reasoning, s.text) == ("2 and 2 make 4.", "Four.")
-    assert not any("<" in d.text or "<" in d.reasoning for d in deltas)
+    assert not any("<" in d.text or "<" in d.reasoning for d in got)  # no marker leaks
 
 
 async def test_a_held_back_partial_marker_is_released_at_the_finish() -> None:

@@ -3,6 +3,7 @@ template's markers, is split from the answer, whole or streamed in any chunking.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -47,28 +48,26 @@ def test_held_suffix_counts_what_could_start_a_marker() -> None:
     assert held_suffix("abc", ["</think>"]) == 0
 
 
-def test_a_start_marker_split_across_chunks_is_held_back() -> None:
+#: (piece fed, or None for the end of the stream; what it releases: (thought, answer)) in order
+Steps = list[tuple[str | None, tuple[str, str]]]
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        pytest.param([("<th", ("", "")), ("ink>ok", ("ok", ""))], id="start-marker-held-back"),
+        pytest.param([("<think>a</th", ("a", "")), ("ink>B", ("", "B"))], id="end-marker-held-then-dropped"),
+        pytest.param([("<th", ("", "")), ("e end", ("", "<the end"))], id="held-non-marker-released"),
+        pytest.param(
+            [("<think>a</th", ("a", "")), (None, ("</th", ""))],
+            id="partial-end-marker-at-end-stays-reasoning",
+        ),
+    ],
+)
+def test_a_marker_split_across_chunks_is_held_back_until_it_is_known(steps: Steps) -> None:
     splitter = ReasoningSplitter()
-    assert splitter.feed("<th") == ("", "")
-    assert splitter.feed("ink>ok") == ("ok", "")
-
-
-def test_an_end_marker_split_across_chunks_is_held_back_then_dropped() -> None:
-    splitter = ReasoningSplitter()
-    assert splitter.feed("<think>a</th") == ("a", "")
-    assert splitter.feed("ink>B") == ("", "B")
-
-
-def test_held_text_that_was_no_marker_is_released() -> None:
-    splitter = ReasoningSplitter()
-    assert splitter.feed("<th") == ("", "")
-    assert splitter.feed("e end") == ("", "<the end")
-
-
-def test_a_partial_end_marker_at_the_end_of_the_stream_stays_reasoning() -> None:
-    splitter = ReasoningSplitter()
-    assert splitter.feed("<think>a</th") == ("a", "")
-    assert splitter.finish() == ("</th", "")
+    for piece, released in steps:
+        assert (splitter.finish() if piece is None else splitter.feed(piece)) == released
 
 
 def test_the_engines_own_split_leaves_the_text_all_answer() -> None:

@@ -8,11 +8,11 @@ tests/integration/test_fleets.py.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+from launch_helpers import alive
 
 import unillm
 from unillm.adapter.launch_spec import Disaggregation, LaunchSpec
@@ -33,16 +33,6 @@ def stand_in(**kw: Any) -> LaunchSpec:
         **kw,
     }
     return LaunchSpec(**settings)
-
-
-def alive(pid: int | None) -> bool:
-    if pid is None:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def seen(log: Path) -> list[dict[str, Any]]:

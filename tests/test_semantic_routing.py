@@ -9,7 +9,7 @@ from __future__ import annotations
 import gc
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -311,17 +311,25 @@ def _router(embeddings: EmbeddingServer, main: FaultServer, coder: FaultServer, 
     )
 
 
-async def test_generate_goes_to_the_routes_target_and_says_which(
+@pytest.fixture
+async def router(
     embeddings: EmbeddingServer, engines: tuple[FaultServer, FaultServer]
+) -> AsyncIterator[SemanticRouter]:
+    """The routes of :func:`_router` over the two engines, open."""
+    async with _router(embeddings, *engines) as opened:
+        yield opened
+
+
+async def test_generate_goes_to_the_routes_target_and_says_which(
+    router: SemanticRouter, engines: tuple[FaultServer, FaultServer]
 ) -> None:
     main, coder = engines
-    async with _router(embeddings, main, coder) as router:
-        r = await router.generate("please sort my python list", max_tokens=4)
-        assert r.route is not None and r.route.route == "code" and r.route.reason == "matched"
-        assert coder.count() == 1 and main.count() == 0
-        r = await router.generate(messages=[{"role": "user", "content": "bake bread in the oven"}])
-        assert r.route is not None and r.route.route == "food"
-        assert main.requests[-1].body["model"] == "sql"  # the route's LoRA
+    r = await router.generate("please sort my python list", max_tokens=4)
+    assert r.route is not None and r.route.route == "code" and r.route.reason == "matched"
+    assert coder.count() == 1 and main.count() == 0
+    r = await router.generate(messages=[{"role": "user", "content": "bake bread in the oven"}])
+    assert r.route is not None and r.route.route == "food"
+    assert main.requests[-1].body["model"] == "sql"  # the route's LoRA
 
 
 async def test_a_route_can_name_another_served_model(
@@ -395,14 +403,12 @@ async def test_each_decision_is_recorded_on_the_opentelemetry_span(
 
 
 async def test_streams_are_routed_too(
-    embeddings: EmbeddingServer, engines: tuple[FaultServer, FaultServer]
+    router: SemanticRouter, engines: tuple[FaultServer, FaultServer]
 ) -> None:
-    main, coder = engines
-    async with _router(embeddings, main, coder) as router:
-        async with router.stream("git merge my branch") as s:
-            text = await s.collect()
-        assert text == "Hello, world!" and s.route is not None and s.route.route == "code"
-        assert coder.count() == 1
+    async with router.stream("git merge my branch") as s:
+        text = await s.collect()
+    assert text == "Hello, world!" and s.route is not None and s.route.route == "code"
+    assert engines[1].count() == 1  # the coder
 
 
 async def test_breaking_out_of_a_routed_stream_closes_it_without_the_gc(
@@ -421,28 +427,22 @@ async def test_breaking_out_of_a_routed_stream_closes_it_without_the_gc(
 
 
 async def test_route_embeddings_are_computed_once_per_embedder(
-    embeddings: EmbeddingServer, engines: tuple[FaultServer, FaultServer]
+    embeddings: EmbeddingServer, router: SemanticRouter
 ) -> None:
-    main, coder = engines
-    async with _router(embeddings, main, coder) as router:
-        await router.route("hello")
-        await router.route("hello again")
-        examples = [r for r in embeddings.requests if len(r["body"]["input"]) > 1]
-        assert len(examples) == 1  # the route examples, once
-        assert len(embeddings.requests) - len(examples) == 2
+    await router.route("hello")
+    await router.route("hello again")
+    examples = [r for r in embeddings.requests if len(r["body"]["input"]) > 1]
+    assert len(examples) == 1  # the route examples, once
+    assert len(embeddings.requests) - len(examples) == 2
 
 
 async def test_an_embedder_whose_dimension_changes_is_a_typed_error(
-    embeddings: EmbeddingServer, engines: tuple[FaultServer, FaultServer]
+    embeddings: EmbeddingServer, router: SemanticRouter
 ) -> None:
-    main, coder = engines
-    async with _router(embeddings, main, coder) as router:
+    await router.route("hello")
+    embeddings.dimension = 32
+    with pytest.raises(EmbeddingError, match="32-dimensional vector but the routes were embedded with 64"):
         await router.route("hello")
-        embeddings.dimension = 32
-        with pytest.raises(
-            EmbeddingError, match="32-dimensional vector but the routes were embedded with 64"
-        ):
-            await router.route("hello")
 
 
 async def test_an_unreachable_embedder_raises_by_default(engines: tuple[FaultServer, FaultServer]) -> None:

@@ -40,7 +40,9 @@ from unillm.launching.supervisor import Launch
 from unillm.testing.engines import cpu_launch_settings
 from unillm.testing.tiny_model import TinyModel
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the look-alike server
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the look-alike server, helpers
+from launch_helpers import alive
+
 from unillm.testing.fault_server import GENERATION_PATHS, FaultServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
@@ -111,17 +113,9 @@ def replicas(tiny: TinyModel, workdir: Path) -> Iterator[Replicas]:
         yield state
         if state.restarting is not None:
             state.restarting.result()
-    survivors = [pid for pid in state.pids if _alive(pid)]
+    survivors = [pid for pid in state.pids if alive(pid)]
     print(f"\n[fleet record] {RECORD}")
     assert not survivors, f"processes survived teardown: {survivors}"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @dataclass

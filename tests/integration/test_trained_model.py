@@ -94,21 +94,16 @@ async def test_the_model_calls_an_offered_tool_when_the_question_needs_one(
     trained_server: RunningEngine,
 ) -> None:
     async with trained_server.connect() as llm:
-        tools = [get_weather, get_time]
-        call = await llm.generate(
-            messages=ask("What is the weather in Oslo?"),
-            tools=tools,
-            tool_choice="auto",
-            temperature=0,
-            max_tokens=60,
-        )
-        plain = await llm.generate(
-            messages=ask("What is the capital of Spain?"),
-            tools=tools,
-            tool_choice="auto",
-            temperature=0,
-            max_tokens=60,
-        )
+        call, plain = [
+            await llm.generate(
+                messages=ask(question),
+                tools=[get_weather, get_time],
+                tool_choice="auto",
+                temperature=0,
+                max_tokens=60,
+            )
+            for question in ("What is the weather in Oslo?", "What is the capital of Spain?")
+        ]
     assert [(c.name, c.parsed) for c in call.tool_calls] == [("get_weather", {"city": "Oslo"})]
     assert call.finish_reason == "tool_calls"
     assert (plain.tool_calls, plain.text) == ([], "Madrid")

@@ -19,6 +19,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from unillm.config.pairs import json_or_text, settings
 from unillm.errors import InvalidOptions
 
 if TYPE_CHECKING:
@@ -153,13 +154,4 @@ def _target(args: argparse.Namespace) -> Target:
 
 
 def _settings(items: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise InvalidOptions(f"--launch needs KEY=VALUE, got {item!r}")
-        try:
-            out[key.replace("-", "_")] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key.replace("-", "_")] = value
-    return out
+    return {key: json_or_text(value) for key, value in settings(items, "--launch").items()}

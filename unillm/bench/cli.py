@@ -13,11 +13,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from typing import Any
 
+from unillm.config.pairs import json_or_text, settings
 from unillm.errors import InvalidOptions, validation_problems
 
 EXAMPLES = __doc__.split("\n\n", 1)[1] if __doc__ else ""
@@ -260,8 +260,8 @@ def _targets(args: argparse.Namespace) -> list[Any]:
         if len(args.url) == 1:
             return [Url(engines[0], args.url[0], api_key=args.api_key, http=args.http)]
         return [Fleet(engines[0], args.url, api_key=args.api_key, policy=args.policy)]
-    base = {"model": args.model, **{k: _value(v) for k, v in _pairs(args.launch, "--launch").items()}}
-    vary = {k: [_value(x) for x in v.split(",")] for k, v in _pairs(args.vary, "--vary").items()}
+    base = {"model": args.model, **{k: json_or_text(v) for k, v in settings(args.launch, "--launch").items()}}
+    vary = {k: [json_or_text(x) for x in v.split(",")] for k, v in settings(args.vary, "--vary").items()}
     return list(matrix(engines, base, vary, http=args.http))
 
 
@@ -355,20 +355,3 @@ def _slo(items: list[str]) -> Any:
         return Slo(**values) if values else None
     except ValueError as e:
         raise InvalidOptions(f"--goodput: {e}") from None
-
-
-def _pairs(items: list[str], what: str) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise InvalidOptions(f"{what} needs KEY=VALUE, got {item!r}")
-        out[key.replace("-", "_")] = value
-    return out
-
-
-def _value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text

@@ -23,22 +23,10 @@ SCALAR_FLAGS = {
 }
 
 
-def pairs(items: list[str], what: str) -> dict[str, str]:
-    """``KEY=VALUE`` items as a mapping; ``what`` names the flag in the error."""
-    from unillm.errors import InvalidOptions
-
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise InvalidOptions(f"{what} needs KEY=VALUE, got {item!r}")
-        out[key] = value
-    return out
-
-
 def spec_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The ``LaunchSpec`` settings the launch flags give (unset flags are left out)."""
     from unillm.adapter.launch_spec import Parallel, Speculative
+    from unillm.config.pairs import pairs
 
     settings: dict[str, Any] = {"model": args.model}
     settings.update({k: getattr(args, k) for k in SCALAR_FLAGS if getattr(args, k) is not None})

@@ -336,12 +336,10 @@ class Launch(Stoppable):
     # -- process ---------------------------------------------------------------------------
     def _start(self) -> None:
         if self.spec.python is None and not self.spec.prefix:
-            raise LaunchError(
+            raise self._refused(
                 f"{self.name} is not installed where unillm can find it. Run `unillm "
                 f"setup {self.name}` to install it in its own environment, or pass "
-                "python=<interpreter of the env that has it> (or prefix=[...] for a container)",
-                command=self._cmd.render(),
-                log_tail=[],
+                "python=<interpreter of the env that has it> (or prefix=[...] for a container)"
             )
         model = self.spec.model
         if (
@@ -375,9 +373,7 @@ class Launch(Stoppable):
                 preexec_fn=_die_with_parent(),
             )
         except OSError as e:
-            raise LaunchError(
-                f"could not start {self.name}: {e}", command=self._cmd.render(), log_tail=[]
-            ) from e
+            raise self._refused(f"could not start {self.name}: {e}") from e
         _LIVE_GROUPS.add(self._process.pid)
         self._reader = threading.Thread(
             target=self._read_log, args=(self._process,), daemon=True, name="unillm-engine-log"
@@ -395,11 +391,9 @@ class Launch(Stoppable):
             )
         path = {**os.environ, **self._cmd.env}.get("PATH")  # the PATH the engine is started with
         if needed.kind == "binary" and shutil.which(needed.name, path=path) is None:
-            raise LaunchError(
+            raise self._refused(
                 f"{self.name} needs the program {needed.name!r} on PATH, and it is not there "
-                f"(unillm does not install it). {needed.install}",
-                command=self._cmd.render(),
-                log_tail=[],
+                f"(unillm does not install it). {needed.install}"
             )
 
     def _refuse_busy_port(self) -> None:
@@ -413,12 +407,10 @@ class Launch(Stoppable):
             try:
                 probe.bind((self.spec.host, self.spec.port or 0))
             except OSError as e:
-                raise LaunchError(
+                raise self._refused(
                     f"cannot launch {self.name} on {self.spec.host}:{self.spec.port}: the port is "
                     f"already in use ({e.strerror}), so another server would answer in its place. "
-                    "Stop that server, choose another port=, or leave port unset to get a free one",
-                    command=self._cmd.render(),
-                    log_tail=[],
+                    "Stop that server, choose another port=, or leave port unset to get a free one"
                 ) from None
 
     def _verify_listener(self) -> None:
@@ -519,6 +511,10 @@ class Launch(Stoppable):
                 raise
             except UnillmError as e:
                 raise self._fail(f"{self.name}: {step.label} failed: {e}") from e
+
+    def _refused(self, message: str) -> LaunchError:
+        """A launch stopped before the engine process ran: the command, and no log yet."""
+        return LaunchError(message, command=self._cmd.render(), log_tail=[])
 
     def _fail(self, message: str) -> LaunchError:
         return LaunchError(

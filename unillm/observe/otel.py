@@ -35,7 +35,7 @@ from unillm.errors import InvalidOptions
 from unillm.options import JsonSchema
 
 if TYPE_CHECKING:
-    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.metrics import Histogram, MeterProvider
     from opentelemetry.trace import Span, TracerProvider
 
 SCOPE = "unillm"
@@ -87,31 +87,34 @@ class OTelObserver:
         self._provider_key = "gen_ai.provider.name" if self.latest else "gen_ai.system"
         self.tracer = trace.get_tracer(SCOPE, tracer_provider=tracer_provider)
         meter = metrics.get_meter(SCOPE, meter_provider=meter_provider)
-        self.duration = meter.create_histogram(
-            "gen_ai.client.operation.duration",
-            unit="s",
-            description="GenAI operation duration.",
-            explicit_bucket_boundaries_advisory=list(_DURATION_BUCKETS),
+
+        def histogram(name: str, unit: str, buckets: Sequence[float], description: str) -> Histogram:
+            return meter.create_histogram(
+                name, unit=unit, description=description, explicit_bucket_boundaries_advisory=list(buckets)
+            )
+
+        self.duration = histogram(
+            "gen_ai.client.operation.duration", "s", _DURATION_BUCKETS, "GenAI operation duration."
         )
-        self.tokens = meter.create_histogram(
+        self.tokens = histogram(
             "gen_ai.client.token.usage",
-            unit="{token}",
-            description="Measures number of input and output tokens used.",
-            explicit_bucket_boundaries_advisory=list(_TOKEN_BUCKETS),
+            "{token}",
+            _TOKEN_BUCKETS,
+            "Measures number of input and output tokens used.",
         )
         # the conventions give these two no bucket advice: the operation duration's, as others do
-        self.first_chunk = meter.create_histogram(
+        self.first_chunk = histogram(
             "gen_ai.client.operation.time_to_first_chunk",
-            unit="s",
-            description="Time to receive the first chunk, measured from when the client issues the "
+            "s",
+            _DURATION_BUCKETS,
+            "Time to receive the first chunk, measured from when the client issues the "
             "generation request to when the first chunk is received in the response stream.",
-            explicit_bucket_boundaries_advisory=list(_DURATION_BUCKETS),
         )
-        self.per_chunk = meter.create_histogram(
+        self.per_chunk = histogram(
             "gen_ai.client.operation.time_per_output_chunk",
-            unit="s",
-            description="Time per output chunk, recorded for each chunk received after the first one.",
-            explicit_bucket_boundaries_advisory=list(_DURATION_BUCKETS),
+            "s",
+            _DURATION_BUCKETS,
+            "Time per output chunk, recorded for each chunk received after the first one.",
         )
 
     def start(self, call: observe.Call) -> _SpanObservation:

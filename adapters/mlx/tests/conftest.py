@@ -6,7 +6,6 @@ environment (``pip install -e 'adapters/mlx[inprocess]'``). A missing engine is 
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,9 +19,11 @@ from unillm.testing.tiny_model import TinyModel
 
 
 @pytest.fixture(scope="session")
-def mlx_workdir() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="unillm-mlx-tests-") as d:
-        yield Path(d)
+def mlx_workdir(workdir: Path) -> Path:
+    """The MLX tests' own folder in the session's work folder (root conftest's ``workdir``)."""
+    folder = workdir / "mlx"
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
 def _serve(tiny: TinyModel, workdir: Path, log: Path, **settings: Any) -> Iterator[MLXServer]:

@@ -68,18 +68,8 @@ def body(
 
 def test_every_sampling_option_goes_under_ollamas_name() -> None:
     sent = body("Hi", **OPTIONS)
-    assert sent["options"] == {
-        "num_predict": 8,
-        "temperature": 0.2,
-        "top_p": 0.9,
-        "top_k": 20,
-        "min_p": 0.05,
-        "seed": 7,
-        "stop": ["\n"],
-        "presence_penalty": 0.1,
-        "frequency_penalty": 0.2,
-        "repeat_penalty": 1.1,
-    }
+    renamed = {"max_tokens": "num_predict", "repetition_penalty": "repeat_penalty"}  # the others keep theirs
+    assert sent["options"] == {renamed.get(name, name): value for name, value in OPTIONS.items()}
 
 
 def test_a_prompt_is_sent_raw_to_generate() -> None:

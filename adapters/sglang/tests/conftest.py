@@ -8,7 +8,6 @@ engine is an error, never a skip.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -21,9 +20,11 @@ from unillm.testing.tiny_model import TinyModel
 
 
 @pytest.fixture(scope="session")
-def sglang_workdir() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="unillm-sglang-tests-") as d:
-        yield Path(d)
+def sglang_workdir(workdir: Path) -> Path:
+    """The SGLang tests' own folder in the session's work folder (root conftest's ``workdir``)."""
+    folder = workdir / "sglang"
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ the document's own ``#/components/schemas`` references (see tgi_openapi.py); no 
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import pytest
 from pydantic import BaseModel
@@ -121,6 +121,15 @@ RICH: dict[str, Any] = {
 RICH_CHAT = {k: v for k, v in RICH.items() if k not in ("top_k", "repetition_penalty", "extra_body")}
 
 
+class Case(NamedTuple):
+    """One request of the matrix: chat or prompt, the constraint, the options, streamed or not."""
+
+    chat: bool
+    output: Any
+    options: dict[str, Any]
+    stream: bool
+
+
 def _cases() -> list[Any]:
     cases = []
     for chat, options in ((False, PROMPT_OPTIONS), (True, CHAT_OPTIONS)):
@@ -130,15 +139,12 @@ def _cases() -> list[Any]:
             for label, opts in options:
                 if stream and opts.get("n", 1) > 1:
                     continue  # best_of cannot stream: refused, see test_tgi_mapping
-                cases.append(pytest.param(chat, None, opts, stream, id=f"{kind}-{mode}-{label}"))
+                cases.append(pytest.param(Case(chat, None, opts, stream), id=f"{kind}-{mode}-{label}"))
             for out_label, output in OUTPUTS:
-                cases.append(pytest.param(chat, output, {}, stream, id=f"{kind}-{mode}-{out_label}"))
+                cases.append(pytest.param(Case(chat, output, {}, stream), id=f"{kind}-{mode}-{out_label}"))
                 cases.append(
                     pytest.param(
-                        chat,
-                        output,
-                        RICH_CHAT if chat else RICH,
-                        stream,
+                        Case(chat, output, RICH_CHAT if chat else RICH, stream),
                         id=f"{kind}-{mode}-{out_label}-all-options",
                     )
                 )
@@ -146,10 +152,7 @@ def _cases() -> list[Any]:
             for out_label, output in OUTPUTS:
                 cases.append(
                     pytest.param(
-                        False,
-                        output,
-                        {"n": 2, "temperature": 0.9, "lora": "sql"},
-                        False,
+                        Case(False, output, {"n": 2, "temperature": 0.9, "lora": "sql"}, False),
                         id=f"prompt-whole-{out_label}-n",
                     )
                 )
@@ -159,42 +162,40 @@ def _cases() -> list[Any]:
 CASES = _cases()
 
 
-def build(chat: bool, output: Any, options: dict[str, Any], stream: bool) -> tuple[Request, Any]:
+def build(case: Case) -> tuple[Request, Any]:
     request = make_request(
-        None if chat else "Hi there", CHAT if chat else None, output, options, stream=stream
+        None if case.chat else "Hi there",
+        CHAT if case.chat else None,
+        case.output,
+        case.options,
+        stream=case.stream,
     )
     check(ADAPTER.capabilities(INFO.version), request)  # what the core does before build
     return request, ADAPTER.build(request, INFO)
 
 
+@pytest.fixture(params=CASES)
+def case(request: pytest.FixtureRequest) -> Case:
+    """Each request of the matrix in turn."""
+    value: Case = request.param
+    return value
+
+
 # -- requests ---------------------------------------------------------------------------------
-@pytest.mark.parametrize(("chat", "output", "options", "stream"), CASES)
-def test_every_built_body_validates_against_the_schema_of_its_path(
-    contract: Contract,
-    chat: bool,
-    output: Any,
-    options: dict[str, Any],
-    stream: bool,
-) -> None:
-    _, call = build(chat, output, options, stream)
+def test_every_built_body_validates_against_the_schema_of_its_path(contract: Contract, case: Case) -> None:
+    _, call = build(case)
     contract.check_request(call.path, call.json)
-    assert call.method == "POST" and call.stream is stream
+    assert call.method == "POST" and call.stream is case.stream
 
 
-@pytest.mark.parametrize(("chat", "output", "options", "stream"), CASES)
-def test_each_request_goes_to_the_api_that_honours_it(
-    chat: bool,
-    output: Any,
-    options: dict[str, Any],
-    stream: bool,
-) -> None:
-    _, call = build(chat, output, options, stream)
-    if chat:
+def test_each_request_goes_to_the_api_that_honours_it(case: Case) -> None:
+    _, call = build(case)
+    if case.chat:
         expected = "/v1/chat/completions"
-    elif options.get("seed") == 0 or options.get("frequency_penalty") == -2:
+    elif case.options.get("seed") == 0 or case.options.get("frequency_penalty") == -2:
         expected = "/v1/completions"
     else:
-        expected = "/generate_stream" if stream else "/generate"
+        expected = "/generate_stream" if case.stream else "/generate"
     assert call.path == expected
 
 
@@ -213,13 +214,13 @@ def test_prompt_length_preflight_bodies_validate(contract: Contract, chat: bool)
 def test_the_matrix_covers_every_unified_option() -> None:
     from unillm.options import Options
 
-    used = {k for p in CASES for k in p.values[2]}
+    used = {k for p in CASES for k in p.values[0].options}
     refused = {"min_p", "presence_penalty", "priority"}  # refused before sending: see test_tgi_mapping
     refused |= {"tools", "tool_choice"}  # their own matrix: test_tgi_tools.py
     refused |= {"thinking", "thinking_budget", "reasoning_effort"}  # test_reasoning_options.py
     refused |= {"replay_reasoning"}  # acts on messages: test_reasoning_replay.py
     assert set(Options.__annotations__) - refused <= used
-    kinds = {type(p.values[1]).__name__ for p in CASES if p.values[1] is not None}
+    kinds = {type(p.values[0].output).__name__ for p in CASES if p.values[0].output is not None}
     assert {"ModelMetaclass", "dict", "Regex", "Choice"} <= kinds
 
 
@@ -522,7 +523,7 @@ def test_each_stream_error_event_becomes_its_typed_error(
 
 
 def test_json_schema_constraint_is_sent_inlined_and_named_json(contract: Contract) -> None:
-    _, call = build(False, Answer, {}, False)
+    _, call = build(Case(False, Answer, {}, False))
     assert call.json is not None
     grammar = call.json["parameters"]["grammar"]
     assert grammar["type"] == "json"

@@ -180,16 +180,23 @@ def _common(request: Request) -> dict[str, Any]:
     return fields
 
 
+def _generation(request: Request, *, native: bool) -> dict[str, Any]:
+    """What ``/generate`` (``native``) and ``/v1/completions`` both take: the length limit,
+    sampling, seed, stop strings and both penalties."""
+    fields: dict[str, Any] = {}
+    if request.max_tokens is not None:
+        fields["max_new_tokens" if native else "max_tokens"] = request.max_tokens
+    fields.update(_sampling(request, native=native))
+    fields.update(_common(request))
+    if request.repetition_penalty is not None:
+        fields["repetition_penalty"] = request.repetition_penalty
+    return fields
+
+
 def generate_body(request: Request, info: EngineInfo) -> dict[str, Any]:
     """``GenerateRequest`` for ``/generate`` and ``/generate_stream``; ``extra_body`` keys go
     into ``parameters`` (e.g. ``{"typical_p": 0.9, "watermark": True}``)."""
-    params: dict[str, Any] = {"details": True}
-    if request.max_tokens is not None:
-        params["max_new_tokens"] = request.max_tokens
-    params.update(_sampling(request, native=True))
-    params.update(_common(request))
-    if request.repetition_penalty is not None:
-        params["repetition_penalty"] = request.repetition_penalty
+    params: dict[str, Any] = {"details": True, **_generation(request, native=True)}
     if request.top_logprobs:
         params["top_n_tokens"] = request.top_logprobs
     if request.n is not None and request.n > 1:
@@ -232,45 +239,47 @@ def _check_best_of(request: Request, info: EngineInfo) -> None:
         )
 
 
-def chat_body(request: Request, info: EngineInfo) -> dict[str, Any]:
-    """``ChatRequest`` for ``/v1/chat/completions``; ``extra_body`` keys go to the top level."""
+def _check_chat(request: Request, info: EngineInfo) -> None:
+    """Refuse what TGI's chat API cannot do (each has a way on ``/generate``)."""
     v = _version(info)
-    if request.top_k is not None and request.top_k > 0:
-        raise _refuse(
-            info,
+    for refused, feature, why, alternative in (
+        (
+            request.top_k is not None and request.top_k > 0,
             "top_k with chat messages",
             "TGI's chat API has no top_k",
             "Send a prompt (it goes to /generate) with the chat template applied",
-        )
-    if request.repetition_penalty is not None:
-        raise _refuse(
-            info,
+        ),
+        (
+            request.repetition_penalty is not None,
             "repetition_penalty with chat messages",
             "TGI's chat API has no repetition_penalty",
             "Use frequency_penalty, or send a prompt (it goes to /generate)",
-        )
-    if request.n is not None and request.n > 1:
-        raise _refuse(
-            info,
+        ),
+        (
+            request.n is not None and request.n > 1,
             "n > 1 with chat messages",
             "TGI's chat API ignores n",
             "Send n requests concurrently, or send a prompt (best_of on /generate)",
-        )
-    if request.output is not None and v is not None and v < CHAT_CONSTRAINTS_SINCE:
-        raise _refuse(
-            info,
+        ),
+        (
+            request.output is not None and v is not None and v < CHAT_CONSTRAINTS_SINCE,
             "output= with chat messages",
             "TGI's chat API takes response_format from 2.1.0 on",
             "Upgrade TGI, or send a prompt (grammar on /generate)",
-        )
+        ),
+    ):
+        if refused:
+            raise _refuse(info, feature, why, alternative)
+
+
+def chat_body(request: Request, info: EngineInfo) -> dict[str, Any]:
+    """``ChatRequest`` for ``/v1/chat/completions``; ``extra_body`` keys go to the top level."""
+    _check_chat(request, info)
     body: dict[str, Any] = {
         "model": request.lora or NO_ADAPTER,
         "messages": [chat_message(m) for m in request.messages or ()],
+        **_generation(request, native=False),  # no repetition_penalty: refused above
     }
-    if request.max_tokens is not None:
-        body["max_tokens"] = request.max_tokens
-    body.update(_sampling(request, native=False))
-    body.update(_common(request))
     if request.logprobs:
         body["logprobs"] = True
         if request.top_logprobs is not None:
@@ -319,13 +328,11 @@ def _object(arguments: str) -> Any:
 
 def completions_body(request: Request, info: EngineInfo) -> dict[str, Any]:
     """``CompletionRequest`` for ``/v1/completions`` (usage arrives in its last chunk)."""
-    body: dict[str, Any] = {"model": request.lora or NO_ADAPTER, "prompt": [request.prompt]}
-    if request.max_tokens is not None:
-        body["max_tokens"] = request.max_tokens
-    body.update(_sampling(request, native=False))
-    body.update(_common(request))
-    if request.repetition_penalty is not None:
-        body["repetition_penalty"] = request.repetition_penalty
+    body: dict[str, Any] = {
+        "model": request.lora or NO_ADAPTER,
+        "prompt": [request.prompt],
+        **_generation(request, native=False),
+    }
     if request.stream:
         body["stream"] = True
     body.update(request.extra_body or {})

@@ -118,6 +118,25 @@ _IN_PROCESS_LACKS = {
 }
 
 
+#: 400 answers that mean a feature this server cannot honour: (words in vLLM's message, the
+#: feature, why, what to do instead).
+_UNSUPPORTED_400 = (
+    (
+        "--tool-call-parser",
+        Feature.TOOL_CHOICE_AUTO,
+        "the server was started without a tool parser",
+        "Restart vLLM with --enable-auto-tool-choice --tool-call-parser NAME "
+        "(unillm.launch(..., tool_parser=NAME)), or pass tool_choice='required' or a tool's name",
+    ),
+    (
+        "is not a multimodal model",
+        Feature.IMAGES,
+        "the served model is text-only",
+        "Serve a vision-language model, or send text only",
+    ),
+)
+
+
 class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
     """vLLM's OpenAI-compatible server (``vllm serve`` / ``vllm.entrypoints.openai.api_server``)."""
 
@@ -294,25 +313,15 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
         self, status: int, body: bytes, request: Request | None, info: EngineInfo | None
     ) -> UnillmError:
         message = error_message(body)
-        version = info.version if info else None
-        if status == 400 and "--tool-call-parser" in message:
-            return UnsupportedFeature(
-                self.name,
-                Feature.TOOL_CHOICE_AUTO.value,
-                version=version,
-                why=f"the server was started without a tool parser ({message})",
-                alternative="Restart vLLM with --enable-auto-tool-choice --tool-call-parser NAME "
-                "(unillm.launch(..., tool_parser=NAME)), or pass tool_choice='required' "
-                "or a tool's name",
-            )
-        if status == 400 and "is not a multimodal model" in message:
-            return UnsupportedFeature(
-                self.name,
-                Feature.IMAGES.value,
-                version=version,
-                why=f"the served model is text-only ({message})",
-                alternative="Serve a vision-language model, or send text only",
-            )
+        for marker, feature, why, alternative in _UNSUPPORTED_400:
+            if status == 400 and marker in message:
+                return UnsupportedFeature(
+                    self.name,
+                    feature.value,
+                    version=info.version if info else None,
+                    why=f"{why} ({message})",
+                    alternative=alternative,
+                )
         return super().parse_error(status, body, request, info)
 
     # -- metrics -------------------------------------------------------------------------
