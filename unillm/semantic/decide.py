@@ -147,14 +147,18 @@ class SignalIndex:
             )
         q = _unit(q)
         qc = _unit(q - self.center)
+        if self.probe is not None and len(self.heads) == len(self.spans):  # the probe scores every signal
+            return self.probe.probabilities(qc[None, :])[0]  # type: ignore[no-any-return]
         starts = self.starts
-        raw, centred = self.matrix @ q, self.centred @ qc
         blend = (
-            self.weights[:, 0] * np.maximum.reduceat(centred, starts)
+            self.weights[:, 0] * np.maximum.reduceat(self.centred @ qc, starts)
             + (1 - self.weights[:, 0]) * (self.centroids @ qc)
             + self.weights[:, 1] * (self.priors @ qc)
         ) / (1 + self.weights[:, 1])
         kind = self.weights[:, 2]  # 0: max, 1: mean, 2: blend
+        if self.probe is None and len(self.heads) == len(self.spans):  # every signal is a blend
+            return blend  # type: ignore[no-any-return]
+        raw = self.matrix @ q
         best = np.maximum.reduceat(raw, starts)
         mean = np.add.reduceat(raw, starts) / self.weights[:, 3]
         out = np.where(kind == 2, blend, np.where(kind == 1, mean, best))
