@@ -145,10 +145,11 @@ def balanced_weights(outside: Vector) -> Vector:
     from unillm.semantic.vectors import numpy_module
 
     np = numpy_module()
-    outside = np.asarray(outside, dtype=bool)
-    if outside.all() or not outside.any():
-        return np.ones(len(outside))  # type: ignore[no-any-return]
-    return np.where(outside, 0.5 / outside.sum(), 0.5 / (~outside).sum()) * len(outside)  # type: ignore[no-any-return]
+    flags = np.asarray(outside, dtype=bool)
+    count = int(flags.sum())
+    if count in (0, len(flags)):
+        return np.ones(len(flags))  # type: ignore[no-any-return]
+    return np.where(flags, 0.5 / count, 0.5 / (len(flags) - count)) * len(flags)  # type: ignore[no-any-return]
 
 
 def fitted_threshold(own: Sequence[Any], rivals: Sequence[Any], fallback: float) -> float:
