@@ -19,7 +19,7 @@ from unillm.errors import InvalidOptions
 from unillm.semantic import Calibration, EmbeddingSignal, Route, RouteSet, Scoring, SemanticRouter
 from unillm.semantic.decide import SignalIndex, decide, index_texts
 from unillm.semantic.evaluation import Sample
-from unillm.semantic.scoring import best_accuracy_cut, best_cut, fitted_threshold
+from unillm.semantic.scoring import balanced_weights, best_accuracy_cut, best_cut, fitted_threshold
 
 pytestmark = pytest.mark.anyio
 DIM = 16
@@ -83,6 +83,23 @@ def test_best_accuracy_cut_counts_kept_and_refused_answers() -> None:
     refused = np.array([True, True, False, False])  # the fallback is right for the low ones
     cut, accuracy = best_accuracy_cut(scores, kept, refused)
     assert 0.2 < cut < 0.8 and accuracy == 1.0
+
+
+def test_balanced_weights_give_out_of_scope_samples_as_much_say_as_the_others() -> None:
+    # 6 in-scope samples right when kept (scores 0.5 to 0.9), 2 out-of-scope ones right when
+    # refused (scores 0.6 and 0.7, among the in-scope ones)
+    scores = np.array([0.5, 0.55, 0.6, 0.65, 0.7, 0.8, 0.85, 0.9])
+    outside = np.array([False, False, True, False, True, False, False, False])
+    kept, refused = ~outside, outside
+    counted, accuracy = best_accuracy_cut(scores, kept, refused)
+    assert counted < 0.5 and accuracy == pytest.approx(6 / 8)  # by count: keep everything
+    weights = balanced_weights(outside)
+    assert weights.sum() == pytest.approx(8) and weights[outside].sum() == pytest.approx(
+        weights[~outside].sum()
+    )
+    balanced, score = best_accuracy_cut(scores, kept, refused, weights)
+    assert 0.7 < balanced < 0.8 and score == pytest.approx((3 / 6 + 2 / 2) / 2)
+    assert (balanced_weights(np.zeros(3, dtype=bool)) == 1).all()
 
 
 def test_without_rivals_the_threshold_keeps_nine_in_ten_own_scores() -> None:
@@ -253,7 +270,10 @@ async def test_calibrate_reports_before_and_after_and_never_gets_worse() -> None
     assert isinstance(report, Calibration) and report.samples == len(samples)
     assert report.after >= report.before
     right = [(await router.route(s.text)).route == s.route for s in samples]
-    assert sum(right) / len(samples) == pytest.approx(report.after)
+    inside = [r for r, s in zip(right, samples, strict=True) if s.route != "other"]
+    outside = [r for r, s in zip(right, samples, strict=True) if s.route == "other"]
+    assert report.balanced  # both kinds were labelled: the mean of in-scope accuracy and OOS recall
+    assert (sum(inside) / len(inside) + sum(outside) / len(outside)) / 2 == pytest.approx(report.after)
 
 
 async def test_calibrate_fits_the_shared_threshold_to_the_labelled_prompts() -> None:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from unillm.errors import InvalidOptions
 from unillm.semantic.decide import SignalIndex, decide, index_texts
-from unillm.semantic.scoring import Scoring, best_accuracy_cut
+from unillm.semantic.scoring import Scoring, balanced_weights, best_accuracy_cut
 from unillm.semantic.vectors import numpy_module
 
 BLENDS = (0.3, 0.5, 0.7, 1.0)
@@ -25,13 +25,19 @@ PRIORS: tuple[float | None, ...] = (None, 0.0, 0.1, 0.3, 0.5)
 
 
 class Calibration(BaseModel):
-    """What :meth:`SemanticRouter.calibrate` chose, and the samples' accuracy before and after."""
+    """What :meth:`SemanticRouter.calibrate` chose, and the samples' accuracy before and after.
+
+    With samples both in and out of scope (labelled with the default route), ``before`` and
+    ``after`` are balanced (``balanced`` True): the mean of the in-scope samples' accuracy and the
+    out-of-scope ones' recall, so the cut does not lean towards whichever kind was labelled more.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     samples: int
     before: float
     after: float
+    balanced: bool = False
     scoring: Scoring
     threshold: float | None  # shared by the routes declared without one; None: there are none
     thresholds: dict[str, float]  # every embedding signal's threshold now in use
@@ -63,44 +69,57 @@ async def calibrate(
         queries: Each routing text's vector.
         vectors: The vectors of the router's ``index_texts``.
     """
+    np = numpy_module()
     labels = [s.route if s.route is not None else router.routes.default for s in samples]
-    before = _accuracy(router, await router.index(), texts, labels, queries)
+    outside = np.asarray([label is None or label == router.routes.default for label in labels])
+    weights = balanced_weights(outside)
+    balanced = bool(outside.any() and not outside.all())
+    before = _accuracy(router, await router.index(), texts, labels, queries, weights)
+    if router.scoring.head != "blend":
+        learned = await _learn(router, texts, labels, queries, before)
+        if learned is not None:
+            return learned.model_copy(update={"balanced": balanced})
+    after, scoring, cut = _blend_grid(router, texts, labels, queries, vectors, weights)
+    unset = [s.name for s in router.routes.embedding_signals() if s.threshold is None]
+    if after <= before:  # keep what the router had: the grid found nothing better
+        scoring, cut, after = router.scoring, None, before
+    else:
+        router.rescore(scoring, dict.fromkeys(unset, cut) if cut is not None else {})
+    return Calibration(
+        samples=len(samples),
+        before=before,
+        after=after,
+        balanced=balanced,
+        scoring=scoring,
+        threshold=cut,
+        thresholds=await router.thresholds(),
+    )
+
+
+def _blend_grid(
+    router: Any,
+    texts: list[str],
+    labels: list[str | None],
+    queries: list[list[float]],
+    vectors: list[list[float]],
+    weights: Any,
+) -> tuple[float, Scoring, float | None]:
+    """The blend weights of the grid, and shared cut, that route the (weighted) most samples right."""
     signals = router.routes.embedding_signals()
     unset = [s.name for s in signals if s.threshold is None]
     best: tuple[float, Scoring, float | None] | None = None
     center, reject = router.scoring.center, router.scoring.reject
-    learned = await _learn(router, texts, labels, queries, before) if router.scoring.head != "blend" else None
-    if learned is not None:
-        return learned
     for scoring in (
         Scoring(head="blend", blend=blend, prior=prior, center=center, reject=reject)
         for blend in BLENDS
         for prior in PRIORS
     ):
         index = SignalIndex.build(signals, vectors, scoring, thresholds={})
-        accuracy, cut = _best_threshold(router, index, texts, labels, queries, unset)
+        accuracy, cut = _best_threshold(router, index, texts, labels, queries, unset, weights)
         if best is None or accuracy > best[0]:
             best = (accuracy, scoring, cut)
     assert best is not None
-    after, scoring, cut = best
-    if after <= before:  # keep what the router had: the grid found nothing better
-        return Calibration(
-            samples=len(samples),
-            before=before,
-            after=before,
-            scoring=router.scoring,
-            threshold=None,
-            thresholds=await router.thresholds(),
-        )
-    router.rescore(scoring, dict.fromkeys(unset, cut) if cut is not None else {})
-    return Calibration(
-        samples=len(samples),
-        before=before,
-        after=after,
-        scoring=scoring,
-        threshold=cut,
-        thresholds=await router.thresholds(),
-    )
+    return best
 
 
 async def _learn(
@@ -141,7 +160,7 @@ async def _learn(
         top = np.concatenate([top, outside])
         kept = np.concatenate([kept, np.zeros(len(outside), dtype=bool)])
         refused_right = np.concatenate([refused_right, np.ones(len(outside), dtype=bool)])
-    cut, after = best_accuracy_cut(top, kept, refused_right)
+    cut, after = best_accuracy_cut(top, kept, refused_right, balanced_weights(refused_right))
     if after <= before:
         return None
     unset = [s.name for s in signals if s.threshold is None]
@@ -164,13 +183,18 @@ def _centred(index: SignalIndex, rows: list[list[float]]) -> Any:
 
 
 def _accuracy(
-    router: Any, index: SignalIndex, texts: list[str], labels: list[str | None], queries: list[list[float]]
+    router: Any,
+    index: SignalIndex,
+    texts: list[str],
+    labels: list[str | None],
+    queries: list[list[float]],
+    weights: Any,
 ) -> float:
-    right = sum(
+    right = [
         decide(router.routes, t, index.scores(q), thresholds=index.thresholds).route == label
         for t, label, q in zip(texts, labels, queries, strict=True)
-    )
-    return right / len(texts)
+    ]
+    return float((numpy_module().asarray(right) * weights).sum() / weights.sum())
 
 
 def _best_threshold(
@@ -180,6 +204,7 @@ def _best_threshold(
     labels: list[str | None],
     queries: list[list[float]],
     unset: list[str],
+    weights: Any,
 ) -> tuple[float, float | None]:
     """The accuracy of the best shared threshold for the ``unset`` signals, and that threshold.
 
@@ -189,7 +214,7 @@ def _best_threshold(
     """
     np = numpy_module()
     if not unset:
-        return _accuracy(router, index, texts, labels, queries), None
+        return _accuracy(router, index, texts, labels, queries, weights), None
     scores, kept, refused = [], [], []
     for text, label, query in zip(texts, labels, queries, strict=True):
         similarities = index.scores(query)
@@ -199,5 +224,5 @@ def _best_threshold(
         scores.append(loose.score if changes and loose.score is not None else -1.0)
         kept.append(loose.route == label)
         refused.append(strict.route == label)
-    cut, accuracy = best_accuracy_cut(np.asarray(scores), np.asarray(kept), np.asarray(refused))
+    cut, accuracy = best_accuracy_cut(np.asarray(scores), np.asarray(kept), np.asarray(refused), weights)
     return accuracy, round(cut, 4)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from unillm.results import RouteDecision
 from unillm.semantic.head import Probe, cross_validated, fit_probe
-from unillm.semantic.routes import DEFAULT_THRESHOLD, EmbeddingSignal, KeywordSignal, RouteSet
+from unillm.semantic.routes import DEFAULT_THRESHOLD, Condition, EmbeddingSignal, KeywordSignal, RouteSet
 from unillm.semantic.scoring import NO_REJECTION, Scoring, best_cut, fitted_threshold
 from unillm.semantic.vectors import numpy_module, unit_rows
 
@@ -62,6 +62,11 @@ class SignalIndex:
     heads: tuple[int, ...] = ()  # the positions in spans of the blend signals (the probe's classes)
     examples: Matrix | None = None
     labels: Labels | None = None
+
+    @property
+    def starts(self) -> list[int]:
+        """Each signal's first row in ``matrix``."""
+        return [a for _, a, _ in self.spans]
 
     @property
     def dimension(self) -> int:
@@ -135,18 +140,25 @@ class SignalIndex:
     def score_vector(self, query: Sequence[float]) -> Matrix:
         """Each signal's similarity to ``query``, in the order of ``spans``."""
         np = numpy_module()
-        q = unit_rows([query])
-        if q.shape[1] != self.dimension:
-            raise ValueError(f"query has {q.shape[1]} dimensions, the index {self.dimension}")
-        qc = _centre(q, self.center)[0]
-        starts = [a for _, a, _ in self.spans]
-        raw, centred = self.matrix @ q[0], self.centred @ qc
+        q = np.asarray(query, dtype=np.float32)
+        if q.ndim != 1 or q.shape[0] != self.dimension:
+            raise ValueError(
+                f"query has {q.shape[-1] if q.ndim else 0} dimensions, the index {self.dimension}"
+            )
+        q = _unit(q)
+        qc = _unit(q - self.center)
+        if self.probe is not None and len(self.heads) == len(self.spans):  # the probe scores every signal
+            return self.probe.probabilities(qc[None, :])[0]  # type: ignore[no-any-return]
+        starts = self.starts
         blend = (
-            self.weights[:, 0] * np.maximum.reduceat(centred, starts)
+            self.weights[:, 0] * np.maximum.reduceat(self.centred @ qc, starts)
             + (1 - self.weights[:, 0]) * (self.centroids @ qc)
             + self.weights[:, 1] * (self.priors @ qc)
         ) / (1 + self.weights[:, 1])
         kind = self.weights[:, 2]  # 0: max, 1: mean, 2: blend
+        if self.probe is None and len(self.heads) == len(self.spans):  # every signal is a blend
+            return blend  # type: ignore[no-any-return]
+        raw = self.matrix @ q
         best = np.maximum.reduceat(raw, starts)
         mean = np.add.reduceat(raw, starts) / self.weights[:, 3]
         out = np.where(kind == 2, blend, np.where(kind == 1, mean, best))
@@ -279,6 +291,12 @@ def _centre(rows: Matrix, center: Matrix) -> Matrix:
     return unit_rows(rows - center)
 
 
+def _unit(vector: Matrix) -> Matrix:
+    """One vector scaled to length 1 (a zero vector stays zero), without building a matrix."""
+    norm = float(vector @ vector) ** 0.5
+    return vector / norm if norm > 0 else vector
+
+
 @cache
 def _keyword_pattern(keyword: str, case_sensitive: bool) -> re.Pattern[str]:
     return re.compile(rf"(?<!\w){re.escape(keyword)}(?!\w)", 0 if case_sensitive else re.IGNORECASE)
@@ -292,6 +310,51 @@ def keyword_fires(signal: KeywordSignal, text: str) -> bool:
     if signal.mode == "none":
         return not any(hits)
     return any(hits)
+
+
+@dataclass(frozen=True)
+class DecisionPlan:
+    """What :func:`decide` reads from a route set, built once per set (no pydantic work per decision).
+
+    ``keywords`` are the keyword signals, ``embeddings`` each embedding signal's name and declared
+    threshold, ``routes`` each route's name, priority, condition and the signals it uses.
+    """
+
+    keywords: tuple[KeywordSignal, ...]
+    embeddings: tuple[tuple[str, float | None], ...]
+    routes: tuple[tuple[str, int, Condition | None, frozenset[str]], ...]
+
+
+_PLANS: dict[int, tuple[RouteSet, DecisionPlan]] = {}  # by id of the (frozen) route set
+PLAN_CACHE_SIZE = 64
+
+
+def decision_plan(routes: RouteSet) -> DecisionPlan:
+    """The route set's :class:`DecisionPlan`, cached by identity (route sets are frozen).
+
+    Args:
+        routes: The routes.
+
+    Returns:
+        Its signals and conditions, ready for :func:`decide`.
+    """
+    hit = _PLANS.get(id(routes))
+    if hit is not None and hit[0] is routes:
+        return hit[1]
+    signals = routes.all_signals()
+    conditions = [(r, r.condition()) for r in routes.routes]
+    plan = DecisionPlan(
+        keywords=tuple(s for s in signals if isinstance(s, KeywordSignal)),
+        embeddings=tuple((s.name, s.threshold) for s in signals if isinstance(s, EmbeddingSignal)),
+        routes=tuple(
+            (r.name, r.priority, c, frozenset(c.signals()) if c is not None else frozenset())
+            for r, c in conditions
+        ),
+    )
+    while len(_PLANS) >= PLAN_CACHE_SIZE:
+        _PLANS.pop(next(iter(_PLANS)))
+    _PLANS[id(routes)] = (routes, plan)
+    return plan
 
 
 def decide(
@@ -310,26 +373,19 @@ def decide(
         seconds: How long the decision took, recorded on it.
         thresholds: Fitted thresholds of signals declared without one (else 0.4).
     """
-    fired: set[str] = set()
+    plan = decision_plan(routes)
     fitted = thresholds or {}
-    for signal in routes.all_signals():
-        if isinstance(signal, KeywordSignal):
-            if keyword_fires(signal, text):
-                fired.add(signal.name)
-        else:
-            threshold = signal.threshold if signal.threshold is not None else fitted.get(signal.name)
-            if similarities.get(signal.name, float("-inf")) >= (
-                DEFAULT_THRESHOLD if threshold is None else threshold
-            ):
-                fired.add(signal.name)
+    fired = {s.name for s in plan.keywords if keyword_fires(s, text)}
+    for name, declared in plan.embeddings:
+        threshold = declared if declared is not None else fitted.get(name, DEFAULT_THRESHOLD)
+        if similarities.get(name, float("-inf")) >= threshold:
+            fired.add(name)
     scores: dict[str, float] = {}
     best: tuple[int, float, str] | None = None
-    for route in routes.routes:
-        condition = route.condition()
-        used = condition.signals() if condition else set()
+    for name, priority, condition, used in plan.routes:
         sims = [similarities[s] for s in used if s in similarities]
         if sims:
-            scores[route.name] = max(sims)
+            scores[name] = max(sims)
         if condition is None or not condition.holds(fired):
             continue
         matched = used & fired
@@ -337,9 +393,8 @@ def decide(
             score = 1.0
         else:
             score = max((similarities[s] for s in matched), default=max(sims, default=0.0))
-        candidate = (route.priority, score, route.name)
-        if best is None or candidate[:2] > best[:2]:
-            best = candidate
+        if best is None or (priority, score) > best[:2]:
+            best = (priority, score, name)
     if best is not None:
         return RouteDecision(
             route=best[2],

@@ -95,20 +95,33 @@ def best_cut(own: Vector, rivals: Vector) -> float:
     return float(cuts[int(np.argmax(passed + refused))])
 
 
-def best_accuracy_cut(scores: Vector, right_if_kept: Vector, right_if_refused: Vector) -> tuple[float, float]:
+def best_accuracy_cut(
+    scores: Vector, right_if_kept: Vector, right_if_refused: Vector, weights: Vector | None = None
+) -> tuple[float, float]:
     """The cut on ``scores`` with the most right answers, and that accuracy.
 
     A sample whose score reaches the cut keeps its match (right when ``right_if_kept``), one
     below it falls back (right when ``right_if_refused``). Ties go to the lowest such cut.
+
+    Args:
+        scores: Each sample's score.
+        right_if_kept: Whether each sample is right when its score reaches the cut.
+        right_if_refused: Whether each sample is right when it falls back.
+        weights: What each sample's right answer counts (None: 1 each); the accuracy is the
+            weighted share.
+
+    Returns:
+        The cut and the (weighted) accuracy there.
     """
     from unillm.semantic.vectors import numpy_module
 
     np = numpy_module()
+    weight = np.ones(len(scores)) if weights is None else np.asarray(weights, dtype=float)
     order = np.argsort(scores)
     s, kept, refused = (
         scores[order],
-        right_if_kept[order].astype(float),
-        right_if_refused[order].astype(float),
+        right_if_kept[order] * weight[order],
+        right_if_refused[order] * weight[order],
     )
     # cut before sample i: samples < i refused, samples >= i kept
     right = np.concatenate([[0.0], np.cumsum(refused)]) + np.concatenate([np.cumsum(kept[::-1])[::-1], [0.0]])
@@ -116,7 +129,27 @@ def best_accuracy_cut(scores: Vector, right_if_kept: Vector, right_if_refused: V
     valid = np.concatenate([[True], s[1:] > s[:-1], [True]])  # no cut between equal scores
     right = np.where(valid, right, -1.0)
     i = int(np.argmax(right))
-    return float(edges[i]), float(right[i] / len(scores))
+    return float(edges[i]), float(right[i] / weight.sum())
+
+
+def balanced_weights(outside: Vector) -> Vector:
+    """Sample weights that give the out-of-scope samples (``outside`` True) and the others equal
+    say, however many of each were labelled (each group's weights sum to 1/2; all 1 without both).
+
+    Args:
+        outside: Whether each sample belongs to no route.
+
+    Returns:
+        One weight per sample.
+    """
+    from unillm.semantic.vectors import numpy_module
+
+    np = numpy_module()
+    flags = np.asarray(outside, dtype=bool)
+    count = int(flags.sum())
+    if count in (0, len(flags)):
+        return np.ones(len(flags))  # type: ignore[no-any-return]
+    return np.where(flags, 0.5 / count, 0.5 / (len(flags) - count)) * len(flags)  # type: ignore[no-any-return]
 
 
 def fitted_threshold(own: Sequence[Any], rivals: Sequence[Any], fallback: float) -> float:
