@@ -45,21 +45,28 @@ def measured() -> dict[str, Any]:
     return {engine: r for engine, r in runs.items() if isinstance(r, dict)}
 
 
+def clients_of(reports: dict[str, Any]) -> list[str]:
+    """The clients one run was probed through (not its other keys: a look-alike's contract errors)."""
+    return [c for c, r in reports.items() if isinstance(r, dict) and "cells" in r]
+
+
 def matrix(columns: dict[str, dict[str, str]], runs: dict[str, Any]) -> str:
-    """Options down, engines across: the measured verdict where probed, else the declared level."""
+    """Options down, runs across (an engine without a run: its own column): the measured verdict
+    where probed, else the declared level of the run's engine."""
     from unillm.probing.cells import CELLS, FEATURES
 
-    names = list(columns)
+    probed = {run: r["unillm"]["engine"] for run, r in runs.items() if r["unillm"]["engine"] in columns}
+    names = {**probed, **{e: e for e in columns if e not in probed.values()}}
     lines = ["| option | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
     for option in CELLS:
         marks = []
-        for name in names:
+        for name, engine in names.items():
             cells = {c["option"]: c for c in runs.get(name, {}).get("unillm", {}).get("cells", [])}
             feature = FEATURES.get(option)
             if option in cells:
                 marks.append(MEASURED[cells[option]["verdict"]])
             elif feature is not None:
-                marks.append(DECLARED[columns[name][feature.value]])
+                marks.append(DECLARED[columns[engine][feature.value]])
             else:
                 marks.append("·")
         lines.append(f"| `{option}` | " + " | ".join(marks) + " |")
@@ -67,8 +74,10 @@ def matrix(columns: dict[str, dict[str, str]], runs: dict[str, Any]) -> str:
         "",
         "✓ measured: honoured by its effect in the recorded probe; refused: refused before sending "
         "(measured, or declared by the adapter); declared / unillm: the capability table says the "
-        "engine (or unillm) does it, not probed here; n/m: not measurable with the tiny model; "
-        "·: not probed on that engine.",
+        "engine (or unillm) does it, not probed here; n/m: not measurable with the tiny model (or "
+        "on a look-alike's fixed answers); ·: not probed on that engine. `mlx_server` is "
+        "mlx_lm.server, `mlx` MLX in process; `ollama`, `tensorrt_llm` and `tgi` are probed on "
+        "look-alikes held to the engines' contracts.",
     ]
     return "\n".join(lines)
 
@@ -79,7 +88,7 @@ def side_by_side(runs: dict[str, Any]) -> str:
 
     out = []
     for engine, reports in runs.items():
-        clients = list(reports)
+        clients = clients_of(reports)
         version = reports["unillm"].get("version") or ""
         labels = [reports[c]["client"] for c in clients]
         out += [f"**{engine} {version}**", "", "| option | " + " | ".join(labels) + " |"]
