@@ -15,6 +15,7 @@ from typing import Any
 PLACEHOLDER = "<!-- probe: option matrix -->"
 CLIENTS_PLACEHOLDER = "<!-- probe: clients side by side -->"
 OUTPUT_PLACEHOLDER = "<!-- probe: real output -->"
+LAST_LINE_PLACEHOLDER = "<!-- probe: last line -->"
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "probe_matrix.json"
 MEASURED = {
     "honoured": "✓ measured",
@@ -113,12 +114,21 @@ def real_output(runs: dict[str, Any], engine: str = "vllm") -> str:
     return "```text\n" + ProbeReport(**runs[engine]["unillm"]).text() + "\n```"
 
 
+def last_line() -> str:
+    """The recorded benchmark's summary line, as it printed it (without the goals)."""
+    if not RESULTS.exists():
+        return "*No probe run is recorded.*"
+    return "```json\n" + json.dumps(json.loads(RESULTS.read_text())["summary"]) + "\n```"
+
+
 def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:
     """Replace the placeholders on the probe page with the generated tables."""
     if PLACEHOLDER in markdown:
         markdown = markdown.replace(PLACEHOLDER, matrix(declared(), measured()))
     if OUTPUT_PLACEHOLDER in markdown:
         markdown = markdown.replace(OUTPUT_PLACEHOLDER, real_output(measured()))
+    if LAST_LINE_PLACEHOLDER in markdown:
+        markdown = markdown.replace(LAST_LINE_PLACEHOLDER, last_line())
     if CLIENTS_PLACEHOLDER in markdown:
         markdown = markdown.replace(CLIENTS_PLACEHOLDER, side_by_side(measured()))
     return markdown

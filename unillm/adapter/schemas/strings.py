@@ -3,7 +3,7 @@
     xgrammar_strings({"type": "string", "maxLength": 8})
     # {"type": "string", "pattern": '^[^"\\\\\\x00-\\x1f]{0,8}$'}
 
-xgrammar (0.2.7 in SGLang 0.5.23's CPU build, 0.2.8 in vLLM 0.32, 0.2.9) compiles a string with
+xgrammar (measured on 0.2.7, SGLang 0.5.23's CPU build; seen on 0.2.9 beside MLX) compiles a string with
 ``minLength`` / ``maxLength`` to the character class ``[^"\\\r\n]`` repeated that many times:
 every raw control character but CR and LF passes (a tab, U+0001, ...), and no escape does. JSON
 forbids a raw control character inside a string (RFC 8259, section 7), so an answer sampled
