@@ -260,7 +260,7 @@ async def run_target(
                     async with limit:
                         outcome, why = await through_unillm(llm, schema, args, chat=engine == "llamacpp")
                         results["unillm"][i], results["why"][i] = outcome, why[:600]
-                        if engine != "mlx":  # in process: there is no wire to send it raw over
+                        if engine != "mlx" and args.raw:  # in process: no wire to send it raw over
                             results["raw"][i] = await raw(client, engine, schema, args)
                         done.append(i)
                         if len(done) % 50 == 0 or len(done) == len(schemas):
@@ -269,7 +269,7 @@ async def run_target(
                 async with anyio.create_task_group() as tg:
                     for i, (_, _, schema) in enumerate(schemas):
                         tg.start_soon(one, i, schema)
-        if engine == "mlx":
+        if engine == "mlx" or not args.raw:
             results.pop("raw")
         return results
 
@@ -375,6 +375,12 @@ def main() -> None:
     parser.add_argument("--sample", default=str(SAMPLE), help="the sample's ids and seed (JSON)")
     parser.add_argument("--out", default=str(OUT), help="where summary.md and results.json go")
     parser.add_argument("--keep", action="store_true", help="keep other targets' results from results.json")
+    parser.add_argument(
+        "--no-raw",
+        dest="raw",
+        action="store_false",
+        help="through unillm only (a raw request that kills the server fails unillm's requests after it)",
+    )
     args = parser.parse_args()
     schemas = load_sample(data_dir(args.data), args)
     print(f"[coverage] {len(schemas)} schemas from {len(SUBSETS)} subsets", file=sys.stderr)

@@ -83,7 +83,8 @@ def answer_of(response: Any) -> Answer:
     for c in response.choices or ():
         message = c.message
         calls = tuple(t.function.name for t in (message.tool_calls or ()) if t.function and t.function.name)
-        content = getattr(c.logprobs, "content", None) if c.logprobs is not None else None
+        logprobs = getattr(c, "logprobs", None)  # LiteLLM's Choices lack it when none came back
+        content = getattr(logprobs, "content", None) if logprobs is not None else None
         choices.append(
             Choice(
                 text=message.content or "",
@@ -155,7 +156,9 @@ class OpenAIClient(AsyncClosing):
 
 
 class LiteLLMClient(AsyncClosing):
-    """The probe's asks through LiteLLM's ``hosted_vllm/`` provider (extra fields as keywords)."""
+    """The probe's asks through one of LiteLLM's providers (extra fields as keywords):
+    ``hosted_vllm`` by default, ``openai`` for another OpenAI-compatible server, ``ollama_chat``
+    for Ollama's native API (no ``/v1``: LiteLLM talks to ``/api/chat`` itself)."""
 
     name = "LiteLLM hosted_vllm/"
 
@@ -164,12 +167,10 @@ class LiteLLMClient(AsyncClosing):
     ) -> None:
         import openai
 
-        self.base, self.model, self.key, self.provider = (
-            f"{base_url.rstrip('/')}/v1",
-            model,
-            api_key,
-            provider,
-        )
+        native = provider.startswith("ollama")
+        self.base = base_url.rstrip("/") + ("" if native else "/v1")
+        self.model, self.key, self.provider, self.native = model, api_key, provider, native
+        self.name = f"LiteLLM {provider}/"
         self.listing = openai.AsyncOpenAI(base_url=self.base, api_key=api_key, max_retries=0)
 
     async def ask(self, ask: Ask) -> Answer:
@@ -200,8 +201,8 @@ class LiteLLMClient(AsyncClosing):
         return await _streamed(response) if ask.stream else answer_of(response)
 
     async def loras(self) -> list[str]:
-        """The served models that name a parent (vLLM's LoRA cards)."""
-        return await _loras(self.listing)
+        """The served models that name a parent (vLLM's LoRA cards; none on Ollama's native API)."""
+        return [] if self.native else await _loras(self.listing)
 
     async def aclose(self) -> None:
         """Close the model listing's connections and the clients LiteLLM cached for this loop.
@@ -218,7 +219,12 @@ class LiteLLMClient(AsyncClosing):
 
 
 async def _loras(sdk: Any) -> list[str]:
-    page = await sdk.models.list()
+    import openai
+
+    try:
+        page = await sdk.models.list()
+    except openai.NotFoundError:  # a server with no model listing (TGI) names no adapter there
+        return []
     return [m.id for m in page.data if _extra(m).get("parent")]
 
 

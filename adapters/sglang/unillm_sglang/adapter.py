@@ -60,7 +60,13 @@ from unillm.adapter import (
     text_field,
 )
 from unillm.adapter.base import EngineInfo, EngineInstall, HttpCall
-from unillm.adapter.schemas import guidance_problem, portable_schema, schema_refusal, xgrammar_problem
+from unillm.adapter.schemas import (
+    guidance_problem,
+    portable_schema,
+    schema_refusal,
+    xgrammar_problem,
+    xgrammar_strings,
+)
 from unillm_sglang.features import (
     COMPLETIONS_RESPONSE_FORMAT_SINCE,
     LORA_IN_MODEL_SINCE,
@@ -342,12 +348,13 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
         return HttpCall(call.method, call.path, body, call.stream)
 
     def _checked_schema(self, schema: Mapping[str, Any], info: EngineInfo) -> Mapping[str, Any]:
-        """``schema`` as the grammar backend can honour it (exactly rewritten for xgrammar), or
+        """``schema`` as the grammar backend can honour it (exactly rewritten for xgrammar, its
+        length-bounded strings as patterns that admit no raw control character), or
         UnsupportedFeature before sending (SGLang itself ignores what xgrammar cannot do)."""
         backend = self.structured_backend or "xgrammar"
         problem = None
         if backend == "xgrammar":
-            schema = portable_schema(schema)
+            schema = xgrammar_strings(portable_schema(schema))
             problem = xgrammar_problem(schema)
         elif backend == "llguidance":
             problem = guidance_problem(schema, compact=self.compact_json)

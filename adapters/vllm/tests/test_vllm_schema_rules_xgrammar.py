@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from unillm.adapter.schemas import xgrammar_problem
+from unillm.adapter.schemas import xgrammar_problem, xgrammar_strings
 
 pytestmark = pytest.mark.engine
 OBJ = {"type": "object"}
@@ -212,3 +212,22 @@ def test_the_vllm_rules_agree_with_vllms_own_check() -> None:
     )
     vllm_says = json.loads(run.stdout.strip().splitlines()[-1])
     assert vllm_says == [xgrammar_problem(schema) is not None for schema in PARITY]
+
+
+# -- length-bounded strings (unillm.adapter.schemas.xgrammar_strings) ------------------------
+BOUNDED = {"type": "object", "properties": {"n": {"type": "string", "maxLength": 4}}, "required": ["n"]}
+
+
+@pytest.mark.parametrize("raw", ["\x01", "\t", "\x1f"])
+def test_xgrammar_lets_a_raw_control_character_into_a_length_bounded_string(raw: str) -> None:
+    # not JSON (RFC 8259 forbids it unescaped): what SGLang's probe saw at temperature 1
+    assert xgrammar(BOUNDED, '{"n":"a' + raw + '"}') == "accepts"
+    assert xgrammar({**BOUNDED, "properties": {"n": {"type": "string"}}}, '{"n":"a' + raw + '"}') == "rejects"
+
+
+@pytest.mark.parametrize(
+    ("value", "verdict"),
+    [("abcd", "accepts"), ("", "accepts"), ("é☃ab", "accepts"), ("abcde", "rejects"), ("a\x01", "rejects")],
+)
+def test_the_rewritten_bounds_keep_the_count_and_admit_no_control_character(value: str, verdict: str) -> None:
+    assert xgrammar(dict(xgrammar_strings(BOUNDED)), '{"n":"' + value + '"}') == verdict

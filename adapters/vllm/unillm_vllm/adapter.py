@@ -70,6 +70,7 @@ from unillm.adapter.schemas import (
     vllm_refusal,
     xgrammar_miscompile,
     xgrammar_problem,
+    xgrammar_strings,
 )
 from unillm.adapter.schemas.walk import nodes
 from unillm_vllm import launch
@@ -263,6 +264,7 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
         if backend in ("xgrammar", "auto"):
             schema = portable_schema(schema)
         if backend == "xgrammar":
+            schema = xgrammar_strings(schema)  # its length-bounded strings admit raw control characters
             problem = xgrammar_problem(schema)
         elif backend == "guidance":
             problem = _guidance_problem(schema, compact=self.compact_json, closed=self.closed_objects)
@@ -275,6 +277,7 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
                     _guidance_problem(schema, compact=self.compact_json, closed=False),
                 )
             else:
+                schema = xgrammar_strings(schema)
                 backend, problem = "xgrammar (vLLM's auto chose it)", xgrammar_miscompile(schema)
         if problem is None:
             return schema

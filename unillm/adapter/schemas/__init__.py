@@ -1,6 +1,7 @@
 """What each constrained-decoding backend can honour in a JSON schema, known before sending.
 
     schema = portable_schema(schema)          # exact rewrites (merged allOf, declared required)
+    schema = xgrammar_strings(schema)         # xgrammar: length-bounded strings as patterns
     problem = xgrammar_problem(schema)        # or guidance_problem(schema, compact=True)
     if problem:
         raise schema_refusal("vllm", "xgrammar", problem, alternative="...")
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from unillm.adapter.schemas.guidance import closed_schema, guidance_available, guidance_problem
 from unillm.adapter.schemas.rewrite import portable_schema
+from unillm.adapter.schemas.strings import xgrammar_strings
 from unillm.adapter.schemas.walk import SchemaProblem, largest_count
 from unillm.adapter.schemas.xgrammar import (
     XGRAMMAR_FORMATS,
@@ -34,6 +36,7 @@ __all__ = [
     "vllm_refusal",
     "xgrammar_miscompile",
     "xgrammar_problem",
+    "xgrammar_strings",
 ]
 
 

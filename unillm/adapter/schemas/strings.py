@@ -1,0 +1,90 @@
+"""Length-bounded strings spelled so xgrammar cannot emit invalid JSON in them (pure).
+
+    xgrammar_strings({"type": "string", "maxLength": 8})
+    # {"type": "string", "pattern": '^[^"\\\\\\x00-\\x1f]{0,8}$'}
+
+xgrammar (measured on 0.2.7, SGLang 0.5.23's CPU build; seen on 0.2.9 beside MLX) compiles a string with
+``minLength`` / ``maxLength`` to the character class ``[^"\\\r\n]`` repeated that many times:
+every raw control character but CR and LF passes (a tab, U+0001, ...), and no escape does. JSON
+forbids a raw control character inside a string (RFC 8259, section 7), so an answer sampled
+through such a string can be no JSON at all (a plain string, without bounds, is compiled right:
+``[^\0-\x1f"\\\r\n]`` or an escape). Confirmed with xgrammar itself by
+``adapters/vllm/tests/test_vllm_schema_rules_xgrammar.py``; seen on SGLang-CPU by the probe.
+
+The rewrite replaces the bounds by a pattern with the same counts over the same class less the
+control characters, ``^[^"\\\x00-\x1f]{min,max}$``, which xgrammar compiles with its counts:
+it admits exactly the strings xgrammar's own length-bounded class admits that are valid JSON.
+Applied to a node whose ``type`` is ``"string"`` and that has no ``pattern``, ``format``,
+``enum`` or ``const``, when the counts are at most :data:`~unillm.adapter.schemas.xgrammar.MAX_REPEAT`
+(xgrammar's largest counted repetition); any other string keeps its bounds as they are.
+
+The input is never modified; a new document is returned (the same object when nothing changed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from unillm.adapter.schemas.walk import DATA_KEYWORDS, NAME_MAPS
+from unillm.adapter.schemas.xgrammar import MAX_REPEAT
+
+__all__ = ["JSON_STRING_CHAR", "xgrammar_strings"]
+
+#: One character xgrammar's length-bounded strings admit, less the control characters JSON forbids.
+JSON_STRING_CHAR = '[^"\\\\\\x00-\\x1f]'
+_KEPT_BY = ("pattern", "format", "enum", "const")
+
+
+def xgrammar_strings(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``schema`` with each length-bounded plain string rewritten as a pattern (see above).
+
+    Args:
+        schema: A JSON schema document.
+
+    Returns:
+        The rewritten document, or ``schema`` itself when no string is rewritten.
+    """
+    return _rewrite(schema)
+
+
+def _rewrite(node: Mapping[str, Any]) -> Mapping[str, Any]:
+    out: dict[str, Any] = {}
+    changed = False
+    for key, value in node.items():
+        new = value if key in DATA_KEYWORDS else _children(value, names=key in NAME_MAPS)
+        changed |= new is not value
+        out[key] = new
+    pattern = _bounds_pattern(out)
+    if pattern is not None:
+        out = {k: v for k, v in out.items() if k not in ("minLength", "maxLength")}
+        out["pattern"], changed = pattern, True
+    return out if changed else node
+
+
+def _children(value: Any, *, names: bool) -> Any:
+    if isinstance(value, Mapping):
+        if not names:
+            return _rewrite(value)
+        new = {k: _rewrite(v) if isinstance(v, Mapping) else v for k, v in value.items()}
+        return value if all(new[k] is value[k] for k in value) else new
+    if isinstance(value, list):
+        items = [_rewrite(v) if isinstance(v, Mapping) else v for v in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    return value
+
+
+def _bounds_pattern(node: Mapping[str, Any]) -> str | None:
+    """The pattern for a length-bounded plain string, or None when the node is not one."""
+    if node.get("type") != "string" or any(k in node for k in _KEPT_BY):
+        return None
+    if "minLength" not in node and "maxLength" not in node:
+        return None
+    low, high = node.get("minLength", 0), node.get("maxLength")
+    if not _count(low) or not (high is None or _count(high)) or (high is not None and low > high):
+        return None  # not counts xgrammar compiles (or unsatisfiable): left to the backend as it was
+    return f"^{JSON_STRING_CHAR}{{{low},{'' if high is None else high}}}$"
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_REPEAT
