@@ -89,6 +89,10 @@ DEFINITIONS = {
     "call TPOT: agreement['unillm/aiperf']['itl_*'] compares it with unillm's TPOT, and AIPerf's "
     "per-gap inter_chunk_latency is compared with unillm's ITL in ratios (itl_*_ms)",
     "output_tokens": "every tool counts the engine's usage (AIPerf with --use-server-token-count)",
+    "percentiles": "linear interpolation between ranks in all three tools, except AIPerf's "
+    "inter_chunk_latency percentiles: a t-digest estimate (AIPerf 0.13)",
+    "duration": "output throughput's denominator: unillm and vLLM from before the first request to "
+    "after the last answer; AIPerf from the first request sent to the last response",
 }
 Round = dict[str, float | None]
 
