@@ -36,9 +36,15 @@ class Engine:
 
 @contextlib.asynccontextmanager
 async def vllm_target(
-    url: str | None, model_path: str | None, *, max_num_seqs: int = 64, served_name: str = "tiny"
+    url: str | None,
+    model_path: str | None,
+    *,
+    max_num_seqs: int = 64,
+    served_name: str = "tiny",
+    prefix_caching: bool | None = None,
 ) -> AsyncIterator[Engine]:
-    """Yield a running vLLM-CPU engine: the one at ``url``, or one launched for the benchmark."""
+    """Yield a running vLLM-CPU engine: the one at ``url``, or one launched for the benchmark
+    (``prefix_caching``: the engine's default when None)."""
     if url is not None:
         if model_path is None:
             raise SystemExit("--url needs --model-path (the served model's folder, for its tokenizer)")
@@ -53,6 +59,8 @@ async def vllm_target(
         settings = cpu_launch_settings(
             "vllm", tiny, Path(d), max_num_seqs=max_num_seqs, api_key=None, served_name=served_name
         )
+        if prefix_caching is not None:
+            settings["prefix_caching"] = prefix_caching
         run = unillm.launch("vllm", **settings, log_path=Path(d) / "vllm.log")
         print(f"[bench] launching vLLM-CPU (max_num_seqs={max_num_seqs}) ...", file=sys.stderr)
         async with run:

@@ -1,16 +1,21 @@
 """`unillm bench` against AIPerf and `vllm bench serve`: the same engine, workload and seeds.
 
 Agreement: the three harnesses run as separate processes in interleaved rounds (the order rotates
-each round) against one vLLM-CPU engine serving the tiny model: random prompts of ``--input-len``
-tokens (the model's tokenizer), exactly ``--output-len`` generated tokens (``ignore_eos``,
-temperature 0), streamed completions, ``--num-prompts`` requests at ``--max-concurrency`` after
-``--warmups``. Each tool's median over rounds of P50/P99 TTFT, P50/P99 ITL and output throughput
-is compared (ratios unillm / other; goal: within 3%).
+each round) against one vLLM-CPU engine serving the tiny model, prefix caching off (unillm's and
+vLLM's random prompts may coincide for one seed: the second would find them cached): random prompts
+of ``--input-len`` tokens (the model's tokenizer), exactly ``--output-len`` generated tokens
+(``ignore_eos``, temperature 0), streamed completions, ``--num-prompts`` requests at
+``--max-concurrency`` after ``--warmups``. Each tool's median over rounds of P50/P99 TTFT, ITL,
+TPOT and output throughput is compared (ratios of medians; goal: within 3%), with each round's own
+ratio (the tools ran back to back: rounds that disagree on the sign are noise) and every figure's
+spread over rounds.
 
 Definitions differ in one place, recorded in the JSON: AIPerf's ``inter_token_latency`` is per
 request, ``(latency - TTFT) / (output tokens - 1)``, i.e. what vLLM and unillm call TPOT; vLLM's
-and unillm's ITL pools every gap between chunks. So AIPerf's ITL is compared with unillm's TPOT
-(and vLLM's ITL with unillm's ITL).
+and unillm's ITL pools every gap between chunks, as AIPerf's ``inter_chunk_latency`` does. So the
+issue's "ITL" agreement with AIPerf compares its ITL with unillm's TPOT, and the per-gap figures
+are compared too (``ratios``). AIPerf counts output tokens from the engine's usage
+(``--use-server-token-count``) as the other two do, not by re-tokenizing the text.
 
 Client overhead: each harness sends ``--overhead-requests`` streamed requests as fast as it can
 (``--overhead-concurrency`` in flight) to a fast look-alike server (benchmarks/client_overhead.py's
@@ -26,7 +31,9 @@ benchmarks/vs_vllm_bench.py (whose runners this reuses). AIPerf runs from its ow
     .venv/bin/python benchmarks/vs_aiperf.py --rounds 2 --num-prompts 32 --skip-overhead
 
 Prints a table, then as its last line one JSON object (also written to
-benchmarks/results/vs_aiperf.json) with the medians, ratios, ``goals`` and the overhead rates.
+benchmarks/results/vs_aiperf.json, with every round and spread): the medians, ``ratios`` (every
+figure, unillm/vllm, unillm/aiperf, aiperf/vllm), ``agreement`` (the issue's five figures per
+comparison: ratio, ``within`` ±3%, per-round ratios), ``all_within``, ``goals`` and the overhead.
 """
 
 from __future__ import annotations
@@ -51,16 +58,43 @@ from vs_vllm_bench import harness_parser, run_client, unillm_bench, vllm_bench
 AIPERF = Path.home() / ".cache" / "unillm" / "envs" / "aiperf" / "bin" / "aiperf"
 RESULT = Path(__file__).resolve().parent / "results" / "vs_aiperf.json"
 GOAL = 0.03
-#: (figure, unillm's key, vllm's key, AIPerf's (metric, stat)) — AIPerf's ITL is a per-request TPOT
-COMPARED = (
-    ("ttft_p50_ms", "median_ttft_ms", "median_ttft_ms", ("time_to_first_token", "p50")),
-    ("ttft_p99_ms", "p99_ttft_ms", "p99_ttft_ms", ("time_to_first_token", "p99")),
-    ("itl_p50_ms", "median_itl_ms", "median_itl_ms", ("inter_token_latency", "p50")),
-    ("itl_p99_ms", "p99_itl_ms", "p99_itl_ms", ("inter_token_latency", "p99")),
-    ("output_throughput", "output_throughput", "output_throughput", ("output_token_throughput", "avg")),
-)
-#: unillm's figure compared with AIPerf's, where the definitions differ (AIPerf ITL = TPOT)
-UNILLM_FOR_AIPERF = {"itl_p50_ms": "median_tpot_ms", "itl_p99_ms": "p99_tpot_ms"}
+TOOLS = ("unillm", "vllm", "aiperf")
+#: Each measured figure under one name: (unillm's key, vllm bench serve's key, AIPerf's (metric, stat))
+FIGURES: dict[str, tuple[str, str, tuple[str, str]]] = {
+    "ttft_p50_ms": ("median_ttft_ms", "median_ttft_ms", ("time_to_first_token", "p50")),
+    "ttft_p99_ms": ("p99_ttft_ms", "p99_ttft_ms", ("time_to_first_token", "p99")),
+    # every gap between chunks, pooled over the requests (AIPerf: inter_chunk_latency)
+    "itl_p50_ms": ("median_itl_ms", "median_itl_ms", ("inter_chunk_latency", "p50")),
+    "itl_p99_ms": ("p99_itl_ms", "p99_itl_ms", ("inter_chunk_latency", "p99")),
+    # per request (latency - TTFT) / (output tokens - 1) (AIPerf: inter_token_latency)
+    "tpot_p50_ms": ("median_tpot_ms", "median_tpot_ms", ("inter_token_latency", "p50")),
+    "tpot_p99_ms": ("p99_tpot_ms", "p99_tpot_ms", ("inter_token_latency", "p99")),
+    "output_throughput": ("output_throughput", "output_throughput", ("output_token_throughput", "avg")),
+}
+#: The issue's five figures, per comparison: (unillm's figure, the other tool's figure). ITL is
+#: each tool's own ITL: vLLM's pools the gaps (as unillm's does); AIPerf's is per request, a TPOT.
+AGREEMENT: dict[str, dict[str, tuple[str, str]]] = {
+    other: {
+        "ttft_p50": ("ttft_p50_ms", "ttft_p50_ms"),
+        "ttft_p99": ("ttft_p99_ms", "ttft_p99_ms"),
+        "itl_p50": ("itl_p50_ms", "itl_p50_ms") if other == "vllm" else ("tpot_p50_ms", "tpot_p50_ms"),
+        "itl_p99": ("itl_p99_ms", "itl_p99_ms") if other == "vllm" else ("tpot_p99_ms", "tpot_p99_ms"),
+        "output_throughput": ("output_throughput", "output_throughput"),
+    }
+    for other in ("vllm", "aiperf")
+}
+DEFINITIONS = {
+    "itl": "vllm bench serve's and unillm's ITL pool every gap between streamed chunks; AIPerf's "
+    "inter_token_latency is per request (latency - TTFT) / (output tokens - 1), what vLLM and unillm "
+    "call TPOT: agreement['unillm/aiperf']['itl_*'] compares it with unillm's TPOT, and AIPerf's "
+    "per-gap inter_chunk_latency is compared with unillm's ITL in ratios (itl_*_ms)",
+    "output_tokens": "every tool counts the engine's usage (AIPerf with --use-server-token-count)",
+    "percentiles": "linear interpolation between ranks in all three tools, except AIPerf's "
+    "inter_chunk_latency percentiles: a t-digest estimate (AIPerf 0.13)",
+    "duration": "output throughput's denominator: unillm and vLLM from before the first request to "
+    "after the last answer; AIPerf from the first request sent to the last response",
+}
+Round = dict[str, float | None]
 
 
 def aiperf_bench(
@@ -82,7 +116,7 @@ def aiperf_bench(
     cmd = [str(AIPERF), "profile", "--model", engine.served_name, "--url", engine.url]
     cmd += ["--endpoint-type", "completions", "--streaming", "--tokenizer", engine.model_path]
     cmd += ["--isl", str(args.input_len), "--synthetic-input-tokens-stddev", "0"]
-    cmd += ["--osl", str(args.output_len), "--output-tokens-stddev", "0"]
+    cmd += ["--osl", str(args.output_len), "--output-tokens-stddev", "0", "--use-server-token-count"]
     cmd += ["--extra-inputs", "ignore_eos:true", "--extra-inputs", "temperature:0"]
     cmd += ["--concurrency", str(concurrency), "--request-count", str(count)]
     cmd += ["--warmup-request-count", str(warmups), "--random-seed", str(seed)]
@@ -94,54 +128,155 @@ def aiperf_bench(
     return dict(json.loads(found.read_text()))
 
 
-def aiperf_value(summary: dict[str, Any], metric: str, stat: str) -> float:
-    entry = summary[metric]
-    return float(entry[stat] if isinstance(entry, dict) else entry)
+def aiperf_value(summary: dict[str, Any], metric: str, stat: str) -> float | None:
+    """One statistic of AIPerf's summary (None when AIPerf did not export that metric)."""
+    entry = summary.get(metric)
+    if entry is None:
+        return None
+    value = entry.get(stat) if isinstance(entry, dict) else entry
+    return None if value is None else float(value)
 
 
-def one_round(args: argparse.Namespace, engine: Engine, tool: str, d: Path, i: int) -> dict[str, float]:
-    """One tool's run of the agreement workload: the compared figures (ms, tokens/s)."""
+def one_round(args: argparse.Namespace, engine: Engine, tool: str, d: Path, i: int) -> Round:
+    """One tool's run of the agreement workload: every figure (ms, tokens/s) and its token counts."""
     out = d / f"{tool}-{i}"
-    if tool == "vllm":
-        r = vllm_bench(args, engine, out.with_suffix(".json"), i)
-        return {name: float(r[key]) for name, _, key, _ in COMPARED}
-    if tool == "unillm":
-        r = unillm_bench(args, engine, out, i)
-        figures = {name: float(r[key]) for name, key, _, _ in COMPARED}
-        return figures | {f"{k}_tpot": float(r[v]) for k, v in UNILLM_FOR_AIPERF.items()}
+    if tool in ("unillm", "vllm"):
+        if tool == "unillm":
+            r = unillm_bench(args, engine, out, i)
+            figures: Round = {name: float(r[mine]) for name, (mine, _, _) in FIGURES.items()}
+        else:
+            r = vllm_bench(args, engine, out.with_suffix(".json"), i)
+            figures = {name: float(r[theirs]) for name, (_, theirs, _) in FIGURES.items()}
+        completed = int(r["completed"])
+        return figures | {
+            "completed": completed,
+            "mean_input_tokens": r["total_input_tokens"] / completed,
+            "mean_output_tokens": r["total_output_tokens"] / completed,
+        }
     s = aiperf_bench(
         args, engine, out, i, count=args.num_prompts, concurrency=args.max_concurrency, warmups=args.warmups
     )
-    return {name: aiperf_value(s, m, stat) for name, _, _, (m, stat) in COMPARED}
+    return {name: aiperf_value(s, *keys[2]) for name, keys in FIGURES.items()} | {
+        "completed": aiperf_value(s, "request_count", "avg"),
+        "mean_input_tokens": aiperf_value(s, "input_sequence_length", "avg"),
+        "mean_output_tokens": aiperf_value(s, "output_sequence_length", "avg"),
+    }
 
 
-def unillm_figures(run: dict[str, Any]) -> dict[str, float]:
-    return {name: float(run[key]) for name, key, _, _ in COMPARED}
-
-
-async def agreement(args: argparse.Namespace) -> tuple[dict[str, list[dict[str, float]]], str]:
-    rounds: dict[str, list[dict[str, float]]] = {"unillm": [], "vllm": [], "aiperf": []}
-    tools = list(rounds)
-    async with vllm_target(args.url, args.model_path, max_num_seqs=args.max_num_seqs) as engine:
+async def agreement(args: argparse.Namespace) -> tuple[dict[str, list[Round]], str]:
+    """Every tool's rounds on one engine (prefix caching off: the tools' prompts may coincide)."""
+    rounds: dict[str, list[Round]] = {tool: [] for tool in TOOLS}
+    async with vllm_target(
+        args.url, args.model_path, max_num_seqs=args.max_num_seqs, prefix_caching=False
+    ) as engine:
         with tempfile.TemporaryDirectory(prefix="vs-aiperf-") as d:
             for i in range(args.rounds):
-                for tool in tools[i % 3 :] + tools[: i % 3]:
-                    started = time.perf_counter()
+                for tool in TOOLS[i % 3 :] + TOOLS[: i % 3]:  # the order rotates each round
+                    started, load = time.perf_counter(), os.getloadavg()[0]
                     figures = await anyio.to_thread.run_sync(one_round, args, engine, tool, Path(d), i)
+                    figures |= {"load_average_1m": load, "wall_s": time.perf_counter() - started}
                     rounds[tool].append(figures)
                     print(
-                        f"[vs-aiperf] round {i + 1}/{args.rounds} {tool} "
-                        f"({time.perf_counter() - started:.0f} s): "
-                        + ", ".join(f"{k}={v:.2f}" for k, v in figures.items()),
+                        f"[vs-aiperf] round {i + 1}/{args.rounds} {tool}: "
+                        + ", ".join(f"{k}={v:.2f}" for k, v in figures.items() if v is not None),
                         file=sys.stderr,
                     )
         return rounds, engine.command
 
 
+def median_of(rounds: list[Round], key: str) -> float | None:
+    """The median over rounds of one figure (None when a tool never reported it)."""
+    values = [v for r in rounds if (v := r.get(key)) is not None]
+    return statistics.median(values) if values else None
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or not b else a / b
+
+
+def spread(rounds: list[Round]) -> dict[str, dict[str, float | None]]:
+    """Per figure: the rounds' min and max and (max - min) / median in percent (the noise)."""
+    out: dict[str, dict[str, float | None]] = {}
+    for key in FIGURES:
+        values = [v for r in rounds if (v := r.get(key)) is not None]
+        if values:
+            low, high, mid = min(values), max(values), statistics.median(values)
+            out[key] = {"min": low, "max": high, "spread_pct": 100 * (high - low) / mid if mid else None}
+    return out
+
+
+def compare(rounds: dict[str, list[Round]], other: str) -> dict[str, dict[str, Any]]:
+    """The issue's five figures for unillm / ``other``: the ratio of medians over rounds, whether
+    it is within the goal, and each round's own ratio (the two tools ran back to back)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, (mine, theirs) in AGREEMENT[other].items():
+        r = ratio(median_of(rounds["unillm"], mine), median_of(rounds[other], theirs))
+        per_round = [
+            ratio(u.get(mine), o.get(theirs)) for u, o in zip(rounds["unillm"], rounds[other], strict=True)
+        ]
+        known = [x for x in per_round if x is not None]
+        out[name] = {
+            "ratio": r,
+            "within": r is not None and abs(r - 1) <= GOAL,
+            "per_round": per_round,
+            # the rounds disagree on the sign of the difference: not told apart from noise
+            "rounds_straddle_1": bool(known) and min(known) < 1 < max(known),
+        }
+    return out
+
+
+def summarize(rounds: dict[str, list[Round]]) -> dict[str, Any]:
+    """Medians, spreads, every figure's ratios and the issue's agreement verdicts."""
+    med = {tool: {k: median_of(rs, k) for k in rs[0]} for tool, rs in rounds.items()}
+    pairs = (("unillm", "vllm"), ("unillm", "aiperf"), ("aiperf", "vllm"))
+    agreement = {f"unillm/{other}": compare(rounds, other) for other in ("vllm", "aiperf")}
+    return {
+        "medians": med,
+        "spread": {tool: spread(rs) for tool, rs in rounds.items()},
+        "ratios": {f"{a}/{b}": {k: ratio(med[a][k], med[b][k]) for k in FIGURES} for a, b in pairs},
+        "agreement": agreement,
+        "all_within": all(f["within"] for per in agreement.values() for f in per.values()),
+        "rounds_detail": rounds,
+    }
+
+
+def print_table(summary: dict[str, Any]) -> None:
+    med, ratios = summary["medians"], summary["ratios"]
+    print(f"{'figure':<20}{'unillm':>10}{'vllm':>10}{'aiperf':>10}{'u/vllm':>8}{'u/aiperf':>10}")
+    for k in FIGURES:
+        cells = [med[t][k] for t in TOOLS] + [ratios["unillm/vllm"][k], ratios["unillm/aiperf"][k]]
+        print(
+            f"{k:<20}"
+            + "".join(
+                "-".rjust(w) if v is None else f"{v:>{w}.3f}"
+                for v, w in zip(cells, (10, 10, 10, 8, 10), strict=True)
+            )
+        )
+    for pair, figures in summary["agreement"].items():
+        print(
+            pair,
+            {
+                k: f"{f['ratio']:.3f}{'' if f['within'] else ' (out)'}"
+                for k, f in figures.items()
+                if f["ratio"]
+            },
+        )
+
+
+def tool_rate(args: argparse.Namespace, fast: Engine, tool: str, out: Path, i: int) -> float:
+    """The completed requests per second one harness reports against the look-alike."""
+    if tool == "unillm":
+        return float(unillm_bench(args, fast, out, i)["request_throughput"])
+    if tool == "vllm":
+        return float(vllm_bench(args, fast, out.with_suffix(".json"), i)["request_throughput"])
+    s = aiperf_bench(args, fast, out, i, count=args.num_prompts, concurrency=args.max_concurrency, warmups=8)
+    return float(aiperf_value(s, "request_throughput", "avg") or 0.0)
+
+
 def overhead(args: argparse.Namespace, model_path: str) -> dict[str, Any]:
     """The request rate each harness sustains against the fast look-alike (median of rounds)."""
     server = Server(0)
-    rates: dict[str, list[float]] = {"unillm": [], "vllm": [], "aiperf": []}
+    rates: dict[str, list[float]] = {tool: [] for tool in TOOLS}
     fast = Engine(server.base_url, model_path, "tiny", "(look-alike)")
     saved = (args.num_prompts, args.max_concurrency, args.warmups, args.input_len, args.output_len)
     args.num_prompts, args.max_concurrency, args.warmups = (
@@ -153,27 +288,12 @@ def overhead(args: argparse.Namespace, model_path: str) -> dict[str, Any]:
     try:
         with tempfile.TemporaryDirectory(prefix="vs-aiperf-fast-") as d:
             for i in range(args.overhead_rounds):
-                for tool in list(rates)[i % 3 :] + list(rates)[: i % 3]:
-                    out = Path(d) / f"{tool}-{i}"
-                    if tool == "unillm":
-                        rate = float(unillm_bench(args, fast, out, i)["request_throughput"])
-                    elif tool == "vllm":
-                        rate = float(
-                            vllm_bench(args, fast, out.with_suffix(".json"), i)["request_throughput"]
-                        )
-                    else:
-                        s = aiperf_bench(
-                            args,
-                            fast,
-                            out,
-                            i,
-                            count=args.num_prompts,
-                            concurrency=args.max_concurrency,
-                            warmups=8,
-                        )
-                        rate = aiperf_value(s, "request_throughput", "avg")
-                    rates[tool].append(rate)
-                    print(f"[vs-aiperf] overhead round {i + 1} {tool}: {rate:.0f} req/s", file=sys.stderr)
+                for tool in TOOLS[i % 3 :] + TOOLS[: i % 3]:
+                    rates[tool].append(tool_rate(args, fast, tool, Path(d) / f"{tool}-{i}", i))
+                    print(
+                        f"[vs-aiperf] overhead round {i + 1} {tool}: {rates[tool][-1]:.0f} req/s",
+                        file=sys.stderr,
+                    )
     finally:
         server.stop()
         args.num_prompts, args.max_concurrency, args.warmups, args.input_len, args.output_len = saved
@@ -188,58 +308,45 @@ def overhead(args: argparse.Namespace, model_path: str) -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    p = harness_parser(__doc__, rounds=3, num_prompts=48)
+def parse_args() -> argparse.Namespace:
+    p = harness_parser(__doc__ or "", rounds=3, num_prompts=48)
     p.add_argument("--overhead-requests", type=int, default=400)
     p.add_argument("--overhead-concurrency", type=int, default=32)
     p.add_argument("--overhead-rounds", type=int, default=3)
     p.add_argument("--skip-overhead", action="store_true")
     p.add_argument("--skip-agreement", action="store_true")
     p.add_argument("--no-save", action="store_true", help="do not write benchmarks/results/vs_aiperf.json")
-    args = p.parse_args()
-    result: dict[str, Any] = {
+    return p.parse_args()
+
+
+def header(args: argparse.Namespace) -> dict[str, Any]:
+    """The result's goals, definitions, workload and the load before the run."""
+    return {
         "goals": {
             "agreement": f"unillm / AIPerf and unillm / vllm bench serve within ±{GOAL:.0%} on P50 and P99 "
             "TTFT, ITL and output throughput (or the difference explained by a definition)",
             "overhead": "unillm sustains at least AIPerf's request rate against a fast look-alike",
         },
-        "definitions": {
-            "aiperf_itl": "AIPerf's inter_token_latency is per request "
-            "(latency - TTFT) / (output tokens - 1): "
-            "unillm's and vLLM's TPOT; it is compared with unillm's TPOT percentiles",
-        },
+        "definitions": DEFINITIONS,
         "workload": {
             k: getattr(args, k) for k in ("input_len", "output_len", "num_prompts", "max_concurrency")
         }
-        | {"warmups": args.warmups, "rounds": args.rounds, "api": "completions", "ignore_eos": True},
+        | {"warmups": args.warmups, "rounds": args.rounds, "api": "completions", "ignore_eos": True}
+        | {"temperature": 0, "prefix_caching": False, "client_cpus": args.client_cpus},
         "cores": os.cpu_count(),
         "load_average_1m_start": os.getloadavg()[0],
+        "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+
+
+def main() -> None:
+    args = parse_args()
+    result = header(args)
     model_path = args.model_path
     if not args.skip_agreement:
         rounds, command = anyio.run(agreement, args)
-        med = {t: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for t, rs in rounds.items()}
-        names = [name for name, *_ in COMPARED]
-        vs_vllm = {k: med["unillm"][k] / med["vllm"][k] for k in names}
-        vs_aiperf = {k: med["unillm"].get(f"{k}_tpot", med["unillm"][k]) / med["aiperf"][k] for k in names}
-        result |= {
-            "engine_command": command,
-            "medians": med,
-            "ratio_unillm_over_vllm": vs_vllm,
-            "ratio_unillm_over_aiperf": vs_aiperf,
-            "ratio_aiperf_over_vllm": {k: med["aiperf"][k] / med["vllm"][k] for k in names},
-            "within_goal": {
-                "vs_vllm": {k: abs(v - 1) <= GOAL for k, v in vs_vllm.items()},
-                "vs_aiperf": {k: abs(v - 1) <= GOAL for k, v in vs_aiperf.items()},
-            },
-            "rounds_detail": rounds,
-        }
-        print(f"{'figure':<20}{'unillm':>10}{'vllm':>10}{'aiperf':>10}{'u/vllm':>8}{'u/aiperf':>10}")
-        for k in names:
-            print(
-                f"{k:<20}{med['unillm'][k]:>10.2f}{med['vllm'][k]:>10.2f}{med['aiperf'][k]:>10.2f}"
-                f"{vs_vllm[k]:>8.3f}{vs_aiperf[k]:>10.3f}"
-            )
+        result |= {"engine_command": command} | summarize(rounds)
+        print_table(result)
     if not args.skip_overhead:
         if model_path is None:
             from unillm.testing.tiny_model import build_tiny_model
@@ -253,7 +360,7 @@ def main() -> None:
         RESULT.parent.mkdir(parents=True, exist_ok=True)
         result = earlier | result
         RESULT.write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps({k: v for k, v in result.items() if k != "rounds_detail"}))
+    print(json.dumps({k: v for k, v in result.items() if k not in ("rounds_detail", "spread")}))
 
 
 if __name__ == "__main__":

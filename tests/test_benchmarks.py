@@ -147,3 +147,30 @@ def test_fleet_cache_goals_need_cache_aware_ahead_on_hit_rate_and_half_round_rob
     met = goals(per)
     assert not met["hit_rate"]["met"] and met["hit_rate"]["highest"] == "smg cache_aware"
     assert not met["ttft_p90"]["met"]
+
+
+def test_vs_aiperf_compares_each_tool_on_its_own_definition_of_itl() -> None:
+    """AIPerf's ITL is a per-request TPOT: unillm's TPOT is what agreement holds it against, while
+    vLLM's pooled ITL meets unillm's; each round's own ratio shows whether the rounds agree."""
+    sys.path.insert(0, str(BENCHMARKS))
+    from vs_aiperf import FIGURES, summarize  # type: ignore[import-not-found]  # benchmarks/ is no package
+
+    def round_(itl: float, tpot: float | None, ttft: float) -> dict[str, float | None]:
+        figures = {k: 100.0 for k in FIGURES} | {"ttft_p50_ms": ttft, "itl_p50_ms": itl, "tpot_p50_ms": tpot}
+        return figures | {"completed": 48.0}
+
+    rounds = {
+        "unillm": [round_(10.0, 12.0, ttft) for ttft in (50.0, 50.0, 50.0)],
+        "vllm": [round_(10.1, 11.0, ttft) for ttft in (45.0, 52.0, 60.0)],
+        "aiperf": [round_(8.0, 12.2, 50.0), round_(8.0, 12.2, 50.0), round_(8.0, None, 50.0)],
+    }
+    summary = summarize(rounds)
+    vs_aiperf, vs_vllm = summary["agreement"]["unillm/aiperf"], summary["agreement"]["unillm/vllm"]
+    assert vs_aiperf["itl_p50"]["ratio"] == pytest.approx(12.0 / 12.2) and vs_aiperf["itl_p50"]["within"]
+    assert vs_aiperf["itl_p50"]["per_round"][2] is None  # a figure AIPerf did not report
+    assert summary["ratios"]["unillm/aiperf"]["itl_p50_ms"] == pytest.approx(10.0 / 8.0)  # per gap, apart
+    assert vs_vllm["itl_p50"]["ratio"] == pytest.approx(10.0 / 10.1) and vs_vllm["itl_p50"]["within"]
+    assert vs_vllm["ttft_p50"]["ratio"] == pytest.approx(50.0 / 52.0) and not vs_vllm["ttft_p50"]["within"]
+    assert vs_vllm["ttft_p50"]["rounds_straddle_1"] and not vs_aiperf["ttft_p50"]["rounds_straddle_1"]
+    assert not summary["all_within"]
+    assert summary["spread"]["vllm"]["ttft_p50_ms"]["spread_pct"] == pytest.approx(100 * 15 / 52)
