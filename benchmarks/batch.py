@@ -310,6 +310,11 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
             for leg in order:
                 print(f"[batch] round {r + 1}/{args.rounds}: {leg} ...", file=sys.stderr, flush=True)
                 row[leg] = LEGS[leg](args, inp, d, r)
+                print(
+                    f"[batch] {leg}: " + json.dumps(row[leg], separators=(",", ":")),
+                    file=sys.stderr,
+                    flush=True,
+                )
             for path in paths:
                 row[f"{path}_vs_run_batch"] = row[path]["requests_per_s"] / row["run_batch"]["requests_per_s"]
             row["load_after"] = os.getloadavg()[0]
