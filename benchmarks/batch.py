@@ -18,8 +18,15 @@ CPU recipe for the tiny model, ``--max-num-seqs``):
   vLLM env's interpreter, fed line-delimited JSON; its summary counts from the first request
   to the last result fsynced, after the model loaded.
 
+Over HTTP the leg runs `unillm batch` at each of ``--http-concurrency`` (default 8,32,64,128)
+against one server per round, and reads, around each run, vLLM's per-request histograms (queue,
+prefill, decode, e2e: the server's time per request) and the CPU seconds of the client (its
+summary's ``cpu_seconds``), of the API server process and of its children (the engine core);
+run-batch's shim reads its own process tree's CPU around ``run_batch``. ``http_breakdown`` in the
+last line has the medians per concurrency; the HTTP leg counts at its best concurrency.
+
 Each path's ratio is the median over rounds of its requests/s over run-batch's in the same
-round (goal >= 1.0 for both); tokens/s are reported beside; every output is checked (every
+round (goal >= 1.0 in process, >= 0.8 over HTTP); tokens/s are reported beside; every output is checked (every
 custom_id once, status 200). The last line has ``in_process_vs_run_batch`` and
 ``http_vs_run_batch`` (each path that ran) and ``goals``.
 
@@ -32,6 +39,7 @@ completed at most ``requests + max_concurrency`` generation requests (its
     .venv/bin/python benchmarks/batch.py                      # ~7 min here
     .venv/bin/python benchmarks/batch.py --rounds 3 --requests 300
     .venv/bin/python benchmarks/batch.py --paths in_process --requests 200   # in-process only
+    .venv/bin/python benchmarks/batch.py --paths http --http-concurrency 8,32,128 --rounds 1
     .venv/bin/python benchmarks/batch.py --kill-test          # ~2 min here
 
 Prints a table, then as its last line one JSON object.
