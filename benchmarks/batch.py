@@ -18,8 +18,15 @@ CPU recipe for the tiny model, ``--max-num-seqs``):
   vLLM env's interpreter, fed line-delimited JSON; its summary counts from the first request
   to the last result fsynced, after the model loaded.
 
+Over HTTP the leg runs `unillm batch` at each of ``--http-concurrency`` (default 8,32,64,128)
+against one server per round, and reads, around each run, vLLM's per-request histograms (queue,
+prefill, decode, e2e: the server's time per request) and the CPU seconds of the client (its
+summary's ``cpu_seconds``), of the API server process and of its children (the engine core);
+run-batch's shim reads its own process tree's CPU around ``run_batch``. ``http_breakdown`` in the
+last line has the medians per concurrency; the HTTP leg counts at its best concurrency.
+
 Each path's ratio is the median over rounds of its requests/s over run-batch's in the same
-round (goal >= 1.0 for both); tokens/s are reported beside; every output is checked (every
+round (goal >= 1.0 in process, >= 0.8 over HTTP); tokens/s are reported beside; every output is checked (every
 custom_id once, status 200). The last line has ``in_process_vs_run_batch`` and
 ``http_vs_run_batch`` (each path that ran) and ``goals``.
 
@@ -32,6 +39,7 @@ completed at most ``requests + max_concurrency`` generation requests (its
     .venv/bin/python benchmarks/batch.py                      # ~7 min here
     .venv/bin/python benchmarks/batch.py --rounds 3 --requests 300
     .venv/bin/python benchmarks/batch.py --paths in_process --requests 200   # in-process only
+    .venv/bin/python benchmarks/batch.py --paths http --http-concurrency 8,32,128 --rounds 1
     .venv/bin/python benchmarks/batch.py --kill-test          # ~2 min here
 
 Prints a table, then as its last line one JSON object.
@@ -40,6 +48,7 @@ Prints a table, then as its last line one JSON object.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -59,13 +68,17 @@ from cpu_engine import vllm_target
 
 UNILLM = [sys.executable, "-m", "unillm.cli"]
 RUN_BATCH_SHIM = (
-    "import asyncio, sys, time\n"
+    "import asyncio, sys, time, psutil\n"
     "import vllm.entrypoints.launchers.run_batch as rb\n"
     "run = rb.run_batch\n"
+    "def cpu():\n"
+    "    me = psutil.Process()\n"
+    "    return sum(sum(p.cpu_times()[:2]) for p in [me, *me.children(recursive=True)])\n"
     "async def timed(client, args):\n"
-    "    t = time.perf_counter()\n"
+    "    t, c = time.perf_counter(), cpu()\n"
     "    await run(client, args)\n"
     "    print('RUN_BATCH_SECONDS', time.perf_counter() - t, file=sys.stderr, flush=True)\n"
+    "    print('RUN_BATCH_CPU', cpu() - c, file=sys.stderr, flush=True)\n"
     "rb.run_batch = timed\n"
     "asyncio.run(rb.main(rb.parse_args()))\n"
 )
@@ -121,7 +134,7 @@ def engine_settings(workdir: Path, max_num_seqs: int) -> dict[str, Any]:
     )
 
 
-def run_in_process_leg(args: argparse.Namespace, inp: Path, d: Path) -> dict[str, Any]:
+def run_in_process_leg(args: argparse.Namespace, inp: Path, d: Path, round_no: int = 0) -> dict[str, Any]:
     """`unillm batch --in-process` as its own process, with the engine flags of the other legs."""
     out = d / "in-process-out.jsonl"
     out.unlink(missing_ok=True)
@@ -145,35 +158,112 @@ def run_in_process_leg(args: argparse.Namespace, inp: Path, d: Path) -> dict[str
     }
 
 
-def run_unillm_leg(args: argparse.Namespace, inp: Path, d: Path) -> dict[str, Any]:
+#: vLLM's per-request histograms (seconds) read before and after each HTTP run: where a request's
+#: time goes inside the server (e2e = arrival at the engine to its last token).
+HISTOGRAMS = {
+    "e2e": "vllm:e2e_request_latency_seconds",
+    "queue": "vllm:request_queue_time_seconds",
+    "prefill": "vllm:request_prefill_time_seconds",
+    "decode": "vllm:request_decode_time_seconds",
+    "inference": "vllm:request_inference_time_seconds",
+}
+
+
+async def histogram_sums(url: str) -> dict[str, tuple[float, float]]:
+    """(sum, count) of each of :data:`HISTOGRAMS` on the engine at ``url`` now."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    async with httpx.AsyncClient() as http:
+        text = (await http.get(f"{url}/metrics")).text
+    found: dict[str, list[float]] = {name: [0.0, 0.0] for name in HISTOGRAMS}
+    wanted = {metric: name for name, metric in HISTOGRAMS.items()}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            for suffix, slot in (("_sum", 0), ("_count", 1)):
+                base = sample.name.removesuffix(suffix)
+                if sample.name.endswith(suffix) and base in wanted:
+                    found[wanted[base]][slot] += sample.value
+    return {name: (v[0], v[1]) for name, v in found.items()}
+
+
+def tree_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) of process ``pid`` (``api``) and of all its descendants
+    (``engine``: vLLM's EngineCore and its helpers)."""
+    import psutil
+
+    root = psutil.Process(pid)
+    own = sum(root.cpu_times()[:2])
+    rest = 0.0
+    for child in root.children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            rest += sum(child.cpu_times()[:2])
+    return {"api": own, "engine": rest}
+
+
+async def http_one(
+    args: argparse.Namespace, inp: Path, out: Path, url: str, pid: int, concurrency: int
+) -> dict[str, Any]:
+    """One `unillm batch` run against the running server at ``concurrency``, with the server's
+    per-request times (its histograms) and the CPU of client, API server and engine core."""
+    await anyio.Path(out).unlink(missing_ok=True)
+    hist, cpu = await histogram_sums(url), tree_cpu(pid)
+    started = time.perf_counter()
+    proc = unillm_batch(inp, out, url, concurrency, None)
+    stdout, stderr = await anyio.to_thread.run_sync(proc.communicate)
+    wall = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"unillm batch failed ({proc.returncode}):\n{stderr[-3000:]}")
+    hist_after, cpu_after = await histogram_sums(url), tree_cpu(pid)
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    n = args.requests
+    per_request_ms = {
+        f"server_{name}_ms": 1000
+        * (hist_after[name][0] - hist[name][0])
+        / max(1.0, hist_after[name][1] - hist[name][1])
+        for name in HISTOGRAMS
+    }
+    return {
+        "concurrency": concurrency,
+        "requests_per_s": summary["requests_per_s"],
+        "tokens_per_s": summary["tokens_per_s"],
+        "seconds": summary["seconds"],
+        "wall_s": wall,
+        "client_latency_ms": 1000 * summary["seconds"] * concurrency / n,  # Little's law, at most
+        **per_request_ms,
+        "cpu_ms_per_request": {
+            "client": 1000 * summary["cpu_seconds"] / n,
+            "api_server": 1000 * (cpu_after["api"] - cpu["api"]) / n,
+            "engine_core": 1000 * (cpu_after["engine"] - cpu["engine"]) / n,
+        },
+        "check": check_output(out, n),
+    }
+
+
+def run_unillm_leg(args: argparse.Namespace, inp: Path, d: Path, round_no: int = 0) -> dict[str, Any]:
+    """`unillm batch` through one vLLM server at each of ``--http-concurrency`` (rotated by round);
+    the leg's figures are its best concurrency's, every concurrency under ``by_concurrency``."""
     import unillm
 
-    out = d / "unillm-out.jsonl"
-    out.unlink(missing_ok=True)
+    levels = [int(c) for c in args.http_concurrency.split(",") if c]
+    shift = round_no % len(levels)
+    levels = levels[shift:] + levels[:shift]
 
     async def go() -> dict[str, Any]:
         run = unillm.launch("vllm", **engine_settings(d / "u", args.max_num_seqs), log_path=d / "u.log")
         async with run:
-            started = time.perf_counter()
-            proc = unillm_batch(inp, out, run.base_url, args.max_concurrency, None)
-            stdout, stderr = await anyio.to_thread.run_sync(proc.communicate)
-            wall = time.perf_counter() - started
-        if proc.returncode != 0:
-            raise SystemExit(f"unillm batch failed ({proc.returncode}):\n{stderr[-3000:]}")
-        summary = json.loads(stdout.strip().splitlines()[-1])
-        return {
-            "requests_per_s": summary["requests_per_s"],
-            "tokens_per_s": summary["tokens_per_s"],
-            "seconds": summary["seconds"],
-            "wall_s": wall,
-        }
+            assert run.pid is not None
+            return {
+                str(c): await http_one(args, inp, d / "unillm-out.jsonl", run.base_url, run.pid, c)
+                for c in levels
+            }
 
-    result = anyio.run(go)
-    result["check"] = check_output(out, args.requests)
-    return result
+    by = anyio.run(go)
+    best = max(by.values(), key=lambda r: r["requests_per_s"])
+    return {**best, "best_concurrency": best["concurrency"], "by_concurrency": by}
 
 
-def run_vllm_leg(args: argparse.Namespace, inp: Path, d: Path) -> dict[str, Any]:
+def run_vllm_leg(args: argparse.Namespace, inp: Path, d: Path, round_no: int = 0) -> dict[str, Any]:
     import unillm
 
     out = d / "vllm-out.jsonl"
@@ -195,8 +285,10 @@ def run_vllm_leg(args: argparse.Namespace, inp: Path, d: Path) -> dict[str, Any]
     if done.returncode != 0 or not marks:
         raise SystemExit(f"vllm run-batch failed ({done.returncode}):\n{done.stderr[-3000:]}")
     seconds = float(marks[-1].split()[1])
+    cpu = [float(line.split()[1]) for line in done.stderr.splitlines() if line.startswith("RUN_BATCH_CPU")]
     check = check_output(out, args.requests)
     return {
+        "cpu_ms_per_request": 1000 * cpu[-1] / args.requests if cpu else None,
         "requests_per_s": args.requests / seconds,
         "tokens_per_s": check["completion_tokens"] / seconds,
         "seconds": seconds,
@@ -225,7 +317,12 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
             row: dict[str, Any] = {"order": order, "load_before": os.getloadavg()[0]}
             for leg in order:
                 print(f"[batch] round {r + 1}/{args.rounds}: {leg} ...", file=sys.stderr, flush=True)
-                row[leg] = LEGS[leg](args, inp, d)
+                row[leg] = LEGS[leg](args, inp, d, r)
+                print(
+                    f"[batch] {leg}: " + json.dumps(row[leg], separators=(",", ":")),
+                    file=sys.stderr,
+                    flush=True,
+                )
             for path in paths:
                 row[f"{path}_vs_run_batch"] = row[path]["requests_per_s"] / row["run_batch"]["requests_per_s"]
             row["load_after"] = os.getloadavg()[0]
@@ -256,7 +353,7 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
         "requests": args.requests,
         "max_tokens": args.max_tokens,
         "max_num_seqs": args.max_num_seqs,
-        "max_concurrency": args.max_concurrency,
+        "http_concurrency": args.http_concurrency,
         "in_process_concurrency": args.in_process_concurrency,
         "rounds": rounds,
     }
@@ -267,9 +364,62 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
     for path in paths:
         ratio = statistics.median(r[f"{path}_vs_run_batch"] for r in rounds)
         result[f"{path}_vs_run_batch"] = ratio
-        goals[f"{path}_vs_run_batch_at_least_1"] = ratio >= 1.0
+        goals[f"{path}_vs_run_batch_at_least_{GOALS[path]}"] = ratio >= GOALS[path]
+    if "http" in paths:
+        result["http_breakdown"] = http_breakdown(rounds)
+        print_breakdown(result["http_breakdown"])
     result["goals"] = goals
     return result
+
+
+#: Each path's goal, as a multiple of run-batch's requests/s (issue 34).
+GOALS = {"in_process": 1, "http": 0.8}
+
+
+def http_breakdown(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per HTTP concurrency, medians over rounds: requests/s against the same round's run-batch,
+    the server's per-request times and each process's CPU per request; run-batch's CPU beside."""
+    out: dict[str, Any] = {}
+    for c in rounds[0]["http"]["by_concurrency"]:
+        runs = [r["http"]["by_concurrency"][c] for r in rounds]
+        row: dict[str, Any] = {
+            "requests_per_s": statistics.median(x["requests_per_s"] for x in runs),
+            "vs_run_batch": statistics.median(
+                x["requests_per_s"] / r["run_batch"]["requests_per_s"]
+                for x, r in zip(runs, rounds, strict=True)
+            ),
+        }
+        for key in ("client_latency_ms", *(f"server_{n}_ms" for n in HISTOGRAMS)):
+            row[key] = statistics.median(x[key] for x in runs)
+        row["cpu_ms_per_request"] = {
+            k: statistics.median(x["cpu_ms_per_request"][k] for x in runs)
+            for k in runs[0]["cpu_ms_per_request"]
+        }
+        row["cpu_ms_per_request"]["total"] = sum(row["cpu_ms_per_request"].values())
+        out[c] = row
+    cpu = [r["run_batch"]["cpu_ms_per_request"] for r in rounds if r["run_batch"]["cpu_ms_per_request"]]
+    out["run_batch_cpu_ms_per_request"] = statistics.median(cpu) if cpu else None
+    return out
+
+
+def print_breakdown(b: dict[str, Any]) -> None:
+    print(
+        "\n| HTTP concurrency | req/s | vs run-batch | server e2e ms (queue, prefill, decode) "
+        "| CPU ms/request: client, API server, engine core = total |"
+    )
+    print("|---|---|---|---|---|")
+    for c, row in b.items():
+        if not isinstance(row, dict):
+            continue
+        cpu = row["cpu_ms_per_request"]
+        print(
+            f"| {c} | {row['requests_per_s']:.1f} | {row['vs_run_batch']:.2f} | {row['server_e2e_ms']:.0f} "
+            f"({row['server_queue_ms']:.0f}, {row['server_prefill_ms']:.0f}, {row['server_decode_ms']:.0f}) "
+            f"| {cpu['client']:.1f}, {cpu['api_server']:.1f}, {cpu['engine_core']:.1f} = {cpu['total']:.1f} |"
+        )
+    rb = b.get("run_batch_cpu_ms_per_request")
+    if rb is not None:
+        print(f"| run-batch | | 1 | | total {rb:.1f} |")
 
 
 async def served(url: str) -> tuple[float, float]:
@@ -375,7 +525,12 @@ def main() -> None:
     p.add_argument("--max-tokens", type=int, default=32)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--max-num-seqs", type=int, default=16, help="the engine's batch size (both tools)")
-    p.add_argument("--max-concurrency", type=int, default=32, help="unillm batch's cap (HTTP)")
+    p.add_argument("--max-concurrency", type=int, default=32, help="unillm batch's cap (kill test)")
+    p.add_argument(
+        "--http-concurrency",
+        default="8,32,64,128",
+        help="unillm batch's caps through HTTP, one server each round",
+    )
     p.add_argument("--in-process-concurrency", type=int, default=64, help="unillm batch --in-process's cap")
     p.add_argument("--paths", default="in_process,http", help="unillm batch paths to compare with run-batch")
     p.add_argument("--kills", type=int, default=3)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from batch_helpers import (
@@ -181,3 +183,28 @@ async def test_a_full_disk_ends_typed_keeps_whole_lines_and_a_rerun_resumes(
             monkeypatch.undo()
             summary = await unillm.batch.run(inp, out, llm)
     assert (kept, summary.skipped, ids(out)) == (3, 3, every(8))
+
+
+class _Burning:
+    """An LLM whose every request also burns ``each`` seconds of this process's CPU."""
+
+    def __init__(self, llm: unillm.LLM, each: float) -> None:
+        self.llm, self.each = llm, each
+
+    async def generate(self, *args: Any, **kwargs: Any) -> Any:
+        until = time.process_time() + self.each
+        while time.process_time() < until:
+            pass
+        return await self.llm.generate(*args, **kwargs)
+
+    async def metrics(self) -> Any:
+        return await self.llm.metrics()
+
+
+async def test_the_summary_counts_the_clients_own_cpu_time(tmp_path: Path) -> None:
+    inp, out = write_input(tmp_path / "in.jsonl", 4), tmp_path / "out.jsonl"
+    with FaultServer() as server:
+        async with unillm.connect("vllm", server.url) as llm:
+            summary = await unillm.batch.run(inp, out, cast(Any, _Burning(llm, 0.05)), max_concurrency=2)
+    assert (summary.succeeded, summary.cpu_seconds >= 4 * 0.05) == (4, True)
+    assert summary.as_dict()["cpu_seconds"] == summary.cpu_seconds

@@ -12,6 +12,7 @@ in the node's environment, which the actors inherit).
 from __future__ import annotations
 
 import functools
+import json
 import os
 import subprocess
 import sys
@@ -22,11 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 import ray  # in unillm-sdk[dev]: a missing ray is an error here, not a skip
+import tomli_w
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 import unillm
+import unillm.batch
 from unillm.errors import EngineUnavailable, LaunchError
 from unillm.launching.ports import free_port
 from unillm.launching.ray_cluster import RayLaunch
@@ -151,3 +155,59 @@ def test_engine_that_exits_before_ready_is_a_launch_error(cluster: Cluster, tiny
         pytest.raises(LaunchError, match=r"on node .* exited with code 1"),
     ):
         portal.call(run.__aenter__)
+
+
+def _batch_input(path: Path, n: int) -> Path:
+    lines = [
+        {
+            "custom_id": f"r{i}",
+            "method": "POST",
+            "url": "/v1/chat/completions",
+            "body": {"messages": [{"role": "user", "content": f"Count to {i}:"}], "max_tokens": 8},
+        }
+        for i in range(n)
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def _ray_config(path: Path, settings: dict[str, Any], address: str) -> Path:
+    launch = {**settings, "replicas": 2}
+    cluster = {"kind": "ray", "address": address, "placement": "STRICT_SPREAD", "host": "127.0.0.1"}
+    path.write_text(tomli_w.dumps({"engine": "vllm", "launch": {**launch, "cluster": cluster}}))
+    return path
+
+
+def test_batch_from_a_ray_config_survives_a_node_kill(
+    cluster: Cluster, tiny: TinyModel, workdir: Path
+) -> None:
+    """`unillm batch --config` on Ray: one journal here, requests spread over both replicas; one
+    replica's actor is killed mid-run, and every id is still written once, redoing only what was
+    in flight on it (counted as the requests sent to replicas beyond one per id)."""
+    n, cap = 48, 8
+    settings = cpu_launch_settings("vllm", tiny, workdir / "ray-batch", served_name="tiny", max_num_seqs=4)
+    config = _ray_config(workdir / "ray-batch.toml", settings, cluster.address)
+    inp, out = _batch_input(workdir / "ray-in.jsonl", n), workdir / "ray-out.jsonl"
+    out.unlink(missing_ok=True)
+    run = unillm.from_config(str(config))
+    assert isinstance(run, RayLaunch)
+    killed: list[int] = []
+
+    def kill_one(summary: unillm.batch.Summary) -> None:
+        if summary.done >= n // 3 and not killed:
+            killed.append(summary.done)
+            ray.kill(ray.get_actor(run.actor_names[1], namespace="unillm"), no_restart=True)
+
+    async def go() -> tuple[unillm.batch.Summary, list[int]]:
+        async with run as fleet:
+            summary = await unillm.batch.run(inp, out, fleet, max_concurrency=cap, progress=kill_one)
+            return summary, [r.requests for r in fleet.stats().replicas]
+
+    summary, sent = anyio.run(go)
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    ids = sorted(x["custom_id"] for x in lines)
+    redone = sum(sent) - n
+    print(f"\n[ray batch] killed at {killed}; sent per replica {sent}; redone {redone}")
+    assert ids == sorted(f"r{i}" for i in range(n))
+    assert (summary.succeeded, len(killed), killed[0] < n) == (n, 1, True)
+    assert all(count > 0 for count in sent) and 0 <= redone <= cap

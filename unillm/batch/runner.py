@@ -54,6 +54,7 @@ class Summary:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    cpu_seconds: float = 0.0  # this process's CPU time (every thread) during the run: the client's cost
     torn_bytes: int = 0  # a torn last line cut off at the start (redone)
     redone_failed: int = 0  # failed results removed to rerun (retry_failed)
     failed_before: int = 0  # failed results kept from an earlier run (rerun with retry_failed)
@@ -144,12 +145,13 @@ async def execute(
     if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
         raise InvalidOptions(f"max_concurrency must be a positive integer, got {max_concurrency!r}")
     run = _Run(client, journal, summary, pacer or Pacer(max_concurrency), progress)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     try:
         async with first_error():
             await run.go(items, handle_sigint, metrics_interval)
     finally:
         summary.seconds = time.perf_counter() - started
+        summary.cpu_seconds = time.process_time() - cpu
         summary.concurrency = run.pacer.limit
     return summary
 
