@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,6 +123,7 @@ async def drive(
     mode: str,
     max_tokens: int = 60,
     questions: Sequence[str] = QUESTIONS,
+    turn_options: Callable[[Sequence[Mapping[str, Any]]], Mapping[str, Any]] | None = None,
     **options: Any,
 ) -> list[ReplayTurn]:
     """Drive ``turns`` assistant turns (greedy), each sent with the whole transcript so far.
@@ -137,6 +138,8 @@ async def drive(
         mode: ``replay_reasoning=`` for every turn ("field", "inline" or "drop").
         max_tokens: The most tokens per answer.
         questions: The user turns, in turn (cycled).
+        turn_options: More options for one turn, from the transcript so far (they win), e.g. a
+            call forced on a weather question where the engine reads no calls out of free text.
         **options: More per-call options for every turn (``tool_choice``, ``thinking``, ...).
 
     Returns:
@@ -155,7 +158,7 @@ async def drive(
             replay_reasoning=mode,
             max_tokens=max_tokens,
             temperature=0,
-            **options,
+            **{**options, **(turn_options(transcript) if turn_options else {})},
         )
         thoughts = sum(1 for m in transcript if m.get("reasoning")) if mode != "drop" else 0
         out.append(
