@@ -263,6 +263,7 @@ class Engine:
     installed: Callable[[], bool]
     reads_calls: bool = True  #: reads calls out of free text (tool_choice="auto")
     tokenizer: str = "engine"  #: "engine" (chat tokenize), "engine-text" or "hf" (see Rendered)
+    replay_options: Mapping[str, Any] | None = None  #: more options for every turn of part 1
 
 
 def _sglang_python() -> Path | None:
@@ -298,6 +299,7 @@ ENGINES: dict[str, Engine] = {
         lambda w: replay_launch_settings("mlx", w, in_process=True),
         lambda: importlib.util.find_spec("mlx_lm") is not None,
         reads_calls=False,
+        replay_options={"thinking": True},  # a forced call after a thought too
     ),
     "mlx_server": Engine(
         "mlx",
@@ -318,6 +320,7 @@ async def on_engine(name: str, workdir: Path, count: int) -> dict[str, Any]:
         if engine.tokenizer != "engine":
             client = Rendered(llm, Path(settings["model"]), engine_counts=engine.tokenizer == "engine-text")
         calls: dict[str, Any] = {} if engine.reads_calls else {"turn_options": forced_on_weather}
+        calls.update(engine.replay_options or {})
         t0 = time.perf_counter()
         replayed = await replay(client, **calls)
         t1 = time.perf_counter()

@@ -138,27 +138,21 @@ async def drive(
         mode: ``replay_reasoning=`` for every turn ("field", "inline" or "drop").
         max_tokens: The most tokens per answer.
         questions: The user turns, in turn (cycled).
-        turn_options: More options for one turn, from the transcript so far (they win), e.g. a
-            call forced on a weather question where the engine reads no calls out of free text.
+        turn_options: Options for one turn from the transcript so far (they win): a forced call.
         **options: More per-call options for every turn (``tool_choice``, ``thinking``, ...).
 
     Returns:
         One :class:`ReplayTurn` per turn.
     """
-    think = (await llm.tokenize("<think>")).ids[-1]
-    functions = _functions(tools)
+    think, functions = (await llm.tokenize("<think>")).ids[-1], _functions(tools)
     transcript: list[dict[str, Any]] = [{"role": "user", "content": questions[0]}]
     asked, out = 1, []
     for turn in range(turns):
         rendered = (await llm.tokenize(messages=transcript, tools=tools, replay_reasoning=mode)).ids
         dropped = (await llm.tokenize(messages=transcript, tools=tools, replay_reasoning="drop")).ids
+        this_turn = {"temperature": 0, **options, **(turn_options(transcript) if turn_options else {})}
         r = await llm.generate(
-            messages=transcript,
-            tools=tools,
-            replay_reasoning=mode,
-            max_tokens=max_tokens,
-            temperature=0,
-            **{**options, **(turn_options(transcript) if turn_options else {})},
+            messages=transcript, tools=tools, replay_reasoning=mode, max_tokens=max_tokens, **this_turn
         )
         thoughts = sum(1 for m in transcript if m.get("reasoning")) if mode != "drop" else 0
         out.append(
