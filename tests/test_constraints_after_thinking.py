@@ -63,6 +63,13 @@ def test_mlx_lets_thinking_with_output_go_out_its_grammar_allows_the_thought() -
     assert call.json is not None and call.json["chat_template_kwargs"] == {"enable_thinking": True}
 
 
+@pytest.mark.parametrize("options", [{"output": YES_NO}, {"tools": [weather], "tool_choice": "required"}])
+def test_llamacpp_sends_the_constraint_as_a_grammar_with_room_for_a_thought(options: dict[str, Any]) -> None:
+    call = build("llamacpp", None, thinking=True, **options)
+    assert call.json is not None and "response_format" not in call.json
+    assert call.json["grammar"].startswith("root ::= think? answer-root\n")
+
+
 def test_a_connected_server_is_not_second_guessed() -> None:
     assert build("vllm", None, thinking=True, output=YES_NO).json is not None
 
