@@ -88,7 +88,7 @@ def test_structured_coverage_benchmark_classifies_every_schema_of_a_checkout(tmp
 
 
 def test_agents_benchmark_reports_the_tool_corpus_without_engines() -> None:
-    result = last_json_line("agents.py", "--quick", "--no-mlx")
+    result = last_json_line("agents.py", "--quick", "--engines", "none")
     assert result["tool_parse_identical"] == 1.0 and result["replay_tokens_lost"] is None
 
 

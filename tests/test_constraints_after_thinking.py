@@ -58,9 +58,16 @@ def test_vllm_with_structured_outputs_in_reasoning_constrains_from_the_first_tok
         build("vllm", "qwen3", spec=in_reasoning, thinking=True, output=YES_NO)
 
 
-def test_mlx_refuses_thinking_with_output_its_constraint_starts_at_the_first_token() -> None:
-    with pytest.raises(unillm.UnsupportedFeature, match="thinking=True with output="):
-        build("mlx", None, thinking=True, output=YES_NO)
+def test_mlx_lets_thinking_with_output_go_out_its_grammar_allows_the_thought() -> None:
+    call = build("mlx", None, thinking=True, output=YES_NO)
+    assert call.json is not None and call.json["chat_template_kwargs"] == {"enable_thinking": True}
+
+
+@pytest.mark.parametrize("options", [{"output": YES_NO}, {"tools": [weather], "tool_choice": "required"}])
+def test_llamacpp_sends_the_constraint_as_a_grammar_with_room_for_a_thought(options: dict[str, Any]) -> None:
+    call = build("llamacpp", None, thinking=True, **options)
+    assert call.json is not None and "response_format" not in call.json
+    assert call.json["grammar"].startswith("root ::= think? answer-root\n")
 
 
 def test_a_connected_server_is_not_second_guessed() -> None:

@@ -34,12 +34,21 @@ def test_vllm_takes_a_thinking_budget_and_a_reasoning_effort() -> None:
 
 
 @pytest.mark.parametrize(
-    ("engine", "option"), [("sglang", "thinking_budget"), ("llamacpp", "thinking"), ("tgi", "thinking")]
+    ("engine", "option"),
+    [("sglang", "thinking_budget"), ("llamacpp", "thinking_budget"), ("tgi", "thinking")],
 )
 def test_an_option_the_engine_cannot_read_is_refused_before_sending(engine: str, option: str) -> None:
     value = 64 if option == "thinking_budget" else True
     with pytest.raises(unillm.UnsupportedFeature, match=option):
         body(engine, **{option: value})
+
+
+def test_llamacpp_lets_a_model_think_but_cannot_stop_it() -> None:
+    """llama-cpp-python takes no per-request template arguments: thinking=True sends nothing (the
+    template thinks as by default, a constraint leaves room for it), thinking=False is refused."""
+    assert body("llamacpp", thinking=True) == body("llamacpp")
+    with pytest.raises(unillm.UnsupportedFeature, match="thinking"):
+        body("llamacpp", thinking=False)
 
 
 def test_thinking_options_on_a_plain_prompt_are_refused() -> None:

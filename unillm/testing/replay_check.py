@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,6 +123,7 @@ async def drive(
     mode: str,
     max_tokens: int = 60,
     questions: Sequence[str] = QUESTIONS,
+    turn_options: Callable[[Sequence[Mapping[str, Any]]], Mapping[str, Any]] | None = None,
     **options: Any,
 ) -> list[ReplayTurn]:
     """Drive ``turns`` assistant turns (greedy), each sent with the whole transcript so far.
@@ -137,25 +138,21 @@ async def drive(
         mode: ``replay_reasoning=`` for every turn ("field", "inline" or "drop").
         max_tokens: The most tokens per answer.
         questions: The user turns, in turn (cycled).
+        turn_options: Options for one turn from the transcript so far (they win): a forced call.
         **options: More per-call options for every turn (``tool_choice``, ``thinking``, ...).
 
     Returns:
         One :class:`ReplayTurn` per turn.
     """
-    think = (await llm.tokenize("<think>")).ids[-1]
-    functions = _functions(tools)
+    think, functions = (await llm.tokenize("<think>")).ids[-1], _functions(tools)
     transcript: list[dict[str, Any]] = [{"role": "user", "content": questions[0]}]
     asked, out = 1, []
     for turn in range(turns):
         rendered = (await llm.tokenize(messages=transcript, tools=tools, replay_reasoning=mode)).ids
         dropped = (await llm.tokenize(messages=transcript, tools=tools, replay_reasoning="drop")).ids
+        this_turn = {"temperature": 0, **options, **(turn_options(transcript) if turn_options else {})}
         r = await llm.generate(
-            messages=transcript,
-            tools=tools,
-            replay_reasoning=mode,
-            max_tokens=max_tokens,
-            temperature=0,
-            **options,
+            messages=transcript, tools=tools, replay_reasoning=mode, max_tokens=max_tokens, **this_turn
         )
         thoughts = sum(1 for m in transcript if m.get("reasoning")) if mode != "drop" else 0
         out.append(

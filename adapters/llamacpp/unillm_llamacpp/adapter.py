@@ -7,7 +7,7 @@ launch (command line, install, CPU recipe) is in ``unillm_llamacpp.launch``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +93,11 @@ class LlamaCppAdapter(OpenAICompatAdapter):
     name = "llamacpp"
     display_name = "llama.cpp"
     engine_module = "llama_cpp"
+    #: True: with ``thinking=True`` unillm sends a constraint as one GBNF grammar whose root is an
+    #: optional thought, then the answer (``after_thought``): the constraint binds the answer only.
+    #: ``thinking=True`` sends nothing else (llama-cpp-python takes no per-request template
+    #: arguments: the template thinks as it does by default); ``thinking=False`` is refused.
+    constrains_after_thinking = True
 
     def __init__(self, *, loras: Mapping[str, str] | None = None) -> None:
         self.loras = dict(loras or {})
@@ -107,7 +112,8 @@ class LlamaCppAdapter(OpenAICompatAdapter):
         features[Feature.JSON_SCHEMA] = Support(
             why="with chat messages (response_format, converted to GBNF by the server); bounded "
             "integers are sent as enums; a prompt with a schema, and keywords the server's "
-            "converter ignores (number bounds, uniqueItems, not, ...), are refused"
+            "converter ignores (number bounds, uniqueItems, not, ...), are refused; with "
+            "thinking=True unillm runs the same converter and sends GBNF with room for the thought"
         )
         features[Feature.REGEX] = Support(
             why="unillm translates the regex to GBNF; lookarounds, backreferences and word "
@@ -253,12 +259,38 @@ class LlamaCppAdapter(OpenAICompatAdapter):
                 "completions API has no schema field",
                 alternative="Send messages=[...] instead of a prompt, or pass a GBNF unillm.Grammar",
             )
-        call = super().build(request, info)
+        thinks = request.thinking is True  # no field for it: only the constraint changes
+        call = super().build(replace(request, thinking=None) if thinks else request, info)
         body = dict(call.json or {})
         body.pop("stream_options", None)  # not a field of its request models
         if request.logprobs and request.messages is not None:
             body.setdefault("top_logprobs", 0)  # chat logprobs are computed only with top_logprobs set
+        if thinks:
+            self._constrain_after_thought(body, request, info)
         return HttpCall(call.method, call.path, body, call.stream)
+
+    def _constrain_after_thought(self, body: dict[str, Any], request: Request, info: EngineInfo) -> None:
+        """Rewrite ``body``'s constraint (a GBNF ``grammar``, or a ``response_format`` schema
+        converted here by llama.cpp's own converter) as one grammar that lets the model think
+        first (in place); refused before sending where the grammar cannot be built."""
+        from unillm_llamacpp.after_thought import SchemaNotConverted, after_thought, schema_gbnf
+        from unillm_llamacpp.grammar import GrammarError
+
+        if request.output is None and not self.forces_by_constraint(request, info):
+            return
+        response_format = body.pop("response_format", None)
+        try:
+            answer = schema_gbnf(response_format["schema"]) if response_format else body["grammar"]
+            body["grammar"] = after_thought(answer)
+        except (SchemaNotConverted, GrammarError) as e:
+            raise UnsupportedFeature(
+                self.name,
+                "thinking=True with " + ("output=" if request.output is not None else "a forced tool call"),
+                version=info.version,
+                why=f"the constraint cannot be sent as a GBNF grammar after a thought: {e}",
+                alternative="Drop thinking=True (the constraint then binds from the first token), or "
+                "pass a GBNF unillm.Grammar",
+            ) from None
 
     def parse_error(
         self, status: int, body: bytes, request: Request | None, info: EngineInfo | None

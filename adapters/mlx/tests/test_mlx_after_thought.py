@@ -1,12 +1,14 @@
 """In process, ``thinking=True`` with a constraint: the grammar allows one optional thought
-(``<think>…</think>`` and white space) before the constrained answer, whatever the constraint."""
+(``<think>…</think>`` and white space) before the constrained answer, whatever the constraint;
+where the tokenizer has the markers as added tokens (llguidance's special tokens, which no text
+can spell), the grammar names them as tokens."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from unillm_mlx.after_thought import after_thought, thinks
+from unillm_mlx.after_thought import after_thought, special_markers, thinks
 from unillm_mlx.grammar import compile_constraint
 
 import unillm
@@ -72,8 +74,7 @@ def test_only_a_request_that_turns_thinking_on_gets_room_to_think() -> None:
     assert [thinks(on), *map(thinks, off)] == [True, False, False, False]
 
 
-def test_thinking_with_output_is_refused_in_process() -> None:
-    # the grammar above is not enabled: a <think> that is one special token gets no room under it
+def test_thinking_with_output_goes_out_in_process() -> None:
     request = make_request(
         None,
         [{"role": "user", "content": "?"}],
@@ -81,5 +82,67 @@ def test_thinking_with_output_is_refused_in_process() -> None:
         {"thinking": True},
         stream=False,
     )
-    with pytest.raises(unillm.UnsupportedFeature, match="thinking=True with output="):
-        get_adapter("mlx").build(request, EngineInfo(engine="mlx", model="m", version="0.32.2+in-process"))
+    call = get_adapter("mlx").build(request, EngineInfo(engine="mlx", model="m", version="0.32.2+in-process"))
+    assert call.json is not None
+    assert (call.json["chat_template_kwargs"], call.json["structured_outputs"]) == (
+        {"enable_thinking": True},
+        {"choice": ["yes", "no"]},
+    )
+
+
+@pytest.fixture(scope="module")
+def marked() -> tuple[Any, Any]:
+    """A byte-level BPE with ``<think>`` and ``</think>`` added as whole (not special) tokens, as
+    the thinking tiny model's and Qwen3's tokenizers have them; and its llguidance tokenizer."""
+    from tokenizers import AddedToken, decoders, models, pre_tokenizers, trainers
+
+    tk = tokenizers.Tokenizer(models.BPE())
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300,
+        special_tokens=["<s>", "</s>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tk.train_from_iterator(['Let me think. yes no 42 {"a": 1} xy ok'] * 10, trainer=trainer)
+    tk.add_tokens([AddedToken(t, special=False, normalized=False) for t in ("<think>", "</think>")])
+    return tk, llguidance.LLTokenizer(tk.to_str(), n_vocab=tk.get_vocab_size(), eos_token=[1])
+
+
+def test_markers_added_as_tokens_are_special_to_llguidance(marked: tuple[Any, Any], tiny: TinyModel) -> None:
+    tk, lltok = marked
+    assert special_markers(lltok) and lltok.is_special_token(tk.token_to_id("<think>"))
+    # the text grammar cannot take the <think> token: the model's own thought would be masked
+    m = llguidance.LLMatcher(lltok, after_thought(compile_constraint({"choice": ["yes"]})))
+    assert not m.consume_token(tk.token_to_id("<think>"))
+    # the tiny model's tokenizer has no such tokens: its thought is text
+    plain = tokenizers.Tokenizer.from_file(str(tiny.path / "tokenizer.json"))
+    assert not special_markers(llguidance.LLTokenizer(plain.to_str(), n_vocab=plain.get_vocab_size()))
+
+
+@pytest.mark.parametrize("kind", sorted(CONSTRAINTS))
+@pytest.mark.parametrize("thought", [None, "Let me think.", "a\nb"])
+def test_a_thought_between_marker_tokens_then_the_answer(
+    marked: tuple[Any, Any], kind: str, thought: str | None
+) -> None:
+    tk, lltok = marked
+    structured, answer = CONSTRAINTS[kind]
+    ids = (
+        []
+        if thought is None
+        else [tk.token_to_id("<think>"), *tk.encode(thought).ids, tk.token_to_id("</think>")]
+    )
+    m = llguidance.LLMatcher(lltok, after_thought(compile_constraint(structured), special=True))
+    assert m.consume_tokens([*ids, *tk.encode("\n" + answer if ids else answer).ids]) and m.is_accepting()
+
+
+@pytest.mark.parametrize("kind", sorted(CONSTRAINTS))
+def test_with_marker_tokens_the_answer_is_still_bound(marked: tuple[Any, Any], kind: str) -> None:
+    tk, lltok = marked
+    structured, _ = CONSTRAINTS[kind]
+    think, end = tk.token_to_id("<think>"), tk.token_to_id("</think>")
+    grammar = after_thought(compile_constraint(structured), special=True)
+    for ids in ([think, *tk.encode("x").ids, end, *tk.encode("bad").ids], [end], tk.encode("zz").ids):
+        m = llguidance.LLMatcher(lltok, grammar)
+        assert not (m.consume_tokens(ids) and m.is_accepting())

@@ -96,10 +96,10 @@ class MLXAdapter(RuntimeLoraEndpoints, TokenizeEndpoint, OpenAICompatAdapter):
     #: in process and mlx_lm.server hand a message's keys to the chat template as they are; Qwen3's
     #: and DeepSeek's templates read this one
     reasoning_message_field = "reasoning_content"
-    #: False: a constraint binds from the first token. unillm's after_thought grammar allows a
-    #: thought first, but a model whose <think> is one special token is kept from it (measured on
-    #: the thinking tiny model: no thought under a grammar), so thinking=True with output= is refused
-    constrains_after_thinking = False
+    #: in process, unillm's llguidance grammar allows one thought before the constrained answer
+    #: (after_thought; its markers named as tokens where the tokenizer has them as added tokens,
+    #: which text cannot spell); server mode takes no constraint (refused by capabilities)
+    constrains_after_thinking = True
     extra_sampling_fields = EXTRA_SAMPLING
 
     def __init__(self, *, model_path: str | None = None, loras: Mapping[str, str] | None = None) -> None:

@@ -134,13 +134,14 @@ class Engine:
             )
         if job.structured is None:
             return Prepared(model, tokenizer, prompt)
-        from unillm_mlx.after_thought import after_thought, thinks
+        from unillm_mlx.after_thought import after_thought, special_markers, thinks
         from unillm_mlx.grammar import ConstraintError, compile_constraint
 
         lltokenizer = self._store.grammar_tokenizer(model, tokenizer)
         try:
             grammar = compile_constraint(job.structured, lltokenizer)
-            grammar = after_thought(grammar) if thinks(job.body) else grammar  # room to think first
+            if thinks(job.body):  # room to think first (the markers as tokens where they are ones)
+                grammar = after_thought(grammar, special=special_markers(lltokenizer))
         except ConstraintError as e:
             raise RequestError(400, str(e)) from None
         return Prepared(model, tokenizer, prompt, grammar, lltokenizer)

@@ -1,0 +1,1 @@
+"""Third-party code kept as it was published (see each module's notice)."""
