@@ -148,6 +148,10 @@ def test_a_schema_becomes_gbnf_that_takes_its_instances_only(accepts: Any) -> No
     assert [accepts(bounded, n) for n in "0123"] == [False, True, True, True]
 
 
+def optional(count: int) -> dict[str, Any]:
+    return {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(count)}}
+
+
 RECURSIVE = {
     "$defs": {"node": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}}}},
     "$ref": "#/$defs/node",
@@ -162,7 +166,7 @@ RECURSIVE = {
         ({"$ref": "#/$defs/missing"}, "outlines-core"),
         (RECURSIVE, "recursive"),
         ({"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}}}, "recursive"),
-        ({"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(40)}}, "optional"),
+        (optional(40), "optional"),
     ],
 )
 def test_a_schema_that_cannot_be_converted_says_why(schema: dict[str, Any], why: str) -> None:
@@ -181,9 +185,24 @@ def test_a_schema_that_refers_to_a_definition_twice_is_not_recursive(accepts: An
     assert accepts(schema_gbnf(schema), '{"a": {"x": 1}, "b": {"x": 2}}')
 
 
-def test_twenty_optional_properties_still_fit() -> None:
-    twenty = {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(20)}}
-    check_gbnf(schema_gbnf(twenty))  # 40 are refused (above): their regex is too long
+def test_fourteen_optional_properties_fit_llama_cpps_parser_fifteen_do_not() -> None:
+    """Each optional property repeats the ones before it in the regex; llama.cpp 0.3.36's parser
+    took the grammar for 14 and refused the one for 15 ("exceeds sane defaults")."""
+    check_gbnf(schema_gbnf(optional(14)))
+    with pytest.raises(GrammarError, match="times 1"):
+        check_gbnf(schema_gbnf(optional(15)))
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [optional(15), {"type": "array", "items": {"type": "string", "maxLength": 50}, "maxItems": 50}],
+)
+def test_a_schema_whose_grammar_llama_cpp_would_refuse_is_refused_before_sending(
+    schema: dict[str, Any],
+) -> None:
+    with pytest.raises(unillm.UnsupportedFeature, match="thinking=True with output=") as raised:
+        build(schema, thinking=True)
+    assert "llama.cpp refuses" in raised.value.why
 
 
 # -- what the adapter sends ----------------------------------------------------------------
