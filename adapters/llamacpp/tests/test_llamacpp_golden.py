@@ -212,11 +212,21 @@ def test_choice_gbnf_escapes_quotes_and_newlines() -> None:
         ('root ::= my_rule\nmy_rule ::= "a"', "letters, digits and '-'"),
         ('root ::= root "a" | "b"', "left-recursive"),
         ('root ::= e? x\nx ::= "" | root "a"\ne ::= "e"', "left-recursive"),
+        ('root ::= ("a" [b]?){0,1001}', "2 rules, times 1001"),  # llama.cpp: "exceeds sane defaults"
+        ('root ::= (("a")){0,1001}', "2 rules, times 1001"),
     ],
 )
 def test_check_gbnf_refuses_what_llama_cpp_rejects(grammar: str, why: str) -> None:
     with pytest.raises(GrammarError, match=why):
         check_gbnf(grammar)
+
+
+def test_a_repeated_group_is_refused_once_it_expands_to_more_than_2000_rules() -> None:
+    groups = " ".join(f'("{i}")?' for i in range(999))  # 999 groups, 999 optional rules, 1 outer group
+    check_gbnf(f"root ::= ({groups})?")
+    with pytest.raises(GrammarError, match="2001 rules, times 1"):
+        check_gbnf(f'root ::= ({groups} ("x")?)?')
+    check_gbnf('root ::= ("a" [b]?){0,1000} ("a"){0,3000}')  # 2 x 1000; a one-rule item is not limited
 
 
 def test_check_gbnf_accepts_comments_groups_repetition_and_right_recursion() -> None:

@@ -13,7 +13,7 @@ What the server takes and how unillm maps onto it:
   schema are refused (its completions API has no schema field); with ``thinking=True`` a
   constraint (``output=``, a forced tool call) goes out as one GBNF grammar whose root is an
   optional ``<think>…</think>`` thought, then the answer (``unillm_llamacpp.after_thought``; a
-  schema is converted client-side by llama.cpp's own converter, vendored), so the model thinks
+  schema is converted client-side: outlines-core's regex, then GBNF), so the model thinks
   first and only the answer is bound;
 * LoRA: loaded with the model, so each LoRA is served as its own model name (the base model plus
   that adapter), picked per request by ``lora="name"``; an unknown name is refused before

@@ -113,7 +113,8 @@ class LlamaCppAdapter(OpenAICompatAdapter):
             why="with chat messages (response_format, converted to GBNF by the server); bounded "
             "integers are sent as enums; a prompt with a schema, and keywords the server's "
             "converter ignores (number bounds, uniqueItems, not, ...), are refused; with "
-            "thinking=True unillm runs the same converter and sends GBNF with room for the thought"
+            "thinking=True unillm converts the schema itself (outlines-core's regex, then GBNF) and sends a "
+            "grammar with room for the thought"
         )
         features[Feature.REGEX] = Support(
             why="unillm translates the regex to GBNF; lookarounds, backreferences and word "
@@ -271,7 +272,7 @@ class LlamaCppAdapter(OpenAICompatAdapter):
 
     def _constrain_after_thought(self, body: dict[str, Any], request: Request, info: EngineInfo) -> None:
         """Rewrite ``body``'s constraint (a GBNF ``grammar``, or a ``response_format`` schema
-        converted here by llama.cpp's own converter) as one grammar that lets the model think
+        converted here: outlines-core's regex, then GBNF) as one grammar that lets the model think
         first (in place); refused before sending where the grammar cannot be built."""
         from unillm_llamacpp.after_thought import SchemaNotConverted, after_thought, schema_gbnf
         from unillm_llamacpp.grammar import GrammarError
@@ -288,8 +289,8 @@ class LlamaCppAdapter(OpenAICompatAdapter):
                 "thinking=True with " + ("output=" if request.output is not None else "a forced tool call"),
                 version=info.version,
                 why=f"the constraint cannot be sent as a GBNF grammar after a thought: {e}",
-                alternative="Drop thinking=True (the constraint then binds from the first token), or "
-                "pass a GBNF unillm.Grammar",
+                alternative="Drop thinking=True (the server then converts a schema itself, and the "
+                "constraint binds from the first token), or pass a GBNF unillm.Grammar",
             ) from None
 
     def parse_error(

@@ -13,8 +13,8 @@ without the end marker, the end marker and a little white space — then the ans
     # answer-root ::= "yes" | "no"
 
 A JSON schema has no GBNF of its own on the wire (the server converts ``response_format``
-itself), so :func:`schema_gbnf` runs the server's own converter (llama.cpp's, vendored from
-llama-cpp-python) client-side. The thought is split off the answer client-side
+itself), so :func:`schema_gbnf` converts it client-side: outlines-core turns it into a regex,
+``regex_gbnf`` the regex into GBNF. The thought is split off the answer client-side
 (``unillm.adapter.split_reasoning``): ``r.reasoning`` holds it, ``r.text`` / ``r.parsed`` the
 answer alone.
 """
@@ -26,7 +26,14 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from unillm_llamacpp.grammar import _TOKEN, _char_class, check_gbnf, gbnf_literal
+from unillm_llamacpp.grammar import (
+    _TOKEN,
+    RegexNotExpressible,
+    _char_class,
+    check_gbnf,
+    gbnf_literal,
+    regex_gbnf,
+)
 
 __all__ = ["THOUGHT_MARKERS", "SchemaNotConverted", "after_thought", "schema_gbnf", "thought_rules"]
 
@@ -36,11 +43,15 @@ THOUGHT_MARKERS = ("<think>", "</think>")
 ANSWER_PREFIX = "answer-"
 #: White space allowed between the end marker and the answer (bounded: a model cannot run away).
 MAX_GAP = 20
+#: The longest schema regex turned into GBNF: each optional property repeats the ones before it
+#: in outlines-core's regex (20 optional integers: 9,165 characters), and checking the grammar
+#: grows faster than its size (40 of them: 36,275 characters, 8 s).
+MAX_SCHEMA_REGEX = 16_000
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 
 class SchemaNotConverted(ValueError):
-    """A JSON schema llama.cpp's converter cannot turn into GBNF."""
+    """A JSON schema that cannot be turned into GBNF here."""
 
 
 def thought_rules(markers: tuple[str, str] = THOUGHT_MARKERS, name: str = "think") -> list[str]:
@@ -109,7 +120,10 @@ def after_thought(answer: str, markers: tuple[str, str] = THOUGHT_MARKERS) -> st
 
 
 def schema_gbnf(schema: Mapping[str, Any]) -> str:
-    """``schema`` as GBNF, by the converter llama-cpp-python's server runs on ``response_format``.
+    """``schema`` as GBNF: outlines-core's regex for it, translated by ``regex_gbnf``.
+
+    White space between JSON tokens is at most one space (outlines-core's default), so a model
+    cannot run away in it.
 
     Args:
         schema: A JSON schema, already rewritten for the server (``server_schema``).
@@ -118,11 +132,49 @@ def schema_gbnf(schema: Mapping[str, Any]) -> str:
         The GBNF grammar (its start rule ``root``).
 
     Raises:
-        SchemaNotConverted: The converter fails on it (e.g. a ``$ref`` it cannot resolve).
+        SchemaNotConverted: The schema refers to itself (outlines-core unrolls ``$ref`` to a fixed
+            depth, where its regex admits invalid JSON), outlines-core fails on it (e.g. a
+            ``$ref`` it cannot resolve), its regex is longer than :data:`MAX_SCHEMA_REGEX`, or
+            GBNF cannot express the regex (e.g. a ``pattern`` with a lookahead).
     """
-    from unillm_llamacpp._vendor.llama_grammar import json_schema_to_gbnf
+    from outlines_core.json_schema import build_regex_from_schema
 
+    if _refers_to_itself(schema, schema, frozenset()):
+        raise SchemaNotConverted("a recursive schema ($ref to itself) is not converted client-side")
     try:
-        return str(json_schema_to_gbnf(json.dumps(schema)))
-    except Exception as e:  # the vendored converter raises plain exceptions and asserts
-        raise SchemaNotConverted(f"llama.cpp's schema converter failed: {type(e).__name__}: {e}") from None
+        regex = str(build_regex_from_schema(json.dumps(schema)))
+    except Exception as e:  # outlines-core raises plain ValueErrors (and others) from Rust
+        raise SchemaNotConverted(f"outlines-core cannot convert the schema: {e}") from None
+    if len(regex) > MAX_SCHEMA_REGEX:
+        raise SchemaNotConverted(
+            f"its regex has {len(regex):,} characters, more than {MAX_SCHEMA_REGEX:,} (optional "
+            "properties multiply it: make some required, or split the schema)"
+        )
+    try:
+        return regex_gbnf(regex)
+    except RegexNotExpressible as e:
+        raise SchemaNotConverted(f"its regex has no GBNF equivalent: {e}") from None
+
+
+def _refers_to_itself(node: Any, root: Mapping[str, Any], followed: frozenset[str]) -> bool:
+    """Whether a ``$ref`` under ``node`` leads back to one already ``followed`` (local references
+    only: ``#`` and ``#/a/b``; others are left to outlines-core)."""
+    if isinstance(node, list):
+        return any(_refers_to_itself(n, root, followed) for n in node)
+    if not isinstance(node, Mapping):
+        return False
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#"):
+        if ref in followed:
+            return True
+        target: Any = root
+        for part in filter(None, ref[1:].split("/")):
+            key = part.replace("~1", "/").replace("~0", "~")
+            target = target.get(key) if isinstance(target, Mapping) else None
+        if _refers_to_itself(target, root, followed | {ref}):
+            return True
+    return any(
+        _refers_to_itself(v, root, followed)
+        for k, v in node.items()
+        if k not in ("$ref", "$defs", "definitions")
+    )

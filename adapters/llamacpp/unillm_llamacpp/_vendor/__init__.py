@@ -1,1 +1,0 @@
-"""Third-party code kept as it was published (see each module's notice)."""
