@@ -200,6 +200,7 @@ def test_batch_from_a_ray_config_survives_a_node_kill(
 
     async def go() -> tuple[unillm.batch.Summary, list[int]]:
         async with run as fleet:
+            assert isinstance(fleet, unillm.Fleet)
             summary = await unillm.batch.run(inp, out, fleet, max_concurrency=cap, progress=kill_one)
             return summary, [r.requests for r in fleet.stats().replicas]
 
