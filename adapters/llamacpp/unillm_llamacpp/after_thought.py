@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from unillm_llamacpp.grammar import (
-    _TOKEN,
+    GBNF_TOKEN,
     RegexNotExpressible,
-    _char_class,
+    char_class,
     check_gbnf,
     gbnf_literal,
     regex_gbnf,
@@ -77,7 +77,7 @@ def thought_rules(markers: tuple[str, str] = THOUGHT_MARKERS, name: str = "think
         # the characters that keep part of the marker read; any other starts again
         moves = {c: t for c in sorted(set(end)) if (t := _next_state(end, state, c))}
         alternatives = [gbnf_literal(c) + ("" if t == len(end) else f" {name}-{t}") for c, t in moves.items()]
-        alternatives.append(_char_class([(ord(c), ord(c)) for c in moves], True) + f" {name}-0")
+        alternatives.append(char_class([(ord(c), ord(c)) for c in moves], True) + f" {name}-0")
         rules.append(f"{name}-{state} ::= " + " | ".join(alternatives))
     return rules
 
@@ -95,7 +95,7 @@ def _next_state(marker: str, state: int, c: str) -> int:
 def _renamed(grammar: str, prefix: str) -> str:
     """``grammar`` with every rule name (definitions and uses) prefixed by ``prefix``; literals,
     character classes, repetition counts and comments are left as they are."""
-    return "".join(prefix + t if _NAME.fullmatch(t) else t for t in _TOKEN.findall(grammar))
+    return "".join(prefix + t if _NAME.fullmatch(t) else t for t in GBNF_TOKEN.findall(grammar))
 
 
 def after_thought(answer: str, markers: tuple[str, str] = THOUGHT_MARKERS) -> str:

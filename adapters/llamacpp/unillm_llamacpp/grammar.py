@@ -67,7 +67,16 @@ def choice_gbnf(options: Sequence[str]) -> str:
     return "root ::= " + " | ".join(gbnf_literal(o) for o in options)
 
 
-def _char_class(ranges: Iterable[tuple[int, int]], negate: bool) -> str:
+def char_class(ranges: Iterable[tuple[int, int]], negate: bool) -> str:
+    """A GBNF character class.
+
+    Args:
+        ranges: Inclusive code-point ranges.
+        negate: Match every character outside them (``[^...]``).
+
+    Returns:
+        The class, e.g. ``[a-z0-9]``.
+    """
     body = "".join(
         _char(a, in_class=True) if a == b else f"{_char(a, in_class=True)}-{_char(b, in_class=True)}"
         for a, b in ranges
@@ -101,7 +110,7 @@ def _node(op: Any, av: Any) -> str:
     if name == "LITERAL":
         return gbnf_literal(chr(av))
     if name == "NOT_LITERAL":
-        return _char_class([(av, av)], True)
+        return char_class([(av, av)], True)
     if name == "ANY":
         return "[^\\x0A]"
     if name == "IN":
@@ -152,8 +161,8 @@ def _in(items: Sequence[tuple[Any, Any]]) -> str:
             raise RegexNotExpressible(
                 "a character class mixing \\D, \\W or \\S with other characters has no GBNF equivalent"
             )
-        return _char_class(negated_categories, not negate)
-    return _char_class(ranges, negate)
+        return char_class(negated_categories, not negate)
+    return char_class(ranges, negate)
 
 
 def check_gbnf(text: str) -> None:
@@ -192,7 +201,7 @@ def _check_repetitions(text: str) -> None:
     a parenthesized item expands to (one per group, one per optional repetition in it) and
     refuses the item repeated when that count times the repetition's count exceeds
     :data:`MAX_REPEATED_RULES` (e.g. a large group made optional with ``?``)."""
-    tokens = [t for t in _TOKEN.findall(text) if t.strip() and not t.startswith("#")]
+    tokens = [t for t in GBNF_TOKEN.findall(text) if t.strip() and not t.startswith("#")]
     generated, starts, seen = 0, [], set()
     item_rules = 1
     for token in tokens:
@@ -227,7 +236,8 @@ def _counts(token: str, m: re.Match[str]) -> tuple[int, int | None]:
     return low, int(m.group(3)) if m.group(3) else None
 
 
-_TOKEN = re.compile(
+#: A GBNF grammar's lexical tokens (white space, comments, literals, classes, names, operators).
+GBNF_TOKEN = re.compile(
     r"""\s+|\#[^\n]*|"(?:\\.|[^"\\])*"|\[(?:\\.|[^\]\\])*\]|::=|\{[0-9, ]*\}
                         |[A-Za-z0-9_-]+|[()|*+?.]|.""",
     re.VERBOSE | re.DOTALL,
@@ -237,7 +247,7 @@ Item = tuple[str, Any]  # ("name", rule) | ("group", alternatives) | ("text", nu
 
 def _rules(text: str) -> dict[str, list[list[Item]]]:
     """The rules of a GBNF grammar whose syntax llguidance accepted: name -> alternatives."""
-    tokens = [t for t in _TOKEN.findall(text) if t.strip() and not t.startswith("#")]
+    tokens = [t for t in GBNF_TOKEN.findall(text) if t.strip() and not t.startswith("#")]
     starts = [i for i in range(len(tokens) - 1) if tokens[i + 1] == "::="]
     rules: dict[str, list[list[Item]]] = {}
     for n, start in enumerate(starts):
