@@ -491,34 +491,17 @@ def main() -> int:
     print(f"load average while measuring (1, 5, 15 min; {os.cpu_count()} CPUs): {load}")
     for goal, met in outcome.items():
         print(f"goal {goal}: {'met' if met else 'NOT met'}")
-    print(
-        json.dumps(
-            {
-                "model": MODEL,
-                "peer": peer,
-                "load": load,
-                "k": results,
-                "labelled_set": held,
-                "goals": outcome,
-            },
-            separators=(",", ":"),
-        )
-    )
+    record = {
+        "model": MODEL,
+        "peer": peer,
+        "load": load,
+        "k": results,
+        "labelled_set": held,
+        "goals": outcome,
+    }
+    print(json.dumps(record, separators=(",", ":")))
     RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(
-        json.dumps(
-            {
-                "model": MODEL,
-                "peer": peer,
-                "load": load,
-                "k": results,
-                "labelled_set": held,
-                "goals": outcome,
-            },
-            indent=1,
-        )
-        + "\n"
-    )
+    RESULT.write_text(json.dumps(record, indent=1) + "\n")
     return 0
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from unillm.adapter.schemas.walk import DATA_KEYWORDS, NAME_MAPS
+from unillm.adapter.schemas.walk import DATA_KEYWORDS, NAME_MAPS, rewrite_children
 
 __all__ = ["portable_schema"]
 
@@ -54,7 +54,7 @@ def _rewrite(node: Mapping[str, Any]) -> Mapping[str, Any]:
     out: dict[str, Any] = {}
     changed = merged is not None
     for key, value in base.items():
-        new = value if key in DATA_KEYWORDS else _children(value, names=key in NAME_MAPS)
+        new = value if key in DATA_KEYWORDS else rewrite_children(value, _rewrite, names=key in NAME_MAPS)
         changed |= new is not value
         out[key] = new
     for step in (_declare_required, _open_items):
@@ -62,19 +62,6 @@ def _rewrite(node: Mapping[str, Any]) -> Mapping[str, Any]:
         if rewritten is not None:
             out, changed = rewritten, True
     return out if changed else node
-
-
-def _children(value: Any, *, names: bool) -> Any:
-    """Sub-schemas rewritten (the values of a name map; the items of a list; an object)."""
-    if isinstance(value, Mapping):
-        if not names:
-            return _rewrite(value)
-        new = {k: _rewrite(v) if isinstance(v, Mapping) else v for k, v in value.items()}
-        return value if all(new[k] is value[k] for k in value) else new
-    if isinstance(value, list):
-        items = [_rewrite(v) if isinstance(v, Mapping) else v for v in value]
-        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
-    return value
 
 
 def _merge_all_of(node: Mapping[str, Any]) -> dict[str, Any] | None:

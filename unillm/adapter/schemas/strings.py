@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from unillm.adapter.schemas.walk import DATA_KEYWORDS, NAME_MAPS
+from unillm.adapter.schemas.walk import DATA_KEYWORDS, NAME_MAPS, rewrite_children
 from unillm.adapter.schemas.xgrammar import MAX_REPEAT
 
 __all__ = ["JSON_STRING_CHAR", "xgrammar_strings"]
@@ -52,7 +52,7 @@ def _rewrite(node: Mapping[str, Any]) -> Mapping[str, Any]:
     out: dict[str, Any] = {}
     changed = False
     for key, value in node.items():
-        new = value if key in DATA_KEYWORDS else _children(value, names=key in NAME_MAPS)
+        new = value if key in DATA_KEYWORDS else rewrite_children(value, _rewrite, names=key in NAME_MAPS)
         changed |= new is not value
         out[key] = new
     pattern = _bounds_pattern(out)
@@ -60,18 +60,6 @@ def _rewrite(node: Mapping[str, Any]) -> Mapping[str, Any]:
         out = {k: v for k, v in out.items() if k not in ("minLength", "maxLength")}
         out["pattern"], changed = pattern, True
     return out if changed else node
-
-
-def _children(value: Any, *, names: bool) -> Any:
-    if isinstance(value, Mapping):
-        if not names:
-            return _rewrite(value)
-        new = {k: _rewrite(v) if isinstance(v, Mapping) else v for k, v in value.items()}
-        return value if all(new[k] is value[k] for k in value) else new
-    if isinstance(value, list):
-        items = [_rewrite(v) if isinstance(v, Mapping) else v for v in value]
-        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
-    return value
 
 
 def _bounds_pattern(node: Mapping[str, Any]) -> str | None:

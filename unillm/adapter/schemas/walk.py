@@ -7,7 +7,7 @@ for pointer, node, kind in nodes(schema, ""):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,7 @@ __all__ = [
     "largest_count",
     "nodes",
     "regex_syntax",
+    "rewrite_children",
     "types_of",
 ]
 
@@ -113,3 +114,25 @@ def largest_count(pattern: str) -> int:
     """The largest number in the pattern's counted repetitions (``a{3}``, ``a{2,}``, ``a{1,9}``); 0: none."""
     counts = (_COUNT.match(pattern, i) for i in regex_syntax(pattern) if pattern[i] == "{")
     return max((int(n) for m in counts if m for n in m.groups() if n), default=0)
+
+
+def rewrite_children(value: Any, rewrite: Callable[[Mapping[str, Any]], Any], *, names: bool) -> Any:
+    """A keyword's value with its sub-schemas rewritten, or ``value`` itself when none changed.
+
+    Args:
+        value: The keyword's value: a schema, a name map (``properties``...) or a list of schemas.
+        rewrite: Rewrites one sub-schema (returns it unchanged, the same object, when it keeps it).
+        names: ``value`` is a name map: its values are the sub-schemas.
+
+    Returns:
+        The rewritten value (a new object only where something changed).
+    """
+    if isinstance(value, Mapping):
+        if not names:
+            return rewrite(value)
+        new = {k: rewrite(v) if isinstance(v, Mapping) else v for k, v in value.items()}
+        return value if all(new[k] is value[k] for k in value) else new
+    if isinstance(value, list):
+        items = [rewrite(v) if isinstance(v, Mapping) else v for v in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    return value
