@@ -145,6 +145,13 @@ def test_the_stop_word_is_the_first_occurrence_from_the_middle() -> None:
     assert word is not None and "the cat the dog the end".find(word) >= 3
 
 
+def test_an_answer_that_repeats_itself_from_the_middle_is_cut_nearer_its_start() -> None:
+    # a tiny random model's greedy answer on one CPU: every 3 characters from a third on occur earlier
+    baseline = "odeOhin 37quorat 48 17lr 92" + " model" * 12
+    word = judge.stop_word(baseline)
+    assert word is not None and baseline.find(word) >= 3 and word.strip()
+
+
 def test_a_changed_answer_is_shown_from_where_it_differs() -> None:
     verdict, evidence = judge.changed(_answer("same start A"), _answer("same start B"), "seed=1")
     assert verdict == "honoured" and "from char 11: 'A' -> 'B'" in evidence

@@ -68,13 +68,15 @@ def exact_length(answer: Answer, max_tokens: int) -> Judged:
 
 
 def stop_word(baseline: str) -> str | None:
-    """A stop string taken from the middle of a greedy answer (its first occurrence), or None
-    when the answer is too short to cut.
+    """A stop string taken from a greedy answer (its first occurrence): from the middle on, else
+    nearer the start (an answer that repeats itself from the middle on); None when the answer is
+    too short to cut.
 
     Args:
         baseline: The greedy answer without ``stop``.
     """
-    for start in range(max(3, len(baseline) // 3), len(baseline) - 3):
+    middle = max(3, len(baseline) // 3)
+    for start in [*range(middle, len(baseline) - 3), *range(3, middle)]:
         word = baseline[start : start + 3]
         if word.strip() and baseline.find(word) == start:
             return word
