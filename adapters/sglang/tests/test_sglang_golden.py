@@ -21,7 +21,7 @@ from unillm.errors import (
 )
 from unillm.options import Choice, Grammar, JsonSchema, Regex, Request
 from unillm.results import LoraInfo, Usage
-from unillm.testing.requests import CHAT, chat_request, prompt_request
+from unillm.testing.sample_requests import CHAT, chat_request, prompt_request
 
 AUTO, OPENAI, NATIVE = SGLangAdapter(), SGLangAdapter("openai"), SGLangAdapter("native")
 MODEL = "org/base-model"

@@ -25,7 +25,7 @@ from unillm.errors import (
 )
 from unillm.options import Choice, Grammar, JsonSchema, Regex, Request
 from unillm.results import LoraInfo, TokenLogprob, TopLogprob, Usage
-from unillm.testing.requests import CHAT, chat_request, prompt_request
+from unillm.testing.sample_requests import CHAT, chat_request, prompt_request
 
 ADAPTER = VLLMAdapter()
 MODEL = "base-model"
