@@ -1,15 +1,18 @@
-"""The probe's JSON schema on SGLang-CPU at temperature 1, raw and through unillm: how many
-answers carry a raw control character inside a string (not JSON), with each seed.
+"""The probe's JSON schema on SGLang-CPU at temperature 1, three ways: raw, through unillm on the
+server it launched, and through unillm connected to it (``unillm.connect``: the backend learnt from
+``/get_server_info``). Counts the complete answers that are not JSON (a raw control character
+inside a string) on each path.
 
 xgrammar (SGLang's default grammar backend) compiles a string with ``maxLength`` to a class that
 admits raw control characters; unillm sends such strings as a pattern over the same count that
-admits none (``unillm.adapter.schemas.xgrammar_strings``). SGLang is launched with
-``--enable-deterministic-inference`` so every seed's answer can be replayed.
+admits none (``unillm.adapter.schemas.xgrammar_strings``). SGLang-CPU cannot replay a seed
+(``--enable-deterministic-inference`` needs a GPU attention backend), so each path draws its own
+samples.
 
-    .venv/bin/python benchmarks/sglang_control_chars.py --seeds 40
+    .venv/bin/python benchmarks/sglang_control_chars.py --samples 40
 
 Writes ``benchmarks/results/sglang_control_chars.json``. Last line: JSON
-``{"seeds", "raw_invalid", "raw_control_seeds", "unillm_invalid", ...}``.
+``{"samples", "raw_complete", "raw_invalid", "launched_invalid", "connected_invalid", ...}``.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "sglang_control_chars.json"
 CONTROL = re.compile(r"[\x00-\x1f]")
+PATHS = ("raw", "launched", "connected")
 
 
 def strict_json(text: str) -> bool:
@@ -39,8 +43,8 @@ def strict_json(text: str) -> bool:
     return True
 
 
-async def measure(seeds: int, max_tokens: int) -> dict[str, Any]:
-    """Each seed's answer raw (the probe's schema as it is) and through unillm (rewritten)."""
+async def measure(samples: int, max_tokens: int) -> dict[str, Any]:
+    """Each sample's answer on every path: raw (the probe's schema as it is) and through unillm."""
     import unillm
     from unillm.probing.cells import PROMPT, SCHEMA
 
@@ -51,81 +55,83 @@ async def measure(seeds: int, max_tokens: int) -> dict[str, Any]:
 
     tiny = build_tiny_model()
     with tempfile.TemporaryDirectory(prefix="unillm-sglang-cc-") as d:
-        settings = cpu_env.launch_settings(
-            tiny.path, Path(d), extra_args=["--enable-deterministic-inference"]
+        launch = unillm.launch(
+            "sglang", **cpu_env.launch_settings(tiny.path, Path(d)), log_path=Path(d) / "log"
         )
-        launch = unillm.launch("sglang", **settings, log_path=Path(d) / "engine.log")
-        async with launch as llm:
+        async with launch as launched:
             key = launch.spec.key()
             headers = {"Authorization": f"Bearer {key}"} if key else {}
             fmt = {"type": "json_schema", "json_schema": {"name": "probe", "schema": SCHEMA}}
+            body = {"model": "tiny", "messages": list(PROMPT), "temperature": 1.0,
+                    "max_tokens": max_tokens, "response_format": fmt}  # fmt: skip
             rows = []
-            async with httpx.AsyncClient(base_url=launch.base_url, headers=headers, timeout=120) as client:
-                for seed in range(seeds):
-                    body = {"model": "tiny", "messages": list(PROMPT), "temperature": 1.0,
-                            "max_tokens": max_tokens, "seed": seed, "response_format": fmt}  # fmt: skip
+            async with (
+                httpx.AsyncClient(base_url=launch.base_url, headers=headers, timeout=120) as client,
+                unillm.connect("sglang", launch.base_url, api_key=key) as connected,
+            ):
+                for sample in range(samples):
                     raw = (await client.post("/v1/chat/completions", json=body)).json()["choices"][0]
-                    ours = await _through_unillm(llm, seed, max_tokens)
-                    rows.append(_row(seed, raw["message"]["content"] or "", raw["finish_reason"], ours))
-            return {"version": (await llm.info()).version, "rows": rows}
+                    answers = {
+                        "raw": (raw["message"]["content"] or "", raw["finish_reason"]),
+                        "launched": await _through_unillm(launched, max_tokens),
+                        "connected": await _through_unillm(connected, max_tokens),
+                    }
+                    rows.append(_row(sample, answers))
+            return {"version": (await launched.info()).version, "rows": rows}
 
 
-async def _through_unillm(llm: Any, seed: int, max_tokens: int) -> tuple[str, str | None]:
+async def _through_unillm(llm: Any, max_tokens: int) -> tuple[str, str | None]:
     """The text and finish reason through unillm (an answer that does not parse: its raw text)."""
     import unillm
     from unillm.probing.cells import PROMPT, SCHEMA
 
     try:
         r = await llm.generate(
-            messages=list(PROMPT), temperature=1.0, max_tokens=max_tokens, seed=seed,
-            output=unillm.JsonSchema(SCHEMA),
-        )  # fmt: skip
+            messages=list(PROMPT), temperature=1.0, max_tokens=max_tokens, output=unillm.JsonSchema(SCHEMA)
+        )
     except unillm.OutputParseError as e:
         return e.text, e.finish_reason
     return r.text, r.finish_reason
 
 
-def _row(seed: int, raw: str, raw_finish: str | None, ours: tuple[str, str | None]) -> dict[str, Any]:
-    return {
-        "seed": seed,
-        "raw": raw,
-        "raw_finish": raw_finish,
-        "raw_control": bool(CONTROL.search(raw)),
-        "raw_json": strict_json(raw),
-        "unillm": ours[0],
-        "unillm_finish": ours[1],
-        "unillm_control": bool(CONTROL.search(ours[0])),
-        "unillm_json": strict_json(ours[0]),
-    }
+def _row(sample: int, answers: dict[str, tuple[str, str | None]]) -> dict[str, Any]:
+    row: dict[str, Any] = {"sample": sample}
+    for path, (text, finish) in answers.items():
+        row[path] = {
+            "text": text,
+            "finish": finish,
+            "control": bool(CONTROL.search(text)),
+            "json": strict_json(text),
+        }
+    return row
+
+
+def summary(version: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The last line: per path, complete answers, those not JSON, and the samples with a control character."""
+    line: dict[str, Any] = {"engine": f"sglang {version}", "samples": len(rows)}
+    for path in PATHS:
+        complete = [r[path] for r in rows if r[path]["finish"] != "length"]
+        line[f"{path}_complete"] = len(complete)
+        line[f"{path}_invalid"] = sum(not a["json"] for a in complete)
+        line[f"{path}_control_samples"] = [r["sample"] for r in rows if r[path]["control"]]
+    return line
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--seeds", type=int, default=40)
+    parser.add_argument("--samples", type=int, default=40)
     parser.add_argument("--max-tokens", type=int, default=48)
     args = parser.parse_args()
-    result = anyio.run(measure, args.seeds, args.max_tokens)
-    rows = result["rows"]
-    complete = [r for r in rows if r["raw_finish"] != "length"]
-    ours_complete = [r for r in rows if r["unillm_finish"] != "length"]
-    line = {
-        "engine": f"sglang {result['version']}",
-        "seeds": len(rows),
-        "raw_complete": len(complete),
-        "raw_invalid": sum(not r["raw_json"] for r in complete),
-        "raw_control_seeds": [r["seed"] for r in rows if r["raw_control"]],
-        "unillm_complete": len(ours_complete),
-        "unillm_invalid": sum(not r["unillm_json"] for r in ours_complete),
-        "unillm_control_seeds": [r["seed"] for r in rows if r["unillm_control"]],
-    }
+    result = anyio.run(measure, args.samples, args.max_tokens)
+    line = summary(result["version"], result["rows"])
     goals = {
-        "unillm_invalid": line["unillm_invalid"],
-        "goal": "0 complete answers through unillm that are not JSON",
+        "unillm_invalid": line["launched_invalid"] + line["connected_invalid"],
+        "goal": "0 complete answers through unillm (launched or connected) that are not JSON",
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps({"goals": goals, "summary": line, "rows": rows}, indent=1) + "\n")
+    OUT.write_text(json.dumps({"goals": goals, "summary": line, "rows": result["rows"]}, indent=1) + "\n")
     print(json.dumps({**line, "goals": goals}))
 
 

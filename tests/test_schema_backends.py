@@ -82,11 +82,34 @@ def test_sglang_launched_with_llguidance_sends_what_llguidance_compiles() -> Non
     assert "multipleOf" in str(body)
 
 
-def test_a_connected_sglang_refuses_nothing() -> None:
-    adapter = get_adapter("sglang")  # connected: the backend is unknown
-    info = EngineInfo(engine="sglang", model="m", version="0.5.23")
-    request = make_request("x", None, JsonSchema(UNIQUE), {"max_tokens": 4}, stream=False)
-    assert "uniqueItems" in str(adapter.build(request, info).json)
+BOUNDED = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8}}}
+
+
+def connected_body(schema: dict[str, Any], server_info: dict[str, Any] | None) -> Any:
+    """What a connected SGLang adapter (no launch) sends, having discovered ``server_info``."""
+    adapter = get_adapter("sglang")
+    answers = {"model_info": {"model_path": "m"}, "server_info": server_info, "models": None}
+    info = adapter.parse_info(answers, None)
+    request = make_request("x", None, JsonSchema(schema), {"max_tokens": 4}, stream=False)
+    return adapter.build(request, info).json
+
+
+def test_a_connected_sglang_of_unknown_backend_refuses_nothing_but_bounds_strings_as_json() -> None:
+    assert "uniqueItems" in str(connected_body(UNIQUE, None))
+    sent = connected_body(BOUNDED, None)["response_format"]["json_schema"]["schema"]
+    assert "maxLength" not in str(sent) and "pattern" in sent["properties"]["name"]
+
+
+def test_a_connected_sglang_checks_against_the_backend_its_server_info_names() -> None:
+    with pytest.raises(UnsupportedFeature, match=r"'uniqueItems' at /uniqueItems"):
+        connected_body(UNIQUE, {"version": "0.5.23", "grammar_backend": "xgrammar"})
+    sent = connected_body(BOUNDED, {"version": "0.5.23", "grammar_backend": "xgrammar"})
+    assert "pattern" in sent["response_format"]["json_schema"]["schema"]["properties"]["name"]
+
+
+def test_a_connected_sglang_on_outlines_sends_the_schema_as_it_is() -> None:
+    body = connected_body(BOUNDED, {"version": "0.5.23", "grammar_backend": "outlines"})
+    assert body["response_format"]["json_schema"]["schema"] == BOUNDED
 
 
 def test_the_vllm_backend_settings_become_one_structured_outputs_config() -> None:

@@ -8,8 +8,10 @@ or by a grammar the engine enforces token by token (JSON schema, regex, choice, 
 rest are greedy. The JSON-schema cell once failed here at random: xgrammar compiles the probe's
 ``"maxLength": 8`` string to a class that admits raw control characters (not JSON). unillm now
 sends that bound as a pattern over the same count that admits none
-(``unillm.adapter.schemas.xgrammar_strings``; ``benchmarks/sglang_control_chars.py`` measures
-it seed by seed), so every complete answer is JSON whatever is sampled. ``seed`` is refused
+(``unillm.adapter.schemas.xgrammar_strings``), so every complete answer is JSON whatever is
+sampled — on a server unillm launched and on one it connected to (the client here is the latter:
+it learns the backend from ``/get_server_info``; it once sent the bound as it was, and CI failed
+on a raw U+0001). ``benchmarks/sglang_control_chars.py`` counts both paths. ``seed`` is refused
 before sending (this server runs without ``--enable-deterministic-inference``).
 """
 

@@ -113,6 +113,8 @@ class SGLangInfo(EngineInfo):
     #: --enable-priority-scheduling with --schedule-low-priority-values-first (unillm's priority=,
     #: lower first); None: unknown (no /get_server_info)
     priority_scheduling: bool | None = None
+    #: --grammar-backend (xgrammar, llguidance, outlines, none); None: no /get_server_info answer
+    grammar_backend: str | None = None
 
 
 class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
@@ -251,6 +253,7 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
             deterministic=bool(server.get("enable_deterministic_inference")) if server else None,
             tool_call_parser=_str_or_none(server.get("tool_call_parser")),
             priority_scheduling=_low_priority_first(server) if server else None,
+            grammar_backend=_str_or_none(server.get("grammar_backend")),
         )
 
     # -- routing ---------------------------------------------------------------------------
@@ -326,7 +329,7 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
     # -- requests --------------------------------------------------------------------------
     def build(self, request: Request, info: EngineInfo) -> HttpCall:
         v = parse_version(info.version)
-        if isinstance(request.output, JsonSchema) and self.structured_backend is not None:
+        if isinstance(request.output, JsonSchema):
             schema = self._checked_schema(request.output.schema, info)
             request = replace(request, output=replace(request.output, schema=schema))
         if self.route(request, info) == "native":
@@ -350,8 +353,14 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
     def _checked_schema(self, schema: Mapping[str, Any], info: EngineInfo) -> Mapping[str, Any]:
         """``schema`` as the grammar backend can honour it (exactly rewritten for xgrammar, its
         length-bounded strings as patterns that admit no raw control character), or
-        UnsupportedFeature before sending (SGLang itself ignores what xgrammar cannot do)."""
-        backend = self.structured_backend or "xgrammar"
+        UnsupportedFeature before sending (SGLang itself ignores what xgrammar cannot do).
+
+        The backend is the launch's, else the one ``/get_server_info`` names. With neither (an
+        unknown backend) nothing is refused, and only the rewrites that mean the same to every
+        backend apply."""
+        backend = self.structured_backend or (info.grammar_backend if isinstance(info, SGLangInfo) else None)
+        if backend is None:
+            return xgrammar_strings(schema)  # a pattern of the same counts: JSON's own strings
         problem = None
         if backend == "xgrammar":
             schema = xgrammar_strings(portable_schema(schema))
