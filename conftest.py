@@ -1,7 +1,8 @@
 """Fixtures for every test folder: the anyio backend, the locally built tiny model, real vLLM.
 
-The vLLM server is launched once per session through ``unillm.launch`` (CPU build, in its
-managed venv from ``unillm setup vllm``). A missing engine is an error, never a skip.
+Each vLLM server here (the tiny model's, the trained model's, the embedder's) is launched once per
+session through ``unillm.launch`` (CPU build, in its managed venv from ``unillm setup vllm``), for
+every module that asks. A missing engine is an error, never a skip.
 """
 
 from __future__ import annotations
@@ -69,6 +70,21 @@ def minilm_server(workdir: Path) -> Iterator[RunningEngine]:
         yield RunningEngine(launch)
 
 
+@pytest.fixture(scope="session")
+def trained_server(workdir: Path) -> Iterator[RunningEngine]:
+    """vLLM with the trained model and the hermes tool parser (one launch for every module that
+    asks: the trained-model and framework tests)."""
+    from unillm.testing.trained_model import build_trained_model
+
+    settings = cpu_launch_settings(
+        "vllm", build_trained_model(), workdir / "trained", served_name="tiny-trained", tool_parser="hermes"
+    )
+    assert settings["compact_json"] is False  # the spaces it learnt
+    launch = unillm.launch("vllm", **settings, log_path=workdir / "vllm-trained.log")
+    with launch.blocking():
+        yield RunningEngine(launch)
+
+
 @pytest.fixture
 async def llm(vllm_server: RunningEngine) -> AsyncIterator[unillm.LLM]:
     async with vllm_server.connect() as client:
@@ -88,11 +104,16 @@ REAL_ENGINES = frozenset(
 )
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that uses a real engine ``engine`` (``-m "not engine"`` skips them)."""
+    """Mark every test that uses a real engine ``engine`` (``-m "not engine"`` skips them), and put
+    them all in one xdist group: under ``pytest -n 2 --dist loadgroup`` (``./run test``) one worker
+    runs the engine tests in their order, one engine at a time, while the other takes the rest."""
     for item in items:
         if REAL_ENGINES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.engine)
+        if item.get_closest_marker("engine") is not None:
+            item.add_marker(pytest.mark.xdist_group("engines"))
 
 
 def pytest_report_header() -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Coroutine, Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -21,8 +20,7 @@ import pytest
 
 import unillm
 from unillm import RetryPolicy
-from unillm.testing.engines import RunningEngine, cpu_launch_settings
-from unillm.testing.tiny_model import TinyModel
+from unillm.testing.engines import RunningEngine
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 ONE = RetryPolicy(attempts=1)
@@ -33,11 +31,9 @@ MEASURED: dict[str, float] = {}
 
 
 @pytest.fixture(scope="module")
-def server(tiny: TinyModel, workdir: Path) -> Iterator[RunningEngine]:
-    settings = cpu_launch_settings("vllm", tiny, workdir / "cancel", served_name="tiny")
-    launch = unillm.launch("vllm", **settings, log_path=workdir / "vllm-cancel.log")
-    with launch.blocking():
-        yield RunningEngine(launch)
+def server(vllm_server: RunningEngine) -> Iterator[RunningEngine]:
+    """The session's vLLM (its tiny model); each test leaves nothing running on it."""
+    yield vllm_server
     print("cancel -> 0 running, s:", MEASURED)
 
 

@@ -9,15 +9,13 @@ the same as over two engines.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import pytest
 from pydantic import BaseModel
 
 import unillm
-from unillm.testing.engines import RunningEngine, cpu_launch_settings
-from unillm.testing.trained_model import build_trained_model
+from unillm.testing.engines import RunningEngine
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 
@@ -39,21 +37,6 @@ def get_weather(city: str) -> str:
 def get_time(city: str) -> str:
     """Get the local time in a city."""
     return json.dumps({"city": city, "time": "09:30"})
-
-
-@pytest.fixture(scope="module")
-def trained_server(workdir: Path) -> Iterator[RunningEngine]:
-    """vLLM with the trained model and the hermes tool parser, torn down after this module."""
-    settings = cpu_launch_settings(
-        "vllm",
-        build_trained_model(),
-        workdir / "frameworks",
-        served_name="tiny-trained",
-        tool_parser="hermes",
-    )
-    launch = unillm.launch("vllm", **settings, log_path=workdir / "vllm-frameworks.log")
-    with launch.blocking():
-        yield RunningEngine(launch)
 
 
 @pytest.fixture(params=["one", "fleet"])

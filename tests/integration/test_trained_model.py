@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,8 +11,7 @@ from pydantic import BaseModel
 from tokenizers import Tokenizer
 
 import unillm
-from unillm.testing.engines import RunningEngine, cpu_launch_settings
-from unillm.testing.trained_model import build_trained_model
+from unillm.testing.engines import RunningEngine
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 MCP_SERVER = Path(__file__).resolve().parent.parent / "mcp_server.py"
@@ -22,18 +20,6 @@ MCP_SERVER = Path(__file__).resolve().parent.parent / "mcp_server.py"
 class Capital(BaseModel):
     country: str
     capital: str
-
-
-@pytest.fixture(scope="module")
-def trained_server(workdir: Path) -> Iterator[RunningEngine]:
-    """vLLM with the trained model and the hermes tool parser, torn down after this module."""
-    settings = cpu_launch_settings(
-        "vllm", build_trained_model(), workdir / "trained", served_name="tiny-trained", tool_parser="hermes"
-    )
-    assert settings["compact_json"] is False  # the spaces it learnt
-    launch = unillm.launch("vllm", **settings, log_path=workdir / "vllm-trained.log")
-    with launch.blocking():
-        yield RunningEngine(launch)
 
 
 def ask(question: str) -> list[dict[str, str]]:
