@@ -104,6 +104,7 @@ ADAPTER_SDK = {
     "AsyncClient",
     "BlockingClient",
     "COMPLETIONS_PATH",
+    "Closing",
     "Capabilities",
     "Choice",
     "Completion",
