@@ -160,6 +160,7 @@ ADAPTER_SDK = {
     "Regex",
     "Request",
     "RuntimeLoraEndpoints",
+    "SAMPLING_FIELDS",
     "SHAPE_ERRORS",
     "Speculative",
     "StreamDecoder",

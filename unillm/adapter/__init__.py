@@ -89,7 +89,7 @@ from unillm.errors import (
     malformed,
 )
 from unillm.metrics import MetricNames, Sample
-from unillm.options import Choice, Constraint, Grammar, JsonSchema, Options, Regex, Request
+from unillm.options import SAMPLING_FIELDS, Choice, Constraint, Grammar, JsonSchema, Options, Regex, Request
 from unillm.results import (
     Completion,
     CompletionChoice,
@@ -166,6 +166,7 @@ __all__ = [
     "RefusalRule",
     "Refuse",
     "RuntimeLoraEndpoints",
+    "SAMPLING_FIELDS",
     "SHAPE_ERRORS",
     "Speculative",
     "StartStep",
