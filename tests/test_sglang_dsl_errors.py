@@ -26,6 +26,8 @@ UnillmBackend = pytest.importorskip(
     reason="the SGLang adapter is not installed: pip install 'unillm-sdk[sglang-dsl]'",
 ).UnillmBackend
 
+# SGLang's worker thread warns when a step fails, as every program here makes one do
+pytestmark = pytest.mark.filterwarnings("ignore:Error in stream_executor")
 TESTS = Path(__file__).parent
 SCHEMA = '{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}'
 
@@ -44,16 +46,6 @@ def city(s: Any) -> None:
     s += "Where? " + sgl.gen("city", max_tokens=4, json_schema=SCHEMA)
 
 
-@pytest.mark.filterwarnings("ignore:Error in stream_executor")  # SGLang's worker thread warns
-def test_reading_the_variable_of_a_cut_constrained_answer_raises_output_parse_error(backend: Any) -> None:
-    state = city.run(backend=backend)
-    with pytest.raises(unillm.OutputParseError) as caught:
-        state["city"]
-    assert caught.value.text == '{"city": "Pa'
-    assert state.error() is caught.value
-
-
-@pytest.mark.filterwarnings("ignore:Error in stream_executor")
 def test_variables_set_before_the_failing_step_stay_readable(backend: Any) -> None:
     @sgl.function
     def two(s: Any) -> None:
@@ -75,15 +67,21 @@ def scoped(s: Any) -> None:
         s += "Where? " + sgl.gen("city", max_tokens=4, json_schema=SCHEMA)
 
 
-@pytest.mark.filterwarnings("ignore:Error in stream_executor")  # SGLang's worker thread warns
-def test_reading_the_scope_of_a_failed_step_raises_the_stored_error(backend: Any) -> None:
-    state = scoped.run(backend=backend)
+@pytest.mark.parametrize(
+    ("program", "name"),
+    [(city, "city"), (scoped, "out")],
+    ids=["variable-of-a-cut-constrained-answer", "scope-of-a-failed-step"],
+)
+def test_reading_what_a_failed_step_set_raises_the_stored_output_parse_error(
+    backend: Any, program: Any, name: str
+) -> None:
+    state = program.run(backend=backend)
     with pytest.raises(unillm.OutputParseError) as caught:
-        state["out"]
+        state[name]
+    assert caught.value.text == '{"city": "Pa'
     assert state.error() is caught.value
 
 
-@pytest.mark.filterwarnings("ignore:Error in stream_executor")
 def test_a_scope_that_ended_before_the_failing_step_stays_readable(backend: Any) -> None:
     @sgl.function
     def two(s: Any) -> None:

@@ -218,6 +218,7 @@ class Options(TypedDict, total=False):
     replay_reasoning: Literal["field", "inline", "drop"]
 
 
+#: unillm's sampling options, each also the field's name in an OpenAI-compatible body.
 SAMPLING_FIELDS: tuple[str, ...] = (
     "max_tokens",
     "temperature",

@@ -10,7 +10,7 @@ nothing else from unillm (checked by import-linter in the gate; see docs/adapter
 
 from unillm.adapter.base import Adapter, EngineInfo, EngineInstall, HttpCall, StreamDecoder
 from unillm.adapter.findings import Ignored, refuse_ignored
-from unillm.adapter.frontends import AsyncClient, BlockingClient
+from unillm.adapter.frontends import AsyncClient, BlockingClient, Closing
 from unillm.adapter.http_errors import error_for_status, error_message, missing_route, raise_stream_error
 from unillm.adapter.launch_spec import (
     CpuRecipe,
@@ -89,7 +89,7 @@ from unillm.errors import (
     malformed,
 )
 from unillm.metrics import MetricNames, Sample
-from unillm.options import Choice, Constraint, Grammar, JsonSchema, Options, Regex, Request
+from unillm.options import SAMPLING_FIELDS, Choice, Constraint, Grammar, JsonSchema, Options, Regex, Request
 from unillm.results import (
     Completion,
     CompletionChoice,
@@ -117,6 +117,7 @@ __all__ = [
     "AsyncClient",
     "BlockingClient",
     "COMPLETIONS_PATH",
+    "Closing",
     "Capabilities",
     "Choice",
     "Completion",
@@ -165,6 +166,7 @@ __all__ = [
     "RefusalRule",
     "Refuse",
     "RuntimeLoraEndpoints",
+    "SAMPLING_FIELDS",
     "SHAPE_ERRORS",
     "Speculative",
     "StartStep",

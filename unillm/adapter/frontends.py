@@ -12,15 +12,16 @@ classes, which fit these protocols as they are (mypy checks it where a client is
 from __future__ import annotations
 
 from collections.abc import Iterator
+from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
 
-from typing_extensions import Unpack
+from typing_extensions import Self, Unpack
 
 from unillm.adapter.base import EngineInfo
 from unillm.options import Messages, Options, OutputSpec
 from unillm.results import Completion, Delta
 
-__all__ = ["AsyncClient", "BlockingClient"]
+__all__ = ["AsyncClient", "BlockingClient", "Closing"]
 
 
 class _Inputs(Options, total=False):
@@ -74,3 +75,19 @@ class BlockingClient(Protocol):
 
     def close(self) -> None:
         """Close the connections and the event-loop thread."""
+
+
+class Closing:
+    """``with obj:`` calls ``obj.close()`` on leaving (the blocking client, a frontend's backend)."""
+
+    def close(self) -> None:
+        """Release what the object holds (connections, a loop thread)."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

@@ -20,24 +20,23 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from unillm.config.pairs import json_or_text, settings
+from unillm.config.subcommands import examples_parser
 from unillm.errors import InvalidOptions
 
 if TYPE_CHECKING:
     from unillm.batch.target import Target
 
-EXAMPLES = __doc__.split("\n\n", 1)[1] if __doc__ else ""
-
 
 def add_batch_parser(sub: Any) -> None:
     """Add the ``batch`` subcommand to the ``unillm`` parser."""
-    p = sub.add_parser(
+    p = examples_parser(
+        sub,
         "batch",
-        help="run a JSONL batch (OpenAI Batch format), resumable, on any engine or fleet",
+        __doc__,
+        summary="run a JSONL batch (OpenAI Batch format), resumable, on any engine or fleet",
         description="Run every request of a JSONL file (OpenAI Batch lines, or {prompt}/{messages} "
         "with unillm options) and append OpenAI Batch output lines, each fsynced before it "
         "counts. Rerun to resume; bad input is refused before anything is sent.",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("input", help="the batch input JSONL")
     p.add_argument("--out", required=True, help="the results JSONL (resumed when it exists)")

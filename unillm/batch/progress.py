@@ -10,7 +10,6 @@ import contextlib
 import sys
 import time
 from collections.abc import Iterator
-from typing import Any
 
 from unillm.batch.runner import ProgressHook, Summary
 
@@ -26,7 +25,9 @@ def progress_bar(total: int, skipped: int, enabled: bool | None = None) -> Itera
     """
     if enabled is None:
         enabled = sys.stderr.isatty()
-    bars = _rich() if enabled else None
+    from unillm.bench.live import rich_bars
+
+    bars = rich_bars(("rate", "tokens"), eta=True) if enabled else None
     if bars is None:
         yield None
         return
@@ -45,23 +46,3 @@ def progress_bar(total: int, skipped: int, enabled: bool | None = None) -> Itera
             )
 
         yield update
-
-
-def _rich() -> Any:
-    try:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-    except ImportError:
-        return None
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("failed {task.fields[failed]}"),
-        TextColumn("{task.fields[rate]}"),
-        TextColumn("{task.fields[tokens]}"),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        transient=False,
-    )

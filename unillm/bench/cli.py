@@ -18,20 +18,19 @@ import sys
 from typing import Any
 
 from unillm.config.pairs import json_or_text, settings
+from unillm.config.subcommands import examples_parser
 from unillm.errors import InvalidOptions, validation_problems
-
-EXAMPLES = __doc__.split("\n\n", 1)[1] if __doc__ else ""
 
 
 def add_bench_parser(sub: Any) -> None:
     """Add the ``bench`` subcommand to the ``unillm`` parser."""
-    p = sub.add_parser(
+    p = examples_parser(
+        sub,
         "bench",
-        help="measure engines under load (vllm bench serve's definitions)",
+        __doc__,
+        summary="measure engines under load (vllm bench serve's definitions)",
         description="Measure TTFT, TPOT, ITL, latency and throughput under load, with the "
         "definitions of `vllm bench serve`, and write JSON, a markdown table and plots.",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("engine", nargs="?", help="engine name (several, comma-separated, to launch a matrix)")
     _target_arguments(p.add_argument_group("target (one of)"))

@@ -24,7 +24,7 @@ def live_progress(enabled: bool = True) -> Iterator[ProgressHook | None]:
     if not enabled:
         yield None
         return
-    rich_progress = _rich() if sys.stderr.isatty() else None
+    rich_progress = rich_bars(("rate",), eta=False) if sys.stderr.isatty() else None
     if rich_progress is None:
         yield _Lines()
         return
@@ -32,19 +32,37 @@ def live_progress(enabled: bool = True) -> Iterator[ProgressHook | None]:
         yield _Bars(bars)
 
 
-def _rich() -> Any:
+def rich_bars(fields: tuple[str, ...], *, eta: bool) -> Any:
+    """rich progress bars on stderr (None without rich): each task's description, bar, done of total,
+    failures, the ``fields`` it is given, then the elapsed time or an ETA.
+
+    Args:
+        fields: The task's text fields shown after the failures, in order (e.g. "rate").
+        eta: Show the time left; False shows the time elapsed.
+
+    Returns:
+        An unstarted ``rich.progress.Progress`` (use it with ``with``), or None.
+    """
     try:
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
     except ImportError:
         return None
+    clock = [TextColumn("ETA"), TimeRemainingColumn()] if eta else [TimeElapsedColumn()]
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("failed {task.fields[failed]}"),
-        TextColumn("{task.fields[rate]}"),
-        TimeElapsedColumn(),
+        *(TextColumn(f"{{task.fields[{field}]}}") for field in fields),
+        *clock,
         console=Console(stderr=True),
         transient=False,
     )

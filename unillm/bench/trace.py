@@ -20,8 +20,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from unillm.bench.workload import WORDS, BenchRequest, jsonl_objects
+from unillm.bench.workload import WORDS, BenchRequest
 from unillm.errors import InvalidOptions
+from unillm.jsonl import jsonl_objects
 
 
 class MooncakeTrace(BaseModel):

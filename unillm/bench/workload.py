@@ -14,7 +14,6 @@ decoded to text and re-encoded until the length matches, lengths drawn uniformly
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from unillm.errors import InvalidOptions
+from unillm.jsonl import jsonl_objects
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -228,35 +228,6 @@ class JsonlPrompts(BaseModel):
 
 
 Workload = Synthetic | JsonlPrompts
-
-
-def jsonl_objects(name: str, what: str, expected: str) -> list[tuple[str, dict[str, Any]]]:
-    """The JSON objects of a JSONL file's non-blank lines, each with its ``file:line``.
-
-    Args:
-        name: The file's path.
-        what: What the file is, for messages ("dataset", "trace").
-        expected: What its lines look like, for messages.
-
-    Raises:
-        InvalidOptions: The file is missing, or a line is not a JSON object.
-    """
-    path = Path(name)
-    if not path.is_file():
-        raise InvalidOptions(f"{what} {path} does not exist; pass a JSONL file of {expected}")
-    out = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InvalidOptions(f"{where} is not JSON ({e.msg})") from None
-        if not isinstance(data, dict):
-            raise InvalidOptions(f"{where}: each line must be a JSON object")
-        out.append((where, data))
-    return out
 
 
 def load_tokenizer(name: str) -> Tokenizer:

@@ -16,13 +16,13 @@ import threading
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from pydantic import BaseModel
-from typing_extensions import Self, Unpack
+from typing_extensions import Unpack
 
+from unillm.adapter.frontends import Closing
 from unillm.embeddings import DEFAULT_BATCH_SIZE
 from unillm.options import Options, OutputSpec
 from unillm.results import Completion, Delta, Embeddings, LoraInfo, Tokens
@@ -79,7 +79,7 @@ class _Loop:
             self._cm.__exit__(None, None, None)
 
 
-class BlockingLLM:
+class BlockingLLM(Closing):
     """The blocking face of an :class:`~unillm.client.llm.LLM` or a :class:`~unillm.fleet.fleet.Fleet`;
     close it (or use ``with``) when done.
 
@@ -94,14 +94,6 @@ class BlockingLLM:
         self._loop = loop or _Loop()
         self._loop._clients.add(self)
         self.loras = BlockingLoras(self)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Close connections (and the private loop thread, if this object owns it)."""

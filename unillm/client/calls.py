@@ -75,7 +75,7 @@ class LoraControl(Protocol):
     """Runtime LoRA adapters: ``await llm.loras.load("sql", "/adapters/sql")``."""
 
     async def load(self, name: str, path: str) -> None:
-        """Load an adapter at runtime under ``name``.
+        """Load an adapter at runtime under ``name`` (then use ``lora=name``).
 
         Args:
             name: The name requests use (``lora=name``).

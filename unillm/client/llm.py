@@ -21,7 +21,7 @@ from unillm import observe
 from unillm.adapter.base import Adapter, EngineInfo, HttpCall, decoded, parse_answer
 from unillm.adapter.registry import adapter_for
 from unillm.capabilities import Capabilities, Feature, check, check_text_only
-from unillm.client.calls import EmbedCall, Generates, TokenizeCall
+from unillm.client.calls import EmbedCall, Generates, LoraControl, TokenizeCall
 from unillm.client.closing import AsyncClosing
 from unillm.client.outputs import attach_parsed
 from unillm.client.single_flight import SingleFlight
@@ -526,8 +526,9 @@ def _check_connect_settings(
             raise InvalidOptions(f"{name} must be a unillm.{kind.__name__}(...), got {value!r}")
 
 
-class Loras:
-    """LoRA adapters of one engine: ``await llm.loras.load("sql", "/adapters/sql")``.
+class Loras(LoraControl):
+    """LoRA adapters of one engine: ``await llm.loras.load("sql", "/adapters/sql")``; the methods'
+    documentation is :class:`~unillm.client.calls.LoraControl`'s.
 
     Args:
         llm: The client whose engine's adapters these are.
@@ -537,16 +538,6 @@ class Loras:
         self._llm = llm
 
     async def load(self, name: str, path: str) -> None:
-        """Load an adapter at runtime under ``name`` (then use ``lora=name``).
-
-        Args:
-            name: The name requests use (``lora=name``).
-            path: The adapter's folder, as a path on the engine's host.
-
-        Raises:
-            InvalidOptions: A malformed name or an empty path.
-            UnsupportedFeature: The engine cannot load adapters at runtime.
-        """
         check_lora_name(name)
         if not isinstance(path, str) or not path:
             raise InvalidOptions("adapter path must be a non-empty string (a path on the engine's host)")
@@ -554,14 +545,6 @@ class Loras:
         await self._llm._lora_call(self._llm.adapter.load_lora(name, path))
 
     async def unload(self, name: str) -> None:
-        """Unload the adapter ``name``.
-
-        Args:
-            name: The adapter's name, as loaded.
-
-        Raises:
-            UnknownLora: The engine serves no adapter of that name.
-        """
         check_lora_name(name)
         await self._llm._lora_call(self._llm.adapter.unload_lora(name))
 

@@ -21,6 +21,7 @@ opens those not open, offers their tools, runs the calls on them and closes them
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import time
@@ -225,9 +226,8 @@ async def run_tools(
             or ``max_turns`` below 1.
         ToolServerError: An MCP server could not be opened, broke off or timed out.
     """
-    _check_turns(max_turns)
-    async with with_server_tools(tools) as specs:
-        return await _run(_Loop(client, messages, *_functions(specs), max_turns, options))
+    async with _opened(client, messages, tools, max_turns, options) as loop:
+        return await _run(loop)
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +240,21 @@ class _Loop:
     functions: Mapping[str, Callable[..., Any]]
     max_turns: int
     options: Mapping[str, Any]
+
+
+@contextlib.asynccontextmanager
+async def _opened(
+    client: Any,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Any],
+    max_turns: int,
+    options: Mapping[str, Any],
+) -> AsyncIterator[_Loop]:
+    """A loop's inputs, ``max_turns`` checked and the tools loaded; the MCP servers among them stay
+    open until the loop ends."""
+    _check_turns(max_turns)
+    async with with_server_tools(tools) as specs:
+        yield _Loop(client, messages, *_functions(specs), max_turns, options)
 
 
 async def _run(loop: _Loop) -> ToolRun:
@@ -263,23 +278,11 @@ async def stream_tools(
     **options: Any,
 ) -> AsyncIterator[Delta | ToolResult | ToolRun]:
     """:func:`run_tools`, streamed: each turn's deltas as they arrive, each executed call's
-    :class:`ToolResult`, and last the :class:`ToolRun`.
-
-    Args:
-        client: The LLM (or Fleet) to ask.
-        messages: The conversation so far (chat messages).
-        tools: Typed Python functions (sync or async) and MCP servers the model may call.
-        max_turns: The most model answers in the loop.
-        **options: Per-call options for every turn (max_tokens, temperature, ...).
-
-    Raises:
-        InvalidOptions: A tool that is not a Python function or MCP server, two tools of one name,
-            or ``max_turns`` below 1.
-        ToolServerError: An MCP server could not be opened, broke off or timed out.
+    :class:`ToolResult`, and last the :class:`ToolRun` (the arguments, and the errors raised, are
+    :func:`run_tools`'s).
     """
-    _check_turns(max_turns)
-    async with with_server_tools(tools) as specs:
-        async for event in _stream(_Loop(client, messages, *_functions(specs), max_turns, options)):
+    async with _opened(client, messages, tools, max_turns, options) as loop:
+        async for event in _stream(loop):
             yield event
 
 

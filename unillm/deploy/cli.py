@@ -17,13 +17,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from unillm.config.subcommands import examples_parser
 from unillm.deploy.kserve import render_kserve
 from unillm.deploy.kubectl import RESOURCE, Kubectl
 from unillm.deploy.output import Format, dump_all, write_manifests
 from unillm.deploy.settings import read_deployment
 from unillm.errors import InvalidOptions
-
-EXAMPLES = __doc__.split("\n\n", 1)[1] if __doc__ else ""
 
 
 def add_deploy_parser(sub: Any) -> None:
@@ -38,15 +37,15 @@ def add_deploy_parser(sub: Any) -> None:
         description="Take the same unillm config `unillm.from_config` launches locally to a cluster.",
     )
     targets = deploy.add_subparsers(required=True, metavar="TARGET", help="kubernetes")
-    k8s = targets.add_parser(
+    k8s = examples_parser(
+        targets,
         "kubernetes",
-        help="a KServe LLMInferenceService (vLLM), validated against its CRD",
+        __doc__,
+        summary="a KServe LLMInferenceService (vLLM), validated against its CRD",
         description="Render the config's engine, model, parallel layout, replicas, LoRA adapters, "
         "speculative decoding, prefill/decode and router policy as a KServe "
         "LLMInferenceService (serving.kserve.io/v1alpha1), validated against the CRD's "
         "schema. Settings KServe cannot express are refused before anything is written.",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     k8s.add_argument("--config", required=True, help="the unillm config (.toml, .yaml, .yml)")
     k8s.add_argument("--out", metavar="DIR", help="write one file per resource here (default: print)")

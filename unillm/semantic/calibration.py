@@ -11,7 +11,7 @@ samples right. Samples labelled with the default route teach it what belongs to 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -41,6 +41,14 @@ class Calibration(BaseModel):
     scoring: Scoring
     threshold: float | None  # shared by the routes declared without one; None: there are none
     thresholds: dict[str, float]  # every embedding signal's threshold now in use
+
+
+class _Labelled(NamedTuple):
+    """The samples as calibration reads them: each one's routing text, label and text's vector."""
+
+    texts: list[str]
+    labels: list[str | None]
+    queries: list[list[float]]
 
 
 def check_labels(router: Any, samples: Sequence[Any]) -> None:
@@ -74,12 +82,13 @@ async def calibrate(
     outside = np.asarray([label is None or label == router.routes.default for label in labels])
     weights = balanced_weights(outside)
     balanced = bool(outside.any() and not outside.all())
-    before = _accuracy(router, await router.index(), texts, labels, queries, weights)
+    labelled = _Labelled(texts, labels, queries)
+    before = _accuracy(router, await router.index(), labelled, weights)
     if router.scoring.head != "blend":
-        learned = await _learn(router, texts, labels, queries, before)
+        learned = await _learn(router, labelled, before)
         if learned is not None:
             return learned.model_copy(update={"balanced": balanced})
-    after, scoring, cut = _blend_grid(router, texts, labels, queries, vectors, weights)
+    after, scoring, cut = _blend_grid(router, labelled, vectors, weights)
     unset = [s.name for s in router.routes.embedding_signals() if s.threshold is None]
     if after <= before:  # keep what the router had: the grid found nothing better
         scoring, cut, after = router.scoring, None, before
@@ -97,12 +106,7 @@ async def calibrate(
 
 
 def _blend_grid(
-    router: Any,
-    texts: list[str],
-    labels: list[str | None],
-    queries: list[list[float]],
-    vectors: list[list[float]],
-    weights: Any,
+    router: Any, labelled: _Labelled, vectors: list[list[float]], weights: Any
 ) -> tuple[float, Scoring, float | None]:
     """The blend weights of the grid, and shared cut, that route the (weighted) most samples right."""
     signals = router.routes.embedding_signals()
@@ -115,16 +119,14 @@ def _blend_grid(
         for prior in PRIORS
     ):
         index = SignalIndex.build(signals, vectors, scoring, thresholds={})
-        accuracy, cut = _best_threshold(router, index, texts, labels, queries, unset, weights)
+        accuracy, cut = _best_threshold(router, index, labelled, unset, weights)
         if best is None or accuracy > best[0]:
             best = (accuracy, scoring, cut)
     assert best is not None
     return best
 
 
-async def _learn(
-    router: Any, texts: list[str], labels: list[str | None], queries: list[list[float]], before: float
-) -> Calibration | None:
+async def _learn(router: Any, labelled: _Labelled, before: float) -> Calibration | None:
     """The probe taught by the samples too: each becomes an example of its route (out-of-scope
     ones of the default route, a class of its own), and the shared cut is the one with the most
     right answers on the cross-validated examples (and on out-of-scope samples without a route).
@@ -132,6 +134,7 @@ async def _learn(
     None when the probe cannot be used (too few examples) or does no better than ``before``.
     """
     np = numpy_module()
+    texts, labels, queries = labelled
     taught: dict[str, list[str]] = {}
     for text, label in zip(texts, labels, strict=True):
         if label is not None:
@@ -182,29 +185,16 @@ def _centred(index: SignalIndex, rows: list[list[float]]) -> Any:
     return unit_rows(unit_rows(rows) - index.center)
 
 
-def _accuracy(
-    router: Any,
-    index: SignalIndex,
-    texts: list[str],
-    labels: list[str | None],
-    queries: list[list[float]],
-    weights: Any,
-) -> float:
+def _accuracy(router: Any, index: SignalIndex, labelled: _Labelled, weights: Any) -> float:
     right = [
         decide(router.routes, t, index.scores(q), thresholds=index.thresholds).route == label
-        for t, label, q in zip(texts, labels, queries, strict=True)
+        for t, label, q in zip(*labelled, strict=True)
     ]
     return float((numpy_module().asarray(right) * weights).sum() / weights.sum())
 
 
 def _best_threshold(
-    router: Any,
-    index: SignalIndex,
-    texts: list[str],
-    labels: list[str | None],
-    queries: list[list[float]],
-    unset: list[str],
-    weights: Any,
+    router: Any, index: SignalIndex, labelled: _Labelled, unset: list[str], weights: Any
 ) -> tuple[float, float | None]:
     """The accuracy of the best shared threshold for the ``unset`` signals, and that threshold.
 
@@ -214,9 +204,9 @@ def _best_threshold(
     """
     np = numpy_module()
     if not unset:
-        return _accuracy(router, index, texts, labels, queries, weights), None
+        return _accuracy(router, index, labelled, weights), None
     scores, kept, refused = [], [], []
-    for text, label, query in zip(texts, labels, queries, strict=True):
+    for text, label, query in zip(*labelled, strict=True):
         similarities = index.scores(query)
         loose = decide(router.routes, text, similarities, thresholds=dict.fromkeys(unset, -1.0))
         strict = decide(router.routes, text, similarities, thresholds=dict.fromkeys(unset, 2.0))

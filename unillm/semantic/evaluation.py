@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from unillm.errors import InvalidOptions
+from unillm.jsonl import jsonl_objects
 from unillm.results import RouteDecision
 
 
@@ -190,24 +191,20 @@ def load_samples(path: str | Path) -> list[Sample]:
     """
     from pydantic import ValidationError
 
-    file = Path(path)
-    if not file.is_file():
-        raise InvalidOptions(f"labelled file {file} does not exist")
     samples = []
-    for number, line in enumerate(file.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
+    expected = '{"text": "...", "route": "..."} lines'
+    for where, data in jsonl_objects(str(path), "labelled file", expected):
         try:
-            sample = Sample.model_validate(json.loads(line))
-        except (ValueError, ValidationError) as e:
+            sample = Sample.model_validate(data)
+        except ValidationError as e:
             raise InvalidOptions(
-                f"{file}:{number}: expected a JSON object with text (or messages) and route: {e}"
+                f"{where}: expected a JSON object with text (or messages) and route: {e}"
             ) from None
         if (sample.text is None) == (sample.messages is None):
-            raise InvalidOptions(f"{file}:{number}: give exactly one of text or messages")
+            raise InvalidOptions(f"{where}: give exactly one of text or messages")
         samples.append(sample)
     if not samples:
-        raise InvalidOptions(f"{file} holds no samples")
+        raise InvalidOptions(f"{Path(path)} holds no samples")
     return samples
 
 

@@ -67,6 +67,7 @@ __all__ = [
     "IOAttempted",
     "LaunchProbe",
     "blocked_io",
+    "delta_chunk",
     "openai_error",
     "sse_payloads",
     "unclean_words",
@@ -249,6 +250,34 @@ def openai_error(message: str, status: int = 400) -> bytes:
     return json.dumps({"error": {"message": message, "type": "error", "code": status}}).encode()
 
 
+def delta_chunk(
+    chunk_id: str,
+    model: str,
+    delta: Mapping[str, Any],
+    finish: str | None = None,
+    *,
+    choice: Mapping[str, Any] | None = None,
+    top: Mapping[str, Any] | None = None,
+) -> str:
+    """A chunk of an OpenAI-layout chat stream with one choice's ``delta`` (JSON text).
+
+        delta_chunk("c1", "m", {"content": "Hel"})   # what most engines send mid-stream
+
+    Args:
+        chunk_id: The stream's ``id``.
+        model: The ``model`` it names.
+        delta: The choice's delta (``{"content": "Hel"}``; ``{}`` when only ``finish`` comes).
+        finish: The choice's ``finish_reason``.
+        choice: More fields of the choice, as the engine sends them (SGLang's ``matched_stop``).
+        top: More fields of the chunk (SGLang's ``"usage": None``).
+
+    Returns:
+        The chunk as JSON.
+    """
+    one = {"index": 0, "delta": dict(delta), "logprobs": None, "finish_reason": finish, **(choice or {})}
+    return json.dumps({**_chunk_head(chunk_id, model), "choices": [one], **(top or {})})
+
+
 def usage_chunk(chunk_id: str, model: str, prompt_tokens: int = 9, completion_tokens: int = 2) -> str:
     """The last chunk of an OpenAI-layout chat stream: no choices, the usage (JSON text).
 
@@ -266,8 +295,11 @@ def usage_chunk(chunk_id: str, model: str, prompt_tokens: int = 9, completion_to
         "total_tokens": prompt_tokens + completion_tokens,
         "completion_tokens": completion_tokens,
     }
-    chunk = {"id": chunk_id, "object": "chat.completion.chunk", "created": 1, "model": model}
-    return json.dumps({**chunk, "choices": [], "usage": usage})
+    return json.dumps({**_chunk_head(chunk_id, model), "choices": [], "usage": usage})
+
+
+def _chunk_head(chunk_id: str, model: str) -> dict[str, Any]:
+    return {"id": chunk_id, "object": "chat.completion.chunk", "created": 1, "model": model}
 
 
 def sse_payloads(text: str) -> list[str]:

@@ -7,14 +7,17 @@ async with unillm.launch("vllm", **cpu_launch_settings("vllm", tiny, workdir)) a
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
 
+from typing_extensions import Self
+
 from unillm.adapter.base import Adapter
 from unillm.adapter.registry import adapter_for
-from unillm.api import connect
+from unillm.api import connect, launch
 from unillm.client.llm import LLM
 from unillm.launching.cpu import cpu_settings
 from unillm.launching.supervisor import Launch
@@ -28,12 +31,30 @@ class RunningEngine:
     with launch.blocking():
         engine = RunningEngine(launch)
         async with engine.connect() as llm: ...
+
+    or, in a session fixture: ``yield from RunningEngine.serving("vllm", log_path, **settings)``.
     """
 
     launch: Launch
     #: True: ``connect()`` binds the adapter to the launch settings, as the launch's own client
     #: does (for engines whose requests need launch facts: MLX sends the model and LoRA paths).
     bound: ClassVar[bool] = False
+
+    @classmethod
+    def serving(cls, engine: str, log_path: Path, **settings: Any) -> Iterator[Self]:
+        """Launch ``engine``, yield it while it runs, stop it after (a fixture yields from this).
+
+        Args:
+            engine: The adapter's name.
+            log_path: Where the engine's output goes.
+            **settings: What ``unillm.launch`` takes besides (LaunchSpec fields, ``progress=``...).
+
+        Returns:
+            An iterator of one running engine.
+        """
+        started = launch(engine, **settings, log_path=log_path)
+        with started.blocking():
+            yield cls(started)
 
     @property
     def base_url(self) -> str:

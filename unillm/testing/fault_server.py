@@ -525,54 +525,31 @@ class FaultServer(BackgroundServer):
         return {"object": "list", "data": [base, *loras]}
 
     def _completion(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A whole answer in vLLM's layout: a ``chat.completion`` or a ``text_completion``."""
         text = "".join(self.pieces)
-        usage = _usage(body, len(self.pieces), self.cached_tokens)
-        if path == CHAT:
+        chat = path == CHAT
+        ending = {"logprobs": None, "finish_reason": "length", "stop_reason": None}
+        if chat:
+            empty = ("refusal", "annotations", "audio", "function_call", "reasoning_content")
             message: dict[str, Any] = {
                 "role": "assistant",
                 "content": text,
-                "refusal": None,
-                "annotations": None,
-                "audio": None,
-                "function_call": None,
                 "tool_calls": [],
-                "reasoning_content": None,
+                **dict.fromkeys(empty),
             }
-            return {
-                "id": f"chatcmpl-{uuid.uuid4().hex}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": body.get("model"),
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": message,
-                        "logprobs": None,
-                        "finish_reason": "length",
-                        "stop_reason": None,
-                    }
-                ],
-                "usage": usage,
-                "prompt_logprobs": None,
-                "kv_transfer_params": None,
-            }
+            choice: dict[str, Any] = {"index": 0, "message": message, **ending}
+            extra: dict[str, Any] = {"prompt_logprobs": None}
+        else:
+            choice = {"index": 0, "text": text, **ending, "prompt_logprobs": None}
+            extra = {"system_fingerprint": None}
         return {
-            "id": f"cmpl-{uuid.uuid4().hex}",
-            "object": "text_completion",
+            "id": f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}",
+            "object": "chat.completion" if chat else "text_completion",
             "created": int(time.time()),
             "model": body.get("model"),
-            "choices": [
-                {
-                    "index": 0,
-                    "text": text,
-                    "logprobs": None,
-                    "finish_reason": "length",
-                    "stop_reason": None,
-                    "prompt_logprobs": None,
-                }
-            ],
-            "usage": usage,
-            "system_fingerprint": None,
+            "choices": [choice],
+            "usage": _usage(body, len(self.pieces), self.cached_tokens),
+            **extra,
             "kv_transfer_params": None,
         }
 

@@ -35,7 +35,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     import numpy as np
@@ -54,6 +54,23 @@ LAYERS = 2
 HEADS = 4
 KV_HEADS = 2
 HEAD_DIM = 32
+
+
+class LlamaShape(NamedTuple):
+    """The sizes of a Llama: its config.json, weights and LoRA adapters are built to them."""
+
+    vocab_size: int
+    max_position: int
+    hidden: int
+    intermediate: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+
+
+#: This model's sizes (the constants above, in one value).
+SHAPE = LlamaShape(VOCAB_SIZE, MAX_POSITION, HIDDEN, INTERMEDIATE, LAYERS, HEADS, KV_HEADS, HEAD_DIM)
 LORA_RANK = 8
 LORA_ALPHA = 16
 SPECIAL_TOKENS = ("<s>", "</s>", "<pad>")  # ids 0, 1, 2
@@ -308,46 +325,31 @@ def _write_model(model_dir: Path, suppressed: list[int]) -> None:
     tensors["lm_head.weight"] = lm_head
     save_file(tensors, str(model_dir / "model.safetensors"), metadata={"format": "pt"})
 
-    dump_json(
-        model_dir / "config.json",
-        llama_config(
-            hidden=HIDDEN,
-            intermediate=INTERMEDIATE,
-            layers=LAYERS,
-            heads=HEADS,
-            kv_heads=KV_HEADS,
-            head_dim=HEAD_DIM,
-            max_position=MAX_POSITION,
-            vocab_size=VOCAB_SIZE,
-        ),
-    )
+    dump_json(model_dir / "config.json", llama_config(SHAPE))
 
 
-def llama_config(
-    *,
-    hidden: int,
-    intermediate: int,
-    layers: int,
-    heads: int,
-    kv_heads: int,
-    head_dim: int,
-    max_position: int,
-    vocab_size: int,
-) -> dict[str, Any]:
-    """A float32 ``LlamaForCausalLM`` config.json of this shape (special ids 0, 1, 2)."""
+def llama_config(shape: LlamaShape) -> dict[str, Any]:
+    """A float32 ``LlamaForCausalLM`` config.json of this shape (special ids 0, 1, 2).
+
+    Args:
+        shape: The model's sizes.
+
+    Returns:
+        The config, as JSON values.
+    """
     rope = {"rope_type": "default", "rope_theta": 10000.0}
     return {
         "architectures": ["LlamaForCausalLM"],
         "model_type": "llama",
-        "hidden_size": hidden,
-        "intermediate_size": intermediate,
-        "num_hidden_layers": layers,
-        "num_attention_heads": heads,
-        "num_key_value_heads": kv_heads,
-        "head_dim": head_dim,
+        "hidden_size": shape.hidden,
+        "intermediate_size": shape.intermediate,
+        "num_hidden_layers": shape.layers,
+        "num_attention_heads": shape.heads,
+        "num_key_value_heads": shape.kv_heads,
+        "head_dim": shape.head_dim,
         "hidden_act": "silu",
-        "max_position_embeddings": max_position,
-        "vocab_size": vocab_size,
+        "max_position_embeddings": shape.max_position,
+        "vocab_size": shape.vocab_size,
         "rms_norm_eps": 1e-5,
         "rope_theta": rope["rope_theta"],
         "rope_parameters": rope,
@@ -370,11 +372,7 @@ def write_lora(
     seed: int,
     *,
     base: Path,
-    layers: int = LAYERS,
-    hidden: int = HIDDEN,
-    heads: int = HEADS,
-    kv_heads: int = KV_HEADS,
-    head_dim: int = HEAD_DIM,
+    shape: LlamaShape = SHAPE,
     std: float = 0.2,
 ) -> None:
     """A random PEFT LoRA adapter (``q_proj``/``v_proj``, rank 8) for a Llama of the given shape."""
@@ -382,17 +380,17 @@ def write_lora(
     from safetensors.numpy import save_file
 
     rng = np.random.default_rng(seed)
-    out_features = {"q_proj": heads * head_dim, "v_proj": kv_heads * head_dim}
+    out_features = {"q_proj": shape.heads * shape.head_dim, "v_proj": shape.kv_heads * shape.head_dim}
 
-    def normal(*shape: int) -> npt.NDArray[np.float32]:
+    def normal(*size: int) -> npt.NDArray[np.float32]:
         # std 0.2 for A and B: the delta is ~10x the base weights, so greedy outputs change.
-        return (rng.standard_normal(shape) * std).astype(np.float32)
+        return (rng.standard_normal(size) * std).astype(np.float32)
 
     tensors: dict[str, npt.NDArray[np.float32]] = {}
-    for i in range(layers):
+    for i in range(shape.layers):
         for module, out in out_features.items():
             key = f"base_model.model.model.layers.{i}.self_attn.{module}"
-            tensors[key + ".lora_A.weight"] = normal(LORA_RANK, hidden)
+            tensors[key + ".lora_A.weight"] = normal(LORA_RANK, shape.hidden)
             tensors[key + ".lora_B.weight"] = normal(out, LORA_RANK)
     save_file(tensors, str(lora_dir / "adapter_model.safetensors"), metadata={"format": "pt"})
     dump_json(

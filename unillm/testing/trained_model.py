@@ -48,6 +48,7 @@ from unillm.testing.tiny_corpus import (
 from unillm.testing.tiny_model import (
     LORA_SEEDS,
     MANIFEST,
+    LlamaShape,
     TinyModel,
     default_cache_dir,
     dump_json,
@@ -71,6 +72,8 @@ LAYERS = 2
 HEADS = 4
 KV_HEADS = 2
 HEAD_DIM = 32
+#: This model's sizes (the constants above, in one value).
+SHAPE = LlamaShape(VOCAB_SIZE, MAX_POSITION, HIDDEN, INTERMEDIATE, LAYERS, HEADS, KV_HEADS, HEAD_DIM)
 SPECIAL_TOKENS = (BOS, EOS, "<pad>")  # ids 0, 1, 2
 BOS_ID, EOS_ID, PAD_ID = 0, 1, 2
 CORPUS_SEED, EVAL_SEED, TRAIN_SEED = 7, 8, 1234
@@ -138,17 +141,8 @@ def _loras(folder: Path) -> dict[str, Path]:
     for name, seed in LORA_SEEDS.items():
 
         def write(tmp: Path, _final: Path, seed: int = seed, name: str = name) -> None:
-            write_lora(
-                tmp,
-                seed,
-                base=folder / "model",
-                layers=LAYERS,
-                hidden=HIDDEN,
-                heads=HEADS,
-                kv_heads=KV_HEADS,
-                head_dim=HEAD_DIM,
-                std=0.6,
-            )  # strong enough to change answers
+            # std 0.6: strong enough to change answers
+            write_lora(tmp, seed, base=folder / "model", shape=SHAPE, std=0.6)
             dump_json(tmp / MANIFEST, {"lora": name, "seed": seed})
 
         loras[name] = publish(folder / f"lora-{name}", write)
@@ -304,19 +298,7 @@ def _write_tokenizer(model_dir: Path, texts: list[str], tags: tuple[str, ...], t
 
 
 def _write_config(model_dir: Path) -> None:
-    dump_json(
-        model_dir / "config.json",
-        llama_config(
-            hidden=HIDDEN,
-            intermediate=INTERMEDIATE,
-            layers=LAYERS,
-            heads=HEADS,
-            kv_heads=KV_HEADS,
-            head_dim=HEAD_DIM,
-            max_position=MAX_POSITION,
-            vocab_size=VOCAB_SIZE,
-        ),
-    )
+    dump_json(model_dir / "config.json", llama_config(SHAPE))
 
 
 def _main() -> None:

@@ -18,35 +18,19 @@ from unillm.testing.tiny_model import TinyModel
 
 
 def _serve(tiny: TinyModel, workdir: Path, name: str, **settings: Any) -> Iterator[RunningEngine]:
-    launch = unillm.launch(
-        "llamacpp",
-        **cpu_launch_settings("llamacpp", tiny, workdir / name, **settings),
-        log_path=workdir / f"{name}.log",
-        progress=None,
-    )
-    with launch.blocking():
-        yield RunningEngine(launch)
+    """The tiny model served as 'tiny', with the CPU recipe and ``settings``."""
+    recipe = cpu_launch_settings("llamacpp", tiny, workdir / name, served_name="tiny", **settings)
+    yield from RunningEngine.serving("llamacpp", workdir / f"{name}.log", **recipe, progress=None)
 
 
 @pytest.fixture(scope="session")
 def llamacpp_server(tiny: TinyModel, workdir: Path) -> Iterator[RunningEngine]:
     """The tiny model served as 'tiny', and with each LoRA under its name ('sql', 'poem')."""
-    yield from _serve(
-        tiny,
-        workdir,
-        "llamacpp",
-        served_name="tiny",
-        lora={name: str(path) for name, path in tiny.loras.items()},
-    )
+    yield from _serve(tiny, workdir, "llamacpp", lora={name: str(path) for name, path in tiny.loras.items()})
 
 
 @pytest.fixture(scope="session")
 def llamacpp_lookup_server(tiny: TinyModel, workdir: Path) -> Iterator[RunningEngine]:
     """The tiny model with prompt-lookup speculative decoding."""
-    yield from _serve(
-        tiny,
-        workdir,
-        "llamacpp-lookup",
-        served_name="tiny",
-        speculative=unillm.Speculative(method="ngram", num_tokens=4),
-    )
+    lookup = unillm.Speculative(method="ngram", num_tokens=4)
+    yield from _serve(tiny, workdir, "llamacpp-lookup", speculative=lookup)

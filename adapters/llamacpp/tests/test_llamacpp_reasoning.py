@@ -30,9 +30,7 @@ def thinking_llamacpp(workdir: Path) -> Iterator[RunningEngine]:
         workdir / "llamacpp-thinking",
         served_name="tiny-thinking",
     )
-    launch = unillm.launch("llamacpp", **settings, log_path=workdir / "llamacpp-thinking.log", progress=None)
-    with launch.blocking():
-        yield RunningEngine(launch)
+    yield from RunningEngine.serving("llamacpp", workdir / "llamacpp-thinking.log", **settings, progress=None)
 
 
 async def test_the_thought_comes_back_apart_from_the_answer(thinking_llamacpp: RunningEngine) -> None:

@@ -27,11 +27,7 @@ def mlx_workdir(workdir: Path) -> Path:
 
 
 def _serve(tiny: TinyModel, workdir: Path, log: Path, **settings: Any) -> Iterator[MLXServer]:
-    launch = unillm.launch(
-        "mlx", **mlx_launch_settings(tiny, workdir, **settings), log_path=log, progress=None
-    )
-    with launch.blocking():
-        yield MLXServer(launch)
+    yield from MLXServer.serving("mlx", log, **mlx_launch_settings(tiny, workdir, **settings), progress=None)
 
 
 @pytest.fixture(scope="session")

@@ -30,11 +30,8 @@ def sglang_workdir(workdir: Path) -> Path:
 @pytest.fixture(scope="session")
 def sglang_server(tiny: TinyModel, sglang_workdir: Path) -> Iterator[SGLangServer]:
     """SGLang on the CPU with the tiny model (served as "tiny"), an API key, float32."""
-    launch = unillm.launch(
-        "sglang", **cpu_env.launch_settings(tiny.path, sglang_workdir), log_path=sglang_workdir / "sglang.log"
-    )
-    with launch.blocking():
-        yield SGLangServer(launch)
+    settings = cpu_env.launch_settings(tiny.path, sglang_workdir)
+    yield from SGLangServer.serving("sglang", sglang_workdir / "sglang.log", **settings)
 
 
 @pytest.fixture

@@ -10,30 +10,14 @@ from typing import Any, ClassVar
 from unillm_sglang import SGLangAdapter, SGLangInfo
 
 from unillm.options import make_request
-from unillm.testing.conformance import ERROR_STATUSES, AdapterConformance, usage_chunk
+from unillm.testing.conformance import ERROR_STATUSES, AdapterConformance, delta_chunk, usage_chunk
 
 MODEL = "org/base-model"
 
 
 def _chunk(content: str | None, finish: str | None = None) -> str:
-    return json.dumps(
-        {
-            "id": "c1",
-            "object": "chat.completion.chunk",
-            "created": 1,
-            "model": MODEL,
-            "choices": [
-                {
-                    "index": 0,
-                    "delta": {"role": "assistant", "content": content},
-                    "logprobs": None,
-                    "finish_reason": finish,
-                    "matched_stop": None,
-                }
-            ],
-            "usage": None,
-        }
-    )
+    delta = {"role": "assistant", "content": content}
+    return delta_chunk("c1", MODEL, delta, finish, choice={"matched_stop": None}, top={"usage": None})
 
 
 # SGLang's ErrorResponse: {"object": "error", "message": ..., "type": ..., "param": null, "code": N}.

@@ -56,15 +56,13 @@ import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
-
-from typing_extensions import Self
 
 from unillm.adapter import (
     AsyncClient,
     BlockingClient,
     Choice,
+    Closing,
     Completion,
     InvalidOptions,
     JsonSchema,
@@ -221,7 +219,7 @@ def _output(json_schema: str | None, regex: str | None) -> JsonSchema | Regex | 
     return None
 
 
-class UnillmBackend(BaseBackend):  # type: ignore[misc]
+class UnillmBackend(BaseBackend, Closing):  # type: ignore[misc]
     """An SGLang frontend backend that runs ``@sgl.function`` programs on any unillm engine.
 
         backend = UnillmBackend(unillm.connect("vllm", "http://127.0.0.1:8000"))
@@ -256,15 +254,7 @@ class UnillmBackend(BaseBackend):  # type: ignore[misc]
         self._template: ChatTemplate | None = None
         self._lock = threading.Lock()
 
-    # -- lifecycle -------------------------------------------------------------------------
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
+    # -- lifecycle (``with`` closes: Closing) ---------------------------------------------
     def close(self) -> None:
         """Close the connections (and the loop thread) if this backend created them."""
         if self._owns:

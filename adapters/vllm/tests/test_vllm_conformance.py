@@ -12,23 +12,20 @@ from unillm_vllm import VLLMAdapter
 
 from unillm.adapter.base import EngineInfo
 from unillm.options import make_request
-from unillm.testing.conformance import ERROR_STATUSES, AdapterConformance, sse_payloads, usage_chunk
+from unillm.testing.conformance import (
+    ERROR_STATUSES,
+    AdapterConformance,
+    delta_chunk,
+    sse_payloads,
+    usage_chunk,
+)
 from unillm.testing.engines import RunningEngine
 
 MODEL = "/models/tiny"
 
 
 def _chunk(content: str | None, finish: str | None = None) -> str:
-    delta = {} if content is None else {"content": content}
-    return json.dumps(
-        {
-            "id": "chatcmpl-1",
-            "object": "chat.completion.chunk",
-            "created": 1,
-            "model": MODEL,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
-        }
-    )
+    return delta_chunk("chatcmpl-1", MODEL, {} if content is None else {"content": content}, finish)
 
 
 # vLLM's error layout (FastAPI's {"detail": ...} only for unknown routes).
@@ -74,22 +71,7 @@ class TestVLLMConformance(AdapterConformance):
     answer_body = ANSWER
     answer_text = " the sea"
     stream_events = (
-        json.dumps(
-            {
-                "id": "chatcmpl-1",
-                "object": "chat.completion.chunk",
-                "created": 1,
-                "model": MODEL,
-                "choices": [
-                    {
-                        "index": 0,
-                        "delta": {"role": "assistant", "content": ""},
-                        "logprobs": None,
-                        "finish_reason": None,
-                    }
-                ],
-            }
-        ),
+        delta_chunk("chatcmpl-1", MODEL, {"role": "assistant", "content": ""}),
         _chunk("Hel"),
         _chunk("lo"),
         _chunk(None, "length"),

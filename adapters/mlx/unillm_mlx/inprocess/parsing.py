@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from unillm.adapter import SAMPLING_FIELDS
 from unillm_mlx import DEFAULT_MODEL
 
 __all__ = [
@@ -29,20 +30,8 @@ FIELDS = frozenset(
         "model",
         "messages",
         "prompt",
-        "max_tokens",
+        *SAMPLING_FIELDS,  # max_tokens, temperature, ..., logprobs, top_logprobs
         "max_completion_tokens",
-        "temperature",
-        "top_p",
-        "top_k",
-        "min_p",
-        "seed",
-        "presence_penalty",
-        "frequency_penalty",
-        "repetition_penalty",
-        "n",
-        "stop",
-        "logprobs",
-        "top_logprobs",
         "stream",
         "stream_options",
         "structured_outputs",

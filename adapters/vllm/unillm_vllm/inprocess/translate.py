@@ -17,6 +17,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from unillm.adapter import SAMPLING_FIELDS
+
 __all__ = ["CHAT_PATH", "COMPLETIONS_PATH", "IN_PROCESS_SUFFIX", "Refused", "answer_body", "job"]
 
 #: What vLLM's version gets in process: the adapter's capabilities for the in-process mode.
@@ -27,17 +29,8 @@ COMPLETIONS_PATH = "/v1/completions"
 #: Body fields that are ``SamplingParams`` fields of the same name and meaning.
 SAMPLING = frozenset(
     {
-        "max_tokens",
-        "temperature",
-        "top_p",
-        "top_k",
-        "min_p",
-        "seed",
-        "presence_penalty",
-        "frequency_penalty",
-        "repetition_penalty",
-        "n",
-        "stop",
+        # unillm's sampling options but the logprobs (not taken in process: see _NOT_TAKEN)
+        *(name for name in SAMPLING_FIELDS if "logprobs" not in name),
         # vLLM's own sampling fields, which its server also reads from the body (extra_body=)
         "ignore_eos",
         "min_tokens",
