@@ -30,6 +30,17 @@ round (goal >= 1.0 in process, >= 0.8 over HTTP); tokens/s are reported beside; 
 custom_id once, status 200). The last line has ``in_process_vs_run_batch`` and
 ``http_vs_run_batch`` (each path that ran) and ``goals``.
 
+Ray (``--paths ray``, alone or beside the others; ``benchmarks/batch_ray.py``): on a local
+two-node Ray cluster (one CPU each), `unillm batch` from a config whose ``[launch.cluster]`` is
+Ray, two vLLM-CPU replicas with the same engine flags: requests/s through one replica and through
+both in interleaved rounds on the same input (``ray_2_replicas_vs_1``, the median of the rounds'
+ratios), then a batch during which the worker node is killed (SIGKILL to its processes and its
+engine's) a third of the way: ``ray_node_kill`` has ``unique`` (distinct custom_ids written, each
+must be there once) and ``redone`` (requests sent to replicas beyond one per id; bound:
+``--ray-concurrency``). ``ray_data_llm`` (every run) says from the packages' metadata why
+``ray.data.llm`` cannot run here; it gives no number. ``--record`` writes the last line to
+``benchmarks/results/batch.json`` (``batch_ray.json`` for ``--paths ray`` alone).
+
 Kill test (``--kill-test``): a 1,000-request batch against one vLLM-CPU; `unillm batch` is
 killed with SIGKILL three times, each at a random number of written results, and rerun until
 done. Then every custom_id must appear exactly once, all succeeded, and the engine must have
@@ -41,6 +52,7 @@ completed at most ``requests + max_concurrency`` generation requests (its
     .venv/bin/python benchmarks/batch.py --paths in_process --requests 200   # in-process only
     .venv/bin/python benchmarks/batch.py --paths http --http-concurrency 8,32,128 --rounds 1
     .venv/bin/python benchmarks/batch.py --kill-test          # ~2 min here
+    .venv/bin/python benchmarks/batch.py --paths ray --rounds 3 --requests 200 --record   # ~6 min
 
 Prints a table, then as its last line one JSON object.
 """
@@ -301,11 +313,7 @@ def run_vllm_leg(args: argparse.Namespace, inp: Path, d: Path, round_no: int = 0
 LEGS = {"in_process": run_in_process_leg, "http": run_unillm_leg, "run_batch": run_vllm_leg}
 
 
-def compare(args: argparse.Namespace) -> dict[str, Any]:
-    paths = [p for p in args.paths.split(",") if p]
-    unknown = set(paths) - {"in_process", "http"}
-    if unknown or not paths:
-        raise SystemExit(f"--paths takes in_process and/or http, got {args.paths!r}")
+def compare(args: argparse.Namespace, paths: list[str]) -> dict[str, Any]:
     legs = [*paths, "run_batch"]
     rounds: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="unillm-batch-bench-") as tmp:
@@ -518,6 +526,54 @@ def kill_test(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def ray_run(args: argparse.Namespace) -> dict[str, Any]:
+    """The Ray leg (``benchmarks/batch_ray.py``) on the compare leg's input and engine flags."""
+    from batch_ray import ray_leg
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt  # a SIGTERM (timeout) still stops the Ray nodes it started
+
+    signal.signal(signal.SIGTERM, stop)
+    with tempfile.TemporaryDirectory(prefix="unillm-batch-ray-") as tmp:
+        d = Path(tmp)
+        inp = d / "in.jsonl"
+        write_input(inp, args.requests, args.max_tokens)
+        settings = engine_settings(d / "r", args.max_num_seqs)
+        found = ray_leg(args, inp, d, settings, check_output)
+    kill = found["ray_node_kill"]
+    found["ray_goals"] = {
+        "ray_node_kill_every_id_once": kill["every_id_once"] and kill["check"]["succeeded"] == args.requests,
+        "ray_node_kill_redone_within_bound": 0 <= kill["redone"] <= kill["bound"],
+    }
+    print(
+        f"ray: 1 replica {found['ray_1_replica_requests_per_s']:.2f} req/s, 2 replicas "
+        f"{found['ray_2_replicas_requests_per_s']:.2f} req/s (x{found['ray_2_replicas_vs_1']:.2f}); node "
+        f"killed at {kill['killed_at']}: {kill['unique']} ids of {args.requests}, {kill['redone']} redone"
+    )
+    return found
+
+
+def run_all(args: argparse.Namespace) -> dict[str, Any]:
+    """The compare legs asked for, then the Ray leg if asked; ``ray_data_llm`` always."""
+    from batch_ray import ray_data_llm
+
+    paths = [p for p in args.paths.split(",") if p]
+    unknown = set(paths) - {"in_process", "http", "ray"}
+    if unknown or not paths:
+        raise SystemExit(f"--paths takes in_process, http and/or ray, got {args.paths!r}")
+    local = [p for p in paths if p != "ray"]
+    result = compare(args, local) if local else {"benchmark": "batch", "requests": args.requests, "goals": {}}
+    if "ray" in paths:
+        found = ray_run(args)
+        result["goals"].update(found.pop("ray_goals"))
+        result.update(found, ray_concurrency=args.ray_concurrency, max_num_seqs=args.max_num_seqs)
+    result["ray_data_llm"] = ray_data_llm()
+    if args.record:
+        name = "batch_ray.json" if paths == ["ray"] else "batch.json"
+        (Path(__file__).resolve().parent / "results" / name).write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--kill-test", action="store_true", help="the kill -9 and resume proof instead")
@@ -532,13 +588,21 @@ def main() -> None:
         help="unillm batch's caps through HTTP, one server each round",
     )
     p.add_argument("--in-process-concurrency", type=int, default=64, help="unillm batch --in-process's cap")
-    p.add_argument("--paths", default="in_process,http", help="unillm batch paths to compare with run-batch")
+    p.add_argument(
+        "--paths",
+        default="in_process,http",
+        help="unillm batch paths: in_process, http (against run-batch), ray",
+    )
+    p.add_argument("--ray-concurrency", type=int, default=64, help="unillm batch's cap on the Ray fleet")
+    p.add_argument(
+        "--record", action="store_true", help="write benchmarks/results/batch.json (batch_ray.json)"
+    )
     p.add_argument("--kills", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     if args.requests is None:
         args.requests = 1000 if args.kill_test else 400
-    result = kill_test(args) if args.kill_test else compare(args)
+    result = kill_test(args) if args.kill_test else run_all(args)
     print(json.dumps(result, separators=(",", ":")))
 
 

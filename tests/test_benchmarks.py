@@ -174,3 +174,35 @@ def test_vs_aiperf_compares_each_tool_on_its_own_definition_of_itl() -> None:
     assert vs_vllm["ttft_p50"]["rounds_straddle_1"] and not vs_aiperf["ttft_p50"]["rounds_straddle_1"]
     assert not summary["all_within"]
     assert summary["spread"]["vllm"]["ttft_p50_ms"]["spread_pct"] == pytest.approx(100 * 15 / 52)
+
+
+def test_batch_benchmark_refuses_an_unknown_path_before_any_engine() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "batch.py"), "--paths", "ray,gpu"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode != 0 and "--paths takes in_process, http and/or ray" in done.stderr
+
+
+def test_batch_ray_leg_config_is_a_two_replica_ray_launch(tmp_path: Path) -> None:
+    """The Ray leg's config (the compare leg's engine flags, an unset key left out of the TOML)
+    loads as a launch of two replicas spread over the cluster's nodes; nothing is started."""
+    sys.path.insert(0, str(BENCHMARKS))
+    from batch_ray import write_config  # type: ignore[import-not-found]  # benchmarks/ is no package
+
+    import unillm
+    from unillm.launching.ray_cluster import RayLaunch
+
+    settings = {"model": str(tmp_path / "m"), "cpu": True, "max_num_seqs": 16, "api_key": None}
+    config = write_config(tmp_path / "ray.toml", settings, "127.0.0.1:6379", replicas=2)
+    run = unillm.from_config(str(config))
+    assert isinstance(run, RayLaunch)
+    assert (run.cluster.address, run.cluster.placement, len(run.actor_names)) == (
+        "127.0.0.1:6379",
+        "STRICT_SPREAD",
+        2,
+    )
+    assert "api_key" not in config.read_text() and run.spec.max_num_seqs == 16
