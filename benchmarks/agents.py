@@ -232,20 +232,16 @@ async def replay(llm: Any, **options: Any) -> dict[str, Any]:
     return out
 
 
-async def mcp(llm: Any, *, forced: bool, **more: Any) -> dict[str, Any] | str:
+async def mcp(llm: Any, *, forced: bool) -> dict[str, Any] | str:
     """Part 4 on one engine: a weather question answered through a real MCP server's tool.
 
     ``forced``: the engine reads no calls out of free text, so the call is forced (one turn: a
-    forced call every turn would never answer). ``more``: the engine's ``replay_options`` (MLX in
-    process: ``thinking=True``, as in part 1: the thinking model forced to call at once, with no
-    thought, wrote ``{"city": ": "}``)."""
+    forced call every turn would never answer)."""
     weather = unillm.MCPServer.stdio([sys.executable, str(MCP_SERVER), "stdio"], tools=["get_weather"])
     ask = [{"role": "user", "content": "What is the weather in Oslo?"}]
     options: dict[str, Any] = {"tool_choice": "get_weather", "max_turns": 1} if forced else {"max_turns": 3}
     try:
-        run = await llm.run_tools(
-            ask, tools=[weather, get_time], temperature=0, max_tokens=60, **options, **more
-        )
+        run = await llm.run_tools(ask, tools=[weather, get_time], temperature=0, max_tokens=60, **options)
     except unillm.UnsupportedFeature as e:
         return refused(e)
     first = run.turns[0]
@@ -305,7 +301,7 @@ ENGINES: dict[str, Engine] = {
         lambda w: replay_launch_settings("mlx", w, in_process=True),
         lambda: importlib.util.find_spec("mlx_lm") is not None,
         reads_calls=False,
-        replay_options={"thinking": True},  # a forced call after a thought too (parts 1 and 4)
+        replay_options={"thinking": True},  # a forced call after a thought too
     ),
     "mlx_server": Engine(
         "mlx",
@@ -334,7 +330,7 @@ async def on_engine(name: str, workdir: Path, count: int) -> dict[str, Any]:
         t1 = time.perf_counter()
         answers = await constrained(llm, count)
         t2 = time.perf_counter()
-        tools = await mcp(llm, forced=not engine.reads_calls, **(engine.replay_options or {}))
+        tools = await mcp(llm, forced=not engine.reads_calls)
         return {
             "tokenizer": engine.tokenizer,
             "replay": replayed,
