@@ -278,7 +278,7 @@ def _sglang_python() -> Path | None:
 def _sglang_settings(workdir: Path) -> dict[str, Any]:
     python = _sglang_python()
     return replay_launch_settings(
-        "sglang", workdir, served_name="tiny-thinking", python=str(python), max_model_len=2048
+        "sglang", workdir, served_name="tiny-thinking", python=str(python), max_model_len=1024
     )
 
 
@@ -320,7 +320,9 @@ async def on_engine(name: str, workdir: Path, count: int) -> dict[str, Any]:
     async with unillm.launch(engine.launch, **settings, log_path=log, progress=None) as llm:
         client: Any = llm
         if engine.tokenizer != "engine":
-            client = Rendered(llm, Path(settings["model"]), engine_counts=engine.tokenizer == "engine-text")
+            # the Hugging Face folder the launch was built from (llama.cpp's model is a GGUF)
+            folder = workdir / f"{engine.launch}-replay-model"
+            client = Rendered(llm, folder, engine_counts=engine.tokenizer == "engine-text")
         calls: dict[str, Any] = {} if engine.reads_calls else {"turn_options": forced_on_weather}
         calls.update(engine.replay_options or {})
         t0 = time.perf_counter()

@@ -199,3 +199,26 @@ async def test_r_message_carries_the_thought_to_the_next_turn() -> None:
         r = await llm.generate(messages=[{"role": "user", "content": "1+2?"}])
         await llm.generate(messages=[{"role": "user", "content": "1+2?"}, r.message()])
     assert (r.message()["reasoning"], thoughts_sent(sent[1])) == ("thought 1", ["thought 1"])
+
+
+@pytest.mark.anyio
+async def test_r_message_of_a_thought_without_an_answer_goes_back() -> None:
+    # the turn spent its max_tokens thinking: no answer text and no call, only the thought
+    sent: list[dict[str, Any]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if (found := discovery(request, max_model_len=4096)) is not None:
+            return found
+        sent.append(json.loads(request.content))
+        body = answer_body(len(sent))
+        body["choices"][0].update(message={"role": "assistant", "content": None, "reasoning": "hm"})
+        body["choices"][0].update(finish_reason="length")
+        return httpx.Response(200, json=body)
+
+    first = [{"role": "user", "content": "1+2?"}]
+    async with unillm.LLM("vllm", "http://engine.invalid", http_transport=httpx.MockTransport(answer)) as llm:
+        r = await llm.generate(messages=first)
+        await llm.generate(messages=[*first, r.message(), {"role": "user", "content": "2+2?"}])
+    assert r.message() == {"role": "assistant", "content": "", "reasoning": "hm"}
+    assert [m["content"] for m in sent[1]["messages"]] == ["1+2?", "", "2+2?"]
+    assert thoughts_sent(sent[1]) == ["hm"]

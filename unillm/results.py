@@ -243,14 +243,16 @@ def assistant_message(text: str, calls: list[ToolCall], reasoning: str | None = 
     """An assistant chat message: the answer, its tool calls and its thought (``reasoning``).
 
     Args:
-        text: The answer text ("" for none: the content is then None).
+        text: The answer text ("" for none: the content is then None beside tool calls, as
+            OpenAI's API sends it, and "" without any: a message with neither, e.g. a turn that
+            spent its tokens on a thought, is sent back as it is).
         calls: The tool calls it made.
         reasoning: The model's thought before it (None or "": none).
 
     Returns:
         The OpenAI-shaped message, with unillm's ``reasoning`` key when there was a thought.
     """
-    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    message: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
     if calls:
         message["tool_calls"] = [c.to_openai() for c in calls]
     if reasoning:

@@ -19,6 +19,7 @@ from unillm.adapter.registry import get_adapter
 from unillm.capabilities import Feature, check
 from unillm.errors import InvalidOptions, InvalidRequest, UnknownLora, UnsupportedFeature
 from unillm.options import OutputSpec, make_request
+from unillm.results import ToolCall, assistant_message
 
 INFO = LlamaCppInfo(engine="llamacpp", model="tiny", version="0.3.36", aliases=("tiny", "sql"))
 ADAPTER = LlamaCppAdapter()
@@ -122,6 +123,28 @@ def test_regex_and_choice_go_as_gbnf(output: OutputSpec) -> None:
     body = ADAPTER.build(req(output=output), INFO).json
     assert body is not None
     check_gbnf(body["grammar"])
+
+
+def get_weather(city: str) -> str:
+    """Get the current weather in a city."""
+    return city
+
+
+def test_an_assistant_tool_call_message_goes_with_a_string_content() -> None:
+    # llama-cpp-python's request model refuses "content": null (a validation 500): r.message()'s
+    call = ToolCall(id="c1", name="get_weather", arguments='{"city": "Oslo"}', parsed={"city": "Oslo"})
+    messages = [
+        {"role": "user", "content": "Weather in Oslo?"},
+        assistant_message("", [call]),
+        {"role": "tool", "tool_call_id": "c1", "content": "snowy"},
+        assistant_message("It is snowy.", []),
+    ]
+    request = make_request(None, messages, None, {"tools": [get_weather]}, stream=False)
+    body = ADAPTER.build(request, INFO).json
+    assert body is not None
+    assert [m.get("content") for m in body["messages"]] == ["Weather in Oslo?", "", "snowy", "It is snowy."]
+    assert body["messages"][1]["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert messages[1]["content"] is None  # the caller's transcript is left as it was
 
 
 def test_json_schema_goes_to_chat_response_format_and_is_refused_with_a_prompt() -> None:

@@ -56,6 +56,23 @@ _VALIDATION_MARKERS = ("validation error", "'loc': ('body'", '"loc": ["body"', "
 _GBNF_ONLY = "Pass a GBNF grammar: unillm.Grammar('root ::= ...')"
 
 
+def _string_contents(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with each assistant message's null content sent as ``""``: llama-cpp-python's
+    request model takes an assistant ``content`` as a string only, and answers a tool-call message
+    with ``"content": null`` (``r.message()``'s, as OpenAI's API sends it) with a validation 500.
+
+    Args:
+        messages: The request body's chat messages.
+
+    Returns:
+        New messages where one changed (the others as they were).
+    """
+    return [
+        {**m, "content": ""} if m.get("role") == "assistant" and m.get("content", "") is None else m
+        for m in messages
+    ]
+
+
 @dataclass(frozen=True, slots=True)
 class LlamaCppInfo(EngineInfo):
     """Discovery facts, plus every model name the server answers to (base model and LoRAs)."""
@@ -264,6 +281,8 @@ class LlamaCppAdapter(OpenAICompatAdapter):
         call = super().build(replace(request, thinking=None) if thinks else request, info)
         body = dict(call.json or {})
         body.pop("stream_options", None)  # not a field of its request models
+        if "messages" in body:
+            body["messages"] = _string_contents(body["messages"])
         if request.logprobs and request.messages is not None:
             body.setdefault("top_logprobs", 0)  # chat logprobs are computed only with top_logprobs set
         if thinks:
