@@ -308,13 +308,12 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
             )
 
     def forces_by_constraint(self, request: Request, info: EngineInfo) -> bool:
-        """Without a tool parser SGLang neither forces nor reads calls: unillm forces them."""
+        """Without a tool parser SGLang neither forces nor reads calls, and after a thought its
+        forcing does not hold: unillm forces them with a JSON schema."""
         choice = request.tool_choice
-        return (
-            choice is not None
-            and choice.forces_call
-            and not (isinstance(info, SGLangInfo) and info.tool_call_parser)
-        )
+        parser = isinstance(info, SGLangInfo) and info.tool_call_parser
+        forced = choice is not None and choice.forces_call
+        return forced and (not parser or self.forced_call_after_a_thought(request))
 
     def _check_lora(self, request: Request, info: EngineInfo) -> None:
         if request.lora is not None and isinstance(info, SGLangInfo) and info.lora_enabled is False:

@@ -54,6 +54,26 @@ def test_with_a_parser_vllm_gets_the_openai_tool_fields() -> None:
     assert adapter.build(chat(tools=[GetWeather]), INFO).json["tool_choice"] == "auto"  # type: ignore[index]
 
 
+@pytest.mark.parametrize(("thinking", "by_schema"), [(True, True), (None, True), (False, False)])
+def test_after_a_thought_vllm_gets_a_forced_call_as_structured_outputs(
+    thinking: bool | None, by_schema: bool
+) -> None:
+    # its own forcing did not hold after a thought (benchmarks/agents.py); a schema binds the answer
+    adapter = VLLMAdapter().bind(LaunchSpec(model="m", tool_parser="hermes", reasoning_parser="qwen3"))
+    request = chat(tools=[GetWeather], tool_choice="GetWeather", thinking=thinking)
+    body = adapter.build(request, INFO).json or {}
+    assert ("structured_outputs" in body) is by_schema
+    assert body["tool_choice"] == (
+        "none" if by_schema else {"type": "function", "function": {"name": "GetWeather"}}
+    )
+    if by_schema:
+        answer = {
+            "choices": [{"index": 0, "message": {"content": '{"city": "Paris"}'}, "finish_reason": "stop"}]
+        }
+        (call,) = adapter.parse(answer, request, INFO).choices[0].tool_calls
+        assert (call.name, call.parsed) == ("GetWeather", GetWeather(city="Paris"))
+
+
 def test_auto_on_a_vllm_launched_without_a_parser_is_refused_before_sending() -> None:
     adapter = VLLMAdapter().bind(LaunchSpec(model="m", tool_parser="none"))
     with pytest.raises(UnsupportedFeature, match="tool_parser='hermes'"):

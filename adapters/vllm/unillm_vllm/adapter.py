@@ -294,8 +294,10 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
         )
 
     def forces_by_constraint(self, request: Request, info: EngineInfo) -> bool:
+        """unillm forces a call with a JSON schema without a tool parser, and after a thought."""
         choice = request.tool_choice
-        return choice is not None and choice.forces_call and self.tool_parser is None
+        forced = choice is not None and choice.forces_call
+        return forced and (self.tool_parser is None or self.forced_call_after_a_thought(request))
 
     def build(self, request: Request, info: EngineInfo) -> HttpCall:
         choice = request.tool_choice
