@@ -104,16 +104,11 @@ REAL_ENGINES = frozenset(
 )
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that uses a real engine ``engine`` (``-m "not engine"`` skips them), and put
-    them all in one xdist group: under ``pytest -n 2 --dist loadgroup`` (``./run test``) one worker
-    runs the engine tests in their order, one engine at a time, while the other takes the rest."""
+    """Mark every test that uses a real engine ``engine`` (``-m "not engine"`` skips them)."""
     for item in items:
         if REAL_ENGINES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.engine)
-        if item.get_closest_marker("engine") is not None:
-            item.add_marker(pytest.mark.xdist_group("engines"))
 
 
 def pytest_report_header() -> str:
