@@ -29,61 +29,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from unillm.launching.ports import free_port
 from unillm.launching.ray_watchdog import stop_groups
-
-RAY = str(Path(sys.executable).with_name("ray"))
-NODE_START = 60  # seconds one `ray start` may take
-
-
-@dataclass
-class LocalCluster:
-    """A two-node local Ray cluster: its address, each node's process group and temp folder."""
-
-    address: str
-    groups: dict[str, int]  # "head" / "worker" -> the process group of that node's `ray start`
-    temp: dict[str, str]
-
-
-def _ray_start(args: list[str], env: dict[str, str]) -> int:
-    process = subprocess.Popen(
-        [RAY, "start", *args],
-        env=env,
-        start_new_session=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    out, _ = process.communicate(timeout=NODE_START)
-    if process.returncode != 0:
-        raise SystemExit(f"ray start failed:\n{out.decode(errors='replace')[-2000:]}")
-    return process.pid
-
-
-@contextlib.contextmanager
-def local_cluster() -> Iterator[LocalCluster]:
-    """Head and worker, one CPU each on 127.0.0.1, stopped by their process groups at the end."""
-    port = free_port()
-    common = ["--num-cpus=1", "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
-    common.append("--object-store-memory=100000000")
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-    groups: dict[str, int] = {}
-    with tempfile.TemporaryDirectory(prefix="unillm-ray-") as tmp:  # short: Ray's socket paths
-        temp = {"head": f"{tmp}/head", "worker": f"{tmp}/worker"}
-        try:
-            head = ["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp['head']}"]
-            groups["head"] = _ray_start([*head, *common], {**env, "VLLM_CPU_OMP_THREADS_BIND": "0"})
-            worker = [f"--address=127.0.0.1:{port}", f"--temp-dir={temp['worker']}"]
-            groups["worker"] = _ray_start([*worker, *common], {**env, "VLLM_CPU_OMP_THREADS_BIND": "1"})
-            yield LocalCluster(f"127.0.0.1:{port}", groups, temp)
-        finally:
-            stop_groups(set(groups.values()))
+from unillm.testing.ray_local import LocalCluster, local_cluster
 
 
 def write_config(path: Path, settings: dict[str, Any], address: str, replicas: int) -> Path:

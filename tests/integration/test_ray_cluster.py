@@ -13,10 +13,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,57 +28,19 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 import unillm
 import unillm.batch
 from unillm.errors import EngineUnavailable, LaunchError
-from unillm.launching.ports import free_port
 from unillm.launching.ray_cluster import RayLaunch
-from unillm.launching.ray_watchdog import group_alive, stop_groups
+from unillm.launching.ray_watchdog import group_alive
 from unillm.testing.engines import cpu_launch_settings
+from unillm.testing.ray_local import LocalCluster, local_cluster
 from unillm.testing.tiny_model import TinyModel
 
 pytestmark = [pytest.mark.engine]
-RAY = str(Path(sys.executable).with_name("ray"))
-NODE_START = 60  # seconds one `ray start` may take
-
-
-@dataclass
-class Cluster:
-    address: str
-    groups: list[int]
-
-
-def _ray_start(args: list[str], env: dict[str, str]) -> int:
-    """Run one `ray start` in a process group of its own; its node's processes stay in it."""
-    process = subprocess.Popen(
-        [RAY, "start", *args],
-        env=env,
-        start_new_session=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    out, _ = process.communicate(timeout=NODE_START)
-    assert process.returncode == 0, out.decode(errors="replace")[-2000:]
-    return process.pid
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    port = free_port()
-    common = [
-        "--num-cpus=1",
-        "--node-ip-address=127.0.0.1",
-        "--disable-usage-stats",
-        "--object-store-memory=100000000",
-    ]
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}  # PYTHONPATH included: the actors import unillm
-    groups: list[int] = []
-    with tempfile.TemporaryDirectory(prefix="unillm-ray-") as tmp:  # short: Ray's socket paths
-        try:
-            head = ["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={tmp}/head"]
-            groups.append(_ray_start([*head, *common], {**env, "VLLM_CPU_OMP_THREADS_BIND": "0"}))
-            worker = [f"--address=127.0.0.1:{port}", f"--temp-dir={tmp}/worker"]
-            groups.append(_ray_start([*worker, *common], {**env, "VLLM_CPU_OMP_THREADS_BIND": "1"}))
-            yield Cluster(f"127.0.0.1:{port}", groups)
-        finally:
-            stop_groups(set(groups))
+def cluster() -> Iterator[LocalCluster]:
+    with local_cluster() as running:
+        yield running
 
 
 @dataclass
@@ -97,7 +55,7 @@ class Replicas:
 
 
 @pytest.fixture(scope="module")
-def replicas(cluster: Cluster, tiny: TinyModel, workdir: Path) -> Iterator[Replicas]:
+def replicas(cluster: LocalCluster, tiny: TinyModel, workdir: Path) -> Iterator[Replicas]:
     settings = cpu_launch_settings("vllm", tiny, workdir / "ray", served_name="tiny", max_num_seqs=4)
     where = unillm.Ray(cluster.address, placement="STRICT_SPREAD", host="127.0.0.1")
     run = unillm.launch("vllm", replicas=2, cluster=where, progress=None, **settings)
@@ -145,7 +103,7 @@ def test_teardown_leaves_no_actor_group_or_engine(replicas: Replicas) -> None:
     assert (alive & set(names), set(groups) - {"REMOVED"}, free, survivors) == (set(), set(), 2.0, [])
 
 
-def test_engine_that_exits_before_ready_is_a_launch_error(cluster: Cluster, tiny: TinyModel) -> None:
+def test_engine_that_exits_before_ready_is_a_launch_error(cluster: LocalCluster, tiny: TinyModel) -> None:
     where = unillm.Ray(cluster.address, host="127.0.0.1")
     run = unillm.launch(
         "vllm", model=str(tiny.path), python="/bin/false", cpu=True, cluster=where, progress=None
@@ -179,7 +137,7 @@ def _ray_config(path: Path, settings: dict[str, Any], address: str) -> Path:
 
 
 def test_batch_from_a_ray_config_survives_a_node_kill(
-    cluster: Cluster, tiny: TinyModel, workdir: Path
+    cluster: LocalCluster, tiny: TinyModel, workdir: Path
 ) -> None:
     """`unillm batch --config` on Ray: one journal here, requests spread over both replicas; one
     replica's actor is killed mid-run, and every id is still written once, redoing only what was
