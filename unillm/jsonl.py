@@ -22,13 +22,17 @@ def jsonl_objects(name: str, what: str, expected: str) -> list[tuple[str, dict[s
         Each line's ``file:line`` and object, in order.
 
     Raises:
-        InvalidOptions: The file is missing, or a line is not a JSON object.
+        InvalidOptions: The file is missing or unreadable, or a line is not a JSON object.
     """
     path = Path(name)
     if not path.is_file():
         raise InvalidOptions(f"{what} {path} does not exist; pass a JSONL file of {expected}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InvalidOptions(f"{what} {path} cannot be read as UTF-8 text ({e})") from None
     out = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         where = f"{path}:{number}"
