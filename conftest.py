@@ -39,22 +39,17 @@ def workdir() -> Iterator[Path]:
 @pytest.fixture(scope="session")
 def vllm_server(tiny: TinyModel, workdir: Path) -> Iterator[RunningEngine]:
     """vLLM with the tiny model, the 'sql' LoRA at launch, and runtime LoRA loading on."""
-    launch = unillm.launch(
+    settings = cpu_launch_settings(
         "vllm",
-        **cpu_launch_settings(
-            "vllm",
-            tiny,
-            workdir / "main",
-            served_name="tiny",
-            lora={"sql": str(tiny.loras["sql"])},
-            max_lora_rank=8,
-            max_loras=2,
-            runtime_lora=True,
-        ),
-        log_path=workdir / "vllm-main.log",
+        tiny,
+        workdir / "main",
+        served_name="tiny",
+        lora={"sql": str(tiny.loras["sql"])},
+        max_lora_rank=8,
+        max_loras=2,
+        runtime_lora=True,
     )
-    with launch.blocking():
-        yield RunningEngine(launch)
+    yield from RunningEngine.serving("vllm", workdir / "vllm-main.log", **settings)
 
 
 @pytest.fixture(scope="session")
@@ -63,11 +58,8 @@ def minilm_server(workdir: Path) -> Iterator[RunningEngine]:
     a look-alike proxy can forward to it."""
     from unillm_vllm.testing import embedding_settings  # vLLM's test recipe (its adapter package)
 
-    launch = unillm.launch(
-        "vllm", **embedding_settings(workdir / "minilm", api_key=None), log_path=workdir / "vllm-minilm.log"
-    )
-    with launch.blocking():
-        yield RunningEngine(launch)
+    settings = embedding_settings(workdir / "minilm", api_key=None)
+    yield from RunningEngine.serving("vllm", workdir / "vllm-minilm.log", **settings)
 
 
 @pytest.fixture(scope="session")
@@ -80,9 +72,7 @@ def trained_server(workdir: Path) -> Iterator[RunningEngine]:
         "vllm", build_trained_model(), workdir / "trained", served_name="tiny-trained", tool_parser="hermes"
     )
     assert settings["compact_json"] is False  # the spaces it learnt
-    launch = unillm.launch("vllm", **settings, log_path=workdir / "vllm-trained.log")
-    with launch.blocking():
-        yield RunningEngine(launch)
+    yield from RunningEngine.serving("vllm", workdir / "vllm-trained.log", **settings)
 
 
 @pytest.fixture
