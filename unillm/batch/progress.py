@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 
 from unillm.batch.runner import ProgressHook, Summary
+from unillm.progress_bars import rich_bars
 
 
 @contextlib.contextmanager
@@ -25,8 +26,6 @@ def progress_bar(total: int, skipped: int, enabled: bool | None = None) -> Itera
     """
     if enabled is None:
         enabled = sys.stderr.isatty()
-    from unillm.bench.live import rich_bars
-
     bars = rich_bars(("rate", "tokens"), eta=True) if enabled else None
     if bars is None:
         yield None
