@@ -318,6 +318,19 @@ def serve(gap_us: float, hold: bool = False) -> None:
         ).start()
 
 
+def stop_child(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
+    """End a benchmark's child process: terminate, kill after ``grace`` seconds; close its stdout."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
 class Server:
     """The loopback server in a child process; ``stop()`` ends it by PID."""
 
@@ -347,15 +360,7 @@ class Server:
         return result
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+        stop_child(self.proc)
 
 
 # ---------------------------------------------------------------------------------------------

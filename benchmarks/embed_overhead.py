@@ -39,7 +39,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from client_overhead import _read_body, _recv_until, _response
+from client_overhead import _read_body, _recv_until, _response, stop_child
 
 MODEL = "minilm"
 DIMENSIONS = 384
@@ -109,10 +109,7 @@ class Server:
         self.base_url = f"http://127.0.0.1:{int(self.proc.stdout.readline())}"
 
     def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(5)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+        stop_child(self.proc)
 
 
 def _check(vectors: list[list[float]], texts: int) -> None:

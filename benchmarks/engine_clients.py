@@ -42,6 +42,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from client_overhead import stop_child
+
 CLIENTS = ("httpx", "unillm", "unillm_httpx", "openai", "litellm")
 CHILD_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR"}
 PROMPT = "Tell me a long story about a lighthouse keeper and the sea."
@@ -53,6 +56,18 @@ KEEPALIVE_S = 2.0
 # ------------------------------------------------------------------------------------------------
 # Worker: one client, in its own process, runs one measurement per command line on stdin.
 # ------------------------------------------------------------------------------------------------
+
+
+async def tally_chunks(stream: Any) -> tuple[int, int]:
+    """(completion tokens, content chunks) of an OpenAI-shaped chunk stream (openai, litellm)."""
+    used = chunks = 0
+    async for event in stream:
+        if event.choices and event.choices[0].delta.content:
+            chunks += 1
+        usage = getattr(event, "usage", None)  # litellm's chunks may lack it
+        if usage is not None and usage.completion_tokens:
+            used = usage.completion_tokens
+    return used, chunks
 
 
 def make_client(name: str, url: str, model: str) -> Any:
@@ -131,7 +146,6 @@ def make_client(name: str, url: str, model: str) -> Any:
         )
 
         async def stream_one(tokens: int) -> tuple[int, int]:
-            used = chunks = 0
             stream = await oai.chat.completions.create(
                 model=model,
                 messages=messages,
@@ -141,12 +155,7 @@ def make_client(name: str, url: str, model: str) -> Any:
                 stream_options={"include_usage": True},
                 extra_body=body_extra,
             )
-            async for event in stream:
-                if event.choices and event.choices[0].delta.content:
-                    chunks += 1
-                if event.usage is not None:
-                    used = event.usage.completion_tokens
-            return used, chunks
+            return await tally_chunks(stream)
 
         return stream_one
     if name == "litellm":
@@ -155,7 +164,6 @@ def make_client(name: str, url: str, model: str) -> Any:
         litellm.telemetry = False
 
         async def stream_one(tokens: int) -> tuple[int, int]:
-            used = chunks = 0
             stream = await litellm.acompletion(
                 model=f"openai/{model}",
                 api_base=f"{url}/v1",
@@ -168,13 +176,7 @@ def make_client(name: str, url: str, model: str) -> Any:
                 extra_body=body_extra,
                 num_retries=0,
             )
-            async for event in stream:
-                if event.choices and event.choices[0].delta.content:
-                    chunks += 1
-                usage = getattr(event, "usage", None)
-                if usage is not None and usage.completion_tokens:
-                    used = usage.completion_tokens
-            return used, chunks
+            return await tally_chunks(stream)
 
         return stream_one
     raise SystemExit(f"unknown client {name!r}")
@@ -261,12 +263,7 @@ class Worker:
         return dict(json.loads(line))
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        stop_child(self.proc, grace=10)
 
 
 def spread(values: list[float]) -> dict[str, Any]:
