@@ -3,14 +3,20 @@
 A subclass answers each connection in :meth:`BackgroundServer._serve`; the base binds the port
 (0: a free one, kept across ``stop()`` and ``start()``), tracks the connections so ``stop()``
 cancels them, and records a bug inside the server in ``errors`` for the test to see.
+:func:`read_request`, :func:`response_head` and :func:`send` speak the HTTP/1.1 wire for it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from http import HTTPStatus
 from types import TracebackType
+from typing import Any
 
 from typing_extensions import Self
 
@@ -127,4 +133,75 @@ class BackgroundServer:
             writer.close()
 
 
-__all__ = ["BackgroundServer"]
+@dataclass
+class HttpRequest:
+    """One request read off the wire: ``path`` without its query, header names lower-cased,
+    ``json`` the decoded body (None when there is none or it is not JSON)."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    raw: bytes
+    json: Any = None
+
+
+async def read_request(reader: asyncio.StreamReader) -> HttpRequest | None:
+    """One HTTP/1.1 request (Content-Length bodies only), or None at a clean EOF.
+
+    Args:
+        reader: The connection's reader.
+    """
+    line = await reader.readline()
+    if not line:
+        return None
+    method, target, _version = line.decode("latin-1").rstrip("\r\n").split(" ", 2)
+    headers: dict[str, str] = {}
+    while True:
+        raw = await reader.readline()
+        if raw in (b"\r\n", b"\n", b""):
+            break
+        name, _, value = raw.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    size = int(headers.get("content-length", "0"))
+    data = await reader.readexactly(size) if size else b""
+    parsed: Any = None
+    if data:
+        with contextlib.suppress(ValueError):
+            parsed = json.loads(data)
+    return HttpRequest(method, target.split("?", 1)[0], headers, data, parsed)
+
+
+def response_head(status: int, headers: Mapping[str, str]) -> bytes:
+    """The status line and headers of an answer, up to its body.
+
+    Args:
+        status: The HTTP status.
+        headers: The headers, in order.
+    """
+    lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", *(f"{k}: {v}" for k, v in headers.items())]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+async def send(
+    writer: asyncio.StreamWriter,
+    status: int,
+    body: bytes,
+    content_type: str = "application/json",
+    headers: Mapping[str, str] | None = None,
+) -> bool:
+    """Write a whole answer with its Content-Length; True (the connection stays open).
+
+    Args:
+        writer: The connection's writer.
+        status: The HTTP status.
+        body: The body, whole.
+        content_type: Its Content-Type.
+        headers: More headers (after Content-Type and Content-Length).
+    """
+    head = {"content-type": content_type, "content-length": str(len(body)), **(headers or {})}
+    writer.write(response_head(status, head) + body)
+    await writer.drain()
+    return True
+
+
+__all__ = ["BackgroundServer", "HttpRequest", "read_request", "response_head", "send"]

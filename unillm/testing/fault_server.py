@@ -38,12 +38,11 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from http import HTTPStatus
 from typing import Any, Literal
 
 import anyio
 
-from unillm.testing.background_server import BackgroundServer
+from unillm.testing.background_server import BackgroundServer, HttpRequest, read_request, response_head, send
 
 COMPLETIONS = "/v1/completions"
 CHAT = "/v1/chat/completions"
@@ -115,15 +114,6 @@ class Seen:
     headers: dict[str, str]
     body: Any
     at: float = 0.0  # time.monotonic() when it arrived
-
-
-@dataclass
-class _Request:
-    method: str
-    path: str
-    headers: dict[str, str]
-    raw: bytes
-    json: Any = field(default=None)
 
 
 class FaultServer(BackgroundServer):
@@ -271,7 +261,7 @@ class FaultServer(BackgroundServer):
     # -- serving ---------------------------------------------------------------------------
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while True:
-            request = await _read_request(reader)
+            request = await read_request(reader)
             if request is None:
                 return
             if not await self._answer(request, reader, writer):
@@ -279,7 +269,7 @@ class FaultServer(BackgroundServer):
             if request.headers.get("connection", "").lower() == "close":
                 return
 
-    def _record(self, request: _Request) -> None:
+    def _record(self, request: HttpRequest) -> None:
         self.requests.append(
             Seen(request.method, request.path, request.headers, request.json, time.monotonic())
         )
@@ -289,7 +279,7 @@ class FaultServer(BackgroundServer):
         self._gone.set()
 
     async def _answer(
-        self, request: _Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self, request: HttpRequest, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> bool:
         """Answer one request; False when the connection must be closed afterwards."""
         self._record(request)
@@ -360,7 +350,7 @@ class FaultServer(BackgroundServer):
     async def _inject(
         self,
         fault: Fault,
-        request: _Request,
+        request: HttpRequest,
         body: dict[str, Any],
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
@@ -390,13 +380,13 @@ class FaultServer(BackgroundServer):
             return await _send_json(writer, 200, self._completion(request.path, body))
         return await self._stream(request, body, reader, writer, fault=fault)
 
-    async def _until_client_leaves(self, request: _Request, reader: asyncio.StreamReader) -> None:
+    async def _until_client_leaves(self, request: HttpRequest, reader: asyncio.StreamReader) -> None:
         if await reader.read(1) == b"":
             self._left(request.path)
 
     async def _stream(
         self,
-        request: _Request,
+        request: HttpRequest,
         body: dict[str, Any],
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
@@ -466,7 +456,7 @@ class FaultServer(BackgroundServer):
     async def _stream_fault(
         self,
         fault: Fault,
-        request: _Request,
+        request: HttpRequest,
         writer: asyncio.StreamWriter,
         watch: asyncio.Future[bytes],
         emit: Callable[[bytes], Awaitable[bool]],
@@ -491,7 +481,7 @@ class FaultServer(BackgroundServer):
         await writer.drain()
         return True
 
-    def _hung_up(self, request: _Request, watch: asyncio.Future[bytes]) -> bool:
+    def _hung_up(self, request: HttpRequest, watch: asyncio.Future[bytes]) -> bool:
         # Either the client hung up (EOF seen) or writing failed because it reset the socket.
         eof = watch.done() and not watch.cancelled() and watch.exception() is None and watch.result() == b""
         if eof or not watch.done():
@@ -618,14 +608,13 @@ def _error(status: int, message: str, error_type: str | None = None) -> dict[str
     return {"error": {"message": message, "type": kind, "param": None, "code": status}}
 
 
+def _uvicorn(headers: dict[str, str]) -> dict[str, str]:
+    """``headers`` after the ones uvicorn sends with every answer."""
+    return {"server": "uvicorn", "date": time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime()), **headers}
+
+
 def _head(status: int, headers: dict[str, str]) -> bytes:
-    lines = [
-        f"HTTP/1.1 {status} {HTTPStatus(status).phrase}",
-        "server: uvicorn",
-        f"date: {time.strftime('%a, %d %b %Y %H:%M:%S GMT', time.gmtime())}",
-        *(f"{k}: {v}" for k, v in headers.items()),
-    ]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    return response_head(status, _uvicorn(headers))
 
 
 def _chunk(data: bytes) -> bytes:
@@ -643,10 +632,7 @@ async def _send(
     content_type: str,
     headers: dict[str, str] | None = None,
 ) -> bool:
-    head = {"content-type": content_type, "content-length": str(len(data)), **(headers or {})}
-    writer.write(_head(status, head) + data)
-    await writer.drain()
-    return True
+    return await send(writer, status, data, content_type, _uvicorn(headers or {}))
 
 
 async def _send_raw(writer: asyncio.StreamWriter, answer: Raw) -> bool:
@@ -672,28 +658,6 @@ async def _send_json(
     writer: asyncio.StreamWriter, status: int, doc: Any, headers: dict[str, str] | None = None
 ) -> bool:
     return await _send(writer, status, json.dumps(doc).encode(), "application/json", headers)
-
-
-async def _read_request(reader: asyncio.StreamReader) -> _Request | None:
-    """One HTTP/1.1 request (Content-Length bodies only), or None at a clean EOF."""
-    line = await reader.readline()
-    if not line:
-        return None
-    method, target, _version = line.decode("latin-1").rstrip("\r\n").split(" ", 2)
-    headers: dict[str, str] = {}
-    while True:
-        raw = await reader.readline()
-        if raw in (b"\r\n", b"\n", b""):
-            break
-        name, _, value = raw.decode("latin-1").partition(":")
-        headers[name.strip().lower()] = value.strip()
-    size = int(headers.get("content-length", "0"))
-    data = await reader.readexactly(size) if size else b""
-    parsed: Any = None
-    if data:
-        with contextlib.suppress(ValueError):
-            parsed = json.loads(data)
-    return _Request(method, target.split("?", 1)[0], headers, data, parsed)
 
 
 @contextlib.contextmanager

@@ -30,12 +30,11 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from http import HTTPStatus
 from typing import Any, Literal
 
 from tgi_openapi import Contract
 
-from unillm.testing.background_server import BackgroundServer
+from unillm.testing.background_server import BackgroundServer, read_request, response_head, send
 from unillm.testing.fault_server import Seen
 from unillm.testing.probing import regex_answer, schema_instance
 
@@ -128,35 +127,12 @@ class TGIServer(BackgroundServer):
 
     # -- HTTP --------------------------------------------------------------------------------
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:
-            head = await reader.readuntil(b"\r\n\r\n")
-            lines = head.decode("latin-1").split("\r\n")
-            method, target, _ = lines[0].split(" ", 2)
-            headers = {
-                k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)
-            }
-            raw = await reader.readexactly(int(headers.get("content-length", "0")))
-            try:
-                body = json.loads(raw) if raw else None
-            except json.JSONDecodeError:
-                body = raw
-            seen = Seen(method, target.split("?")[0], headers, body)
+        while (request := await read_request(reader)) is not None:
+            body = request.json if request.json is not None else (request.raw or None)
+            seen = Seen(request.method, request.path, request.headers, body)
             self.requests.append(seen)
             if not await self._answer(seen, writer):
                 return
-
-    async def _send(
-        self,
-        writer: asyncio.StreamWriter,
-        status: int,
-        body: bytes,
-        content_type: str = "application/json",
-        headers: Mapping[str, str] | None = None,
-    ) -> bool:
-        head = {"content-type": content_type, "content-length": str(len(body)), **(headers or {})}
-        writer.write(_head(status, head) + body)
-        await writer.drain()
-        return True
 
     async def _json(
         self,
@@ -167,7 +143,7 @@ class TGIServer(BackgroundServer):
         headers: Mapping[str, str] | None = None,
     ) -> bool:
         self._check_answer(path, status, "application/json", payload)
-        return await self._send(writer, status, json.dumps(payload).encode(), headers=headers)
+        return await send(writer, status, json.dumps(payload).encode(), headers=headers)
 
     def _check_answer(self, path: str, status: int, content_type: str, payload: Any) -> None:
         method = "get" if path in ("/info", "/health", "/metrics") else "post"
@@ -185,27 +161,27 @@ class TGIServer(BackgroundServer):
             and path in protected
             and seen.headers.get("authorization") != f"Bearer {self.api_key}"
         ):
-            return await self._send(writer, 401, b"", "text/plain")
+            return await send(writer, 401, b"", "text/plain")
         if seen.method == "GET":
             if path == "/info":
                 return await self._json(writer, 200, self._info(), path)
             if path == "/health":
-                return await self._send(writer, 200, b"")
+                return await send(writer, 200, b"")
             if path == "/metrics":
                 text = (
                     "# TYPE tgi_request_count counter\n"
                     f"tgi_request_count {self.count()}\n"
                     "# TYPE tgi_queue_size gauge\ntgi_queue_size 0\n"
                 )
-                return await self._send(writer, 200, text.encode(), "text/plain")
-            return await self._send(writer, 404, b"")
+                return await send(writer, 200, text.encode(), "text/plain")
+            return await send(writer, 404, b"")
         if path not in (*GENERATION_PATHS, "/tokenize", "/chat_tokenize"):
-            return await self._send(writer, 404, b"")
+            return await send(writer, 404, b"")
         problems = list(self.contract.request_validator(path).iter_errors(body))
         if problems:
             message = f"Failed to deserialize the JSON body into the target type: {problems[0].message}"
             self.errors.append(f"request to {path} breaks the contract: {problems[0].message}")
-            return await self._send(writer, 422, message.encode(), "text/plain; charset=utf-8")
+            return await send(writer, 422, message.encode(), "text/plain; charset=utf-8")
         assert isinstance(body, dict)
         if path == "/tokenize":
             return await self._json(writer, 200, _tokens(body["inputs"]), path)
@@ -219,7 +195,7 @@ class TGIServer(BackgroundServer):
         if fault is not None and (fault.times is None or self.fault_hits < fault.times):
             self.fault_hits += 1
             if fault.kind == "http":
-                return await self._send(writer, fault.status, fault.body or b"", "text/plain")
+                return await send(writer, fault.status, fault.body or b"", "text/plain")
             if fault.kind == "status" and not stream:
                 return await self._json(writer, fault.status, _error(fault), path)
         else:
@@ -359,7 +335,9 @@ class TGIServer(BackgroundServer):
         *,
         fault: Fault | None = None,
     ) -> bool:
-        writer.write(_head(200, {"content-type": "text/event-stream", "transfer-encoding": "chunked"}))
+        writer.write(
+            response_head(200, {"content-type": "text/event-stream", "transfer-encoding": "chunked"})
+        )
         native, chat = path == "/generate_stream", path == "/v1/chat/completions"
 
         async def emit(payload: Any) -> None:
@@ -590,8 +568,3 @@ def _error(fault: Fault) -> dict[str, str]:
 
 def _openai_error(fault: Fault) -> dict[str, Any]:
     return {"error": {"message": fault.message, "http_status_code": 422}}
-
-
-def _head(status: int, headers: Mapping[str, str]) -> bytes:
-    lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", *(f"{k}: {v}" for k, v in headers.items())]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode()
