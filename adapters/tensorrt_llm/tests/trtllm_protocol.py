@@ -272,8 +272,17 @@ class _Sampling(_Base):
         return data
 
     def _sampling(
-        self, max_tokens: int | None, logprobs: int | None, return_log_probs: bool
+        self, max_tokens: int | None, count: int | None, refused: str | None, backend: str, gather: bool
     ) -> SamplingParams:
+        """``count`` log-probabilities per token: any on the PyTorch backend (or with gathered
+        logits); elsewhere one (``return_log_probs``), and ``refused`` (the error) when more."""
+        logprobs, return_log_probs = None, False
+        if count and (backend == "pytorch" or gather):
+            logprobs = count
+        elif count and refused:
+            raise ValueError(refused)
+        elif count:
+            return_log_probs = True
         return SamplingParams(
             logprobs=logprobs,
             return_log_probs=return_log_probs,
@@ -320,15 +329,9 @@ class CompletionRequest(_Sampling):
         self, backend: str = "pytorch", gather_generation_logits: bool = False
     ) -> SamplingParams:
         """What trtllm-serve runs: ``logprobs`` 0 or unset is off."""
-        logprobs, flag = None, False
-        if self.logprobs:
-            if backend == "pytorch" or gather_generation_logits:
-                logprobs = self.logprobs
-            elif self.logprobs > 1:
-                raise ValueError("`logprobs` must be 1 or `gather_generation_logits` must be `True`")
-            else:
-                flag = True
-        return self._sampling(self.max_tokens, logprobs, flag)
+        refused = "`logprobs` must be 1 or `gather_generation_logits` must be `True`"
+        too_many = refused if (self.logprobs or 0) > 1 else None
+        return self._sampling(self.max_tokens, self.logprobs, too_many, backend, gather_generation_logits)
 
 
 class FunctionDefinition(_Base):
@@ -441,16 +444,11 @@ class ChatCompletionRequest(_Sampling):
         self, backend: str = "pytorch", gather_generation_logits: bool = False
     ) -> SamplingParams:
         """What trtllm-serve runs: with ``logprobs``, ``top_logprobs`` or 1 per token."""
-        logprobs, flag = None, False
-        if self.logprobs:
-            count = self.top_logprobs or 1
-            if backend == "pytorch" or gather_generation_logits:
-                logprobs = count
-            elif self.top_logprobs:
-                raise ValueError("`gather_generation_logits` must be `True` to use `top_logprobs`")
-            else:
-                flag = True
-        return self._sampling(self.max_completion_tokens, logprobs, flag)
+        count = (self.top_logprobs or 1) if self.logprobs else None
+        refused = (
+            "`gather_generation_logits` must be `True` to use `top_logprobs`" if self.top_logprobs else None
+        )
+        return self._sampling(self.max_completion_tokens, count, refused, backend, gather_generation_logits)
 
 
 # -- answers ------------------------------------------------------------------------------------
