@@ -517,6 +517,19 @@ class UnillmFleetClient(UnillmClient):
         self._llm = unillm.connect("vllm", urls, model=MODEL, pool=unillm.Pool(connections))
 
 
+async def collect_completion_chunks(chunks: Any) -> StreamResult:
+    """The content pieces and usage of an OpenAI-shaped completion stream (openai, litellm)."""
+    parts: list[str] = []
+    usage: int | None = None
+    async for chunk in chunks:
+        for choice in chunk.choices or ():
+            if choice.text:
+                parts.append(choice.text)
+        if getattr(chunk, "usage", None):  # litellm's chunks may lack it
+            usage = chunk.usage.completion_tokens
+    return parts, usage
+
+
 class OpenAIClient(Client):
     name = "openai"
     aiohttp = False
@@ -532,8 +545,6 @@ class OpenAIClient(Client):
         return r.choices[0].text, r.usage.completion_tokens if r.usage else None
 
     async def stream(self) -> StreamResult:
-        parts: list[str] = []
-        usage: int | None = None
         s = await self._client.completions.create(
             model=MODEL,
             prompt=PROMPT,
@@ -541,13 +552,7 @@ class OpenAIClient(Client):
             stream=True,
             stream_options={"include_usage": True},
         )
-        async for chunk in s:
-            for choice in chunk.choices:
-                if choice.text:
-                    parts.append(choice.text)
-            if chunk.usage:
-                usage = chunk.usage.completion_tokens
-        return parts, usage
+        return await collect_completion_chunks(s)
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -588,18 +593,10 @@ class LitellmClient(Client):
         return r.choices[0].text, usage.completion_tokens if usage else None
 
     async def stream(self) -> StreamResult:
-        parts: list[str] = []
-        usage: int | None = None
         s = await self._litellm.atext_completion(
             **self._kw, stream=True, stream_options={"include_usage": True}
         )
-        async for chunk in s:
-            for choice in chunk.choices or ():
-                if choice.text:
-                    parts.append(choice.text)
-            if getattr(chunk, "usage", None):
-                usage = chunk.usage.completion_tokens
-        return parts, usage
+        return await collect_completion_chunks(s)
 
     async def aclose(self) -> None:
         from litellm.llms.custom_httpx.async_client_cleanup import close_litellm_async_clients
