@@ -855,6 +855,20 @@ def import_times(names: list[str], runs: int) -> dict[str, float | None]:
 # ---------------------------------------------------------------------------------------------
 
 
+#: The ratios reported, per request and per stream: (key prefix, client, baseline, its name in the
+#: key); ``("fleet_", "unillm_fleet", "unillm", "direct")`` gives ``fleet_per_stream_vs_direct``.
+RATIOS = (
+    ("", "unillm", "httpx", "httpx"),
+    ("", "unillm", "aiohttp", "aiohttp"),
+    ("unillm_httpx_", "unillm_httpx", "httpx", "httpx"),
+    ("fleet_", "unillm_fleet", "unillm", "direct"),
+    ("aiohttp_", "aiohttp", "httpx", "httpx"),
+    ("openai_", "openai", "httpx", "httpx"),
+    ("openai_aiohttp_", "openai_aiohttp", "httpx", "httpx"),
+    ("litellm_", "litellm", "httpx", "httpx"),
+)
+
+
 def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a is not None and b else None
 
@@ -938,25 +952,14 @@ def report(run: Run, args: argparse.Namespace) -> dict[str, Any]:
     goals = _goals(req, strm, run)
     print("goals: " + ", ".join(f"{k}={v}" for k, v in goals.items()))
     return {
-        "per_request_vs_httpx": _ratio(req["unillm"], req["httpx"]),
-        "per_stream_vs_httpx": _ratio(strm["unillm"], strm["httpx"]),
-        "per_request_vs_aiohttp": _ratio(req["unillm"], req["aiohttp"]),
-        "per_stream_vs_aiohttp": _ratio(strm["unillm"], strm["aiohttp"]),
+        **{
+            f"{prefix}per_{kind}_vs_{label}": _ratio(times[client], times[baseline])
+            for prefix, client, baseline, label in RATIOS
+            for kind, times in (("request", req), ("stream", strm))
+        },
         "import_s": _round(imp.get("unillm")),
         "import_full_s": _round(imp.get("unillm_full")),
         "import_httpx_s": _round(imp.get("httpx")),
-        "unillm_httpx_per_request_vs_httpx": _ratio(req["unillm_httpx"], req["httpx"]),
-        "unillm_httpx_per_stream_vs_httpx": _ratio(strm["unillm_httpx"], strm["httpx"]),
-        "fleet_per_request_vs_direct": _ratio(req["unillm_fleet"], req["unillm"]),
-        "fleet_per_stream_vs_direct": _ratio(strm["unillm_fleet"], strm["unillm"]),
-        "aiohttp_per_request_vs_httpx": _ratio(req["aiohttp"], req["httpx"]),
-        "aiohttp_per_stream_vs_httpx": _ratio(strm["aiohttp"], strm["httpx"]),
-        "openai_per_request_vs_httpx": _ratio(req["openai"], req["httpx"]),
-        "openai_per_stream_vs_httpx": _ratio(strm["openai"], strm["httpx"]),
-        "openai_aiohttp_per_request_vs_httpx": _ratio(req["openai_aiohttp"], req["httpx"]),
-        "openai_aiohttp_per_stream_vs_httpx": _ratio(strm["openai_aiohttp"], strm["httpx"]),
-        "litellm_per_request_vs_httpx": _ratio(req["litellm"], req["httpx"]),
-        "litellm_per_stream_vs_httpx": _ratio(strm["litellm"], strm["httpx"]),
         "goals": goals,
         "memory_kib_per_stream": run.memory,
         "us_per_request": {n: _round(v, 1) for n, v in req.items()},
