@@ -94,11 +94,56 @@ REAL_ENGINES = frozenset(
 )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that uses a real engine ``engine`` (``-m "not engine"`` skips them)."""
+@pytest.hookimpl(tryfirst=True)  # before -m selects and before xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that uses a real engine ``engine`` (``-m "not engine"`` skips them).
+
+    Under ``pytest -n`` (./run test), engine tests also get an ``xdist_group``: the tests of one
+    module, and every module that shares a session engine (``vllm_server``...), run on one worker,
+    so each engine is launched once; tests that need no engine spread over all workers.
+    """
     for item in items:
         if REAL_ENGINES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.engine)
+    if config.pluginmanager.hasplugin("xdist"):
+        for item, group in engine_groups(items).items():
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def engine_groups(items: list[pytest.Item]) -> dict[pytest.Item, str]:
+    """Each engine test's group: its module, joined with every module sharing a session engine."""
+    parent: dict[str, str] = {}
+
+    def root(node: str) -> str:
+        while parent.setdefault(node, node) != node:
+            node = parent[node]
+        return node
+
+    modules = {item: item.nodeid.split("::")[0] for item in items if item.get_closest_marker("engine")}
+    for item, module in modules.items():
+        for fixture in REAL_ENGINES & set(getattr(item, "fixturenames", ())):
+            parent[root(module)] = root(fixture)
+    return {item: root(module) for item, module in modules.items()}
+
+
+_seconds_by_module: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Add each phase's time (set-up included: engine launches, model training) to its module."""
+    module = report.nodeid.split("::")[0]
+    _seconds_by_module[module] = _seconds_by_module.get(module, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Where the time went: the 15 modules that took longest (summed over workers)."""
+    if sum(_seconds_by_module.values()) < 60:
+        return
+    terminalreporter.section("slowest 15 modules (set-up, call and teardown)")
+    ranked = sorted(_seconds_by_module.items(), key=lambda kv: -kv[1])
+    for module, seconds in ranked[:15]:
+        terminalreporter.write_line(f"{seconds:8.1f}s  {module}")
+    terminalreporter.write_line(f"{sum(_seconds_by_module.values()):8.1f}s  all {len(ranked)} modules")
 
 
 def pytest_report_header() -> str:

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from filelock import FileLock
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -135,14 +137,24 @@ def publish(final: Path, write: Callable[[Path, Path], None], *, force: bool = F
     """Return the cached folder ``final``, first building it with ``write(tmp, final)`` if needed.
 
     ``write`` fills a fresh temporary sibling folder and must write :data:`MANIFEST` last; the
-    folder is then renamed into place, so concurrent or interrupted builds never expose a
-    half-written model. With ``force`` a cached copy is rebuilt and replaced.
+    folder is then renamed into place, so an interrupted build never exposes a half-written
+    model; concurrent callers (parallel test workers) build it once, the others wait for it. With
+    ``force`` a cached copy is rebuilt and replaced.
 
         folder = publish(cache / "models" / "my-model-v1", write_my_model)
     """
     if not force and (final / MANIFEST).is_file():
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(final.parent / f".{final.name}.lock"):
+        if not force and (final / MANIFEST).is_file():
+            return final  # built by another process while this one waited
+        _build(final, write, force=force)
+    return final
+
+
+def _build(final: Path, write: Callable[[Path, Path], None], *, force: bool) -> None:
+    """Write ``final`` through a temporary sibling folder renamed into place (see :func:`publish`)."""
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
     try:
         write(tmp, final)
@@ -164,7 +176,6 @@ def publish(final: Path, write: Callable[[Path, Path], None], *, force: bool = F
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    return final
 
 
 def _describe(folder: Path) -> TinyModel:
