@@ -144,22 +144,6 @@ def test_trace_blocks_with_equal_hash_ids_have_equal_text(tmp_path: Path) -> Non
     assert trace.prompt_text([2], 3) == " ".join(words[0][3:6])  # a block is the same anywhere
 
 
-@pytest.mark.parametrize(
-    ("line", "message"),
-    [
-        ("not json", "not JSON"),
-        ('{"timestamp": 0, "input_length": 0, "output_length": 1}', "at least 1"),
-        ('{"timestamp": -1, "input_length": 2, "output_length": 1}', "non-negative"),
-        ('{"timestamp": 0, "input_length": 2, "output_length": 1, "hash_ids": ["a"]}', "hash_ids"),
-    ],
-)
-def test_a_malformed_trace_is_refused_with_its_line(tmp_path: Path, line: str, message: str) -> None:
-    path = tmp_path / "bad.jsonl"
-    path.write_text(line + "\n")
-    with pytest.raises(InvalidOptions, match=message):
-        MooncakeTrace(path=str(path)).requests()
-
-
 async def test_a_trace_is_sent_on_its_own_schedule(server: FaultServer, tmp_path: Path) -> None:
     trace = MooncakeTrace(path=str(_trace(tmp_path / "t.jsonl")), block_size=3)
     report = await run_suite([Url("vllm", server.url)], trace, [Load()])

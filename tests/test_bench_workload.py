@@ -1,4 +1,4 @@
-"""Benchmark workloads: synthetic prompts (random or shared prefix) and JSONL datasets."""
+"""Benchmark workloads: synthetic prompts (random or shared prefix), JSONL datasets and traces' lines."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
+from unillm.bench.trace import MooncakeTrace
 from unillm.bench.workload import JsonlPrompts, Synthetic
 from unillm.errors import InvalidOptions
 from unillm.testing.tiny_model import TinyModel, build_tiny_model
@@ -77,19 +78,30 @@ def test_empty_dataset_is_a_clear_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("line", "match"),
+    ("reader", "line", "match"),
     [
-        ("not json", "d.jsonl:1 is not JSON"),
-        ('{"text": "x"}', 'd.jsonl:1: needs a non-empty "prompt"'),
-        ('{"prompt": "x", "max_tokens": 0}', "max_tokens must be a positive integer"),
-        ("[1]", "must be a JSON object"),
+        (JsonlPrompts, "not json", "d.jsonl:1 is not JSON"),
+        (JsonlPrompts, '{"text": "x"}', 'd.jsonl:1: needs a non-empty "prompt"'),
+        (JsonlPrompts, '{"prompt": "x", "max_tokens": 0}', "max_tokens must be a positive integer"),
+        (JsonlPrompts, "[1]", "must be a JSON object"),
+        (MooncakeTrace, "not json", "d.jsonl:1 is not JSON"),
+        (MooncakeTrace, '{"timestamp": 0, "input_length": 0, "output_length": 1}', "at least 1"),
+        (MooncakeTrace, '{"timestamp": -1, "input_length": 2, "output_length": 1}', "non-negative"),
+        (
+            MooncakeTrace,
+            '{"timestamp": 0, "input_length": 2, "output_length": 1, "hash_ids": ["a"]}',
+            "hash_ids",
+        ),
     ],
 )
-def test_malformed_lines_name_the_line(tmp_path: Path, line: str, match: str) -> None:
+def test_malformed_lines_name_the_line(
+    tmp_path: Path, reader: type[JsonlPrompts | MooncakeTrace], line: str, match: str
+) -> None:
+    """A dataset's or a trace's bad line is refused naming it."""
     data = tmp_path / "d.jsonl"
     data.write_text(line + "\n")
     with pytest.raises(InvalidOptions, match=match):
-        JsonlPrompts(path=str(data)).requests()
+        reader(path=str(data)).requests()
 
 
 def test_missing_tokenizer_is_a_clear_error(tmp_path: Path) -> None:

@@ -34,9 +34,7 @@ def admission_server(tiny: TinyModel, workdir: Path) -> Iterator[RunningEngine]:
         scheduling="priority",
         max_queued_requests=1,
     )
-    launch = unillm.launch("vllm", **settings, log_path=workdir / "vllm-admission.log")
-    with launch.blocking():
-        yield RunningEngine(launch)
+    yield from RunningEngine.serving("vllm", workdir / "vllm-admission.log", **settings)
 
 
 async def snapshot(llm: unillm.LLM) -> NormalizedMetrics:

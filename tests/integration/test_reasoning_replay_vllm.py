@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-import unillm
 from unillm.testing.engines import RunningEngine
 from unillm.testing.replay_check import drive, replay_launch_settings
 
@@ -23,9 +22,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 def replay_server(workdir: Path) -> Iterator[RunningEngine]:
     """vLLM with the thinking model whose template renders an assistant's ``reasoning_content``."""
     settings = replay_launch_settings("vllm", workdir, served_name="tiny-thinking")
-    launch = unillm.launch("vllm", **settings, log_path=workdir / "vllm-replay.log")
-    with launch.blocking():
-        yield RunningEngine(launch)
+    yield from RunningEngine.serving("vllm", workdir / "vllm-replay.log", **settings)
 
 
 def get_weather(city: str) -> str:

@@ -32,9 +32,7 @@ def thinking_server(workdir: Path) -> Iterator[RunningEngine]:
         tool_parser="hermes",
         reasoning_parser="qwen3",
     )
-    launch = unillm.launch("vllm", **settings, log_path=workdir / "vllm-thinking.log")
-    with launch.blocking():
-        yield RunningEngine(launch)
+    yield from RunningEngine.serving("vllm", workdir / "vllm-thinking.log", **settings)
 
 
 def get_weather(city: str) -> str:

@@ -17,13 +17,8 @@ pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 @pytest.fixture(scope="module")
 def vlm_server(workdir: Path) -> Iterator[RunningEngine]:
     """vLLM with the tiny VLM, torn down after this module."""
-    launch = unillm.launch(
-        "vllm",
-        **cpu_launch_settings("vllm", build_tiny_vlm(), workdir / "vlm", served_name="tiny-vlm"),
-        log_path=workdir / "vllm-vlm.log",
-    )
-    with launch.blocking():
-        yield RunningEngine(launch)
+    settings = cpu_launch_settings("vllm", build_tiny_vlm(), workdir / "vlm", served_name="tiny-vlm")
+    yield from RunningEngine.serving("vllm", workdir / "vllm-vlm.log", **settings)
 
 
 def image(rgb: tuple[int, int, int]) -> unillm.Image:

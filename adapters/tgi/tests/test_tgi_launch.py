@@ -63,9 +63,9 @@ def runtime(name: str, **kw: object) -> Runtime:
     return Runtime(name=name, cache_dir="/hf-cache", **kw)  # type: ignore[arg-type]
 
 
-def test_launcher_form() -> None:
-    cmd = command(SPEC, runtime("launcher"))
-    assert cmd.argv == [
+#: The golden argv of each form for SPEC: the launcher itself, and TGI's image under docker.
+FORMS = {
+    "launcher": [
         "text-generation-launcher",
         "--model-id",
         "/models/llama",
@@ -79,13 +79,8 @@ def test_launcher_form() -> None:
         "--prometheus-port",
         "0",
         "--trust-remote-code",
-    ]
-    assert cmd.env == ENV and cmd.health_path == "/health" and cmd.secrets == (KEY,)
-
-
-def test_docker_form() -> None:
-    cmd = command(SPEC, runtime("docker"))
-    assert cmd.argv == [
+    ],
+    "docker": [
         "docker",
         "run",
         "--rm",
@@ -120,8 +115,15 @@ def test_docker_form() -> None:
         "80",
         *ENGINE_ARGS,
         "--trust-remote-code",
-    ]
-    assert cmd.env == ENV
+    ],
+}
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_launcher_and_docker_golden_forms(form: str) -> None:
+    cmd = command(SPEC, runtime(form))
+    assert cmd.argv == FORMS[form]
+    assert cmd.env == ENV and cmd.health_path == "/health" and cmd.secrets == (KEY,)
 
 
 def test_podman_form_uses_cdi_gpus_and_a_custom_image() -> None:
