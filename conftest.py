@@ -94,36 +94,11 @@ REAL_ENGINES = frozenset(
 )
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m selects and before xdist reads the groups
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test that uses a real engine ``engine`` (``-m "not engine"`` skips them).
-
-    Under ``pytest -n`` (./run test), engine tests also get an ``xdist_group``: the tests of one
-    module, and every module that shares a session engine (``vllm_server``...), run on one worker,
-    so each engine is launched once; tests that need no engine spread over all workers.
-    """
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses a real engine ``engine`` (``-m "not engine"`` skips them)."""
     for item in items:
         if REAL_ENGINES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.engine)
-    if config.pluginmanager.hasplugin("xdist"):
-        for item, group in engine_groups(items).items():
-            item.add_marker(pytest.mark.xdist_group(group))
-
-
-def engine_groups(items: list[pytest.Item]) -> dict[pytest.Item, str]:
-    """Each engine test's group: its module, joined with every module sharing a session engine."""
-    parent: dict[str, str] = {}
-
-    def root(node: str) -> str:
-        while parent.setdefault(node, node) != node:
-            node = parent[node]
-        return node
-
-    modules = {item: item.nodeid.split("::")[0] for item in items if item.get_closest_marker("engine")}
-    for item, module in modules.items():
-        for fixture in REAL_ENGINES & set(getattr(item, "fixturenames", ())):
-            parent[root(module)] = root(fixture)
-    return {item: root(module) for item, module in modules.items()}
 
 
 _seconds_by_module: dict[str, float] = {}
@@ -136,7 +111,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Where the time went: the 15 modules that took longest (summed over workers)."""
+    """Where the time went: the 15 modules that took longest (engine launches and training included)."""
     if sum(_seconds_by_module.values()) < 60:
         return
     terminalreporter.section("slowest 15 modules (set-up, call and teardown)")
