@@ -7,7 +7,10 @@
   ``OpenAICompatAdapter``), with their defaults and ``#:`` comments;
 * ``<!-- errors: hierarchy -->``: the tree of ``unillm.errors`` and what each ``except`` catches.
 
-So a new setting, attribute or error shows in the docs with no edit, and the docs cannot drift.
+Each table is committed into its page between its marker and the matching end marker
+(``<!-- /adapters: launch settings -->``), so the raw Markdown (GitHub, an editor) shows it too.
+``python docs/hooks/tables.py`` rewrites them from the code; ``--check`` only reports stale ones
+(``tests/test_docs.py`` runs it). At build time the hook fills them in again, so a site is never stale.
 """
 
 from __future__ import annotations
@@ -197,9 +200,53 @@ def mark_repl_cells(markdown: str) -> str:
     return _PYTHON_BLOCK.sub(title, markdown)
 
 
-def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:
-    """Replace each placeholder on a page with its generated table; title the REPL cells."""
+#: The pages that carry generated tables (relative to ``docs/``).
+PAGES = ("adapters.md", "guide/errors.md")
+REGENERATE = "python docs/hooks/tables.py"
+
+
+def end_marker(placeholder: str) -> str:
+    """The comment that closes a generated table: ``<!-- /adapters: launch settings -->``."""
+    return placeholder.replace("<!-- ", "<!-- /", 1)
+
+
+def fill(markdown: str) -> str:
+    """Each placeholder followed by its table, generated now, and its end marker (replacing the
+    table committed between them, if any)."""
     for placeholder, render in GENERATED.items():
-        if placeholder in markdown:
-            markdown = markdown.replace(placeholder, render())
-    return mark_repl_cells(markdown)
+        end = end_marker(placeholder)
+        block = re.compile(re.escape(placeholder) + r"(?:\n.*?\n" + re.escape(end) + ")?", re.S)
+        filled = f"{placeholder}\n\n{render()}\n\n{end}"
+        markdown = block.sub(lambda _, text=filled: text, markdown)
+    return markdown
+
+
+def stale_pages(write: bool = False) -> list[str]:
+    """The pages of :data:`PAGES` whose committed tables differ from the code's (rewritten if ``write``)."""
+    stale = []
+    for name in PAGES:
+        path = ROOT / "docs" / name
+        text = path.read_text()
+        current = fill(text)
+        if current != text:
+            stale.append(f"docs/{name}")
+            if write:
+                path.write_text(current)
+    return stale
+
+
+def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:
+    """Fill in each generated table on a page (from the code, as now); title the REPL cells."""
+    return mark_repl_cells(fill(markdown))
+
+
+if __name__ == "__main__":
+    import sys
+
+    check = "--check" in sys.argv[1:]
+    pages = stale_pages(write=not check)
+    for stale in pages:
+        print(f"{'stale' if check else 'rewrote'}: {stale}")
+    if check and pages:
+        print(f"regenerate them: {REGENERATE}")
+    sys.exit(1 if check and pages else 0)
