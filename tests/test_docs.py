@@ -164,6 +164,18 @@ def test_the_generated_tables_committed_in_the_pages_are_current() -> None:
                 assert tables.end_marker(placeholder) in page, f"{name}: {placeholder} has no table"
 
 
+def test_the_body_field_table_probes_every_option() -> None:
+    from unillm.options import Options
+
+    tables = _hook("tables")
+    probed = {name for _, output, options, stream in tables.OPTION_PROBES for name in options}
+    probed |= {"output", "stream"}
+    missing = set(Options.__annotations__) - probed - set(tables.NOT_A_FIELD)
+    assert missing == set(), f"add a row to OPTION_PROBES (docs/hooks/tables.py) for {sorted(missing)}"
+    page = (ROOT / "docs" / "adapters.md").read_text()
+    assert "`stream_options.include_usage: true`" in page and '`model: "sql"`' in page
+
+
 def test_the_errors_page_draws_the_hierarchy_from_the_code() -> None:
     import unillm.errors as errors
 
