@@ -158,8 +158,8 @@ def command(spec: LaunchSpec, health_path: str = "/health") -> LaunchCommand:
     _refuse_unmapped(spec)
     argv = [spec.python or "python", "-m", SERVER_MODULE, "--model", spec.model, "--host", spec.host]
     flags = Flags(argv)
-    flags.add("--port", spec.port)
-    flags.add("--served-model-name", spec.served_name)
+    flags.add("--port", spec.port)  # the launch test's fake engine reads these two: keep its
+    flags.add("--served-model-name", spec.served_name)  # port_flag= and name_flag= the same
     flags.add("--dtype", spec.dtype)
     flags.add("--max-model-len", spec.max_model_len)
     argv += spec.extra_args
@@ -245,10 +245,13 @@ from unillm.adapter import LaunchSpec
 from unillm.testing import fake_engine
 
 pytestmark = pytest.mark.anyio
+# The flags of launch.py's command that carry the port and the served model name, where the fake
+# engine reads them: change to the engine's flags (e.g. --server-port, --model-name).
+PREFIX = fake_engine.prefix(port_flag="--port", name_flag="--served-model-name")
 
 
 async def test_a_launch_serves_and_stops(tmp_path: Path) -> None:
-    spec = LaunchSpec(model="tiny", served_name="tiny", api_key=None, prefix=fake_engine.prefix())
+    spec = LaunchSpec(model="tiny", served_name="tiny", api_key=None, prefix=PREFIX)
     run = unillm.Launch($cls(), spec, progress=None, log_path=tmp_path / "engine.log")
     async with run as llm:
         assert (await llm.generate("Hi", max_tokens=4)).text
