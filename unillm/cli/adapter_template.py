@@ -55,13 +55,23 @@ OpenAI-compatible server. Written by `unillm new-adapter $name`; the guide is do
 | `tests/test_${name}_conformance.py` | the conformance kit, fed canned answers (record the engine's own) |
 | `tests/test_${name}_launch.py` | a launch through unillm with a fake engine process in the engine's place |
 
-To do, each with a test: put the engine's server module and flags in `launch.py`; mark `NATIVE`
-in `SUPPORTED` each feature the engine has (the rest stay refused, saying why); replace the
-canned answers with ones recorded from the engine; pass the API key the way the engine reads it
-(`API_KEY_ENV` is a guess the kit cannot catch); add `install()` for `unillm setup $name`.
+To do, each with a test: put the engine's server module and flags in `launch.py` (and the port
+and served-name flags in the launch test's `fake_engine.prefix`); mark `NATIVE` in `SUPPORTED`
+each feature the engine has (the rest stay refused, saying why); replace the canned answers with
+ones recorded from the engine (or written from its source, naming file and commit); pass the API
+key the way the engine reads it (`API_KEY_ENV` is a guess the kit cannot catch); add `install()`
+for `unillm setup $name`.
+
+The tests do not check the flags: confirm each against the engine's own `--help` or docs, and map
+a setting only to a flag with the same meaning (refuse one that only looks alike). List below the
+engine's request defaults that differ from OpenAI's (unset options are not sent).
 
     pip install -e 'adapters/$name[dev]'     # or ./run unit, which installs every adapters/*/
     pytest adapters/$name/tests
+
+## $display's quirks and what the adapter does
+
+* (none yet: the engine's own defaults, routes that ignore an option, ...)
 """
 
 INIT = '''\
