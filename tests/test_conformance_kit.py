@@ -277,8 +277,11 @@ class RefusesForAnotherEngine(DropsTheDtype):
 
 
 def test_a_silently_dropped_launch_setting_fails() -> None:
-    with pytest.raises(AssertionError, match=r"dtype: .* is silently dropped"):
+    with pytest.raises(AssertionError, match=r"dtype: .* is silently dropped") as failed:
         kit_for(DropsTheDtype()).test_maps_or_refuses_the_launch_setting("dtype")
+    # it says where a setting the engine honours by default goes: the adapter's kit test
+    assert "BrokenKit (tests/test_conformance_kit.py)" in str(failed.value)
+    assert "unchanged_launch_settings = {'dtype': " in str(failed.value)
 
 
 def test_a_refused_launch_setting_passes() -> None:

@@ -146,6 +146,36 @@ def test_the_adapter_guide_tables_are_generated_from_the_code() -> None:
         assert f"Adapter.{attribute}`" in rendered, attribute
 
 
+def test_the_generated_tables_committed_in_the_pages_are_current() -> None:
+    """The tables are in the Markdown (readable on GitHub), and they say what the code says."""
+    tables = _hook("tables")
+    stale = tables.stale_pages()
+    assert stale == [], f"generated tables out of date in {stale}: run `{tables.REGENERATE}`"
+    carrying = sorted(
+        str(path.relative_to(ROOT / "docs"))
+        for path in (ROOT / "docs").rglob("*.md")
+        if any(placeholder in path.read_text() for placeholder in tables.GENERATED)
+    )
+    assert carrying == sorted(tables.PAGES), "list every page with a generated table in tables.PAGES"
+    for name in tables.PAGES:
+        page = (ROOT / "docs" / name).read_text()
+        for placeholder in tables.GENERATED:
+            if placeholder in page:
+                assert tables.end_marker(placeholder) in page, f"{name}: {placeholder} has no table"
+
+
+def test_the_body_field_table_probes_every_option() -> None:
+    from unillm.options import Options
+
+    tables = _hook("tables")
+    probed = {name for _, output, options, stream in tables.OPTION_PROBES for name in options}
+    probed |= {"output", "stream"}
+    missing = set(Options.__annotations__) - probed - set(tables.NOT_A_FIELD)
+    assert missing == set(), f"add a row to OPTION_PROBES (docs/hooks/tables.py) for {sorted(missing)}"
+    page = (ROOT / "docs" / "adapters.md").read_text()
+    assert "`stream_options.include_usage: true`" in page and '`model: "sql"`' in page
+
+
 def test_the_errors_page_draws_the_hierarchy_from_the_code() -> None:
     import unillm.errors as errors
 

@@ -92,3 +92,17 @@ def test_an_existing_folder_or_a_bad_name_is_refused(repo: Path) -> None:
         write_adapter("lmdeploy", repo / "adapters")
     with pytest.raises(InvalidOptions, match="lower case letters"):
         write_adapter("LM-Deploy", repo / "adapters")
+
+
+def test_the_launch_test_names_the_flags_the_fake_engine_reads(repo: Path) -> None:
+    """The newcomer sees where to put the engine's own port and served-name flags."""
+    launch_test = (repo / "adapters" / "lmdeploy" / "tests" / "test_lmdeploy_launch.py").read_text()
+    assert 'fake_engine.prefix(port_flag="--port", name_flag="--served-model-name")' in launch_test
+    assert "change to the engine's flags" in launch_test
+
+
+def test_the_fake_engine_says_which_argument_names_the_port_flag() -> None:
+    from unillm.testing import fake_engine
+
+    with pytest.raises(SystemExit, match=r"no --port .* fake_engine\.prefix\(port_flag=\.\.\.\)"):
+        fake_engine.main(["--", "engine", "--server-port", "8000"])

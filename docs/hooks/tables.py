@@ -7,7 +7,10 @@
   ``OpenAICompatAdapter``), with their defaults and ``#:`` comments;
 * ``<!-- errors: hierarchy -->``: the tree of ``unillm.errors`` and what each ``except`` catches.
 
-So a new setting, attribute or error shows in the docs with no edit, and the docs cannot drift.
+Each table is committed into its page between its marker and the matching end marker
+(``<!-- /adapters: launch settings -->``), so the raw Markdown (GitHub, an editor) shows it too.
+``python docs/hooks/tables.py`` rewrites them from the code; ``--check`` only reports stale ones
+(``tests/test_docs.py`` runs it). At build time the hook fills them in again, so a site is never stale.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 SETTINGS = "<!-- adapters: launch settings -->"
 ATTRIBUTES = "<!-- adapters: class attributes -->"
 ERRORS = "<!-- errors: hierarchy -->"
+OPTIONS = "<!-- adapters: openai body fields -->"
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -128,6 +132,120 @@ def attributes_table() -> str:
     return "\n".join(rows)
 
 
+#: One request per row of the option table: (chat?, output, options, stream). Each row shows what
+#: ``OpenAICompatAdapter.build`` adds to the body of the same request without the option.
+OPTION_PROBES: tuple[tuple[bool, Any, dict[str, Any], bool], ...] = (
+    (False, None, {}, True),
+    (False, None, {"max_tokens": 8}, False),
+    (False, None, {"temperature": 0.5}, False),
+    (False, None, {"top_p": 0.9}, False),
+    (False, None, {"top_k": 5}, False),
+    (False, None, {"min_p": 0.1}, False),
+    (False, None, {"repetition_penalty": 1.1}, False),
+    (False, None, {"presence_penalty": 0.5}, False),
+    (False, None, {"frequency_penalty": 0.5}, False),
+    (False, None, {"seed": 7}, False),
+    (False, None, {"stop": ["."]}, False),
+    (False, None, {"n": 2}, False),
+    (False, None, {"logprobs": True, "top_logprobs": 2}, False),
+    (True, None, {"logprobs": True, "top_logprobs": 2}, False),
+    (False, None, {"priority": 1}, False),
+    (False, None, {"lora": "sql"}, False),
+    (False, "json", {}, False),
+    (True, None, {"tools": [{"name": "f", "parameters": {"type": "object"}}], "tool_choice": "auto"}, False),
+    (True, None, {"thinking": False}, False),
+    (True, None, {"thinking_budget": 64}, False),
+    (True, None, {"reasoning_effort": "low"}, False),
+    (False, None, {"extra_body": {"ignore_eos": True}}, False),
+)
+
+
+#: Options that change no body field of their own: the client's (timeouts, a fleet's session) or
+#: how the messages are laid out (``replay_reasoning``, in ``messages``).
+NOT_A_FIELD = ("timeout", "session", "deadline", "replay_reasoning")
+
+
+def _openai_adapters() -> dict[str, Any]:
+    """``OpenAICompatAdapter`` as it is (key ``""``), and with each opt-in class attribute set."""
+    from unillm.adapter import EXTRA_SAMPLING, OpenAICompatAdapter
+    from unillm.options import REASONING_OPTIONS
+
+    class Probe(OpenAICompatAdapter):
+        name = "probe"
+
+        def constraint_fields(self, output: Any, info: Any) -> dict[str, Any]:
+            return {"(constraint_fields)": "..."}
+
+        # only build() runs: the rest is never called
+        capabilities = discovery = parse_info = command = None  # type: ignore[assignment]
+
+    optins = {"extra_sampling_fields": EXTRA_SAMPLING, "thinking_options": tuple(REASONING_OPTIONS)}
+    adapters: dict[str, type[OpenAICompatAdapter]] = {"": Probe}
+    adapters.update({k: type(f"Probe_{k}", (Probe,), {k: v}) for k, v in optins.items()})
+    return {k: cls() for k, cls in adapters.items()}
+
+
+def _flat(body: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` as ``{"a.b": 1}`` (lists and the messages kept whole)."""
+    if not isinstance(body, dict) or prefix in ("messages", "tools"):
+        return {prefix: body}
+    return {
+        k: v for key, value in body.items() for k, v in _flat(value, f"{prefix}.{key}".lstrip(".")).items()
+    }
+
+
+def _option_row(probe: tuple[bool, Any, dict[str, Any], bool], adapters: dict[str, Any]) -> str:
+    import json
+
+    from unillm.adapter import EngineInfo, UnsupportedFeature
+    from unillm.capabilities import features_of
+    from unillm.options import JsonSchema, make_request
+
+    chat, output, options, stream = probe
+    output = JsonSchema({"type": "object"}) if output == "json" else None
+    prompt, messages = (None, [{"role": "user", "content": "Hi"}]) if chat else ("Hi", None)
+    request = make_request(prompt, messages, output, options, stream=stream)
+    plain = make_request(prompt, messages, None, {}, stream=False)
+    info = EngineInfo(engine="probe", model="m")
+    fields: dict[str, Any] = {}
+    needs = ""
+    for optin, adapter in adapters.items():
+        try:
+            before, after = _flat(adapter.build(plain, info).json), _flat(adapter.build(request, info).json)
+        except UnsupportedFeature:
+            continue
+        fields = {k: v for k, v in after.items() if before.get(k) != v}
+        if fields:
+            needs = optin
+            break
+    said = [f"{k}={v!r}" for k, v in options.items() if k != "tools"]
+    said = (["tools=[...]"] if "tools" in options else []) + said
+    said += ["output=JsonSchema(...)"] if output is not None else []
+    said += ["stream=True"] if stream else []
+    used = [f.name for f in features_of(request) if f not in features_of(plain)]
+
+    def shown(value: Any) -> str:
+        text = json.dumps(value)
+        return text if len(text) <= 30 else "..."
+
+    sent = "<br>".join(f"`{k}: {shown(v)}`" for k, v in fields.items()) or "*nothing*"
+    sent = sent.replace('`(constraint_fields): "..."`', "your `constraint_fields(output, info)`")
+    sent += f" (needs `{needs}`)" if needs else ""
+    checked = ", ".join(f"`{u}`" for u in used) or "-"
+    return f"| `{', '.join(said)}` ({'chat' if chat else 'prompt'}) | {checked} | {sent} |"
+
+
+def options_table() -> str:
+    """What ``OpenAICompatAdapter.build`` sends for each option: the body fields, and the class
+    attribute the adapter must set first when it sends nothing by default."""
+    adapters = _openai_adapters()
+    rows = [
+        "| option (request kind) | `Feature` checked before sending | body fields sent |",
+        "|---|---|---|",
+    ]
+    return "\n".join(rows + [_option_row(probe, adapters) for probe in OPTION_PROBES])
+
+
 def _summary(cls: type) -> str:
     return (inspect.getdoc(cls) or "").split("\n\n")[0].replace("\n", " ").replace("``", "`")
 
@@ -166,7 +284,12 @@ def error_tree() -> str:
     return "\n".join(lines)
 
 
-GENERATED = {SETTINGS: settings_table, ATTRIBUTES: attributes_table, ERRORS: error_tree}
+GENERATED = {
+    SETTINGS: settings_table,
+    ATTRIBUTES: attributes_table,
+    OPTIONS: options_table,
+    ERRORS: error_tree,
+}
 REPL_TITLE = (
     "REPL cell: top-level await (python -m asyncio, IPython, Jupyter); in a file, put it in async def main()"
 )
@@ -197,9 +320,53 @@ def mark_repl_cells(markdown: str) -> str:
     return _PYTHON_BLOCK.sub(title, markdown)
 
 
-def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:
-    """Replace each placeholder on a page with its generated table; title the REPL cells."""
+#: The pages that carry generated tables (relative to ``docs/``).
+PAGES = ("adapters.md", "guide/errors.md")
+REGENERATE = "python docs/hooks/tables.py"
+
+
+def end_marker(placeholder: str) -> str:
+    """The comment that closes a generated table: ``<!-- /adapters: launch settings -->``."""
+    return placeholder.replace("<!-- ", "<!-- /", 1)
+
+
+def fill(markdown: str) -> str:
+    """Each placeholder followed by its table, generated now, and its end marker (replacing the
+    table committed between them, if any)."""
     for placeholder, render in GENERATED.items():
-        if placeholder in markdown:
-            markdown = markdown.replace(placeholder, render())
-    return mark_repl_cells(markdown)
+        end = end_marker(placeholder)
+        block = re.compile(re.escape(placeholder) + r"(?:\n.*?\n" + re.escape(end) + ")?", re.S)
+        filled = f"{placeholder}\n\n{render()}\n\n{end}"
+        markdown = block.sub(filled.replace("\\", "\\\\"), markdown)
+    return markdown
+
+
+def stale_pages(write: bool = False) -> list[str]:
+    """The pages of :data:`PAGES` whose committed tables differ from the code's (rewritten if ``write``)."""
+    stale = []
+    for name in PAGES:
+        path = ROOT / "docs" / name
+        text = path.read_text()
+        current = fill(text)
+        if current != text:
+            stale.append(f"docs/{name}")
+            if write:
+                path.write_text(current)
+    return stale
+
+
+def on_page_markdown(markdown: str, page: Any, **kwargs: Any) -> str:
+    """Fill in each generated table on a page (from the code, as now); title the REPL cells."""
+    return mark_repl_cells(fill(markdown))
+
+
+if __name__ == "__main__":
+    import sys
+
+    check = "--check" in sys.argv[1:]
+    pages = stale_pages(write=not check)
+    for stale in pages:
+        print(f"{'stale' if check else 'rewrote'}: {stale}")
+    if check and pages:
+        print(f"regenerate them: {REGENERATE}")
+    sys.exit(1 if check and pages else 0)

@@ -55,13 +55,23 @@ OpenAI-compatible server. Written by `unillm new-adapter $name`; the guide is do
 | `tests/test_${name}_conformance.py` | the conformance kit, fed canned answers (record the engine's own) |
 | `tests/test_${name}_launch.py` | a launch through unillm with a fake engine process in the engine's place |
 
-To do, each with a test: put the engine's server module and flags in `launch.py`; mark `NATIVE`
-in `SUPPORTED` each feature the engine has (the rest stay refused, saying why); replace the
-canned answers with ones recorded from the engine; pass the API key the way the engine reads it
-(`API_KEY_ENV` is a guess the kit cannot catch); add `install()` for `unillm setup $name`.
+To do, each with a test: put the engine's server module and flags in `launch.py` (and the port
+and served-name flags in the launch test's `fake_engine.prefix`); mark `NATIVE` in `SUPPORTED`
+each feature the engine has (the rest stay refused, saying why); replace the canned answers with
+ones recorded from the engine (or written from its source, naming file and commit); pass the API
+key the way the engine reads it (`API_KEY_ENV` is a guess the kit cannot catch); add `install()`
+for `unillm setup $name`.
+
+The tests do not check the flags: confirm each against the engine's own `--help` or docs, and map
+a setting only to a flag with the same meaning (refuse one that only looks alike). List below the
+engine's request defaults that differ from OpenAI's (unset options are not sent).
 
     pip install -e 'adapters/$name[dev]'     # or ./run unit, which installs every adapters/*/
     pytest adapters/$name/tests
+
+## $display's quirks and what the adapter does
+
+* (none yet: the engine's own defaults, routes that ignore an option, ...)
 """
 
 INIT = '''\
@@ -158,8 +168,8 @@ def command(spec: LaunchSpec, health_path: str = "/health") -> LaunchCommand:
     _refuse_unmapped(spec)
     argv = [spec.python or "python", "-m", SERVER_MODULE, "--model", spec.model, "--host", spec.host]
     flags = Flags(argv)
-    flags.add("--port", spec.port)
-    flags.add("--served-model-name", spec.served_name)
+    flags.add("--port", spec.port)  # the launch test's fake engine reads these two: keep its
+    flags.add("--served-model-name", spec.served_name)  # port_flag= and name_flag= the same
     flags.add("--dtype", spec.dtype)
     flags.add("--max-model-len", spec.max_model_len)
     argv += spec.extra_args
@@ -245,10 +255,13 @@ from unillm.adapter import LaunchSpec
 from unillm.testing import fake_engine
 
 pytestmark = pytest.mark.anyio
+# The flags of launch.py's command that carry the port and the served model name, where the fake
+# engine reads them: change to the engine's flags (e.g. --server-port, --model-name).
+PREFIX = fake_engine.prefix(port_flag="--port", name_flag="--served-model-name")
 
 
 async def test_a_launch_serves_and_stops(tmp_path: Path) -> None:
-    spec = LaunchSpec(model="tiny", served_name="tiny", api_key=None, prefix=fake_engine.prefix())
+    spec = LaunchSpec(model="tiny", served_name="tiny", api_key=None, prefix=PREFIX)
     run = unillm.Launch($cls(), spec, progress=None, log_path=tmp_path / "engine.log")
     async with run as llm:
         assert (await llm.generate("Hi", max_tokens=4)).text

@@ -32,7 +32,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import PurePath, PurePosixPath
 from typing import Any, ClassVar, NoReturn
@@ -341,9 +341,12 @@ class AdapterConformance:
     capability_versions: ClassVar[Sequence[str | None]] = (None,)
     # LAUNCH_PROBES names whose value leaves the command as it is, for a stated reason (the
     # engine's own default, or a setting the core fills in for every engine that this one
-    # has no use for) -> why. The kit checks that they do leave it unchanged.
+    # has no use for) -> why. The kit checks that they do leave it unchanged. E.g.
+    # {"prefix_caching=True": "RadixAttention caches prefixes by default"} (SGLang).
     unchanged_launch_settings: ClassVar[Mapping[str, str]] = {}
-    # Request kinds (REQUEST_KINDS) the adapter refuses with UnsupportedFeature -> why.
+    # Request kinds (REQUEST_KINDS: "prompt", "chat", "prompt-stream", "chat-stream") the
+    # adapter's build() refuses with UnsupportedFeature -> why; the kit checks it does refuse
+    # them instead of building a call. E.g. {"prompt": "the engine serves chat only"}.
     refused_requests: ClassVar[Mapping[str, str]] = {}
     # False for an engine without authentication that ignores a key on a loopback address.
     passes_api_key: ClassVar[bool] = True
@@ -526,9 +529,21 @@ class AdapterConformance:
             return
         assert changed, (
             f"{probe}: {dict(LAUNCH_PROBES[probe].value)} is silently dropped: command() neither changes "
-            "argv/env/files/start steps nor refuses it (UnsupportedFeature naming the engine, why and "
-            "what instead)"
+            "argv/env/files/start steps nor refuses it. Map it to the engine's flag of the same meaning, "
+            "or refuse it (UnsupportedFeature naming the engine, why and what instead: Refuse(engine)). "
+            "If the engine already does this with no flag (its default), add to the class "
+            f"{self._where()}: unchanged_launch_settings = {{{probe!r}: \"<why: e.g. the engine's "
+            'default>"}'
         )
+
+    def _where(self) -> str:
+        """``Class.unchanged_launch_settings`` in the file of this subclass (the adapter's kit test)."""
+        cls = type(self)
+        module = sys.modules.get(cls.__module__)
+        path = getattr(module, "__file__", None) or cls.__module__
+        with suppress(ValueError):  # another drive (Windows): keep it absolute
+            path = os.path.relpath(path)
+        return f"{cls.__name__} ({path})"
 
     def _probe_specs(self, probe: str) -> tuple[LaunchSpec, LaunchSpec]:
         """The baseline (``launch_spec`` with the probe's needs) and the baseline with the probe set."""

@@ -99,7 +99,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     engine = argv[split + 1 :]
     port = _value(engine, args.port_flag)
     if port is None:
-        sys.exit(f"fake engine: no {args.port_flag} in the engine's command {engine}")
+        sys.exit(
+            f"fake engine: no {args.port_flag} in the engine's command {engine}: pass the flag that "
+            "carries the port as fake_engine.prefix(port_flag=...) (and the served model name's as "
+            "name_flag=...)"
+        )
     if os.environ.get("FAKE_ENGINE_FAIL_PORT") == port:
         print("ERROR fake engine: cannot allocate the KV cache", flush=True)
         sys.exit(3)
