@@ -130,6 +130,35 @@ def test_a_cut_constrained_answer_counts_only_when_it_went_wrong_before_the_cut(
     assert judge.valid_share([_answer("zzz")], is_valid, start, "choice")[0] == "ignored"
 
 
+class _Scripted:
+    """A probe client whose answers are given in advance (and counted)."""
+
+    name = "scripted"
+
+    def __init__(self, *answers: Answer) -> None:
+        self.answers, self.asked = list(answers), 0
+
+    async def ask(self, ask: object) -> Answer:
+        self.asked += 1
+        return self.answers.pop(0)
+
+    async def loras(self) -> list[str]:
+        return []
+
+
+async def test_a_constraint_cell_draws_on_while_the_answers_are_cut_and_still_valid() -> None:
+    cut = _answer('{"name":"ab","age":123456')  # valid so far: proves nothing
+    client = _Scripted(cut, cut, cut, _answer('{"name":"ab","age":1}', "stop"), _answer("{}", "stop"))
+    verdict, evidence = await CELLS["output=JSON schema"](client, 2)
+    assert client.asked == 5 and verdict == "ignored" and "1/2" in evidence
+
+
+async def test_a_constraint_cell_stops_drawing_at_its_limit() -> None:
+    client = _Scripted(*[_answer('{"name":"ab","age":1234')] * 9)
+    assert (await CELLS["output=JSON schema"](client, 2))[0] == "unmeasurable"
+    assert client.asked == 8  # DRAW_LIMIT (4) times the 2 samples
+
+
 async def test_think_tags_left_in_the_text_are_split_by_unillm() -> None:
     with HonestServer(thinks_by_default=True, ignore={"reasoning_parser"}) as server:
         report = await _probe(server, only=["reasoning split"])

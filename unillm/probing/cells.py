@@ -50,6 +50,8 @@ CHOICES = ("alpha", "beta", "gamma")
 GRAMMAR = 'root ::= ("yes" | "no") " " [0-9]'
 GRAMMAR_LANGUAGE = r"(yes|no) [0-9]"
 GRAMMAR_START = r"(y(e(s( [0-9]?)?)?)?|n(o( [0-9]?)?)?)?"
+#: A constraint cell draws at most this many times ``samples`` answers (see :func:`constrained`).
+DRAW_LIMIT = 4
 
 
 def _json_start(text: str) -> bool:
@@ -116,11 +118,21 @@ def penalty(name: str, value: float) -> CellFn:
 
 def constrained(output: Any, check: Callable[[str], bool], start: Callable[[str], bool], what: str) -> CellFn:
     """A cell for one output constraint: every sampled answer is valid (``start``: whether a cut
-    answer is the beginning of a valid one)."""
+    answer is the beginning of a valid one).
+
+    An answer cut by ``max_tokens`` while still valid proves nothing (sampling may run long, e.g.
+    an integer's digits), so the cell samples on, up to ``DRAW_LIMIT`` times ``samples`` answers,
+    until ``samples`` of them can be judged.
+    """
 
     async def cell(client: ProbeClient, samples: int) -> Judged:
         ask = Ask(PROMPT, {"temperature": 1.0, "max_tokens": 48}, output=output)
-        return judge.valid_share([await client.ask(ask) for _ in range(samples)], check, start, what)
+        answers: list[Answer] = []
+        while len(answers) < DRAW_LIMIT * samples:
+            answers.append(await client.ask(ask))
+            if sum(judge.judgeable(a, start) for a in answers) >= samples:
+                break
+        return judge.valid_share(answers, check, start, what)
 
     return cell
 

@@ -150,6 +150,17 @@ def changed(baseline: Answer, answer: Answer, what: str) -> Judged:
     return "ignored", f"{what} left the greedy answer unchanged though it repeats tokens"
 
 
+def judgeable(answer: Answer, could_grow: Callable[[str], bool]) -> bool:
+    """Whether a constrained answer tells anything: it ended by itself, or it was cut by
+    ``max_tokens`` where no valid answer could start with it.
+
+    Args:
+        answer: One sampled answer.
+        could_grow: Whether a cut text is the start of some valid one.
+    """
+    return answer.choices[0].finish_reason != "length" or not could_grow(answer.text)
+
+
 def valid_share(
     answers: Sequence[Answer],
     is_valid: Callable[[str], bool],
@@ -165,7 +176,7 @@ def valid_share(
         could_grow: Whether a cut text is the start of some valid one.
         what: The constraint, for the evidence.
     """
-    judged = [a for a in answers if a.choices[0].finish_reason != "length" or not could_grow(a.text)]
+    judged = [a for a in answers if judgeable(a, could_grow)]
     if not judged:
         return "unmeasurable", f"all {len(answers)} answers were cut by max_tokens while still valid"
     bad = [a.text for a in judged if not is_valid(a.text)]

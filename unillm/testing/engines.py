@@ -19,7 +19,7 @@ from unillm.adapter.base import Adapter
 from unillm.adapter.registry import adapter_for
 from unillm.api import connect, launch
 from unillm.client.llm import LLM
-from unillm.launching.cpu import cpu_settings
+from unillm.launching.cpu import cpu_settings, cpu_workdir
 from unillm.launching.supervisor import Launch
 from unillm.testing.tiny_model import TinyModel
 
@@ -97,6 +97,21 @@ def cpu_launch_settings(
     if "env" in extra:  # merged: the caller's keys win
         overrides["env"] = {**extra.pop("env"), **overrides.get("env", {})}
     return cpu_settings(engine, model, workdir=workdir, **{**extra, **overrides})
+
+
+def shared_cache_dir(engine: str) -> Path:
+    """A cache dir that every test launch of ``engine`` may share (for caches the engine keys by
+    content): ``cache`` in the default CPU work dir, ``$UNILLM_CACHE/cpu/<engine>/cache``.
+
+    Args:
+        engine: The adapter's name.
+
+    Returns:
+        The directory (created).
+    """
+    path = cpu_workdir(engine) / "cache"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def engine_testing(engine: str) -> ModuleType | None:
