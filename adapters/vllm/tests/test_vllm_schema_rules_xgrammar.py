@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,26 +19,48 @@ from unillm.adapter.schemas import xgrammar_problem, xgrammar_strings
 pytestmark = pytest.mark.engine
 OBJ = {"type": "object"}
 
+#: One process answers every question (importing xgrammar takes seconds): a line ``[schema,
+#: text]`` in, a line out (``accepts``, ``rejects`` or ``error``).
 PROBE = """
 import json, sys
 import xgrammar as xgr
 from xgrammar.testing import _is_grammar_accept_string as accepts
-schema, text = json.loads(sys.argv[1]), sys.argv[2]
-try:
-    grammar = xgr.Grammar.from_json_schema(schema, any_whitespace=False, separators=(",", ":"))
-except Exception:
-    print("error")
-else:
-    print("accepts" if accepts(grammar, text) else "rejects")
+for line in sys.stdin:
+    schema, text = json.loads(line)
+    try:
+        grammar = xgr.Grammar.from_json_schema(schema, any_whitespace=False, separators=(",", ":"))
+    except Exception:
+        print("error", flush=True)
+    else:
+        print("accepts" if accepts(grammar, text) else "rejects", flush=True)
 """
+VLLM_PYTHON = Path.home() / ".cache/unillm/envs/vllm/bin/python"
+_probe: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def probe_process() -> Iterator[None]:
+    """xgrammar's process for this module, stopped after it."""
+    process = subprocess.Popen(
+        [str(VLLM_PYTHON), "-c", PROBE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    _probe.append(process)
+    yield
+    _probe.clear()
+    assert process.stdin is not None
+    process.stdin.close()
+    assert process.wait(timeout=30) == 0
 
 
 def xgrammar(schema: dict[str, Any], text: str) -> str:
-    python = Path.home() / ".cache/unillm/envs/vllm/bin/python"
-    run = subprocess.run(
-        [str(python), "-c", PROBE, json.dumps(schema), text], capture_output=True, text=True, check=True
-    )
-    return run.stdout.strip()
+    """xgrammar's verdict on ``text`` under ``schema`` (compiled as vLLM compiles it)."""
+    process = _probe[0]
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(json.dumps([schema, text]) + "\n")
+    process.stdin.flush()
+    verdict = process.stdout.readline().strip()
+    assert verdict in ("accepts", "rejects", "error"), f"the xgrammar process ended: {verdict!r}"
+    return verdict
 
 
 def test_xgrammar_accepts_an_object_without_a_required_name_missing_from_properties() -> None:
@@ -160,9 +183,8 @@ def test_xgrammar_compiles_a_counted_repetition_up_to_128_and_fails_above(tiny: 
         {"type": "string", "pattern": "^[a-z]{1,129}$"},
         {"type": "object", "patternProperties": {"^a{200}$": {}}},
     ]
-    python = Path.home() / ".cache/unillm/envs/vllm/bin/python"
     run = subprocess.run(
-        [str(python), "-c", COMPILE, json.dumps(schemas), str(tiny.path)],
+        [str(VLLM_PYTHON), "-c", COMPILE, json.dumps(schemas), str(tiny.path)],
         capture_output=True,
         text=True,
         check=True,
@@ -206,9 +228,8 @@ PARITY: list[dict[str, Any]] = [
 
 
 def test_the_vllm_rules_agree_with_vllms_own_check() -> None:
-    python = Path.home() / ".cache/unillm/envs/vllm/bin/python"
     run = subprocess.run(
-        [str(python), "-c", VLLM_CHECK, json.dumps(PARITY)], capture_output=True, text=True, check=True
+        [str(VLLM_PYTHON), "-c", VLLM_CHECK, json.dumps(PARITY)], capture_output=True, text=True, check=True
     )
     vllm_says = json.loads(run.stdout.strip().splitlines()[-1])
     assert vllm_says == [xgrammar_problem(schema) is not None for schema in PARITY]
