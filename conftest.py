@@ -75,6 +75,17 @@ def trained_server(workdir: Path) -> Iterator[RunningEngine]:
     yield from RunningEngine.serving("vllm", workdir / "vllm-trained.log", **settings)
 
 
+@pytest.fixture(scope="session")
+def thinking_server(workdir: Path) -> Iterator[RunningEngine]:
+    """vLLM with the thinking model (qwen3 reasoning parser, hermes tool parser), its template
+    taught to render an assistant's ``reasoning_content`` as Qwen3's does: one launch for the
+    reasoning tests and the multi-turn replay tests."""
+    from unillm.testing.replay_check import replay_launch_settings
+
+    settings = replay_launch_settings("vllm", workdir, served_name="tiny-thinking")
+    yield from RunningEngine.serving("vllm", workdir / "vllm-thinking.log", **settings)
+
+
 @pytest.fixture
 async def llm(vllm_server: RunningEngine) -> AsyncIterator[unillm.LLM]:
     async with vllm_server.connect() as client:
@@ -89,6 +100,7 @@ REAL_ENGINES = frozenset(
         "mlx_draft_server",
         "minilm_server",
         "trained_server",
+        "thinking_server",
         "vlm_server",
     }
 )

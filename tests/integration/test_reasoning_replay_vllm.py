@@ -7,22 +7,13 @@ engine's own tokenizer on the transcript unillm rendered, and each earlier thoug
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from unillm.testing.engines import RunningEngine
-from unillm.testing.replay_check import drive, replay_launch_settings
+from unillm.testing.replay_check import drive
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
-
-
-@pytest.fixture(scope="module")
-def replay_server(workdir: Path) -> Iterator[RunningEngine]:
-    """vLLM with the thinking model whose template renders an assistant's ``reasoning_content``."""
-    settings = replay_launch_settings("vllm", workdir, served_name="tiny-thinking")
-    yield from RunningEngine.serving("vllm", workdir / "vllm-replay.log", **settings)
 
 
 def get_weather(city: str) -> str:
@@ -31,15 +22,15 @@ def get_weather(city: str) -> str:
 
 
 @pytest.mark.parametrize("mode", ["field", "inline", "drop"])
-async def test_ten_turns_lose_and_double_no_token(replay_server: RunningEngine, mode: str) -> None:
-    async with replay_server.connect() as llm:
+async def test_ten_turns_lose_and_double_no_token(thinking_server: RunningEngine, mode: str) -> None:
+    async with thinking_server.connect() as llm:
         turns = await drive(llm, turns=10, tools=[get_weather], mode=mode)
     assert [(t.lost, t.doubled) for t in turns] == [(0, 0)] * 10
     assert [t.thoughts_rendered for t in turns] == [t.thoughts_expected for t in turns]
 
 
-async def test_the_transcript_has_thoughts_and_tool_calls(replay_server: RunningEngine) -> None:
-    async with replay_server.connect() as llm:
+async def test_the_transcript_has_thoughts_and_tool_calls(thinking_server: RunningEngine) -> None:
+    async with thinking_server.connect() as llm:
         turns = await drive(llm, turns=10, tools=[get_weather], mode="field")
     # the last turn's prompt holds nine earlier thoughts; the turns made calls and answers
     assert (turns[-1].thoughts_expected, {t.called for t in turns}) == (9, {True, False})

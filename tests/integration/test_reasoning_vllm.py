@@ -6,33 +6,17 @@ functions runs to the final answer."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
 
 import unillm
 from unillm.client.tool_loop import ToolResult, ToolRun
-from unillm.testing.engines import RunningEngine, cpu_launch_settings
-from unillm.testing.trained_model import THOUGHT, build_trained_model
+from unillm.testing.engines import RunningEngine
+from unillm.testing.trained_model import THOUGHT
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 ASK = [{"role": "user", "content": "What is 2+2?"}]
-
-
-@pytest.fixture(scope="module")
-def thinking_server(workdir: Path) -> Iterator[RunningEngine]:
-    """vLLM with the thinking model, the qwen3 reasoning parser and the hermes tool parser."""
-    settings = cpu_launch_settings(
-        "vllm",
-        build_trained_model(thinking=True),
-        workdir / "thinking",
-        served_name="tiny-thinking",
-        tool_parser="hermes",
-        reasoning_parser="qwen3",
-    )
-    yield from RunningEngine.serving("vllm", workdir / "vllm-thinking.log", **settings)
 
 
 def get_weather(city: str) -> str:
