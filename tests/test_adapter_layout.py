@@ -13,9 +13,10 @@ import ast
 import re
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -91,8 +92,9 @@ def test_mypy_checks_every_adapter_without_a_list() -> None:
     assert "adapters/*/tests" in (ROOT / "run").read_text(), "./run gate type-checks each adapter's tests"
 
 
-def collect_without(blocked: list[str], *paths: str) -> subprocess.CompletedProcess[str]:
-    """``pytest --collect-only -m "not engine"`` of ``paths`` with the modules ``blocked`` unimportable."""
+def collect_without(blocked: list[str], *paths: str, output: IO[str]) -> subprocess.Popen[str]:
+    """Start ``pytest --collect-only -m "not engine"`` of ``paths`` with the modules ``blocked``
+    unimportable, its output to ``output`` (a file: a pipe would stall it while the other runs)."""
     program = textwrap.dedent(f"""
         import importlib.abc, sys
         import pytest
@@ -107,25 +109,52 @@ def collect_without(blocked: list[str], *paths: str) -> subprocess.CompletedProc
         sys.exit(pytest.main(["--collect-only", "-q", "-m", "not engine", "-p", "no:cacheprovider",
                               *{list(paths)!r}]))
     """)
-    return subprocess.run(
-        [sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=300
+    return subprocess.Popen(
+        [sys.executable, "-c", program],
+        cwd=ROOT,
+        stdout=output,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
 
 
-def test_core_tests_collect_with_no_engine_adapter_importable() -> None:
-    blocked = sorted(
+@pytest.fixture(scope="module")
+def collections() -> dict[str, tuple[int, str]]:
+    """Both collections below, run side by side (each imports the whole suite): exit code and output."""
+    adapter_packages = sorted(
         {pyproject(f)["project"]["entry-points"][ENTRY_POINT_GROUP][f.name].split(":")[0] for f in ADAPTERS}
     )
-    run = collect_without(blocked, "tests")
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
-    assert " collected" in run.stdout or "tests collected" in run.stdout, run.stdout[-500:]
+    with tempfile.TemporaryFile("w+") as mine, tempfile.TemporaryFile("w+") as theirs:
+        started = {
+            "no adapter": (collect_without(adapter_packages, "tests", output=mine), mine),
+            "no engine": (
+                collect_without(
+                    list(ENGINE_MODULES), "tests", *(str(f / "tests") for f in ADAPTERS), output=theirs
+                ),
+                theirs,
+            ),
+        }
+        done = {}
+        for name, (process, output) in started.items():
+            process.wait(timeout=300)
+            output.seek(0)
+            done[name] = (process.returncode, output.read())
+    return done
 
 
-def test_the_whole_suite_collects_with_no_engine_installed() -> None:
+def test_core_tests_collect_with_no_engine_adapter_importable(
+    collections: dict[str, tuple[int, str]],
+) -> None:
+    code, out = collections["no adapter"]
+    assert code == 0, out[-5000:]
+    assert " collected" in out or "tests collected" in out, out[-500:]
+
+
+def test_the_whole_suite_collects_with_no_engine_installed(collections: dict[str, tuple[int, str]]) -> None:
     """The adapters' tests too: an engine (or its frontend) is imported only by tests that run it."""
-    run = collect_without(list(ENGINE_MODULES), "tests", *(str(f / "tests") for f in ADAPTERS))
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
-    assert " collected" in run.stdout or "tests collected" in run.stdout, run.stdout[-500:]
+    code, out = collections["no engine"]
+    assert code == 0, out[-5000:]
+    assert " collected" in out or "tests collected" in out, out[-500:]
 
 
 def test_the_adapter_guide_names_every_hook() -> None:
