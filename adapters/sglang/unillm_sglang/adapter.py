@@ -55,7 +55,6 @@ from unillm.adapter import (
     discovered,
     error_message,
     features_of,
-    missing_route,
     model_cards,
     text_field,
 )
@@ -130,6 +129,10 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
     engine_module = "sgl_kernel"
     reasoning_parsers = REASONING_PARSERS  # --reasoning-parser NAME
     takes_tool_parser = True  # --tool-call-parser NAME
+    missing_lora_routes = (
+        "this server has no /load_lora_adapter endpoint",
+        "Upgrade SGLang (>= 0.4.9), or pass lora={name: path} at launch",
+    )
     structured_backends = GRAMMAR_BACKENDS  # --grammar-backend NAME
     takes_compact_json = True  # --constrained-json-disable-any-whitespace
     thinking_options = ("thinking", "reasoning_effort")  # chat_template_kwargs / request fields
@@ -508,17 +511,6 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
             for m in _mapping(body).get("data") or []
             if isinstance(m, Mapping) and m.get("parent")
         ]
-
-    def lora_error(self, status: int, body: bytes, info: EngineInfo | None) -> UnillmError:
-        return missing_route(
-            self.name,
-            status,
-            body,
-            Feature.LORA_RUNTIME,
-            info.version if info else None,
-            why="this server has no /load_lora_adapter endpoint",
-            alternative="Upgrade SGLang (>= 0.4.9), or pass lora={name: path} at launch",
-        ) or self.parse_error(status, body, None, info)
 
     # -- launch ----------------------------------------------------------------------------
     def install(self, *, gpu: bool) -> EngineInstall:

@@ -54,7 +54,6 @@ from unillm.adapter import (
     at_least,
     discovered,
     error_message,
-    missing_route,
     model_cards,
     parse_version,
     structured_output,
@@ -147,6 +146,11 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
     in_process_worker = True  # in_process=True: vLLM's engine in a worker on the vLLM env's python
     reasoning_parsers = launch.REASONING_PARSERS  # --reasoning-parser NAME
     takes_tool_parser = True  # --enable-auto-tool-choice --tool-call-parser NAME
+    missing_lora_routes = (
+        "this server does not expose runtime LoRA endpoints",
+        "Start it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True (unillm.launch(..., runtime_lora=True)), "
+        "or pass lora={name: path} at launch",
+    )
     structured_backends = launch.STRUCTURED_BACKENDS
     takes_compact_json = True  # --structured-outputs-config '{"disable_any_whitespace": true}'
     ray_executor = True  # --distributed-executor-backend ray (ray_address=)
@@ -360,18 +364,6 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
             prompt_tokens="vllm:prompt_tokens_total",
             generation_tokens="vllm:generation_tokens_total",
         )
-
-    def lora_error(self, status: int, body: bytes, info: EngineInfo | None) -> UnillmError:
-        return missing_route(
-            self.name,
-            status,
-            body,
-            Feature.LORA_RUNTIME,
-            info.version if info else None,
-            why="this server does not expose runtime LoRA endpoints",
-            alternative="Start it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True (unillm.launch("
-            "..., runtime_lora=True)), or pass lora={name: path} at launch",
-        ) or self.parse_error(status, body, None, info)
 
     # -- launch (unillm_vllm.launch) -------------------------------------------------------
     def install(self, *, gpu: bool) -> EngineInstall:
