@@ -138,6 +138,24 @@ class OpenAICompatAdapter(Adapter):
             and request.thinking is not False
         )
 
+    def no_tool_parser(self, info: EngineInfo, why: str, forced_with: str) -> UnsupportedFeature:
+        """The refusal of ``tool_choice="auto"`` on a server started without a tool parser (it
+        cannot read calls out of free text): launch with one, or force the call.
+
+        Args:
+            info: What discovery learnt about the engine (its version is named).
+            why: What the server does without a parser (answers 400, answers with text).
+            forced_with: How unillm forces a required or named call there ("a JSON schema").
+        """
+        return UnsupportedFeature(
+            self.name,
+            Feature.TOOL_CHOICE_AUTO.value,
+            version=info.version,
+            why=why,
+            alternative="Launch with tool_parser='hermes' (or your model's parser), or pass "
+            f"tool_choice='required' or a tool's name, which unillm forces with {forced_with}",
+        )
+
     def tool_fields(self, request: Request, info: EngineInfo) -> dict[str, Any]:
         """Body fields for ``tools`` / ``tool_choice`` (capabilities have already been checked).
 

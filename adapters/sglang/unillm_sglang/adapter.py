@@ -299,15 +299,11 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
         if choice is None or choice.mode != "auto" or not isinstance(info, SGLangInfo):
             return
         if info.tool_call_parser is None and info.lora_enabled is not None:  # server info known
-            raise UnsupportedFeature(
-                self.name,
-                Feature.TOOL_CHOICE_AUTO.value,
-                version=info.version,
-                why="this server runs without --tool-call-parser, so SGLang would answer with text "
+            raise self.no_tool_parser(
+                info,
+                "this server runs without --tool-call-parser, so SGLang would answer with text "
                 "and never a call",
-                alternative="Launch with tool_parser='hermes' (or your model's parser), or pass "
-                "tool_choice='required' or a tool's name, which unillm forces with a "
-                "JSON schema",
+                "a JSON schema",
             )
 
     def forces_by_constraint(self, request: Request, info: EngineInfo) -> bool:

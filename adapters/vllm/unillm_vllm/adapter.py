@@ -306,14 +306,10 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
     def build(self, request: Request, info: EngineInfo) -> HttpCall:
         choice = request.tool_choice
         if self.launched and self.tool_parser is None and choice is not None and choice.mode == "auto":
-            raise UnsupportedFeature(
-                self.name,
-                Feature.TOOL_CHOICE_AUTO.value,
-                version=info.version,
-                why="this server was started without a tool parser, so vLLM cannot find calls in "
+            raise self.no_tool_parser(
+                info,
+                "this server was started without a tool parser, so vLLM cannot find calls in "
                 "free text (it answers HTTP 400)",
-                alternative="Launch with tool_parser='hermes' (or your model's parser), or pass "
-                "tool_choice='required' or a tool's name, which unillm forces with "
                 "structured outputs",
             )
         return super().build(request, info)
