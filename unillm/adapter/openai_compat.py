@@ -514,18 +514,9 @@ class OpenAIStreamDecoder:
             if finish:
                 finish = self._tools.finish_reason(index, finish)
                 self._finish[index] = finish
-            logprobs = parse_logprobs(c.get("logprobs"))
-            if text or thought or finish or logprobs or calls:
-                deltas.append(
-                    Delta(
-                        index=index,
-                        text=text,
-                        reasoning=thought,
-                        finish_reason=finish,
-                        logprobs=logprobs,
-                        tool_calls=calls,
-                    )
-                )
+            said = choice_delta(index, text, thought, finish, parse_logprobs(c.get("logprobs")), calls)
+            if said is not None:
+                deltas.append(said)
         usage = chunk.get("usage")
         if usage and not chunk.get("choices"):
             deltas.append(Delta(finish_reason=self._finish.get(0), usage=parse_usage(usage)))
@@ -583,6 +574,32 @@ class ToolDeltas:
             finish: The finish reason the engine sent.
         """
         return "tool_calls" if choice in self.seen and finish == "stop" else finish
+
+
+def choice_delta(
+    index: int,
+    text: str,
+    reasoning: str,
+    finish: str | None,
+    logprobs: list[TokenLogprob] | None,
+    calls: list[ToolCallDelta] | None,
+) -> Delta | None:
+    """One streamed choice's delta; None when the chunk says nothing for it (no text, thought,
+    finish reason, logprobs or call).
+
+    Args:
+        index: The choice's index.
+        text: The answer's new text.
+        reasoning: The thought's new text.
+        finish: The unified finish reason, once the choice ends.
+        logprobs: The new tokens' logprobs.
+        calls: The tool-call pieces the chunk adds.
+    """
+    if not (text or reasoning or finish or logprobs or calls):
+        return None
+    return Delta(
+        index=index, text=text, reasoning=reasoning, finish_reason=finish, logprobs=logprobs, tool_calls=calls
+    )
 
 
 def with_tool_calls(
