@@ -316,13 +316,21 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
 
     def _check_lora(self, request: Request, info: EngineInfo) -> None:
         if request.lora is not None and isinstance(info, SGLangInfo) and info.lora_enabled is False:
-            raise UnsupportedFeature(
-                self.name,
-                Feature.LORA.value,
-                version=info.version,
-                why="this server was started without LoRA (--enable-lora / --lora-paths)",
-                alternative="Launch it with lora={name: path} (or runtime_lora=True, max_lora_rank=R)",
+            raise self._without_lora(
+                info,
+                Feature.LORA,
+                "--enable-lora / --lora-paths",
+                "Launch it with lora={name: path} (or runtime_lora=True, max_lora_rank=R)",
             )
+
+    def _without_lora(
+        self, info: EngineInfo, feature: Feature, flags: str, alternative: str
+    ) -> UnsupportedFeature:
+        """The refusal of a LoRA feature on a server started without LoRA (``flags`` enable it)."""
+        why = f"this server was started without LoRA ({flags})"
+        return UnsupportedFeature(
+            self.name, feature.value, version=info.version, why=why, alternative=alternative
+        )
 
     # -- requests --------------------------------------------------------------------------
     def build(self, request: Request, info: EngineInfo) -> HttpCall:
@@ -461,12 +469,11 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
         if not isinstance(info, SGLangInfo):
             return
         if info.lora_enabled is False:
-            raise UnsupportedFeature(
-                self.name,
-                Feature.LORA_RUNTIME.value,
-                version=info.version,
-                why="this server was started without LoRA (--enable-lora)",
-                alternative="Launch it with runtime_lora=True and max_lora_rank=R (or lora={...})",
+            raise self._without_lora(
+                info,
+                Feature.LORA_RUNTIME,
+                "--enable-lora",
+                "Launch it with runtime_lora=True and max_lora_rank=R (or lora={...})",
             )
         if not config:
             return
