@@ -186,6 +186,7 @@ ADAPTER_SDK = {
     "answer_text",
     "at_least",
     "check_priority",
+    "choice_delta",
     "choices_of",
     "clip_message",
     "decode_event",

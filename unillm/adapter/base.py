@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from unillm.adapter.findings import Ignored, refuse_ignored
+from unillm.adapter.http_errors import missing_route
 from unillm.adapter.launch_spec import CpuRecipe, LaunchCommand, LaunchSpec
 from unillm.capabilities import Capabilities, Feature
 from unillm.embeddings import EmbedBatch, EmbedRequest, TokenizeRequest
@@ -120,6 +121,10 @@ class Adapter(ABC):
     #: chat template (``reasoning_content``, vLLM's ``reasoning``, Ollama's ``thinking``); None:
     #: it reads none (``replay_reasoning="field"`` is refused, the default drops the thought).
     reasoning_message_field: ClassVar[str | None] = None
+    #: What a LoRA call's bare 404 ``Not Found`` means on a server whose runtime LoRA routes may be
+    #: missing (why, what instead): :meth:`lora_error` refuses ``LORA_RUNTIME`` with it (see
+    #: :func:`~unillm.adapter.http_errors.missing_route`). None: such a 404 is a plain error.
+    missing_lora_routes: ClassVar[tuple[str, str] | None] = None
 
     def replay_field(self, info: EngineInfo) -> str | None:
         """The field an assistant message's thought goes back in, on this engine version
@@ -411,13 +416,23 @@ class Adapter(ABC):
         return None
 
     def lora_error(self, status: int, body: bytes, info: EngineInfo | None) -> UnillmError:
-        """The typed error for a failed LoRA load/unload/list call.
+        """The typed error for a failed LoRA load/unload/list call: UnsupportedFeature where
+        :attr:`missing_lora_routes` says a bare 404 means the server lacks the routes, else
+        :meth:`parse_error`'s.
 
         Args:
             status: The HTTP status code.
             body: The raw answer body (may be empty or not JSON).
             info: Discovery's answer; None when the engine is not yet discovered.
         """
+        if self.missing_lora_routes is not None:
+            why, alternative = self.missing_lora_routes
+            version = info.version if info else None
+            refusal = missing_route(
+                self.name, status, body, Feature.LORA_RUNTIME, version, why=why, alternative=alternative
+            )
+            if refusal is not None:
+                return refusal
         return self.parse_error(status, body, None, info)
 
     def check_lora(self, name: str, config: Mapping[str, Any] | None, info: EngineInfo) -> None:

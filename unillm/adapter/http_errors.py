@@ -130,9 +130,8 @@ def missing_route(
 ) -> UnsupportedFeature | None:
     """The refusal for an endpoint this server lacks: a 404 whose message is the web framework's
     bare ``Not Found`` (not the engine's 404 naming a model or adapter). None for other answers.
-
-        return missing_route(self.name, status, body, Feature.LORA_RUNTIME, version, why="...",
-                             alternative="...") or self.parse_error(status, body, None, info)
+    :meth:`Adapter.lora_error <unillm.adapter.base.Adapter.lora_error>` uses it for an adapter's
+    ``missing_lora_routes``.
 
     Args:
         engine: The adapter's name, for the error message.

@@ -138,6 +138,24 @@ class OpenAICompatAdapter(Adapter):
             and request.thinking is not False
         )
 
+    def no_tool_parser(self, info: EngineInfo, why: str, forced_with: str) -> UnsupportedFeature:
+        """The refusal of ``tool_choice="auto"`` on a server started without a tool parser (it
+        cannot read calls out of free text): launch with one, or force the call.
+
+        Args:
+            info: What discovery learnt about the engine (its version is named).
+            why: What the server does without a parser (answers 400, answers with text).
+            forced_with: How unillm forces a required or named call there ("a JSON schema").
+        """
+        return UnsupportedFeature(
+            self.name,
+            Feature.TOOL_CHOICE_AUTO.value,
+            version=info.version,
+            why=why,
+            alternative="Launch with tool_parser='hermes' (or your model's parser), or pass "
+            f"tool_choice='required' or a tool's name, which unillm forces with {forced_with}",
+        )
+
     def tool_fields(self, request: Request, info: EngineInfo) -> dict[str, Any]:
         """Body fields for ``tools`` / ``tool_choice`` (capabilities have already been checked).
 
@@ -496,18 +514,9 @@ class OpenAIStreamDecoder:
             if finish:
                 finish = self._tools.finish_reason(index, finish)
                 self._finish[index] = finish
-            logprobs = parse_logprobs(c.get("logprobs"))
-            if text or thought or finish or logprobs or calls:
-                deltas.append(
-                    Delta(
-                        index=index,
-                        text=text,
-                        reasoning=thought,
-                        finish_reason=finish,
-                        logprobs=logprobs,
-                        tool_calls=calls,
-                    )
-                )
+            said = choice_delta(index, text, thought, finish, parse_logprobs(c.get("logprobs")), calls)
+            if said is not None:
+                deltas.append(said)
         usage = chunk.get("usage")
         if usage and not chunk.get("choices"):
             deltas.append(Delta(finish_reason=self._finish.get(0), usage=parse_usage(usage)))
@@ -565,6 +574,32 @@ class ToolDeltas:
             finish: The finish reason the engine sent.
         """
         return "tool_calls" if choice in self.seen and finish == "stop" else finish
+
+
+def choice_delta(
+    index: int,
+    text: str,
+    reasoning: str,
+    finish: str | None,
+    logprobs: list[TokenLogprob] | None,
+    calls: list[ToolCallDelta] | None,
+) -> Delta | None:
+    """One streamed choice's delta; None when the chunk says nothing for it (no text, thought,
+    finish reason, logprobs or call).
+
+    Args:
+        index: The choice's index.
+        text: The answer's new text.
+        reasoning: The thought's new text.
+        finish: The unified finish reason, once the choice ends.
+        logprobs: The new tokens' logprobs.
+        calls: The tool-call pieces the chunk adds.
+    """
+    if not (text or reasoning or finish or logprobs or calls):
+        return None
+    return Delta(
+        index=index, text=text, reasoning=reasoning, finish_reason=finish, logprobs=logprobs, tool_calls=calls
+    )
 
 
 def with_tool_calls(

@@ -20,7 +20,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from unillm.config.pairs import json_or_text, settings
-from unillm.config.subcommands import examples_parser
+from unillm.config.subcommands import add_repeatable, examples_parser
 from unillm.errors import InvalidOptions
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def add_batch_parser(sub: Any) -> None:
     p.add_argument("input", help="the batch input JSONL")
     p.add_argument("--out", required=True, help="the results JSONL (resumed when it exists)")
     t = p.add_argument_group("target (one of)")
-    t.add_argument("--url", action="append", default=[], help="a running engine; repeat for a fleet")
+    add_repeatable(t, "--url", "a running engine; repeat for a fleet")
     t.add_argument("--config", help="a unillm config (TOML/YAML): connect or launch as it says")
     t.add_argument("--model", help="launch --engine with this model for the run, stop it after")
     t.add_argument("--engine", help="the engine's adapter (vllm, sglang, tgi, mlx, llamacpp)")
@@ -51,12 +51,11 @@ def add_batch_parser(sub: Any) -> None:
         help="API key of the engine(s) (default: $UNILLM_API_KEY, which keeps it out of ps)",
     )
     t.add_argument("--policy", help="fleet routing policy (round_robin, least_load, prefix, session)")
-    t.add_argument(
+    add_repeatable(
+        t,
         "--launch",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="launch setting with --model (LaunchSpec field; JSON values), e.g. cpu=true",
+        "launch setting with --model (LaunchSpec field; JSON values), e.g. cpu=true",
+        "KEY=VALUE",
     )
     t.add_argument(
         "--in-process",

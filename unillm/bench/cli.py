@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 from unillm.config.pairs import json_or_text, settings
-from unillm.config.subcommands import examples_parser
+from unillm.config.subcommands import add_repeatable, examples_parser
 from unillm.errors import InvalidOptions, validation_problems
 
 
@@ -42,19 +42,13 @@ def add_bench_parser(sub: Any) -> None:
 
 
 def _target_arguments(t: Any) -> None:
-    t.add_argument(
-        "--url", action="append", default=[], help="a running engine; repeat for a fleet of replicas"
-    )
+    add_repeatable(t, "--url", "a running engine; repeat for a fleet of replicas")
     t.add_argument("--config", help="a unillm config (TOML/YAML): connect or launch as it says")
     t.add_argument("--model", help="launch ENGINE(s) with this model, measure, stop")
     t.add_argument("--api-key", help="API key of the running engine(s)")
     t.add_argument("--policy", help="fleet routing policy (round_robin, least_load, prefix, ...)")
-    t.add_argument(
-        "--launch",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="launch setting for every matrix cell (LaunchSpec field; JSON values)",
+    add_repeatable(
+        t, "--launch", "launch setting for every matrix cell (LaunchSpec field; JSON values)", "KEY=VALUE"
     )
     t.add_argument(
         "--http",
@@ -63,13 +57,12 @@ def _target_arguments(t: Any) -> None:
         help="HTTP client that measures a URL or launched engine: aiohttp under httpx "
         "(auto: when httpx-aiohttp is installed, as in unillm-sdk[bench]) or httpx's own",
     )
-    t.add_argument(
+    add_repeatable(
+        t,
         "--vary",
-        action="append",
-        default=[],
-        metavar="KEY=V1,V2",
-        help="matrix axis: tensor, pipeline, data, prefix_caching, speculative "
+        "matrix axis: tensor, pipeline, data, prefix_caching, speculative "
         "(none | METHOD:TOKENS), max_num_seqs, ...",
+        "KEY=V1,V2",
     )
 
 

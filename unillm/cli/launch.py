@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from unillm.cli.launch_settings import SCALAR_FLAGS, fleet_settings, node_ranks, spec_settings
 from unillm.cli.names import engine_names
 from unillm.cli.serve import serve
+from unillm.config.subcommands import add_repeatable
 from unillm.errors import validation_problems
 
 if TYPE_CHECKING:
@@ -65,13 +66,7 @@ def add_arguments(launch: argparse.ArgumentParser) -> None:
 
 def _add_serving_flags(launch: argparse.ArgumentParser) -> None:
     """LoRA, speculative decoding, the API key, the environment and --dry-run."""
-    launch.add_argument(
-        "--lora",
-        action="append",
-        default=[],
-        metavar="NAME=PATH",
-        help="serve a LoRA adapter under NAME (repeatable)",
-    )
+    add_repeatable(launch, "--lora", "serve a LoRA adapter under NAME (repeatable)", "NAME=PATH")
     launch.add_argument("--runtime-lora", action="store_true", help="allow loading adapters at runtime")
     launch.add_argument(
         "--speculative",
@@ -85,20 +80,15 @@ def _add_serving_flags(launch: argparse.ArgumentParser) -> None:
         "--draft-model", metavar="MODEL", help="draft model for --speculative draft / eagle / eagle3"
     )
     launch.add_argument("--api-key", help="'auto' (generated, the default), 'none', or a key")
-    launch.add_argument(
+    add_repeatable(
+        launch,
         "--env",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="environment variable for the engine (repeatable); values of names like "
+        "environment variable for the engine (repeatable); values of names like "
         "HF_TOKEN or *_API_KEY are masked when printed",
+        "KEY=VALUE",
     )
-    launch.add_argument(
-        "--secret-env",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="also mask this --env variable's value when printed (repeatable)",
+    add_repeatable(
+        launch, "--secret-env", "also mask this --env variable's value when printed (repeatable)", "NAME"
     )
     launch.add_argument(
         "--dry-run", action="store_true", help="print the command and environment, start nothing"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from unillm.cli.names import engine_names
+from unillm.config.subcommands import add_repeatable
 
 HELP = "install an engine into its own managed venv"
 DESCRIPTION = "Install an engine into $UNILLM_CACHE/envs/<engine>."
@@ -19,12 +20,7 @@ def add_arguments(setup: argparse.ArgumentParser) -> None:
         default=None,
         help="force the GPU (or CPU) build; default: detect",
     )
-    setup.add_argument(
-        "--pip-arg",
-        action="append",
-        default=[],
-        help="extra pip argument (e.g. an index for CPU torch wheels)",
-    )
+    add_repeatable(setup, "--pip-arg", "extra pip argument (e.g. an index for CPU torch wheels)")
     setup.set_defaults(run=run)
 
 

@@ -1,5 +1,6 @@
 """The parsers of the subcommands that live beside their packages (``unillm bench``, ``batch``,
-``deploy kubernetes``): each one's ``--help`` ends with the examples of its module's docstring."""
+``deploy kubernetes``): each one's ``--help`` ends with the examples of its module's docstring.
+And the repeatable options every subcommand spells the same way (:func:`add_repeatable`)."""
 
 from __future__ import annotations
 
@@ -30,3 +31,16 @@ def examples_parser(
         epilog=module_doc.split("\n\n", 1)[1] if module_doc else "",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+
+
+def add_repeatable(parser: Any, flag: str, help: str, metavar: str | None = None) -> None:
+    """Add an option that may be given again and again: its values, in order, land in a list
+    (empty when it is not given), e.g. ``--launch KEY=VALUE`` or ``--url``.
+
+    Args:
+        parser: The parser or argument group.
+        flag: The option (``"--env"``).
+        help: Its line in ``--help``.
+        metavar: How ``--help`` names its value (``"KEY=VALUE"``); None: argparse's default.
+    """
+    parser.add_argument(flag, action="append", default=[], metavar=metavar, help=help)

@@ -16,6 +16,17 @@ FINISH_REASONS: Mapping[str, str] = {
     "content_filter": "content_filter",
 }
 
+#: The settings the frameworks and unillm both name as OpenAI's API does: each maps to itself.
+OPENAI_NAMED_SETTINGS = (
+    "temperature",
+    "top_p",
+    "frequency_penalty",
+    "presence_penalty",
+    "max_tokens",
+    "extra_body",
+    "timeout",
+)
+
 
 def function_tool(name: str, description: str | None, parameters: Mapping[str, Any]) -> dict[str, Any]:
     """An OpenAI ``{"type": "function", ...}`` definition, the form ``tools=[...]`` takes.

@@ -39,7 +39,7 @@ from openai.types.responses.response_usage import InputTokensDetails, OutputToke
 from unillm.client.protocol import Client
 from unillm.client.stream import Stream
 from unillm.errors import UnsupportedFeature
-from unillm.integrations._common import function_tool, refuse
+from unillm.integrations._common import OPENAI_NAMED_SETTINGS, function_tool, refuse
 from unillm.options import JsonSchema
 from unillm.results import Completion
 from unillm.results import Usage as UnillmUsage
@@ -47,15 +47,7 @@ from unillm.results import Usage as UnillmUsage
 __all__ = ["UnillmAgentsModel", "UnillmProvider"]
 
 #: ModelSettings fields -> unillm options of the same meaning.
-_SETTINGS = {
-    "temperature": "temperature",
-    "top_p": "top_p",
-    "frequency_penalty": "frequency_penalty",
-    "presence_penalty": "presence_penalty",
-    "max_tokens": "max_tokens",
-    "extra_body": "extra_body",
-    "timeout": "timeout",
-}
+_SETTINGS = {name: name for name in OPENAI_NAMED_SETTINGS}
 #: Fields the SDK itself acts on (retries, usage bookkeeping, tool choice handled below).
 _HANDLED_BY_THE_SDK = frozenset(
     {"tool_choice", "reasoning", "top_logprobs", "retry", "include_usage", "preserve_raw_usage"}

@@ -44,7 +44,7 @@ from pydantic_ai.usage import RequestUsage
 from unillm.client.protocol import Client
 from unillm.client.stream import Stream
 from unillm.errors import UnsupportedFeature
-from unillm.integrations._common import FINISH_REASONS, function_tool, refuse
+from unillm.integrations._common import FINISH_REASONS, OPENAI_NAMED_SETTINGS, function_tool, refuse
 from unillm.options import JsonSchema, Options
 from unillm.results import Completion, Usage
 
@@ -52,16 +52,10 @@ __all__ = ["UnillmModel", "UnillmStreamedResponse"]
 
 #: pydantic-ai settings -> unillm options of the same meaning.
 _SETTINGS = {
-    "max_tokens": "max_tokens",
-    "temperature": "temperature",
-    "top_p": "top_p",
+    **{name: name for name in OPENAI_NAMED_SETTINGS},
     "top_k": "top_k",
     "seed": "seed",
-    "presence_penalty": "presence_penalty",
-    "frequency_penalty": "frequency_penalty",
     "stop_sequences": "stop",
-    "timeout": "timeout",
-    "extra_body": "extra_body",
 }
 #: Settings pydantic-ai applies itself, or that change nothing on the wire: not unillm's to refuse.
 _HANDLED_BY_PYDANTIC_AI = frozenset(

@@ -31,7 +31,7 @@ import re
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import PurePath, PurePosixPath
@@ -296,6 +296,31 @@ def usage_chunk(chunk_id: str, model: str, prompt_tokens: int = 9, completion_to
         "completion_tokens": completion_tokens,
     }
     return json.dumps({**_chunk_head(chunk_id, model), "choices": [], "usage": usage})
+
+
+def hello_stream(
+    chunk: Callable[[str | None, str | None], str], chunk_id: str, model: str
+) -> tuple[str, ...]:
+    """An OpenAI-layout chat stream that spells ``"Hello"`` (a kit's ``stream_text``): "Hel", "lo",
+    a ``length`` finish, the usage chunk and ``[DONE]``.
+
+        stream_events = hello_stream(_chunk, "c1", MODEL)   # _chunk: the engine's own chunk layout
+
+    Args:
+        chunk: The engine's chunk for ``(content, finish)`` (content None: the finish alone).
+        chunk_id: The stream's ``id``, for the usage chunk.
+        model: The ``model`` the usage chunk names.
+
+    Returns:
+        The stream's ``data`` payloads.
+    """
+    return (
+        chunk("Hel", None),
+        chunk("lo", None),
+        chunk(None, "length"),
+        usage_chunk(chunk_id, model),
+        "[DONE]",
+    )
 
 
 def _chunk_head(chunk_id: str, model: str) -> dict[str, Any]:

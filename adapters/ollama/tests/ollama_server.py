@@ -29,6 +29,8 @@ from typing import Any, Literal
 from ollama_types import NDJSON, check_answer, decode
 from pydantic import ValidationError
 
+import unillm
+from unillm import RetryPolicy, Timeouts
 from unillm.testing.probing import schema_instance
 
 VERSION = "0.32.15"
@@ -279,6 +281,17 @@ class OllamaServer:
             check_answer(path, body)
         except ValidationError as e:
             self.errors.append(f"answer to {path}: {e}")
+
+
+def connect(server: OllamaServer, **kw: Any) -> unillm.LLM:
+    """A client of the look-alike that does not retry and gives up fast; ``kw`` as ``unillm.connect``'s."""
+    return unillm.connect(
+        "ollama",
+        server.url,
+        retry=RetryPolicy(attempts=1),
+        timeouts=Timeouts(connect=2, read=5),
+        **kw,
+    )
 
 
 def _json(h: BaseHTTPRequestHandler, status: int, body: Any) -> None:

@@ -9,12 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ollama_server import OllamaServer
+from ollama_server import OllamaServer, connect
 from ollama_types import check_request
 from unillm_ollama import OllamaAdapter
 
-import unillm
-from unillm import RetryPolicy, Timeouts
 from unillm.adapter.base import EngineInfo
 from unillm.errors import InvalidRequest, UnsupportedFeature
 from unillm.options import make_request
@@ -123,16 +121,6 @@ def test_streamed_think_markers_are_split_when_no_field_came() -> None:
     assert ("".join(d.reasoning for d in deltas), "".join(d.text for d in deltas)) == ("2 and 2", "4")
 
 
-def connect(server: OllamaServer) -> unillm.LLM:
-    return unillm.connect(
-        "ollama",
-        server.url,
-        model="qwen3:0.6b",
-        retry=RetryPolicy(attempts=1),
-        timeouts=Timeouts(connect=2, read=5),
-    )
-
-
 @pytest.fixture
 def thinker() -> Any:
     """An Ollama look-alike serving a model that thinks (on unless ``think`` is false)."""
@@ -145,7 +133,7 @@ def thinker() -> Any:
 
 @pytest.mark.anyio
 async def test_a_thinking_model_thinks_and_the_thought_is_read(thinker: OllamaServer) -> None:
-    async with connect(thinker) as llm:
+    async with connect(thinker, model="qwen3:0.6b") as llm:
         whole = await llm.generate(messages=CHAT)
         async with llm.stream(messages=CHAT) as stream:
             streamed = [d async for d in stream]
@@ -155,7 +143,7 @@ async def test_a_thinking_model_thinks_and_the_thought_is_read(thinker: OllamaSe
 
 @pytest.mark.anyio
 async def test_thinking_false_turns_a_thinking_model_off(thinker: OllamaServer) -> None:
-    async with connect(thinker) as llm:
+    async with connect(thinker, model="qwen3:0.6b") as llm:
         r = await llm.generate(messages=CHAT, thinking=False)
     assert (r.reasoning, r.text) == (None, "4")
     assert thinker.requests[-1][1]["think"] is False

@@ -7,27 +7,14 @@ streams NDJSON (``application/x-ndjson``) as Ollama does; this exercises the cor
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from ollama_server import Fault, OllamaServer
+from ollama_server import Fault, OllamaServer, connect
 
 import unillm
-from unillm import RetryPolicy, Timeouts
 from unillm.errors import EngineInternalError, StreamInterrupted, UnknownModel, UnsupportedFeature
 
 pytestmark = pytest.mark.anyio
 CHAT = [{"role": "user", "content": "Hi"}]
-
-
-def connect(server: OllamaServer, **kw: Any) -> unillm.LLM:
-    return unillm.connect(
-        "ollama",
-        server.url,
-        retry=RetryPolicy(attempts=1),
-        timeouts=Timeouts(connect=2, read=5),
-        **kw,
-    )
 
 
 async def test_discovery_picks_the_pulled_model_and_the_version(server: OllamaServer) -> None:

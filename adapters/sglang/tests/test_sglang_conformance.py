@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from unillm_sglang import SGLangAdapter, SGLangInfo
 
 from unillm.options import make_request
-from unillm.testing.conformance import ERROR_STATUSES, AdapterConformance, delta_chunk, usage_chunk
+from unillm.testing.conformance import ERROR_STATUSES, AdapterConformance, delta_chunk, hello_stream
 
 MODEL = "org/base-model"
 
@@ -62,13 +62,7 @@ class TestSGLangConformance(AdapterConformance):
     )
     answer_body = ANSWER
     answer_text = " the sea"
-    stream_events = (
-        _chunk("Hel"),
-        _chunk("lo"),
-        _chunk(None, "length"),
-        usage_chunk("c1", MODEL),
-        "[DONE]",
-    )
+    stream_events = hello_stream(_chunk, "c1", MODEL)
     stream_text = "Hello"
     error_bodies = ERROR_BODIES
     capability_versions = (None, "0.5.23", "0.4.9", "0.3.6")

@@ -19,6 +19,7 @@ from unillm_sglang import SGLangAdapter
 
 import unillm
 from unillm.options import make_request
+from unillm.testing.sample_requests import SAMPLING
 from unillm.testing.streams import final_delta
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
@@ -146,18 +147,7 @@ async def test_logprobs_cover_every_token_with_the_top_alternatives(
 @pytest.mark.parametrize("api", APIS)
 async def test_every_sampling_option_is_accepted(sglang_server: SGLangServer, api: Any) -> None:
     async with sglang_server.connect(api) as llm:
-        r = await llm.generate(
-            "Hello",
-            max_tokens=4,
-            temperature=0.8,
-            top_p=0.9,
-            top_k=20,
-            min_p=0.01,
-            presence_penalty=0.1,
-            frequency_penalty=0.1,
-            repetition_penalty=1.05,
-            stop=["\n\n\n"],
-        )
+        r = await llm.generate("Hello", max_tokens=4, **SAMPLING, stop=["\n\n\n"])
     assert r.usage.completion_tokens <= 4
 
 

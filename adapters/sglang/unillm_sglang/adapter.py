@@ -55,7 +55,6 @@ from unillm.adapter import (
     discovered,
     error_message,
     features_of,
-    missing_route,
     model_cards,
     text_field,
 )
@@ -130,6 +129,10 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
     engine_module = "sgl_kernel"
     reasoning_parsers = REASONING_PARSERS  # --reasoning-parser NAME
     takes_tool_parser = True  # --tool-call-parser NAME
+    missing_lora_routes = (
+        "this server has no /load_lora_adapter endpoint",
+        "Upgrade SGLang (>= 0.4.9), or pass lora={name: path} at launch",
+    )
     structured_backends = GRAMMAR_BACKENDS  # --grammar-backend NAME
     takes_compact_json = True  # --constrained-json-disable-any-whitespace
     thinking_options = ("thinking", "reasoning_effort")  # chat_template_kwargs / request fields
@@ -296,15 +299,11 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
         if choice is None or choice.mode != "auto" or not isinstance(info, SGLangInfo):
             return
         if info.tool_call_parser is None and info.lora_enabled is not None:  # server info known
-            raise UnsupportedFeature(
-                self.name,
-                Feature.TOOL_CHOICE_AUTO.value,
-                version=info.version,
-                why="this server runs without --tool-call-parser, so SGLang would answer with text "
+            raise self.no_tool_parser(
+                info,
+                "this server runs without --tool-call-parser, so SGLang would answer with text "
                 "and never a call",
-                alternative="Launch with tool_parser='hermes' (or your model's parser), or pass "
-                "tool_choice='required' or a tool's name, which unillm forces with a "
-                "JSON schema",
+                "a JSON schema",
             )
 
     def forces_by_constraint(self, request: Request, info: EngineInfo) -> bool:
@@ -317,13 +316,21 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
 
     def _check_lora(self, request: Request, info: EngineInfo) -> None:
         if request.lora is not None and isinstance(info, SGLangInfo) and info.lora_enabled is False:
-            raise UnsupportedFeature(
-                self.name,
-                Feature.LORA.value,
-                version=info.version,
-                why="this server was started without LoRA (--enable-lora / --lora-paths)",
-                alternative="Launch it with lora={name: path} (or runtime_lora=True, max_lora_rank=R)",
+            raise self._without_lora(
+                info,
+                Feature.LORA,
+                "--enable-lora / --lora-paths",
+                "Launch it with lora={name: path} (or runtime_lora=True, max_lora_rank=R)",
             )
+
+    def _without_lora(
+        self, info: EngineInfo, feature: Feature, flags: str, alternative: str
+    ) -> UnsupportedFeature:
+        """The refusal of a LoRA feature on a server started without LoRA (``flags`` enable it)."""
+        why = f"this server was started without LoRA ({flags})"
+        return UnsupportedFeature(
+            self.name, feature.value, version=info.version, why=why, alternative=alternative
+        )
 
     # -- requests --------------------------------------------------------------------------
     def build(self, request: Request, info: EngineInfo) -> HttpCall:
@@ -462,12 +469,11 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
         if not isinstance(info, SGLangInfo):
             return
         if info.lora_enabled is False:
-            raise UnsupportedFeature(
-                self.name,
-                Feature.LORA_RUNTIME.value,
-                version=info.version,
-                why="this server was started without LoRA (--enable-lora)",
-                alternative="Launch it with runtime_lora=True and max_lora_rank=R (or lora={...})",
+            raise self._without_lora(
+                info,
+                Feature.LORA_RUNTIME,
+                "--enable-lora",
+                "Launch it with runtime_lora=True and max_lora_rank=R (or lora={...})",
             )
         if not config:
             return
@@ -508,17 +514,6 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
             for m in _mapping(body).get("data") or []
             if isinstance(m, Mapping) and m.get("parent")
         ]
-
-    def lora_error(self, status: int, body: bytes, info: EngineInfo | None) -> UnillmError:
-        return missing_route(
-            self.name,
-            status,
-            body,
-            Feature.LORA_RUNTIME,
-            info.version if info else None,
-            why="this server has no /load_lora_adapter endpoint",
-            alternative="Upgrade SGLang (>= 0.4.9), or pass lora={name: path} at launch",
-        ) or self.parse_error(status, body, None, info)
 
     # -- launch ----------------------------------------------------------------------------
     def install(self, *, gpu: bool) -> EngineInstall:

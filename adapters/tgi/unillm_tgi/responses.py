@@ -32,6 +32,7 @@ from unillm.adapter import (
     UnillmError,
     Usage,
     answer_text,
+    choice_delta,
     choices_of,
     decode_event,
     held_suffix,
@@ -271,17 +272,9 @@ class OpenAIRouteDecoder:
             if delta is not None:
                 thought, out = self._reasoning.feed(index, out, reasoning_field(delta), last=bool(raw))
             logprobs = parse_logprobs(c.get("logprobs")) if self._request.logprobs else None
-            if out or thought or raw or logprobs or calls:
-                deltas.append(
-                    Delta(
-                        index=index,
-                        text=out,
-                        reasoning=thought,
-                        finish_reason=finish,
-                        logprobs=logprobs,
-                        tool_calls=calls,
-                    )
-                )
+            said = choice_delta(index, out, thought, finish, logprobs, calls)
+            if said is not None:
+                deltas.append(said)
         usage = chunk.get("usage")
         if usage:
             if deltas:

@@ -16,8 +16,8 @@ from unillm.testing.conformance import (
     ERROR_STATUSES,
     AdapterConformance,
     delta_chunk,
+    hello_stream,
     sse_payloads,
-    usage_chunk,
 )
 from unillm.testing.engines import RunningEngine
 
@@ -72,11 +72,7 @@ class TestVLLMConformance(AdapterConformance):
     answer_text = " the sea"
     stream_events = (
         delta_chunk("chatcmpl-1", MODEL, {"role": "assistant", "content": ""}),
-        _chunk("Hel"),
-        _chunk("lo"),
-        _chunk(None, "length"),
-        usage_chunk("chatcmpl-1", MODEL),
-        "[DONE]",
+        *hello_stream(_chunk, "chatcmpl-1", MODEL),
     )
     stream_text = "Hello"
     error_bodies = ERROR_BODIES

@@ -25,7 +25,7 @@ from unillm.errors import (
 )
 from unillm.options import Choice, Grammar, JsonSchema, Regex, Request
 from unillm.results import LoraInfo, TokenLogprob, TopLogprob, Usage
-from unillm.testing.sample_requests import CHAT, chat_request, prompt_request
+from unillm.testing.sample_requests import CHAT, SAMPLING, chat_request, prompt_request
 
 ADAPTER = VLLMAdapter()
 MODEL = "base-model"
@@ -139,15 +139,9 @@ def test_every_option_at_once_in_a_chat_body() -> None:
         Choice(["yes", "no"]),
         stream=True,
         max_tokens=8,
-        temperature=0.2,
-        top_p=0.9,
-        top_k=20,
-        min_p=0.1,
+        **SAMPLING,
         stop=["\n"],
         seed=1,
-        presence_penalty=0.1,
-        frequency_penalty=0.2,
-        repetition_penalty=1.05,
         n=2,
         top_logprobs=3,
         lora="sql",
@@ -161,15 +155,9 @@ def test_every_option_at_once_in_a_chat_body() -> None:
             "model": "sql",
             "messages": CHAT,
             "max_tokens": 8,
-            "temperature": 0.2,
-            "top_p": 0.9,
-            "top_k": 20,
-            "min_p": 0.1,
+            **SAMPLING,
             "stop": ["\n"],
             "seed": 1,
-            "presence_penalty": 0.1,
-            "frequency_penalty": 0.2,
-            "repetition_penalty": 1.05,
             "n": 2,
             "logprobs": True,
             "top_logprobs": 3,

@@ -54,7 +54,6 @@ from unillm.adapter import (
     at_least,
     discovered,
     error_message,
-    missing_route,
     model_cards,
     parse_version,
     structured_output,
@@ -147,6 +146,11 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
     in_process_worker = True  # in_process=True: vLLM's engine in a worker on the vLLM env's python
     reasoning_parsers = launch.REASONING_PARSERS  # --reasoning-parser NAME
     takes_tool_parser = True  # --enable-auto-tool-choice --tool-call-parser NAME
+    missing_lora_routes = (
+        "this server does not expose runtime LoRA endpoints",
+        "Start it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True (unillm.launch(..., runtime_lora=True)), "
+        "or pass lora={name: path} at launch",
+    )
     structured_backends = launch.STRUCTURED_BACKENDS
     takes_compact_json = True  # --structured-outputs-config '{"disable_any_whitespace": true}'
     ray_executor = True  # --distributed-executor-backend ray (ray_address=)
@@ -302,14 +306,10 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
     def build(self, request: Request, info: EngineInfo) -> HttpCall:
         choice = request.tool_choice
         if self.launched and self.tool_parser is None and choice is not None and choice.mode == "auto":
-            raise UnsupportedFeature(
-                self.name,
-                Feature.TOOL_CHOICE_AUTO.value,
-                version=info.version,
-                why="this server was started without a tool parser, so vLLM cannot find calls in "
+            raise self.no_tool_parser(
+                info,
+                "this server was started without a tool parser, so vLLM cannot find calls in "
                 "free text (it answers HTTP 400)",
-                alternative="Launch with tool_parser='hermes' (or your model's parser), or pass "
-                "tool_choice='required' or a tool's name, which unillm forces with "
                 "structured outputs",
             )
         return super().build(request, info)
@@ -360,18 +360,6 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
             prompt_tokens="vllm:prompt_tokens_total",
             generation_tokens="vllm:generation_tokens_total",
         )
-
-    def lora_error(self, status: int, body: bytes, info: EngineInfo | None) -> UnillmError:
-        return missing_route(
-            self.name,
-            status,
-            body,
-            Feature.LORA_RUNTIME,
-            info.version if info else None,
-            why="this server does not expose runtime LoRA endpoints",
-            alternative="Start it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True (unillm.launch("
-            "..., runtime_lora=True)), or pass lora={name: path} at launch",
-        ) or self.parse_error(status, body, None, info)
 
     # -- launch (unillm_vllm.launch) -------------------------------------------------------
     def install(self, *, gpu: bool) -> EngineInstall:
