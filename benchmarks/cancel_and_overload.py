@@ -76,17 +76,22 @@ async def until_idle(llm: unillm.LLM, bound: float = 30.0) -> float:
 
 async def storm(llm: unillm.LLM, client: Any, n: int, rng: random.Random) -> dict[str, float]:
     """``n`` requests through ``client``, each cancelled at a random point within 3 s (half
-    streamed); the seconds from the last cancel until the engine is idle, and the peak it held."""
-    peak = 0.0
+    streamed); the seconds from the last cancel until the engine is idle, the peak it held and
+    how many the queue cap turned away (``Overloaded``)."""
+    peak, refused = 0.0, 0
 
     async def one(i: int) -> None:
+        nonlocal refused
         with anyio.move_on_after(rng.uniform(0.0, 3.0)):
-            if i % 2:
-                async with client.stream("Hello", **LONG) as pieces:
-                    async for _ in pieces:
-                        pass
-            else:
-                await client.generate("Hello", **LONG)
+            try:
+                if i % 2:
+                    async with client.stream("Hello", **LONG) as pieces:
+                        async for _ in pieces:
+                            pass
+                else:
+                    await client.generate("Hello", **LONG)
+            except unillm.Overloaded:
+                refused += 1
 
     async def watch() -> None:
         nonlocal peak
@@ -100,7 +105,7 @@ async def storm(llm: unillm.LLM, client: Any, n: int, rng: random.Random) -> dic
             for i in range(n):
                 tg.start_soon(one, i)
         outer.cancel_scope.cancel()
-    return {"to_idle_s": round(await until_idle(llm), 3), "peak_in_engine": peak}
+    return {"to_idle_s": round(await until_idle(llm), 3), "peak_in_engine": peak, "refused": refused}
 
 
 async def capacity(llm: unillm.LLM, seconds: float) -> float:
@@ -174,20 +179,29 @@ async def priority_round(
 ) -> dict[str, Any]:
     """Interactive TTFTs (s) and batch output tokens/s over ``args.seconds``."""
     ttfts: list[float] = []
-    batch_tokens = 0
+    batch_tokens = refused = 0
 
     async def batch_loop() -> None:
-        nonlocal batch_tokens
+        nonlocal batch_tokens, refused
         while True:
-            r = await llm.generate("Write a report.", max_tokens=64, priority=10, extra_body=IGNORE_EOS)
-            batch_tokens += r.usage.completion_tokens if r.usage else 0
+            try:
+                r = await llm.generate("Write a report.", max_tokens=64, priority=10, extra_body=IGNORE_EOS)
+            except unillm.Overloaded:
+                refused += 1
+                await anyio.sleep(0.05)
+            else:
+                batch_tokens += r.usage.completion_tokens if r.usage else 0
 
     async def interactive_one() -> None:
+        nonlocal refused
         start = time.perf_counter()
-        async with llm.stream("Quick question?", max_tokens=8, priority=0) as pieces:
-            async for _ in pieces:
-                ttfts.append(time.perf_counter() - start)
-                break
+        try:
+            async with llm.stream("Quick question?", max_tokens=8, priority=0) as pieces:
+                async for _ in pieces:
+                    ttfts.append(time.perf_counter() - start)
+                    break
+        except unillm.Overloaded:
+            refused += 1
 
     with anyio.move_on_after(args.seconds):
         async with anyio.create_task_group() as tg:
@@ -198,7 +212,7 @@ async def priority_round(
                 await anyio.sleep(1 / args.interactive_rate)
             await anyio.sleep_forever()
     await until_idle(llm)
-    return {"ttfts": ttfts, "batch_tok_s": batch_tokens / args.seconds}
+    return {"ttfts": ttfts, "batch_tok_s": batch_tokens / args.seconds, "refused": refused}
 
 
 def p99(values: Sequence[float]) -> float:
@@ -286,6 +300,7 @@ async def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "p99_ratio": round(loaded / unloaded, 3),
             "batch_tok_s": {"alone": round(alone, 1), "with_interactive": round(shared, 1)},
             "batch_share": round(shared / alone, 3),
+            "refused": sum(r["refused"] for rounds in prio.values() for r in rounds),
         },
     }
 
@@ -297,7 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--storm", type=int, default=300, help="requests in each cancel storm")
     parser.add_argument("--queue", type=int, default=16, help="the engine's max_queued_requests")
     parser.add_argument("--slo", type=float, default=5.0, help="a request's deadline, s after arrival")
-    parser.add_argument("--flood", type=int, default=16, help="batch requests in flight in the flood")
+    parser.add_argument(
+        "--flood", type=int, default=12, help="batch requests in flight in the flood (under --queue)"
+    )
     parser.add_argument("--interactive-rate", type=float, default=2.0, help="interactive requests/s")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-save", action="store_true", help=f"do not write {RESULT.name}")
