@@ -47,6 +47,11 @@ from client_overhead import CHUNKS, EXPECTED_TEXT, MAX_TOKENS, MODEL, PROMPT, Se
 import unillm
 
 Call = Callable[[], Awaitable[None]]
+RESULT = Path(__file__).resolve().parent / "results" / "routing.json"
+GOALS = {
+    "fleet_per_request": "the client fleet's CPU per request <= 1.05x a direct client's",
+    "fleet_per_stream": "the client fleet's CPU per 64-chunk stream <= 1.05x a direct client's",
+}
 
 
 # -- client CPU: fleet vs direct -------------------------------------------------------------------
@@ -164,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--max-tokens", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=4, help="real-engine rounds (set-ups take turns)")
+    parser.add_argument("--record", action="store_true", help=f"write benchmarks/results/{RESULT.name}")
     args = parser.parse_args(argv)
     requests, streams, rounds = (200, 20, 4) if args.quick else (800, 80, 8)
 
@@ -198,30 +204,33 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{n:<20} {v:>8.1f}")
 
     def ratio(kind: str, name: str) -> float:
-        return round(best[kind][name] / best[kind]["direct"], 3)
+        return round(float(best[kind][name] / best[kind]["direct"]), 3)
 
-    print(
-        json.dumps(
-            {
-                "fleet_per_request_vs_direct": ratio("request", "fleet"),
-                "fleet_per_stream_vs_direct": ratio("stream", "fleet"),
-                "fleet_prefix_per_request_vs_direct": ratio("request", "fleet_prefix"),
-                "us_per_request": {n: round(v, 1) for n, v in best["request"].items()},
-                "us_per_stream": {n: round(v, 1) for n, v in best["stream"].items()},
-                "us_per_request_median": {n: round(v, 1) for n, v in median["request"].items()},
-                "requests_per_s": {n: round(v, 2) for n, v in rps.items()},
-                "requests_per_s_median": {n: round(statistics.median(v), 2) for n, v in rps_rounds.items()},
-                "load": args.load,
-                "concurrency": args.concurrency,
-                "max_tokens": args.max_tokens,
-                "requests": requests,
-                "streams": streams,
-                "rounds": rounds,
-                "quick": args.quick,
-            },
-            separators=(",", ":"),
-        )
-    )
+    result = {
+        "fleet_per_request_vs_direct": ratio("request", "fleet"),
+        "fleet_per_stream_vs_direct": ratio("stream", "fleet"),
+        "fleet_prefix_per_request_vs_direct": ratio("request", "fleet_prefix"),
+        "us_per_request": {n: round(v, 1) for n, v in best["request"].items()},
+        "us_per_stream": {n: round(v, 1) for n, v in best["stream"].items()},
+        "us_per_request_median": {n: round(v, 1) for n, v in median["request"].items()},
+        "requests_per_s": {n: round(v, 2) for n, v in rps.items()},
+        "requests_per_s_median": {n: round(statistics.median(v), 2) for n, v in rps_rounds.items()},
+        "load": args.load,
+        "concurrency": args.concurrency,
+        "max_tokens": args.max_tokens,
+        "requests": requests,
+        "streams": streams,
+        "rounds": rounds,
+        "quick": args.quick,
+    }
+    result["met"] = {
+        "fleet_per_request": result["fleet_per_request_vs_direct"] <= 1.05,
+        "fleet_per_stream": result["fleet_per_stream_vs_direct"] <= 1.05,
+    }
+    result["goals"] = GOALS
+    if args.record:
+        RESULT.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result, separators=(",", ":")))
     return 0
 
 
