@@ -43,7 +43,7 @@ import unillm
 from unillm import RetryPolicy
 from unillm.errors import UnillmError
 from unillm.launching.fleet_launch import router_launch
-from unillm.testing.engines import cpu_launch_settings
+from unillm.testing.engines import cpu_launch_settings, held_requests, peak_held
 from unillm.testing.tiny_model import build_tiny_model
 
 RESULT = Path(__file__).resolve().parent / "results" / "cancel_and_overload.json"
@@ -60,16 +60,10 @@ PROMPT = "Count to ten."
 ONE = RetryPolicy(attempts=1)
 
 
-async def gauges(llm: unillm.LLM) -> tuple[float, float]:
-    """vLLM's running and waiting requests."""
-    n = (await llm.metrics()).normalized()
-    return n.running or 0.0, n.waiting or 0.0
-
-
 async def until_idle(llm: unillm.LLM, bound: float = 30.0) -> float:
     """Seconds until the engine holds no request (polled every 20 ms; ``bound`` at most)."""
     start = time.perf_counter()
-    while sum(await gauges(llm)) > 0 and time.perf_counter() - start < bound:
+    while await held_requests(llm) > 0 and time.perf_counter() - start < bound:
         await anyio.sleep(0.02)
     return time.perf_counter() - start
 
@@ -78,7 +72,7 @@ async def storm(llm: unillm.LLM, client: Any, n: int, rng: random.Random) -> dic
     """``n`` requests through ``client``, each cancelled at a random point within 3 s (half
     streamed); the seconds from the last cancel until the engine is idle, the peak it held and
     how many the queue cap turned away (``Overloaded``)."""
-    peak, refused = 0.0, 0
+    refused = 0
 
     async def one(i: int) -> None:
         nonlocal refused
@@ -93,18 +87,7 @@ async def storm(llm: unillm.LLM, client: Any, n: int, rng: random.Random) -> dic
             except unillm.Overloaded:
                 refused += 1
 
-    async def watch() -> None:
-        nonlocal peak
-        while True:
-            peak = max(peak, sum(await gauges(llm)))
-            await anyio.sleep(0.1)
-
-    async with anyio.create_task_group() as outer:
-        outer.start_soon(watch)
-        async with anyio.create_task_group() as tg:
-            for i in range(n):
-                tg.start_soon(one, i)
-        outer.cancel_scope.cancel()
+    peak = await peak_held(llm, one, n)
     return {"to_idle_s": round(await until_idle(llm), 3), "peak_in_engine": peak, "refused": refused}
 
 

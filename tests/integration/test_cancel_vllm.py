@@ -20,7 +20,7 @@ import pytest
 
 import unillm
 from unillm import RetryPolicy
-from unillm.testing.engines import RunningEngine
+from unillm.testing.engines import RunningEngine, peak_held
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 ONE = RetryPolicy(attempts=1)
@@ -135,21 +135,8 @@ async def test_a_storm_of_random_cancels_leaves_nothing_running(server: RunningE
                 else:
                     await client.generate("Hello", **LONG)
 
-        peak = 0.0  # the most requests the engine held at once: the storm reached it
-
-        async def watch() -> None:
-            nonlocal peak
-            while True:
-                peak = max(peak, sum(await load(llm)))
-                await anyio.sleep(0.2)
-
         start = time.perf_counter()
-        async with anyio.create_task_group() as outer:
-            outer.start_soon(watch)
-            async with anyio.create_task_group() as tg:
-                for i in range(STORM):
-                    tg.start_soon(one, i)
-            outer.cancel_scope.cancel()
+        peak = await peak_held(llm, one, STORM, every=0.2)  # the storm reached the engine
         took = time.perf_counter() - start
         print(f"storm of {STORM}: peak {peak:.0f} in the engine; {len(streamed)} streams cancelled")
         print(f"  after a piece, the rest before (queued or in prefill); all cancelled by {took:.1f} s")

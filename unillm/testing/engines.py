@@ -7,12 +7,13 @@ async with unillm.launch("vllm", **cpu_launch_settings("vllm", tiny, workdir)) a
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
 
+import anyio
 from typing_extensions import Self
 
 from unillm.adapter.base import Adapter
@@ -73,6 +74,50 @@ class RunningEngine:
         if adapter is not None:
             return LLM(adapter, self.base_url, api_key=self.api_key, **kwargs)
         return connect(self.launch.adapter.name, self.base_url, api_key=self.api_key, **kwargs)
+
+
+async def held_requests(llm: LLM) -> float:
+    """The requests an engine holds now, running plus waiting, from its own gauges (0 if absent).
+
+    Args:
+        llm: A client of the engine.
+
+    Returns:
+        The sum of its running and waiting gauges.
+    """
+    gauges = (await llm.metrics()).normalized()
+    return (gauges.running or 0.0) + (gauges.waiting or 0.0)
+
+
+async def peak_held(
+    llm: LLM, work: Callable[[int], Coroutine[Any, Any, None]], n: int, *, every: float = 0.1
+) -> float:
+    """Run ``work(0)`` ... ``work(n - 1)`` at once and watch the engine: the most requests it held.
+
+    Args:
+        llm: A client of the engine (its gauges are read every ``every`` seconds).
+        work: One task's body, given its index.
+        n: How many tasks.
+        every: Seconds between two readings.
+
+    Returns:
+        The highest :func:`held_requests` read while the tasks ran.
+    """
+    peak = 0.0
+
+    async def watch() -> None:
+        nonlocal peak
+        while True:
+            peak = max(peak, await held_requests(llm))
+            await anyio.sleep(every)
+
+    async with anyio.create_task_group() as outer:
+        outer.start_soon(watch)
+        async with anyio.create_task_group() as tasks:
+            for i in range(n):
+                tasks.start_soon(work, i)
+        outer.cancel_scope.cancel()
+    return peak
 
 
 def cpu_launch_settings(
