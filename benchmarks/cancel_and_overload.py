@@ -38,10 +38,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 import unillm
 from unillm import RetryPolicy
-from unillm.errors import UnillmError
+from unillm.errors import EngineError, UnillmError
 from unillm.launching.fleet_launch import router_launch
 from unillm.testing.engines import cpu_launch_settings, held_requests, peak_held
 from unillm.testing.tiny_model import build_tiny_model
@@ -144,13 +145,15 @@ def unillm_sender(llm: unillm.LLM) -> Callable[[float], Awaitable[bool]]:
 
 
 def naive_sender(llm: unillm.LLM) -> Callable[[float], Awaitable[bool]]:
-    """One request resent at once after any failure, until it is answered (``llm`` retries off)."""
+    """One request resent at once after the engine refused it, until it is answered (``llm``
+    retries off); anything else unillm raises ends the benchmark."""
 
     async def send(deadline: float) -> bool:
         while True:
             try:
                 await llm.generate(PROMPT, **SHORT)
-            except UnillmError:
+            except EngineError:
+                await anyio.lowlevel.checkpoint()  # the deadline's cancel can land here
                 continue
             return time.perf_counter() <= deadline
 

@@ -20,6 +20,7 @@ from unillm.adapter.base import Adapter
 from unillm.adapter.registry import adapter_for
 from unillm.api import connect, launch
 from unillm.client.llm import LLM
+from unillm.errors import UnsupportedFeature
 from unillm.launching.cpu import cpu_settings, cpu_workdir
 from unillm.launching.supervisor import Launch
 from unillm.testing.tiny_model import TinyModel
@@ -77,16 +78,27 @@ class RunningEngine:
 
 
 async def held_requests(llm: LLM) -> float:
-    """The requests an engine holds now, running plus waiting, from its own gauges (0 if absent).
+    """The requests an engine holds now, running plus waiting, from its own gauges.
 
     Args:
         llm: A client of the engine.
 
     Returns:
         The sum of its running and waiting gauges.
+
+    Raises:
+        UnsupportedFeature: The engine exports no such gauges (nothing could be watched: an
+            absent gauge read as 0 would call a busy engine idle).
     """
     gauges = (await llm.metrics()).normalized()
-    return (gauges.running or 0.0) + (gauges.waiting or 0.0)
+    if gauges.running is None or gauges.waiting is None:
+        raise UnsupportedFeature(
+            llm.adapter.name,
+            "running and waiting gauges",
+            why="its metrics export no running or waiting request gauge",
+            alternative="Watch an engine that exports them (vLLM, SGLang)",
+        )
+    return gauges.running + gauges.waiting
 
 
 async def peak_held(
