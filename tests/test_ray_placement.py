@@ -260,15 +260,21 @@ def test_vllms_env_gets_the_ray_version_of_the_ray_extra() -> None:
     )
 
 
-def test_add_ons_already_installed_install_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+def _record(monkeypatch: pytest.MonkeyPatch, installer: str = "pip") -> list[list[str]]:
+    """The commands setup would run (none runs), with ``installer`` forced."""
+    monkeypatch.setenv("UNILLM_INSTALLER", installer)
     calls: list[list[str]] = []
-    monkeypatch.setattr(envs, "_run", calls.append)
+    monkeypatch.setattr(envs, "_run", lambda argv, env=None: calls.append(argv))
+    return calls
+
+
+def test_add_ons_already_installed_install_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _record(monkeypatch)
     assert (envs.add_missing(Path(sys.executable), ["pytest"], log=lambda _: None), calls) == ([], [])
 
 
 def test_a_missing_or_other_version_add_on_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[list[str]] = []
-    monkeypatch.setattr(envs, "_run", calls.append)
+    calls = _record(monkeypatch)
     wanted = ["pytest==0.0.1", "surely-not-installed-here"]
     assert envs.add_missing(Path(sys.executable), wanted, log=lambda _: None) == wanted
     assert calls == [[sys.executable, "-m", "pip", "install", "--quiet", *wanted]]
@@ -285,8 +291,7 @@ def test_setup_adds_a_missing_add_on_to_an_env_built_before_without_rebuilding(
     (venv / "bin" / "python").symlink_to(sys.executable)
     marker = json.dumps({"packages": ["engine==1"], "remove": [], "pip_args": []}, sort_keys=True)
     (venv / "unillm-install.json").write_text(marker)  # what an older unillm wrote: no add-ons
-    calls: list[list[str]] = []
-    monkeypatch.setattr(envs, "_run", calls.append)
+    calls = _record(monkeypatch)
     envs.setup_engine("fake", gpu=False, log=lambda _: None)
     assert calls == [
         [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "surely-not-installed-here"]

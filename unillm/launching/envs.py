@@ -16,12 +16,13 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from unillm.adapter.base import EngineInstall
 from unillm.adapter.registry import get_adapter
 from unillm.errors import LaunchError
+from unillm.launching.installer import Installer
 
 _MARKER = "unillm-install.json"
 
@@ -81,9 +82,10 @@ def setup_engine(
     )
     _run([base, "-m", "venv", str(venv)])
     py = str(_python_in(venv))
-    _run([py, "-m", "pip", "install", "--quiet", *pip_args, *plan.packages])
+    installer = Installer(Path(py), pip_args, _run, log)
+    installer.install(plan.packages)
     if plan.remove_after:
-        _run([py, "-m", "pip", "uninstall", "--yes", "--quiet", *plan.remove_after])
+        installer.uninstall(plan.remove_after)
     add_missing(Path(py), plan.add_ons, pip_args, log)
     marker.write_text(wanted)
     log(f"[unillm] {engine} is ready: {py}")
@@ -127,7 +129,7 @@ def add_missing(
     missing = done.stdout.split() if done.returncode == 0 else list(add_ons)
     if missing:
         log(f"[unillm] adding {' '.join(missing)} to {python.parent.parent}")
-        _run([str(python), "-m", "pip", "install", "--quiet", *pip_args, *missing])
+        Installer(python, pip_args, _run, log).install(missing)
     return missing
 
 
@@ -152,8 +154,8 @@ def _base_python(plan: EngineInstall) -> str:
     return found
 
 
-def _run(argv: list[str]) -> None:
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+def _run(argv: list[str], env: Mapping[str, str] | None = None) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         lines = [ln for ln in (done.stdout + done.stderr).splitlines() if "is ignored" not in ln]
         raise LaunchError("engine setup failed", command=" ".join(argv), log_tail=lines[-50:])

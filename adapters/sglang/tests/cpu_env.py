@@ -30,9 +30,11 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+from unillm.launching.installer import Installer
 
 HERE = Path(__file__).resolve().parent
 CONSTRAINTS = HERE / "sglang_cpu_constraints.txt"
@@ -162,17 +164,18 @@ def _build(venv: Path, say: Callable[[str], None]) -> None:
     base = shutil.which(f"python{PYTHON}") or sys.executable
     say(f"[sglang-cpu] building {venv} (once, ~5 min): CPU torch + sglang --no-deps + deps")
     _run([base, "-m", "venv", str(venv)], "create the venv", say, started)
-    pip = [str(python_path()), "-m", "pip", "install", "--quiet"]
     pins = venv / "constraints.txt"
     pins.write_text(CONSTRAINTS.read_text() + f"\n{TORCH}\n")
-    _run([*pip, TORCH], f"install {TORCH}", say, started)
-    _run(
-        [*pip, "--no-deps", SGLANG, TORCHVISION],
-        f"install {SGLANG} and {TORCHVISION} (--no-deps)",
-        say,
-        started,
-    )
-    _run([*pip, "-c", str(pins), *DEPS], f"install {len(DEPS)} non-CUDA dependencies", say, started)
+
+    def install(what: str, *argv: str) -> None:
+        def run(command: list[str], env: Mapping[str, str]) -> None:
+            _run(command, what, say, started, env)
+
+        Installer(python_path(), (), run, say).install(argv)
+
+    install(f"install {TORCH}", TORCH)
+    install(f"install {SGLANG} and {TORCHVISION} (--no-deps)", "--no-deps", SGLANG, TORCHVISION)
+    install(f"install {len(DEPS)} non-CUDA dependencies", "-c", str(pins), *DEPS)
     site = _site_packages()
     for name in TORCHVISION_DISABLED:
         (site / "torchvision" / name).write_text(TORCHVISION_NOTE)
@@ -196,9 +199,15 @@ def _site_packages() -> Path:
     return Path(out.stdout.strip())
 
 
-def _run(argv: list[str], what: str, say: Callable[[str], None], started: float) -> None:
+def _run(
+    argv: list[str],
+    what: str,
+    say: Callable[[str], None],
+    started: float,
+    env: Mapping[str, str] = os.environ,
+) -> None:
     say(f"[sglang-cpu] {time.monotonic() - started:5.0f}s {what}")
-    env = {**os.environ, "SGLANG_USE_CPU_ENGINE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    env = {**env, "SGLANG_USE_CPU_ENGINE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     done = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         lines = [ln for ln in (done.stdout + done.stderr).splitlines() if "is ignored" not in ln]
