@@ -106,11 +106,24 @@ REAL_ENGINES = frozenset(
 )
 
 
+#: Session engines that serve a trained tiny model (their tests are marked ``trained`` too).
+TRAINED_ENGINES = frozenset({"trained_server", "thinking_server"})
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that uses a real engine ``engine`` (``-m "not engine"`` skips them)."""
+    """Mark every test that uses a real engine ``engine`` (``-m "not engine"`` skips them), and run
+    the modules that need a trained model last: from empty caches, ``./run test`` trains both in the
+    background while the rest of the suite runs."""
+    late = set()
     for item in items:
-        if REAL_ENGINES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if REAL_ENGINES & fixtures:
             item.add_marker(pytest.mark.engine)
+        if TRAINED_ENGINES & fixtures:
+            item.add_marker(pytest.mark.trained)
+        if item.get_closest_marker("trained"):
+            late.add(item.nodeid.split("::")[0])
+    items.sort(key=lambda item: item.nodeid.split("::")[0] in late)  # stable: the order within stays
 
 
 _seconds_by_module: dict[str, float] = {}

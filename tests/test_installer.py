@@ -32,6 +32,10 @@ def test_every_setting_that_picks_packages_becomes_a_uv_flag() -> None:
     assert uv_flags(parse_config_list(LISTED)) == [
         "--index-strategy",
         "unsafe-best-match",
+        "--index-url",
+        "https://pypi.org/simple",
+        "--extra-index-url",
+        "https://pypi.org/simple",
         "--constraint",
         "/etc/xdg/pip/constraints.txt",
         "--extra-index-url",
@@ -58,8 +62,11 @@ def test_an_install_section_setting_overrides_global_and_switches_translate() ->
         "unsafe-best-match",
         "--index-url",
         "https://b/simple",
+        "--extra-index-url",
+        "https://b/simple",
         "--prerelease=allow",
     ]
+    assert uv_flags({"global.no-index": "yes"}) == ["--index-strategy", "unsafe-best-match", "--no-index"]
 
 
 @pytest.mark.parametrize("setting", ["global.client-cert", "install.user", "global.no-binary", "install.src"])

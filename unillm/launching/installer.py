@@ -7,8 +7,8 @@ into uv's flags. When pip is configured with something this module cannot transl
 caller passes pip arguments, or when uv is not installed, pip does the install: nothing a user
 configured is dropped. ``UNILLM_INSTALLER=pip`` forces pip.
 
-    >>> uv_flags({"global.find-links": "/opt/wheels", "global.timeout": "60"})
-    ['--index-strategy', 'unsafe-best-match', '--find-links', '/opt/wheels']
+    >>> uv_flags({"global.find-links": "/opt/wheels", "global.timeout": "60"})[-2:]
+    ['--find-links', '/opt/wheels']
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+PYPI = "https://pypi.org/simple"
+_TRUE = ("1", "true", "yes", "on")
 #: pip's configuration sections that apply to ``pip install``, highest precedence first.
 _SECTIONS = (":env:", "install", "global")
 #: pip settings that change what is installed, and uv's flag for each value.
@@ -81,12 +83,18 @@ def uv_flags(entries: Mapping[str, str]) -> list[str] | None:
     Returns:
         The flags for ``uv pip install``; None when pip must do the install.
     """
+    found = settings(entries)
     flags = ["--index-strategy", "unsafe-best-match"]
-    for key, value in settings(entries).items():
+    if found.get("no-index", "").lower() not in _TRUE:
+        # Of one version on several indexes uv takes the first index's files, pip the best wheel of
+        # all: the main index first gives uv its full set (a mirror may keep only a pure wheel).
+        main = found.pop("index-url", PYPI)
+        flags += ["--index-url", main, "--extra-index-url", main]
+    for key, value in found.items():
         if key in _LISTS:
             flags += [part for item in value.split() for part in (_LISTS[key], item)]
         elif key in _SWITCHES:
-            if value.lower() in ("1", "true", "yes", "on"):
+            if value.lower() in _TRUE:
                 flags.append(_SWITCHES[key])
         elif key not in _HARMLESS:
             return None

@@ -17,7 +17,7 @@ import unillm
 from unillm.testing.engines import RunningEngine, cpu_launch_settings
 from unillm.testing.trained_model import THOUGHT, build_trained_model
 
-pytestmark = [pytest.mark.anyio, pytest.mark.engine]
+pytestmark = [pytest.mark.anyio, pytest.mark.engine, pytest.mark.trained]
 ASK = [{"role": "user", "content": "What is 2+2?"}]
 
 

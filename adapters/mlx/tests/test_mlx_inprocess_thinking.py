@@ -12,7 +12,7 @@ from pydantic import BaseModel
 import unillm
 from unillm.testing.trained_model import THOUGHT, build_trained_model
 
-pytestmark = [pytest.mark.anyio, pytest.mark.engine]
+pytestmark = [pytest.mark.anyio, pytest.mark.engine, pytest.mark.trained]
 ASK = [{"role": "user", "content": "What is 2+3?"}]
 
 
