@@ -26,6 +26,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 ONE = RetryPolicy(attempts=1)
 LONG: dict[str, Any] = {"max_tokens": 1000, "extra_body": {"ignore_eos": True}}
 BOUND = 5.0  # s: generous; the issue's goal is 1 s, recorded in MEASURED
+STARTED = 60.0  # s: for a request to start running (a loaded machine is slow; nothing asserted on it)
 STORM = 1000
 MEASURED: dict[str, float] = {}
 
@@ -66,7 +67,7 @@ async def cancelled_once_running(llm: unillm.LLM, call: Callable[[], Coroutine[A
     """Start ``call`` in a task, wait until the engine runs it, then cancel the task."""
     async with anyio.create_task_group() as tg:
         tg.start_soon(call)
-        await until(llm, lambda running, _: running >= 1)
+        await until(llm, lambda running, _: running >= 1, bound=STARTED)
         tg.cancel_scope.cancel()
 
 

@@ -76,13 +76,14 @@ def setup_engine(
     if venv.exists():
         shutil.rmtree(venv)
     base = _base_python(plan)
-    log(
-        f"[unillm] creating {venv} with {base} and installing {' '.join(plan.packages)} "
-        "(this takes a few minutes)"
-    )
+    log(f"[unillm] creating {venv} with {base}")
     _run([base, "-m", "venv", str(venv)])
     py = str(_python_in(venv))
     installer = Installer(Path(py), pip_args, _run, log)
+    log(
+        f"[unillm] installing {' '.join(plan.packages)} with {'uv' if installer.uses_uv else 'pip'} "
+        "(a minute or two; a package built from source, such as llama-cpp-python, takes longer)"
+    )
     installer.install(plan.packages)
     if plan.remove_after:
         installer.uninstall(plan.remove_after)
