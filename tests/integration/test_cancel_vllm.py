@@ -77,7 +77,7 @@ async def test_a_stream_left_after_its_first_piece_stops_on_the_engine(server: R
         async with llm.stream("Hello", **LONG) as pieces:
             async for _ in pieces:
                 break
-            assert (await load(llm))[0] == 1
+            await until(llm, lambda running, _: running == 1, bound=STARTED)  # the gauge may lag the piece
         await drained(llm, "stream left")
 
 
