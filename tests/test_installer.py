@@ -118,3 +118,14 @@ def test_unillm_installer_pip_forces_pip(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(installer, "find_uv", lambda: "/bin/uv")
     tool = Installer(Path(sys.executable), (), run=lambda argv, env: None, log=lambda _: None)
     assert tool.uses_uv is False
+
+
+def test_a_config_list_pip_alone_can_read_leaves_the_install_to_pip(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Listed:
+        returncode, stdout = 0, "global.index-url='https://unclosed\n"
+
+    monkeypatch.setattr(installer.subprocess, "run", lambda *a, **k: Listed())
+    monkeypatch.setattr(installer, "find_uv", lambda: "/bin/uv")
+    monkeypatch.delenv("UNILLM_INSTALLER", raising=False)
+    tool = Installer(Path(sys.executable), (), run=lambda argv, env: None, log=lambda _: None)
+    assert tool.uses_uv is False

@@ -144,7 +144,7 @@ def is_ready() -> bool:
 
 
 def ensure_env(log: Callable[[str], None] = print) -> Path:
-    """Build the env unless it is already there; return its interpreter. Takes ~5 min once."""
+    """Build the env unless it is already there; return its interpreter. Takes 1-3 min once."""
     if is_ready():
         return python_path()
     venv = env_dir()
@@ -162,7 +162,7 @@ def _build(venv: Path, say: Callable[[str], None]) -> None:
     if venv.exists():
         shutil.rmtree(venv)
     base = shutil.which(f"python{PYTHON}") or sys.executable
-    say(f"[sglang-cpu] building {venv} (once, ~5 min): CPU torch + sglang --no-deps + deps")
+    say(f"[sglang-cpu] building {venv} (once, 1-3 min): CPU torch + sglang --no-deps + deps")
     _run([base, "-m", "venv", str(venv)], "create the venv", say, started)
     pins = venv / "constraints.txt"
     pins.write_text(CONSTRAINTS.read_text() + f"\n{TORCH}\n")
