@@ -124,7 +124,7 @@ def test_a_config_list_pip_alone_can_read_leaves_the_install_to_pip(monkeypatch:
     class Listed:
         returncode, stdout = 0, "global.index-url='https://unclosed\n"
 
-    monkeypatch.setattr(installer.subprocess, "run", lambda *a, **k: Listed())
+    monkeypatch.setattr("subprocess.run", lambda *a, **k: Listed())
     monkeypatch.setattr(installer, "find_uv", lambda: "/bin/uv")
     monkeypatch.delenv("UNILLM_INSTALLER", raising=False)
     tool = Installer(Path(sys.executable), (), run=lambda argv, env: None, log=lambda _: None)
