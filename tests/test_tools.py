@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pytest
 from fake_adapter import FakeAdapter
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 import unillm
 from unillm.adapter.base import EngineInfo
@@ -79,6 +79,23 @@ def test_a_typed_function_becomes_a_tool_from_its_signature_and_first_doc_paragr
     assert tool.parameters["required"] == ["a"]
     assert tool.parameters["properties"]["b"]["default"] == 2
     assert tool.to_openai()["function"]["parameters"]["properties"]["a"]["type"] == "integer"
+
+
+def test_a_parameters_annotated_field_constraints_reach_the_schema_and_the_check() -> None:
+    def look_up(
+        city: Annotated[str, Field(max_length=24, description="The city's English name")],
+        days: Annotated[int, Field(ge=1, le=7)] = 1,
+    ) -> str:
+        """Look up a forecast."""
+        return city
+
+    tool = Tool.from_spec(look_up)
+    city, days = tool.parameters["properties"]["city"], tool.parameters["properties"]["days"]
+    assert (city["maxLength"], city["description"]) == (24, "The city's English name")
+    assert (days["minimum"], days["maximum"]) == (1, 7)
+    assert validate_call("c1", "look_up", '{"city": "Oslo", "days": 3}', [tool]).valid
+    assert not validate_call("c2", "look_up", '{"city": "' + "x" * 25 + '"}', [tool]).valid
+    assert not validate_call("c3", "look_up", '{"city": "Oslo", "days": 8}', [tool]).valid
 
 
 @pytest.mark.parametrize("spec", [ADD_DEF, ADD_DEF["function"]])

@@ -453,7 +453,7 @@ def _from_function(fn: Callable[..., Any]) -> Tool:
     name = getattr(fn, "__name__", None)
     try:
         signature = inspect.signature(fn)
-        hints = typing.get_type_hints(fn)
+        hints = typing.get_type_hints(fn, include_extras=True)  # Annotated[..., Field(...)] kept
     except (TypeError, ValueError, NameError) as e:
         raise InvalidOptions(f"tool {name!r}: cannot read its signature ({e})") from None
     fields: dict[str, Any] = {}
