@@ -6,6 +6,7 @@ they close (unillm/client/priority_gate.py), against the look-alike server."""
 from __future__ import annotations
 
 import random
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -237,3 +238,31 @@ def test_a_clone_keeps_the_reserve_with_counts_of_its_own(server: FaultServer) -
     twin = llm.clone()
     assert twin.reserve == llm.reserve and gate_of(twin) is not gate_of(llm)
     assert unillm.connect("vllm", server.url).reserve is None
+
+
+def test_launches_hand_the_reserve_to_their_clients_with_the_engines_capacity() -> None:
+    reserve = unillm.Reserve(slots=2)
+    common: dict[str, Any] = {"model": "m", "python": sys.executable, "progress": None, "max_num_seqs": 8}
+    one = unillm.launch("vllm", reserve=reserve, **common)
+    assert isinstance(one, unillm.Launch) and one._connect["reserve"] == Reserve(2, 0, 8)
+    two = unillm.launch("vllm", replicas=2, reserve=reserve, **common)
+    assert isinstance(two, unillm.FleetLaunch)
+    assert [e._connect["reserve"] for e in two.engines] == [Reserve(2, 0, 8)] * 2
+    routed = unillm.launch("vllm", replicas=2, router="vllm-router", reserve=reserve, **common)
+    assert isinstance(routed, unillm.FleetLaunch) and routed.router is not None
+    assert routed.router._connect["reserve"] == Reserve(2, 0, 16)  # both engines' slots
+    assert [e._connect["reserve"] for e in routed.engines] == [None, None]
+
+
+def test_a_config_takes_a_reserve_table(server: FaultServer) -> None:
+    config = {"engine": "vllm", "base_url": server.url, "reserve": {"slots": 2, "capacity": 8}}
+    llm = unillm.from_config(config)
+    assert isinstance(llm, unillm.LLM) and llm.reserve == Reserve(2, 0, 8)
+    fleet = unillm.from_config({**config, "base_url": [server.url]})
+    assert isinstance(fleet, unillm.Fleet) and fleet.replicas[0].reserve == Reserve(2, 0, 8)
+    with pytest.raises(unillm.ConfigError, match="reserve"):
+        unillm.from_config({**config, "reserve": {"slots": 8, "capacity": 8}})
+    with pytest.raises(unillm.ConfigError, match="reserve"):
+        unillm.from_config({**config, "reserve": {"slot": 2}})
+    problems = unillm.check_config({**config, "reserve": {"slots": 0}}, env={}).problems
+    assert [p.setting for p in problems] == ["reserve"]
