@@ -149,6 +149,25 @@ async def test_a_cancelled_waiter_leaves_the_queue_and_sends_nothing(server: Fau
         assert (await llm.generate("again", max_tokens=4, priority=3)).text  # the slot is free
 
 
+async def test_a_stream_waiting_for_a_slot_ends_at_its_deadline_having_sent_nothing(
+    server: FaultServer,
+) -> None:
+    server.stall(times=1)
+    reserve = unillm.Reserve(slots=1, capacity=2)
+    async with unillm.connect("vllm", server.url, model="tiny", retry=ONE, reserve=reserve) as llm:
+        await llm.info()
+        gate = gate_of(llm)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: llm.generate("held", max_tokens=4, priority=3))
+            await until(lambda: server.count() == 1)
+            stream = llm.stream("waits", max_tokens=4, priority=3, deadline=0.05)
+            with pytest.raises(unillm.DeadlineExceeded):
+                await stream.collect()
+            assert (gate.queue.in_flight, gate.queue.waiting, server.count()) == (1, 0, 1)
+            tg.cancel_scope.cancel()
+        assert gate.queue.in_flight == 0
+
+
 async def test_a_stream_holds_its_slot_until_it_closes(server: FaultServer) -> None:
     server.endless(interval=0.01)  # streams go on until the client leaves; generate answers
     reserve = unillm.Reserve(slots=1, capacity=2)
