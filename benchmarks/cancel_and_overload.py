@@ -13,12 +13,22 @@ cap, ``max_queued_requests``):
 * **priority**: interactive requests (``priority=0``, streamed, TTFT) at a steady rate, alone and
   under a flood of batch requests (``priority=10``); the batch's output tokens/s alone and with
   the interactive load (goals: interactive P99 TTFT under the flood <= 2x unloaded; batch
-  throughput >= 90% of alone).
+  throughput >= 90% of alone). The run with both (flood and interactive) goes through a client
+  with ``reserve=unillm.Reserve(slots=--reserve-slots, capacity=max_num_seqs)``: at most
+  ``max_num_seqs - slots`` batch requests at the engine, the rest held in the client, so an
+  interactive request finds a running slot free (vLLM's priority scheduler preempts only when the
+  KV cache is full, not when its slots are). The unloaded and flood-alone runs use a plain client;
+  ``--reserve-slots 0`` runs the flood without a reserve too (the figures before ``Reserve``).
+  With a reserve, a fourth run sends the flood alone through the reserve as well:
+  ``batch_share_same_reserve`` is the interactive load's own cost to the batch, while
+  ``batch_share`` (against the flood alone with every slot) also counts the slots kept free.
 
 The overload and priority set-ups take turns in ``--rounds`` interleaved rounds; medians are
-reported. Run (from the repository root, with the dev venv; about 10 minutes)::
+reported. ``--parts`` picks the parts (e.g. ``--parts priority``: that part alone). Run (from the
+repository root, with the dev venv; about 10 minutes)::
 
     .venv/bin/python benchmarks/cancel_and_overload.py
+    .venv/bin/python benchmarks/cancel_and_overload.py --parts priority --rounds 3
 
 It prints each part's figures, then, as the very last line, one JSON object with the figures and
 the goals; it also writes benchmarks/results/cancel_and_overload.json.
@@ -59,6 +69,7 @@ LONG: dict[str, Any] = {"max_tokens": 1000, "extra_body": IGNORE_EOS}
 SHORT: dict[str, Any] = {"max_tokens": 32, "extra_body": IGNORE_EOS}
 PROMPT = "Count to ten."
 ONE = RetryPolicy(attempts=1)
+PARTS = ("cancel", "overload", "priority")
 
 
 async def until_idle(llm: unillm.LLM, bound: float = 30.0) -> float:
@@ -207,14 +218,18 @@ def p99(values: Sequence[float]) -> float:
 
 
 def goals(result: Mapping[str, Any]) -> dict[str, bool]:
-    """Each goal met or not, from the figures (pure)."""
-    cancel = result["cancel"]
-    return {
-        "cancel_s": all(c["to_idle_s"] is not None and c["to_idle_s"] <= 1.0 for c in cancel.values()),
-        "goodput_vs_naive": result["overload"]["goodput_vs_naive"] >= 1.5,
-        "priority_p99_ratio": result["priority"]["p99_ratio"] <= 2.0,
-        "batch_share": result["priority"]["batch_share"] >= 0.9,
-    }
+    """Each goal of the parts measured met or not, from the figures (pure)."""
+    met: dict[str, bool] = {}
+    if "cancel" in result:
+        met["cancel_s"] = all(
+            c["to_idle_s"] is not None and c["to_idle_s"] <= 1.0 for c in result["cancel"].values()
+        )
+    if "overload" in result:
+        met["goodput_vs_naive"] = result["overload"]["goodput_vs_naive"] >= 1.5
+    if "priority" in result:
+        met["priority_p99_ratio"] = result["priority"]["p99_ratio"] <= 2.0
+        met["batch_share"] = result["priority"]["batch_share"] >= 0.9
+    return met
 
 
 async def cancels(
@@ -239,8 +254,49 @@ async def cancels(
     return cancel
 
 
+def reserve_for(args: argparse.Namespace, run: Any) -> unillm.Reserve | None:
+    """The reserve of the client that runs the flood with the interactive load (None: none)."""
+    if args.reserve_slots == 0:
+        return None
+    return unillm.Reserve(slots=args.reserve_slots, above=0, capacity=run.spec.max_num_seqs)
+
+
+async def overloads(
+    args: argparse.Namespace, llm: unillm.LLM, direct: unillm.LLM, rng: random.Random, cap: float
+) -> list[float]:
+    """One round of the overload part: unillm's goodput, then the naive loop's."""
+    out = []
+    for sender in (unillm_sender(llm), naive_sender(direct)):
+        out.append(await offered(sender, 2 * cap, args, rng))
+        await until_idle(direct)
+    return out
+
+
+async def priorities(
+    args: argparse.Namespace, direct: unillm.LLM, reserved: unillm.LLM
+) -> dict[str, dict[str, Any]]:
+    """One round of the priority part: interactive alone, the flood alone, both (with the reserve)."""
+    out: dict[str, dict[str, Any]] = {}
+    runs = [
+        ("unloaded", direct, (False, True)),
+        ("flood", direct, (True, False)),
+        ("both", reserved, (True, True)),
+    ]
+    if reserved.reserve is not None:  # the flood alone through the reserve too: what the reserve costs
+        runs.append(("flood_reserved", reserved, (True, False)))
+    for name, client, flags in runs:
+        out[name] = figures = await priority_round(client, *flags, args)
+        ttfts = figures["ttfts"]
+        print(
+            f"priority {name}: {len(ttfts)} interactive, P99 TTFT "
+            f"{p99(ttfts) if ttfts else float('nan'):.3f} s, batch {figures['batch_tok_s']:.1f} tok/s",
+            file=sys.stderr,
+        )
+    return out
+
+
 async def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    """The three parts against one launched engine."""
+    """The parts asked for (``args.parts``) against one launched engine."""
     settings = cpu_launch_settings(
         "vllm",
         build_tiny_model(),
@@ -251,44 +307,91 @@ async def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     )
     rng = random.Random(args.seed)
     run = unillm.launch("vllm", **settings)
-    async with run as llm, unillm.connect("vllm", run.base_url, api_key=run.spec.key(), retry=ONE) as direct:
-        cancel = await cancels(args, run, direct, workdir, rng)
-        cap = await capacity(llm, args.seconds)
-        print(f"capacity: {cap:.2f} req/s", file=sys.stderr)
+    result: dict[str, Any] = {}
+    async with (
+        run as llm,
+        unillm.connect("vllm", run.base_url, api_key=run.spec.key(), retry=ONE) as direct,
+        unillm.connect(
+            "vllm", run.base_url, api_key=run.spec.key(), retry=ONE, reserve=reserve_for(args, run)
+        ) as reserved,
+    ):
+        if "cancel" in args.parts:
+            result["cancel"] = await cancels(args, run, direct, workdir, rng)
+        cap = 0.0
+        if "overload" in args.parts:
+            cap = await capacity(llm, args.seconds)
+            print(f"capacity: {cap:.2f} req/s", file=sys.stderr)
         goodput: dict[str, list[float]] = {"unillm": [], "naive": []}
-        prio: dict[str, list[dict[str, Any]]] = {"unloaded": [], "flood": [], "both": []}
+        prio: dict[str, list[dict[str, Any]]] = {
+            "unloaded": [],
+            "flood": [],
+            "both": [],
+            "flood_reserved": [],
+        }
         for n in range(args.rounds):
-            for name, sender in (("unillm", unillm_sender(llm)), ("naive", naive_sender(direct))):
-                goodput[name].append(await offered(sender, 2 * cap, args, rng))
-                await until_idle(direct)
-            for name, flags in (
-                ("unloaded", (False, True)),
-                ("flood", (True, False)),
-                ("both", (True, True)),
-            ):
-                prio[name].append(await priority_round(direct, *flags, args))
+            if "overload" in args.parts:
+                for name, value in zip(goodput, await overloads(args, llm, direct, rng, cap), strict=True):
+                    goodput[name].append(value)
+            if "priority" in args.parts:
+                for name, figures in (await priorities(args, direct, reserved)).items():
+                    prio[name].append(figures)
             print(f"round {n + 1}: goodput {goodput}", file=sys.stderr)
+    if "overload" in args.parts:
+        result["overload"] = overload_figures(goodput, cap)
+    if "priority" in args.parts:
+        result["priority"] = priority_figures(prio, reserve_for(args, run))
+    return result
+
+
+def overload_figures(goodput: Mapping[str, list[float]], cap: float) -> dict[str, Any]:
+    """The overload part's medians and ratio (pure)."""
     good = {k: statistics.median(v) for k, v in goodput.items()}
+    return {
+        "capacity_req_s": round(cap, 2),
+        "offered_req_s": round(2 * cap, 2),
+        "goodput_req_s": {k: round(v, 2) for k, v in good.items()},
+        "goodput_vs_naive": round(good["unillm"] / good["naive"], 3) if good["naive"] else float("inf"),
+    }
+
+
+def priority_figures(
+    prio: Mapping[str, list[dict[str, Any]]], reserve: unillm.Reserve | None
+) -> dict[str, Any]:
+    """The priority part's medians and ratios (pure)."""
     unloaded = statistics.median(p99(r["ttfts"]) for r in prio["unloaded"])
     loaded = statistics.median(p99(r["ttfts"]) for r in prio["both"])
     alone = statistics.median(r["batch_tok_s"] for r in prio["flood"])
     shared = statistics.median(r["batch_tok_s"] for r in prio["both"])
+    # the flood alone through the same reserve (None: run without one): with it, the interactive
+    # load's own cost to the batch, apart from the slots the reserve keeps free
+    held = (
+        statistics.median(r["batch_tok_s"] for r in prio["flood_reserved"])
+        if prio.get("flood_reserved")
+        else None
+    )
     return {
-        "cancel": cancel,
-        "overload": {
-            "capacity_req_s": round(cap, 2),
-            "offered_req_s": round(2 * cap, 2),
-            "goodput_req_s": {k: round(v, 2) for k, v in good.items()},
-            "goodput_vs_naive": round(good["unillm"] / good["naive"], 3) if good["naive"] else float("inf"),
+        "interactive_p99_ttft_s": {"unloaded": round(unloaded, 3), "under_flood": round(loaded, 3)},
+        "p99_ratio": round(loaded / unloaded, 3),
+        "batch_tok_s": {
+            "alone": round(alone, 1),
+            "alone_with_reserve": None if held is None else round(held, 1),
+            "with_interactive": round(shared, 1),
         },
-        "priority": {
-            "interactive_p99_ttft_s": {"unloaded": round(unloaded, 3), "under_flood": round(loaded, 3)},
-            "p99_ratio": round(loaded / unloaded, 3),
-            "batch_tok_s": {"alone": round(alone, 1), "with_interactive": round(shared, 1)},
-            "batch_share": round(shared / alone, 3),
-            "refused": sum(r["refused"] for rounds in prio.values() for r in rounds),
-        },
+        "batch_share": round(shared / alone, 3),
+        "batch_share_same_reserve": round(shared / held, 3) if held else None,
+        "refused": sum(r["refused"] for rounds in prio.values() for r in rounds),
+        "reserve": None
+        if reserve is None
+        else {"slots": reserve.slots, "above": reserve.above, "capacity": reserve.capacity},
     }
+
+
+def parts(text: str) -> tuple[str, ...]:
+    """``--parts``: a comma-separated subset of PARTS, in PARTS' order."""
+    asked = {p.strip() for p in text.split(",") if p.strip()}
+    if not asked or asked - set(PARTS):
+        raise argparse.ArgumentTypeError(f"pick from {', '.join(PARTS)}, comma-separated; got {text!r}")
+    return tuple(p for p in PARTS if p in asked)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -302,6 +405,15 @@ def main(argv: list[str] | None = None) -> int:
         "--flood", type=int, default=12, help="batch requests in flight in the flood (under --queue)"
     )
     parser.add_argument("--interactive-rate", type=float, default=2.0, help="interactive requests/s")
+    parser.add_argument(
+        "--reserve-slots",
+        type=int,
+        default=2,
+        help="engine slots the flood+interactive run keeps for interactive requests (0: no reserve)",
+    )
+    parser.add_argument(
+        "--parts", type=parts, default=PARTS, help=f"comma-separated parts to run ({','.join(PARTS)})"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-save", action="store_true", help=f"do not write {RESULT.name}")
     args = parser.parse_args(argv)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -9,6 +10,8 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+
+import unillm
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -168,6 +171,31 @@ def test_cancel_and_overload_goals_fail_on_an_unmeasured_path_or_a_missed_ratio(
         "batch_share": False,
     }
     assert p99([float(i) for i in range(1, 101)]) == 99.01 and p99([3.0]) == 3.0
+    assert goals({"priority": {"p99_ratio": 2.5, "batch_share": 0.95}}) == {  # that part alone
+        "priority_p99_ratio": False,
+        "batch_share": True,
+    }
+
+
+def test_cancel_and_overload_runs_the_parts_asked_for_with_the_reserve_on_the_loaded_run() -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    from cancel_and_overload import parts, priority_figures  # type: ignore[import-not-found,unused-ignore]
+
+    assert parts("priority") == ("priority",) and parts("priority, cancel") == ("cancel", "priority")
+    with pytest.raises(argparse.ArgumentTypeError, match="pick from"):
+        parts("priorty")
+    rounds = {
+        "unloaded": [{"ttfts": [0.02, 0.03], "batch_tok_s": 0.0, "refused": 0}],
+        "flood": [{"ttfts": [], "batch_tok_s": 100.0, "refused": 1}],
+        "both": [{"ttfts": [0.04], "batch_tok_s": 95.0, "refused": 0}],
+    }
+    figures = priority_figures(rounds, unillm.Reserve(slots=2, capacity=8))
+    assert figures["p99_ratio"] == pytest.approx(0.04 / 0.0299, abs=1e-3)
+    assert figures["batch_share"] == 0.95 and figures["refused"] == 1
+    assert figures["reserve"] == {"slots": 2, "above": 0, "capacity": 8}
+    assert figures["batch_share_same_reserve"] is None  # no flood alone through the reserve
+    rounds["flood_reserved"] = [{"ttfts": [], "batch_tok_s": 100.0 * 0.75, "refused": 0}]
+    assert priority_figures(rounds, None)["batch_share_same_reserve"] == round(95 / 75, 3)
 
 
 def test_vs_aiperf_compares_each_tool_on_its_own_definition_of_itl() -> None:

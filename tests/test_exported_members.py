@@ -66,6 +66,7 @@ UNILLM = {
     "Regex",
     "ReplicaMismatch",
     "ReplicaStats",
+    "Reserve",
     "RetryPolicy",
     "Speculative",
     "Stream",

@@ -74,6 +74,7 @@ if TYPE_CHECKING:
     from unillm.client.blocking import BlockingLLM as BlockingLLM
     from unillm.client.llm import LLM as LLM
     from unillm.client.mcp_servers import MCPServer as MCPServer
+    from unillm.client.priority_gate import Reserve as Reserve
     from unillm.client.protocol import Client as Client
     from unillm.client.stream import Stream as Stream
     from unillm.client.transport import Pool as Pool

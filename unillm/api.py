@@ -11,8 +11,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, overload
 
+from typing_extensions import NotRequired
+
 from unillm.adapter.launch_spec import Disaggregation, LaunchSpec, build_spec
 from unillm.client.llm import LLM
+from unillm.client.priority_gate import Reserve
 from unillm.client.transport import Pool, RetryPolicy, Timeouts
 from unillm.errors import InvalidOptions
 from unillm.options import Options
@@ -46,6 +49,7 @@ def connect(
     timeouts: Timeouts = Timeouts(),
     retry: RetryPolicy | None = None,
     pool: Pool = Pool(),
+    reserve: Reserve | None = None,
 ) -> LLM: ...
 
 
@@ -61,6 +65,7 @@ def connect(
     policy: Policy = "round_robin",
     prefix_chars: int = 256,
     pool: Pool = Pool(),
+    reserve: Reserve | None = None,
 ) -> Fleet: ...
 
 
@@ -76,6 +81,7 @@ def connect(
     policy: Policy | None = None,
     prefix_chars: int = 256,
     pool: Pool = Pool(),
+    reserve: Reserve | None = None,
 ) -> LLM | Fleet:
     """Talk to a running engine: ``unillm.connect("vllm", "http://127.0.0.1:8000")``.
 
@@ -102,22 +108,26 @@ def connect(
         policy: How a fleet picks a replica; only with a list of URLs.
         prefix_chars: How many leading prompt characters the "prefix" policy hashes.
         pool: Connection-pool sizes per engine (:class:`~unillm.Pool`).
+        reserve: Engine slots kept free for urgent requests, per engine (:class:`~unillm.Reserve`,
+            with its ``capacity``: the engine's ``max_num_seqs``); None sends every request at once.
 
     Returns:
         An :class:`~unillm.LLM` for one URL, a :class:`~unillm.Fleet` for a list.
 
     Raises:
-        InvalidOptions: A malformed URL or key, or an argument that does not fit one/many URLs.
+        InvalidOptions: A malformed URL or key, a reserve without capacity, or an argument that
+            does not fit one/many URLs.
         UnknownEngine: No adapter is installed under ``engine``.
     """
     _refuse_misfits(isinstance(base_url, str), policy, retry)
     common = _ClientArgs(model=model, api_key=api_key, defaults=defaults, timeouts=timeouts, pool=pool)
     if isinstance(base_url, str):
-        return LLM(engine, base_url, retry=retry or RetryPolicy(), **common)
+        return LLM(engine, base_url, retry=retry or RetryPolicy(), reserve=reserve, **common)
     from unillm.fleet.fleet import Fleet
 
+    policy = policy or "round_robin"
     return Fleet.connect(
-        engine, base_url, policy=policy or "round_robin", prefix_chars=prefix_chars, **common
+        engine, base_url, policy=policy, prefix_chars=prefix_chars, reserve=reserve, **common
     )
 
 
@@ -162,6 +172,7 @@ def launch(
     timeouts: Timeouts = Timeouts(),
     retry: RetryPolicy = RetryPolicy(),
     pool: Pool = Pool(),
+    reserve: Reserve | None = None,
     **settings: Any,
 ) -> Launch: ...
 
@@ -179,6 +190,7 @@ def launch(
     timeouts: Timeouts = Timeouts(),
     retry: RetryPolicy = RetryPolicy(),
     pool: Pool = Pool(),
+    reserve: Reserve | None = None,
     **settings: Any,
 ) -> RayLaunch: ...
 
@@ -200,6 +212,7 @@ def launch(
     timeouts: Timeouts = Timeouts(),
     retry: RetryPolicy = RetryPolicy(),
     pool: Pool = Pool(),
+    reserve: Reserve | None = None,
     **settings: Any,
 ) -> Launch | FleetLaunch | RayLaunch: ...
 
@@ -220,6 +233,7 @@ def launch(
     timeouts: Timeouts = Timeouts(),
     retry: RetryPolicy = RetryPolicy(),
     pool: Pool = Pool(),
+    reserve: Reserve | None = None,
     **settings: Any,
 ) -> Launch | FleetLaunch | RayLaunch:
     """Start an engine; ``async with`` the result to get a connected LLM, stopped on exit.
@@ -233,8 +247,7 @@ def launch(
         spec: A prepared launch spec; ``settings`` are merged over it.
         replicas: How many engines to start; more than one gives a client-side
             :class:`~unillm.fleet.fleet.Fleet` routed by ``policy`` (:mod:`unillm.launching.fleet_launch`).
-        router: A router process to start in front ("vllm-router" or "smg"), giving an ``LLM``
-            pointed at it; None routes client-side.
+        router: A router to start in front ("vllm-router" or "smg"), giving an ``LLM`` pointed at it.
         policy: How the replicas (or the router) pick an engine per request.
         disaggregation: Prefill/decode engine counts to start behind the router.
         replica_env: Extra environment per engine, one mapping per replica (e.g. ``CUDA_VISIBLE_DEVICES``).
@@ -247,19 +260,20 @@ def launch(
         timeouts: Connect/read/pool limits in seconds for the connected client.
         retry: How the connected client retries overloads and dropped connections.
         pool: Connection-pool sizes per engine.
+        reserve: Engine slots kept for urgent requests (:class:`~unillm.Reserve`; capacity: max_num_seqs).
         **settings: :class:`~unillm.LaunchSpec` fields (model, lora, speculative, python, env,
             extra_args, ...), e.g. ``model="..."``, ``max_model_len=512``.
 
     Returns:
-        A :class:`~unillm.Launch` (one engine),
-        :class:`~unillm.launching.fleet_launch.FleetLaunch` or, with ``cluster``,
-        :class:`~unillm.launching.ray_cluster.RayLaunch`; ``async with`` it for the client.
+        A :class:`~unillm.Launch` (one engine), :class:`~unillm.launching.fleet_launch.FleetLaunch`
+        or, with ``cluster``, :class:`~unillm.launching.ray_cluster.RayLaunch`; ``async with`` it.
 
     Raises:
-        InvalidOptions: A setting the spec refuses, or ``log_path`` with several processes.
+        InvalidOptions: A setting the spec refuses, ``log_path`` with several processes, a bad reserve.
     """
     full = build_spec(spec, settings)
     client = _LaunchArgs(progress=progress, defaults=defaults, timeouts=timeouts, retry=retry, pool=pool)
+    client["reserve"] = reserve
     return _start(
         engine, full, client, replicas, router, policy, disaggregation, replica_env, cluster, log_path
     )
@@ -318,3 +332,4 @@ class _LaunchArgs(TypedDict):
     timeouts: Timeouts
     retry: RetryPolicy
     pool: Pool
+    reserve: NotRequired[Reserve | None]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -24,6 +25,7 @@ from unillm.capabilities import Capabilities, Feature, check, check_text_only
 from unillm.client.calls import EmbedCall, Generates, LoraControl, TokenizeCall
 from unillm.client.closing import AsyncClosing
 from unillm.client.outputs import attach_parsed
+from unillm.client.priority_gate import PriorityGate, Reserve, reserve_gate
 from unillm.client.single_flight import SingleFlight
 from unillm.client.stream import Stream
 from unillm.client.transport import Pool, RetryPolicy, Timeouts, Transport, json_body
@@ -67,9 +69,12 @@ class LLM(AsyncClosing, Generates):
         http_transport: An httpx transport to send through instead of the network (tests,
             in-process engines).
         pool: Connection-pool sizes (:class:`~unillm.Pool`).
+        reserve: Engine slots kept free for urgent requests (:class:`~unillm.Reserve`): requests
+            less urgent than its ``above`` wait in the client while ``capacity - slots`` of them
+            are in flight; None sends every request at once.
 
     Raises:
-        InvalidOptions: A malformed URL, key or setting.
+        InvalidOptions: A malformed URL, key or setting, or a reserve without a capacity.
         UnknownEngine: No adapter is installed under ``engine``.
     """
 
@@ -85,6 +90,7 @@ class LLM(AsyncClosing, Generates):
         retry: RetryPolicy = RetryPolicy(),
         http_transport: httpx.AsyncBaseTransport | None = None,
         pool: Pool = Pool(),
+        reserve: Reserve | None = None,
     ) -> None:
         self.adapter = adapter_for(engine)
         self.engine = self.adapter.name
@@ -97,6 +103,7 @@ class LLM(AsyncClosing, Generates):
         self._model, self._api_key = model, api_key
         self._timeouts, self._retry, self._http_transport = timeouts, retry, http_transport
         self._pool = pool
+        self._gate: PriorityGate | None = reserve_gate(reserve, self.engine)
         self._transport = Transport(
             self._url,
             api_key=api_key,
@@ -136,6 +143,11 @@ class LLM(AsyncClosing, Generates):
         await self._transport.aclose()
 
     @property
+    def reserve(self) -> Reserve | None:
+        """The engine slots kept free for urgent requests (None: no reserve)."""
+        return self._gate.reserve if self._gate is not None else None
+
+    @property
     def retry(self) -> RetryPolicy:
         """How this client retries refused connections and 429/503 answers."""
         return self._retry
@@ -145,6 +157,7 @@ class LLM(AsyncClosing, Generates):
 
         ``retry`` replaces the retry policy (a Fleet's replicas use ``RetryPolicy(attempts=1)``);
         ``model`` names another model (or LoRA adapter) the engine serves: ``llm.clone(model="sql")``.
+        A reserve is kept, with counts of its own (the twin's requests are not the original's).
 
         Args:
             retry: The twin's retry policy; None keeps this one's.
@@ -163,6 +176,7 @@ class LLM(AsyncClosing, Generates):
             retry=retry or self._retry,
             http_transport=self._http_transport,
             pool=self._pool,
+            reserve=self.reserve,
         )
         if model is None:
             twin._info, twin._caps = self._info, self._caps
@@ -302,8 +316,9 @@ class LLM(AsyncClosing, Generates):
 
     async def _send_and_parse(self, request: Request) -> Completion[Any]:
         info, call = await self._prepare(request)
-        started = time.perf_counter()
-        response = await self._transport.send(call, request.timeout)
+        started = time.perf_counter()  # the caller's view: a wait for the reserve counts
+        async with self._slot(request):
+            response = await self._transport.send(call, request.timeout)
         if response.status_code >= 400:
             raise self._error(response, request)
         completion = parse_answer(self.adapter, json_body(response, self.engine), request, info, call)
@@ -317,6 +332,10 @@ class LLM(AsyncClosing, Generates):
 
     def _open_stream(self, request: Request) -> Stream:
         return Stream(self, request)
+
+    def _slot(self, request: Request) -> AbstractAsyncContextManager[None]:
+        """Held while ``request`` is at the engine: a reserve's slot (it may wait for one)."""
+        return self._gate.slot(request.priority) if self._gate is not None else nullcontext()
 
     # -- embeddings and tokens ---------------------------------------------------------------
     async def _embed(self, call: EmbedCall) -> Embeddings:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, contextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, contextmanager
 from itertools import pairwise
 from typing import TYPE_CHECKING, Protocol
 
@@ -43,6 +43,8 @@ class StreamSource(Protocol):
     async def _prepare(self, request: Request) -> tuple[EngineInfo, HttpCall]: ...
 
     def _error(self, response: Answer, request: Request | None) -> UnillmError: ...
+
+    def _slot(self, request: Request) -> AbstractAsyncContextManager[None]: ...
 
 
 class ClosingStream(AsyncClosing):
@@ -167,6 +169,7 @@ class Stream(ClosingStream):
         held: Delta | None = None  # a delta with a finish reason or usage, until the next (_final)
         async with AsyncExitStack() as stack:
             with deadline.bound():
+                await stack.enter_async_context(llm._slot(request))  # held until the stream ends
                 response = await self._open(stack, call)
             self.started = True
             events = event_stream(response, llm.engine, llm._transport.pool.max_event_bytes)

@@ -184,13 +184,15 @@ def _check_sections(
 
 
 def _check_client_limits(config: Config, problems: _Problems) -> None:
-    """``[timeouts]``, ``[retry]`` and ``[pool]``: the values from_config would refuse."""
+    """``[timeouts]``, ``[retry]``, ``[pool]`` and ``[reserve]``: the values from_config would refuse."""
+    from unillm.client.priority_gate import Reserve
     from unillm.client.transport import Pool, RetryPolicy, Timeouts
 
     tables: tuple[tuple[str, Callable[..., object], Mapping[str, Any]], ...] = (
         ("timeouts", Timeouts, config.timeouts),
         ("retry", RetryPolicy, config.retry),
         ("pool", Pool, config.pool),
+        ("reserve", Reserve, config.reserve or {}),
     )
     for setting, build, values in tables:
         try:

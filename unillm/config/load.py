@@ -54,11 +54,13 @@ from pydantic import (
     Field,
     SecretStr,
     StrictFloat,
+    StrictInt,
     ValidationError,
     field_validator,
 )
 
 from unillm.client.llm import LLM
+from unillm.client.priority_gate import Reserve
 from unillm.client.transport import HTTP_WIRES, Pool, RetryPolicy, Timeouts
 from unillm.config.cluster import refuse_moved_deploy_keys
 from unillm.config.files import check_depth, read_config_file
@@ -90,6 +92,7 @@ class Config(BaseModel):
     timeouts: dict[str, StrictFloat] = {}  # strict: `attempts = true` is not 1
     retry: dict[str, StrictFloat] = {}
     pool: dict[str, Any] = {}  # numbers (checked below), but `http`: the wire's name
+    reserve: dict[str, StrictInt] | None = None  # unillm.Reserve's fields: slots, above, capacity
     uses: list[str] = Field([], description="features the app relies on (for unillm check)")
     engine_version: str | None = Field(None, description="the version unillm check assumes")
     router: dict[str, Any] | None = Field(None, repr=False)
@@ -232,12 +235,8 @@ def from_config(
 
 def _main(config: Config) -> LLM | Fleet | Launch | FleetLaunch | RayLaunch:
     key = config.api_key.get_secret_value() if config.api_key else None
-    try:
-        timeouts, retry = Timeouts(**config.timeouts), RetryPolicy(**config.retry)  # type: ignore[arg-type]
-        pool = Pool(**config.pool)
-    except (TypeError, InvalidOptions) as e:
-        raise ConfigError(f"invalid [timeouts], [retry] or [pool]: {e}") from None
-    common: dict[str, Any] = {"defaults": config.defaults, "timeouts": timeouts, "retry": retry, "pool": pool}
+    common = _client_settings(config)
+    timeouts, pool, reserve = common["timeouts"], common["pool"], common["reserve"]
     if isinstance(config.base_url, list):
         from unillm.fleet.fleet import Fleet
 
@@ -252,6 +251,7 @@ def _main(config: Config) -> LLM | Fleet | Launch | FleetLaunch | RayLaunch:
                 defaults=config.defaults,  # type: ignore[arg-type]
                 timeouts=timeouts,
                 pool=pool,
+                reserve=reserve,
                 policy=config.policy or "round_robin",  # type: ignore[arg-type]
             )
         except InvalidOptions as e:
@@ -289,6 +289,28 @@ def _main(config: Config) -> LLM | Fleet | Launch | FleetLaunch | RayLaunch:
         )
     started: Launch = launch(config.engine, spec, **common)
     return started
+
+
+def _client_settings(config: Config) -> dict[str, Any]:
+    """The client's settings: defaults, and the ``[timeouts]``, ``[retry]``, ``[pool]`` and
+    ``[reserve]`` tables built into their types.
+
+    Raises:
+        ConfigError: A table with an unknown field or a value its type refuses.
+    """
+    try:
+        timeouts, retry = Timeouts(**config.timeouts), RetryPolicy(**config.retry)  # type: ignore[arg-type]
+        pool = Pool(**config.pool)
+        reserve = Reserve(**config.reserve) if config.reserve is not None else None
+    except (TypeError, InvalidOptions) as e:
+        raise ConfigError(f"invalid [timeouts], [retry], [pool] or [reserve]: {e}") from None
+    return {
+        "defaults": config.defaults,
+        "timeouts": timeouts,
+        "retry": retry,
+        "pool": pool,
+        "reserve": reserve,
+    }
 
 
 def _launches_replicas(config: Config) -> bool:

@@ -49,6 +49,7 @@ from unillm.client.calls import EmbedCall, Generates, TokenizeCall
 from unillm.client.closing import AsyncClosing
 from unillm.client.deadline import Deadline
 from unillm.client.llm import LLM
+from unillm.client.priority_gate import Reserve
 from unillm.client.single_flight import SingleFlight
 from unillm.client.stream import Stream
 from unillm.client.transport import MAX_RETRY_AFTER, Pool, RetryPolicy, Timeouts
@@ -244,6 +245,7 @@ class Fleet(AsyncClosing, Generates):
         timeouts: Timeouts = Timeouts(),
         prefix_chars: int = 256,
         pool: Pool = Pool(),
+        reserve: Reserve | None = None,
     ) -> Fleet:
         """A fleet of running replicas: ``Fleet.connect("vllm", ["http://a:8000", "http://b:8000"])``.
 
@@ -258,6 +260,8 @@ class Fleet(AsyncClosing, Generates):
             timeouts: Connect/read/pool limits in seconds, per replica.
             prefix_chars: How many leading prompt characters the "prefix" policy hashes.
             pool: Connection-pool sizes per replica.
+            reserve: Engine slots kept free for urgent requests, on each replica
+                (:class:`~unillm.Reserve`; its ``capacity`` is one replica's ``max_num_seqs``).
 
         Returns:
             A fleet of one LLM per URL (each with ``RetryPolicy(attempts=1)``).
@@ -276,6 +280,7 @@ class Fleet(AsyncClosing, Generates):
                 timeouts=timeouts,
                 retry=NO_RETRY,
                 pool=pool,
+                reserve=reserve,
             )
             for url in base_urls
         ]

@@ -33,6 +33,7 @@ from pydantic import SecretStr
 from unillm.adapter.base import Adapter
 from unillm.adapter.launch_spec import Disaggregation, LaunchCommand, LaunchSpec, PDRole, TransferBackend
 from unillm.adapter.registry import get_adapter
+from unillm.client.priority_gate import Reserve
 from unillm.client.transport import Pool, RetryPolicy, Timeouts
 from unillm.errors import InvalidOptions, LaunchError, UnsupportedFeature
 from unillm.fleet.picker import Policy
@@ -70,6 +71,8 @@ class FleetLaunch(Stoppable):
         timeouts: Connect/read/pool limits in seconds for the connected client.
         retry: How the connected client retries overloads and dropped connections.
         pool: Connection-pool sizes for the connected client.
+        reserve: Engine slots the connected client keeps free for urgent requests, per engine
+            (behind a router: its capacity defaults to every decoding engine's ``max_num_seqs``).
         log_dir: The folder for one log per process; None: the temp folder.
 
     Raises:
@@ -93,6 +96,7 @@ class FleetLaunch(Stoppable):
         timeouts: Timeouts = Timeouts(),
         retry: RetryPolicy = RetryPolicy(),
         pool: Pool = Pool(),
+        reserve: Reserve | None = None,
     ) -> None:
         self.adapter = get_adapter(engine) if isinstance(engine, str) else engine
         _check_layout(spec, replicas, router, disaggregation)
@@ -108,6 +112,7 @@ class FleetLaunch(Stoppable):
             "retry": retry,
             "pool": pool,
         }
+        self._reserve = reserve  # the client's: each engine's, or (with a router) the router's
         self._progress = progress
         if spec.api_key == "auto":  # one key for every engine (and the router in front)
             spec = spec.model_copy(update={"api_key": SecretStr(secrets.token_urlsafe(24))})
@@ -127,6 +132,7 @@ class FleetLaunch(Stoppable):
                 spec.model_copy(update={"port": port, "pd": role, "env": env}),
                 progress=progress,
                 **self._connect,
+                reserve=None if router is not None else reserve,
                 log_path=self.log_dir / f"unillm-{self.adapter.name}-{port}.log",
             )
             for port, role, env in zip(ports, self.roles, envs, strict=True)
@@ -180,8 +186,16 @@ class FleetLaunch(Stoppable):
             router_python=router_python,
             progress=self._progress,
             log_dir=self.log_dir,
+            reserve=self._router_reserve(len(decode) or len(urls)),
             **self._connect,
         )
+
+    def _router_reserve(self, decoders: int) -> Reserve | None:
+        """The reserve of the client pointed at the router: the decoding engines' slots together."""
+        per_engine = self.spec.max_num_seqs
+        if self._reserve is None or not isinstance(self._reserve, Reserve) or per_engine is None:
+            return self._reserve
+        return self._reserve.for_engine(per_engine * decoders)
 
     # -- lifecycle --------------------------------------------------------------------------
     async def __aenter__(self) -> Fleet | LLM:

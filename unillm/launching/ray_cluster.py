@@ -32,13 +32,20 @@ from pydantic import SecretStr
 from unillm.adapter.base import Adapter
 from unillm.adapter.launch_spec import LaunchCommand, LaunchSpec
 from unillm.adapter.registry import get_adapter
+from unillm.client.priority_gate import Reserve
 from unillm.client.transport import Pool, RetryPolicy, Timeouts
 from unillm.errors import InvalidOptions, LaunchError, UnillmError, UnsupportedFeature
 from unillm.fleet.picker import Policy
 from unillm.launching.lifecycle import Stoppable
 from unillm.launching.ray_plan import Ray, RayPlan, ray_plan
 from unillm.launching.ray_replica import ReplicaFailed, ReplicaHost, ReplicaReady
-from unillm.launching.supervisor import Launch, LaunchProgress, ProgressHook, print_progress
+from unillm.launching.supervisor import (
+    Launch,
+    LaunchProgress,
+    ProgressHook,
+    launched_reserve,
+    print_progress,
+)
 from unillm.options import Options
 
 if TYPE_CHECKING:
@@ -89,6 +96,8 @@ class RayLaunch(Stoppable):
         timeouts: Connect/read/pool limits in seconds for the connected client.
         retry: How the connected client retries overloads and dropped connections.
         pool: Connection-pool sizes for the connected client.
+        reserve: Engine slots the connected client keeps free for urgent requests, per engine;
+            its capacity defaults to the spec's ``max_num_seqs``.
 
     Raises:
         InvalidOptions: Settings a Ray launch cannot honour (in_process, nodes=, pd=).
@@ -107,6 +116,7 @@ class RayLaunch(Stoppable):
         timeouts: Timeouts = Timeouts(),
         retry: RetryPolicy = RetryPolicy(),
         pool: Pool = Pool(),
+        reserve: Reserve | None = None,
     ) -> None:
         self.adapter = get_adapter(engine) if isinstance(engine, str) else engine
         if not isinstance(cluster, Ray):
@@ -139,6 +149,7 @@ class RayLaunch(Stoppable):
             "timeouts": timeouts,
             "retry": retry,
             "pool": pool,
+            "reserve": launched_reserve(reserve, spec, self.adapter.name),
         }
         self._ray: ModuleType | None = None
         self._owns_ray = False

@@ -38,6 +38,7 @@ from unillm.adapter.base import Adapter
 from unillm.adapter.launch_spec import LaunchCommand, LaunchSpec, Prerequisite
 from unillm.adapter.registry import adapter_for
 from unillm.capabilities import Feature
+from unillm.client.priority_gate import Reserve, reserve_gate
 from unillm.client.transport import Pool, RetryPolicy, Timeouts
 from unillm.errors import InvalidOptions, LaunchError, MalformedResponse, UnillmError, UnsupportedFeature
 from unillm.launching.cpu_features import boot_env, boot_note
@@ -186,6 +187,29 @@ class _ConnectSettings(TypedDict):
     timeouts: Timeouts
     retry: RetryPolicy
     pool: Pool
+    reserve: Reserve | None
+
+
+def launched_reserve(reserve: Reserve | None, spec: LaunchSpec, engine: str) -> Reserve | None:
+    """``reserve`` with its capacity taken from the launch's ``max_num_seqs`` when unset, checked now
+    (before anything starts).
+
+    Args:
+        reserve: The launch's ``reserve=``, or None.
+        spec: The launch's spec.
+        engine: The engine's name, for the message.
+
+    Returns:
+        The reserve the connected client uses (None: none).
+
+    Raises:
+        InvalidOptions: Neither the reserve nor the spec gives a capacity, or slots >= capacity.
+    """
+    if reserve is None:
+        return None
+    resolved = reserve.for_engine(spec.max_num_seqs) if isinstance(reserve, Reserve) else reserve
+    reserve_gate(resolved, engine)  # refuses a reserve without a capacity, before the launch
+    return resolved
 
 
 def engine_command(adapter: Adapter, spec: LaunchSpec, command: LaunchCommand | None = None) -> LaunchCommand:
@@ -236,6 +260,7 @@ class Launch(Stoppable):
         timeouts: Timeouts = Timeouts(),
         retry: RetryPolicy = RetryPolicy(),
         pool: Pool = Pool(),
+        reserve: Reserve | None = None,
         command: LaunchCommand | None = None,
         name: str | None = None,
     ) -> None:
@@ -250,6 +275,8 @@ class Launch(Stoppable):
             timeouts: Connect/read/pool limits in seconds for the connected client.
             retry: How the connected client retries overloads and dropped connections.
             pool: Connection-pool sizes for the connected client.
+            reserve: Engine slots the connected client keeps free for urgent requests; its
+                capacity defaults to the spec's ``max_num_seqs``.
             log_path: Where the engine's output goes; None: ``unillm-<name>-<port>.log`` in the temp
                 folder.
             command: A command to run instead of the adapter's; None builds it from ``spec``.
@@ -260,7 +287,13 @@ class Launch(Stoppable):
         self.spec = resolve_spec(self.adapter, spec) if command is None else spec
         self.progress = progress
         self.log_path = log_path or Path(tempfile.gettempdir()) / (f"unillm-{self.name}-{self.spec.port}.log")
-        self._connect = _ConnectSettings(defaults=defaults, timeouts=timeouts, retry=retry, pool=pool)
+        self._connect = _ConnectSettings(
+            defaults=defaults,
+            timeouts=timeouts,
+            retry=retry,
+            pool=pool,
+            reserve=launched_reserve(reserve, self.spec, self.name),
+        )
         if command is None:
             check_launch_features(self.adapter, self.spec)
         if self.spec.nodes is not None and spec.port is None:
