@@ -106,6 +106,9 @@ REAL_ENGINES = frozenset(
 )
 
 
+#: The engines launched once per pytest run (``vlm_server`` is one module's own).
+SESSION_ENGINES = REAL_ENGINES - {"vlm_server"}
+
 #: Session engines that serve a trained tiny model (their tests are marked ``trained`` too).
 TRAINED_ENGINES = frozenset({"trained_server", "thinking_server"})
 
@@ -123,6 +126,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.trained)
         if item.get_closest_marker("trained"):
             late.add(item.nodeid.split("::")[0])
+        shared = SESSION_ENGINES & fixtures
+        if item.get_closest_marker("side_stream") and shared:
+            raise pytest.UsageError(
+                f"{item.nodeid}: marked side_stream but uses the session engine {sorted(shared)[0]}, "
+                "which the other engine tests launch too: drop the mark or launch an engine of its own"
+            )
     items.sort(key=lambda item: item.nodeid.split("::")[0] in late)  # stable: the order within stays
 
 

@@ -20,7 +20,7 @@ from unillm.errors import Unauthorized
 from unillm.launching.fleet_launch import FleetLaunch
 from unillm.testing import fake_engine
 
-pytestmark = [pytest.mark.anyio, pytest.mark.engine]
+pytestmark = [pytest.mark.anyio, pytest.mark.engine, pytest.mark.side_stream]
 ROUTERS = ("vllm-router", "smg")
 
 

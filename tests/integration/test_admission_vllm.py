@@ -19,7 +19,7 @@ from unillm.testing.engines import RunningEngine, cpu_launch_settings
 from unillm.testing.streams import final_delta
 from unillm.testing.tiny_model import TinyModel
 
-pytestmark = [pytest.mark.anyio, pytest.mark.engine]
+pytestmark = [pytest.mark.anyio, pytest.mark.engine, pytest.mark.side_stream]
 ONE = RetryPolicy(attempts=1)
 
 

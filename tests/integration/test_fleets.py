@@ -1,17 +1,17 @@
 """Two real vLLM-CPU replicas of the tiny model, launched as one fleet, in three set-ups: the
 client-side fleet, vllm-router and smg in front.
 
-* A replica killed under load (200 requests, 16 at a time, half streamed): with the client fleet
-  every request that had not started streaming completes on the other replica, started streams
-  end in ``StreamInterrupted`` with their partial text; the routers' outcomes are recorded (they
-  retry on another worker). Nothing hangs; no process survives teardown.
+* A replica killed under load (200 requests from each of the client fleet, vllm-router and smg at
+  once, 16 at a time each, half streamed; one kill): with the client fleet every request that had
+  not started streaming completes on the other replica, started streams end in
+  ``StreamInterrupted`` with their partial text; the routers' outcomes are recorded (they retry on
+  another worker). Nothing hangs; no process survives teardown.
 * A look-alike replica answering 429 ``Retry-After: 5``: the client fleet sends it nothing for
   5 s; what vllm-router and smg do is recorded.
 * A shared-prefix workload: ``prefix`` routing raises vLLM's own prefix-cache hit ratio over
   ``round_robin``.
 
-Replicas are module-scoped; a killed one is started again (same port) in the background while
-the overload tests use the other, for the next set-up.
+Replicas are module-scoped; the kill comes last, so no replica is started again.
 """
 
 from __future__ import annotations
@@ -23,13 +23,11 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.to_thread
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
@@ -45,23 +43,20 @@ from launch_helpers import alive
 
 from unillm.testing.fault_server import GENERATION_PATHS, FaultServer
 
-pytestmark = [pytest.mark.anyio, pytest.mark.engine]
+pytestmark = [pytest.mark.anyio, pytest.mark.engine, pytest.mark.side_stream]
 LOAD, CONCURRENCY, KILL_AFTER = 200, 16, 40  # requests, at a time, answered before the kill
 MAX_TOKENS = 24
+ROUTERS = ("vllm-router", "smg")
 RECORD: dict[str, Any] = {}  # what the routers did, printed at the end of the module
 
 
 @dataclass
 class Replicas:
-    """The module's fleet launch: its engines (restartable) and the shared API key.
-
-    The launch lives on its own event loop (``portal``), which also restarts a killed replica.
-    """
+    """The module's fleet launch (on its own event loop, ``portal``) and every process it ran."""
 
     run: FleetLaunch
     portal: BlockingPortal
     pids: list[int] = field(default_factory=list)
-    restarting: Future[None] | None = None
 
     @property
     def urls(self) -> list[str]:
@@ -73,26 +68,6 @@ class Replicas:
 
     def fleet(self, **kw: Any) -> unillm.Fleet:
         return unillm.connect("vllm", self.urls, api_key=self.key, model="tiny", **kw)
-
-    def restart_soon(self, i: int) -> None:
-        """Start replica ``i`` again on its port after it was killed, in the background (on the
-        launch's loop), while tests that need only replica 0 run; ``ready()`` waits for it."""
-        self.restarting = self.portal.start_task_soon(self._restart, i)
-
-    async def ready(self) -> None:
-        """Wait until a restart started by ``restart_soon`` has finished."""
-        if self.restarting is not None:
-            await anyio.to_thread.run_sync(self.restarting.result)
-            self.restarting = None
-
-    async def _restart(self, i: int) -> None:
-        old = self.run.engines[i]
-        await old.__aexit__(None, None, None)
-        new = Launch("vllm", old.spec, progress=None, log_path=old.log_path)
-        self.run.engines[i] = new
-        await new.__aenter__()
-        assert new.pid is not None
-        self.pids.append(new.pid)
 
 
 @pytest.fixture(scope="module")
@@ -111,8 +86,6 @@ def replicas(tiny: TinyModel, workdir: Path) -> Iterator[Replicas]:
     with start_blocking_portal() as portal, portal.wrap_async_context_manager(run):
         state = Replicas(run, portal, [e.pid for e in run.engines if e.pid is not None])
         yield state
-        if state.restarting is not None:
-            state.restarting.result()
     survivors = [pid for pid in state.pids if alive(pid)]
     print(f"\n[fleet record] {RECORD}")
     assert not survivors, f"processes survived teardown: {survivors}"
@@ -127,15 +100,14 @@ class Outcomes:
     partial_mismatches: int = 0  # StreamInterrupted whose partial_text is not what was received
 
 
-async def load_with_a_kill(client: Any, victim: Launch) -> Outcomes:
-    """LOAD requests (every other one streamed), CONCURRENCY at a time; kill ``victim``
-    (SIGKILL to its process group) once KILL_AFTER have been answered."""
-    out = Outcomes()
+async def load_with_a_kill(clients: dict[str, Any], victim: Launch) -> dict[str, Outcomes]:
+    """LOAD requests from each client at once (every other one streamed), CONCURRENCY at a time
+    each; kill ``victim`` (SIGKILL to its process group) once KILL_AFTER per client were answered."""
+    outcomes = {name: Outcomes() for name in clients}
     answered = anyio.Event()
     done = 0
-    limit = anyio.Semaphore(CONCURRENCY)
 
-    async def one(i: int) -> None:
+    async def one(client: Any, out: Outcomes, limit: anyio.Semaphore, i: int) -> None:
         nonlocal done
         async with limit:
             prompt = f"request {i}: " + "".join(random.choices(string.ascii_lowercase, k=20))
@@ -155,7 +127,7 @@ async def load_with_a_kill(client: Any, victim: Launch) -> Outcomes:
                 if text:
                     out.started_then_failed += 1
             done += 1
-            if done >= KILL_AFTER:
+            if done >= KILL_AFTER * len(clients):
                 answered.set()
 
     async def killer() -> None:
@@ -166,9 +138,11 @@ async def load_with_a_kill(client: Any, victim: Launch) -> Outcomes:
     with anyio.fail_after(240):  # nothing hangs
         async with anyio.create_task_group() as tg:
             tg.start_soon(killer)
-            for i in range(LOAD):
-                tg.start_soon(one, i)
-    return out
+            for name, client in clients.items():
+                limit = anyio.Semaphore(CONCURRENCY)
+                for i in range(LOAD):
+                    tg.start_soon(one, client, outcomes[name], limit, i)
+    return outcomes
 
 
 # -- shared prefix: prefix routing raises vLLM's own prefix-cache hit ratio --------------------
@@ -205,19 +179,6 @@ async def test_prefix_routing_raises_the_engines_prefix_cache_hit_ratio(replicas
     assert ratios["prefix"] > ratios["round_robin"], ratios
 
 
-# -- a replica killed under load ------------------------------------------------------------------
-async def test_client_fleet_survives_a_killed_replica(replicas: Replicas) -> None:
-    async with replicas.fleet(policy="round_robin") as fleet:
-        out = await load_with_a_kill(fleet, replicas.run.engines[1])
-    RECORD["client fleet"] = _summary(out)
-    assert not out.errors, f"requests that had not started streaming must complete: {out.errors}"
-    assert out.completed + len(out.interrupted) == LOAD
-    # Streams that had started on the killed replica (how many depends on timing: possibly none)
-    # end in StreamInterrupted carrying exactly the text they delivered.
-    assert out.partial_mismatches == 0, "StreamInterrupted.partial_text is the text received"
-    replicas.restart_soon(1)  # while the overload tests use replica 0
-
-
 # -- overload: 429 Retry-After: 5 from a look-alike next to a real replica ----------------------
 async def _requests_to_overloaded(send: Any, server: FaultServer, seconds: float) -> list[float]:
     """Send requests for ``seconds``; the times (since start) the look-alike received them."""
@@ -241,7 +202,7 @@ async def test_client_fleet_sends_an_overloaded_replica_nothing_for_its_retry_af
     assert len(times) == 1, f"requests reached the 429 replica at {times}"
 
 
-@pytest.mark.parametrize("router", ["vllm-router", "smg"])
+@pytest.mark.parametrize("router", ROUTERS)
 async def test_routers_with_an_overloaded_replica(router: str, replicas: Replicas, workdir: Path) -> None:
     with FaultServer(model="tiny") as busy:
         busy.fail(429, retry_after="5")
@@ -254,20 +215,33 @@ async def test_routers_with_an_overloaded_replica(router: str, replicas: Replica
     RECORD[f"{router}: requests reaching the 429 replica within 5 s"] = len(times)
 
 
-@pytest.mark.parametrize("router", ["vllm-router", "smg"])
-async def test_router_with_a_killed_replica(router: str, replicas: Replicas, workdir: Path) -> None:
-    await replicas.ready()
+# -- a replica killed under load (last: the module's replica 1 stays dead) --------------------
+async def test_a_replica_killed_under_load_behind_the_client_fleet_and_both_routers(
+    replicas: Replicas, workdir: Path
+) -> None:
     spec = unillm.LaunchSpec(model="tiny", served_name="tiny", api_key=replicas.run.spec.api_key)
-    launch = router_launch("vllm", router, replicas.urls, spec=spec, progress=None, log_dir=workdir)
-    async with launch as llm:
-        assert launch.pid is not None
-        replicas.pids.append(launch.pid)
-        out = await load_with_a_kill(llm, replicas.run.engines[1])
-    RECORD[router] = _summary(out)
-    assert out.completed + len(out.interrupted) + sum(out.errors.values()) == LOAD
-    assert out.completed >= LOAD // 2
-    if router != "smg":
-        replicas.restart_soon(1)
+    routers = {
+        r: router_launch("vllm", r, replicas.urls, spec=spec, progress=None, log_dir=workdir) for r in ROUTERS
+    }
+    async with (
+        replicas.fleet(policy="round_robin") as fleet,
+        routers["vllm-router"] as vllm_router,
+        routers["smg"] as smg,
+    ):
+        replicas.pids += [r.pid for r in routers.values() if r.pid is not None]
+        clients = {"client fleet": fleet, "vllm-router": vllm_router, "smg": smg}
+        outcomes = await load_with_a_kill(clients, replicas.run.engines[1])
+    RECORD.update({name: _summary(out) for name, out in outcomes.items()})
+    out = outcomes["client fleet"]
+    assert not out.errors, f"requests that had not started streaming must complete: {out.errors}"
+    assert out.completed + len(out.interrupted) == LOAD
+    # Streams that had started on the killed replica (how many depends on timing: possibly none)
+    # end in StreamInterrupted carrying exactly the text they delivered.
+    assert out.partial_mismatches == 0, "StreamInterrupted.partial_text is the text received"
+    for router in ROUTERS:  # recorded; both retry on another worker
+        out = outcomes[router]
+        assert out.completed + len(out.interrupted) + sum(out.errors.values()) == LOAD
+        assert out.completed >= LOAD // 2, (router, _summary(out))
 
 
 def _summary(out: Outcomes) -> dict[str, Any]:

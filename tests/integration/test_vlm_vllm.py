@@ -11,7 +11,7 @@ import unillm
 from unillm.testing.engines import RunningEngine, cpu_launch_settings
 from unillm.testing.tiny_vlm import IMAGE_TOKENS, build_tiny_vlm, solid_png
 
-pytestmark = [pytest.mark.anyio, pytest.mark.engine]
+pytestmark = [pytest.mark.anyio, pytest.mark.engine, pytest.mark.side_stream]
 
 
 @pytest.fixture(scope="module")

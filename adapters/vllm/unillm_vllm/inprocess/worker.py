@@ -60,9 +60,13 @@ class Worker:
         args, unknown = parser.parse_known_args(argv)
         if unknown:
             raise ValueError(f"flags vLLM's engine does not take: {' '.join(unknown)}")
-        # the engine core in its own process, as vllm serve and vllm run-batch run it (AsyncLLM
-        # always does): it schedules and runs the model while this process feeds and reads it
-        self.engine = LLMEngine.from_engine_args(EngineArgs.from_cli_args(args), enable_multiprocessing=True)
+        # the engine core in its own process, as vllm serve and vllm run-batch run it: it schedules
+        # and runs the model while this process feeds and reads it (unless the environment sets
+        # VLLM_ENABLE_V1_MULTIPROCESSING=0, as unillm's tests do: one fewer spawn importing vLLM)
+        multiprocessing = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1") != "0"
+        self.engine = LLMEngine.from_engine_args(
+            EngineArgs.from_cli_args(args), enable_multiprocessing=multiprocessing
+        )
         self.tokenizer = self.engine.get_tokenizer()
         self.max_model_len = int(self.engine.model_config.max_model_len)
         self.max_num_seqs = int(self.engine.vllm_config.scheduler_config.max_num_seqs)
