@@ -14,10 +14,11 @@ import asyncio
 import json
 import os
 import sys
+from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 server = MCPServer("unillm-test-tools")
 
@@ -26,8 +27,13 @@ class Sum(BaseModel):
     total: int
 
 
+#: Bounded: a call forced by a JSON schema then always fits in max_tokens, whatever a tiny model
+#: trained on another CPU writes for the city.
+City = Annotated[str, Field(max_length=32)]
+
+
 @server.tool()
-def get_weather(city: str) -> str:
+def get_weather(city: City) -> str:
     """Get the current weather in a city."""
     return json.dumps({"city": city, "forecast": "snowy", "temperature": 2})
 

@@ -15,12 +15,13 @@ from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import httpx
 import psutil
 import pytest
+from pydantic import Field
 from test_tool_loop import ASK, Script, call, message
 
 import unillm
@@ -107,7 +108,7 @@ async def test_a_server_lists_its_tools_with_their_schemas() -> None:
 
 
 async def test_a_servers_tool_is_offered_as_the_same_python_function_would_be() -> None:
-    def get_weather(city: str) -> str:
+    def get_weather(city: Annotated[str, Field(max_length=32)]) -> str:
         """Get the current weather in a city."""
         return city
 
