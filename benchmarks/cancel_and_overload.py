@@ -419,7 +419,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="unillm-cancel-") as d:
         result = anyio.run(measure, args, Path(d))
-    out = {**result, "met": goals(result), "goals": GOALS, "args": vars(args)}
+    # parts not run this time keep their figures from the file (each part's own run measured them)
+    earlier = json.loads(RESULT.read_text()) if RESULT.exists() and not args.no_save else {}
+    result = {**{p: earlier[p] for p in PARTS if p in earlier and p not in result}, **result}
+    out = {**result, "met": goals(result), "goals": GOALS, "args": vars(args), "parts_run": list(args.parts)}
     if not args.no_save:
         RESULT.write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out))
