@@ -13,15 +13,14 @@ cap, ``max_queued_requests``):
 * **priority**: interactive requests (``priority=0``, streamed, TTFT) at a steady rate, alone and
   under a flood of batch requests (``priority=10``); the batch's output tokens/s alone and with
   the interactive load (goals: interactive P99 TTFT under the flood <= 2x unloaded; batch
-  throughput >= 90% of alone). The run with both (flood and interactive) goes through a client
-  with ``reserve=unillm.Reserve(slots=--reserve-slots, capacity=max_num_seqs)``: at most
-  ``max_num_seqs - slots`` batch requests at the engine, the rest held in the client, so an
-  interactive request finds a running slot free (vLLM's priority scheduler preempts only when the
-  KV cache is full, not when its slots are). The unloaded and flood-alone runs use a plain client;
-  ``--reserve-slots 0`` runs the flood without a reserve too (the figures before ``Reserve``).
-  With a reserve, a fourth run sends the flood alone through the reserve as well:
-  ``batch_share_same_reserve`` is the interactive load's own cost to the batch, while
-  ``batch_share`` (against the flood alone with every slot) also counts the slots kept free.
+  throughput >= 90% of alone). The engine is launched with ``--reserve-slots`` more running
+  slots than the CPU recipe's ``max_num_seqs`` (the reserve on top of the batch's slots), and the
+  batch goes through a client with ``reserve=unillm.Reserve(slots=--reserve-slots)``: it keeps
+  the recipe's slots, and an interactive request finds one of the reserved ones free (vLLM's
+  priority scheduler preempts only when the KV cache is full, not when its slots are). The batch
+  goal compares the batch with and without the interactive load through that reserve;
+  ``batch_share_all_slots`` compares it with the flood alone on every slot (plain client).
+  ``--reserve-slots 0`` runs everything without a reserve (the figures before ``Reserve``).
 
 The overload and priority set-ups take turns in ``--rounds`` interleaved rounds; medians are
 reported. ``--parts`` picks the parts (e.g. ``--parts priority``: that part alone). Run (from the
@@ -305,6 +304,7 @@ async def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         scheduling="priority",
         max_queued_requests=args.queue,
     )
+    settings["max_num_seqs"] += args.reserve_slots  # the reserved slots on top of the batch's
     rng = random.Random(args.seed)
     run = unillm.launch("vllm", **settings)
     result: dict[str, Any] = {}
@@ -362,8 +362,8 @@ def priority_figures(
     loaded = statistics.median(p99(r["ttfts"]) for r in prio["both"])
     alone = statistics.median(r["batch_tok_s"] for r in prio["flood"])
     shared = statistics.median(r["batch_tok_s"] for r in prio["both"])
-    # the flood alone through the same reserve (None: run without one): with it, the interactive
-    # load's own cost to the batch, apart from the slots the reserve keeps free
+    # the flood alone through the same reserve (None: run without one): the batch's own slots
+    # with and without the interactive load (the goal); ``alone`` gave it every slot
     held = (
         statistics.median(r["batch_tok_s"] for r in prio["flood_reserved"])
         if prio.get("flood_reserved")
@@ -373,12 +373,12 @@ def priority_figures(
         "interactive_p99_ttft_s": {"unloaded": round(unloaded, 3), "under_flood": round(loaded, 3)},
         "p99_ratio": round(loaded / unloaded, 3),
         "batch_tok_s": {
-            "alone": round(alone, 1),
-            "alone_with_reserve": None if held is None else round(held, 1),
+            "alone": round(held if held is not None else alone, 1),
+            "alone_all_slots": round(alone, 1),
             "with_interactive": round(shared, 1),
         },
-        "batch_share": round(shared / alone, 3),
-        "batch_share_same_reserve": round(shared / held, 3) if held else None,
+        "batch_share": round(shared / (held if held else alone), 3),
+        "batch_share_all_slots": round(shared / alone, 3),
         "refused": sum(r["refused"] for rounds in prio.values() for r in rounds),
         "reserve": None
         if reserve is None

@@ -193,9 +193,10 @@ def test_cancel_and_overload_runs_the_parts_asked_for_with_the_reserve_on_the_lo
     assert figures["p99_ratio"] == pytest.approx(0.04 / 0.0299, abs=1e-3)
     assert figures["batch_share"] == 0.95 and figures["refused"] == 1
     assert figures["reserve"] == {"slots": 2, "above": 0, "capacity": 8}
-    assert figures["batch_share_same_reserve"] is None  # no flood alone through the reserve
+    assert figures["batch_share_all_slots"] == 0.95  # no flood alone through the reserve: the same
     rounds["flood_reserved"] = [{"ttfts": [], "batch_tok_s": 100.0 * 0.75, "refused": 0}]
-    assert priority_figures(rounds, None)["batch_share_same_reserve"] == round(95 / 75, 3)
+    figures = priority_figures(rounds, None)
+    assert (figures["batch_share"], figures["batch_share_all_slots"]) == (round(95 / 75, 3), 0.95)
 
 
 def test_vs_aiperf_compares_each_tool_on_its_own_definition_of_itl() -> None:
