@@ -13,6 +13,7 @@ from trtllm_protocol import ChatCompletionRequest, CompletionRequest, check_requ
 from unillm_tensorrt_llm import TensorRTLLMAdapter
 
 from unillm.adapter.base import EngineInfo, HttpCall
+from unillm.adapter.launch_spec import LaunchSpec
 from unillm.adapter.openai_compat import CHAT_PATH
 from unillm.errors import UnsupportedFeature
 from unillm.options import make_request
@@ -88,3 +89,27 @@ def test_a_chat_answer_with_empty_reasoning_content_has_its_thought_split() -> N
     request = make_request(None, CHAT, None, {}, stream=False)
     choice = ADAPTER.parse(body, request, INFO, HttpCall("POST", CHAT_PATH, {}, False)).choices[0]
     assert (choice.reasoning, choice.text) == ("2 and 2", "4")
+
+
+def get_weather(city: str) -> str:
+    """Get the weather."""
+    return city
+
+
+@pytest.mark.parametrize(
+    ("output", "tools"),
+    [({"type": "object"}, {}), (None, {"tools": [get_weather], "tool_choice": "get_weather"})],
+    ids=["output", "forced call"],
+)
+def test_a_launched_server_refuses_a_constraint_after_a_thought(output: Any, tools: dict[str, Any]) -> None:
+    # unillm launches trtllm-serve without a reasoning parser: its guide then binds from the
+    # first token (upstream wraps it after the thought only with a parser), leaving no room to think
+    launched = ADAPTER.bind(LaunchSpec(model="tiny"))
+    request = make_request(None, CHAT, output, {"thinking": True, **tools}, stream=False)
+    with pytest.raises(UnsupportedFeature, match="first token") as e:
+        launched.build(request, INFO)
+    assert e.value.engine == "tensorrt_llm"
+    call = launched.build(make_request(None, CHAT, output, tools, stream=False), INFO)
+    assert check_request(call.path, call.json).to_sampling_params().guided_decoding is not None
+    connected = ADAPTER.build(request, INFO)  # a connected server's parser is unknown: sent
+    assert check_request(connected.path, connected.json).chat_template_kwargs == {"enable_thinking": True}

@@ -64,7 +64,9 @@ class TensorRTLLMAdapter(OpenAICompatAdapter):
     on a prompt completion are a count of at least 1 (trtllm-serve reads 0 as off). Thinking:
     ``thinking=`` is ``chat_template_kwargs.enable_thinking``, ``thinking_budget=`` is
     ``thinking_token_budget``, ``reasoning_effort=`` is ``reasoning_effort`` (no "minimal"). Lark
-    grammars and runtime LoRA loading are refused before sending.
+    grammars and runtime LoRA loading are refused before sending, and so is ``thinking=True`` with a
+    constraint on a launched server (launched without a reasoning parser, its guide binds from the
+    first token).
 
     Launch: ``trtllm-serve serve`` with its flags (parallel sizes, batch, sequence length, KV
     memory share) and a YAML options file unillm writes next to the command (speculative
@@ -89,10 +91,18 @@ class TensorRTLLMAdapter(OpenAICompatAdapter):
         self.structured_backend = structured_backend
 
     def bind(self, spec: LaunchSpec) -> TensorRTLLMAdapter:
-        """A copy that knows the LoRA paths and the guided-decoding backend ``spec`` launched with."""
+        """A copy that knows the LoRA paths and the guided-decoding backend ``spec`` launched with.
+
+        unillm launches trtllm-serve without a reasoning parser, and without one its guided
+        decoding binds from the first token (``_response_format_to_guided_decoding_params`` in
+        openai_protocol.py at 0076e93 puts the constraint after a thought only with a parser):
+        ``thinking=True`` with a constraint is refused before sending (a connected server, whose
+        parser is unknown, is sent it).
+        """
         bound = copy.copy(self)
         bound.loras = dict(spec.lora)
         bound.structured_backend = spec.structured_backend or launch.DEFAULT_BACKEND
+        bound.constrains_after_thinking = False
         return bound
 
     def __repr__(self) -> str:
