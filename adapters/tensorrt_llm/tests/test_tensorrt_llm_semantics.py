@@ -112,4 +112,5 @@ def test_a_launched_server_refuses_a_constraint_after_a_thought(output: Any, too
     call = launched.build(make_request(None, CHAT, output, tools, stream=False), INFO)
     assert check_request(call.path, call.json).to_sampling_params().guided_decoding is not None
     connected = ADAPTER.build(request, INFO)  # a connected server's parser is unknown: sent
-    assert check_request(connected.path, connected.json).chat_template_kwargs == {"enable_thinking": True}
+    sent = check_request(connected.path, connected.json)
+    assert isinstance(sent, ChatCompletionRequest) and sent.chat_template_kwargs == {"enable_thinking": True}
