@@ -132,25 +132,9 @@ async def test_less_urgent_requests_wait_in_the_client_and_urgent_ones_pass(serv
         assert (gate.queue.in_flight, gate.queue.waiting) == (0, 0)
 
 
-async def test_a_cancelled_waiter_leaves_the_queue_and_sends_nothing(server: FaultServer) -> None:
-    server.stall(times=1)
-    reserve = unillm.Reserve(slots=1, capacity=2)
-    async with unillm.connect("vllm", server.url, model="tiny", retry=ONE, reserve=reserve) as llm:
-        await llm.info()
-        gate = gate_of(llm)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(lambda: llm.generate("held", max_tokens=4, priority=3))
-            await until(lambda: server.count() == 1)
-            with pytest.raises(unillm.DeadlineExceeded):
-                await llm.generate("waits", max_tokens=4, priority=3, deadline=0.05)
-            assert gate.queue.waiting == 0 and gate.queue.in_flight == 1 and server.count() == 1
-            tg.cancel_scope.cancel()
-        assert (gate.queue.in_flight, gate.queue.waiting) == (0, 0)
-        assert (await llm.generate("again", max_tokens=4, priority=3)).text  # the slot is free
-
-
-async def test_a_stream_waiting_for_a_slot_ends_at_its_deadline_having_sent_nothing(
-    server: FaultServer,
+@pytest.mark.parametrize("streamed", [False, True], ids=["generate", "stream"])
+async def test_a_waiter_past_its_deadline_leaves_the_queue_having_sent_nothing(
+    server: FaultServer, streamed: bool
 ) -> None:
     server.stall(times=1)
     reserve = unillm.Reserve(slots=1, capacity=2)
@@ -160,12 +144,13 @@ async def test_a_stream_waiting_for_a_slot_ends_at_its_deadline_having_sent_noth
         async with anyio.create_task_group() as tg:
             tg.start_soon(lambda: llm.generate("held", max_tokens=4, priority=3))
             await until(lambda: server.count() == 1)
-            stream = llm.stream("waits", max_tokens=4, priority=3, deadline=0.05)
+            waits = llm.stream if streamed else llm.generate
             with pytest.raises(unillm.DeadlineExceeded):
-                await stream.collect()
+                await _sent(waits("waits", max_tokens=4, priority=3, deadline=0.05))
             assert (gate.queue.in_flight, gate.queue.waiting, server.count()) == (1, 0, 1)
             tg.cancel_scope.cancel()
-        assert gate.queue.in_flight == 0
+        assert (gate.queue.in_flight, gate.queue.waiting) == (0, 0)
+        assert (await llm.generate("again", max_tokens=4, priority=3)).text  # the slot is free
 
 
 async def test_a_stream_holds_its_slot_until_it_closes(server: FaultServer) -> None:
@@ -285,3 +270,8 @@ def test_a_config_takes_a_reserve_table(server: FaultServer) -> None:
         unillm.from_config({**config, "reserve": {"slot": 2}})
     problems = unillm.check_config({**config, "reserve": {"slots": 0}}, env={}).problems
     assert [p.setting for p in problems] == ["reserve"]
+
+
+async def _sent(call: Any) -> Any:
+    """A call's answer: a stream's pieces collected, or the awaited call."""
+    return await (call.collect() if hasattr(call, "collect") else call)

@@ -149,21 +149,23 @@ async def test_thinking_false_turns_a_thinking_model_off(thinker: OllamaServer) 
     assert thinker.requests[-1][1]["think"] is False
 
 
-def get_weather(city: str) -> str:
-    """Get the weather."""
-    return city
+WEATHER = {
+    "name": "get_weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
 
 
 @pytest.mark.parametrize(
-    ("output", "tools"),
-    [({"type": "object"}, {}), (None, {"tools": [get_weather], "tool_choice": "get_weather"})],
+    "constraint",
+    [{"output": {"type": "object"}}, {"tools": [WEATHER], "tool_choice": "get_weather"}],
     ids=["output", "forced call"],
 )
-def test_a_constraint_after_a_thought_goes_out_with_think(output: Any, tools: dict[str, Any]) -> None:
+def test_a_constraint_after_a_thought_goes_out_with_think(constraint: dict[str, Any]) -> None:
     # Ollama's /api/chat applies ``format`` once the thought has ended, for a model that can think
     # (ChatHandler's "structured outputs via double request", server/routes.go at fb30760), so
     # unillm sends both rather than refusing; a prompt with thinking is refused (raw: no template)
-    call = ADAPTER.build(make_request(None, CHAT, output, {"thinking": True, **tools}, stream=False), INFO)
+    options = {"thinking": True, **constraint}
+    call = ADAPTER.build(make_request(None, CHAT, options.pop("output", None), options, stream=False), INFO)
     check_request(call.path, call.json)
     assert call.json is not None and call.json["think"] is True
     assert call.json["format"]["type"] == "object"
