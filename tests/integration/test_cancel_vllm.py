@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -20,9 +21,10 @@ import pytest
 
 import unillm
 from unillm import RetryPolicy
-from unillm.testing.engines import RunningEngine, peak_held
+from unillm.testing.engines import RunningEngine, cpu_launch_settings, peak_held
+from unillm.testing.tiny_model import TinyModel
 
-pytestmark = [pytest.mark.anyio, pytest.mark.engine]
+pytestmark = [pytest.mark.anyio, pytest.mark.engine, pytest.mark.side_stream]
 ONE = RetryPolicy(attempts=1)
 LONG: dict[str, Any] = {"max_tokens": 1000, "extra_body": {"ignore_eos": True}}
 BOUND = 5.0  # s: generous; the issue's goal is 1 s, recorded in MEASURED
@@ -32,9 +34,11 @@ MEASURED: dict[str, float] = {}
 
 
 @pytest.fixture(scope="module")
-def server(vllm_server: RunningEngine) -> Iterator[RunningEngine]:
-    """The session's vLLM (its tiny model); each test leaves nothing running on it."""
-    yield vllm_server
+def server(tiny: TinyModel, workdir: Path) -> Iterator[RunningEngine]:
+    """vLLM with the tiny model, for this module alone (its gauges count only these tests'
+    requests); each test leaves nothing running on it."""
+    settings = cpu_launch_settings("vllm", tiny, workdir / "cancel", served_name="tiny")
+    yield from RunningEngine.serving("vllm", workdir / "vllm-cancel.log", **settings)
     print("cancel -> 0 running, s:", MEASURED)
 
 
