@@ -254,8 +254,9 @@ class FaultServer(BackgroundServer):
     def client_disconnected(self) -> bool:
         return self._gone.is_set()
 
-    async def wait_disconnect(self, seconds: float = 2.0) -> bool:
-        """Wait (in a worker thread: the caller's loop runs on) until a client left mid-answer."""
+    async def wait_disconnect(self, seconds: float = 30.0) -> bool:
+        """Wait (in a worker thread: the caller's loop runs on) until a client left mid-answer;
+        True as soon as one did (a busy machine takes seconds to notice), False after ``seconds``."""
         return await anyio.to_thread.run_sync(self._gone.wait, seconds)
 
     # -- serving ---------------------------------------------------------------------------
