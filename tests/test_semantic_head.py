@@ -15,9 +15,11 @@ import pytest
 
 from unillm.results import RouteDecision
 from unillm.semantic import Route, RouteSet, Scoring, SemanticRouter, evaluate
-from unillm.semantic.decide import SignalIndex, decide, decision_plan, index_texts
+from unillm.semantic import decide as decide_module
+from unillm.semantic.decide import ScorePlan, SignalIndex, decide, decision_plan, index_texts
 from unillm.semantic.evaluation import Sample
 from unillm.semantic.head import cross_validated, fit_probe, folds_of
+from unillm.semantic.routes import EmbeddingSignal
 from unillm.semantic.scoring import NO_REJECTION
 
 pytestmark = pytest.mark.anyio
@@ -203,13 +205,13 @@ async def test_eval_reports_nearest_neighbour_and_the_heads_cross_validated_esti
     assert "cross-validated" in report.markdown()
 
 
-def _speed_router() -> tuple[SemanticRouter, dict[str, list[float]]]:
+def _speed_router(scoring: Scoring | None = None) -> tuple[SemanticRouter, dict[str, list[float]]]:
     rng = np.random.default_rng(0)
     vectors = {f"r{i} {j}": list(rng.normal(size=384)) for i in range(10) for j in range(20)}
     vectors |= {f"r{i}": list(rng.normal(size=384)) for i in range(10)}
     vectors["q"] = list(rng.normal(size=384))
     routes = [Route(name=f"r{i}", utterances=[f"r{i} {j}" for j in range(20)]) for i in range(10)]
-    return SemanticRouter(routes, embedder=Table(vectors, "speed"), default="r0"), vectors
+    return SemanticRouter(routes, embedder=Table(vectors, "speed"), default="r0", scoring=scoring), vectors
 
 
 async def test_a_decision_builds_no_signals_or_conditions_once_the_router_is_built(
@@ -245,6 +247,77 @@ async def test_a_decision_completes_without_yielding_to_the_event_loop_or_a_thre
         step.send(None)
     decision = done.value.value
     assert isinstance(decision, RouteDecision) and decision.route is not None
+
+
+@pytest.mark.parametrize("head", ["probe", "blend"])
+async def test_what_a_decision_reads_is_built_with_the_index_never_per_decision(
+    monkeypatch: pytest.MonkeyPatch, head: str
+) -> None:
+    router, vectors = _speed_router(Scoring.model_validate({"head": head}))
+    built: list[ScorePlan] = []
+    real_of = ScorePlan.of
+
+    def counted(cls: type[ScorePlan], index: SignalIndex) -> ScorePlan:
+        built.append(real_of(index))
+        return built[-1]
+
+    monkeypatch.setattr(ScorePlan, "of", classmethod(counted))
+    index = await router.index()
+    assert built and index.plan is built[-1]  # the scoring plan: made with the index
+    assert decision_plan(router.routes) is decision_plan(router.routes)  # the route set's: made already
+    assert decide_module._PLANS[id(router.routes)][0] is router.routes
+    made = len(built)
+
+    def refit(*_: object, **__: object) -> None:
+        raise AssertionError("a decision fitted or planned again")
+
+    for owner, name in (
+        (ScorePlan, "of"),
+        (SignalIndex, "build"),
+        (decide_module, "fit_probe"),
+        (decide_module, "cross_validated"),
+        (decide_module, "best_cut"),
+        (RouteSet, "all_signals"),
+    ):
+        monkeypatch.setattr(owner, name, refit)
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        query = list(rng.normal(size=384))
+        decided = decide(router.routes, "q", index.scores(query), thresholds=index.thresholds)
+        assert decided.route in {f"r{i}" for i in range(10)}
+    assert (await router.route("q")).route == decide(
+        router.routes, "q", index.scores(vectors["q"]), thresholds=index.thresholds
+    ).route
+    assert len(built) == made and (await router.index()).plan is index.plan
+
+
+def test_the_score_plan_holds_the_index_weights_it_scores_with() -> None:
+    signals = [
+        EmbeddingSignal(name="m", candidates=("a", "b"), aggregation="max"),
+        EmbeddingSignal(name="n", candidates=("c",), aggregation="mean"),
+        EmbeddingSignal(name="x", candidates=("d", "e"), aggregation="blend", description="dx"),
+        EmbeddingSignal(name="y", candidates=("f", "g"), aggregation="blend", description="dy"),
+    ]
+    rng = np.random.default_rng(2)
+    index = SignalIndex.build(
+        signals, rng.normal(size=(len(index_texts(signals)), 8)).tolist(), Scoring(head="blend")
+    )
+    plan = index.plan
+    assert plan.names == ("m", "n", "x", "y") and plan.starts.tolist() == [0, 2, 3, 5]
+    assert plan.is_blend.tolist() == [False, False, True, True] and plan.is_mean.tolist() == [
+        False,
+        True,
+        False,
+        False,
+    ]
+    assert np.array_equal(plan.centroid_weight, 1 - index.weights[:, 0])
+    assert np.array_equal(plan.scale, 1 + index.weights[:, 1])
+    assert not plan.only_blend and not plan.only_probe
+    query = rng.normal(size=8)
+    assert list(index.scores(query.tolist())) == ["m", "n", "x", "y"]
+    assert index.scores(query.tolist())["n"] == pytest.approx(
+        float(index.matrix[2] @ (query / np.linalg.norm(query))), abs=1e-6
+    )
 
 
 def test_the_decision_plan_is_built_once_per_route_set_and_follows_a_copy() -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -38,6 +38,58 @@ def index_texts(signals: Sequence[EmbeddingSignal]) -> list[str]:
 
 
 @dataclass(frozen=True)
+class ScorePlan:
+    """What scoring a query reads from a :class:`SignalIndex`, made once per index (not per query).
+
+    ``names`` are the signals' names; ``starts`` each signal's first row (for ``reduceat``);
+    the blend rule's weights as columns (best example, centroid, description, and the
+    ``1 + prior`` it divides by); ``count`` each signal's candidates; ``is_blend``/``is_mean``
+    the aggregation of each signal; ``heads`` the probe's signals; ``only_probe``/``only_blend``
+    when one head scores every signal.
+    """
+
+    names: tuple[str, ...]
+    dimension: int
+    starts: Labels
+    best_weight: Matrix
+    centroid_weight: Matrix
+    prior_weight: Matrix
+    scale: Matrix
+    count: Matrix
+    is_blend: Matrix
+    is_mean: Matrix
+    heads: Labels
+    only_probe: bool
+    only_blend: bool
+
+    @classmethod
+    def of(cls, index: SignalIndex) -> ScorePlan:
+        """The plan of an index (the same arithmetic as scoring from the index's fields).
+
+        Args:
+            index: The index to score with.
+        """
+        np = numpy_module()
+        weights = index.weights if len(index.spans) else np.zeros((0, 4), dtype=np.float32)
+        every_head = len(index.heads) == len(index.spans)
+        return cls(
+            names=tuple(s.name for s, _, _ in index.spans),
+            dimension=int(index.matrix.shape[1]),
+            starts=np.asarray([a for _, a, _ in index.spans], dtype=np.intp),
+            best_weight=weights[:, 0].copy(),
+            centroid_weight=1 - weights[:, 0],
+            prior_weight=weights[:, 1].copy(),
+            scale=1 + weights[:, 1],
+            count=weights[:, 3].copy(),
+            is_blend=weights[:, 2] == 2,  # 0: max, 1: mean, 2: blend
+            is_mean=weights[:, 2] == 1,
+            heads=np.asarray(index.heads, dtype=np.intp),
+            only_probe=index.probe is not None and every_head,
+            only_blend=index.probe is None and every_head,
+        )
+
+
+@dataclass(frozen=True)
 class SignalIndex:
     """Every embedding signal's candidates as unit rows, for one embedder, and how each scores.
 
@@ -47,6 +99,7 @@ class SignalIndex:
     signals declared without a threshold). ``probe`` (when the scoring uses it) replaces the
     blend signals' scores by its probabilities; it learns from ``examples`` (the blend signals'
     centred candidates and descriptions) labelled ``labels`` (the blend signal's position in ``heads``).
+    ``plan`` is what :meth:`score_vector` reads, made once when the index is (and by ``replace``).
     """
 
     matrix: Matrix
@@ -62,6 +115,7 @@ class SignalIndex:
     heads: tuple[int, ...] = ()  # the positions in spans of the blend signals (the probe's classes)
     examples: Matrix | None = None
     labels: Labels | None = None
+    plan: ScorePlan = field(init=False, repr=False, compare=False)  # built with the index
 
     @property
     def starts(self) -> list[int]:
@@ -133,37 +187,44 @@ class SignalIndex:
         index.thresholds.update(index.fit_thresholds() if thresholds is None else thresholds)
         return index
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "plan", ScorePlan.of(self))
+
     def scores(self, query: Sequence[float]) -> dict[str, float]:
         """Each signal's similarity to ``query``."""
-        return dict(zip((s.name for s, _, _ in self.spans), self.score_vector(query).tolist(), strict=True))
+        return dict(zip(self.plan.names, self.score_vector(query).tolist(), strict=True))
 
     def score_vector(self, query: Sequence[float]) -> Matrix:
-        """Each signal's similarity to ``query``, in the order of ``spans``."""
+        """Each signal's similarity to ``query``, in the order of ``spans``.
+
+        Reads only what :class:`ScorePlan` prepared when the index was built: a few
+        matrix-vector products and sums, nothing fitted or sliced per query.
+        """
         np = numpy_module()
+        plan = self.plan
         q = np.asarray(query, dtype=np.float32)
-        if q.ndim != 1 or q.shape[0] != self.dimension:
+        if q.ndim != 1 or q.shape[0] != plan.dimension:
             raise ValueError(
                 f"query has {q.shape[-1] if q.ndim else 0} dimensions, the index {self.dimension}"
             )
         q = _unit(q)
         qc = _unit(q - self.center)
-        if self.probe is not None and len(self.heads) == len(self.spans):  # the probe scores every signal
-            return self.probe.probabilities(qc[None, :])[0]  # type: ignore[no-any-return]
-        starts = self.starts
+        probe = self.probe
+        if probe is not None and plan.only_probe:  # the probe scores every signal
+            return probe.probabilities(qc[None, :])[0]  # type: ignore[no-any-return]
         blend = (
-            self.weights[:, 0] * np.maximum.reduceat(self.centred @ qc, starts)
-            + (1 - self.weights[:, 0]) * (self.centroids @ qc)
-            + self.weights[:, 1] * (self.priors @ qc)
-        ) / (1 + self.weights[:, 1])
-        kind = self.weights[:, 2]  # 0: max, 1: mean, 2: blend
-        if self.probe is None and len(self.heads) == len(self.spans):  # every signal is a blend
+            plan.best_weight * np.maximum.reduceat(self.centred @ qc, plan.starts)
+            + plan.centroid_weight * (self.centroids @ qc)
+            + plan.prior_weight * (self.priors @ qc)
+        ) / plan.scale
+        if plan.only_blend:  # every signal is a blend
             return blend  # type: ignore[no-any-return]
         raw = self.matrix @ q
-        best = np.maximum.reduceat(raw, starts)
-        mean = np.add.reduceat(raw, starts) / self.weights[:, 3]
-        out = np.where(kind == 2, blend, np.where(kind == 1, mean, best))
-        if self.probe is not None:
-            out[list(self.heads)] = self.probe.probabilities(qc[None, :])[0]
+        best = np.maximum.reduceat(raw, plan.starts)
+        mean = np.add.reduceat(raw, plan.starts) / plan.count
+        out = np.where(plan.is_blend, blend, np.where(plan.is_mean, mean, best))
+        if probe is not None:
+            out[plan.heads] = probe.probabilities(qc[None, :])[0]
         return out  # type: ignore[no-any-return]
 
     def probe_beats_blend(self, blend: SignalIndex) -> bool:
@@ -317,12 +378,13 @@ class DecisionPlan:
     """What :func:`decide` reads from a route set, built once per set (no pydantic work per decision).
 
     ``keywords`` are the keyword signals, ``embeddings`` each embedding signal's name and declared
-    threshold, ``routes`` each route's name, priority, condition and the signals it uses.
+    threshold, ``routes`` each route's name, priority, condition, the signals it uses and, when
+    its condition is one signal (a simple route's utterances or keywords alone), that signal.
     """
 
     keywords: tuple[KeywordSignal, ...]
     embeddings: tuple[tuple[str, float | None], ...]
-    routes: tuple[tuple[str, int, Condition | None, frozenset[str]], ...]
+    routes: tuple[tuple[str, int, Condition | None, frozenset[str], str | None], ...]
 
 
 _PLANS: dict[int, tuple[RouteSet, DecisionPlan]] = {}  # by id of the (frozen) route set
@@ -347,7 +409,13 @@ def decision_plan(routes: RouteSet) -> DecisionPlan:
         keywords=tuple(s for s in signals if isinstance(s, KeywordSignal)),
         embeddings=tuple((s.name, s.threshold) for s in signals if isinstance(s, EmbeddingSignal)),
         routes=tuple(
-            (r.name, r.priority, c, frozenset(c.signals()) if c is not None else frozenset())
+            (
+                r.name,
+                r.priority,
+                c,
+                frozenset(c.signals()) if c is not None else frozenset(),
+                c.signal if c is not None else None,
+            )
             for r, c in conditions
         ),
     )
@@ -355,6 +423,20 @@ def decision_plan(routes: RouteSet) -> DecisionPlan:
         _PLANS.pop(next(iter(_PLANS)))
     _PLANS[id(routes)] = (routes, plan)
     return plan
+
+
+def _route_score(
+    used: frozenset[str], condition: Condition, fired: set[str], similarities: Mapping[str, float]
+) -> tuple[float | None, float | None]:
+    """A route's best similarity (None without one) and, when its condition holds, its match score."""
+    sims = [similarities[s] for s in used if s in similarities]
+    best = max(sims) if sims else None
+    if not condition.holds(fired):
+        return best, None
+    matched = used & fired
+    if any(s not in similarities for s in matched):  # a keyword signal: an explicit match
+        return best, 1.0
+    return best, max((similarities[s] for s in matched), default=max(sims, default=0.0))
 
 
 def decide(
@@ -375,25 +457,29 @@ def decide(
     """
     plan = decision_plan(routes)
     fitted = thresholds or {}
-    fired = {s.name for s in plan.keywords if keyword_fires(s, text)}
+    fired = {s.name for s in plan.keywords if keyword_fires(s, text)} if plan.keywords else set()
     for name, declared in plan.embeddings:
         threshold = declared if declared is not None else fitted.get(name, DEFAULT_THRESHOLD)
         if similarities.get(name, float("-inf")) >= threshold:
             fired.add(name)
     scores: dict[str, float] = {}
     best: tuple[int, float, str] | None = None
-    for name, priority, condition, used in plan.routes:
-        sims = [similarities[s] for s in used if s in similarities]
-        if sims:
-            scores[name] = max(sims)
-        if condition is None or not condition.holds(fired):
+    for name, priority, condition, used, single in plan.routes:
+        if single is not None:  # one signal: its similarity, matched when it fired
+            sim = similarities.get(single)
+            if sim is not None:
+                scores[name] = sim
+            score = (1.0 if sim is None else sim) if single in fired else None
+        elif condition is None:
+            sims = [similarities[s] for s in used if s in similarities]
+            if sims:
+                scores[name] = max(sims)
             continue
-        matched = used & fired
-        if any(s not in similarities for s in matched):  # a keyword signal: an explicit match
-            score = 1.0
         else:
-            score = max((similarities[s] for s in matched), default=max(sims, default=0.0))
-        if best is None or (priority, score) > best[:2]:
+            top, score = _route_score(used, condition, fired, similarities)
+            if top is not None:
+                scores[name] = top
+        if score is not None and (best is None or (priority, score) > best[:2]):
             best = (priority, score, name)
     if best is not None:
         return RouteDecision(

@@ -33,7 +33,7 @@ from unillm.client.stream import ClosingStream
 from unillm.content import content_text
 from unillm.errors import InvalidOptions, UnillmError, validation_problems
 from unillm.results import Completion, Delta, RouteDecision
-from unillm.semantic.decide import SignalIndex, decide, index_texts
+from unillm.semantic.decide import SignalIndex, decide, decision_plan, index_texts
 from unillm.semantic.embedders import Embedder, EmbeddingError
 from unillm.semantic.routes import Route, RouteSet
 from unillm.semantic.scoring import NO_REJECTION, REJECTED_SHARE_WARNING, Scoring
@@ -136,12 +136,17 @@ class SemanticRouter:
 
     # -- deciding --------------------------------------------------------------------------
     async def index(self) -> SignalIndex:
-        """The route examples' embeddings, computed once per embedder (and shared by routers)."""
+        """The route examples' embeddings, computed once per embedder (and shared by routers).
+
+        Everything a decision reads is made here, once: the index's scoring plan and the
+        route set's decision plan, so the first decision costs what the others do.
+        """
         if self._index is None:
             async with self._lock:
                 if self._index is None:
                     signals = self.routes.embedding_signals()
                     vectors = await embed_cached(self.embedder, index_texts(signals))
+                    decision_plan(self.routes)
                     self._index = _build_index(signals, vectors, self.scoring, self._pinned)
                     if self._index.probe is not None:
                         warn_about_costly_rejection(self._index, calibrated=set(self._pinned or ()))
