@@ -9,7 +9,9 @@ What is measured, in one run, for every client:
   usage chunk and ``[DONE]``, over M sequential streams after a warm-up.
 * **Import time**: wall time of ``python -c "import X"`` in a fresh interpreter, median of 5
   runs, minus the median of ``python -c "pass"``. For unillm, ``import_s`` is ``import unillm``
-  (lazy) and ``import_full_s`` is ``import unillm; unillm.connect`` (loads the real modules).
+  (lazy) and ``import_full_s`` is ``import unillm; unillm.connect(...)`` (loads the real modules).
+  ``first_request_s`` is a user's whole start, for unillm and httpx: import, client and the first
+  request on the loopback server (unillm's default wire, aiohttp, loads only then).
 * **Memory per concurrent stream** (``--memory-streams``, 1,000 and 5,000): in a fresh process
   per client, that many streams are opened at once against a server that holds each after its
   first chunk; the growth of resident memory, divided by the count.
@@ -819,10 +821,27 @@ IMPORT_CODE = {
     "httpx": "import httpx",
     "aiohttp": "import aiohttp",
     "unillm": "import unillm",
-    "unillm_full": "import unillm; unillm.connect",
+    "unillm_full": "import unillm; unillm.connect('vllm', 'http://127.0.0.1:9', model='tiny')",
     "openai": "import openai",
     "litellm": "import litellm",
+    # a user's whole start: import, client, first request on the loopback server ({url})
+    "unillm_first": (
+        "import asyncio, unillm\n"
+        "async def main():\n"
+        "    async with unillm.connect('vllm', '{url}', model='tiny') as llm:\n"
+        "        await llm.generate('hello', max_tokens=64)\n"
+        "asyncio.run(main())"
+    ),
+    "httpx_first": (
+        "import asyncio, httpx\n"
+        "async def main():\n"
+        "    async with httpx.AsyncClient() as c:\n"
+        "        (await c.post('{url}/v1/completions', json={body})).raise_for_status()\n"
+        "asyncio.run(main())"
+    ),
 }
+#: Timed only while the loopback server runs (they send a request to it).
+FIRST_REQUEST = ("unillm_first", "httpx_first")
 
 
 def _wall(code: str) -> float:
@@ -838,13 +857,15 @@ def _wall(code: str) -> float:
     return time.perf_counter() - start
 
 
-def import_times(names: list[str], runs: int) -> dict[str, float | None]:
-    """Median wall time of ``python -c "import X"`` minus that of ``python -c "pass"``."""
+def import_times(names: list[str], runs: int, url: str = "") -> dict[str, float | None]:
+    """Median wall time of ``python -c "import X"`` minus that of ``python -c "pass"`` (the
+    first-request snippets send to the server at ``url``)."""
     base = statistics.median(_wall("pass") for _ in range(runs))
     result: dict[str, float | None] = {}
     for name in names:
+        code = IMPORT_CODE[name].replace("{url}", url).replace("{body}", repr(BODY))
         try:
-            result[name] = max(0.0, statistics.median(_wall(IMPORT_CODE[name]) for _ in range(runs)) - base)
+            result[name] = max(0.0, statistics.median(_wall(code) for _ in range(runs)) - base)
         except subprocess.CalledProcessError:
             result[name] = None
     return result
@@ -939,6 +960,10 @@ def report(run: Run, args: argparse.Namespace) -> dict[str, Any]:
         f"import unillm: {_fmt(imp.get('unillm'), '.3f')} s; import unillm + unillm.connect: "
         f"{_fmt(imp.get('unillm_full'), '.3f')} s; import httpx: {_fmt(imp.get('httpx'), '.3f')} s"
     )
+    print(
+        f"import + client + first request: unillm {_fmt(imp.get('unillm_first'), '.3f')} s, "
+        f"httpx {_fmt(imp.get('httpx_first'), '.3f')} s"
+    )
     for n, by_count in run.memory.items():
         sizes = ", ".join(f"{c} streams: {_fmt(v, '.1f')} KiB/stream" for c, v in by_count.items())
         print(f"memory {n:<13} {sizes}")
@@ -960,6 +985,7 @@ def report(run: Run, args: argparse.Namespace) -> dict[str, Any]:
         "import_s": _round(imp.get("unillm")),
         "import_full_s": _round(imp.get("unillm_full")),
         "import_httpx_s": _round(imp.get("httpx")),
+        "first_request_s": {n: _round(imp.get(f"{n}_first")) for n in ("unillm", "httpx")},
         "goals": goals,
         "memory_kib_per_stream": run.memory,
         "us_per_request": {n: _round(v, 1) for n, v in req.items()},
@@ -1042,13 +1068,15 @@ def main(argv: list[str] | None = None) -> int:
         if second is not None:
             os.environ["BENCH_SECOND_URL"] = second.base_url
         run = asyncio.run(measure(server, names, args.requests, args.streams, args.rounds))
+        print("timing first requests...", file=sys.stderr)
+        first = import_times(list(FIRST_REQUEST), 1 if args.quick else 5, server.base_url)
     finally:
         server.stop()
         if second is not None:
             second.stop()
     timed = ["httpx", "aiohttp", "unillm", "unillm_full"] + [n for n in ("openai", "litellm") if n in names]
     print("timing imports...", file=sys.stderr)
-    run.import_s = import_times(timed, 1 if args.quick else 5)
+    run.import_s = import_times(timed, 1 if args.quick else 5) | first
     if counts != [0]:
         print("measuring memory...", file=sys.stderr)
         run.memory = memory(names, [c for c in counts if c > 0], args.chunk_gap_us)
