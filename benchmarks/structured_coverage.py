@@ -256,19 +256,26 @@ async def run_target(
             headers = {"Authorization": f"Bearer {key}"} if key else {}
             async with httpx.AsyncClient(base_url=launch.base_url, headers=headers) as client:
 
-                async def one(i: int, schema: dict[str, Any]) -> None:
+                async def one(path: str, i: int, schema: dict[str, Any]) -> None:
                     async with limit:
-                        outcome, why = await through_unillm(llm, schema, args, chat=engine == "llamacpp")
-                        results["unillm"][i], results["why"][i] = outcome, why[:600]
-                        if engine != "mlx" and args.raw:  # in process: no wire to send it raw over
+                        if path == "unillm":
+                            chat = engine == "llamacpp"
+                            outcome, why = await through_unillm(llm, schema, args, chat=chat)
+                            results["unillm"][i], results["why"][i] = outcome, why[:600]
+                        else:
                             results["raw"][i] = await raw(client, engine, schema, args)
                         done.append(i)
                         if len(done) % 50 == 0 or len(done) == len(schemas):
-                            print(f"[coverage] {target}: {len(done)}/{len(schemas)}", file=sys.stderr)
+                            print(f"[coverage] {target} {path}: {len(done)}/{len(schemas)}", file=sys.stderr)
 
-                async with anyio.create_task_group() as tg:
-                    for i, (_, _, schema) in enumerate(schemas):
-                        tg.start_soon(one, i, schema)
+                # every unillm request first, then the raw ones: a raw request that kills the
+                # server (llama-cpp-python's, on a schema unillm refuses) fails only raw ones
+                paths = ["unillm", "raw"] if engine != "mlx" and args.raw else ["unillm"]
+                for path in paths:  # in process (mlx): no wire to send it raw over
+                    done.clear()
+                    async with anyio.create_task_group() as tg:
+                        for i, (_, _, schema) in enumerate(schemas):
+                            tg.start_soon(one, path, i, schema)
         if engine == "mlx" or not args.raw:
             results.pop("raw")
         return results
@@ -379,7 +386,7 @@ def main() -> None:
         "--no-raw",
         dest="raw",
         action="store_false",
-        help="through unillm only (a raw request that kills the server fails unillm's requests after it)",
+        help="through unillm only",
     )
     args = parser.parse_args()
     schemas = load_sample(data_dir(args.data), args)

@@ -23,7 +23,7 @@ import pytest
 
 import unillm
 from unillm import RetryPolicy
-from unillm.testing.engines import RunningEngine, cpu_launch_settings, held_requests
+from unillm.testing.engines import RunningEngine, cpu_launch_settings, peak_held
 from unillm.testing.tiny_model import TinyModel
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine, pytest.mark.side_stream]
@@ -131,11 +131,19 @@ async def test_cancels_through_a_fleet_stop_on_the_engine(server: RunningEngine)
 
 async def test_a_storm_of_random_cancels_leaves_nothing_running(server: RunningEngine) -> None:
     """Each request is cancelled at a random point within 8 s of the engine holding the first of
-    them (a starved machine may take seconds to hand the storm to the engine), some before they
-    reach it, some while queued or in prefill, some after a piece."""
+    them (a starved machine may take seconds to hand the storm to the engine; after ``STARTED`` s
+    the clocks run anyway), some before they reach it, some while queued or in prefill, some after
+    a piece."""
     rng = random.Random(33)
     delays = [rng.uniform(0.0, 8.0) for _ in range(STORM)]
-    scopes = [anyio.CancelScope() for _ in range(STORM)]  # deadlines set once the engine holds one
+    start = anyio.current_time()
+    scopes = [anyio.CancelScope(deadline=start + STARTED + delay) for delay in delays]
+
+    def arm() -> None:
+        now = anyio.current_time()
+        for scope, delay in zip(scopes, delays, strict=True):
+            scope.deadline = now + delay
+
     urls = [server.base_url]
     async with (
         server.connect(retry=ONE) as llm,
@@ -154,29 +162,8 @@ async def test_a_storm_of_random_cancels_leaves_nothing_running(server: RunningE
                 else:
                     await client.generate("Hello", **LONG)
 
-        start = time.perf_counter()
-        peak = 0.0
-
-        async def watch() -> None:
-            """Track the peak; start the random clocks once the engine holds a request of the
-            storm (or after ``STARTED`` s, so that a storm that never reached it still ends)."""
-            nonlocal peak
-            armed = False
-            while True:
-                peak = max(peak, await held_requests(gauges))
-                if not armed and (peak > 0 or time.perf_counter() - start > STARTED):
-                    armed, now = True, anyio.current_time()
-                    for scope, delay in zip(scopes, delays, strict=True):
-                        scope.deadline = now + delay
-                await anyio.sleep(0.05)
-
-        async with anyio.create_task_group() as outer:
-            outer.start_soon(watch)
-            async with anyio.create_task_group() as storm:
-                for i in range(STORM):
-                    storm.start_soon(one, i)
-            outer.cancel_scope.cancel()
-        took = time.perf_counter() - start
+        peak = await peak_held(gauges, one, STORM, every=0.05, on_held=arm)
+        took = anyio.current_time() - start
         print(f"storm of {STORM}: peak {peak:.0f} in the engine; {len(streamed)} streams cancelled")
         print(f"  after a piece, the rest before (queued or in prefill); all cancelled by {took:.1f} s")
         assert peak > 0  # the storm reached the engine

@@ -102,7 +102,12 @@ async def held_requests(llm: LLM) -> float:
 
 
 async def peak_held(
-    llm: LLM, work: Callable[[int], Coroutine[Any, Any, None]], n: int, *, every: float = 0.1
+    llm: LLM,
+    work: Callable[[int], Coroutine[Any, Any, None]],
+    n: int,
+    *,
+    every: float = 0.1,
+    on_held: Callable[[], None] | None = None,
 ) -> float:
     """Run ``work(0)`` ... ``work(n - 1)`` at once and watch the engine: the most requests it held.
 
@@ -111,6 +116,7 @@ async def peak_held(
         work: One task's body, given its index.
         n: How many tasks.
         every: Seconds between two readings.
+        on_held: Called once, at the first reading where the engine holds a request.
 
     Returns:
         The highest :func:`held_requests` read while the tasks ran.
@@ -120,7 +126,10 @@ async def peak_held(
     async def watch() -> None:
         nonlocal peak
         while True:
-            peak = max(peak, await held_requests(llm))
+            held = await held_requests(llm)
+            if held > 0 and peak == 0 and on_held is not None:
+                on_held()
+            peak = max(peak, held)
             await anyio.sleep(every)
 
     async with anyio.create_task_group() as outer:

@@ -381,6 +381,68 @@ def test_the_class_escapes_refused_are_those_llama_cpps_grammar_parser_refuses()
     assert not all(parsed) and any(parsed)
 
 
+CONVERTER_CHECK = r"""
+import json, sys
+from llama_cpp.llama_grammar import LlamaGrammar
+
+def reads(schema):
+    try:
+        LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+        return True
+    except Exception:
+        return False
+
+print(json.dumps([reads(s) for s in json.loads(sys.argv[1])]))
+"""
+
+#: Schemas llama-cpp-python's converter reads or not (and nothing else unillm refuses).
+READABLE = [
+    {"type": "object", "properties": {"a": {}}},
+    {"type": "object", "required": ["a"]},
+    {"type": "array", "items": {"type": "string"}},
+    {"type": "array"},
+    {"$defs": {"a": {"type": "string"}}, "type": "object", "properties": {"x": {"$ref": "#/$defs/a"}}},
+    {"type": ["string", "null"]},
+    {"type": "object", "additionalProperties": {"type": "integer"}},
+    {"enum": [1, 2]},
+    {"title": "T", "type": "object", "properties": {"a": {"type": "string", "title": "A"}}},
+    {"properties": {"a": {"type": "boolean"}}},
+    {"type": "string", "format": "date"},
+]
+UNREADABLE = [
+    {"type": "object", "properties": {"a": {"description": "any value"}}},
+    {"required": ["a"]},
+    {"type": "array", "items": {}},
+    {"$ref": "#"},
+    {"type": "any"},
+    {"anyOf": [{"type": "string"}, {"title": "x"}]},
+    {"type": "object", "properties": {"a": {"type": "array", "items": {"required": ["b"]}}}},
+]
+
+
+@pytest.mark.engine
+def test_the_schemas_refused_as_unreadable_are_those_the_converter_cannot_read() -> None:
+    """llama-cpp-python's server answers with any JSON when its converter raises: unillm refuses
+    exactly those (checked against the converter in the llama.cpp env)."""
+    import subprocess
+    from pathlib import Path
+
+    python = Path.home() / ".cache/unillm/envs/llamacpp/bin/python"
+    if not python.exists():
+        pytest.skip("no llama.cpp env (unillm setup llamacpp)")
+    schemas = READABLE + UNREADABLE
+    run = subprocess.run(
+        [str(python), "-c", CONVERTER_CHECK, json.dumps(schemas)], capture_output=True, text=True, check=True
+    )
+    read = json.loads(run.stdout.strip().splitlines()[-1])
+    assert read == [True] * len(READABLE) + [False] * len(UNREADABLE)
+    for schema in READABLE:
+        server_schema(schema)
+    for schema in UNREADABLE:
+        with pytest.raises(SchemaNotEnforced):
+            server_schema(schema)
+
+
 def test_repetitions_up_to_the_limit_are_sent() -> None:
     schema = {"type": "string", "maxLength": 1000, "minLength": 3000}  # a minimum does not nest
     assert server_schema(schema) == schema

@@ -15,6 +15,13 @@ number bounds and several other keywords. So, before sending:
   know (``[a-z\\.]``, ``[\\d]``): the converter copies character classes as they are, the parser
   refuses the grammar ("unknown escape") and the server dies of SIGSEGV on that request (measured
   with llama-cpp-python 0.3.36; the parser knows ``\\ \\] \\[ \\" \\- \\n \\r \\t \\x \\u``).
+* so does a (sub)schema the converter cannot read: one with nothing it acts on (no ``type``,
+  ``properties``, ``items``, ``enum``, ``const``, ``$ref``, ``anyOf``/``oneOf``/``allOf``,
+  ``pattern`` or ``format``; e.g. ``{"description": "any value"}`` or ``{"required": [...]}``),
+  an array whose ``items`` is ``{}``, a ``$ref`` other than ``#/...``: the converter raises, and
+  the server then falls back to *any* JSON without a word (``_grammar_for_json_schema`` in
+  llama-cpp-python 0.3.36's ``llama_chat_format.py``; 24 of the 33 unenforced answers of
+  JSONSchemaBench's sample were these).
 
     server_schema({"type": "integer", "minimum": 1, "maximum": 3})   # {"enum": [1, 2, 3]}
 
@@ -65,6 +72,8 @@ def server_schema(schema: Any) -> Any:
     if not isinstance(schema, dict):
         return schema
     out = dict(schema)
+    if (unreadable := _unreadable(out)) is not None:
+        raise SchemaNotEnforced(unreadable)
     for key in _IGNORED:
         if key in out:
             raise SchemaNotEnforced(f"{key!r} is not enforced by llama-cpp-python's schema converter")
@@ -96,7 +105,11 @@ def server_schema(schema: Any) -> Any:
             out[key] = {name: server_schema(s) for name, s in out[key].items()}
     for key in _SUBSCHEMA_LISTS:
         if isinstance(out.get(key), list):
+            if any(isinstance(s, bool) for s in out[key]):
+                raise SchemaNotEnforced(f"a true/false schema in {key!r}: the converter cannot read it")
             out[key] = [server_schema(s) for s in out[key]]
+    if any(isinstance(s, bool) for s in (out.get("properties") or {}).values()):
+        raise SchemaNotEnforced("a true/false property schema: the converter cannot read it (use {})")
     for key in ("items", "additionalProperties"):
         if isinstance(out.get(key), (dict, list)):
             out[key] = server_schema(out[key])
@@ -121,6 +134,39 @@ def class_escape(pattern: str) -> str | None:
         in_class = (c == "[") if not in_class else c != "]"
         i += 1
     return None
+
+
+#: The types the converter has a rule for (its ``PRIMITIVE_RULES``' JSON types).
+_TYPES = frozenset({"boolean", "number", "integer", "string", "array", "object", "null"})
+
+
+def _unreadable(node: dict[str, Any]) -> str | None:
+    """Why the converter cannot read ``node`` (it raises and the server enforces no schema), or None."""
+    kind = node.get("type")
+    ref = node.get("$ref")
+    if ref is not None:
+        if str(ref).startswith("#/"):
+            return None
+        return f"$ref {ref!r}: the converter resolves only references inside the schema ('#/...')"
+    if isinstance(kind, list) or any(key in node for key in ("anyOf", "oneOf", "const", "enum")):
+        return None
+    if kind in (None, "object") and (
+        "properties" in node or "allOf" in node or node.get("additionalProperties", True) is not True
+    ):
+        return None
+    if kind in (None, "array") and ("items" in node or "prefixItems" in node):
+        if node.get("items") or "prefixItems" in node:
+            return None
+        return "an array whose 'items' is empty ({}): the converter cannot read it (drop 'items')"
+    if kind in (None, "string") and ("pattern" in node or node.get("format") in _FORMATS):
+        return None
+    if not node or kind in _TYPES:
+        return None
+    what = f"type {kind!r}" if kind is not None else f"only {', '.join(map(repr, sorted(node)))}"
+    return (
+        f"a schema with {what}: the converter reads none of it, and the server then enforces no "
+        "schema at all; give it a type ({} for any value)"
+    )
 
 
 def _check_repeats(node: dict[str, Any]) -> None:
