@@ -30,7 +30,10 @@ def twin() -> Iterator[FaultServer]:
 
 
 def fleet_of(real: RunningEngine, twin: FaultServer, policy: Policy = "round_robin") -> unillm.Fleet:
-    return unillm.Fleet([real.connect(), unillm.connect("vllm", twin.url)], policy=policy)
+    # an unreachable replica stays out for a minute: a slow machine's requests outlast the default
+    # first ejection (1 s), after which the replica shows as half_open
+    replicas = [real.connect(), unillm.connect("vllm", twin.url)]
+    return unillm.Fleet(replicas, policy=policy, ejection=unillm.Backoff(60.0, 60.0))
 
 
 async def test_a_fleet_spreads_requests_over_a_real_vllm_replica(
