@@ -49,7 +49,6 @@ class ScorePlan:
     """
 
     names: tuple[str, ...]
-    dimension: int
     starts: Labels
     best_weight: Matrix
     centroid_weight: Matrix
@@ -74,7 +73,6 @@ class ScorePlan:
         every_head = len(index.heads) == len(index.spans)
         return cls(
             names=tuple(s.name for s, _, _ in index.spans),
-            dimension=int(index.matrix.shape[1]),
             starts=np.asarray([a for _, a, _ in index.spans], dtype=np.intp),
             best_weight=weights[:, 0].copy(),
             centroid_weight=1 - weights[:, 0],
@@ -116,11 +114,6 @@ class SignalIndex:
     examples: Matrix | None = None
     labels: Labels | None = None
     plan: ScorePlan = field(init=False, repr=False, compare=False)  # built with the index
-
-    @property
-    def starts(self) -> list[int]:
-        """Each signal's first row in ``matrix``."""
-        return [a for _, a, _ in self.spans]
 
     @property
     def dimension(self) -> int:
@@ -203,7 +196,7 @@ class SignalIndex:
         np = numpy_module()
         plan = self.plan
         q = np.asarray(query, dtype=np.float32)
-        if q.ndim != 1 or q.shape[0] != plan.dimension:
+        if q.ndim != 1 or q.shape[0] != self.dimension:
             raise ValueError(
                 f"query has {q.shape[-1] if q.ndim else 0} dimensions, the index {self.dimension}"
             )
