@@ -417,6 +417,9 @@ UNREADABLE = [
     {"type": "any"},
     {"anyOf": [{"type": "string"}, {"title": "x"}]},
     {"type": "object", "properties": {"a": {"type": "array", "items": {"required": ["b"]}}}},
+    {"type": "array", "items": True},
+    {"anyOf": [{"type": "string"}, True]},
+    {"type": "object", "properties": {"a": False}},
 ]
 
 

@@ -74,6 +74,8 @@ def server_schema(schema: Any) -> Any:
     out = dict(schema)
     if (unreadable := _unreadable(out)) is not None:
         raise SchemaNotEnforced(unreadable)
+    if (key := _true_false_subschema(out)) is not None:
+        raise SchemaNotEnforced(f"a true/false schema in {key!r}: the converter cannot read it (use {{}})")
     for key in _IGNORED:
         if key in out:
             raise SchemaNotEnforced(f"{key!r} is not enforced by llama-cpp-python's schema converter")
@@ -105,15 +107,21 @@ def server_schema(schema: Any) -> Any:
             out[key] = {name: server_schema(s) for name, s in out[key].items()}
     for key in _SUBSCHEMA_LISTS:
         if isinstance(out.get(key), list):
-            if any(isinstance(s, bool) for s in out[key]):
-                raise SchemaNotEnforced(f"a true/false schema in {key!r}: the converter cannot read it")
             out[key] = [server_schema(s) for s in out[key]]
-    if any(isinstance(s, bool) for s in (out.get("properties") or {}).values()):
-        raise SchemaNotEnforced("a true/false property schema: the converter cannot read it (use {})")
     for key in ("items", "additionalProperties"):
         if isinstance(out.get(key), (dict, list)):
             out[key] = server_schema(out[key])
     return out
+
+
+def _true_false_subschema(node: dict[str, Any]) -> str | None:
+    """The keyword holding a ``true``/``false`` subschema the converter would visit, or None."""
+    props = node.get("properties")
+    places = {"properties": list(props.values()) if isinstance(props, dict) else []}
+    for key in (*_SUBSCHEMA_LISTS, "items"):
+        value = node.get(key)
+        places[key] = value if isinstance(value, list) else [value]
+    return next((key for key, values in places.items() if any(isinstance(v, bool) for v in values)), None)
 
 
 #: The escapes llama.cpp's GBNF parser reads inside a character class (``parse_char``).
