@@ -436,6 +436,22 @@ async def test_route_embeddings_are_computed_once_per_embedder(
     assert len(embeddings.requests) - len(examples) == 2
 
 
+async def test_route_many_decides_as_route_does_with_one_embedding_call(
+    embeddings: EmbeddingServer, router: SemanticRouter
+) -> None:
+    prompts = ["hello", "write a poem", "fix my python code"]
+    one_by_one = [await router.route(p) for p in prompts]
+    before = len(embeddings.requests)
+    chat = [{"role": "user", "content": "fix my python code"}]
+    together = await router.route_many([*prompts[:2], None], messages=[None, None, chat])
+    assert len(embeddings.requests) - before == 1
+    assert embeddings.requests[-1]["body"]["input"] == prompts
+    assert [(d.route, d.score) for d in together] == [(d.route, d.score) for d in one_by_one]
+    assert all(d.seconds > 0 for d in together)
+    with pytest.raises(unillm.InvalidOptions, match="3 prompts but 1 messages entries"):
+        await router.route_many(prompts, messages=[None])
+
+
 async def test_an_embedder_whose_dimension_changes_is_a_typed_error(
     embeddings: EmbeddingServer, router: SemanticRouter
 ) -> None:

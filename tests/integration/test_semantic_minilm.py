@@ -110,11 +110,12 @@ async def test_an_azure_style_endpoint_in_front_of_the_real_model_routes_the_sam
             azure.url, deployment="minilm", api_version="2024-10-21", api_key="azure-key"
         )
         try:
-            far = [(await _router(remote).route(s.text)).route for s in subset]
+            far = [d.route for d in await _router(remote).route_many([s.text for s in subset])]
         finally:
             await remote.aclose()
         assert all(r["headers"].get("api-key") == "azure-key" for r in azure.requests)
-    local = [(await _router(embedder).route(s.text)).route for s in subset]
+    local_router = _router(embedder)
+    local = [(await local_router.route(s.text)).route for s in subset]
     assert far == local
 
 

@@ -89,7 +89,8 @@ class EvalReport(BaseModel):
         ]
         lines = [
             f"accuracy **{self.accuracy:.1%}** ({self.correct}/{self.total}); decision time "
-            f"median {self.decision_ms_median:.1f} ms, p90 {self.decision_ms_p90:.1f} ms",
+            f"(the samples embedded in one call) median {self.decision_ms_median:.1f} ms, "
+            f"p90 {self.decision_ms_p90:.1f} ms",
             *([self.baselines()] if self.baselines() else []),
             "",
             "| expected \\ routed | " + " | ".join(names) + " | recall | suggested threshold |",
@@ -225,7 +226,7 @@ async def evaluate(router: Any, samples: Sequence[Sample]) -> EvalReport:
     unknown = sorted({s.route for s in samples if s.route is not None and s.route not in known})
     if unknown:
         raise InvalidOptions(f"labels {unknown} are not routes of this router ({sorted(known)})")
-    decisions = [await router.route(s.text, messages=s.messages) for s in samples]
+    decisions = await router.route_many([s.text for s in samples], messages=[s.messages for s in samples])
     out = report(samples, decisions, [r.name for r in router.routes.routes])
     nearest, held = await baselines(router, samples)
     return out.model_copy(update={"nearest_neighbour": nearest, "cross_validated": held})

@@ -224,20 +224,41 @@ class SemanticRouter:
         Returns:
             Which route matched (or the default), with its scores.
         """
-        text = routing_text(prompt, messages, self.text)
+        (decision,) = await self._route_texts([routing_text(prompt, messages, self.text)])
+        return decision
+
+    async def route_many(
+        self,
+        prompts: Sequence[str | None],
+        *,
+        messages: Sequence[Sequence[Mapping[str, Any]] | None] | None = None,
+    ) -> list[RouteDecision]:
+        """Decide the routes of many prompts with one embedding call (what evaluation uses).
+
+        Example::
+
+            decisions = await router.route_many(["How do I join two tables?", "Hi there!"])
+
+        Args:
+            prompts: Plain-text prompts (None where that item is a chat in ``messages``).
+            messages: Per item, its chat messages or None; omitted: every item is a prompt.
+
+        Returns:
+            One decision per item, in order; each one's ``seconds`` is its share of the embedding
+            call plus its own scoring.
+        """
+        chats = list(messages) if messages is not None else [None] * len(prompts)
+        if len(chats) != len(prompts):
+            raise InvalidOptions(f"{len(prompts)} prompts but {len(chats)} messages entries")
+        return await self._route_texts(
+            [routing_text(p, m, self.text) for p, m in zip(prompts, chats, strict=True)]
+        )
+
+    async def _route_texts(self, texts: list[str]) -> list[RouteDecision]:
         started = time.perf_counter()
         try:
             index = await self.index()
-            scores: dict[str, float] = {}
-            if index.spans:
-                (vector,) = await self.embedder.embed([text])
-                if len(vector) != index.dimension:
-                    raise EmbeddingError(
-                        f"the embedder {self.embedder.key} returned a {len(vector)}-dimensional vector "
-                        f"but the routes were embedded with {index.dimension} dimensions; the embedder's "
-                        "model changed: build a new router (or clear the route cache)"
-                    )
-                scores = index.scores(vector)
+            vectors = await self.embedder.embed(texts) if index.spans and texts else []
         except EmbeddingError:
             raise
         except UnillmError as e:
@@ -247,14 +268,28 @@ class SemanticRouter:
                 f"unillm semantic router: the embedder failed ({e}); using the default "
                 f"route {self.routes.default!r}",
                 RuntimeWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
-            return RouteDecision(
-                route=self.routes.default, reason="fallback", seconds=time.perf_counter() - started
-            )
-        return decide(
-            self.routes, text, scores, seconds=time.perf_counter() - started, thresholds=index.thresholds
-        )
+            waited = (time.perf_counter() - started) / max(1, len(texts))
+            return [
+                RouteDecision(route=self.routes.default, reason="fallback", seconds=waited) for _ in texts
+            ]
+        share = (time.perf_counter() - started) / max(1, len(texts))
+        decisions = []
+        for i, text in enumerate(texts):
+            begun = time.perf_counter()
+            scores: dict[str, float] = {}
+            if vectors:
+                if len(vectors[i]) != index.dimension:
+                    raise EmbeddingError(
+                        f"the embedder {self.embedder.key} returned a {len(vectors[i])}-dimensional vector "
+                        f"but the routes were embedded with {index.dimension} dimensions; the embedder's "
+                        "model changed: build a new router (or clear the route cache)"
+                    )
+                scores = index.scores(vectors[i])
+            seconds = share + time.perf_counter() - begun
+            decisions.append(decide(self.routes, text, scores, seconds=seconds, thresholds=index.thresholds))
+        return decisions
 
     def target_of(self, decision: RouteDecision) -> tuple[Any, dict[str, Any]]:
         """The client and the option overrides (``lora``) that a decision sends a request to.
