@@ -66,7 +66,7 @@ import time
 import traceback
 import warnings
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any
+from typing import Any, Literal
 
 MODEL = "tiny"
 CHUNKS = 64
@@ -250,7 +250,9 @@ def _read_body(conn: socket.socket, buf: bytes, headers: dict[bytes, bytes]) -> 
     return buf[:length], buf[length:]
 
 
-def _serve_connection(conn: socket.socket, answers: _Answers, stats: _Stats, gap: float) -> None:
+def _serve_connection(
+    conn: socket.socket, answers: _Answers, stats: _Stats, gap: float, first: float = 0.0
+) -> None:
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     buf = b""
     counted = False
@@ -282,6 +284,8 @@ def _serve_connection(conn: socket.socket, answers: _Answers, stats: _Stats, gap
                         counted = True
                 frames = answers.streams.get(path) if method == b"POST" else None
                 if frames is not None and json.loads(body or b"{}").get("stream"):
+                    if first:
+                        time.sleep(first)
                     conn.sendall(frames[0])
                     if not stats.release.is_set():
                         with stats.lock:
@@ -301,10 +305,11 @@ def _serve_connection(conn: socket.socket, answers: _Answers, stats: _Stats, gap
         conn.close()
 
 
-def serve(gap_us: float, hold: bool = False) -> None:
+def serve(gap_us: float, hold: bool = False, first_us: float = 0.0) -> None:
     """Run the loopback server until killed; print its port on the first line of stdout.
 
-    ``hold``: every stream stops after its first chunk until a request to ``/_release`` (memory runs).
+    ``hold``: every stream stops after its first chunk until a request to ``/_release`` (memory runs);
+    ``first_us``: each stream's first chunk waits this long (a paced engine's time to first token).
     """
     answers, stats = _Answers(), _Stats(hold)
     threading.stack_size(256 * 1024)  # thousands of connections at once in memory runs
@@ -316,7 +321,7 @@ def serve(gap_us: float, hold: bool = False) -> None:
     while True:
         conn, _ = listener.accept()
         threading.Thread(
-            target=_serve_connection, args=(conn, answers, stats, gap_us / 1e6), daemon=True
+            target=_serve_connection, args=(conn, answers, stats, gap_us / 1e6, first_us / 1e6), daemon=True
         ).start()
 
 
@@ -336,9 +341,10 @@ def stop_child(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
 class Server:
     """The loopback server in a child process; ``stop()`` ends it by PID."""
 
-    def __init__(self, gap_us: float, hold: bool = False) -> None:
+    def __init__(self, gap_us: float, hold: bool = False, first_us: float = 0.0) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "--serve", "--chunk-gap-us", str(gap_us)]
+            + ["--first-chunk-us", str(first_us)]
             + (["--hold"] if hold else []),
             stdout=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
@@ -473,7 +479,7 @@ class AiohttpClient(Client):
 
 class UnillmClient(Client):
     name = "unillm"
-    http = "aiohttp"
+    http: Literal["aiohttp", "httpx"] = "aiohttp"
 
     def __init__(self, base_url: str, connections: int = 256) -> None:
         import unillm
@@ -504,7 +510,7 @@ class UnillmHttpxClient(UnillmClient):
     """unillm on httpx's own transport: ``Pool(http="httpx")``."""
 
     name = "unillm_httpx"
-    http = "httpx"
+    http: Literal["aiohttp", "httpx"] = "httpx"
 
 
 class UnillmFleetClient(UnillmClient):
@@ -1041,10 +1047,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--hold", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--first-chunk-us", type=float, default=0.0, help=argparse.SUPPRESS)
     parser.add_argument("--memory", help=argparse.SUPPRESS)  # NAME:COUNT, in a child process
     args = parser.parse_args(argv)
     if args.serve:
-        serve(args.chunk_gap_us, args.hold)
+        serve(args.chunk_gap_us, args.hold, args.first_chunk_us)
         return 0
     if args.memory:
         name, count = args.memory.split(":")

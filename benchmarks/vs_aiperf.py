@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -163,25 +164,72 @@ def one_round(args: argparse.Namespace, engine: Engine, tool: str, d: Path, i: i
     }
 
 
+def interleaved(args: argparse.Namespace, engine: Engine, label: str) -> dict[str, list[Round]]:
+    """Every tool's rounds against ``engine``, the order rotating each round; each round also
+    records the tool's CPU seconds (its process tree's user + system time) and the load before."""
+    rounds: dict[str, list[Round]] = {tool: [] for tool in TOOLS}
+    with tempfile.TemporaryDirectory(prefix=f"vs-aiperf-{label}-") as d:
+        for i in range(args.rounds):
+            for tool in TOOLS[i % 3 :] + TOOLS[: i % 3]:
+                started, load, cpu = time.perf_counter(), os.getloadavg()[0], children_cpu_s()
+                figures = one_round(args, engine, tool, Path(d), i)
+                figures |= {
+                    "client_cpu_s": children_cpu_s() - cpu,
+                    "load_average_1m": load,
+                    "wall_s": time.perf_counter() - started,
+                }
+                rounds[tool].append(figures)
+                print(
+                    f"[vs-aiperf] {label} round {i + 1}/{args.rounds} {tool}: "
+                    + ", ".join(f"{k}={v:.2f}" for k, v in figures.items() if v is not None),
+                    file=sys.stderr,
+                )
+    return rounds
+
+
+def children_cpu_s() -> float:
+    """User + system CPU seconds of every finished child process so far (the harness runs)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 async def agreement(args: argparse.Namespace) -> tuple[dict[str, list[Round]], str]:
     """Every tool's rounds on one engine (prefix caching off: the tools' prompts may coincide)."""
-    rounds: dict[str, list[Round]] = {tool: [] for tool in TOOLS}
     async with vllm_target(
         args.url, args.model_path, max_num_seqs=args.max_num_seqs, prefix_caching=False
     ) as engine:
-        with tempfile.TemporaryDirectory(prefix="vs-aiperf-") as d:
-            for i in range(args.rounds):
-                for tool in TOOLS[i % 3 :] + TOOLS[: i % 3]:  # the order rotates each round
-                    started, load = time.perf_counter(), os.getloadavg()[0]
-                    figures = await anyio.to_thread.run_sync(one_round, args, engine, tool, Path(d), i)
-                    figures |= {"load_average_1m": load, "wall_s": time.perf_counter() - started}
-                    rounds[tool].append(figures)
-                    print(
-                        f"[vs-aiperf] round {i + 1}/{args.rounds} {tool}: "
-                        + ", ".join(f"{k}={v:.2f}" for k, v in figures.items() if v is not None),
-                        file=sys.stderr,
-                    )
+        rounds = await anyio.to_thread.run_sync(interleaved, args, engine, "engine")
         return rounds, engine.command
+
+
+def paced(args: argparse.Namespace, model_path: str) -> dict[str, Any]:
+    """The agreement workload against a look-alike that paces its answers like an engine but costs
+    no CPU: every stream's first chunk after ``--paced-first-ms``, then a chunk every
+    ``--paced-gap-ms`` (64 in all). The truth is known, so each tool's error is its own."""
+    first, gap = args.paced_first_ms, args.paced_gap_ms
+    server = Server(gap * 1000, first_us=first * 1000)
+    fast = Engine(server.base_url, model_path, "tiny", "(paced look-alike)")
+    saved = (args.num_prompts, args.input_len, args.output_len)
+    args.num_prompts, args.input_len, args.output_len = args.paced_prompts, 16, 64
+    try:
+        rounds = interleaved(args, fast, "paced")
+    finally:
+        server.stop()
+        args.num_prompts, args.input_len, args.output_len = saved
+    summary = summarize(rounds)
+    at_most = args.max_concurrency * 64 / ((first + 63 * gap) / 1000)
+    truth = {"ttft_p50_ms": first, "itl_p50_ms": gap, "tpot_p50_ms": gap, "output_throughput": at_most}
+    error = {tool: {k: abs(summary["medians"][tool][k] / v - 1) for k, v in truth.items()} for tool in TOOLS}
+    return {
+        "server": {"first_chunk_ms": first, "chunk_gap_ms": gap, "chunks": 64},
+        "num_prompts": args.paced_prompts,
+        "truth": truth,
+        # |median / truth - 1| per tool (throughput: against the most the pacing allows)
+        "error_vs_truth": error,
+        "unillm_error_at_most_each_peers": all(
+            error["unillm"][k] <= min(error["vllm"][k], error["aiperf"][k]) + 0.005 for k in truth
+        ),
+    } | {k: summary[k] for k in ("medians", "spread", "ratios", "agreement", "all_within")}
 
 
 def median_of(rounds: list[Round], key: str) -> float | None:
@@ -309,12 +357,16 @@ def overhead(args: argparse.Namespace, model_path: str) -> dict[str, Any]:
 
 
 def parse_args() -> argparse.Namespace:
-    p = harness_parser(__doc__ or "", rounds=3, num_prompts=48)
+    p = harness_parser(__doc__ or "", rounds=3, num_prompts=96)
     p.add_argument("--overhead-requests", type=int, default=400)
     p.add_argument("--overhead-concurrency", type=int, default=32)
     p.add_argument("--overhead-rounds", type=int, default=3)
     p.add_argument("--skip-overhead", action="store_true")
     p.add_argument("--skip-agreement", action="store_true")
+    p.add_argument("--skip-paced", action="store_true")
+    p.add_argument("--paced-first-ms", type=float, default=40.0)
+    p.add_argument("--paced-gap-ms", type=float, default=8.0)
+    p.add_argument("--paced-prompts", type=int, default=200)
     p.add_argument("--no-save", action="store_true", help="do not write benchmarks/results/vs_aiperf.json")
     return p.parse_args()
 
@@ -326,6 +378,8 @@ def header(args: argparse.Namespace) -> dict[str, Any]:
             "agreement": f"unillm / AIPerf and unillm / vllm bench serve within ±{GOAL:.0%} on P50 and P99 "
             "TTFT, ITL and output throughput (or the difference explained by a definition)",
             "overhead": "unillm sustains at least AIPerf's request rate against a fast look-alike",
+            "paced": "against the paced look-alike (known TTFT, ITL and the most throughput allows), "
+            "unillm's error is no larger than either peer's (+0.5 point) on every figure",
         },
         "definitions": DEFINITIONS,
         "workload": {
@@ -347,11 +401,17 @@ def main() -> None:
         rounds, command = anyio.run(agreement, args)
         result |= {"engine_command": command} | summarize(rounds)
         print_table(result)
-    if not args.skip_overhead:
-        if model_path is None:
-            from unillm.testing.tiny_model import build_tiny_model
+    if model_path is None and not (args.skip_paced and args.skip_overhead):
+        from unillm.testing.tiny_model import build_tiny_model
 
-            model_path = str(build_tiny_model().path)
+        model_path = str(build_tiny_model().path)
+    if not args.skip_paced:
+        assert model_path is not None
+        result["paced"] = paced(args, model_path)
+        print("against the paced look-alike:")
+        print_table(result["paced"])
+    if not args.skip_overhead:
+        assert model_path is not None
         result["overhead"] = overhead(args, model_path)
         print(f"sustained req/s against the look-alike: {result['overhead']['sustained_req_per_s']}")
     result["load_average_1m_end"] = os.getloadavg()[0]

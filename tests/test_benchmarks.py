@@ -100,12 +100,18 @@ def test_agents_benchmark_reports_the_tool_corpus_without_engines() -> None:
     or not (Path.home() / ".cache/unillm/envs/vllm/bin/python").exists(),
     reason="needs AIPerf's and vLLM's envs under ~/.cache/unillm/envs",
 )
-def test_vs_aiperf_measures_each_harness_rate_against_the_look_alike() -> None:
+def test_vs_aiperf_measures_each_harness_rate_and_the_paced_truth_against_look_alikes() -> None:
     result = last_json_line(
-        "vs_aiperf.py", "--skip-agreement", "--overhead-rounds", "1", "--overhead-requests", "60", "--no-save"
+        "vs_aiperf.py",
+        *("--skip-agreement", "--overhead-rounds", "1", "--overhead-requests", "60", "--no-save"),
+        *("--rounds", "1", "--paced-prompts", "16", "--paced-first-ms", "30", "--paced-gap-ms", "2"),
     )
     rates = result["overhead"]["sustained_req_per_s"]  # type: ignore[index]
     assert set(rates) == {"unillm", "vllm", "aiperf"} and all(r > 0 for r in rates.values())
+    paced = cast(dict[str, Any], result["paced"])
+    for tool, figures in paced["medians"].items():  # no tool sees a first chunk before it was sent
+        assert figures["completed"] == 16 and figures["ttft_p50_ms"] >= 30, (tool, figures)
+    assert set(paced["error_vs_truth"]) == {"unillm", "vllm", "aiperf"}
     assert "goals" in result
 
 

@@ -21,7 +21,7 @@ from unillm.batch import Summary, Target, run
 from unillm.testing.engines import cpu_launch_settings
 from unillm.testing.tiny_model import TinyModel
 
-pytestmark = [pytest.mark.anyio, pytest.mark.engine]
+pytestmark = [pytest.mark.anyio, pytest.mark.engine, pytest.mark.side_stream]
 REQUESTS = 96
 
 

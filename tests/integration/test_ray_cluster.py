@@ -2,9 +2,10 @@
 
 The module starts the cluster itself: ``ray start --head`` and a second ``ray start --address``,
 each a node of one CPU with its own temp folder, in process groups of their own (stopped by
-those groups at the end, nothing else). ``unillm.launch(..., cluster=unillm.Ray(...))`` places
-one replica per node (STRICT_SPREAD) and serves them through the client-side fleet; a killed
-actor is explained like a dead engine; teardown leaves no actor, placement group or engine.
+those groups at the end, nothing else). A Ray config file (``unillm.from_config``, what
+``unillm batch --config`` reads) places one replica per node (STRICT_SPREAD) and serves them
+through the client-side fleet; a batch survives one actor's kill and the dead actor is explained
+like a dead engine; teardown leaves no actor, placement group or engine.
 Each node pins its engine's compute threads to a core of its own (``VLLM_CPU_OMP_THREADS_BIND``
 in the node's environment, which the actors inherit).
 """
@@ -19,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 import ray  # in unillm-sdk[dev]: a missing ray is an error here, not a skip
 import tomli_w
@@ -56,9 +56,10 @@ class Replicas:
 
 @pytest.fixture(scope="module")
 def replicas(cluster: LocalCluster, tiny: TinyModel, workdir: Path) -> Iterator[Replicas]:
+    """Two replicas launched from a Ray config file (what `unillm batch --config` reads)."""
     settings = cpu_launch_settings("vllm", tiny, workdir / "ray", served_name="tiny", max_num_seqs=4)
-    where = unillm.Ray(cluster.address, placement="STRICT_SPREAD", host="127.0.0.1")
-    run = unillm.launch("vllm", replicas=2, cluster=where, progress=None, **settings)
+    run = unillm.from_config(str(_ray_config(workdir / "ray.toml", settings, cluster.address)))
+    assert isinstance(run, RayLaunch)
     with start_blocking_portal() as portal:
         started = time.monotonic()
         fleet = portal.call(run.__aenter__)
@@ -79,9 +80,34 @@ def test_fleet_answers_from_both_replicas(replicas: Replicas) -> None:
     assert all(a.text for a in answers) and sorted(served.values()) == [2, 2]
 
 
-def test_dead_actor_is_reported_like_a_dead_engine(replicas: Replicas) -> None:
+def test_a_batch_survives_a_node_kill_and_the_dead_actor_is_reported_like_a_dead_engine(
+    replicas: Replicas, workdir: Path
+) -> None:
+    """A batch through the Ray fleet: one replica's actor is killed mid-run, and every id is still
+    written once, redoing only what was in flight on it (counted as the requests sent to replicas
+    beyond one per id); the dead actor then answers like a dead engine."""
+    n, cap = 48, 8
+    inp, out = _batch_input(workdir / "ray-in.jsonl", n), workdir / "ray-out.jsonl"
+    out.unlink(missing_ok=True)
     victim = replicas.run.actor_names[1]
-    ray.kill(ray.get_actor(victim, namespace="unillm"), no_restart=True)
+    before = [r.requests for r in replicas.fleet.stats().replicas]
+    killed: list[int] = []
+
+    def kill_one(summary: unillm.batch.Summary) -> None:
+        if summary.done >= n // 3 and not killed:
+            killed.append(summary.done)
+            ray.kill(ray.get_actor(victim, namespace="unillm"), no_restart=True)
+
+    summary = replicas.call(
+        unillm.batch.run, inp, out, replicas.fleet, max_concurrency=cap, progress=kill_one
+    )
+    sent = [r.requests - b for r, b in zip(replicas.fleet.stats().replicas, before, strict=True)]
+    ids = sorted(json.loads(x)["custom_id"] for x in out.read_text().splitlines())
+    redone = sum(sent) - n
+    print(f"\n[ray batch] killed at {killed}; sent per replica {sent}; redone {redone}")
+    assert ids == sorted(f"r{i}" for i in range(n))
+    assert (summary.succeeded, len(killed), killed[0] < n) == (n, 1, True)
+    assert all(count > 0 for count in sent) and 0 <= redone <= cap
     deadline = time.monotonic() + 30  # the actor's watchdog stops its engine
     while group_alive(replicas.pids[1]) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -134,39 +160,3 @@ def _ray_config(path: Path, settings: dict[str, Any], address: str) -> Path:
     cluster = {"kind": "ray", "address": address, "placement": "STRICT_SPREAD", "host": "127.0.0.1"}
     path.write_text(tomli_w.dumps({"engine": "vllm", "launch": {**launch, "cluster": cluster}}))
     return path
-
-
-def test_batch_from_a_ray_config_survives_a_node_kill(
-    cluster: LocalCluster, tiny: TinyModel, workdir: Path
-) -> None:
-    """`unillm batch --config` on Ray: one journal here, requests spread over both replicas; one
-    replica's actor is killed mid-run, and every id is still written once, redoing only what was
-    in flight on it (counted as the requests sent to replicas beyond one per id)."""
-    n, cap = 48, 8
-    settings = cpu_launch_settings("vllm", tiny, workdir / "ray-batch", served_name="tiny", max_num_seqs=4)
-    config = _ray_config(workdir / "ray-batch.toml", settings, cluster.address)
-    inp, out = _batch_input(workdir / "ray-in.jsonl", n), workdir / "ray-out.jsonl"
-    out.unlink(missing_ok=True)
-    run = unillm.from_config(str(config))
-    assert isinstance(run, RayLaunch)
-    killed: list[int] = []
-
-    def kill_one(summary: unillm.batch.Summary) -> None:
-        if summary.done >= n // 3 and not killed:
-            killed.append(summary.done)
-            ray.kill(ray.get_actor(run.actor_names[1], namespace="unillm"), no_restart=True)
-
-    async def go() -> tuple[unillm.batch.Summary, list[int]]:
-        async with run as fleet:
-            assert isinstance(fleet, unillm.Fleet)
-            summary = await unillm.batch.run(inp, out, fleet, max_concurrency=cap, progress=kill_one)
-            return summary, [r.requests for r in fleet.stats().replicas]
-
-    summary, sent = anyio.run(go)
-    lines = [json.loads(x) for x in out.read_text().splitlines()]
-    ids = sorted(x["custom_id"] for x in lines)
-    redone = sum(sent) - n
-    print(f"\n[ray batch] killed at {killed}; sent per replica {sent}; redone {redone}")
-    assert ids == sorted(f"r{i}" for i in range(n))
-    assert (summary.succeeded, len(killed), killed[0] < n) == (n, 1, True)
-    assert all(count > 0 for count in sent) and 0 <= redone <= cap

@@ -21,8 +21,8 @@ from unillm.adapter.registry import first_party_engines
 from unillm.testing.fault_server import FaultServer
 
 # Slow (it builds eight wheels and a venv): marked like the real-engine tests, so it runs in
-# ./run test and not in ./run unit.
-pytestmark = pytest.mark.engine
+# ./run test and not in ./run unit, beside the session engines' tests (it needs none).
+pytestmark = [pytest.mark.engine, pytest.mark.side_stream]
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECTS = [ROOT, *sorted(p.parent for p in ROOT.glob("adapters/*/pyproject.toml"))]
