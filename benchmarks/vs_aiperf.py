@@ -17,6 +17,13 @@ issue's "ITL" agreement with AIPerf compares its ITL with unillm's TPOT, and the
 are compared too (``ratios``). AIPerf counts output tokens from the engine's usage
 (``--use-server-token-count``) as the other two do, not by re-tokenizing the text.
 
+Known truth: the same three harnesses (``--paced-prompts`` requests each, the same concurrency)
+against a look-alike that paces every stream like an engine but costs no CPU: the first chunk
+after ``--paced-first-ms``, then 63 more ``--paced-gap-ms`` apart. Each tool's distance from those
+figures is its own error (``paced.error_vs_truth``); each figure outside ±3% is judged against
+the peer's distance from the truth (``paced.verdicts``). Every round also records each harness's
+CPU seconds (``client_cpu_s``): on two cores, a harness that burns a core starves the engine.
+
 Client overhead: each harness sends ``--overhead-requests`` streamed requests as fast as it can
 (``--overhead-concurrency`` in flight) to a fast look-alike server (benchmarks/client_overhead.py's
 loopback server, another process, 64 chunks per answer, no gap); the request rate it sustains is
@@ -28,7 +35,7 @@ benchmarks/vs_vllm_bench.py (whose runners this reuses). AIPerf runs from its ow
 (``~/.cache/unillm/envs/aiperf``, ``python3.11 -m venv`` + ``pip install aiperf``).
 
     .venv/bin/python benchmarks/vs_aiperf.py                  # launches vLLM
-    .venv/bin/python benchmarks/vs_aiperf.py --rounds 2 --num-prompts 32 --skip-overhead
+    .venv/bin/python benchmarks/vs_aiperf.py --rounds 2 --num-prompts 32 --skip-overhead --skip-paced
 
 Prints a table, then as its last line one JSON object (also written to
 benchmarks/results/vs_aiperf.json, with every round and spread): the medians, ``ratios`` (every
