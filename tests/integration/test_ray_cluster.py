@@ -64,6 +64,7 @@ def replicas(cluster: LocalCluster, tiny: TinyModel, workdir: Path) -> Iterator[
         started = time.monotonic()
         fleet = portal.call(run.__aenter__)
         print(f"\n[ray] two replicas ready in {time.monotonic() - started:.1f}s on {run.node_ids}")
+        assert isinstance(fleet, unillm.Fleet)
         try:
             yield Replicas(run, fleet, portal, [r.pid for r in run.ready if r.pid is not None])
         finally:
