@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from jsonschema import validators
 
 from unillm.adapter.schemas import xgrammar_problem, xgrammar_strings
+from unillm.adapter.schemas.walk import largest_count
 from unillm.adapter.schemas.xgrammar import MAX_REPEAT
 
 
@@ -23,8 +24,12 @@ def accepts(schema: Any, value: Any) -> bool:
 def test_a_max_length_becomes_a_pattern_with_the_same_count() -> None:
     assert xgrammar_strings({"type": "string", "maxLength": 8}) == {
         "type": "string",
-        "pattern": '^[^"\\\\\\x00-\\x1f]{0,8}$',
+        "pattern": '^(?:[^"\\\\\\x00-\\x1f\\u0800\\ud800-\\udfff\\u{10000}]|\\u0800|\\u{10000}){0,8}$',
     }
+
+
+def test_a_code_point_escape_is_no_counted_repetition() -> None:
+    assert largest_count("\\u{10000}a{3}") == 3 and largest_count("[\\u{10FFFF}]") == 0
 
 
 def test_both_bounds_and_a_lone_min_length_keep_their_counts() -> None:
@@ -80,6 +85,7 @@ def test_the_pattern_admits_what_the_bounds_do_less_quotes_backslashes_and_contr
     text: str, low: int, high: int
 ) -> None:
     bounded = {"type": "string", "minLength": low, "maxLength": max(low, high)}
-    pattern = xgrammar_strings(bounded)
+    pattern = dict(xgrammar_strings(bounded))
+    pattern["pattern"] = pattern["pattern"].replace("\\u{10000}", "\\U00010000")  # Python's spelling
     plain_json = not re.search(r'["\\\x00-\x1f]', text)  # what xgrammar's bounded class emits, less control
     assert accepts(pattern, text) == (accepts(bounded, text) and plain_json)

@@ -356,3 +356,12 @@ def test_httpx_request_logs_do_not_hold_the_url_password(caplog: pytest.LogCaptu
         assert anyio.run(llm.health)
     assert "127.0.0.1:9/health" in caplog.text
     assert PASSWORD not in caplog.text
+
+
+def test_a_generated_api_key_never_starts_with_a_dash() -> None:
+    """One token in 64 would (URL-safe base64): an engine's ``--api-key -x...`` reads as two options."""
+    from unillm.launching.supervisor import new_api_key
+
+    keys = [new_api_key().get_secret_value() for _ in range(2000)]
+    assert not [k for k in keys if k.startswith("-")]
+    assert len(set(keys)) == 2000 and {len(k) for k in keys} == {32}

@@ -20,7 +20,6 @@ start.
 
 from __future__ import annotations
 
-import secrets
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
-from pydantic import SecretStr
 
 from unillm.adapter.base import Adapter
 from unillm.adapter.launch_spec import Disaggregation, LaunchCommand, LaunchSpec, PDRole, TransferBackend
@@ -40,7 +38,7 @@ from unillm.fleet.picker import Policy
 from unillm.launching.lifecycle import Stoppable
 from unillm.launching.ports import free_port
 from unillm.launching.routers import PrefillWorker, RouterSpec, RouterTool, get_router
-from unillm.launching.supervisor import Launch, ProgressHook, print_progress
+from unillm.launching.supervisor import Launch, ProgressHook, new_api_key, print_progress
 from unillm.options import Options
 
 if TYPE_CHECKING:
@@ -115,7 +113,7 @@ class FleetLaunch(Stoppable):
         self._reserve = reserve  # the client's: each engine's, or (with a router) the router's
         self._progress = progress
         if spec.api_key == "auto":  # one key for every engine (and the router in front)
-            spec = spec.model_copy(update={"api_key": SecretStr(secrets.token_urlsafe(24))})
+            spec = spec.model_copy(update={"api_key": new_api_key()})
         self.spec = spec
         engine_port = None if self.tool is not None else spec.port
         count = replicas if disaggregation is None else disaggregation.prefill + disaggregation.decode

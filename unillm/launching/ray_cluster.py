@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import anyio
 import anyio.to_thread
-from pydantic import SecretStr
 
 from unillm.adapter.base import Adapter
 from unillm.adapter.launch_spec import LaunchCommand, LaunchSpec
@@ -44,6 +43,7 @@ from unillm.launching.supervisor import (
     LaunchProgress,
     ProgressHook,
     launched_reserve,
+    new_api_key,
     print_progress,
 )
 from unillm.options import Options
@@ -132,7 +132,7 @@ class RayLaunch(Stoppable):
                 alternative=_CPU_INSTEAD,
             )
         if spec.api_key == "auto":  # one key for every replica
-            spec = spec.model_copy(update={"api_key": SecretStr(secrets.token_urlsafe(24))})
+            spec = spec.model_copy(update={"api_key": new_api_key()})
         if executor and spec.ray_address is None:
             spec = spec.model_copy(update={"ray_address": cluster.address})  # set on the node
         self.spec = spec

@@ -104,6 +104,19 @@ def check_reasoning_parser(adapter: Adapter, spec: LaunchSpec) -> None:
         raise InvalidOptions(f"{adapter.name} has no reasoning parser {name!r}; its parsers: {known}")
 
 
+def new_api_key() -> SecretStr:
+    """A random key for an engine unillm launches: 32 URL-safe characters, never a leading ``-``
+    (an engine's or a script's argument parser would read ``--api-key -x...`` as two options).
+
+    Returns:
+        The key, kept secret in reprs and logs.
+    """
+    key = secrets.token_urlsafe(24)
+    while key.startswith("-"):
+        key = secrets.token_urlsafe(24)
+    return SecretStr(key)
+
+
 def resolve_spec(adapter: Adapter, spec: LaunchSpec) -> LaunchSpec:
     """Fill in the CPU recipe, port, API key and engine interpreter so the command is final."""
     if spec.cpu:
@@ -114,7 +127,7 @@ def resolve_spec(adapter: Adapter, spec: LaunchSpec) -> LaunchSpec:
     if spec.port is None:
         update["port"] = free_port(spec.host)
     if spec.api_key == "auto":
-        update["api_key"] = SecretStr(secrets.token_urlsafe(24))
+        update["api_key"] = new_api_key()
     if spec.python is None and not spec.prefix and (not spec.in_process or adapter.in_process_worker):
         update["python"] = engine_python(adapter)
     if spec.tool_parser is None and adapter.takes_tool_parser:

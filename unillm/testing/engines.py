@@ -7,6 +7,7 @@ async with unillm.launch("vllm", **cpu_launch_settings("vllm", tiny, workdir)) a
 from __future__ import annotations
 
 import importlib
+import time
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,6 +140,77 @@ async def peak_held(
                 tasks.start_soon(work, i)
         outer.cancel_scope.cancel()
     return peak
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds of process ``pid`` and its living descendants so far.
+
+    Args:
+        pid: The root process (an engine's, e.g. ``engine.launch.pid``).
+
+    Returns:
+        The seconds; processes that end while they are read are left out.
+    """
+    import psutil
+
+    total = 0.0
+    try:
+        root = psutil.Process(pid)
+        family = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return total
+    for process in family:
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
+async def busy_cores(pid: int, window: float = 0.25) -> float:
+    """How many cores an engine's process tree keeps busy over the next ``window`` seconds.
+
+    Args:
+        pid: The engine's root process.
+        window: Seconds to watch.
+
+    Returns:
+        CPU seconds used per second of wall time (1.0: one core busy throughout).
+    """
+    before, started = tree_cpu_seconds(pid), time.perf_counter()
+    await anyio.sleep(window)
+    return (tree_cpu_seconds(pid) - before) / (time.perf_counter() - started)
+
+
+async def until_idle(pid: int, *, below: float = 0.2, bound: float = 5.0, window: float = 0.25) -> float:
+    """Wait until an engine's process tree uses less than ``below`` of a core: a stopped generation,
+    read on any engine (one without request gauges too).
+
+    Example::
+
+        async with llm.stream("Once", max_tokens=8000) as s:
+            async for _ in s:
+                break  # the connection closes: the engine should stop
+        seconds = await until_idle(engine.launch.pid)
+
+    Args:
+        pid: The engine's root process.
+        below: Cores busy, at most, to count as idle.
+        bound: Seconds to wait before giving up.
+        window: Each reading's length.
+
+    Returns:
+        The seconds from the call to the end of the first idle window.
+
+    Raises:
+        TimeoutError: Still busy after ``bound`` seconds (the message has the last reading).
+    """
+    started = time.perf_counter()
+    while (busy := await busy_cores(pid, window)) >= below:
+        if time.perf_counter() - started > bound:
+            raise TimeoutError(f"process {pid} still keeps {busy:.2f} cores busy after {bound} s")
+    return time.perf_counter() - started
 
 
 def cpu_launch_settings(

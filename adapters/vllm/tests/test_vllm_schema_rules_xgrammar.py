@@ -25,14 +25,21 @@ PROBE = """
 import json, sys
 import xgrammar as xgr
 from xgrammar.testing import _is_grammar_accept_string as accepts
+compiler = xgr.GrammarCompiler(xgr.TokenizerInfo(["<eos>"], stop_token_ids=[0]))
+
+def accepts_bytes(grammar, data):  # whole: every byte taken, then the end
+    matcher = xgr.GrammarMatcher(compiler.compile_grammar(grammar))
+    return matcher.accept_string(data) and matcher.accept_token(0)
+
 for line in sys.stdin:
-    schema, text = json.loads(line)
+    schema, text, as_hex = json.loads(line)
     try:
         grammar = xgr.Grammar.from_json_schema(schema, any_whitespace=False, separators=(",", ":"))
     except Exception:
         print("error", flush=True)
     else:
-        print("accepts" if accepts(grammar, text) else "rejects", flush=True)
+        ok = accepts_bytes(grammar, bytes.fromhex(text)) if as_hex else accepts(grammar, text)
+        print("accepts" if ok else "rejects", flush=True)
 """
 VLLM_PYTHON = Path.home() / ".cache/unillm/envs/vllm/bin/python"
 _probe: list[subprocess.Popen[str]] = []
@@ -52,11 +59,13 @@ def probe_process() -> Iterator[None]:
     assert process.wait(timeout=30) == 0
 
 
-def xgrammar(schema: dict[str, Any], text: str) -> str:
-    """xgrammar's verdict on ``text`` under ``schema`` (compiled as vLLM compiles it)."""
+def xgrammar(schema: dict[str, Any], text: str | bytes) -> str:
+    """xgrammar's verdict on ``text`` under ``schema`` (compiled as vLLM compiles it); bytes are
+    fed as they are (they need not be UTF-8)."""
     process = _probe[0]
     assert process.stdin is not None and process.stdout is not None
-    process.stdin.write(json.dumps([schema, text]) + "\n")
+    raw = isinstance(text, bytes)
+    process.stdin.write(json.dumps([schema, text.hex() if raw else text, raw]) + "\n")
     process.stdin.flush()
     verdict = process.stdout.readline().strip()
     assert verdict in ("accepts", "rejects", "error"), f"the xgrammar process ended: {verdict!r}"
@@ -252,3 +261,37 @@ def test_xgrammar_lets_a_raw_control_character_into_a_length_bounded_string(raw:
 )
 def test_the_rewritten_bounds_keep_the_count_and_admit_no_control_character(value: str, verdict: str) -> None:
     assert xgrammar(dict(xgrammar_strings(BOUNDED)), '{"n":"' + value + '"}') == verdict
+
+
+#: Not UTF-8: a surrogate's bytes and overlong forms (a decoder makes each byte one U+FFFD).
+NOT_UTF8 = [
+    b"\xed\xa0\x80",
+    b"\xed\xbf\xbf",
+    b"\xe0\x80\x80",
+    b"\xe0\x9f\xbf",
+    b"\xf0\x80\x80\x80",
+    b"\xf0\x8f\xbf\xbf",
+]
+
+
+@pytest.mark.parametrize("raw", NOT_UTF8[:2], ids=lambda b: b.hex())
+def test_xgrammar_lets_a_surrogates_bytes_into_a_length_bounded_string(raw: bytes) -> None:
+    assert xgrammar(BOUNDED, b'{"n":"' + raw + b'"}') == "accepts"  # overlong forms it keeps out
+
+
+@pytest.mark.parametrize("raw", NOT_UTF8, ids=lambda b: b.hex())
+def test_a_negated_class_lets_bytes_that_are_not_utf8_in(raw: bytes) -> None:
+    loose = {"type": "string", "pattern": '^[^"\\\\\\x00-\\x1f]{0,4}$'}  # unillm's rewrite until 2026-12-03
+    assert xgrammar({**BOUNDED, "properties": {"n": loose}}, b'{"n":"' + raw + b'"}') == "accepts"
+
+
+@pytest.mark.parametrize("raw", NOT_UTF8, ids=lambda b: b.hex())
+def test_the_rewritten_bounds_admit_no_byte_that_is_not_utf8(raw: bytes) -> None:
+    assert xgrammar(dict(xgrammar_strings(BOUNDED)), b'{"n":"' + raw + b'"}') == "rejects"
+
+
+@pytest.mark.parametrize(
+    "char", ["\u07ff", "\u0800", "\u0801", "\ud7ff", "\ue000", "\uffff", "\U00010000", "\U0010ffff"]
+)
+def test_the_rewritten_bounds_admit_every_character_beside_the_gaps(char: str) -> None:
+    assert xgrammar(dict(xgrammar_strings(BOUNDED)), ('{"n":"a' + char + '"}').encode()) == "accepts"

@@ -1,7 +1,7 @@
 """Length-bounded strings spelled so xgrammar cannot emit invalid JSON in them (pure).
 
     xgrammar_strings({"type": "string", "maxLength": 8})
-    # {"type": "string", "pattern": '^[^"\\\\\\x00-\\x1f]{0,8}$'}
+    # {"type": "string", "pattern": "^(?:" + JSON_STRING_CHAR + "){0,8}$"}
 
 xgrammar (measured on 0.2.7, SGLang 0.5.23's CPU build; seen on 0.2.9 beside MLX) compiles a string with
 ``minLength`` / ``maxLength`` to the character class ``[^"\\\r\n]`` repeated that many times:
@@ -12,8 +12,18 @@ through such a string can be no JSON at all (a plain string, without bounds, is 
 ``adapters/vllm/tests/test_vllm_schema_rules_xgrammar.py``; seen on SGLang-CPU by the probe.
 
 The rewrite replaces the bounds by a pattern with the same counts over the same class less the
-control characters, ``^[^"\\\x00-\x1f]{min,max}$``, which xgrammar compiles with its counts:
-it admits exactly the strings xgrammar's own length-bounded class admits that are valid JSON.
+control characters, which xgrammar compiles with its counts: it admits exactly the strings
+xgrammar's own length-bounded class admits that are valid JSON.
+
+The class also keeps out bytes that are not UTF-8. xgrammar (0.2.7 and 0.2.8) reads a character
+class beyond ASCII loosely: ``[^"\\\x00-\x1f]`` admits a surrogate's three bytes (``ED A0 80``) and
+overlong forms (``E0 80 80``, ``F0 80 80 80``). A decoder turns each such byte into U+FFFD, so a
+string of 8 characters under the grammar comes back as 10, too long for its schema (SGLang's probe
+saw ``"\ufffd\ufffd\ufffd c test"`` under ``maxLength: 8``). Naming the surrogates, U+0800 and
+U+10000 in the class makes xgrammar split the lead bytes ``ED``, ``E0`` and ``F0`` at the right
+places; U+0800 and U+10000 are then admitted as alternatives of their own. It is written with
+``\\u{...}`` escapes, which xgrammar reads (0.2.7 rejects literal characters above ASCII in a
+negated class).
 Applied to a node whose ``type`` is ``"string"`` and that has no ``pattern``, ``format``,
 ``enum`` or ``const``, when the counts are at most :data:`~unillm.adapter.schemas.xgrammar.MAX_REPEAT`
 (xgrammar's largest counted repetition); any other string keeps its bounds as they are.
@@ -31,8 +41,9 @@ from unillm.adapter.schemas.xgrammar import MAX_REPEAT
 
 __all__ = ["JSON_STRING_CHAR", "xgrammar_strings"]
 
-#: One character xgrammar's length-bounded strings admit, less the control characters JSON forbids.
-JSON_STRING_CHAR = '[^"\\\\\\x00-\\x1f]'
+#: One character xgrammar's length-bounded strings admit, less the control characters JSON forbids
+#: and any byte sequence that is not UTF-8 (surrogates, overlong forms: see above).
+JSON_STRING_CHAR = '[^"\\\\\\x00-\\x1f\\u0800\\ud800-\\udfff\\u{10000}]|\\u0800|\\u{10000}'
 _KEPT_BY = ("pattern", "format", "enum", "const")
 
 
@@ -71,7 +82,7 @@ def _bounds_pattern(node: Mapping[str, Any]) -> str | None:
     low, high = node.get("minLength", 0), node.get("maxLength")
     if not _count(low) or not (high is None or _count(high)) or (high is not None and low > high):
         return None  # not counts xgrammar compiles (or unsatisfiable): left to the backend as it was
-    return f"^{JSON_STRING_CHAR}{{{low},{'' if high is None else high}}}$"
+    return f"^(?:{JSON_STRING_CHAR}){{{low},{'' if high is None else high}}}$"
 
 
 def _count(value: Any) -> bool:

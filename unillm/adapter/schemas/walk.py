@@ -25,6 +25,7 @@ __all__ = [
 ]
 
 _COUNT = re.compile(r"\{(\d+)(?:,(\d*))?\}")
+_CODE_POINT = re.compile(r"\\u\{[0-9A-Fa-f]{1,6}\}")
 
 DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})
 #: Keywords whose values map names to schemas: the map itself is not a schema.
@@ -90,12 +91,14 @@ def escape(token: str) -> str:
 
 
 def regex_syntax(pattern: str) -> Iterator[int]:
-    """Positions of a regular expression's characters that are syntax: not escaped, not in a class."""
+    """Positions of a regular expression's characters that are syntax: not escaped, not in a class
+    (a code point escape ``\\u{10000}`` is one escape, braces included)."""
     i, in_class = 0, False
     while i < len(pattern):
         char = pattern[i]
         if char == "\\":
-            i += 2
+            point = _CODE_POINT.match(pattern, i)
+            i = point.end() if point else i + 2
             continue
         if in_class:
             in_class = char != "]"
