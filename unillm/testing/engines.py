@@ -213,6 +213,54 @@ async def until_idle(pid: int, *, below: float = 0.2, bound: float = 5.0, window
     return time.perf_counter() - started
 
 
+@dataclass(frozen=True)
+class CancelStop:
+    """What an engine did with a stream left early (:func:`leave_and_watch`)."""
+
+    #: Seconds from leaving the stream to the end of the engine's first idle reading.
+    idle_s: float
+    #: Cores the engine kept busy while it streamed (near 0: it was not generating).
+    busy_cores: float
+    #: Seconds the answer had left at the rate it streamed.
+    left_s: float
+
+
+async def leave_and_watch(
+    llm: LLM, pid: int, *, max_tokens: int = 900, after: int = 40, **options: Any
+) -> CancelStop:
+    """Stream a long answer, leave it after ``after`` pieces (breaking out closes the stream), and
+    time how soon the engine's process tree goes idle. Works on any engine: it reads the engine's
+    CPU, not its metrics.
+
+    Example::
+
+        stop = await leave_and_watch(llm, engine.launch.pid)
+        assert stop.busy_cores > 0.5 and stop.left_s > stop.idle_s + 1
+
+    Args:
+        llm: A client of the engine.
+        pid: The engine's root process.
+        max_tokens: The answer's length (long enough to outlast the cancel).
+        after: Stream pieces read before leaving.
+        **options: More request options (``temperature`` defaults to 0).
+
+    Returns:
+        The idle time, how busy the engine was, and how long the answer had left.
+    """
+    pieces, busy, started = 0, 0.0, time.perf_counter()
+    async with llm.stream(
+        "Once upon a time", **{"temperature": 0, **options, "max_tokens": max_tokens}
+    ) as stream:
+        async for _ in stream:
+            pieces += 1
+            if pieces == after // 2:
+                busy = await busy_cores(pid, 0.2)
+            if pieces >= after:
+                break
+    rate = pieces / (time.perf_counter() - started)
+    return CancelStop(await until_idle(pid), busy, (max_tokens - pieces) / rate)
+
+
 def cpu_launch_settings(
     engine: str, tiny: TinyModel | str | Path, workdir: Path, **overrides: Any
 ) -> dict[str, Any]:
