@@ -64,8 +64,8 @@ def xgrammar(schema: dict[str, Any], text: str | bytes) -> str:
     fed as they are (they need not be UTF-8)."""
     process = _probe[0]
     assert process.stdin is not None and process.stdout is not None
-    raw = isinstance(text, bytes)
-    process.stdin.write(json.dumps([schema, text.hex() if raw else text, raw]) + "\n")
+    line = [schema, text.hex(), True] if isinstance(text, bytes) else [schema, text, False]
+    process.stdin.write(json.dumps(line) + "\n")
     process.stdin.flush()
     verdict = process.stdout.readline().strip()
     assert verdict in ("accepts", "rejects", "error"), f"the xgrammar process ended: {verdict!r}"
