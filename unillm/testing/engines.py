@@ -261,6 +261,32 @@ async def leave_and_watch(
     return CancelStop(await until_idle(pid), busy, (max_tokens - pieces) / rate)
 
 
+async def check_stream_stops(engine: RunningEngine, bound: float = 3.0, **options: Any) -> CancelStop:
+    """An engine test's whole check that a stream left early stops generating (issue 33, item 3).
+
+    The answer must still have had a second more than the engine took to idle, at the rate it
+    streamed (else leaving proved nothing); ``bound`` leaves room for a loaded machine over the
+    issue's 1 s goal. The figures are printed as measured.
+
+    Args:
+        engine: The running engine (its root process is watched).
+        bound: The most seconds to idle that pass.
+        **options: More request options (e.g. ``extra_body={"ignore_eos": True}``).
+
+    Returns:
+        What was measured.
+    """
+    pid = engine.launch.pid
+    assert pid is not None, "the engine has no process"
+    async with engine.connect() as llm:
+        stop = await leave_and_watch(llm, pid, **options)
+    name = engine.launch.adapter.name
+    print(f"\n[{name}] stream left: idle after {stop.idle_s:.2f} s ({stop.left_s:.1f} s left)")
+    assert stop.busy_cores > 0.5, f"the engine was not generating: {stop}"
+    assert stop.idle_s <= bound and stop.left_s > stop.idle_s + 1.0, stop
+    return stop
+
+
 def cpu_launch_settings(
     engine: str, tiny: TinyModel | str | Path, workdir: Path, **overrides: Any
 ) -> dict[str, Any]:
