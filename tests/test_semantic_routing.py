@@ -452,6 +452,17 @@ async def test_route_many_decides_as_route_does_with_one_embedding_call(
         await router.route_many(prompts, messages=[None])
 
 
+async def test_an_embedder_that_answers_too_few_vectors_is_a_typed_error(router: SemanticRouter) -> None:
+    await router.index()
+
+    async def short(texts: Any) -> list[list[float]]:
+        return [[1.0] * 64]
+
+    router.embedder.embed = short  # type: ignore[method-assign]
+    with pytest.raises(EmbeddingError, match="returned 1 vectors for 2 texts"):
+        await router.route_many(["a", "b"])
+
+
 async def test_an_embedder_whose_dimension_changes_is_a_typed_error(
     embeddings: EmbeddingServer, router: SemanticRouter
 ) -> None:

@@ -274,6 +274,10 @@ class SemanticRouter:
             return [
                 RouteDecision(route=self.routes.default, reason="fallback", seconds=waited) for _ in texts
             ]
+        if vectors and len(vectors) != len(texts):
+            raise EmbeddingError(
+                f"the embedder {self.embedder.key} returned {len(vectors)} vectors for {len(texts)} texts"
+            )
         share = (time.perf_counter() - started) / max(1, len(texts))
         decisions = []
         for i, text in enumerate(texts):
