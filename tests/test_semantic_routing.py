@@ -455,12 +455,16 @@ async def test_route_many_decides_as_route_does_with_one_embedding_call(
 async def test_an_embedder_that_answers_too_few_vectors_is_a_typed_error(router: SemanticRouter) -> None:
     await router.index()
 
+    answers: list[list[list[float]]] = [[[1.0] * 64], []]
+
     async def short(texts: Any) -> list[list[float]]:
-        return [[1.0] * 64]
+        return answers.pop(0)
 
     router.embedder.embed = short  # type: ignore[method-assign]
     with pytest.raises(EmbeddingError, match="returned 1 vectors for 2 texts"):
         await router.route_many(["a", "b"])
+    with pytest.raises(EmbeddingError, match="returned 0 vectors for 1 texts"):  # none: no silent default
+        await router.route("a")
 
 
 async def test_an_embedder_whose_dimension_changes_is_a_typed_error(

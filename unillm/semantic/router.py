@@ -258,7 +258,7 @@ class SemanticRouter:
         started = time.perf_counter()
         try:
             index = await self.index()
-            vectors = await self.embedder.embed(texts) if index.spans and texts else []
+            vectors = await self.embedder.embed(texts) if index.spans and texts else None
         except EmbeddingError:
             raise
         except UnillmError as e:
@@ -274,7 +274,7 @@ class SemanticRouter:
             return [
                 RouteDecision(route=self.routes.default, reason="fallback", seconds=waited) for _ in texts
             ]
-        if vectors and len(vectors) != len(texts):
+        if vectors is not None and len(vectors) != len(texts):
             raise EmbeddingError(
                 f"the embedder {self.embedder.key} returned {len(vectors)} vectors for {len(texts)} texts"
             )
@@ -283,7 +283,7 @@ class SemanticRouter:
         for i, text in enumerate(texts):
             begun = time.perf_counter()
             scores: dict[str, float] = {}
-            if vectors:
+            if vectors is not None:
                 if len(vectors[i]) != index.dimension:
                     raise EmbeddingError(
                         f"the embedder {self.embedder.key} returned a {len(vectors[i])}-dimensional vector "

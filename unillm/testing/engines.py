@@ -257,8 +257,9 @@ async def leave_and_watch(
                 busy = await busy_cores(pid, 0.2)
             if pieces >= after:
                 break
-    rate = pieces / (time.perf_counter() - started)
-    return CancelStop(await until_idle(pid), busy, (max_tokens - pieces) / rate)
+    # an answer that ended before ``after`` pieces had nothing left: leaving it proves nothing
+    left = (max_tokens - pieces) * (time.perf_counter() - started) / pieces if pieces >= after else 0.0
+    return CancelStop(await until_idle(pid), busy, left)
 
 
 async def check_stream_stops(engine: RunningEngine, bound: float = 3.0, **options: Any) -> CancelStop:
