@@ -119,17 +119,20 @@ async def test_mlx_inproc_event_loop_keeps_ticking_while_generating(inproc_setti
         await llm.generate("warm up", max_tokens=2)
         async with anyio.create_task_group() as tg:
             tg.start_soon(ticker)
-            started = time.perf_counter()
+            t0 = time.perf_counter()
             r = await llm.generate(PROMPT, max_tokens=400, output=unillm.Regex("[a-z ]{400}"))
+            t1 = time.perf_counter()
             deltas = [d async for d in llm.stream(PROMPT, max_tokens=400)]
-            elapsed = time.perf_counter() - started
+            t2 = time.perf_counter()
             tg.cancel_scope.cancel()
-    gaps = [b - a for a, b in itertools.pairwise(ticks)]
     assert re.fullmatch("[a-z ]{400}", r.text) and len(deltas) > 200
-    # Blocking the loop for one whole generation would leave a gap of about elapsed/2: the loop
-    # must instead have run many times during each of the two generations.
-    assert max(gaps) < elapsed / 8, (max(gaps), elapsed)
-    assert len(ticks) > 16, (len(ticks), elapsed)
+    # A generation that blocked the loop would leave one gap spanning its whole window, with no tick
+    # inside. The loop must instead have ticked many times in each window, and never stalled for most
+    # of one (a loaded machine may pause the process for a while, so not a tight bound).
+    for start, end in ((t0, t1), (t1, t2)):
+        inside = [t for t in ticks if start <= t <= end]
+        gaps = [b - a for a, b in itertools.pairwise([start, *inside, end])]
+        assert len(inside) > 8 and max(gaps) < (end - start) * 0.6, (len(inside), max(gaps), end - start)
 
 
 async def test_mlx_inproc_stream_delivers_tokens_as_they_come(inproc_settings: dict[str, Any]) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,27 @@ def run(program: Any, backend: UnillmBackend, **kwargs: Any) -> ProgramState:
     state = program.run(backend=backend, **kwargs)
     state.sync()
     assert state.error() is None, repr(state.error())
+    return state
+
+
+def stream_story(backend: UnillmBackend, monkeypatch: pytest.MonkeyPatch) -> ProgramState:
+    """Run ``story`` streamed and check the backend streamed it in pieces that make up the variable.
+
+    ``text_iter`` hands over what has arrived since it last looked (a busy reader may get it all at
+    once), so a test counts the pieces where the backend yields them.
+    """
+    delivered: list[str] = []
+    streamed = backend.generate_stream
+
+    def counted(*args: Any, **kwargs: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+        for piece, meta in streamed(*args, **kwargs):
+            delivered.append(piece)
+            yield piece, meta
+
+    monkeypatch.setattr(backend, "generate_stream", counted)
+    state = story.run(backend=backend, stream=True, temperature=0)
+    assert "".join(state.text_iter("story")) == "".join(delivered) == state["story"]
+    assert len([p for p in delivered if p]) > 1, delivered
     return state
 
 

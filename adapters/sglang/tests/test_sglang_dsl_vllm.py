@@ -25,7 +25,7 @@ from sglang_dsl_programs import (
     run,
     run_notebook,
     sgl,
-    story,
+    stream_story,
     tips,
     tips_concatenated,
     typed_int,
@@ -129,21 +129,7 @@ def test_run_batch_runs_every_program(backend: UnillmBackend) -> None:
 def test_stream_delivers_pieces_that_concatenate_to_the_variable(
     backend: UnillmBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    delivered: list[str] = []  # what the backend streamed, piece by piece
-    streamed = backend.generate_stream
-
-    def counted(*args: Any, **kwargs: Any) -> Iterator[tuple[str, dict[str, Any]]]:
-        for piece, meta in streamed(*args, **kwargs):
-            delivered.append(piece)
-            yield piece, meta
-
-    monkeypatch.setattr(backend, "generate_stream", counted)
-    state = story.run(backend=backend, stream=True, temperature=0)
-    # text_iter hands over what has arrived since it last looked: a busy reader may get it all at
-    # once, so the pieces are counted where the backend streams them
-    pieces = list(state.text_iter("story"))
-    assert len([p for p in delivered if p]) > 1
-    assert "".join(pieces) == "".join(delivered) == state["story"]
+    state = stream_story(backend, monkeypatch)
     meta = state.get_meta_info("story")
     assert meta["finish_reason"] == "length" and meta["completion_tokens"] == 24
     assert state.error() is None
