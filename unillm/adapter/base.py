@@ -117,6 +117,10 @@ class Adapter(ABC):
     #: Whether the engine can run a layout's workers on a Ray cluster itself (``ray_address=``,
     #: vLLM's ``--distributed-executor-backend ray``); elsewhere ``ray_address`` is refused.
     ray_executor: ClassVar[bool] = False
+    #: Whether the engine stops a request whose client left only when it streams (a non-streamed
+    #: one runs to its end): ``generate`` then sends its request as a stream where the stream
+    #: carries the whole answer (one choice, token counts), so a cancelled call stops the engine.
+    stops_only_streams: ClassVar[bool] = False
     #: The assistant-message field the engine reads an earlier thought from and hands to the
     #: chat template (``reasoning_content``, vLLM's ``reasoning``, Ollama's ``thinking``); None:
     #: it reads none (``replay_reasoning="field"`` is refused, the default drops the thought).

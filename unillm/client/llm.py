@@ -28,6 +28,7 @@ from unillm.client.outputs import attach_parsed
 from unillm.client.priority_gate import PriorityGate, Reserve, reserve_gate
 from unillm.client.single_flight import SingleFlight
 from unillm.client.stream import Stream
+from unillm.client.streamed_answer import join_stream, streamed_variant
 from unillm.client.transport import Pool, RetryPolicy, Timeouts, Transport, json_body
 from unillm.embeddings import (
     EmbedBatch,
@@ -315,6 +316,16 @@ class LLM(AsyncClosing, Generates):
         return await self._send_and_parse(request)
 
     async def _send_and_parse(self, request: Request) -> Completion[Any]:
+        if self.adapter.stops_only_streams:
+            info = await self.info(timeout=request.timeout)
+            assert self._caps is not None
+            streamed = streamed_variant(self._caps, request)
+            if streamed is not None:  # a cancelled call then stops the engine too
+                stream = Stream(self, streamed)
+                completion = await join_stream(stream, stream._run(), self.engine, info)
+                if request.output is not None:
+                    attach_parsed(completion, request.output, self.engine)
+                return completion
         info, call = await self._prepare(request)
         started = time.perf_counter()  # the caller's view: a wait for the reserve counts
         async with self._slot(request):

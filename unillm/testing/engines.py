@@ -215,14 +215,17 @@ async def until_idle(pid: int, *, below: float = 0.2, bound: float = 5.0, window
 
 @dataclass(frozen=True)
 class CancelStop:
-    """What an engine did with a stream left early (:func:`leave_and_watch`)."""
+    """What an engine did with a stream left early (:func:`leave_and_watch`) or a cancelled
+    ``generate`` (:func:`cancel_and_watch`)."""
 
-    #: Seconds from leaving the stream to the end of the engine's first idle reading.
+    #: Seconds from leaving the call to the end of the engine's first idle reading.
     idle_s: float
-    #: Cores the engine kept busy while it streamed (near 0: it was not generating).
+    #: Cores the engine kept busy while it generated (near 0: it was not generating).
     busy_cores: float
     #: Seconds the answer had left at the rate it streamed.
     left_s: float
+    #: Seconds per streamed piece (0.0 for a cancelled ``generate``).
+    piece_s: float = 0.0
 
 
 async def leave_and_watch(
@@ -257,13 +260,45 @@ async def leave_and_watch(
                 busy = await busy_cores(pid, 0.2)
             if pieces >= after:
                 break
+    piece_s = (time.perf_counter() - started) / max(pieces, 1)
     # an answer that ended before ``after`` pieces had nothing left: leaving it proves nothing
-    left = (max_tokens - pieces) * (time.perf_counter() - started) / pieces if pieces >= after else 0.0
+    left = (max_tokens - pieces) * piece_s if pieces >= after else 0.0
+    return CancelStop(await until_idle(pid), busy, left, piece_s)
+
+
+async def cancel_and_watch(
+    llm: LLM, pid: int, *, piece_s: float, max_tokens: int = 900, after: float = 0.5, **options: Any
+) -> CancelStop:
+    """Cancel a long ``generate`` ``after`` seconds, and time how soon the engine's process tree
+    goes idle (as :func:`leave_and_watch` does for a stream).
+
+    Args:
+        llm: A client of the engine.
+        pid: The engine's root process.
+        piece_s: Seconds per token at which the engine streams (:attr:`CancelStop.piece_s`).
+        max_tokens: The answer's length (long enough to outlast the cancel).
+        after: Seconds before cancelling (the engine's CPU is read during the last 0.2).
+        **options: More request options (``temperature`` defaults to 0).
+
+    Returns:
+        The idle time, how busy the engine was, and how long the answer had left.
+    """
+    started = time.perf_counter()
+    options = {"temperature": 0, **options, "max_tokens": max_tokens}
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: llm.generate("Once upon a time", **options))
+        await anyio.sleep(max(after - 0.2, 0.0))
+        busy = await busy_cores(pid, 0.2)
+        tg.cancel_scope.cancel()
+    left = max_tokens * piece_s - (time.perf_counter() - started)
     return CancelStop(await until_idle(pid), busy, left)
 
 
-async def check_stream_stops(engine: RunningEngine, bound: float = 3.0, **options: Any) -> CancelStop:
-    """An engine test's whole check that a stream left early stops generating (issue 33, item 3).
+async def check_cancel_stops(
+    engine: RunningEngine, bound: float = 3.0, *, generate: bool = True, **options: Any
+) -> CancelStop:
+    """An engine test's whole check that a stream left early, and a cancelled ``generate``,
+    stop generating (issue 33, item 3).
 
     The answer must still have had a second more than the engine took to idle, at the rate it
     streamed (else leaving proved nothing); ``bound`` leaves room for a loaded machine over the
@@ -272,17 +307,25 @@ async def check_stream_stops(engine: RunningEngine, bound: float = 3.0, **option
     Args:
         engine: The running engine (its root process is watched).
         bound: The most seconds to idle that pass.
+        generate: Also cancel a ``generate`` (False where the engine cannot stop one: say why).
         **options: More request options (e.g. ``extra_body={"ignore_eos": True}``).
 
     Returns:
-        What was measured.
+        What was measured for the stream.
     """
     pid = engine.launch.pid
     assert pid is not None, "the engine has no process"
-    async with engine.connect() as llm:
-        stop = await leave_and_watch(llm, pid, **options)
     name = engine.launch.adapter.name
-    print(f"\n[{name}] stream left: idle after {stop.idle_s:.2f} s ({stop.left_s:.1f} s left)")
+    async with engine.connect() as llm:
+        stop = _checked(name, "stream left", await leave_and_watch(llm, pid, **options), bound)
+        if generate:
+            cancelled = await cancel_and_watch(llm, pid, piece_s=stop.piece_s, **options)
+            _checked(name, "generate cancelled", cancelled, bound)
+    return stop
+
+
+def _checked(engine: str, what: str, stop: CancelStop, bound: float) -> CancelStop:
+    print(f"\n[{engine}] {what}: idle after {stop.idle_s:.2f} s ({stop.left_s:.1f} s left)")
     assert stop.busy_cores > 0.5, f"the engine was not generating: {stop}"
     assert stop.idle_s <= bound and stop.left_s > stop.idle_s + 1.0, stop
     return stop
