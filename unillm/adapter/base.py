@@ -117,10 +117,6 @@ class Adapter(ABC):
     #: Whether the engine can run a layout's workers on a Ray cluster itself (``ray_address=``,
     #: vLLM's ``--distributed-executor-backend ray``); elsewhere ``ray_address`` is refused.
     ray_executor: ClassVar[bool] = False
-    #: Whether the engine stops a request whose client left only when it streams (a non-streamed
-    #: one runs to its end): ``generate`` then sends its request as a stream where the stream
-    #: carries the whole answer (one choice, token counts), so a cancelled call stops the engine.
-    stops_only_streams: ClassVar[bool] = False
     #: The assistant-message field the engine reads an earlier thought from and hands to the
     #: chat template (``reasoning_content``, vLLM's ``reasoning``, Ollama's ``thinking``); None:
     #: it reads none (``replay_reasoning="field"`` is refused, the default drops the thought).
@@ -359,6 +355,20 @@ class Adapter(ABC):
             info: What discovery learnt about the engine (model, version, limits).
         """
         raise self._missing(Feature.TOKENIZE)
+
+    def abortable(self, call: HttpCall) -> tuple[HttpCall, HttpCall] | None:
+        """For an engine that runs a non-streamed request to its end after its client left: the
+        call to send instead of ``call`` (tagged with a fresh request id) and the call that stops
+        it, which the core sends when the caller gives up (cancelled, past its deadline).
+
+        Args:
+            call: A non-streamed generation call, as :meth:`build` made it.
+
+        Returns:
+            The tagged call and its abort call; None (the default): closing the connection stops
+            the request, or nothing can.
+        """
+        return None
 
     def parse_headers(self, headers: Mapping[str, str], completion: Completion[Any]) -> Completion[Any]:
         """Complete a parsed answer with what the engine sends only in response headers.

@@ -8,6 +8,7 @@ async for d in llm.stream(messages=[{"role": "user", "content": "hi"}]):
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -28,7 +29,6 @@ from unillm.client.outputs import attach_parsed
 from unillm.client.priority_gate import PriorityGate, Reserve, reserve_gate
 from unillm.client.single_flight import SingleFlight
 from unillm.client.stream import Stream
-from unillm.client.streamed_answer import join_stream, streamed_variant
 from unillm.client.transport import Pool, RetryPolicy, Timeouts, Transport, json_body
 from unillm.embeddings import (
     EmbedBatch,
@@ -51,6 +51,10 @@ if TYPE_CHECKING:
 
     from unillm.client.answer import Answer
     from unillm.client.blocking import BlockingLLM
+
+
+_log = logging.getLogger("unillm")
+ABORT_SECONDS = 2.0  # the most an abort call may take (it runs after the caller gave up)
 
 
 class LLM(AsyncClosing, Generates):
@@ -316,20 +320,18 @@ class LLM(AsyncClosing, Generates):
         return await self._send_and_parse(request)
 
     async def _send_and_parse(self, request: Request) -> Completion[Any]:
-        if self.adapter.stops_only_streams:
-            info = await self.info(timeout=request.timeout)
-            assert self._caps is not None
-            streamed = streamed_variant(self._caps, request)
-            if streamed is not None:  # a cancelled call then stops the engine too
-                stream = Stream(self, streamed)
-                completion = await join_stream(stream, stream._run(), self.engine, info)
-                if request.output is not None:
-                    attach_parsed(completion, request.output, self.engine)
-                return completion
         info, call = await self._prepare(request)
+        tagged = self.adapter.abortable(call)
+        if tagged is not None:
+            call = tagged[0]
         started = time.perf_counter()  # the caller's view: a wait for the reserve counts
         async with self._slot(request):
-            response = await self._transport.send(call, request.timeout)
+            try:
+                response = await self._transport.send(call, request.timeout)
+            except BaseException:  # no answer (cancelled, timed out): the engine may run on
+                if tagged is not None:
+                    await self._abort(tagged[1])
+                raise
         if response.status_code >= 400:
             raise self._error(response, request)
         completion = parse_answer(self.adapter, json_body(response, self.engine), request, info, call)
@@ -340,6 +342,19 @@ class LLM(AsyncClosing, Generates):
         if request.output is not None:
             attach_parsed(completion, request.output, self.engine)
         return completion
+
+    async def _abort(self, call: HttpCall) -> None:
+        """Send an adapter's abort call, shielded from the caller's cancel and bounded; a failed
+        abort is logged (the caller's own error is what it sees)."""
+        failure = f"took over {ABORT_SECONDS:g} s"
+        with anyio.CancelScope(shield=True), anyio.move_on_after(ABORT_SECONDS):
+            try:  # best effort: the caller's error goes on whatever happens here
+                answer = await self._transport.send(call, ABORT_SECONDS)
+                failure = f"was answered {answer.status_code}" if answer.status_code >= 400 else ""
+            except Exception as e:
+                failure = f"failed ({type(e).__name__})"
+        if failure:
+            _log.info("%s: the abort of a request its caller gave up %s", self.engine, failure)
 
     def _open_stream(self, request: Request) -> Stream:
         return Stream(self, request)

@@ -12,6 +12,5 @@ pytestmark = [pytest.mark.anyio, pytest.mark.engine]
 
 
 async def test_a_stream_left_early_stops_generating_on_llamacpp(llamacpp_server: RunningEngine) -> None:
-    # llama-cpp-python's server runs a non-streamed request to its end, and its streams count no
-    # tokens, so generate cannot go as a stream without losing usage: see the fleets guide
+    # llama-cpp-python's server runs a non-streamed request to its end and has no abort call
     await check_cancel_stops(llamacpp_server, generate=False)

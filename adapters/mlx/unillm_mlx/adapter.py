@@ -92,7 +92,6 @@ class MLXAdapter(RuntimeLoraEndpoints, TokenizeEndpoint, OpenAICompatAdapter):
     name = "mlx"
     display_name = "MLX"
     engine_module = "mlx_lm"
-    stops_only_streams = True  # mlx_lm.server notices a gone client only while it streams
     thinking_options = ("thinking",)  # chat_template_kwargs / request fields
     #: in process and mlx_lm.server hand a message's keys to the chat template as they are; Qwen3's
     #: and DeepSeek's templates read this one

@@ -1,6 +1,7 @@
 """A stream left early, and a cancelled ``generate``, stop generating on real SGLang-CPU (issue 33,
-item 3; read from the engine's CPU by ``unillm.testing.engines.check_cancel_stops``). The engine
-stops only streams: unillm sends ``generate`` as one (``Adapter.stops_only_streams``)."""
+item 3; read from the engine's CPU and its generated-tokens counter by
+``unillm.testing.engines.check_cancel_stops``). SGLang notices a non-streamed request's gone client
+only every few seconds: unillm tags the request with an id and aborts it (``/abort_request``)."""
 
 from __future__ import annotations
 

@@ -594,3 +594,23 @@ def test_a_native_cached_count_that_is_no_count_is_malformed_response(count: Any
         NATIVE.parse({"text": "a", "meta_info": meta}, prompt_request(), INFO)
     with pytest.raises(MalformedResponse, match="cached_tokens"):
         NativeStreamDecoder("sglang").feed(json.dumps({"text": "a", "meta_info": meta}))
+
+
+# -- aborting a non-streamed request its caller gave up --------------------------------------
+@pytest.mark.parametrize("adapter", [OPENAI, NATIVE], ids=["openai", "native"])
+def test_a_non_streamed_call_is_tagged_with_an_id_its_abort_names(adapter: SGLangAdapter) -> None:
+    tagged = adapter.abortable(call_of(prompt_request(max_tokens=4), adapter))
+    assert tagged is not None
+    call, abort = tagged
+    assert call.json is not None and isinstance(call.json["rid"], str) and len(call.json["rid"]) == 32
+    assert abort == HttpCall("POST", "/abort_request", {"rid": call.json["rid"]})
+    again = adapter.abortable(call_of(prompt_request(max_tokens=4), adapter))
+    assert again is not None and again[1] != abort  # a fresh id per request
+
+
+def test_the_callers_own_id_is_kept_and_what_one_id_cannot_stop_is_not_tagged() -> None:
+    own = OPENAI.abortable(call_of(prompt_request(extra_body={"rid": "mine"}), OPENAI))
+    assert own is not None and own[1].json == {"rid": "mine"}
+    assert OPENAI.abortable(call_of(prompt_request(stream=True), OPENAI)) is None  # leaving it stops it
+    for adapter in (OPENAI, NATIVE):  # SGLang gives each sample an id of its own
+        assert adapter.abortable(call_of(prompt_request(n=2), adapter)) is None

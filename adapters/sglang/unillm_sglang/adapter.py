@@ -23,6 +23,7 @@ real request, like every engine.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -96,6 +97,7 @@ ApiChoice = Literal["auto", "openai", "native"]
 #: ``unillm setup sglang`` on a GPU machine: since 0.5 the plain package is the full CUDA runtime
 #: (sglang-kernel, flashinfer, ...); its ``[all]`` extra only adds diffusion and tracing.
 GPU_PACKAGES = ("sglang",)
+ABORT_PATH = "/abort_request"  # {"rid": ...} stops that request (its http_server.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +129,6 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
     # The server runtime's kernel package: ``sglang`` alone may be the frontend-only install (the
     # DSL extra), which cannot serve, and finding ``sglang.srt`` would import all of torch.
     engine_module = "sgl_kernel"
-    stops_only_streams = True  # a non-streamed request's gone client is noticed only every 4 s
     reasoning_parsers = REASONING_PARSERS  # --reasoning-parser NAME
     takes_tool_parser = True  # --tool-call-parser NAME
     missing_lora_routes = (
@@ -356,6 +357,19 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
         if request.extra_body:
             body.update(request.extra_body)
         return HttpCall(call.method, call.path, body, call.stream)
+
+    def abortable(self, call: HttpCall) -> tuple[HttpCall, HttpCall] | None:
+        """A non-streamed request tagged with a request id (``rid``; the caller's own if it set
+        one), and ``POST /abort_request`` for it: SGLang notices a non-streamed request's gone
+        client only every few seconds. Not for n > 1 (SGLang aborts each sample by its own id)."""
+        body = call.json
+        if call.stream or body is None:
+            return None
+        samples = body.get("sampling_params", {}).get("n") if call.path == GENERATE_PATH else body.get("n")
+        rid = body.get("rid", uuid.uuid4().hex)
+        if samples not in (None, 1) or not isinstance(rid, str):
+            return None
+        return replace(call, json={**body, "rid": rid}), HttpCall("POST", ABORT_PATH, {"rid": rid})
 
     def _checked_schema(self, schema: Mapping[str, Any], info: EngineInfo) -> Mapping[str, Any]:
         """``schema`` as the grammar backend can honour it (exactly rewritten for xgrammar, its
