@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pytest
 
+from unillm.errors import InvalidOptions
 from unillm.results import RouteDecision
 from unillm.semantic import Route, RouteSet, Scoring, SemanticRouter, evaluate
 from unillm.semantic import decide as decide_module
@@ -165,20 +166,49 @@ def test_folds_are_stratified_and_every_row_is_held_out_once() -> None:
 
 
 # -- calibration ---------------------------------------------------------------------------
-async def test_calibration_learns_the_samples_and_out_of_scope_ones_as_the_default_route() -> None:
+async def test_calibration_learns_the_samples_and_fits_the_cut_to_the_out_of_scope_ones() -> None:
     vectors, routes, samples = _elongated(12)
     nowhere = [Sample(text=f"nowhere {i}", route="other") for i in range(40)]
-    fit = samples[::2] + nowhere[::2]
+    fit, held = samples[::2] + nowhere[::2], samples[1::2] + nowhere[1::2]
     router = SemanticRouter(routes, embedder=Table(vectors, "learn"), default="other")
+    before = await _balanced(router, held)
     report = await router.calibrate(fit)
     assert report.after > report.before and report.scoring.head == "probe"
     fitted = {r.name: r for r in await router.fitted_routes()}
-    assert "nowhere 0" in fitted["other"].utterances and "alpha probe 0" in fitted["alpha"].utterances
+    assert "alpha probe 0" in fitted["alpha"].utterances
+    # the default route has no examples: what belongs to no route teaches the cut, not the probe
+    assert fitted["other"].utterances == () and report.threshold is not None
     assert report.balanced  # in- and out-of-scope samples: the cut weighs both kinds equally
-    right = [(await router.route(s.text)).route == s.route for s in samples[1::2]]
-    assert sum(right) / len(right) > 0.8
-    outside = [(await router.route(s.text)).route for s in nowhere[1::2]]
-    assert outside.count("other") >= 10  # none before calibration: nothing was rejected
+    in_scope, refused = await _balanced(router, held)
+    assert refused >= 0.5 and before[1] == 0.0  # nothing was rejected before calibration
+    assert (in_scope + refused) / 2 > sum(before) / 2 + 0.2 and in_scope > 0.7
+
+
+async def test_a_recall_asked_for_refuses_more_of_what_belongs_to_no_route() -> None:
+    vectors, routes, samples = _elongated(12)
+    nowhere = [Sample(text=f"nowhere {i}", route="other") for i in range(40)]
+    fit, held = samples[::2] + nowhere[::2], samples[1::2] + nowhere[1::2]
+    shares = []
+    for recall in (None, 1.0):
+        router = SemanticRouter(routes, embedder=Table(vectors, "learn"), default="other")
+        await router.calibrate(fit, out_of_scope_recall=recall)
+        shares.append(await _balanced(router, held))
+    (in_scope, refused), (strict_in_scope, strict_refused) = shares
+    assert strict_refused > refused and strict_refused >= 0.9 and strict_in_scope < in_scope
+    router = SemanticRouter(routes, embedder=Table(vectors, "learn"), default="other")
+    for bad in (0.0, 1.5, True):
+        with pytest.raises(InvalidOptions, match="out_of_scope_recall"):
+            await router.calibrate(fit, out_of_scope_recall=bad)
+    with pytest.raises(InvalidOptions, match="needs out-of-scope samples"):
+        await router.calibrate(samples, out_of_scope_recall=0.9)
+
+
+async def _balanced(router: SemanticRouter, held: list[Sample]) -> tuple[float, float]:
+    """The share of in-scope samples routed right, and of out-of-scope ones refused."""
+    right = [(await router.route(s.text)).route == s.route for s in held]
+    inside = [r for r, s in zip(right, held, strict=True) if s.route != "other"]
+    outside = [r for r, s in zip(right, held, strict=True) if s.route == "other"]
+    return sum(inside) / len(inside), sum(outside) / len(outside)
 
 
 # -- the warning ---------------------------------------------------------------------------

@@ -102,6 +102,15 @@ def test_balanced_weights_give_out_of_scope_samples_as_much_say_as_the_others() 
     assert (balanced_weights(np.zeros(3, dtype=bool)) == 1).all()
 
 
+def test_a_recall_asked_for_moves_the_cut_to_refuse_that_share_of_the_outside() -> None:
+    scores = np.array([0.5, 0.55, 0.6, 0.65, 0.7, 0.8, 0.85, 0.9])  # as above
+    outside = np.array([False, False, True, False, True, False, False, False])
+    half, _ = best_accuracy_cut(scores, ~outside, outside, min_refused=0.5)
+    assert 0.6 < half < 0.65  # refuses the 0.6 outsider, the fewest in-scope with it
+    whole, accuracy = best_accuracy_cut(scores, ~outside, outside, min_refused=1.0)
+    assert 0.7 < whole < 0.8 and accuracy == pytest.approx(5 / 8)
+
+
 def test_without_rivals_the_threshold_keeps_nine_in_ten_own_scores() -> None:
     own = np.linspace(0.0, 1.0, 11)
     assert fitted_threshold([own], [], fallback=0.4) == pytest.approx(0.1)

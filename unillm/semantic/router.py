@@ -177,7 +177,7 @@ class SemanticRouter:
             for r in self.routes.routes
         ]
 
-    async def calibrate(self, samples: Sequence[Any]) -> Any:
+    async def calibrate(self, samples: Sequence[Any], *, out_of_scope_recall: float | None = None) -> Any:
         """Fit the scoring weights and the thresholds to labelled prompts; report before and after.
 
         Tries a grid of :class:`Scoring` weights and, for each, the threshold (shared by the
@@ -185,22 +185,30 @@ class SemanticRouter:
         the default route (or None without one) teach it what belongs to no route. The router
         keeps the best; :meth:`fitted_routes` and ``router.scoring`` are what to save.
 
+            await router.calibrate(samples)                            # the best balanced accuracy
+            await router.calibrate(samples, out_of_scope_recall=0.9)   # refuse 90% of out-of-scope
+
         Args:
             samples: Labelled samples (``unillm.semantic.evaluation.Sample``, e.g. from load_samples).
+            out_of_scope_recall: Refuse at least this share (0-1) of the out-of-scope samples
+                (held out where the head learns from them), routing the most in-scope ones right
+                otherwise; None: the cut with the best balanced accuracy.
 
         Returns:
             A :class:`~unillm.semantic.calibration.Calibration`: accuracy before and after, the choices.
 
         Raises:
-            InvalidOptions: No samples, or a label that is not one of the routes.
+            InvalidOptions: No samples, a label that is not one of the routes, or a recall
+                outside (0, 1] or without out-of-scope samples.
         """
-        from unillm.semantic.calibration import calibrate, check_labels
+        from unillm.semantic.calibration import calibrate, check_labels, check_recall
 
         check_labels(self, samples)
+        check_recall(self, samples, out_of_scope_recall)
         texts = [routing_text(s.text, s.messages, self.text) for s in samples]
         queries = await embed_cached(self.embedder, texts)
         vectors = await embed_cached(self.embedder, index_texts(self.routes.embedding_signals()))
-        return await calibrate(self, samples, texts, queries, vectors)
+        return await calibrate(self, samples, texts, queries, vectors, recall=out_of_scope_recall)
 
     def rescore(self, scoring: Scoring, thresholds: Mapping[str, float] | None = None) -> None:
         """Use other scoring weights (and fitted thresholds) from now on; vectors are not re-embedded.

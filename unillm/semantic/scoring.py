@@ -96,7 +96,12 @@ def best_cut(own: Vector, rivals: Vector) -> float:
 
 
 def best_accuracy_cut(
-    scores: Vector, right_if_kept: Vector, right_if_refused: Vector, weights: Vector | None = None
+    scores: Vector,
+    right_if_kept: Vector,
+    right_if_refused: Vector,
+    weights: Vector | None = None,
+    *,
+    min_refused: float | None = None,
 ) -> tuple[float, float]:
     """The cut on ``scores`` with the most right answers, and that accuracy.
 
@@ -109,6 +114,8 @@ def best_accuracy_cut(
         right_if_refused: Whether each sample is right when it falls back.
         weights: What each sample's right answer counts (None: 1 each); the accuracy is the
             weighted share.
+        min_refused: The least share of the samples right only when refused (out of scope) that
+            the cut must refuse; None: any.
 
     Returns:
         The cut and the (weighted) accuracy there.
@@ -127,6 +134,11 @@ def best_accuracy_cut(
     right = np.concatenate([[0.0], np.cumsum(refused)]) + np.concatenate([np.cumsum(kept[::-1])[::-1], [0.0]])
     edges = np.concatenate([[s[0] - 0.01], (s[1:] + s[:-1]) / 2, [s[-1] + 0.01]])
     valid = np.concatenate([[True], s[1:] > s[:-1], [True]])  # no cut between equal scores
+    if min_refused is not None:
+        outside = (np.asarray(right_if_refused, dtype=bool) & ~np.asarray(right_if_kept, dtype=bool))[order]
+        outside = outside.astype(float)
+        refused_share = np.concatenate([[0.0], np.cumsum(outside)]) / max(outside.sum(), 1.0)
+        valid &= refused_share >= min_refused - 1e-9
     right = np.where(valid, right, -1.0)
     i = int(np.argmax(right))
     return float(edges[i]), float(right[i] / weight.sum())
