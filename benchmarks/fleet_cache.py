@@ -161,7 +161,7 @@ async def replay(
     plain = workload(args, tokenizer, session_key=False).requests()
     keyed = workload(args, tokenizer, session_key=True).requests()
     options: dict[str, Any] = {"temperature": 0, "extra_body": {"ignore_eos": True}}
-    names = [*FLEET_POLICIES, *routers]
+    names = [*(p for p in FLEET_POLICIES if p in args.policies), *routers]
     per: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     try:
         for r in range(args.rounds):
@@ -238,6 +238,12 @@ async def on_engines(args: argparse.Namespace) -> tuple[dict[str, list[dict[str,
         "vllm", tiny, workdir, served_name="tiny", prefix_caching=True, max_num_seqs=args.concurrency
     )
     settings["env"] = {**settings.get("env", {}), "VLLM_SERVER_DEV_MODE": "1"}  # /reset_prefix_cache
+    if args.kv_blocks is not None:  # a small cache: the prefixes compete for it, as on a busy GPU
+        settings["extra_args"] = [
+            *settings.get("extra_args", ()),
+            "--num-gpu-blocks-override",
+            str(args.kv_blocks),
+        ]
     cores = os.cpu_count() or 1
     binds = [{"VLLM_CPU_OMP_THREADS_BIND": str(i % cores)} for i in range(2)]
     run = FleetLaunch("vllm", unillm.LaunchSpec(**settings), replicas=2, log_dir=workdir, replica_env=binds)
@@ -290,7 +296,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--system-prompts", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=4, help="sessions in flight at once")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-save", action="store_true", help=f"do not write {RESULT.name}")
+    parser.add_argument(
+        "--policies",
+        type=lambda v: tuple(v.split(",")),
+        default=FLEET_POLICIES,
+        help=f"client-side policies to replay (default: {','.join(FLEET_POLICIES)})",
+    )
+    parser.add_argument(
+        "--kv-blocks",
+        type=int,
+        help="KV-cache blocks per replica (vLLM --num-gpu-blocks-override; default: the recipe's)",
+    )
+    parser.add_argument(
+        "--no-save",
+        action="store_true",
+        help=f"do not write {RESULT.name} (fleet_cache_kvN.json with --kv-blocks)",
+    )
     args = parser.parse_args(argv)
 
     skipped: dict[str, str] = {}
@@ -327,10 +348,12 @@ def main(argv: list[str] | None = None) -> int:
         "kv_events": KV_EVENTS,
         "workload": workload(args, None, session_key=False).model_dump(exclude={"tokenizer"}),
         "concurrency": args.concurrency,
+        "kv_blocks": args.kv_blocks,
         "look_alike": args.look_alike,
     }
     if not args.look_alike and not args.no_save:
-        RESULT.write_text(json.dumps(out, indent=1) + "\n")
+        path = RESULT if args.kv_blocks is None else RESULT.with_name(f"fleet_cache_kv{args.kv_blocks}.json")
+        path.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out, separators=(",", ":")))
     return 0
 
