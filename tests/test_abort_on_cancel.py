@@ -1,10 +1,12 @@
 """A ``generate`` its caller gave up is aborted on an engine that needs to be told
 (``Adapter.abortable``: SGLang's ``/abort_request``; issue 33, item 3): cancelled or past its
-deadline, the client sends the abort for the request's own id, shielded from the cancel; an answered
-request sends none; a failed abort never replaces the caller's own error."""
+deadline or its read timeout, the client sends the abort for the request's own id, shielded from the
+cancel; an answered request, or one that never reached the engine, sends none; a failed abort never
+replaces the caller's own error."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -60,6 +62,32 @@ async def test_a_generate_past_its_deadline_is_aborted(server: FaultServer) -> N
         with pytest.raises(unillm.DeadlineExceeded):
             await llm.generate("hi", max_tokens=8, deadline=0.3)
     assert [r.body for r in server.seen(ABORT)] == [{"rid": "r1"}]
+
+
+async def test_a_generate_past_its_read_timeout_is_aborted(server: FaultServer) -> None:
+    server.stall()
+    async with connect(server) as llm:
+        with pytest.raises(unillm.EngineTimeout):
+            await llm.generate("hi", max_tokens=8, timeout=0.3)
+    assert [r.body for r in server.seen(ABORT)] == [{"rid": "r1"}]
+
+
+async def test_a_request_that_never_reached_the_engine_sends_no_abort(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    aborts: list[HttpCall] = []
+
+    async def spy(self: unillm.LLM, call: HttpCall) -> None:
+        aborts.append(call)
+
+    monkeypatch.setattr(unillm.LLM, "_abort", spy)
+    async with contextlib.AsyncExitStack() as stack:
+        with FaultServer(model="tiny") as replica:
+            llm = await stack.enter_async_context(connect(replica))
+            await llm.info()  # discovered; then the replica goes away
+        with pytest.raises(unillm.EngineUnavailable):
+            await llm.generate("hi", max_tokens=8)
+    assert aborts == []  # a dead replica's failover is not held up by an abort
 
 
 async def test_an_answered_generate_sends_no_abort(server: FaultServer) -> None:

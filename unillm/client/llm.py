@@ -328,7 +328,7 @@ class LLM(AsyncClosing, Generates):
         async with self._slot(request):
             try:
                 response = await self._transport.send(call, request.timeout)
-            except BaseException:  # no answer (cancelled, timed out): the engine may run on
+            except (anyio.get_cancelled_exc_class(), EngineTimeout):  # sent, unanswered: it may run on
                 if tagged is not None:
                     await self._abort(tagged[1])
                 raise
