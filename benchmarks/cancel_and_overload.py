@@ -53,6 +53,7 @@ import unillm
 from unillm import RetryPolicy
 from unillm.errors import EngineError, UnillmError
 from unillm.launching.fleet_launch import router_launch
+from unillm.launching.supervisor import ClientSettings
 from unillm.testing.engines import cpu_launch_settings, held_requests, peak_held
 from unillm.testing.tiny_model import build_tiny_model
 
@@ -244,7 +245,7 @@ async def cancels(
     spec = unillm.LaunchSpec(model="tiny", served_name="tiny", api_key=run.spec.api_key)
     try:
         async with router_launch(
-            "vllm", "vllm-router", [url], spec=spec, log_dir=workdir, retry=ONE
+            "vllm", "vllm-router", [url], spec=spec, log_dir=workdir, client=ClientSettings(retry=ONE)
         ) as routed:
             cancel["vllm-router"] = await storm(direct, routed, args.storm, rng)
     except UnillmError as e:  # a measurement: say what failed, measure the rest

@@ -145,7 +145,7 @@ def test_pool_limits_can_be_set_from_connect_launch_and_config(tmp_path: Path) -
     pool = Pool(max_connections=8, wait=2.5, max_keepalive=4)
     assert unillm.connect("vllm", "http://127.0.0.1:9", pool=pool)._pool == pool
     launch = unillm.launch("vllm", model="m", python=sys.executable, progress=None, pool=pool)
-    assert launch._connect["pool"] == pool
+    assert launch._connect.pool == pool
     config = {
         "engine": "vllm",
         "base_url": "http://127.0.0.1:9",

@@ -70,7 +70,7 @@ def test_keyword_overrides_win_and_merge_into_tables(config_file: Path) -> None:
     assert isinstance(launch, Launch)
     assert launch.adapter.name == "mlx" and launch.spec.in_process is False
     assert launch.spec.model == "/models/small"
-    assert dict(launch._connect["defaults"]) == {"max_tokens": 8, "top_k": 5}  # type: ignore[arg-type]
+    assert dict(launch._connect.defaults or {}) == {"max_tokens": 8, "top_k": 5}
 
 
 def test_overrides_win_over_the_environment(config_file: Path) -> None:

@@ -248,14 +248,14 @@ def test_launches_hand_the_reserve_to_their_clients_with_the_engines_capacity() 
     reserve = unillm.Reserve(slots=2)
     common: dict[str, Any] = {"model": "m", "python": sys.executable, "progress": None, "max_num_seqs": 8}
     one = unillm.launch("vllm", reserve=reserve, **common)
-    assert isinstance(one, unillm.Launch) and one._connect["reserve"] == Reserve(2, 0, 8)
+    assert isinstance(one, unillm.Launch) and one._connect.reserve == Reserve(2, 0, 8)
     two = unillm.launch("vllm", replicas=2, reserve=reserve, **common)
     assert isinstance(two, unillm.FleetLaunch)
-    assert [e._connect["reserve"] for e in two.engines] == [Reserve(2, 0, 8)] * 2
+    assert [e._connect.reserve for e in two.engines] == [Reserve(2, 0, 8)] * 2
     routed = unillm.launch("vllm", replicas=2, router="vllm-router", reserve=reserve, **common)
     assert isinstance(routed, unillm.FleetLaunch) and routed.router is not None
-    assert routed.router._connect["reserve"] == Reserve(2, 0, 16)  # both engines' slots
-    assert [e._connect["reserve"] for e in routed.engines] == [None, None]
+    assert routed.router._connect.reserve == Reserve(2, 0, 16)  # both engines' slots
+    assert [e._connect.reserve for e in routed.engines] == [None, None]
 
 
 def test_a_config_takes_a_reserve_table(server: FaultServer) -> None:

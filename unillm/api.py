@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, overload
-
-from typing_extensions import NotRequired
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypedDict, overload
 
 from unillm.adapter.launch_spec import Disaggregation, LaunchSpec, build_spec
 from unillm.client.llm import LLM
@@ -26,7 +24,7 @@ if TYPE_CHECKING:
     from unillm.launching.fleet_launch import FleetLaunch
     from unillm.launching.ray_cluster import RayLaunch
     from unillm.launching.ray_plan import Ray
-    from unillm.launching.supervisor import Launch, LaunchProgress, ProgressHook
+    from unillm.launching.supervisor import ClientSettings, Launch, LaunchProgress, ProgressHook
 
 
 def print_progress(progress: LaunchProgress) -> None:
@@ -271,28 +269,33 @@ def launch(
     Raises:
         InvalidOptions: A setting the spec refuses, ``log_path`` with several processes, a bad reserve.
     """
+    from unillm.launching.supervisor import ClientSettings
+
     full = build_spec(spec, settings)
-    client = _LaunchArgs(progress=progress, defaults=defaults, timeouts=timeouts, retry=retry, pool=pool)
-    client["reserve"] = reserve
-    return _start(
-        engine, full, client, replicas, router, policy, disaggregation, replica_env, cluster, log_path
-    )
+    client = ClientSettings(defaults=defaults, timeouts=timeouts, retry=retry, pool=pool, reserve=reserve)
+    layout = _Layout(replicas, router, policy, disaggregation, replica_env, cluster, log_path)
+    return _start(engine, full, progress, client, layout)
+
+
+class _Layout(NamedTuple):
+    """What ``launch`` starts besides the engine's own settings: how many, behind what, where."""
+
+    replicas: int
+    router: str | None
+    policy: Policy
+    disaggregation: Disaggregation | None
+    replica_env: Sequence[Mapping[str, str]]
+    cluster: Ray | None
+    log_path: Path | None
 
 
 def _start(
-    engine: str,
-    spec: LaunchSpec,
-    client: _LaunchArgs,
-    replicas: int,
-    router: str | None,
-    policy: Policy,
-    disaggregation: Disaggregation | None,
-    replica_env: Sequence[Mapping[str, str]],
-    cluster: Ray | None,
-    log_path: Path | None,
+    engine: str, spec: LaunchSpec, progress: ProgressHook | None, client: ClientSettings, layout: _Layout
 ) -> Launch | FleetLaunch | RayLaunch:
     """The launch these settings ask for: replicas on a Ray cluster, one engine, or a fleet."""
     from unillm.launching.supervisor import Launch
+
+    replicas, router, policy, disaggregation, replica_env, cluster, log_path = layout
 
     if cluster is not None:
         from unillm.launching.ray_cluster import RayLaunch
@@ -302,9 +305,11 @@ def _start(
                 "a Ray launch places replicas with client-side routing: router=, disaggregation=, "
                 "replica_env= and log_path= do not apply (each node keeps its engine's log)"
             )
-        return RayLaunch(engine, spec, cluster=cluster, replicas=replicas, policy=policy, **client)
+        return RayLaunch(
+            engine, spec, cluster=cluster, replicas=replicas, policy=policy, progress=progress, client=client
+        )
     if replicas == 1 and router is None and disaggregation is None and not replica_env:
-        return Launch(engine, spec, log_path=log_path, **client)
+        return Launch(engine, spec, log_path=log_path, progress=progress, client=client)
     from unillm.launching.fleet_launch import FleetLaunch
 
     if log_path is not None:
@@ -320,16 +325,6 @@ def _start(
         policy=policy,
         disaggregation=disaggregation,
         replica_env=replica_env,
-        **client,
+        progress=progress,
+        client=client,
     )
-
-
-class _LaunchArgs(TypedDict):
-    """What ``launch`` passes alike to every kind of launch: progress and the client's settings."""
-
-    progress: ProgressHook | None
-    defaults: Options | None
-    timeouts: Timeouts
-    retry: RetryPolicy
-    pool: Pool
-    reserve: NotRequired[Reserve | None]

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
@@ -32,14 +33,12 @@ from unillm.adapter.base import Adapter
 from unillm.adapter.launch_spec import Disaggregation, LaunchCommand, LaunchSpec, PDRole, TransferBackend
 from unillm.adapter.registry import get_adapter
 from unillm.client.priority_gate import Reserve
-from unillm.client.transport import Pool, RetryPolicy, Timeouts
 from unillm.errors import InvalidOptions, LaunchError, UnsupportedFeature
 from unillm.fleet.picker import Policy
 from unillm.launching.lifecycle import Stoppable
 from unillm.launching.ports import free_port
 from unillm.launching.routers import PrefillWorker, RouterSpec, RouterTool, get_router
-from unillm.launching.supervisor import Launch, ProgressHook, new_api_key, print_progress
-from unillm.options import Options
+from unillm.launching.supervisor import ClientSettings, Launch, ProgressHook, new_api_key, print_progress
 
 if TYPE_CHECKING:
     from unillm.client.llm import LLM
@@ -65,11 +64,7 @@ class FleetLaunch(Stoppable):
         router_python: The interpreter that has the router; None: its managed env (``unillm setup``).
         replica_env: Extra environment per engine, one mapping per replica, in order.
         progress: Called with each launch step; None is silent.
-        defaults: Options applied to every request, overridden per call.
-        timeouts: Connect/read/pool limits in seconds for the connected client.
-        retry: How the connected client retries overloads and dropped connections.
-        pool: Connection-pool sizes for the connected client.
-        reserve: Engine slots the connected client keeps free for urgent requests, per engine
+        client: How the connected client talks to the engines; its reserve counts per engine
             (behind a router: its capacity defaults to every decoding engine's ``max_num_seqs``).
         log_dir: The folder for one log per process; None: the temp folder.
 
@@ -90,11 +85,7 @@ class FleetLaunch(Stoppable):
         replica_env: Sequence[Mapping[str, str]] = (),
         progress: ProgressHook | None = print_progress,
         log_dir: Path | None = None,
-        defaults: Options | None = None,
-        timeouts: Timeouts = Timeouts(),
-        retry: RetryPolicy = RetryPolicy(),
-        pool: Pool = Pool(),
-        reserve: Reserve | None = None,
+        client: ClientSettings = ClientSettings(),
     ) -> None:
         self.adapter = get_adapter(engine) if isinstance(engine, str) else engine
         _check_layout(spec, replicas, router, disaggregation)
@@ -104,13 +95,7 @@ class FleetLaunch(Stoppable):
         if self.tool is not None:
             self.tool.policy(policy)  # refuse a policy the router lacks before anything starts
         self.log_dir = log_dir or Path(tempfile.gettempdir())
-        self._connect: dict[str, Any] = {
-            "defaults": defaults,
-            "timeouts": timeouts,
-            "retry": retry,
-            "pool": pool,
-        }
-        self._reserve = reserve  # the client's: each engine's, or (with a router) the router's
+        self._client = client  # its reserve: each engine's, or (with a router) the router's
         self._progress = progress
         if spec.api_key == "auto":  # one key for every engine (and the router in front)
             spec = spec.model_copy(update={"api_key": new_api_key()})
@@ -129,8 +114,7 @@ class FleetLaunch(Stoppable):
                 self.adapter,
                 spec.model_copy(update={"port": port, "pd": role, "env": env}),
                 progress=progress,
-                **self._connect,
-                reserve=None if router is not None else reserve,
+                client=replace(client, reserve=None) if router is not None else client,
                 log_path=self.log_dir / f"unillm-{self.adapter.name}-{port}.log",
             )
             for port, role, env in zip(ports, self.roles, envs, strict=True)
@@ -184,16 +168,16 @@ class FleetLaunch(Stoppable):
             router_python=router_python,
             progress=self._progress,
             log_dir=self.log_dir,
-            reserve=self._router_reserve(len(decode) or len(urls)),
-            **self._connect,
+            client=replace(self._client, reserve=self._router_reserve(len(decode) or len(urls))),
         )
 
     def _router_reserve(self, decoders: int) -> Reserve | None:
         """The reserve of the client pointed at the router: the decoding engines' slots together."""
         per_engine = self.spec.max_num_seqs
-        if self._reserve is None or not isinstance(self._reserve, Reserve) or per_engine is None:
-            return self._reserve
-        return self._reserve.for_engine(per_engine * decoders)
+        reserve = self._client.reserve
+        if reserve is None or not isinstance(reserve, Reserve) or per_engine is None:
+            return reserve
+        return reserve.for_engine(per_engine * decoders)
 
     # -- lifecycle --------------------------------------------------------------------------
     async def __aenter__(self) -> Fleet | LLM:
@@ -259,7 +243,7 @@ def router_launch(
     router_python: str | None = None,
     progress: ProgressHook | None = print_progress,
     log_dir: Path | None = None,
-    **connect: Any,
+    client: ClientSettings = ClientSettings(),
 ) -> Launch:
     """A router in front of engines that already run; ``async with`` gives an LLM pointed at it.
 
@@ -296,7 +280,7 @@ def router_launch(
         name=tool.name,
         progress=progress,
         log_path=log_dir / f"unillm-{tool.name}-{port}.log",
-        **connect,
+        client=client,
     )
 
 

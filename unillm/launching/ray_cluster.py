@@ -22,6 +22,7 @@ import functools
 import secrets
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -31,14 +32,13 @@ import anyio.to_thread
 from unillm.adapter.base import Adapter
 from unillm.adapter.launch_spec import LaunchCommand, LaunchSpec
 from unillm.adapter.registry import get_adapter
-from unillm.client.priority_gate import Reserve
-from unillm.client.transport import Pool, RetryPolicy, Timeouts
 from unillm.errors import InvalidOptions, LaunchError, UnillmError, UnsupportedFeature
 from unillm.fleet.picker import Policy
 from unillm.launching.lifecycle import Stoppable
 from unillm.launching.ray_plan import Ray, RayPlan, ray_plan
 from unillm.launching.ray_replica import ReplicaFailed, ReplicaHost, ReplicaReady
 from unillm.launching.supervisor import (
+    ClientSettings,
     Launch,
     LaunchProgress,
     ProgressHook,
@@ -46,7 +46,6 @@ from unillm.launching.supervisor import (
     new_api_key,
     print_progress,
 )
-from unillm.options import Options
 
 if TYPE_CHECKING:
     from unillm.client.llm import LLM
@@ -92,12 +91,8 @@ class RayLaunch(Stoppable):
         replicas: How many engines.
         policy: How the fleet picks an engine per request.
         progress: Called with each launch step; None is silent.
-        defaults: Options applied to every request, overridden per call.
-        timeouts: Connect/read/pool limits in seconds for the connected client.
-        retry: How the connected client retries overloads and dropped connections.
-        pool: Connection-pool sizes for the connected client.
-        reserve: Engine slots the connected client keeps free for urgent requests, per engine;
-            its capacity defaults to the spec's ``max_num_seqs``.
+        client: How the connected client talks to the engines; its reserve counts per engine,
+            its capacity defaulting to the spec's ``max_num_seqs``.
 
     Raises:
         InvalidOptions: Settings a Ray launch cannot honour (in_process, nodes=, pd=).
@@ -112,11 +107,7 @@ class RayLaunch(Stoppable):
         replicas: int = 1,
         policy: Policy = "round_robin",
         progress: ProgressHook | None = print_progress,
-        defaults: Options | None = None,
-        timeouts: Timeouts = Timeouts(),
-        retry: RetryPolicy = RetryPolicy(),
-        pool: Pool = Pool(),
-        reserve: Reserve | None = None,
+        client: ClientSettings = ClientSettings(),
     ) -> None:
         self.adapter = get_adapter(engine) if isinstance(engine, str) else engine
         if not isinstance(cluster, Ray):
@@ -144,13 +135,7 @@ class RayLaunch(Stoppable):
         self.commands()  # refuse what the engine's launch refuses, before the cluster is touched
         self._progress = progress
         self._t0 = time.monotonic()
-        self._connect: dict[str, Any] = {
-            "defaults": defaults,
-            "timeouts": timeouts,
-            "retry": retry,
-            "pool": pool,
-            "reserve": launched_reserve(reserve, spec, self.adapter.name),
-        }
+        self._connect = replace(client, reserve=launched_reserve(client.reserve, spec, self.adapter.name))
         self._ray: ModuleType | None = None
         self._owns_ray = False
         self._group: Any = None
@@ -329,7 +314,7 @@ class RayLaunch(Stoppable):
                 ready.url,
                 model=ready.spec.served_name,
                 api_key=ready.spec.key(),
-                **self._connect,
+                **self._connect.llm_kwargs(),
             )
             llm.takes_images = ready.takes_images
             llm.diagnose = self._diagnosis(i)

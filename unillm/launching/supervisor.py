@@ -26,9 +26,9 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import httpx
@@ -193,14 +193,29 @@ def check_launch_features(adapter: Adapter, spec: LaunchSpec) -> None:
                 caps.require(feature)
 
 
-class _ConnectSettings(TypedDict):
-    """How a launch's client connects: the ``LLM`` keyword arguments a ``Launch`` passes on."""
+@dataclass(frozen=True)
+class ClientSettings:
+    """How a launch's connected client talks to what it started: the ``LLM`` settings a launch
+    passes on (:func:`unillm.launch` builds it from its keyword arguments).
 
-    defaults: Options | None
-    timeouts: Timeouts
-    retry: RetryPolicy
-    pool: Pool
-    reserve: Reserve | None
+    Args:
+        defaults: Options applied to every request, overridden per call.
+        timeouts: Connect/read/pool limits in seconds.
+        retry: How the client retries overloads and dropped connections.
+        pool: Connection-pool sizes.
+        reserve: Engine slots the client keeps free for urgent requests (its capacity defaults to
+            the launch's ``max_num_seqs``).
+    """
+
+    defaults: Options | None = None
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    pool: Pool = field(default_factory=Pool)
+    reserve: Reserve | None = None
+
+    def llm_kwargs(self) -> dict[str, Any]:
+        """The settings as :class:`~unillm.client.llm.LLM`'s keyword arguments."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def launched_reserve(reserve: Reserve | None, spec: LaunchSpec, engine: str) -> Reserve | None:
@@ -269,11 +284,7 @@ class Launch(Stoppable):
         *,
         progress: ProgressHook | None = print_progress,
         log_path: Path | None = None,
-        defaults: Options | None = None,
-        timeouts: Timeouts = Timeouts(),
-        retry: RetryPolicy = RetryPolicy(),
-        pool: Pool = Pool(),
-        reserve: Reserve | None = None,
+        client: ClientSettings = ClientSettings(),
         command: LaunchCommand | None = None,
         name: str | None = None,
     ) -> None:
@@ -284,12 +295,8 @@ class Launch(Stoppable):
             engine: The adapter's name ("vllm", ...) or an adapter instance.
             spec: What to start: model, parallelism, port, environment, ...
             progress: Called with each launch step; None is silent.
-            defaults: Options applied to every request, overridden per call.
-            timeouts: Connect/read/pool limits in seconds for the connected client.
-            retry: How the connected client retries overloads and dropped connections.
-            pool: Connection-pool sizes for the connected client.
-            reserve: Engine slots the connected client keeps free for urgent requests; its
-                capacity defaults to the spec's ``max_num_seqs``.
+            client: How the connected client talks to the engine (its reserve's capacity
+                defaults to the spec's ``max_num_seqs``).
             log_path: Where the engine's output goes; None: ``unillm-<name>-<port>.log`` in the temp
                 folder.
             command: A command to run instead of the adapter's; None builds it from ``spec``.
@@ -300,13 +307,7 @@ class Launch(Stoppable):
         self.spec = resolve_spec(self.adapter, spec) if command is None else spec
         self.progress = progress
         self.log_path = log_path or Path(tempfile.gettempdir()) / (f"unillm-{self.name}-{self.spec.port}.log")
-        self._connect = _ConnectSettings(
-            defaults=defaults,
-            timeouts=timeouts,
-            retry=retry,
-            pool=pool,
-            reserve=launched_reserve(reserve, self.spec, self.name),
-        )
+        self._connect = replace(client, reserve=launched_reserve(client.reserve, self.spec, self.name))
         if command is None:
             check_launch_features(self.adapter, self.spec)
         if self.spec.nodes is not None and spec.port is None:
@@ -359,7 +360,7 @@ class Launch(Stoppable):
                 IN_PROCESS_URL,
                 model=self.spec.served_name,
                 http_transport=transport,
-                **self._connect,
+                **self._connect.llm_kwargs(),
             )
             self._llm.takes_images = takes_images(self.spec.model)
             return self._llm
@@ -370,7 +371,7 @@ class Launch(Stoppable):
                 self.base_url,
                 model=self.spec.served_name,
                 api_key=self.spec.key(),
-                **self._connect,
+                **self._connect.llm_kwargs(),
             )
             self._llm.takes_images = takes_images(self.spec.model)
             await self._wait_ready(self._llm)

@@ -161,19 +161,8 @@ async def _learn(router: Any, labelled: _Labelled, before: float, recall: float 
     """
     np = numpy_module()
     texts, labels, queries = labelled
-    default_route = next((r for r in router.routes.routes if r.name == router.routes.default), None)
-    if default_route is not None and not default_route.utterances and default_route.when is None:
-        labels = [None if label == default_route.name else label for label in labels]
-    taught: dict[str, list[str]] = {}
-    for text, label in zip(texts, labels, strict=True):
-        if label is not None:
-            taught.setdefault(label, []).append(text)
-    routes = tuple(
-        r.model_copy(update={"utterances": tuple(dict.fromkeys([*r.utterances, *taught[r.name]]))})
-        if r.name in taught and r.when is None
-        else r
-        for r in router.routes.routes
-    )
+    labels = _outside_as_none(router, labels)
+    routes = _taught(router, texts, labels)
     new = router.routes.model_copy(update={"routes": routes})
     signals = new.embedding_signals()
     vectors = await router.embed_texts(index_texts(signals))
@@ -207,6 +196,28 @@ async def _learn(router: Any, labelled: _Labelled, before: float, recall: float 
         scoring=scoring,
         threshold=round(cut, 4) if unset else None,
         thresholds=await router.thresholds(),
+    )
+
+
+def _outside_as_none(router: Any, labels: list[str | None]) -> list[str | None]:
+    """``labels`` with the default route's as None where that route has no examples of its own."""
+    default = next((r for r in router.routes.routes if r.name == router.routes.default), None)
+    if default is None or default.utterances or default.when is not None:
+        return labels
+    return [None if label == default.name else label for label in labels]
+
+
+def _taught(router: Any, texts: list[str], labels: list[str | None]) -> tuple[Any, ...]:
+    """The router's routes with each labelled text added to its route's examples."""
+    taught: dict[str, list[str]] = {}
+    for text, label in zip(texts, labels, strict=True):
+        if label is not None:
+            taught.setdefault(label, []).append(text)
+    return tuple(
+        r.model_copy(update={"utterances": tuple(dict.fromkeys([*r.utterances, *taught[r.name]]))})
+        if r.name in taught and r.when is None
+        else r
+        for r in router.routes.routes
     )
 
 
