@@ -56,19 +56,18 @@ async def test_a_cancelled_generate_is_aborted_by_its_id(server: FaultServer) ->
     assert sent.body["rid"] == abort.body["rid"] == "r1"
 
 
-async def test_a_generate_past_its_deadline_is_aborted(server: FaultServer) -> None:
+@pytest.mark.parametrize(
+    ("limit", "error"),
+    [({"deadline": 0.3}, unillm.DeadlineExceeded), ({"timeout": 0.3}, unillm.EngineTimeout)],
+    ids=["deadline", "read-timeout"],
+)
+async def test_a_generate_past_its_time_is_aborted(
+    server: FaultServer, limit: dict[str, float], error: type[Exception]
+) -> None:
     server.stall()
     async with connect(server) as llm:
-        with pytest.raises(unillm.DeadlineExceeded):
-            await llm.generate("hi", max_tokens=8, deadline=0.3)
-    assert [r.body for r in server.seen(ABORT)] == [{"rid": "r1"}]
-
-
-async def test_a_generate_past_its_read_timeout_is_aborted(server: FaultServer) -> None:
-    server.stall()
-    async with connect(server) as llm:
-        with pytest.raises(unillm.EngineTimeout):
-            await llm.generate("hi", max_tokens=8, timeout=0.3)
+        with pytest.raises(error):
+            await llm.generate("hi", max_tokens=8, **limit)  # type: ignore[call-overload]
     assert [r.body for r in server.seen(ABORT)] == [{"rid": "r1"}]
 
 
