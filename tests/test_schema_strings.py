@@ -24,7 +24,8 @@ def accepts(schema: Any, value: Any) -> bool:
 def test_a_max_length_becomes_a_pattern_with_the_same_count() -> None:
     assert xgrammar_strings({"type": "string", "maxLength": 8}) == {
         "type": "string",
-        "pattern": '^(?:[^"\\\\\\x00-\\x1f\\u0800\\ud800-\\udfff\\u{10000}]|\\u0800|\\u{10000}){0,8}$',
+        "pattern": '^(?:[^"\\\\\\x00-\\x1f\\u0800\\ud000-\\udfff\\u{10000}]'
+        "|\\u0800|[\\ud000-\\ud7ff]|\\u{10000}){0,8}$",
     }
 
 

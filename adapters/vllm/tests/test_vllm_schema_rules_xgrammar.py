@@ -1,7 +1,9 @@
 """The wrong-compile rules of ``unillm.adapter.schemas.xgrammar``, confirmed with xgrammar itself.
 
-Runs xgrammar's ``Grammar.from_json_schema`` (strict mode, as vLLM calls it) in vLLM's managed env:
-a grammar build, no server. Marked ``engine`` because it needs that env.
+Runs xgrammar's ``Grammar.from_json_schema`` (strict mode, as vLLM calls it) in vLLM's managed env
+(xgrammar 0.2.8), and the string rewrite's UTF-8 checks in SGLang's CPU env too (0.2.7, which
+reads a class beyond ASCII differently): a grammar build, no server. Marked ``engine`` because it
+needs those envs.
 """
 
 from __future__ import annotations
@@ -9,12 +11,12 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from unillm.adapter.schemas import xgrammar_problem, xgrammar_strings
+from unillm.testing.tiny_model import default_cache_dir
 
 pytestmark = pytest.mark.engine
 OBJ = {"type": "object"}
@@ -41,28 +43,32 @@ for line in sys.stdin:
         ok = accepts_bytes(grammar, bytes.fromhex(text)) if as_hex else accepts(grammar, text)
         print("accepts" if ok else "rejects", flush=True)
 """
-VLLM_PYTHON = Path.home() / ".cache/unillm/envs/vllm/bin/python"
-_probe: list[subprocess.Popen[str]] = []
+ENVS = default_cache_dir().expanduser() / "envs"
+VLLM_PYTHON = ENVS / "vllm/bin/python"
+PYTHONS = {"vllm": VLLM_PYTHON, "sglang": ENVS / "sglang-cpu/bin/python"}  # xgrammar 0.2.8, 0.2.7
+_probe: dict[str, subprocess.Popen[str]] = {}
 
 
 @pytest.fixture(scope="module", autouse=True)
 def probe_process() -> Iterator[None]:
-    """xgrammar's process for this module, stopped after it."""
-    process = subprocess.Popen(
-        [str(VLLM_PYTHON), "-c", PROBE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    _probe.append(process)
+    """xgrammar's process in each env for this module, stopped after it."""
+    for env, python in PYTHONS.items():
+        _probe[env] = subprocess.Popen(
+            [str(python), "-c", PROBE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
     yield
+    processes = list(_probe.values())
     _probe.clear()
-    assert process.stdin is not None
-    process.stdin.close()
-    assert process.wait(timeout=30) == 0
+    for process in processes:
+        assert process.stdin is not None
+        process.stdin.close()
+        assert process.wait(timeout=30) == 0
 
 
-def xgrammar(schema: dict[str, Any], text: str | bytes) -> str:
-    """xgrammar's verdict on ``text`` under ``schema`` (compiled as vLLM compiles it); bytes are
-    fed as they are (they need not be UTF-8)."""
-    process = _probe[0]
+def xgrammar(schema: dict[str, Any], text: str | bytes, env: str = "vllm") -> str:
+    """xgrammar's verdict on ``text`` under ``schema`` (compiled as vLLM compiles it), in ``env``'s
+    xgrammar; bytes are fed as they are (they need not be UTF-8)."""
+    process = _probe[env]
     assert process.stdin is not None and process.stdout is not None
     line = [schema, text.hex(), True] if isinstance(text, bytes) else [schema, text, False]
     process.stdin.write(json.dumps(line) + "\n")
@@ -285,13 +291,18 @@ def test_a_negated_class_lets_bytes_that_are_not_utf8_in(raw: bytes) -> None:
     assert xgrammar({**BOUNDED, "properties": {"n": loose}}, b'{"n":"' + raw + b'"}') == "accepts"
 
 
+@pytest.mark.parametrize("env", PYTHONS)
 @pytest.mark.parametrize("raw", NOT_UTF8, ids=lambda b: b.hex())
-def test_the_rewritten_bounds_admit_no_byte_that_is_not_utf8(raw: bytes) -> None:
-    assert xgrammar(dict(xgrammar_strings(BOUNDED)), b'{"n":"' + raw + b'"}') == "rejects"
+def test_the_rewritten_bounds_admit_no_byte_that_is_not_utf8(raw: bytes, env: str) -> None:
+    assert xgrammar(dict(xgrammar_strings(BOUNDED)), b'{"n":"' + raw + b'"}', env) == "rejects"
 
 
+@pytest.mark.parametrize("env", PYTHONS)
 @pytest.mark.parametrize(
-    "char", ["\u07ff", "\u0800", "\u0801", "\ud7ff", "\ue000", "\uffff", "\U00010000", "\U0010ffff"]
+    "char",
+    ["\u07ff", "\u0800", "\u0801", "\ud000", "\ud7ff", "\ue000", "\uffff", "\U00010000", "\U0010ffff"],
 )
-def test_the_rewritten_bounds_admit_every_character_beside_the_gaps(char: str) -> None:
-    assert xgrammar(dict(xgrammar_strings(BOUNDED)), ('{"n":"a' + char + '"}').encode()) == "accepts"
+def test_the_rewritten_bounds_admit_every_character_beside_the_gaps(char: str, env: str) -> None:
+    # 0.2.7 once took the lead byte ED (U+D000-U+DFFF) and then no continuation at all: a dead end
+    # where SGLang sampled token 0 and answered 500 (the probe's JSON-schema cell, 2026-12-04)
+    assert xgrammar(dict(xgrammar_strings(BOUNDED)), ('{"n":"a' + char + '"}').encode(), env) == "accepts"

@@ -21,7 +21,10 @@ overlong forms (``E0 80 80``, ``F0 80 80 80``). A decoder turns each such byte i
 string of 8 characters under the grammar comes back as 10, too long for its schema (SGLang's probe
 saw ``"\ufffd\ufffd\ufffd c test"`` under ``maxLength: 8``). Naming the surrogates, U+0800 and
 U+10000 in the class makes xgrammar split the lead bytes ``ED``, ``E0`` and ``F0`` at the right
-places; U+0800 and U+10000 are then admitted as alternatives of their own. It is written with
+places; U+0800 and U+10000 are then admitted as alternatives of their own. U+D000-U+D7FF (lead
+byte ``ED`` too) is an alternative of its own as well: inside the negated class, xgrammar 0.2.7
+took ``ED`` and then no continuation at all, a dead end where SGLang sampled a masked token and
+answered 500 (its probe, 2026-12-04). It is written with
 ``\\u{...}`` escapes, which xgrammar reads (0.2.7 rejects literal characters above ASCII in a
 negated class).
 Applied to a node whose ``type`` is ``"string"`` and that has no ``pattern``, ``format``,
@@ -43,7 +46,7 @@ __all__ = ["JSON_STRING_CHAR", "xgrammar_strings"]
 
 #: One character xgrammar's length-bounded strings admit, less the control characters JSON forbids
 #: and any byte sequence that is not UTF-8 (surrogates, overlong forms: see above).
-JSON_STRING_CHAR = '[^"\\\\\\x00-\\x1f\\u0800\\ud800-\\udfff\\u{10000}]|\\u0800|\\u{10000}'
+JSON_STRING_CHAR = '[^"\\\\\\x00-\\x1f\\u0800\\ud000-\\udfff\\u{10000}]|\\u0800|[\\ud000-\\ud7ff]|\\u{10000}'
 _KEPT_BY = ("pattern", "format", "enum", "const")
 
 
