@@ -8,7 +8,8 @@ these modules. Checks (through :mod:`unillm.testing.verdicts`)
 Kinds: ``generate`` (``/generate``: the ``sglang.api.v1`` wire contract, which rejects unknown
 sampling keys, and ``GenerateReqInput``), ``completions`` / ``chat`` (the OpenAI server's
 pydantic request models; every key must be a declared field), ``load_lora`` / ``unload_lora``
-(the msgspec request structs) and ``argv`` (``launch_server``'s argument parser).
+/ ``abort`` (``/abort_request``'s body; the request structs) and ``argv`` (``launch_server``'s
+argument parser).
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ def check(case: dict[str, Any]) -> None:
         if unknown:
             raise ValueError(f"fields {sorted(unknown)} are not in {name}")
         model.model_validate(case["body"])
-    elif kind in ("load_lora", "unload_lora"):
-        name = "LoadLoRAAdapterReqInput" if kind == "load_lora" else "UnloadLoRAAdapterReqInput"
+    elif kind in ("load_lora", "unload_lora", "abort"):
+        name = {"load_lora": "LoadLoRAAdapterReqInput", "unload_lora": "UnloadLoRAAdapterReqInput"}.get(
+            kind, "AbortReq"
+        )
         # a keyword-only struct: unknown or missing fields raise TypeError
         _sglang("srt.managers.io_struct", name)(**case["body"])
     elif kind == "argv":

@@ -70,8 +70,10 @@ def _body(api: str, chat: bool, variant: dict[str, Any]) -> dict[str, Any]:
     output, stream = options.pop("output", None), options.pop("stream", False)
     messages = [{"role": "user", "content": "Hi"}] if chat else None
     request = make_request(None if chat else "Hi", messages, output, options, stream=stream)
-    call = SGLangAdapter(api).build(request, INFO)  # type: ignore[arg-type]
-    return dict(call.json or {})
+    adapter = SGLangAdapter(api)  # type: ignore[arg-type]
+    call = adapter.build(request, INFO)
+    tagged = adapter.abortable(call)  # what the client sends: a non-streamed call carries its rid
+    return dict((tagged[0] if tagged is not None else call).json or {})
 
 
 def _request_cases() -> dict[str, dict[str, Any]]:
@@ -93,6 +95,9 @@ def _request_cases() -> dict[str, dict[str, Any]]:
             }
             options["stream"] = stream
     adapter = SGLangAdapter()
+    tagged = adapter.abortable(adapter.build(make_request("Hi", None, None, {}, stream=False), INFO))
+    assert tagged is not None
+    cases["abort_request"] = {"kind": "abort", "body": dict(tagged[1].json or {})}
     cases["load_lora"] = {"kind": "load_lora", "body": dict(adapter.load_lora("sql", "/a/sql").json or {})}
     cases["unload_lora"] = {"kind": "unload_lora", "body": dict(adapter.unload_lora("sql").json or {})}
     return cases
@@ -237,6 +242,7 @@ CONTROLS = {  # the checker must reject these, or it proves nothing
         "argv": ["--model-path", "/m", "--disaggregation-mode", "encode-only"],
     },
     "control/lora-without-path": {"kind": "load_lora", "body": {"lora_name": "x"}},
+    "control/abort-unknown-field": {"kind": "abort", "body": {"rid": "x", "request_id": "x"}},
 }
 CASES = {**_request_cases(), **_launch_cases()}
 
