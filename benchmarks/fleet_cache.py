@@ -313,6 +313,9 @@ def main(argv: list[str] | None = None) -> int:
         help=f"do not write {RESULT.name} (fleet_cache_kvN.json with --kv-blocks)",
     )
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.policies) - set(FLEET_POLICIES))
+    if unknown:
+        parser.error(f"--policies: {unknown} are not client-side policies ({', '.join(FLEET_POLICIES)})")
 
     skipped: dict[str, str] = {}
     if args.look_alike:

@@ -359,7 +359,8 @@ class Adapter(ABC):
     def abortable(self, call: HttpCall) -> tuple[HttpCall, HttpCall] | None:
         """For an engine that runs a non-streamed request to its end after its client left: the
         call to send instead of ``call`` (tagged with a fresh request id) and the call that stops
-        it, which the core sends when the caller gives up (cancelled, past its deadline).
+        it, which the core sends when the caller gives up after sending (cancelled, past its
+        deadline or its read timeout).
 
         Args:
             call: A non-streamed generation call, as :meth:`build` made it.

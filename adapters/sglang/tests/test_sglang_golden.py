@@ -614,3 +614,5 @@ def test_the_callers_own_id_is_kept_and_what_one_id_cannot_stop_is_not_tagged() 
     assert OPENAI.abortable(call_of(prompt_request(stream=True), OPENAI)) is None  # leaving it stops it
     for adapter in (OPENAI, NATIVE):  # SGLang gives each sample an id of its own
         assert adapter.abortable(call_of(prompt_request(n=2), adapter)) is None
+    odd = NATIVE.abortable(HttpCall("POST", "/generate", {"text": "x", "sampling_params": "odd"}))
+    assert odd is not None and odd[0].json is not None and "rid" in odd[0].json  # no raw error

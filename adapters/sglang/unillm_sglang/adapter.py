@@ -365,8 +365,9 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
         body = call.json
         if call.stream or body is None:
             return None
-        samples = body.get("sampling_params", {}).get("n") if call.path == GENERATE_PATH else body.get("n")
-        rid = body.get("rid", uuid.uuid4().hex)
+        params = body.get("sampling_params") if call.path == GENERATE_PATH else body
+        samples = params.get("n") if isinstance(params, Mapping) else None
+        rid = body["rid"] if "rid" in body else uuid.uuid4().hex
         if samples not in (None, 1) or not isinstance(rid, str):
             return None
         return replace(call, json={**body, "rid": rid}), HttpCall("POST", ABORT_PATH, {"rid": rid})
