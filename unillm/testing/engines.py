@@ -214,6 +214,9 @@ async def until_idle(pid: int, *, below: float = 0.2, bound: float = 5.0, window
     return time.perf_counter() - started
 
 
+CANCEL_TOKENS = 900  # the answer a cancel test asks for: long enough to outlast the cancel
+
+
 @dataclass(frozen=True)
 class CancelStop:
     """What an engine did with a stream left early (:func:`leave_and_watch`) or a cancelled
@@ -230,7 +233,7 @@ class CancelStop:
 
 
 async def leave_and_watch(
-    llm: LLM, pid: int, *, max_tokens: int = 900, after: int = 40, **options: Any
+    llm: LLM, pid: int, *, max_tokens: int = CANCEL_TOKENS, after: int = 40, **options: Any
 ) -> CancelStop:
     """Stream a long answer, leave it after ``after`` pieces (breaking out closes the stream), and
     time how soon the engine's process tree goes idle. Works on any engine: it reads the engine's
@@ -267,7 +270,7 @@ async def leave_and_watch(
 
 
 async def cancel_and_watch(
-    llm: LLM, pid: int, *, max_tokens: int = 900, after: float = 0.3, **options: Any
+    llm: LLM, pid: int, *, max_tokens: int = CANCEL_TOKENS, after: float = 0.3, **options: Any
 ) -> CancelStop:
     """Cancel a long ``generate`` after ``after`` seconds, time how soon the engine's process tree
     goes idle, and count what the engine generated for it (its metrics' generated-tokens counter).
@@ -324,7 +327,7 @@ async def check_cancel_stops(
             watch = partial(cancel_and_watch, llm, pid, **options)
             cancelled = await _measured(name, "generate cancelled", watch, bound)
             assert cancelled.generated is not None, f"{name} reports no generated-tokens counter"
-            assert cancelled.generated < 900, f"the engine generated the whole answer: {cancelled}"
+            assert cancelled.generated < CANCEL_TOKENS, f"the engine generated the whole answer: {cancelled}"
     return stop
 
 
