@@ -19,8 +19,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from unillm.testing.tiny_model import MAX_POSITION, VOCAB_SIZE, LlamaShape, TinyModel
+
 CACHE = Path(os.environ.get("UNILLM_CACHE", Path.home() / ".cache" / "unillm"))
 VLLM_PYTHON = CACHE / "envs" / "vllm" / "bin" / "python"
+#: :func:`wide_model`'s sizes: 8 layers of width 1024, about 120M parameters (490 MB in float32).
+WIDE = LlamaShape(VOCAB_SIZE, MAX_POSITION, 1024, 4096, 8, 16, 4, 64)
 
 
 @dataclass(frozen=True)
@@ -42,9 +46,11 @@ async def vllm_target(
     max_num_seqs: int = 64,
     served_name: str = "tiny",
     prefix_caching: bool | None = None,
+    wide: bool = False,
 ) -> AsyncIterator[Engine]:
     """Yield a running vLLM-CPU engine: the one at ``url``, or one launched for the benchmark
-    (``prefix_caching``: the engine's default when None)."""
+    (``prefix_caching``: the engine's default when None; ``wide``: :func:`wide_model`, not the
+    tiny model)."""
     if url is not None:
         if model_path is None:
             raise SystemExit("--url needs --model-path (the served model's folder, for its tokenizer)")
@@ -54,7 +60,7 @@ async def vllm_target(
     from unillm.testing.engines import cpu_launch_settings
     from unillm.testing.tiny_model import build_tiny_model
 
-    tiny = build_tiny_model()
+    tiny = wide_model() if wide else build_tiny_model()
     with tempfile.TemporaryDirectory(prefix="unillm-bench-") as d:
         settings = cpu_launch_settings(
             "vllm", tiny, Path(d), max_num_seqs=max_num_seqs, api_key=None, served_name=served_name
@@ -65,3 +71,28 @@ async def vllm_target(
         print(f"[bench] launching vLLM-CPU (max_num_seqs={max_num_seqs}) ...", file=sys.stderr)
         async with run:
             yield Engine(run.base_url, str(tiny.path), served_name, run.command().render())
+
+
+def wide_model() -> TinyModel:
+    """The tiny model's tokenizer on a wider random Llama (:data:`WIDE`), built once and cached.
+
+    A decode step of the tiny model costs well under a millisecond, so on two cores a harness's
+    own CPU moves what it measures; this model's costs ~10 ms on one core, the pace of a real
+    model on a GPU, and the engine, not the harness, sets the figures.
+    """
+    from unillm.testing.tiny_model import (
+        MANIFEST,
+        MODEL_SEED,
+        dump_json,
+        publish,
+        write_llama,
+        write_tokenizer,
+    )
+
+    def write(tmp: Path, final: Path) -> None:
+        (tmp / "model").mkdir()
+        write_llama(tmp / "model", WIDE, write_tokenizer(tmp / "model"), seed=MODEL_SEED)
+        dump_json(tmp / MANIFEST, {"shape": WIDE._asdict()})
+
+    folder = publish(CACHE / "models" / "wide-llama-v1", write)
+    return TinyModel(folder / "model", {}, WIDE.vocab_size, WIDE.max_position)

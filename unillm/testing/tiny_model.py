@@ -310,33 +310,46 @@ def write_tokenizer(model_dir: Path) -> list[int]:
 
 
 def _write_model(model_dir: Path, suppressed: list[int]) -> None:
+    write_llama(model_dir, SHAPE, suppressed, seed=MODEL_SEED)
+
+
+def write_llama(model_dir: Path, shape: LlamaShape, suppressed: list[int], *, seed: int) -> None:
+    """Write random Llama weights of ``shape`` and their config.json into ``model_dir``.
+
+    Args:
+        model_dir: The model's folder (its tokenizer is written separately: ``write_tokenizer``).
+        shape: The model's sizes.
+        suppressed: Token ids greedy decoding must never pick (their logits are 0).
+        seed: The weights' random seed.
+    """
     import numpy as np
     from safetensors.numpy import save_file
 
-    rng = np.random.default_rng(MODEL_SEED)
+    rng = np.random.default_rng(seed)
+    hidden, inner = shape.hidden, shape.intermediate
+    q_out, kv_out = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
 
-    def normal(*shape: int, std: float = 0.02) -> npt.NDArray[np.float32]:
-        return (rng.standard_normal(shape) * std).astype(np.float32)
+    def normal(*size: int, std: float = 0.02) -> npt.NDArray[np.float32]:
+        return (rng.standard_normal(size) * std).astype(np.float32)
 
-    tensors = {"model.embed_tokens.weight": normal(VOCAB_SIZE, HIDDEN)}
-    for i in range(LAYERS):
+    tensors = {"model.embed_tokens.weight": normal(shape.vocab_size, hidden)}
+    for i in range(shape.layers):
         p = f"model.layers.{i}."
-        tensors[p + "self_attn.q_proj.weight"] = normal(HEADS * HEAD_DIM, HIDDEN)
-        tensors[p + "self_attn.k_proj.weight"] = normal(KV_HEADS * HEAD_DIM, HIDDEN)
-        tensors[p + "self_attn.v_proj.weight"] = normal(KV_HEADS * HEAD_DIM, HIDDEN)
-        tensors[p + "self_attn.o_proj.weight"] = normal(HIDDEN, HEADS * HEAD_DIM)
-        tensors[p + "mlp.gate_proj.weight"] = normal(INTERMEDIATE, HIDDEN)
-        tensors[p + "mlp.up_proj.weight"] = normal(INTERMEDIATE, HIDDEN)
-        tensors[p + "mlp.down_proj.weight"] = normal(HIDDEN, INTERMEDIATE)
-        tensors[p + "input_layernorm.weight"] = np.ones(HIDDEN, dtype=np.float32)
-        tensors[p + "post_attention_layernorm.weight"] = np.ones(HIDDEN, dtype=np.float32)
-    tensors["model.norm.weight"] = np.ones(HIDDEN, dtype=np.float32)
-    lm_head = normal(VOCAB_SIZE, HIDDEN, std=0.1)
+        tensors[p + "self_attn.q_proj.weight"] = normal(q_out, hidden)
+        tensors[p + "self_attn.k_proj.weight"] = normal(kv_out, hidden)
+        tensors[p + "self_attn.v_proj.weight"] = normal(kv_out, hidden)
+        tensors[p + "self_attn.o_proj.weight"] = normal(hidden, q_out)
+        tensors[p + "mlp.gate_proj.weight"] = normal(inner, hidden)
+        tensors[p + "mlp.up_proj.weight"] = normal(inner, hidden)
+        tensors[p + "mlp.down_proj.weight"] = normal(hidden, inner)
+        tensors[p + "input_layernorm.weight"] = np.ones(hidden, dtype=np.float32)
+        tensors[p + "post_attention_layernorm.weight"] = np.ones(hidden, dtype=np.float32)
+    tensors["model.norm.weight"] = np.ones(hidden, dtype=np.float32)
+    lm_head = normal(shape.vocab_size, hidden, std=0.1)
     lm_head[suppressed] = 0.0  # logit 0: greedy never picks these
     tensors["lm_head.weight"] = lm_head
     save_file(tensors, str(model_dir / "model.safetensors"), metadata={"format": "pt"})
-
-    dump_json(model_dir / "config.json", llama_config(SHAPE))
+    dump_json(model_dir / "config.json", llama_config(shape))
 
 
 def llama_config(shape: LlamaShape) -> dict[str, Any]:
