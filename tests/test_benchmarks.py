@@ -235,7 +235,7 @@ def test_vs_aiperf_compares_each_tool_on_its_own_definition_of_itl() -> None:
 
 def test_vs_aiperf_counts_the_requests_aiperf_kept_in_flight_while_profiling(tmp_path: Path) -> None:
     sys.path.insert(0, str(BENCHMARKS))
-    from vs_aiperf import aiperf_in_flight  # type: ignore[import-not-found]  # benchmarks/ is no package
+    from vs_aiperf import aiperf_in_flight
 
     def line(phase: str, start: int, end: int) -> str:
         meta = {"benchmark_phase": phase, "request_start_ns": start, "request_end_ns": end}
