@@ -19,7 +19,19 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from unillm.testing.tiny_model import MAX_POSITION, VOCAB_SIZE, LlamaShape, TinyModel
+from unillm.testing.tiny_model import (
+    MANIFEST,
+    MAX_POSITION,
+    MODEL_SEED,
+    VOCAB_SIZE,
+    LlamaShape,
+    TinyModel,
+    build_tiny_model,
+    dump_json,
+    publish,
+    write_llama,
+    write_tokenizer,
+)
 
 CACHE = Path(os.environ.get("UNILLM_CACHE", Path.home() / ".cache" / "unillm"))
 VLLM_PYTHON = CACHE / "envs" / "vllm" / "bin" / "python"
@@ -58,7 +70,6 @@ async def vllm_target(
         return
     import unillm
     from unillm.testing.engines import cpu_launch_settings
-    from unillm.testing.tiny_model import build_tiny_model
 
     tiny = wide_model() if wide else build_tiny_model()
     with tempfile.TemporaryDirectory(prefix="unillm-bench-") as d:
@@ -80,14 +91,6 @@ def wide_model() -> TinyModel:
     own CPU moves what it measures; this model's costs ~10 ms on one core, the pace of a real
     model on a GPU, and the engine, not the harness, sets the figures.
     """
-    from unillm.testing.tiny_model import (
-        MANIFEST,
-        MODEL_SEED,
-        dump_json,
-        publish,
-        write_llama,
-        write_tokenizer,
-    )
 
     def write(tmp: Path, final: Path) -> None:
         (tmp / "model").mkdir()

@@ -193,7 +193,7 @@ def _write_all(tmp: Path, final: Path) -> None:
     model_dir = tmp / "model"
     model_dir.mkdir()
     suppressed = write_tokenizer(model_dir)
-    _write_model(model_dir, suppressed)
+    write_llama(model_dir, SHAPE, suppressed, seed=MODEL_SEED)
     for name, seed in LORA_SEEDS.items():
         lora_dir = tmp / f"lora-{name}"
         lora_dir.mkdir()
@@ -307,10 +307,6 @@ def write_tokenizer(model_dir: Path) -> list[int]:
 
     write_tokenizer_metadata(model_dir, SPECIAL_TOKENS, MAX_POSITION, CHAT_TEMPLATE)
     return suppressed
-
-
-def _write_model(model_dir: Path, suppressed: list[int]) -> None:
-    write_llama(model_dir, SHAPE, suppressed, seed=MODEL_SEED)
 
 
 def write_llama(model_dir: Path, shape: LlamaShape, suppressed: list[int], *, seed: int) -> None:
