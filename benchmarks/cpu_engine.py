@@ -5,8 +5,9 @@
 
 Launching uses the project's CPU recipe (``unillm.testing.engines.cpu_launch_settings``) with the
 tiny model built locally; ``--url URL --model-path DIR`` measures an engine that already runs.
-The engine's process is pinned by vLLM itself (``reserved_cpus`` in its log); the benchmark
-client runs in this process and its children.
+vLLM-CPU places its own threads (``reserved_cpus`` in its log when it pins its compute thread;
+vLLM 0.32 on a 2-core AMD EPYC left them all on both cores); the benchmark client runs in this
+process and its children.
 """
 
 from __future__ import annotations

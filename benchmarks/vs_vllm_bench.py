@@ -15,8 +15,9 @@ alternates each round), against one vLLM-CPU engine serving the tiny model:
 Agreement criteria (the issue's): medians within 15%, throughputs within 10%.
 
 Robustness on a shared machine: both harnesses get the same placement (``--client-cpus``,
-default the core vLLM reserves for its API server, as its log's ``reserved_cpus`` says; vLLM
-pins its model thread to the other) and the same priority (``--nice``); rounds interleave and
+default CPU 1, the core vLLM-CPU reserves for its API server when it pins its compute thread
+(its log's ``reserved_cpus``; vLLM 0.32 on a 2-core AMD EPYC left every thread on both cores)
+and the same priority (``--nice``); rounds interleave and
 alternate the order; only medians over rounds are compared, with each round's value and the
 load average before and after each run recorded. ``unillm bench`` measures through its default
 client (aiohttp under httpx when ``unillm-sdk[bench]`` is installed; ``--unillm-http httpx`` for
@@ -306,7 +307,7 @@ def harness_parser(doc: str, *, rounds: int, num_prompts: int) -> argparse.Argum
         "--client-cpus",
         default="1" if (os.cpu_count() or 1) > 1 else "",
         help="CPUs both harnesses are pinned to (comma-separated; '' to not pin). "
-        "Default: 1, the core vLLM-CPU reserves for its API server here",
+        "Default: 1, the core vLLM-CPU reserves for its API server when it pins its compute thread",
     )
     p.add_argument(
         "--unillm-http",
