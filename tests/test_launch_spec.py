@@ -102,3 +102,36 @@ def test_bad_settings_objects_raise_invalid_options(build: Any, match: str) -> N
     # Users build Parallel/Speculative themselves: a typo is a unillm error, not pydantic's.
     with pytest.raises(unillm.InvalidOptions, match=match):
         build()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("says", ["", "boom"])
+async def test_the_default_log_is_removed_at_stop_only_when_the_engine_wrote_nothing(says: str) -> None:
+    code = f"import sys; print({says!r}, end=''); sys.exit(3)"
+    launch = unillm.launch(
+        "vllm", model="m", python=sys.executable, progress=None, prefix=[sys.executable, "-c", code]
+    )
+    with pytest.raises(unillm.LaunchError):
+        async with launch:
+            pass
+    try:
+        assert launch.log_path.exists() == bool(says)  # a log with something in it stays
+    finally:
+        launch.log_path.unlink(missing_ok=True)
+
+
+@pytest.mark.anyio
+async def test_a_log_path_the_caller_gave_is_kept_even_when_empty(tmp_path: Path) -> None:
+    log = tmp_path / "engine.log"
+    launch = unillm.launch(
+        "vllm",
+        model="m",
+        python=sys.executable,
+        progress=None,
+        log_path=log,
+        prefix=[sys.executable, "-c", "exit(3)"],
+    )
+    with pytest.raises(unillm.LaunchError):
+        async with launch:
+            pass
+    assert log.exists() and log.stat().st_size == 0

@@ -307,6 +307,7 @@ class Launch(Stoppable):
         self.spec = resolve_spec(self.adapter, spec) if command is None else spec
         self.progress = progress
         self.log_path = log_path or Path(tempfile.gettempdir()) / (f"unillm-{self.name}-{self.spec.port}.log")
+        self._own_log = log_path is None  # unillm's temp-folder log: removed at stop when empty
         self._connect = replace(client, reserve=launched_reserve(client.reserve, self.spec, self.name))
         if command is None:
             check_launch_features(self.adapter, self.spec)
@@ -627,6 +628,10 @@ class Launch(Stoppable):
             if self._folder is not None:
                 shutil.rmtree(self._folder, ignore_errors=True)
                 self._folder = None
+            if self._own_log:
+                with contextlib.suppress(OSError):  # gone already, or not ours to remove
+                    if self.log_path.stat().st_size == 0:
+                        self.log_path.unlink()
 
 
 async def terminate_group(process: subprocess.Popen[bytes], grace: float = 15.0) -> None:
