@@ -298,7 +298,7 @@ class Launch(Stoppable):
             client: How the connected client talks to the engine (its reserve's capacity
                 defaults to the spec's ``max_num_seqs``).
             log_path: Where the engine's output goes; None: ``unillm-<name>-<port>.log`` in the temp
-                folder.
+                folder (removed at stop if the engine wrote nothing).
             command: A command to run instead of the adapter's; None builds it from ``spec``.
             name: The label in progress, log file and errors; None is the engine's name.
         """
