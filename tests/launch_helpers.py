@@ -12,23 +12,32 @@ import pytest
 import unillm
 
 
-async def failed_launch(tmp_path: Path, script: str, **settings: Any) -> unillm.LaunchError:
-    """The LaunchError of a vLLM launch whose command runs ``script`` (``python -c``) instead;
-    the engine log goes to ``tmp_path / "engine.log"``, ``settings`` are more launch settings."""
-    launch = unillm.launch(
+def stand_in_launch(script: str, **settings: Any) -> unillm.Launch:
+    """A vLLM launch whose command runs ``script`` (``python -c``) instead; ``settings`` are more
+    launch settings."""
+    launch: unillm.Launch = unillm.launch(
         "vllm",
         model="m",
         python=sys.executable,
         progress=None,
         api_key=None,
-        log_path=tmp_path / "engine.log",
         prefix=[sys.executable, "-c", script],
         **settings,
     )
+    return launch
+
+
+async def launch_error(launch: unillm.Launch) -> unillm.LaunchError:
+    """The LaunchError ``launch`` ends in (the test fails if it starts)."""
     with pytest.raises(unillm.LaunchError) as caught:
         async with launch:
             pass
     return caught.value
+
+
+async def failed_launch(tmp_path: Path, script: str, **settings: Any) -> unillm.LaunchError:
+    """The LaunchError of :func:`stand_in_launch`, its engine log in ``tmp_path / "engine.log"``."""
+    return await launch_error(stand_in_launch(script, log_path=tmp_path / "engine.log", **settings))
 
 
 def alive(pid: int | None) -> bool:

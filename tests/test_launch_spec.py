@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from launch_helpers import failed_launch, launch_error, stand_in_launch
 
 import unillm
 from unillm.adapter.launch_spec import build_spec
@@ -107,13 +108,8 @@ def test_bad_settings_objects_raise_invalid_options(build: Any, match: str) -> N
 @pytest.mark.anyio
 @pytest.mark.parametrize("says", ["", "boom"])
 async def test_the_default_log_is_removed_at_stop_only_when_the_engine_wrote_nothing(says: str) -> None:
-    code = f"import sys; print({says!r}, end=''); sys.exit(3)"
-    launch = unillm.launch(
-        "vllm", model="m", python=sys.executable, progress=None, prefix=[sys.executable, "-c", code]
-    )
-    with pytest.raises(unillm.LaunchError):
-        async with launch:
-            pass
+    launch = stand_in_launch(f"import sys; print({says!r}, end=''); sys.exit(3)")
+    await launch_error(launch)
     try:
         assert launch.log_path.exists() == bool(says)  # a log with something in it stays
     finally:
@@ -122,16 +118,6 @@ async def test_the_default_log_is_removed_at_stop_only_when_the_engine_wrote_not
 
 @pytest.mark.anyio
 async def test_a_log_path_the_caller_gave_is_kept_even_when_empty(tmp_path: Path) -> None:
+    await failed_launch(tmp_path, "exit(3)")
     log = tmp_path / "engine.log"
-    launch = unillm.launch(
-        "vllm",
-        model="m",
-        python=sys.executable,
-        progress=None,
-        log_path=log,
-        prefix=[sys.executable, "-c", "exit(3)"],
-    )
-    with pytest.raises(unillm.LaunchError):
-        async with launch:
-            pass
     assert log.exists() and log.stat().st_size == 0
