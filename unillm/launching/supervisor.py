@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
+import anyio.to_thread
 import httpx
 from pydantic import SecretStr
 
@@ -629,6 +630,8 @@ class Launch(Stoppable):
                 shutil.rmtree(self._folder, ignore_errors=True)
                 self._folder = None
             if self._own_log:
+                if self._reader is not None:  # the engine's last words reach the file first
+                    await anyio.to_thread.run_sync(self._reader.join, 2.0)
                 with contextlib.suppress(OSError):  # gone already, or not ours to remove
                     if self.log_path.stat().st_size == 0:
                         self.log_path.unlink()
