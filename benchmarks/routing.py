@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import gc
 import json
-import os
 import random
 import statistics
 import string
@@ -126,15 +125,14 @@ async def requests_per_s(client: Any, load: int, concurrency: int, max_tokens: i
 
 async def engines_throughput(args: argparse.Namespace) -> dict[str, list[float]]:
     """req/s per round for each set-up; the set-ups take turns (rotating order) in every round."""
-    from unillm.launching.fleet_launch import FleetLaunch, router_launch
+    from unillm.launching.fleet_launch import FleetLaunch, router_launch, split_cpus
     from unillm.testing.engines import cpu_launch_settings
     from unillm.testing.tiny_model import build_tiny_model
 
     workdir = Path(tempfile.mkdtemp(prefix="unillm-bench-routing-"))
     settings = cpu_launch_settings("vllm", build_tiny_model(), workdir, served_name="tiny")
-    cores = os.cpu_count() or 1  # each replica's compute threads on a core of its own
-    binds = [{"VLLM_CPU_OMP_THREADS_BIND": str(i % cores)} for i in range(2)]
-    run = FleetLaunch("vllm", unillm.LaunchSpec(**settings), replicas=2, log_dir=workdir, replica_env=binds)
+    cores = split_cpus(2) or ()  # each replica on a core of its own: they would spin on both
+    run = FleetLaunch("vllm", unillm.LaunchSpec(**settings), replicas=2, log_dir=workdir, replica_cpus=cores)
     per: dict[str, list[float]] = {}
     measure = (args.load // args.rounds, args.concurrency, args.max_tokens)
     async with run, contextlib.AsyncExitStack() as stack:

@@ -284,3 +284,11 @@ def test_a_launch_config_that_cannot_launch_exits_2_saying_why(
 ) -> None:
     assert main(["launch", "--config", write_config(tmp_path, text), "--dry-run"]) == 2
     assert why in capsys.readouterr().err
+
+
+def test_dry_run_says_which_cores_the_engine_runs_on(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(dry_run("--api-key", "none", "--cpus", "0-1,3")) == 0
+    assert "runs on CPU cores 0,1,3 only" in capsys.readouterr().out
+    for bad in ("a", "3-1", "0,,1"):
+        assert main(dry_run("--cpus", bad)) == 2
+    assert "give core numbers and ranges" in capsys.readouterr().err

@@ -7,6 +7,7 @@ that serve the vLLM look-alike, so no model loads. Real replicas: tests/integrat
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from launch_helpers import alive
 import unillm
 from unillm.adapter.launch_spec import Disaggregation, LaunchSpec, Nodes
 from unillm.errors import InvalidOptions, LaunchError, UnsupportedFeature
-from unillm.launching.fleet_launch import FleetLaunch
+from unillm.launching.fleet_launch import FleetLaunch, split_cpus
 from unillm.launching.ports import free_port
 from unillm.launching.supervisor import Launch
 from unillm.testing import fake_engine
@@ -221,3 +222,33 @@ def test_each_replica_can_get_its_own_environment() -> None:
     ]
     with pytest.raises(InvalidOptions, match="one mapping per engine"):
         FleetLaunch("vllm", spec(), replicas=2, replica_env=[{"X": "1"}])
+
+
+def test_each_replica_can_get_its_own_cores_and_the_cpu_recipe_splits_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    run = FleetLaunch("vllm", spec(), replicas=2, progress=None, replica_cpus=[[1], [0]])
+    assert [e.spec.cpus for e in run.engines] == [[1], [0]]
+    with pytest.raises(InvalidOptions, match="one list per engine"):
+        FleetLaunch("vllm", spec(), replicas=2, replica_cpus=[[0]])
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 4, 5}, raising=False)
+    assert split_cpus(2) == [[0, 1, 2], [4, 5]] and split_cpus(6) is None
+    recipe = FleetLaunch("vllm", spec(cpu=True), replicas=2, progress=None)
+    assert [e.spec.cpus for e in recipe.engines] == [[0, 1, 2], [4, 5]]
+    mine = FleetLaunch("vllm", spec(cpu=True, cpus=[4]), replicas=2, progress=None)
+    assert [e.spec.cpus for e in mine.engines] == [[4], [4]]  # the caller's cores win
+    assert [e.spec.cpus for e in FleetLaunch("vllm", spec(), replicas=2, progress=None).engines] == [None, None]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="pinning needs Linux's sched_setaffinity")
+async def test_a_stand_in_replica_runs_on_the_cores_it_was_given(tmp_path: Path) -> None:
+    cores = sorted(os.sched_getaffinity(0))
+    given = [[cores[-1]], [cores[0]]]
+    run = FleetLaunch(
+        "vllm", stand_in(two_free_ports()), replicas=2, progress=None, log_dir=tmp_path, replica_cpus=given
+    )
+    async with run:
+        assert [sorted(os.sched_getaffinity(e.pid or 0)) for e in run.engines] == given
+    with pytest.raises(InvalidOptions, match="may run on cores"):
+        async with Launch("vllm", stand_in(free_port(), cpus=[max(cores) + 1]), progress=None):
+            pass

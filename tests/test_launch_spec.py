@@ -121,3 +121,17 @@ async def test_a_log_path_the_caller_gave_is_kept_even_when_empty(tmp_path: Path
     await failed_launch(tmp_path, "exit(3)")
     log = tmp_path / "engine.log"
     assert log.exists() and log.stat().st_size == 0
+
+
+@pytest.mark.parametrize(
+    ("settings", "match"),
+    [
+        ({"cpus": [0, 0]}, "distinct core numbers"),
+        ({"cpus": [-1]}, "distinct core numbers"),
+        ({"cpus": []}, "cpus"),
+        ({"cpus": [0], "in_process": True}, "in_process has none"),
+    ],
+)
+def test_cores_that_cannot_be_pinned_are_refused(settings: dict[str, Any], match: str) -> None:
+    with pytest.raises(unillm.InvalidOptions, match=match):
+        build_spec(None, {"model": "m", **settings})

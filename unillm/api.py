@@ -203,6 +203,7 @@ def launch(
     policy: Policy = "round_robin",
     disaggregation: Disaggregation | None = None,
     replica_env: Sequence[Mapping[str, str]] = (),
+    replica_cpus: Sequence[Sequence[int]] = (),
     cluster: Ray | None = None,
     progress: ProgressHook | None = print_progress,
     log_path: Path | None = None,
@@ -224,6 +225,7 @@ def launch(
     policy: Policy = "round_robin",
     disaggregation: Disaggregation | None = None,
     replica_env: Sequence[Mapping[str, str]] = (),
+    replica_cpus: Sequence[Sequence[int]] = (),
     cluster: Ray | None = None,
     progress: ProgressHook | None = print_progress,
     log_path: Path | None = None,
@@ -249,6 +251,8 @@ def launch(
         policy: How the replicas (or the router) pick an engine per request.
         disaggregation: Prefill/decode engine counts to start behind the router.
         replica_env: Extra environment per engine, one mapping per replica (e.g. ``CUDA_VISIBLE_DEVICES``).
+        replica_cpus: The CPU cores of each engine, one list per replica (Linux); with
+            ``cpu=True`` and no ``cpus``, the cores are split among the replicas.
         cluster: A Ray cluster to place the engines' replicas on, e.g. ``unillm.Ray(address)``
             (:mod:`unillm.launching.ray_cluster`; ``pip install 'unillm-sdk[ray]'``); None: this machine.
         progress: Called with each launch step; None is silent.
@@ -273,7 +277,7 @@ def launch(
 
     full = build_spec(spec, settings)
     client = ClientSettings(defaults=defaults, timeouts=timeouts, retry=retry, pool=pool, reserve=reserve)
-    layout = _Layout(replicas, router, policy, disaggregation, replica_env, cluster, log_path)
+    layout = _Layout(replicas, router, policy, disaggregation, replica_env, replica_cpus, cluster, log_path)
     return _start(engine, full, progress, client, layout)
 
 
@@ -285,6 +289,7 @@ class _Layout(NamedTuple):
     policy: Policy
     disaggregation: Disaggregation | None
     replica_env: Sequence[Mapping[str, str]]
+    replica_cpus: Sequence[Sequence[int]]
     cluster: Ray | None
     log_path: Path | None
 
@@ -295,20 +300,26 @@ def _start(
     """The launch these settings ask for: replicas on a Ray cluster, one engine, or a fleet."""
     from unillm.launching.supervisor import Launch
 
-    replicas, router, policy, disaggregation, replica_env, cluster, log_path = layout
+    replicas, router, policy, disaggregation, replica_env, replica_cpus, cluster, log_path = layout
 
     if cluster is not None:
         from unillm.launching.ray_cluster import RayLaunch
 
-        if router is not None or disaggregation is not None or replica_env or log_path is not None:
+        if (
+            router is not None
+            or disaggregation is not None
+            or replica_env
+            or replica_cpus
+            or log_path is not None
+        ):
             raise InvalidOptions(
                 "a Ray launch places replicas with client-side routing: router=, disaggregation=, "
-                "replica_env= and log_path= do not apply (each node keeps its engine's log)"
+                "replica_env=, replica_cpus= and log_path= do not apply (each node keeps its engine's log)"
             )
         return RayLaunch(
             engine, spec, cluster=cluster, replicas=replicas, policy=policy, progress=progress, client=client
         )
-    if replicas == 1 and router is None and disaggregation is None and not replica_env:
+    if replicas == 1 and router is None and disaggregation is None and not (replica_env or replica_cpus):
         return Launch(engine, spec, log_path=log_path, progress=progress, client=client)
     from unillm.launching.fleet_launch import FleetLaunch
 
@@ -325,6 +336,7 @@ def _start(
         policy=policy,
         disaggregation=disaggregation,
         replica_env=replica_env,
+        replica_cpus=replica_cpus,
         progress=progress,
         client=client,
     )

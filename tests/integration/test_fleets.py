@@ -33,7 +33,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 import unillm
 from unillm.errors import StreamInterrupted, UnillmError
-from unillm.launching.fleet_launch import FleetLaunch, router_launch
+from unillm.launching.fleet_launch import FleetLaunch, router_launch, split_cpus
 from unillm.launching.supervisor import Launch
 from unillm.testing.engines import cpu_launch_settings
 from unillm.testing.tiny_model import TinyModel
@@ -75,13 +75,8 @@ def replicas(tiny: TinyModel, workdir: Path) -> Iterator[Replicas]:
     settings = cpu_launch_settings(
         "vllm", tiny, workdir / "fleet", served_name="tiny", max_num_seqs=4, prefix_caching=True
     )
-    cores = os.cpu_count() or 1  # each replica's compute threads on a core of its own
-    run = FleetLaunch(
-        "vllm",
-        unillm.LaunchSpec(**settings),
-        replicas=2,
-        log_dir=workdir,
-        replica_env=[{"VLLM_CPU_OMP_THREADS_BIND": str(i % cores)} for i in range(2)],
+    run = FleetLaunch(  # each replica on a core of its own: sharing both, they spin on each other
+        "vllm", unillm.LaunchSpec(**settings), replicas=2, log_dir=workdir, replica_cpus=split_cpus(2) or ()
     )
     with start_blocking_portal() as portal, portal.wrap_async_context_manager(run):
         state = Replicas(run, portal, [e.pid for e in run.engines if e.pid is not None])

@@ -224,6 +224,11 @@ class LaunchSpec(BaseModel):
         cpu: Apply the engine's CPU recipe (the fields you set win).
         python: The interpreter of the engine's environment; None: its managed env, else this one.
         prefix: Words put before the whole command (e.g. ``["docker", "exec", "box"]``).
+        cpus: The CPU cores the engine's processes may run on (Linux), set before it starts so
+            its thread pools size to them: two CPU replicas on one machine each want their own
+            (sharing every core, their OpenMP threads spin against each other); None: all. It
+            pins the process unillm starts: behind a container ``prefix`` use the container's
+            own option (``docker --cpuset-cpus``).
         env: Extra environment for the engine (secret-looking values are masked when printed).
         secret_env: More env names whose values are masked when printed.
         extra_args: Engine flags appended as is.
@@ -276,6 +281,7 @@ class LaunchSpec(BaseModel):
     cpu: bool = Field(False, description="apply the engine's CPU recipe (your settings win)")
     python: str | None = None
     prefix: list[str] = []
+    cpus: list[int] | None = Field(None, min_length=1)
     env: dict[str, str] = {}
     secret_env: list[str] = Field([], description="more env names whose values are masked when printed")
     extra_args: list[str] = []
@@ -290,6 +296,19 @@ class LaunchSpec(BaseModel):
             except InvalidOptions as e:
                 raise ValueError(str(e)) from None
         return lora
+
+    @field_validator("cpus")
+    @classmethod
+    def _distinct_cpus(cls, cpus: list[int] | None) -> list[int] | None:
+        if cpus is not None and (min(cpus) < 0 or len(set(cpus)) != len(cpus)):
+            raise ValueError(f"cpus {cpus}: give distinct core numbers, 0 or more")
+        return cpus
+
+    @model_validator(mode="after")
+    def _pinnable(self) -> LaunchSpec:
+        if self.cpus is not None and self.in_process:
+            raise ValueError("cpus pins the engine's own process; in_process has none: leave cpus unset")
+        return self
 
     @field_validator("api_key")
     @classmethod

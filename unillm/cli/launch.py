@@ -59,6 +59,12 @@ def add_arguments(launch: argparse.ArgumentParser) -> None:
         default=None,
         help="reuse the KV cache of shared prompt prefixes (default: the engine's)",
     )
+    launch.add_argument(
+        "--cpus",
+        metavar="LIST",
+        help="cores the engine may run on, e.g. 0-3 or 0,2 (Linux; with --cpu --replicas N the "
+        "cores are split among the replicas unless given)",
+    )
     _add_serving_flags(launch)
     _add_fleet_flags(launch)
     launch.set_defaults(run=run, launch_parser=launch)

@@ -40,6 +40,8 @@ def spec_settings(args: argparse.Namespace) -> dict[str, Any]:
     )
     if args.prefix_caching is not None:  # unset flags leave room for --cpu's recipe
         settings["prefix_caching"] = args.prefix_caching
+    if args.cpus is not None:
+        settings["cpus"] = core_list(args.cpus)
     settings["lora"] = pairs(args.lora, "--lora")
     settings["runtime_lora"] = args.runtime_lora
     settings["env"] = pairs(args.env, "--env")
@@ -53,6 +55,29 @@ def spec_settings(args: argparse.Namespace) -> dict[str, Any]:
         )
     settings["extra_args"] = args.extra_args
     return settings
+
+
+def core_list(text: str) -> list[int]:
+    """``--cpus``'s cores: ``"0-3,6"`` -> ``[0, 1, 2, 3, 6]``.
+
+    Args:
+        text: Comma-separated core numbers and inclusive ranges.
+
+    Returns:
+        The cores, in the order given.
+
+    Raises:
+        InvalidOptions: A part that is not a number or a low-high range.
+    """
+    from unillm.errors import InvalidOptions
+
+    cores: list[int] = []
+    for part in text.split(","):
+        low, _, high = part.strip().partition("-")
+        if not low.isdigit() or (high and not high.isdigit()) or (high and int(high) < int(low)):
+            raise InvalidOptions(f"--cpus {text!r}: give core numbers and ranges, e.g. 0-3,6")
+        cores.extend(range(int(low), int(high or low) + 1))
+    return cores
 
 
 def fleet_settings(args: argparse.Namespace) -> dict[str, Any]:

@@ -20,6 +20,7 @@ start.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -52,7 +53,11 @@ class FleetLaunch(Stoppable):
     ``async with`` gives a :class:`~unillm.fleet.fleet.Fleet` (no router) or an ``LLM`` pointed at
     the router. ``commands()`` shows every command without starting anything.
     ``replica_env`` adds environment per engine, in order, e.g. each replica its own GPUs:
-    ``[{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}]``.
+    ``[{"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}]``; ``replica_cpus`` gives
+    each its own CPU cores (``LaunchSpec.cpus``). With the CPU recipe (``cpu=True``) and neither
+    ``cpus`` nor ``replica_cpus`` set, the cores are split among the engines
+    (:func:`split_cpus`): CPU engines sharing every core spin their thread pools against each
+    other (two vLLM-CPU replicas on two cores decoded ~8x slower than on one core each).
 
     Args:
         engine: The adapter's name ("vllm", ...) or an adapter instance.
@@ -63,6 +68,7 @@ class FleetLaunch(Stoppable):
         disaggregation: Prefill/decode engine counts to start behind the router.
         router_python: The interpreter that has the router; None: its managed env (``unillm setup``).
         replica_env: Extra environment per engine, one mapping per replica, in order.
+        replica_cpus: The cores of each engine, one list per replica, in order.
         progress: Called with each launch step; None is silent.
         client: How the connected client talks to the engines; its reserve counts per engine
             (behind a router: its capacity defaults to every decoding engine's ``max_num_seqs``).
@@ -83,6 +89,7 @@ class FleetLaunch(Stoppable):
         disaggregation: Disaggregation | None = None,
         router_python: str | None = None,
         replica_env: Sequence[Mapping[str, str]] = (),
+        replica_cpus: Sequence[Sequence[int]] = (),
         progress: ProgressHook | None = print_progress,
         log_dir: Path | None = None,
         client: ClientSettings = ClientSettings(),
@@ -109,15 +116,16 @@ class FleetLaunch(Stoppable):
                 f"replica_env has {len(replica_env)} entries for {count} engines: give one mapping per engine"
             )
         envs = [{**spec.env, **extra} for extra in replica_env] or [spec.env] * count
+        cores = _replica_cores(spec, count, replica_cpus)
         self.engines: list[Launch] = [
             Launch(
                 self.adapter,
-                spec.model_copy(update={"port": port, "pd": role, "env": env}),
+                spec.model_copy(update={"port": port, "pd": role, "env": env, "cpus": cpus}),
                 progress=progress,
                 client=replace(client, reserve=None) if router is not None else client,
                 log_path=self.log_dir / f"unillm-{self.adapter.name}-{port}.log",
             )
-            for port, role, env in zip(ports, self.roles, envs, strict=True)
+            for port, role, env, cpus in zip(ports, self.roles, envs, cores, strict=True)
         ]
         self.router: Launch | None = self._router_launch(router_python) if self.tool else None
         self._fleet: Fleet | None = None
@@ -295,6 +303,45 @@ def _router_process_spec(spec: LaunchSpec, port: int, python: str | None) -> Lau
         python=python,
         ready_timeout=spec.ready_timeout,
     )
+
+
+def split_cpus(count: int) -> list[list[int]] | None:
+    """This process's cores split evenly among ``count`` engines (None: fewer cores than engines,
+    or a platform that cannot pin).
+
+        unillm.launch("vllm", **settings, replicas=2, replica_cpus=split_cpus(2) or ())
+
+    Args:
+        count: How many engines share the cores.
+
+    Returns:
+        One list of cores per engine, in order (the first engines get one more when uneven).
+    """
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    usable = sorted(os.sched_getaffinity(0))
+    if count < 1 or len(usable) < count:
+        return None
+    share, extra = divmod(len(usable), count)
+    bounds = [i * share + min(i, extra) for i in range(count + 1)]
+    return [usable[bounds[i] : bounds[i + 1]] for i in range(count)]
+
+
+def _replica_cores(
+    spec: LaunchSpec, count: int, replica_cpus: Sequence[Sequence[int]]
+) -> list[list[int] | None]:
+    """Each engine's ``cpus``: given per replica, else the spec's, else split on the CPU recipe."""
+    if replica_cpus:
+        if len(replica_cpus) != count:
+            raise InvalidOptions(
+                f"replica_cpus has {len(replica_cpus)} entries for {count} engines: give one list per engine"
+            )
+        return [list(c) for c in replica_cpus]
+    if spec.cpus is None and spec.cpu and count > 1:
+        split = split_cpus(count)
+        if split is not None:
+            return list(split)
+    return [spec.cpus] * count
 
 
 def _check_layout(

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -258,6 +258,8 @@ def final_command(adapter: Adapter, spec: LaunchSpec, command: LaunchCommand | N
     env, notes = {**cmd.env, **spec.env}, cmd.notes
     if command is None and not spec.prefix and _runs_python(cmd.argv, spec.python):
         env, notes = boot_env(env), (*notes, boot_note())  # AMX permission in every engine process
+    if spec.cpus is not None:
+        notes = (*notes, f"runs on CPU cores {','.join(map(str, spec.cpus))} only (sched_setaffinity)")
     return LaunchCommand(
         argv=[*spec.prefix, *cmd.argv],
         env=env,
@@ -406,6 +408,7 @@ class Launch(Stoppable):
             for needed in self._cmd.requires:
                 self._check_prerequisite(needed)
         self._refuse_busy_port()
+        check_cpus(self.spec.cpus)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         if self._cmd.files:
             self._folder = write_launch_files(self._cmd, self.name)
@@ -419,7 +422,7 @@ class Launch(Stoppable):
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=_die_with_parent(),
+                preexec_fn=_before_exec(self.spec.cpus),
             )
         except OSError as e:
             raise self._refused(f"could not start {self.name}: {e}") from e
@@ -693,17 +696,41 @@ def _check_structured_settings(adapter: Adapter, spec: LaunchSpec) -> None:
         )
 
 
-def _die_with_parent() -> Callable[[], None] | None:
-    """A pre-exec hook making the engine get SIGTERM if this process dies (Linux), even by SIGKILL."""
+def check_cpus(cpus: Sequence[int] | None) -> None:
+    """Refuse cores this process may not use (or a platform that cannot pin) before starting.
+
+    Args:
+        cpus: The cores asked for (``LaunchSpec.cpus``); None: nothing to check.
+
+    Raises:
+        InvalidOptions: No ``sched_setaffinity`` here, or a core outside this process's own set.
+    """
+    if cpus is None:
+        return
+    if not hasattr(os, "sched_setaffinity"):
+        raise InvalidOptions(f"cpus={list(cpus)}: pinning needs Linux (sched_setaffinity); leave cpus unset")
+    usable = os.sched_getaffinity(0)
+    if not set(cpus) <= usable:
+        raise InvalidOptions(
+            f"cpus={list(cpus)}: this process may run on cores {sorted(usable)} only; pick among them"
+        )
+
+
+def _before_exec(cpus: Sequence[int] | None) -> Callable[[], None] | None:
+    """A pre-exec hook: on Linux the engine gets SIGTERM if this process dies (even by SIGKILL),
+    and runs on ``cpus`` only (set before exec, so its thread pools size to them)."""
     if not sys.platform.startswith("linux"):
         return None
     import ctypes
 
     prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved before fork: nothing imports after
     pr_set_pdeathsig = 1
+    cores = frozenset(cpus) if cpus is not None else None
 
     def hook() -> None:
         prctl(pr_set_pdeathsig, signal.SIGTERM)
+        if cores is not None:
+            os.sched_setaffinity(0, cores)
 
     return hook
 
