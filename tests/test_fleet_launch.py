@@ -237,7 +237,10 @@ def test_each_replica_can_get_its_own_cores_and_the_cpu_recipe_splits_them(
     assert [e.spec.cpus for e in recipe.engines] == [[0, 1, 2], [4, 5]]
     mine = FleetLaunch("vllm", spec(cpu=True, cpus=[4]), replicas=2, progress=None)
     assert [e.spec.cpus for e in mine.engines] == [[4], [4]]  # the caller's cores win
-    assert [e.spec.cpus for e in FleetLaunch("vllm", spec(), replicas=2, progress=None).engines] == [None, None]
+    assert [e.spec.cpus for e in FleetLaunch("vllm", spec(), replicas=2, progress=None).engines] == [
+        None,
+        None,
+    ]
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="pinning needs Linux's sched_setaffinity")

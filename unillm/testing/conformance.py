@@ -172,6 +172,7 @@ LAUNCH_PROBES: Mapping[str, LaunchProbe] = {
 # A new LaunchSpec field fails test_classifies_every_launch_setting until it is probed or listed.
 CORE_LAUNCH_SETTINGS: Mapping[str, str] = {
     "prefix": "Launch puts it before the adapter's argv",
+    "cpus": "Launch sets the started process's CPU affinity before exec",
     "env": "Launch merges it over the adapter's env",
     "secret_env": "Launch masks these env values wherever it prints the command",
     "ready_timeout": "Launch's wait for the engine to be ready",
