@@ -45,6 +45,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -88,6 +89,13 @@ def workload(args: argparse.Namespace, tokenizer: str | None, *, session_key: bo
         tokenizer=tokenizer,
         seed=args.seed,
     )
+
+
+def replica_cores(replicas: int) -> list[list[int]]:
+    """Each replica's cores: a share of its own, or (more replicas than cores) one core each, in
+    turn: single-threaded replicas time-share a core; several threads on every core would spin."""
+    usable = sorted(os.sched_getaffinity(0))
+    return split_cpus(replicas) or [[usable[i % len(usable)]] for i in range(replicas)]
 
 
 def figures(result: Any) -> dict[str, Any]:
@@ -243,7 +251,7 @@ async def kv_events_probe(settings: Mapping[str, Any], log_path: Path | None = N
 
 
 async def on_engines(args: argparse.Namespace) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
-    """Two vLLM-CPU replicas (prefix caching on), the routers in front; the replay on each set-up."""
+    """``--replicas`` vLLM-CPU replicas (prefix caching on), the routers in front; the replay on each."""
     from unillm.launching.fleet_launch import FleetLaunch, router_launch
     from unillm.testing.engines import cpu_launch_settings
     from unillm.testing.tiny_model import build_tiny_model
@@ -261,8 +269,13 @@ async def on_engines(args: argparse.Namespace) -> tuple[dict[str, list[dict[str,
             "--num-gpu-blocks-override",
             str(args.kv_blocks),
         ]
-    cores = split_cpus(2) or ()  # each replica on a core of its own: they would spin on both
-    run = FleetLaunch("vllm", unillm.LaunchSpec(**settings), replicas=2, log_dir=workdir, replica_cpus=cores)
+    run = FleetLaunch(
+        "vllm",
+        unillm.LaunchSpec(**settings),
+        replicas=args.replicas,
+        log_dir=workdir,
+        replica_cpus=replica_cores(args.replicas),
+    )
     skipped: dict[str, str] = {}
     if not args.no_kv_events:
         try:
@@ -311,6 +324,12 @@ def main(argv: list[str] | None = None) -> int:
         "model, so a cache hit shows in TTFT) or tiny (prefill nearly free: queueing sets TTFT)",
     )
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        default=2,
+        help="vLLM-CPU replicas (default 2; more than the cores: one core each, in turn)",
+    )
     parser.add_argument("--sessions", type=int, default=16)
     parser.add_argument("--turns", type=int, default=6)
     parser.add_argument("--input-len", type=int, default=64)
@@ -395,7 +414,8 @@ def main(argv: list[str] | None = None) -> int:
         "block_size": args.block_size,
         "model": args.model,
         "cache_aware_balance_abs": args.balance_abs,
-        "replica_cpus": split_cpus(2) if not args.look_alike else None,
+        "replicas": args.replicas,
+        "replica_cpus": replica_cores(args.replicas) if not args.look_alike else None,
         "look_alike": args.look_alike,
     }
     if not args.look_alike and not args.no_save:

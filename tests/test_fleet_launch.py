@@ -227,11 +227,17 @@ def test_each_replica_can_get_its_own_environment() -> None:
 def test_each_replica_can_get_its_own_cores_and_the_cpu_recipe_splits_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 4, 5}, raising=False)
+    monkeypatch.setattr("os.sched_setaffinity", lambda pid, cores: None, raising=False)
     run = FleetLaunch("vllm", spec(), replicas=2, progress=None, replica_cpus=[[1], [0]])
     assert [e.spec.cpus for e in run.engines] == [[1], [0]]
     with pytest.raises(InvalidOptions, match="one list per engine"):
         FleetLaunch("vllm", spec(), replicas=2, replica_cpus=[[0]])
-    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 4, 5}, raising=False)
+    for bad in ([], [-1]):
+        with pytest.raises(InvalidOptions, match="one core number or more"):
+            FleetLaunch("vllm", spec(), replicas=2, replica_cpus=[[0], bad])
+    with pytest.raises(InvalidOptions, match="may run on cores"):
+        FleetLaunch("vllm", spec(), replicas=2, replica_cpus=[[0], [3]])
     assert split_cpus(2) == [[0, 1, 2], [4, 5]] and split_cpus(6) is None
     recipe = FleetLaunch("vllm", spec(cpu=True), replicas=2, progress=None)
     assert [e.spec.cpus for e in recipe.engines] == [[0, 1, 2], [4, 5]]

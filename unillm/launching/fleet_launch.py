@@ -39,7 +39,14 @@ from unillm.fleet.picker import Policy
 from unillm.launching.lifecycle import Stoppable
 from unillm.launching.ports import free_port
 from unillm.launching.routers import PrefillWorker, RouterSpec, RouterTool, get_router
-from unillm.launching.supervisor import ClientSettings, Launch, ProgressHook, new_api_key, print_progress
+from unillm.launching.supervisor import (
+    ClientSettings,
+    Launch,
+    ProgressHook,
+    check_cpus,
+    new_api_key,
+    print_progress,
+)
 
 if TYPE_CHECKING:
     from unillm.client.llm import LLM
@@ -336,6 +343,8 @@ def _replica_cores(
             raise InvalidOptions(
                 f"replica_cpus has {len(replica_cpus)} entries for {count} engines: give one list per engine"
             )
+        for cores in replica_cpus:
+            check_cpus(cores)  # before anything starts
         return [list(c) for c in replica_cpus]
     if spec.cpus is None and spec.cpu and count > 1:
         split = split_cpus(count)

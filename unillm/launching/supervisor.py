@@ -703,10 +703,12 @@ def check_cpus(cpus: Sequence[int] | None) -> None:
         cpus: The cores asked for (``LaunchSpec.cpus``); None: nothing to check.
 
     Raises:
-        InvalidOptions: No ``sched_setaffinity`` here, or a core outside this process's own set.
+        InvalidOptions: No cores, no ``sched_setaffinity`` here, or a core outside this process's own set.
     """
     if cpus is None:
         return
+    if not cpus or min(cpus) < 0:
+        raise InvalidOptions(f"cpus={list(cpus)}: give one core number or more, each 0 or more")
     if not hasattr(os, "sched_setaffinity"):
         raise InvalidOptions(f"cpus={list(cpus)}: pinning needs Linux (sched_setaffinity); leave cpus unset")
     usable = os.sched_getaffinity(0)
