@@ -192,7 +192,13 @@ async def replay(
                 async with contextlib.AsyncExitStack() as stack:
                     client: Any = routers.get(name)
                     client = client or await stack.enter_async_context(
-                        fleet(urls, key, name, model, CacheAware(balance_abs=args.balance_abs))
+                        fleet(
+                            urls,
+                            key,
+                            name,
+                            model,
+                            CacheAware(balance_abs=args.balance_abs, balance_rel=args.balance_rel),
+                        )
                     )
                     result = await run_load(
                         client,
@@ -360,6 +366,12 @@ def main(argv: list[str] | None = None) -> int:
         f"above the least loaded; default {CacheAware().balance_abs:g})",
     )
     parser.add_argument(
+        "--balance-rel",
+        type=float,
+        default=CacheAware().balance_rel,
+        help=f"the client-side cache_aware policy's balance_rel (default {CacheAware().balance_rel:g})",
+    )
+    parser.add_argument(
         "--block-size",
         type=int,
         default=32,
@@ -413,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         "kv_blocks": args.kv_blocks,
         "block_size": args.block_size,
         "model": args.model,
-        "cache_aware_balance_abs": args.balance_abs,
+        "cache_aware_balance": [args.balance_abs, args.balance_rel],
         "replicas": args.replicas,
         "replica_cpus": replica_cores(args.replicas) if not args.look_alike else None,
         "look_alike": args.look_alike,

@@ -122,6 +122,17 @@ def test_the_matched_replica_is_skipped_when_its_load_passes_both_thresholds() -
     assert send(picker, history) == owner
 
 
+def test_a_too_loaded_owner_passes_its_request_to_the_longest_match_within_bounds() -> None:
+    picker = ReplicaPicker(URLS, "cache_aware", cache_aware=CacheAware(balance_abs=1, balance_rel=1.0))
+    history = chat("Tell me about prefix caches in inference engines", "They reuse KV.", "More?")
+    first_turn = picker.prompt_chunks(chat("Tell me about prefix caches in inference engines"))
+    for _ in range(3):
+        picker.begin(0, 0.0, picker.prompt_chunks(history))  # the owner: 3 in flight
+    picker.begin(1, 0.0, first_turn)  # the conversation's head, 1 in flight; replica 2: nothing
+    assert send(picker, history) == 1  # the owner is 3 above; replica 1 is within 1 and matches more
+    assert send(picker, chat("brand new words, nothing shared")) == 2
+
+
 def test_the_engines_waiting_queue_counts_as_load() -> None:
     picker = ReplicaPicker(URLS[:2], "cache_aware", cache_aware=CacheAware(balance_abs=4))
     owner = send(picker, chat("the same question"))

@@ -77,8 +77,10 @@ class CacheAware:
     A request goes to the replica whose prefix tree matches the longest head of its prompt when
     that match is at least ``match_threshold`` of the prompt, unless that replica's load (requests
     in flight plus the engine's waiting queue) exceeds the least loaded one's by more than
-    ``balance_abs`` requests *and* by more than ``balance_rel`` times; otherwise (and for a prompt
-    no replica has seen) the least loaded replica takes it. The routers' defaults are 0.3, 64
+    ``balance_abs`` requests *and* by more than ``balance_rel`` times: then the longest match among
+    the replicas within those bounds takes it (the least loaded is always one of them; the
+    routers go straight to the least loaded). A prompt no replica has seen enough of goes to the
+    least loaded. The routers' defaults are 0.3, 64
     and 1.5; a client-side fleet sees only its own requests, so its absolute threshold is 2: a
     shared system prompt spreads to a second replica once the first carries 3 more requests, and
     from then on new conversations match both equally and go to the less loaded.
@@ -289,16 +291,20 @@ class ReplicaPicker:
         return chosen
 
     def _cache_pick(self, pieces: Sequence[str], candidates: list[int]) -> int:
-        """The longest match (ties: less load, then rotation) unless it is too short or too loaded."""
+        """The longest match (ties: less load, then rotation) among the replicas not too loaded,
+        unless even the longest is too short."""
         settings, start, n = self.cache_aware, self._next, len(self.replicas)
         matched = {i: self.trees[i].match(pieces) for i in candidates}
-        best = min(candidates, key=lambda i: (-matched[i], self._load(i), (i - start) % n))
         total = sum(len(p) for p in pieces)
-        if not matched[best] or matched[best] < settings.match_threshold * total:
+        if max(matched.values()) < max(settings.match_threshold * total, 1):
             return self._least_loaded(candidates)
-        low, load = min(self._load(i) for i in candidates), self._load(best)
-        if load - low > settings.balance_abs and load > settings.balance_rel * low:
-            return self._least_loaded(candidates)
+        low = min(self._load(i) for i in candidates)
+        fits = [  # the least loaded always fits
+            i
+            for i in candidates
+            if self._load(i) - low <= settings.balance_abs or self._load(i) <= settings.balance_rel * low
+        ]
+        best = min(fits, key=lambda i: (-matched[i], self._load(i), (i - start) % n))
         self._next = best + 1
         return best
 
