@@ -251,13 +251,11 @@ def launch(
         policy: How the replicas (or the router) pick an engine per request.
         disaggregation: Prefill/decode engine counts to start behind the router.
         replica_env: Extra environment per engine, one mapping per replica (e.g. ``CUDA_VISIBLE_DEVICES``).
-        replica_cpus: The CPU cores of each engine, one list per replica (Linux); with
-            ``cpu=True`` and no ``cpus``, the cores are split among the replicas.
+        replica_cpus: CPU cores per engine, one list per replica (Linux; ``cpu=True`` splits them).
         cluster: A Ray cluster to place the engines' replicas on, e.g. ``unillm.Ray(address)``
             (:mod:`unillm.launching.ray_cluster`; ``pip install 'unillm-sdk[ray]'``); None: this machine.
         progress: Called with each launch step; None is silent.
-        log_path: Where the engine's output goes (one engine only); None:
-            ``unillm-<engine>-<port>.log`` in the temp folder.
+        log_path: Where the engine's output goes (one engine only); None: the temp folder's.
         defaults: Options applied to every request, overridden per call.
         timeouts: Connect/read/pool limits in seconds for the connected client.
         retry: How the connected client retries overloads and dropped connections.
@@ -275,10 +273,9 @@ def launch(
     """
     from unillm.launching.supervisor import ClientSettings
 
-    full = build_spec(spec, settings)
     client = ClientSettings(defaults=defaults, timeouts=timeouts, retry=retry, pool=pool, reserve=reserve)
     layout = _Layout(replicas, router, policy, disaggregation, replica_env, replica_cpus, cluster, log_path)
-    return _start(engine, full, progress, client, layout)
+    return _start(engine, build_spec(spec, settings), progress, client, layout)
 
 
 class _Layout(NamedTuple):
