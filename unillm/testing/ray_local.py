@@ -3,8 +3,10 @@
     with local_cluster() as cluster:
         where = unillm.Ray(cluster.address, placement="STRICT_SPREAD", host="127.0.0.1")
 
-Head and worker each get one CPU on 127.0.0.1 and pin vLLM's threads to their own core
-(``VLLM_CPU_OMP_THREADS_BIND`` 0 and 1); each node's ``ray start`` runs in a process group of its
+Head and worker each get one CPU on 127.0.0.1 and run on a core of their own (the first and the
+last this process may use: every process of the node, a vLLM replica's included, inherits it, so
+each replica's thread pool is one thread, not one per core spinning against the other's); each
+node's ``ray start`` runs in a process group of its
 own, which :func:`~unillm.launching.ray_watchdog.stop_groups` stops at the end (killing the
 worker's group is how the node-kill test and benchmark take a node down).
 """
@@ -58,19 +60,27 @@ def local_cluster() -> Iterator[LocalCluster]:
         temp = {"head": f"{tmp}/head", "worker": f"{tmp}/worker"}
         try:
             head = ["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp['head']}"]
-            groups["head"] = _ray_start([*head, *common], {**env, "VLLM_CPU_OMP_THREADS_BIND": "0"})
+            cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+            groups["head"] = _ray_start([*head, *common], env, cores[:1])
             worker = [f"--address=127.0.0.1:{port}", f"--temp-dir={temp['worker']}"]
-            groups["worker"] = _ray_start([*worker, *common], {**env, "VLLM_CPU_OMP_THREADS_BIND": "1"})
+            groups["worker"] = _ray_start([*worker, *common], env, cores[-1:])
             yield LocalCluster(f"127.0.0.1:{port}", groups, temp)
         finally:
             stop_groups(set(groups.values()))
 
 
-def _ray_start(args: list[str], env: dict[str, str]) -> int:
-    """Run one ``ray start`` in a process group of its own (its node's processes stay in it)."""
+def _ray_start(args: list[str], env: dict[str, str], cores: list[int]) -> int:
+    """Run one ``ray start`` in a process group of its own (its node's processes stay in it),
+    on ``cores`` (none given: every core)."""
     command = [str(Path(sys.executable).with_name("ray")), "start", *args]
+    pin = frozenset(cores)
     process = subprocess.Popen(
-        command, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        command,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        preexec_fn=(lambda: os.sched_setaffinity(0, pin)) if pin else None,
     )
     try:
         out, _ = process.communicate(timeout=NODE_START)
