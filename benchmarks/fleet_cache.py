@@ -390,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-save",
         action="store_true",
-        help=f"do not write {RESULT.name}",
+        help=f"do not write {RESULT.name} (fleet_cache_N_replicas.json with --replicas N other than 2)",
     )
     args = parser.parse_args(argv)
     unknown = sorted(set(args.policies) - set(FLEET_POLICIES))
@@ -449,7 +449,9 @@ def main(argv: list[str] | None = None) -> int:
         "look_alike": args.look_alike,
     }
     if not args.look_alike and not args.no_save:
-        path = RESULT
+        path = (
+            RESULT if args.replicas == 2 else RESULT.with_name(f"fleet_cache_{args.replicas}_replicas.json")
+        )
         path.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out, separators=(",", ":")))
     return 0

