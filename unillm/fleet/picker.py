@@ -80,10 +80,10 @@ class CacheAware:
     ``balance_abs`` requests *and* by more than ``balance_rel`` times: then the longest match among
     the replicas within those bounds takes it (the least loaded is always one of them; the
     routers go straight to the least loaded). A prompt no replica has seen enough of goes to the
-    least loaded. The routers' defaults are 0.3, 64
-    and 1.5; a client-side fleet sees only its own requests, so its absolute threshold is 2: a
-    shared system prompt spreads to a second replica once the first carries 3 more requests, and
-    from then on new conversations match both equally and go to the less loaded.
+    least loaded. The routers' defaults are 0.3, 64 and 1.5; a client-side fleet sees only its own
+    requests, so its absolute threshold is 2: a shared system prompt spreads to a second replica
+    once the first carries 3 more requests, and from then on new conversations match both equally
+    and go to the less loaded.
 
     Args:
         match_threshold: The least matched share of the prompt (0-1) that routes by cache

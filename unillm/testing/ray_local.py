@@ -6,9 +6,9 @@
 Head and worker each get one CPU on 127.0.0.1 and run on a core of their own (the first and the
 last this process may use: every process of the node, a vLLM replica's included, inherits it, so
 each replica's thread pool is one thread, not one per core spinning against the other's); each
-node's ``ray start`` runs in a process group of its
-own, which :func:`~unillm.launching.ray_watchdog.stop_groups` stops at the end (killing the
-worker's group is how the node-kill test and benchmark take a node down).
+node's ``ray start`` runs in a process group of its own, which
+:func:`~unillm.launching.ray_watchdog.stop_groups` stops at the end (killing the worker's group
+is how the node-kill test and benchmark take a node down).
 """
 
 from __future__ import annotations
