@@ -392,6 +392,7 @@ def test_another_engine_is_refused_naming_engine_feature_and_alternative() -> No
     [
         ({"in_process": True}, "in_process"),
         ({"prefix": ["docker", "exec", "box"]}, "prefix"),
+        ({"cpus": [0, 1]}, "cpus"),
         ({"nodes": {"count": 2, "head": "10.0.0.1"}}, "nodes"),
         ({"pd": {"role": "prefill"}}, "pd"),
     ],

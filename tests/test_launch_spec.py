@@ -126,9 +126,9 @@ async def test_a_log_path_the_caller_gave_is_kept_even_when_empty(tmp_path: Path
 @pytest.mark.parametrize(
     ("settings", "match"),
     [
-        ({"cpus": [0, 0]}, "distinct core numbers"),
-        ({"cpus": [-1]}, "distinct core numbers"),
-        ({"cpus": []}, "cpus"),
+        ({"cpus": [0, 0]}, "each 0 or more and distinct"),
+        ({"cpus": [-1]}, "each 0 or more and distinct"),
+        ({"cpus": []}, "one core number or more"),
         ({"cpus": [0], "in_process": True}, "in_process has none"),
     ],
 )

@@ -123,6 +123,20 @@ class Nodes(_Settings):
         return host, int(port)
 
 
+def core_list_problem(cpus: Sequence[int]) -> str | None:
+    """What is wrong with a list of CPU cores to pin an engine to (None: nothing).
+
+    Args:
+        cpus: The cores (``LaunchSpec.cpus``, one entry of a fleet's ``replica_cpus``).
+
+    Returns:
+        The reason to refuse it: empty, a negative number, a core given twice.
+    """
+    if not cpus or min(cpus) < 0 or len(set(cpus)) != len(cpus):
+        return f"cpus={list(cpus)}: give one core number or more, each 0 or more and distinct"
+    return None
+
+
 DEFAULT_RENDEZVOUS_PORT = 29500
 TransferBackend = Literal["nixl", "mooncake"]
 
@@ -281,7 +295,7 @@ class LaunchSpec(BaseModel):
     cpu: bool = Field(False, description="apply the engine's CPU recipe (your settings win)")
     python: str | None = None
     prefix: list[str] = []
-    cpus: list[int] | None = Field(None, min_length=1)
+    cpus: list[int] | None = None
     env: dict[str, str] = {}
     secret_env: list[str] = Field([], description="more env names whose values are masked when printed")
     extra_args: list[str] = []
@@ -300,8 +314,8 @@ class LaunchSpec(BaseModel):
     @field_validator("cpus")
     @classmethod
     def _distinct_cpus(cls, cpus: list[int] | None) -> list[int] | None:
-        if cpus is not None and (min(cpus) < 0 or len(set(cpus)) != len(cpus)):
-            raise ValueError(f"cpus {cpus}: give distinct core numbers, 0 or more")
+        if cpus is not None and (why := core_list_problem(cpus)):
+            raise ValueError(why)
         return cpus
 
     @model_validator(mode="after")

@@ -155,6 +155,10 @@ def _refuse_unexpressible(spec: LaunchSpec) -> None:
     refused = {
         "in_process": (spec.in_process, "runs the engine inside this Python process; a pod runs its own"),
         "prefix": (bool(spec.prefix), "wraps the local command (docker exec, ...); the pod is the wrapper"),
+        "cpus": (
+            spec.cpus is not None,
+            "pins a local process to cores; a pod's CPUs come from its resources (requests/limits)",
+        ),
         "nodes": (
             spec.nodes is not None,
             "spreads one engine over machines by hand; KServe's multi-node layout "

@@ -36,7 +36,7 @@ import httpx
 from pydantic import SecretStr
 
 from unillm.adapter.base import Adapter
-from unillm.adapter.launch_spec import LaunchCommand, LaunchSpec, Prerequisite
+from unillm.adapter.launch_spec import LaunchCommand, LaunchSpec, Prerequisite, core_list_problem
 from unillm.adapter.registry import adapter_for
 from unillm.capabilities import Feature
 from unillm.client.priority_gate import Reserve, reserve_gate
@@ -703,12 +703,13 @@ def check_cpus(cpus: Sequence[int] | None) -> None:
         cpus: The cores asked for (``LaunchSpec.cpus``); None: nothing to check.
 
     Raises:
-        InvalidOptions: No cores, no ``sched_setaffinity`` here, or a core outside this process's own set.
+        InvalidOptions: A list :func:`core_list_problem` refuses, no ``sched_setaffinity`` here, or a
+            core outside this process's own set.
     """
     if cpus is None:
         return
-    if not cpus or min(cpus) < 0:
-        raise InvalidOptions(f"cpus={list(cpus)}: give one core number or more, each 0 or more")
+    if why := core_list_problem(cpus):
+        raise InvalidOptions(why)
     if not hasattr(os, "sched_setaffinity"):
         raise InvalidOptions(f"cpus={list(cpus)}: pinning needs Linux (sched_setaffinity); leave cpus unset")
     usable = os.sched_getaffinity(0)
