@@ -89,8 +89,8 @@ def wide_model() -> TinyModel:
     """The tiny model's tokenizer on a wider random Llama (:data:`WIDE`), built once and cached.
 
     A decode step of the tiny model costs well under a millisecond, so on two cores a harness's
-    own CPU moves what it measures; this model's costs ~10 ms on one core, the pace of a real
-    model on a GPU, and the engine, not the harness, sets the figures.
+    own CPU moves what it measures; this model's costs 10-15 ms for one stream (21 ms for 8 on one
+    core), the pace of a real model on a GPU, and the engine, not the harness, sets the figures.
     """
 
     def write(tmp: Path, final: Path) -> None:
