@@ -25,10 +25,10 @@ def chat(*turns: str, **options: Any) -> Any:
 
 def send(picker: ReplicaPicker, request: Any, now: float = 0.0) -> int:
     """Route ``request`` as the fleet does (pick, then begin; the request stays in flight)."""
-    key, pieces = picker.key_for(request), picker.prompt_chunks(request)
-    i = picker.pick(key, (), now, pieces)
+    key, prompt = picker.key_for(request), picker.prompt(request)
+    i = picker.pick(key, (), now, prompt)
     assert i is not None
-    picker.begin(i, now, pieces)
+    picker.begin(i, now, prompt)
     return i
 
 
@@ -125,9 +125,9 @@ def test_the_matched_replica_is_skipped_when_its_load_passes_both_thresholds() -
 def test_a_too_loaded_owner_passes_its_request_to_the_longest_match_within_bounds() -> None:
     picker = ReplicaPicker(URLS, "cache_aware", cache_aware=CacheAware(balance_abs=1, balance_rel=1.0))
     history = chat("Tell me about prefix caches in inference engines", "They reuse KV.", "More?")
-    first_turn = picker.prompt_chunks(chat("Tell me about prefix caches in inference engines"))
+    first_turn = picker.prompt(chat("Tell me about prefix caches in inference engines"))
     for _ in range(3):
-        picker.begin(0, 0.0, picker.prompt_chunks(history))  # the owner: 3 in flight
+        picker.begin(0, 0.0, picker.prompt(history))  # the owner: 3 in flight
     picker.begin(1, 0.0, first_turn)  # the conversation's head, 1 in flight; replica 2: nothing
     assert send(picker, history) == 1  # the owner is 3 above; replica 1 is within 1 and matches more
     assert send(picker, chat("brand new words, nothing shared")) == 2
@@ -167,7 +167,7 @@ def test_a_session_key_pins_under_cache_aware_too() -> None:
 
 def test_other_policies_keep_no_tree() -> None:
     picker = ReplicaPicker(URLS, "least_load")
-    assert picker.prompt_chunks(chat("hi")) is None and picker.trees == []
+    assert picker.prompt(chat("hi")) is None and picker.trees == []
 
 
 @pytest.mark.parametrize(

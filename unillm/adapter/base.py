@@ -286,6 +286,16 @@ class Adapter(ABC):
         """Known causes of failed launches: a regex matched against log lines -> what to change."""
         return {}
 
+    def kv_events_args(self, endpoint: str) -> list[str] | None:
+        """Engine flags that publish its KV-cache events on ``endpoint`` in vLLM's format (a ZMQ
+        PUB of msgpack ``KVEventBatch``; :mod:`unillm.fleet.kv_events` reads them); None: the engine
+        publishes none that unillm reads.
+
+        Args:
+            endpoint: The ZMQ endpoint the engine binds (``ipc://...``).
+        """
+        return None
+
     def expected_version(self, spec: LaunchSpec) -> str | None:
         """The version discovery will report for an engine launched from ``spec`` (None: unknown).
 

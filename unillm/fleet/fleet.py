@@ -14,8 +14,10 @@ until closed, plus the engine's waiting queue from its metrics, scraped in the b
 every ``metrics_interval`` seconds), ``prefix`` (consistent hashing with bounded load over the
 first ``prefix_chars`` characters of the prompt or messages, so a shared prefix hits one engine's
 prefix cache), ``session`` (``session="user-42"`` on a request; without a key, least load) and
-``cache_aware`` (the replica that was sent the longest head of the prompt, from a bounded prefix
-tree per replica, unless it is too loaded: :class:`~unillm.fleet.picker.CacheAware`).
+``cache_aware`` (the replica holding the longest head of the prompt, unless it is too loaded:
+:class:`~unillm.fleet.picker.CacheAware`; what each holds comes from its engine's KV-cache events
+with ``kv_events=`` (:class:`~unillm.fleet.kv_events.KVEvents`: vLLM publishes them), else from a
+bounded prefix tree per replica of what was sent to it).
 A ``session=`` key pins its requests under every policy.
 
 Failover: a request that fails before the engine answered (connection refused or reset, a
@@ -66,7 +68,7 @@ from unillm.errors import (
     UnillmError,
     UnsupportedFeature,
 )
-from unillm.fleet.picker import Backoff, CacheAware, Policy, Replica, ReplicaPicker, ReplicaState
+from unillm.fleet.picker import Backoff, CacheAware, Policy, Prompt, Replica, ReplicaPicker, ReplicaState
 from unillm.metrics import CombinedMetrics, EngineMetrics, Sample
 from unillm.options import Options, Request, make_request
 from unillm.results import Completion, Delta, Embeddings, LoraInfo, Tokens
@@ -75,6 +77,7 @@ if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
     from unillm.client.blocking import BlockingLLM
+    from unillm.fleet.kv_events import KVEvents
 
 R = TypeVar("R")
 NO_RETRY = RetryPolicy(attempts=1)
@@ -171,6 +174,8 @@ class Fleet(AsyncClosing, Generates):
         metrics_interval: Seconds between scrapes of each engine's queue ("least_load").
         max_retry_after: The longest ``Retry-After`` (seconds) believed from a replica.
         cache_aware: The "cache_aware" policy's thresholds and prefix-tree bound.
+        kv_events: The replicas' KV-cache events, in the replicas' order, for "cache_aware"
+            (started; the fleet closes it). None: the prefix trees alone.
 
     Raises:
         InvalidOptions: An empty replica list or a setting out of range.
@@ -189,6 +194,7 @@ class Fleet(AsyncClosing, Generates):
         metrics_interval: float = 1.0,
         max_retry_after: float = MAX_RETRY_AFTER,
         cache_aware: CacheAware = CacheAware(),
+        kv_events: KVEvents | None = None,
     ) -> None:
         _check_fleet_settings(load_factor, metrics_interval, cooldown=cooldown, ejection=ejection)
         given = _checked_replicas(replicas)
@@ -218,7 +224,12 @@ class Fleet(AsyncClosing, Generates):
             ejection=ejection,
             max_retry_after=max_retry_after,
             cache_aware=cache_aware,
+            cache_state=kv_events,
         )
+        if kv_events is not None and len(kv_events) != len(given):
+            raise InvalidOptions(f"kv_events has {len(kv_events)} endpoints for {len(given)} replicas")
+        self.kv_events = kv_events
+        self._owns_events = True  # a clone shares its original's subscription
         self._members = [
             _Member(r if r.retry.attempts == 1 else r.clone(retry=NO_RETRY), r, route)
             for r, route in zip(given, self._picker.replicas, strict=True)
@@ -305,16 +316,22 @@ class Fleet(AsyncClosing, Generates):
 
     # -- lifecycle -------------------------------------------------------------------------
     async def aclose(self) -> None:
-        """Stop the background metrics scrape and close every replica's connections."""
+        """Stop the background metrics scrape, the KV-cache event subscription (unless a clone's)
+        and close every replica's connections."""
         if self._scrape is not None:
             self._scrape.cancel()
             self._scrape = None
+        if self.kv_events is not None and self._owns_events:
+            await self.kv_events.aclose()
         for llm in {id(r): r for m in self._members for r in (m.llm, m.given)}.values():
             await llm.aclose()
 
     def clone(self) -> Fleet:
         """A new fleet over the same replicas with its own connection pools and counters."""
-        twin = Fleet([m.llm.clone() for m in self._members], **self._settings.arguments())
+        twin = Fleet(
+            [m.llm.clone() for m in self._members], **self._settings.arguments(), kv_events=self.kv_events
+        )
+        twin._owns_events = False
         twin._info, twin._caps, twin._mixed_versions = self._info, self._caps, self._mixed_versions
         for mine, theirs in zip(self._members, twin._members, strict=True):
             theirs.verified = mine.verified
@@ -522,7 +539,7 @@ class Fleet(AsyncClosing, Generates):
             picker.key_for(request),
             lambda llm: llm._complete(request),
             request.timeout,
-            picker.prompt_chunks(request),
+            picker.prompt(request),
         )
 
     async def _call(
@@ -530,13 +547,13 @@ class Fleet(AsyncClosing, Generates):
         key: int | None,
         fn: Callable[[LLM], Awaitable[R]],
         timeout: float | None = None,
-        pieces: list[str] | None = None,
+        prompt: Prompt | None = None,
     ) -> R:
         """``fn`` on the replica the policy picks, moving on while it fails before an answer."""
         tried: list[int] = []
         while True:
-            i = self._pick(key, tried, pieces)
-            self._picker.begin(i, time.monotonic(), pieces)
+            i = self._pick(key, tried, prompt)
+            self._picker.begin(i, time.monotonic(), prompt)
             try:
                 if not self._members[i].verified:
                     await self._verify(i, timeout)
@@ -576,9 +593,9 @@ class Fleet(AsyncClosing, Generates):
             assert self._caps is not None
             check(self._caps, request)
 
-    def _pick(self, key: int | None, tried: list[int], pieces: list[str] | None = None) -> int:
+    def _pick(self, key: int | None, tried: list[int], prompt: Prompt | None = None) -> int:
         now = time.monotonic()
-        i = self._picker.pick(key, tried, now, pieces)
+        i = self._picker.pick(key, tried, now, prompt)
         if i is None:
             raise self._nothing_available(now)
         if self._wants_queue and now - self._scraped_at >= self.metrics_interval:
@@ -691,15 +708,15 @@ class FleetStream(Stream):
         deadline = Deadline(request.deadline, fleet.engine, stream=True)
         with deadline.bound():
             await fleet._ready(request)
-        key, pieces = fleet._picker.key_for(request), fleet._picker.prompt_chunks(request)
+        key, prompt = fleet._picker.key_for(request), fleet._picker.prompt(request)
         tried: list[int] = []
         while True:
-            i = fleet._pick(key, tried, pieces)
+            i = fleet._pick(key, tried, prompt)
             member = fleet._members[i]
             inner = Stream(member.llm, request, deadline)
             inner._texts, inner._calls = self._texts, self._calls  # what was delivered accumulates here
             self.replica = member.llm.base_url
-            fleet._picker.begin(i, time.monotonic(), pieces)
+            fleet._picker.begin(i, time.monotonic(), prompt)
             try:
                 if not member.verified:
                     with deadline.bound():

@@ -5,9 +5,9 @@ seconds), so the logic is testable without sleeping::
 
     picker = ReplicaPicker(["http://a:8000", "http://b:8000"], policy="prefix")
     key = picker.key_for(request)                 # None unless the policy hashes something
-    pieces = picker.prompt_chunks(request)        # None unless the policy is "cache_aware"
-    i = picker.pick(key, exclude=(), now=now, pieces=pieces)   # None: no replica may take one now
-    picker.begin(i, now, pieces)
+    prompt = picker.prompt(request)               # None unless the policy is "cache_aware"
+    i = picker.pick(key, exclude=(), now=now, prompt=prompt)   # None: no replica may take one now
+    picker.begin(i, now, prompt)
     picker.answered(i) / picker.overloaded(i, retry_after, now) / picker.failed(i, why, now)
     picker.end(i)                                 # when the answer (or the stream) is over
 
@@ -15,10 +15,11 @@ Policies: ``round_robin``; ``least_load`` (fewest requests in flight plus the en
 queue when known); ``prefix`` (consistent hashing with bounded load over the first
 ``prefix_chars`` characters of the prompt or of the serialized messages); ``session`` (the
 request's ``session=`` key, hashed the same way; requests without one go to the least loaded
-replica); ``cache_aware`` (the replica with the longest match of the prompt in its
-:class:`~unillm.fleet.prefix_tree.PrefixTree` of what was sent to it, unless too little matches or
-that replica is too loaded: see :class:`CacheAware`). A ``session=`` key pins its requests under
-every policy: the policy decides only for requests without one.
+replica); ``cache_aware`` (the replica holding the longest head of the prompt, unless too little
+matches or that replica is too loaded: see :class:`CacheAware`; what a replica holds comes from its
+engine's KV-cache events when a :class:`CacheState` is given and usable, else from a
+:class:`~unillm.fleet.prefix_tree.PrefixTree` of what was sent to it). A ``session=`` key pins
+its requests under every policy: the policy decides only for requests without one.
 
 Health: a replica answering 429/503 is *overloaded*, not broken: it cools down for
 ``max(Retry-After, own exponential backoff)``, Retry-After believed up to ``max_retry_after``
@@ -35,7 +36,7 @@ import zlib
 from bisect import bisect_left
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 from unillm.client.transport import MAX_RETRY_AFTER
 from unillm.content import content_text
@@ -114,6 +115,26 @@ class CacheAware:
         if not 1.0 <= self.balance_rel < math.inf:
             raise InvalidOptions(f"balance_rel is a finite ratio >= 1.0; got {self.balance_rel!r}")
         PrefixTree(self.max_chunks)  # raises on a bad bound
+
+
+class CacheState(Protocol):
+    """What the engines report they cache (:class:`unillm.fleet.kv_events.KVEvents`)."""
+
+    def tokens(self, request: Request) -> list[int] | None:
+        """The request's prompt as the engines' token ids (None: unknown here)."""
+
+    def held(self, i: int, tokens: Sequence[int], lora: str | None) -> int | None:
+        """Tokens of the head replica ``i`` caches (None: its reports are not usable)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """A request's prompt as ``cache_aware`` matches it: chunks for the prefix trees, token ids
+    for the engines' reports (None without them)."""
+
+    chunks: list[str]
+    tokens: list[int] | None = None
+    lora: str | None = None
 
 
 @dataclass(slots=True)
@@ -197,6 +218,7 @@ class ReplicaPicker:
         ejection: Backoff = Backoff(1.0, 30.0),
         max_retry_after: float = MAX_RETRY_AFTER,
         cache_aware: CacheAware = CacheAware(),
+        cache_state: CacheState | None = None,
     ) -> None:
         if policy not in POLICIES:
             raise InvalidOptions(f"unknown routing policy {policy!r}; use one of {', '.join(POLICIES)}")
@@ -223,6 +245,11 @@ class ReplicaPicker:
         cache_aware.check()
         self.cache_aware = cache_aware
         self.trees = [PrefixTree(cache_aware.max_chunks) for _ in urls] if policy == "cache_aware" else []
+        if cache_state is not None and policy != "cache_aware":
+            raise InvalidOptions(
+                f"the engines' cache reports (kv_events) serve the cache_aware policy, not {policy!r}"
+            )
+        self.cache_state = cache_state
         self._next = 0
         ring = sorted((_hash(f"{url}#{v}"), i) for i, url in enumerate(urls) for v in range(_VIRTUAL_NODES))
         self._ring_points = [p for p, _ in ring]
@@ -237,15 +264,17 @@ class ReplicaPicker:
             return None
         return _hash(_serialized(request, self.prefix_chars))
 
-    def prompt_chunks(self, request: Request) -> list[str] | None:
-        """The chunks of ``request``'s whole prompt or serialized messages under ``cache_aware``
-        (for :meth:`pick` and :meth:`begin`), else None."""
+    def prompt(self, request: Request) -> Prompt | None:
+        """``request``'s prompt as ``cache_aware`` matches it (for :meth:`pick` and :meth:`begin`):
+        the chunks of its prompt or serialized messages and, with the engines' reports, its token
+        ids; None under other policies."""
         if not self.trees:
             return None
-        return chunks(_serialized(request, None))
+        tokens = self.cache_state.tokens(request) if self.cache_state is not None else None
+        return Prompt(chunks(_serialized(request, None)), tokens, request.lora)
 
     def pick(
-        self, key: int | None, exclude: Collection[int], now: float, pieces: Sequence[str] | None = None
+        self, key: int | None, exclude: Collection[int], now: float, prompt: Prompt | None = None
     ) -> int | None:
         """The replica for the next request, or None when none may take one now.
 
@@ -253,7 +282,7 @@ class ReplicaPicker:
             key: The affinity hash (:meth:`key_for`); it wins over the policy.
             exclude: Replicas already tried for this request.
             now: Monotonic seconds.
-            pieces: The prompt's chunks (:meth:`prompt_chunks`), for ``cache_aware``.
+            prompt: The prompt (:meth:`prompt`), for ``cache_aware``.
         """
         replicas = self.replicas
         candidates = [i for i, r in enumerate(replicas) if i not in exclude and r.available(now)]
@@ -264,8 +293,8 @@ class ReplicaPicker:
             return candidates[0]
         if key is not None:
             return self._ring_pick(key, candidates)
-        if pieces is not None and self.trees:
-            return self._cache_pick(pieces, candidates)
+        if prompt is not None and self.trees:
+            return self._cache_pick(prompt, candidates)
         if self.policy == "round_robin":
             return self._rotate(candidates)
         return self._least_loaded(candidates)
@@ -290,13 +319,13 @@ class ReplicaPicker:
         self._next = chosen + 1
         return chosen
 
-    def _cache_pick(self, pieces: Sequence[str], candidates: list[int]) -> int:
+    def _cache_pick(self, prompt: Prompt, candidates: list[int]) -> int:
         """The longest match (ties: less load, then rotation) among the replicas not too loaded,
         unless even the longest is too short."""
         settings, start, n = self.cache_aware, self._next, len(self.replicas)
-        matched = {i: self.trees[i].match(pieces) for i in candidates}
-        total = sum(len(p) for p in pieces)
-        if max(matched.values()) < max(settings.match_threshold * total, 1):
+        matched = {i: self._held_share(i, prompt) for i in candidates}
+        best = max(matched.values())
+        if best <= 0 or best < settings.match_threshold:
             return self._least_loaded(candidates)
         low = min(self._load(i) for i in candidates)
         fits = [  # the least loaded always fits
@@ -307,6 +336,16 @@ class ReplicaPicker:
         best = min(fits, key=lambda i: (-matched[i], self._load(i), (i - start) % n))
         self._next = best + 1
         return best
+
+    def _held_share(self, i: int, prompt: Prompt) -> float:
+        """The share of the prompt replica ``i`` holds: from its engine's reports when usable,
+        else from its prefix tree."""
+        if prompt.tokens and self.cache_state is not None:
+            held = self.cache_state.held(i, prompt.tokens, prompt.lora)
+            if held is not None:
+                return held / len(prompt.tokens)
+        total = sum(len(c) for c in prompt.chunks)
+        return self.trees[i].match(prompt.chunks) / total if total else 0.0
 
     def _ring_pick(self, key: int, candidates: list[int]) -> int:
         """Consistent hashing with bounded load: the first replica clockwise under its cap."""
@@ -330,16 +369,16 @@ class ReplicaPicker:
         return self._least_loaded(candidates)
 
     # -- outcomes ---------------------------------------------------------------------------
-    def begin(self, i: int, now: float, pieces: Sequence[str] | None = None) -> None:
+    def begin(self, i: int, now: float, prompt: Prompt | None = None) -> None:
         """A request goes to replica ``i`` (a half-open replica's one trial).
 
         Args:
             i: The replica.
             now: Monotonic seconds.
-            pieces: The prompt's chunks (``cache_aware``): recorded in the replica's tree.
+            prompt: The prompt (``cache_aware``): its chunks recorded in the replica's tree.
         """
-        if pieces is not None and self.trees:
-            self.trees[i].insert(pieces)
+        if prompt is not None and self.trees:
+            self.trees[i].insert(prompt.chunks)
         r = self.replicas[i]
         r.in_flight += 1
         r.requests += 1
@@ -406,4 +445,14 @@ class ReplicaPicker:
         return min(ends) if ends else None
 
 
-__all__ = ["POLICIES", "Backoff", "CacheAware", "Policy", "Replica", "ReplicaState", "ReplicaPicker"]
+__all__ = [
+    "POLICIES",
+    "Backoff",
+    "CacheAware",
+    "CacheState",
+    "Policy",
+    "Prompt",
+    "Replica",
+    "ReplicaPicker",
+    "ReplicaState",
+]

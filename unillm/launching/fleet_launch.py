@@ -36,7 +36,9 @@ from unillm.adapter.registry import get_adapter
 from unillm.client.priority_gate import Reserve
 from unillm.errors import InvalidOptions, LaunchError, UnsupportedFeature
 from unillm.fleet.picker import Policy
+from unillm.fleet.prompt_tokens import PromptTokens
 from unillm.launching.lifecycle import Stoppable
+from unillm.launching.model_facts import chat_template
 from unillm.launching.ports import free_port
 from unillm.launching.routers import PrefillWorker, RouterSpec, RouterTool, get_router
 from unillm.launching.supervisor import (
@@ -51,6 +53,7 @@ from unillm.launching.supervisor import (
 if TYPE_CHECKING:
     from unillm.client.llm import LLM
     from unillm.fleet.fleet import Fleet
+    from unillm.fleet.kv_events import KVEvents
 
 
 class FleetLaunch(Stoppable):
@@ -124,18 +127,54 @@ class FleetLaunch(Stoppable):
             )
         envs = [{**spec.env, **extra} for extra in replica_env] or [spec.env] * count
         cores = _replica_cores(spec, count, replica_cpus)
+        self.kv_endpoints, self.kv_events_note, self._prompt_tokens = self._kv_events_plan(spec, ports)
+        flags = [self.adapter.kv_events_args(e) or [] for e in self.kv_endpoints] or [[]] * count
         self.engines: list[Launch] = [
             Launch(
                 self.adapter,
-                spec.model_copy(update={"port": port, "pd": role, "env": env, "cpus": cpus}),
+                spec.model_copy(
+                    update={
+                        "port": port,
+                        "pd": role,
+                        "env": env,
+                        "cpus": cpus,
+                        "extra_args": [*spec.extra_args, *kv_flags],
+                    }
+                ),
                 progress=progress,
                 client=replace(client, reserve=None) if router is not None else client,
                 log_path=self.log_dir / f"unillm-{self.adapter.name}-{port}.log",
             )
-            for port, role, env, cpus in zip(ports, self.roles, envs, cores, strict=True)
+            for port, role, env, cpus, kv_flags in zip(ports, self.roles, envs, cores, flags, strict=True)
         ]
         self.router: Launch | None = self._router_launch(router_python) if self.tool else None
         self._fleet: Fleet | None = None
+
+    def _kv_events_plan(
+        self, spec: LaunchSpec, ports: Sequence[int]
+    ) -> tuple[list[str], str | None, PromptTokens | None]:
+        """Each engine's KV-cache events endpoint when a client-side ``cache_aware`` fleet can read
+        them (else none), why not when it cannot (None: not asked, or in use) and the tokenizer
+        that matches them to prompts."""
+        if self.policy != "cache_aware" or self.tool is not None:
+            return [], None, None
+        if any(a.startswith("--kv-events-config") for a in spec.extra_args):
+            return [], "the engines' own --kv-events-config is kept: routing by the prefix tree", None
+        endpoints = [f"ipc://{tempfile.gettempdir()}/unillm-kv-{os.getpid()}-{port}.sock" for port in ports]
+        if self.adapter.kv_events_args(endpoints[0]) is None:
+            return (
+                [],
+                f"{self.adapter.name} publishes no KV-cache events unillm reads: routing by the prefix tree",
+                None,
+            )
+        try:
+            tokens = PromptTokens.from_folder(spec.model, chat_template(spec.model))
+            import msgpack  # noqa: F401
+            import zmq  # noqa: F401
+        except (InvalidOptions, ImportError) as e:
+            why = str(e) if isinstance(e, InvalidOptions) else "pip install 'unillm-sdk[kv-events]'"
+            return [], f"KV-cache events not used ({why}): routing by the prefix tree", None
+        return endpoints, None, tokens
 
     # -- rendering (no side effects) --------------------------------------------------------
     def commands(self) -> list[tuple[str, LaunchCommand]]:
@@ -210,11 +249,21 @@ class FleetLaunch(Stoppable):
                 return await self.router.__aenter__()
             from unillm.fleet.fleet import Fleet
 
-            self._fleet = Fleet(llms, policy=self.policy)
+            self._fleet = Fleet(llms, policy=self.policy, kv_events=await self._kv_events())
             return self._fleet
         except BaseException:
             await self._stop()
             raise
+
+    async def _kv_events(self) -> KVEvents | None:
+        """The engines' KV-cache events, subscribed (None when the plan has no endpoints)."""
+        if not self.kv_endpoints or self._prompt_tokens is None:
+            return None
+        from unillm.fleet.kv_events import KVEvents
+
+        events = KVEvents(self.kv_endpoints, self._prompt_tokens)
+        await events.start()
+        return events
 
     async def _start_engines(self) -> list[LLM]:
         llms: list[LLM | None] = [None] * len(self.engines)

@@ -26,6 +26,7 @@ everywhere.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -371,6 +372,11 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
 
     def launch_hints(self) -> Mapping[str, str]:
         return launch.LAUNCH_HINTS
+
+    def kv_events_args(self, endpoint: str) -> list[str] | None:
+        """``--kv-events-config``: vLLM's ZMQ publisher, bound to ``endpoint``."""
+        config = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": endpoint}
+        return ["--kv-events-config", json.dumps(config)]
 
     def command(self, spec: LaunchSpec) -> LaunchCommand:
         return launch.command(spec)

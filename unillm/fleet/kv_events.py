@@ -1,0 +1,167 @@
+"""The replicas' KV-cache events, live: one ZMQ subscription per replica feeding a :class:`BlockIndex`.
+
+    events = KVEvents(["ipc:///tmp/kv-0.sock", "ipc:///tmp/kv-1.sock"], PromptTokens.from_folder(...))
+    await events.start()       # subscribe: what the engines publish from now on is indexed
+    fleet = unillm.Fleet(llms, policy="cache_aware", kv_events=events)   # the fleet closes it
+    events.status()            # per replica: usable, batches, blocks held, sequence gaps
+
+Each engine runs with ``--kv-events-config '{"enable_kv_cache_events": true, "publisher": "zmq",
+"endpoint": "ipc:///tmp/kv-0.sock"}'`` (``unillm.launch(..., policy="cache_aware")`` adds it). vLLM
+sends ``(topic, 8-byte big-endian sequence number, msgpack KVEventBatch)``. A lost message (the
+publisher's high-water mark, a late start) is counted in ``gaps``: the index may then hold a block
+the engine evicted, as an approximate tree would. A batch that does not decode marks the replica's
+index unusable: the policy uses its prefix tree for that replica from then on, and a warning is
+logged once. Needs ``pyzmq`` and ``msgpack`` (``pip install 'unillm-sdk[kv-events]'``); asyncio only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from unillm.errors import InvalidOptions
+from unillm.fleet.kv_index import BlockIndex, MalformedEvents
+from unillm.options import Request
+
+if TYPE_CHECKING:
+    from unillm.fleet.prompt_tokens import PromptTokens
+
+log = logging.getLogger("unillm.fleet")
+
+
+@dataclass
+class ReplicaEvents:
+    """What one replica's subscription has seen."""
+
+    endpoint: str
+    index: BlockIndex
+    batches: int = 0
+    gaps: int = 0
+    next_seq: int | None = None
+    broken: str | None = None  # why the index is no longer used
+
+    @property
+    def usable(self) -> bool:
+        """True while the index is trusted."""
+        return self.broken is None
+
+
+class KVEvents:
+    """Live KV-cache state of a fleet's replicas, for the ``cache_aware`` policy.
+
+    Args:
+        endpoints: Each replica's ZMQ endpoint (the engine's ``--kv-events-config`` endpoint), in
+            the fleet's order.
+        tokens: Turns a request into the token ids the engines see.
+
+    Raises:
+        InvalidOptions: ``pyzmq`` or ``msgpack`` is missing, or an endpoint is empty.
+    """
+
+    def __init__(self, endpoints: Sequence[str], tokens: PromptTokens) -> None:
+        try:
+            import msgpack  # noqa: F401
+            import zmq  # noqa: F401
+        except ImportError:
+            raise InvalidOptions(
+                "KV-cache events need pyzmq and msgpack: pip install 'unillm-sdk[kv-events]'"
+            ) from None
+        if not endpoints or not all(isinstance(e, str) and e for e in endpoints):
+            raise InvalidOptions(
+                f"KV-cache events need one ZMQ endpoint per replica, got {list(endpoints)!r}"
+            )
+        self.replicas = [ReplicaEvents(e, BlockIndex()) for e in endpoints]
+        self._tokens = tokens
+        self._context: Any = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def __len__(self) -> int:
+        return len(self.replicas)
+
+    async def start(self) -> None:
+        """Subscribe to every replica's events (connecting takes milliseconds; what is published
+        before then is missed). Idempotent."""
+        if self._context is not None:
+            return
+        import zmq
+        import zmq.asyncio
+
+        self._context = zmq.asyncio.Context()
+        for replica in self.replicas:
+            socket = self._context.socket(zmq.SUB)
+            socket.setsockopt(zmq.SUBSCRIBE, b"")
+            socket.connect(replica.endpoint)
+            self._tasks.append(asyncio.get_running_loop().create_task(self._listen(replica, socket)))
+
+    async def aclose(self) -> None:
+        """Stop listening and close the sockets."""
+        for task in self._tasks:
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        if self._context is not None:
+            self._context.destroy(linger=0)
+            self._context = None
+
+    async def _listen(self, replica: ReplicaEvents, socket: Any) -> None:
+        while replica.usable:
+            receive(replica, await socket.recv_multipart())
+
+    # -- what the picker asks (unillm.fleet.picker.CacheState) ------------------------------
+    def tokens(self, request: Request) -> list[int] | None:
+        """The request's prompt as token ids, or None when it cannot be known here."""
+        return self._tokens(request)
+
+    def held(self, i: int, tokens: Sequence[int], lora: str | None) -> int | None:
+        """Tokens of the prompt's head replica ``i`` caches; None when its events are not usable."""
+        replica = self.replicas[i]
+        return replica.index.match(tokens, lora) if replica.usable else None
+
+    def status(self) -> list[dict[str, Any]]:
+        """Per replica: endpoint, usable, batches, blocks held, sequence gaps, why not usable."""
+        return [
+            {
+                "endpoint": r.endpoint,
+                "usable": r.usable,
+                "batches": r.batches,
+                "blocks": len(r.index),
+                "gaps": r.gaps,
+                "broken": r.broken,
+            }
+            for r in self.replicas
+        ]
+
+
+def receive(replica: ReplicaEvents, frames: Sequence[bytes]) -> None:
+    """Apply one published message to the replica's index (or mark the index unusable).
+
+    Args:
+        replica: The subscription it arrived on.
+        frames: ``(topic, sequence, payload)`` as vLLM sends them.
+    """
+    import msgpack
+
+    try:
+        if len(frames) != 3 or len(frames[1]) != 8:
+            raise MalformedEvents(f"expected (topic, 8-byte sequence, payload), got {len(frames)} frames")
+        seq = int.from_bytes(frames[1], "big")
+        replica.index.apply(msgpack.unpackb(frames[2], raw=False, strict_map_key=False))
+    except Exception as e:  # malformed: the engine and unillm disagree on the format
+        replica.broken = f"{type(e).__name__}: {str(e)[:200]}"
+        log.warning(
+            "KV-cache events from %s unusable (%s): routing by the prefix tree",
+            replica.endpoint,
+            replica.broken,
+        )
+        return
+    if replica.next_seq is not None and seq != replica.next_seq:
+        replica.gaps += 1
+    replica.next_seq = seq + 1
+    replica.batches += 1
+
+
+__all__ = ["KVEvents", "ReplicaEvents", "receive"]

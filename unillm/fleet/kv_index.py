@@ -1,0 +1,145 @@
+"""What a replica has cached, exactly: an index of the KV-cache blocks its engine reports.
+
+vLLM publishes every block it caches or evicts (``--kv-events-config``; :mod:`unillm.fleet.kv_events`
+subscribes). A stored block carries its hash, its parent block's hash and its token ids, so the
+index keys each block by (parent hash, token ids, LoRA, extra keys): a prompt's token ids, cut into
+blocks of the engine's block size, walk that chain from the root, and the head that walks is what
+the engine holds. The engine's hash function is never reproduced: its hashes only link the chain.
+
+    index = BlockIndex()
+    index.apply(unpacked_batch)                   # [ts, [event, ...], dp_rank], msgpack-decoded
+    index.match([1, 5, 9, ...])                   # tokens of the prompt's head cached, whole blocks
+
+Pure logic: no I/O, no clock. A malformed event raises :class:`MalformedEvents` (the subscriber
+then stops trusting the index, and the policy falls back to its prefix tree).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+Hash = bytes | int | str
+_Key = tuple[Hash | None, tuple[int, ...], str | None, Any]
+
+
+class MalformedEvents(ValueError):
+    """An event batch that is not vLLM's ``KVEventBatch`` (what was wrong, in the message)."""
+
+
+def _hashable(value: Any) -> Any:
+    """An extra key (lists from msgpack) as something a dict can key on."""
+    if isinstance(value, list | tuple):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
+def _list(event: Mapping[str, Any], field: str) -> list[Any]:
+    value = event.get(field)
+    if not isinstance(value, list):
+        raise MalformedEvents(f"{event.get('type')}.{field} is {type(value).__name__}, not a list")
+    return value
+
+
+class BlockIndex:
+    """One replica's cached blocks, from its engine's ``BlockStored`` / ``BlockRemoved`` /
+    ``AllBlocksCleared`` events (vLLM's ``vllm.distributed.kv_events``).
+
+    Only the first KV-cache group is indexed (``group_idx`` absent or 0: a plain decoder's one
+    group; a hybrid model's other groups cache the same prompts in other layers).
+    """
+
+    def __init__(self) -> None:
+        self.block_size: int | None = None
+        self._child: dict[_Key, Hash] = {}
+        self._key: dict[Hash, _Key] = {}
+
+    def __len__(self) -> int:
+        return len(self._key)
+
+    def apply(self, batch: Any) -> None:
+        """Apply one event batch, as ``msgpack.unpackb(payload)`` gives it.
+
+        Args:
+            batch: ``[ts, [event, ...]]`` or ``[ts, [event, ...], dp_rank]``; each event a mapping
+                with ``type`` naming its kind.
+
+        Raises:
+            MalformedEvents: Not that shape, a field of the wrong type, or a block size that changes.
+        """
+        if not isinstance(batch, list | tuple) or len(batch) < 2 or not isinstance(batch[1], list):
+            raise MalformedEvents(f"an event batch is [ts, events, ...], got {type(batch).__name__}")
+        for event in batch[1]:
+            if not isinstance(event, Mapping):
+                raise MalformedEvents(f"an event is a map, got {type(event).__name__}")
+            if event.get("group_idx") not in (None, 0):
+                continue
+            kind = event.get("type")
+            if kind == "BlockStored":
+                self._stored(event)
+            elif kind == "BlockRemoved":
+                for h in _list(event, "block_hashes"):
+                    self._forget(h)
+            elif kind == "AllBlocksCleared":
+                self._child.clear()
+                self._key.clear()
+            # other kinds (a newer engine's) carry no block of the first group's
+
+    def _stored(self, event: Mapping[str, Any]) -> None:
+        hashes, tokens, size = (
+            _list(event, "block_hashes"),
+            _list(event, "token_ids"),
+            event.get("block_size"),
+        )
+        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+            raise MalformedEvents(f"BlockStored.block_size is {size!r}")
+        if self.block_size is None:
+            self.block_size = size
+        elif size != self.block_size:
+            raise MalformedEvents(f"block size changed from {self.block_size} to {size}")
+        extras = event.get("extra_keys") or [None] * len(hashes)
+        lora = event.get("lora_name")
+        parent = event.get("parent_block_hash")
+        for j, h in enumerate(hashes):
+            block = tuple(tokens[j * size : (j + 1) * size])
+            if len(block) < size:
+                break
+            extra = extras[j] if j < len(extras) else None
+            if lora is not None and isinstance(extra, list) and extra[:1] == [lora]:
+                extra = extra[1:]  # the adapter's name leads its blocks' extra keys
+            extra = _hashable(extra) or None
+            key: _Key = (parent, block, lora, extra)
+            self._forget(self._child.get(key))
+            self._child[key] = h
+            self._key[h] = key
+            parent = h
+
+    def _forget(self, h: Hash | None) -> None:
+        key = self._key.pop(h, None) if h is not None else None
+        if key is not None and self._child.get(key) == h:
+            del self._child[key]
+
+    def match(self, tokens: Sequence[int], lora: str | None = None) -> int:
+        """How many of ``tokens``' first tokens the replica holds, in whole blocks.
+
+        Args:
+            tokens: The prompt's token ids, as the engine tokenizes it.
+            lora: The LoRA adapter the request names (blocks are cached per adapter).
+
+        Returns:
+            A multiple of the block size, at most ``len(tokens)``.
+        """
+        size = self.block_size
+        if not size:
+            return 0
+        parent: Hash | None = None
+        held = 0
+        for start in range(0, len(tokens) - size + 1, size):
+            h = self._child.get((parent, tuple(tokens[start : start + size]), lora, None))
+            if h is None:
+                break
+            parent, held = h, start + size
+        return held
+
+
+__all__ = ["BlockIndex", "MalformedEvents"]
