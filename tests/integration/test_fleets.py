@@ -10,6 +10,9 @@ client-side fleet, vllm-router and smg in front.
   5 s; what vllm-router and smg do is recorded.
 * A shared-prefix workload: ``prefix`` routing raises vLLM's own prefix-cache hit ratio over
   ``round_robin``.
+* KV-cache events: the replicas publish them (the launch's ``cache_aware`` policy turns them on),
+  the client tokenizes prompts exactly as the engine does, and ``cache_aware`` routes a prompt to
+  the replica whose engine reports holding its head, though this fleet never sent it there.
 
 Replicas are module-scoped; the kill comes last, so no replica is started again.
 """
@@ -33,8 +36,12 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 import unillm
 from unillm.errors import StreamInterrupted, UnillmError
+from unillm.fleet.kv_events import KVEvents
+from unillm.fleet.prompt_tokens import PromptTokens
 from unillm.launching.fleet_launch import FleetLaunch, router_launch, split_cpus
+from unillm.launching.model_facts import chat_template
 from unillm.launching.supervisor import Launch
+from unillm.options import make_request
 from unillm.testing.engines import cpu_launch_settings
 from unillm.testing.tiny_model import TinyModel
 
@@ -76,7 +83,12 @@ def replicas(tiny: TinyModel, workdir: Path) -> Iterator[Replicas]:
         "vllm", tiny, workdir / "fleet", served_name="tiny", max_num_seqs=4, prefix_caching=True
     )
     run = FleetLaunch(  # each replica on a core of its own: sharing both, they spin on each other
-        "vllm", unillm.LaunchSpec(**settings), replicas=2, log_dir=workdir, replica_cpus=split_cpus(2) or ()
+        "vllm",
+        unillm.LaunchSpec(**settings),
+        replicas=2,
+        log_dir=workdir,
+        replica_cpus=split_cpus(2) or (),
+        policy="cache_aware",  # the engines publish their KV-cache events
     )
     with start_blocking_portal() as portal, portal.wrap_async_context_manager(run):
         state = Replicas(run, portal, [e.pid for e in run.engines if e.pid is not None])
@@ -172,6 +184,40 @@ async def test_prefix_routing_raises_the_engines_prefix_cache_hit_ratio(replicas
             ratios[policy] = await _hit_ratio(fleet, policy)
     RECORD["prefix_cache_hit_ratio"] = ratios
     assert ratios["prefix"] > ratios["round_robin"], ratios
+
+
+# -- KV-cache events: what the engines hold, routed on ------------------------------------------
+async def test_cache_aware_routes_by_what_the_engines_report_holding(
+    replicas: Replicas, tiny: TinyModel
+) -> None:
+    assert replicas.run.kv_events_note is None and len(replicas.run.kv_endpoints) == 2
+    tokens = PromptTokens.from_folder(tiny.path, chat_template(tiny.path))
+    events = KVEvents(replicas.run.kv_endpoints, tokens)
+    await events.start()
+    llms = [unillm.connect("vllm", url, api_key=replicas.key, model="tiny") for url in replicas.urls]
+    async with unillm.Fleet(llms, policy="cache_aware", kv_events=events) as fleet:
+        chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello there!"}]
+        as_chat = make_request(None, chat, None, {}, stream=False)
+        assert tokens(as_chat) == (await fleet.replicas[0].tokenize(messages=chat)).ids
+        rng = random.Random(7)
+        prompt = " ".join("".join(rng.choices(string.ascii_lowercase, k=5)) for _ in range(150))
+        plain = make_request(prompt, None, None, {}, stream=False)
+        ids = tokens(plain)
+        assert ids == (await fleet.replicas[0].tokenize(prompt)).ids
+        await fleet.replicas[1].generate(prompt, max_tokens=1)  # straight to replica 1: no tree saw it
+        with anyio.fail_after(10):
+            while not events.held(1, ids, None):
+                await anyio.sleep(0.05)
+        block = events.replicas[1].index.block_size
+        assert block and events.held(1, ids, None) == len(ids) // block * block  # every whole block
+        assert events.held(0, ids, None) == 0
+        await fleet.generate(prompt + " and more", max_tokens=1)
+        assert [r.requests for r in fleet.stats().replicas] == [
+            0,
+            1,
+        ]  # least load or the trees would pick replica 0
+        assert all(s["usable"] and s["batches"] for s in events.status()[1:])
+    assert events.status()[0]["usable"]
 
 
 # -- overload: 429 Retry-After: 5 from a look-alike next to a real replica ----------------------
