@@ -32,7 +32,7 @@ the engines' own counters (``vllm:prefix_cache_hits_total / queries_total``, sum
 replicas, :mod:`unillm.bench.engine_stats`), TTFT p50/p90 and output throughput (unillm bench's
 summary).
 
-Run (from the repository root, with the dev venv; real engines, about 20 minutes)::
+Run (from the repository root, with the dev venv; real engines, about 6 minutes)::
 
     flock /work/coord/engine.lock .venv/bin/python benchmarks/fleet_cache.py
 
