@@ -136,6 +136,7 @@ def test_fleet_cache_benchmark_replays_every_client_policy_against_look_alikes()
         "prefix",
         "session",
         "cache_aware",
+        "cache_aware_tree",
     }
     assert all(f["failed"] == 0 and isinstance(f["ttft_p90_ms"], float) for f in per.values())
     assert set(cast(dict[str, Any], result["goals"])) == {"hit_rate", "ttft_p90"}

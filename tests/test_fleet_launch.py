@@ -7,6 +7,7 @@ that serve the vLLM look-alike, so no model loads. Real replicas: tests/integrat
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 from pathlib import Path
@@ -261,3 +262,41 @@ async def test_a_stand_in_replica_runs_on_the_cores_it_was_given(tmp_path: Path)
     with pytest.raises(InvalidOptions, match="may run on cores"):
         async with Launch("vllm", stand_in(free_port(), cpus=[max(cores) + 1]), progress=None):
             pass
+
+
+def test_a_cache_aware_fleet_turns_on_each_engines_kv_cache_events(tiny: Any) -> None:
+    run = FleetLaunch("vllm", spec(model=str(tiny.path)), replicas=2, policy="cache_aware", progress=None)
+    configs = [json.loads(value(c.argv, "--kv-events-config")) for _, c in run.commands()]
+    assert [c["endpoint"] for c in configs] == run.kv_endpoints and run.kv_events_note is None
+    assert len(set(run.kv_endpoints)) == 2 and all(e.startswith("ipc://") for e in run.kv_endpoints)
+    assert all(c["enable_kv_cache_events"] and c["publisher"] == "zmq" for c in configs)
+
+
+@pytest.mark.parametrize(
+    ("kw", "note"),
+    [
+        ({"model": "org/hub-name"}, "no tokenizer.json"),  # no local folder: nothing to tokenize with
+        ({"extra_args": ["--kv-events-config", "{}"]}, "own --kv-events-config is kept"),
+    ],
+)
+def test_where_events_cannot_be_read_the_fleet_says_why_and_keeps_the_tree(
+    tiny: Any, kw: dict[str, Any], note: str
+) -> None:
+    run = FleetLaunch(
+        "vllm", spec(**{"model": str(tiny.path), **kw}), replicas=2, policy="cache_aware", progress=None
+    )
+    assert run.kv_endpoints == [] and note in (run.kv_events_note or "")
+    assert all(
+        c.argv.count("--kv-events-config") == len(kw.get("extra_args", [])) // 2 for _, c in run.commands()
+    )
+
+
+def test_other_policies_and_routers_get_no_kv_cache_events(tiny: Any) -> None:
+    for run in (
+        FleetLaunch("vllm", spec(model=str(tiny.path)), replicas=2, progress=None),
+        FleetLaunch(
+            "vllm", spec(model=str(tiny.path)), replicas=2, router="vllm-router", policy="cache_aware"
+        ),
+    ):
+        assert run.kv_endpoints == [] and run.kv_events_note is None
+        assert not any("--kv-events-config" in c.argv for _, c in run.commands())

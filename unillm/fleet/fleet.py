@@ -68,7 +68,16 @@ from unillm.errors import (
     UnillmError,
     UnsupportedFeature,
 )
-from unillm.fleet.picker import Backoff, CacheAware, Policy, Prompt, Replica, ReplicaPicker, ReplicaState
+from unillm.fleet.picker import (
+    Backoff,
+    CacheAware,
+    CacheState,
+    Policy,
+    Prompt,
+    Replica,
+    ReplicaPicker,
+    ReplicaState,
+)
 from unillm.metrics import CombinedMetrics, EngineMetrics, Sample
 from unillm.options import Options, Request, make_request
 from unillm.results import Completion, Delta, Embeddings, LoraInfo, Tokens
@@ -152,6 +161,20 @@ class _Settings:
         """The settings as ``Fleet(...)`` keyword arguments."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+    def picker(self, urls: list[str], cache_state: CacheState | None) -> ReplicaPicker:
+        """The fleet's replica picker for ``urls``."""
+        return ReplicaPicker(
+            urls,
+            self.policy,
+            prefix_chars=self.prefix_chars,
+            load_factor=self.load_factor,
+            cooldown=self.cooldown,
+            ejection=self.ejection,
+            max_retry_after=self.max_retry_after,
+            cache_aware=self.cache_aware,
+            cache_state=cache_state,
+        )
+
 
 class Fleet(AsyncClosing, Generates):
     """Replicas of one model behind the ``LLM`` API; each request goes to one replica.
@@ -215,17 +238,7 @@ class Fleet(AsyncClosing, Generates):
             max_retry_after,
             cache_aware,
         )
-        self._picker = ReplicaPicker(
-            [r.base_url for r in given],
-            policy,
-            prefix_chars=prefix_chars,
-            load_factor=load_factor,
-            cooldown=cooldown,
-            ejection=ejection,
-            max_retry_after=max_retry_after,
-            cache_aware=cache_aware,
-            cache_state=kv_events,
-        )
+        self._picker = self._settings.picker([r.base_url for r in given], kv_events)
         if kv_events is not None and len(kv_events) != len(given):
             raise InvalidOptions(f"kv_events has {len(kv_events)} endpoints for {len(given)} replicas")
         self.kv_events = kv_events

@@ -128,24 +128,20 @@ class FleetLaunch(Stoppable):
         envs = [{**spec.env, **extra} for extra in replica_env] or [spec.env] * count
         cores = _replica_cores(spec, count, replica_cpus)
         self.kv_endpoints, self.kv_events_note, self._prompt_tokens = self._kv_events_plan(spec, ports)
-        flags = [self.adapter.kv_events_args(e) or [] for e in self.kv_endpoints] or [[]] * count
+        kv = [[*spec.extra_args, *(self.adapter.kv_events_args(e) or [])] for e in self.kv_endpoints]
         self.engines: list[Launch] = [
             Launch(
                 self.adapter,
                 spec.model_copy(
-                    update={
-                        "port": port,
-                        "pd": role,
-                        "env": env,
-                        "cpus": cpus,
-                        "extra_args": [*spec.extra_args, *kv_flags],
-                    }
+                    update={"port": port, "pd": role, "env": env, "cpus": cpus, "extra_args": args}
                 ),
                 progress=progress,
                 client=replace(client, reserve=None) if router is not None else client,
                 log_path=self.log_dir / f"unillm-{self.adapter.name}-{port}.log",
             )
-            for port, role, env, cpus, kv_flags in zip(ports, self.roles, envs, cores, flags, strict=True)
+            for port, role, env, cpus, args in zip(
+                ports, self.roles, envs, cores, kv or [spec.extra_args] * count, strict=True
+            )
         ]
         self.router: Launch | None = self._router_launch(router_python) if self.tool else None
         self._fleet: Fleet | None = None
