@@ -170,6 +170,8 @@ def test_prompt_tokens_follow_the_engines_rules(tiny: TinyModel) -> None:
     assert tokens(make_request(None, parts, None, {}, stream=False)) == chat  # text parts joined
     image = [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
     assert tokens(make_request(None, [{"role": "user", "content": image}], None, {}, stream=False)) is None
+    tokens.max_chars = 11  # a long context: only its head is encoded
+    assert tokens(request("hello world and a great deal more")) == plain
     with pytest.raises(InvalidOptions, match=r"tokenizer\.json"):
         PromptTokens.from_folder(tiny.path / "nowhere", None)
 

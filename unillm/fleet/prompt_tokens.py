@@ -7,7 +7,9 @@ As vLLM does: a completion prompt is encoded with the tokenizer's special tokens
 messages are rendered through the model's chat template with the generation prompt, in a sandbox
 set up as Hugging Face ``transformers`` sets it up, then encoded without special tokens (the
 template writes them). Requests whose prompt depends on more than text (tools, images) give None:
-the ``cache_aware`` policy then uses its prefix tree for them. Needs ``tokenizers`` and ``jinja2``
+the ``cache_aware`` policy then uses its prefix tree for them. Only the text's first ``max_chars``
+characters are encoded (64 Ki by default: routing compares heads, and tokenizing a long context on
+every request would stall the event loop). Needs ``tokenizers`` and ``jinja2``
 (``pip install 'unillm-sdk[kv-events]'``).
 """
 
@@ -76,12 +78,20 @@ class PromptTokens:
         tokenizer: The model's ``tokenizers.Tokenizer``.
         template: The model's chat template (None: chat requests give None).
         special_tokens: ``bos_token`` and the like, as the template names them.
+        max_chars: How much of the prompt's text is encoded (its head; the last token may be cut).
     """
 
-    def __init__(self, tokenizer: Tokenizer, template: str | None, special_tokens: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        tokenizer: Tokenizer,
+        template: str | None,
+        special_tokens: Mapping[str, str],
+        max_chars: int = 65536,
+    ) -> None:
         self._tokenizer = tokenizer
         self._template = _template(template) if template else None
         self._special = dict(special_tokens)
+        self.max_chars = max_chars
 
     @classmethod
     def from_folder(cls, folder: str | Path, template: str | None) -> PromptTokens:
@@ -118,7 +128,7 @@ class PromptTokens:
             request: A generation request (a prompt, or messages without tools or images).
         """
         if request.prompt is not None:
-            return list(self._tokenizer.encode(request.prompt, add_special_tokens=True).ids)
+            return list(self._tokenizer.encode(request.prompt[: self.max_chars], add_special_tokens=True).ids)
         messages = _text_only(request.messages or ())
         if self._template is None or messages is None or request.tools:
             return None
@@ -126,7 +136,7 @@ class PromptTokens:
             text = self._template.render(messages=messages, add_generation_prompt=True, **self._special)
         except Exception:  # the template refused these messages (raise_exception) or broke
             return None
-        return list(self._tokenizer.encode(text, add_special_tokens=False).ids)
+        return list(self._tokenizer.encode(text[: self.max_chars], add_special_tokens=False).ids)
 
 
 __all__ = ["PromptTokens"]
