@@ -18,7 +18,7 @@ import zmq
 
 from unillm.errors import InvalidOptions
 from unillm.fleet.kv_events import KVEvents, ReplicaEvents, receive
-from unillm.fleet.kv_index import BlockIndex, MalformedEvents
+from unillm.fleet.kv_index import BlockIndex, InFlight, MalformedEvents
 from unillm.fleet.picker import Prompt, ReplicaPicker
 from unillm.fleet.prompt_tokens import PromptTokens
 from unillm.options import Request, make_request
@@ -128,6 +128,12 @@ class Held:
     def held(self, i: int, tokens: Sequence[int], lora: str | None) -> int | None:
         return self._held[i]
 
+    def sent(self, i: int, tokens: Sequence[int], lora: str | None) -> int | None:
+        return None
+
+    def done(self, i: int, tokens: Sequence[int], lora: str | None, size: int) -> None:
+        raise AssertionError("nothing was counted in flight")
+
 
 def request(text: str = "a prompt") -> Request:
     return make_request(text, None, None, {}, stream=False)
@@ -151,6 +157,34 @@ def test_a_replica_without_usable_reports_is_judged_by_its_tree() -> None:
     assert picker.pick(None, (), 0.0, prompt) == 0  # its tree: the whole prompt was sent there
     untokenized = Prompt(prompt.chunks, None)  # no token ids (e.g. a request with tools): trees
     assert picker.pick(None, (), 0.0, untokenized) == 0
+
+
+def test_prompts_in_flight_count_until_their_answer() -> None:
+    flight = InFlight()
+    flight.add(PROMPT, None, 4)
+    flight.add(PROMPT[:8], None, 4)
+    assert flight.match(PROMPT, None, 4) == 12 and flight.match(PROMPT, "sql", 4) == 0
+    flight.remove(PROMPT, None, 4)
+    assert flight.match(PROMPT, None, 4) == 8  # the shorter one is still in flight
+    flight.remove(PROMPT[:8], None, 4)
+    assert flight.match(PROMPT, None, 4) == 0 and len(flight) == 0
+    flight.remove(PROMPT, None, 4)  # nothing left: no harm
+
+
+def test_a_prompt_in_flight_draws_the_next_one_with_its_head_before_the_engine_reports_it() -> None:
+    events = KVEvents(["ipc://a", "ipc://b"], lambda r: PROMPT)  # type: ignore[arg-type]
+    for replica in events.replicas:
+        replica.index.block_size = 4  # known from an earlier event
+    picker = ReplicaPicker(["http://a", "http://b"], "cache_aware", cache_state=events)
+    first, second = picker.prompt(request()), picker.prompt(request())
+    assert first is not None and second is not None
+    i = picker.pick(None, (), 0.0, first)
+    assert i is not None
+    picker.begin(i, 0.0, first)
+    assert events.held(i, PROMPT, None) == 12 and events.held(1 - i, PROMPT, None) == 0
+    assert picker.pick(None, (), 0.0, second) == i  # one request more there: within the bounds
+    picker.end(i, first)
+    assert events.held(i, PROMPT, None) == 0 and first.sent == {}
 
 
 def test_reports_only_serve_cache_aware() -> None:

@@ -580,7 +580,7 @@ class Fleet(AsyncClosing, Generates):
                 self._picker.answered(i)
                 return result
             finally:
-                self._picker.end(i)
+                self._picker.end(i, prompt)
 
     def _open_stream(self, request: Request) -> Stream:
         return FleetStream(self, request)
@@ -749,7 +749,7 @@ class FleetStream(Stream):
                 return
             finally:
                 await inner.aclose()
-                fleet._picker.end(i)
+                fleet._picker.end(i, prompt)
 
 
 class FleetLoras:

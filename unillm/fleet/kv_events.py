@@ -19,11 +19,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from unillm.errors import InvalidOptions
-from unillm.fleet.kv_index import BlockIndex, MalformedEvents
+from unillm.fleet.kv_index import BlockIndex, InFlight, MalformedEvents
 from unillm.options import Request
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ class ReplicaEvents:
 
     endpoint: str
     index: BlockIndex
+    in_flight: InFlight = field(default_factory=InFlight)  # sent, not yet answered
     batches: int = 0
     gaps: int = 0
     next_seq: int | None = None
@@ -117,9 +118,25 @@ class KVEvents:
         return self._tokens(request)
 
     def held(self, i: int, tokens: Sequence[int], lora: str | None) -> int | None:
-        """Tokens of the prompt's head replica ``i`` caches; None when its events are not usable."""
+        """Tokens of the prompt's head replica ``i`` caches or is computing for a prompt in
+        flight; None when its events are not usable."""
         replica = self.replicas[i]
-        return replica.index.match(tokens, lora) if replica.usable else None
+        size = replica.index.block_size
+        if not replica.usable or size is None:
+            return None if not replica.usable else 0
+        return max(replica.index.match(tokens, lora), replica.in_flight.match(tokens, lora, size))
+
+    def sent(self, i: int, tokens: Sequence[int], lora: str | None) -> int | None:
+        """A prompt goes to replica ``i``: counted in flight until :meth:`done`. Returns the block
+        size it was counted with (None: not counted, the engine's block size is not known yet)."""
+        size = self.replicas[i].index.block_size
+        if size is not None:
+            self.replicas[i].in_flight.add(tokens, lora, size)
+        return size
+
+    def done(self, i: int, tokens: Sequence[int], lora: str | None, size: int) -> None:
+        """The prompt :meth:`sent` counted on replica ``i`` is answered or given up."""
+        self.replicas[i].in_flight.remove(tokens, lora, size)
 
     def status(self) -> list[dict[str, Any]]:
         """Per replica: endpoint, usable, batches, blocks held, sequence gaps, why not usable."""

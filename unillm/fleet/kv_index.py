@@ -142,4 +142,75 @@ class BlockIndex:
         return held
 
 
-__all__ = ["BlockIndex", "MalformedEvents"]
+class InFlight:
+    """The prompts sent to one replica and not answered yet, as chains of whole blocks.
+
+    An engine reports a prompt's blocks once it has computed them, so for a moment after a prompt
+    is sent its replica holds more than its events say: conversations starting together on one
+    shared system prompt would each see it nowhere and spread it over every replica. Counting the
+    prompts in flight closes that gap. Blocks are keyed as in :class:`BlockIndex`, with a count of
+    the prompts that hold each one.
+    """
+
+    def __init__(self) -> None:
+        self._nodes: dict[tuple[int, tuple[int, ...], str | None], list[int]] = {}
+        self._ids = 0
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def add(self, tokens: Sequence[int], lora: str | None, size: int) -> None:
+        """One more prompt in flight.
+
+        Args:
+            tokens: Its token ids.
+            lora: Its LoRA adapter.
+            size: The engine's block size.
+        """
+        parent = 0
+        for start in range(0, len(tokens) - size + 1, size):
+            key = (parent, tuple(tokens[start : start + size]), lora)
+            node = self._nodes.get(key)
+            if node is None:
+                self._ids += 1
+                node = self._nodes[key] = [self._ids, 0]
+            node[1] += 1
+            parent = node[0]
+
+    def remove(self, tokens: Sequence[int], lora: str | None, size: int) -> None:
+        """A prompt added with the same arguments is answered (or given up).
+
+        Args:
+            tokens: Its token ids.
+            lora: Its LoRA adapter.
+            size: The block size it was added with.
+        """
+        parent = 0
+        for start in range(0, len(tokens) - size + 1, size):
+            key = (parent, tuple(tokens[start : start + size]), lora)
+            node = self._nodes.get(key)
+            if node is None:
+                return
+            node[1] -= 1
+            if node[1] <= 0:
+                del self._nodes[key]
+            parent = node[0]
+
+    def match(self, tokens: Sequence[int], lora: str | None, size: int) -> int:
+        """Tokens of ``tokens``' head that a prompt in flight shares, in whole blocks.
+
+        Args:
+            tokens: The new prompt's token ids.
+            lora: Its LoRA adapter.
+            size: The engine's block size.
+        """
+        parent, held = 0, 0
+        for start in range(0, len(tokens) - size + 1, size):
+            node = self._nodes.get((parent, tuple(tokens[start : start + size]), lora))
+            if node is None:
+                break
+            parent, held = node[0], start + size
+        return held
+
+
+__all__ = ["BlockIndex", "InFlight", "MalformedEvents"]

@@ -35,7 +35,7 @@ import math
 import zlib
 from bisect import bisect_left
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, get_args
 
 from unillm.client.transport import MAX_RETRY_AFTER
@@ -126,15 +126,22 @@ class CacheState(Protocol):
     def held(self, i: int, tokens: Sequence[int], lora: str | None) -> int | None:
         """Tokens of the head replica ``i`` caches (None: its reports are not usable)."""
 
+    def sent(self, i: int, tokens: Sequence[int], lora: str | None) -> int | None:
+        """The prompt goes to replica ``i``; what :meth:`done` gets back (None: nothing to undo)."""
 
-@dataclass(frozen=True, slots=True)
+    def done(self, i: int, tokens: Sequence[int], lora: str | None, size: int) -> None:
+        """The prompt :meth:`sent` returned ``size`` for is over on replica ``i``."""
+
+
+@dataclass(slots=True)
 class Prompt:
     """A request's prompt as ``cache_aware`` matches it: chunks for the prefix trees, token ids
-    for the engines' reports (None without them)."""
+    for the engines' reports (None without them), and the replicas it is in flight on."""
 
     chunks: list[str]
     tokens: list[int] | None = None
     lora: str | None = None
+    sent: dict[int, int] = field(default_factory=dict)  # replica -> what CacheState.sent gave
 
 
 @dataclass(slots=True)
@@ -379,14 +386,25 @@ class ReplicaPicker:
         """
         if prompt is not None and self.trees:
             self.trees[i].insert(prompt.chunks)
+            if self.cache_state is not None and prompt.tokens:
+                size = self.cache_state.sent(i, prompt.tokens, prompt.lora)
+                if size is not None:
+                    prompt.sent[i] = size
         r = self.replicas[i]
         r.in_flight += 1
         r.requests += 1
         if r.ejected_until is not None:
             r.trial = True
 
-    def end(self, i: int) -> None:
-        """The request on replica ``i`` is over (answer read, stream closed, or given up)."""
+    def end(self, i: int, prompt: Prompt | None = None) -> None:
+        """The request on replica ``i`` is over (answer read, stream closed, or given up).
+
+        Args:
+            i: The replica.
+            prompt: The prompt :meth:`begin` was given.
+        """
+        if prompt is not None and i in prompt.sent and self.cache_state is not None and prompt.tokens:
+            self.cache_state.done(i, prompt.tokens, prompt.lora, prompt.sent.pop(i))
         r = self.replicas[i]
         r.in_flight -= 1
         r.trial = False
