@@ -204,6 +204,7 @@ async def replay(
     tokenizer: str | None,
     routers: Mapping[str, Any],
     kv_endpoints: Sequence[str] = (),
+    kv_replay: Sequence[str] = (),
 ) -> dict[str, list[dict[str, Any]]]:
     """Every set-up in ``args.rounds`` interleaved rounds: {set-up: [figures per round]}.
     ``cache_aware`` subscribes to ``kv_endpoints`` (the replicas' KV-cache events) when given;
@@ -221,7 +222,9 @@ async def replay(
         for r in range(args.rounds):
             for name in names[r % len(names) :] + names[: r % len(names)]:
                 await reset_caches(urls, key)
-                events = KVEvents(kv_endpoints, tokens) if name == "cache_aware" and tokens else None
+                events = (
+                    KVEvents(kv_endpoints, tokens, kv_replay) if name == "cache_aware" and tokens else None
+                )
                 async with contextlib.AsyncExitStack() as stack:
                     client: Any = routers.get(name)
                     client = client or await stack.enter_async_context(
@@ -301,7 +304,16 @@ async def on_engines(args: argparse.Namespace) -> tuple[dict[str, list[dict[str,
         async with fleet(urls, key, "round_robin", "tiny") as warm:  # first-request costs, both replicas
             for n in range(4):
                 await warm.generate(f"warm up {n}", max_tokens=2)
-        per = await replay(args, urls, key, "tiny", str(settings["model"]), routers, run.kv_endpoints)
+        per = await replay(
+            args,
+            urls,
+            key,
+            "tiny",
+            str(settings["model"]),
+            routers,
+            run.kv_endpoints,
+            run.kv_replay_endpoints,
+        )
     return per, skipped
 
 

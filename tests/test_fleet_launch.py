@@ -270,6 +270,8 @@ def test_a_cache_aware_fleet_turns_on_each_engines_kv_cache_events(tiny: Any) ->
     assert [c["endpoint"] for c in configs] == run.kv_endpoints and run.kv_events_note is None
     assert len(set(run.kv_endpoints)) == 2 and all(e.startswith("ipc://") for e in run.kv_endpoints)
     assert all(c["enable_kv_cache_events"] and c["publisher"] == "zmq" for c in configs)
+    assert [c["replay_endpoint"] for c in configs] == run.kv_replay_endpoints
+    assert not set(run.kv_replay_endpoints) & set(run.kv_endpoints)
 
 
 @pytest.mark.parametrize(

@@ -98,9 +98,15 @@ def test_other_kv_cache_groups_are_ignored_and_malformed_batches_raise() -> None
     ):
         with pytest.raises(MalformedEvents):
             index.apply(bad)
-    index.apply(batch(stored([b"h1"], None, PROMPT[:4])))
-    with pytest.raises(MalformedEvents, match="block size changed"):
-        index.apply(batch(stored([b"h9"], None, PROMPT[:8], size=8)))
+
+
+def test_partial_pages_are_not_indexed_and_the_largest_block_size_is_the_engines() -> None:
+    index = BlockIndex()
+    index.apply(batch(stored([b"p1"], None, PROMPT[:2], size=2)))  # a short sequence's partial page
+    index.apply(batch(stored([b"h1", b"h2"], None, PROMPT[:8], size=4)))  # whole pages: size 4
+    assert index.block_size == 4 and len(index) == 2 and index.match(PROMPT) == 8
+    index.apply(batch(stored([b"t1"], b"h2", PROMPT[8:10], size=2)))  # a partial last page
+    assert len(index) == 2 and index.match(PROMPT) == 8
 
 
 def test_receive_counts_gaps_and_a_malformed_message_retires_the_index() -> None:
@@ -110,7 +116,9 @@ def test_receive_counts_gaps_and_a_malformed_message_retires_the_index() -> None
     receive(replica, frames(9, removed([b"h2"])))  # 7 and 8 were lost
     assert (replica.batches, replica.gaps, replica.usable) == (3, 1, True)
     assert replica.index.match(PROMPT) == 4
-    receive(replica, [b"", b"\x00" * 8, b"\xc1"])  # not msgpack
+    receive(replica, frames(6, {"type": "AllBlocksCleared"}))  # a duplicate (replayed, then live)
+    assert replica.batches == 3 and replica.index.match(PROMPT) == 4
+    receive(replica, [b"", (10).to_bytes(8, "big"), b"\xc1"])  # not msgpack
     assert not replica.usable and replica.broken
     receive(replica, [b"only one frame"])
     assert replica.batches == 3
@@ -230,6 +238,7 @@ async def test_events_published_on_zmq_reach_the_index(tmp_path: Path) -> None:
             "endpoint": endpoint,
             "usable": True,
             "batches": 1,
+            "replayed": 0,
             "blocks": 2,
             "gaps": 0,
             "broken": None,
@@ -246,3 +255,59 @@ def test_kv_events_need_one_endpoint_per_replica() -> None:
         KVEvents([], lambda r: None)  # type: ignore[arg-type]
     with pytest.raises(InvalidOptions, match="endpoint"):
         KVEvents(["ipc://a", ""], lambda r: None)  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_a_late_subscription_replays_what_was_published_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import zmq.asyncio
+
+    import unillm.fleet.kv_events as kv_events
+
+    endpoint, replay = f"ipc://{tmp_path / 'kv.sock'}", f"ipc://{tmp_path / 'replay.sock'}"
+    context = zmq.asyncio.Context()
+    publisher, router = context.socket(zmq.PUB), context.socket(zmq.ROUTER)
+    publisher.bind(endpoint)
+    router.bind(replay)
+    before = frames(0, stored([b"h1", b"h2"], None, PROMPT[:8]))  # published before anyone listened
+
+    async def serve_replay() -> None:
+        client, _, start = await router.recv_multipart()
+        assert int.from_bytes(start, "big") == 0
+        await router.send_multipart([client, b"", *before])
+        await router.send_multipart([client, b"", b"", kv_events.END_SEQ, b""])
+
+    served = asyncio.get_running_loop().create_task(serve_replay())
+    events = KVEvents([endpoint], lambda r: PROMPT, [replay])  # type: ignore[arg-type]
+    silent = KVEvents([endpoint], lambda r: PROMPT, [f"ipc://{tmp_path / 'nobody.sock'}"])  # type: ignore[arg-type]
+    monkeypatch.setattr(kv_events, "REPLAY_WAIT", 0.2)
+    try:
+        await events.start()
+        await silent.start()
+        await asyncio.wait_for(served, 5)
+        for _ in range(200):  # then the live ones, from sequence 1
+            await publisher.send_multipart(frames(1, stored([b"h3"], b"h2", PROMPT[8:12])))
+            await asyncio.sleep(0.01)
+            if events.replicas[0].batches > 1 and silent.replicas[0].batches:
+                break
+        assert events.held(0, PROMPT, None) == 12  # the replayed chain and the live block on it
+        assert events.status()[0] | {"endpoint": None} == {
+            "endpoint": None,
+            "usable": True,
+            "batches": 2,
+            "replayed": 1,
+            "blocks": 3,
+            "gaps": 0,
+            "broken": None,
+        }
+        assert silent.held(0, PROMPT, None) == 0  # no replay: h3's parent is unknown to it
+        assert silent.replicas[0].usable and silent.replicas[0].replayed == 0
+    finally:
+        await events.aclose()
+        await silent.aclose()
+        publisher.close(0)
+        router.close(0)
+        context.term()
+    with pytest.raises(InvalidOptions, match="replay endpoints"):
+        KVEvents(["ipc://a", "ipc://b"], lambda r: None, ["ipc://r"])  # type: ignore[arg-type]

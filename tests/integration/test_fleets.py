@@ -192,7 +192,7 @@ async def test_cache_aware_routes_by_what_the_engines_report_holding(
 ) -> None:
     assert replicas.run.kv_events_note is None and len(replicas.run.kv_endpoints) == 2
     tokens = PromptTokens.from_folder(tiny.path, chat_template(tiny.path))
-    events = KVEvents(replicas.run.kv_endpoints, tokens)
+    events = KVEvents(replicas.run.kv_endpoints, tokens, replicas.run.kv_replay_endpoints)
     await events.start()
     llms = [unillm.connect("vllm", url, api_key=replicas.key, model="tiny") for url in replicas.urls]
     async with unillm.Fleet(llms, policy="cache_aware", kv_events=events) as fleet:

@@ -286,13 +286,14 @@ class Adapter(ABC):
         """Known causes of failed launches: a regex matched against log lines -> what to change."""
         return {}
 
-    def kv_events_args(self, endpoint: str) -> list[str] | None:
+    def kv_events_args(self, endpoint: str, replay_endpoint: str) -> list[str] | None:
         """Engine flags that publish its KV-cache events on ``endpoint`` in vLLM's format (a ZMQ
-        PUB of msgpack ``KVEventBatch``; :mod:`unillm.fleet.kv_events` reads them); None: the engine
-        publishes none that unillm reads.
+        PUB of msgpack ``KVEventBatch``; :mod:`unillm.fleet.kv_events` reads them) and answer
+        replay requests on ``replay_endpoint``; None: the engine publishes none that unillm reads.
 
         Args:
             endpoint: The ZMQ endpoint the engine binds (``ipc://...``).
+            replay_endpoint: Where it serves the batches it buffers (a ZMQ ROUTER it binds).
         """
         return None
 

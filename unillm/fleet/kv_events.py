@@ -1,17 +1,23 @@
 """The replicas' KV-cache events, live: one ZMQ subscription per replica feeding a :class:`BlockIndex`.
 
-    events = KVEvents(["ipc:///tmp/kv-0.sock", "ipc:///tmp/kv-1.sock"], PromptTokens.from_folder(...))
-    await events.start()       # subscribe: what the engines publish from now on is indexed
+    events = KVEvents(["ipc:///tmp/kv-0.sock", "ipc:///tmp/kv-1.sock"], PromptTokens.from_folder(...),
+                      replay=["ipc:///tmp/kv-0-replay.sock", "ipc:///tmp/kv-1-replay.sock"])
+    await events.start()       # subscribe; replay what each engine published before
     fleet = unillm.Fleet(llms, policy="cache_aware", kv_events=events)   # the fleet closes it
     events.status()            # per replica: usable, batches, blocks held, sequence gaps
 
 Each engine runs with ``--kv-events-config '{"enable_kv_cache_events": true, "publisher": "zmq",
-"endpoint": "ipc:///tmp/kv-0.sock"}'`` (``unillm.launch(..., policy="cache_aware")`` adds it). vLLM
-sends ``(topic, 8-byte big-endian sequence number, msgpack KVEventBatch)``. A lost message (the
-publisher's high-water mark, a late start) is counted in ``gaps``: the index may then hold a block
-the engine evicted, as an approximate tree would. A batch that does not decode marks the replica's
-index unusable: the policy uses its prefix tree for that replica from then on, and a warning is
-logged once. Needs ``pyzmq`` and ``msgpack`` (``pip install 'unillm-sdk[kv-events]'``); asyncio only.
+"endpoint": "ipc:///tmp/kv-0.sock", "replay_endpoint": "ipc:///tmp/kv-0-replay.sock"}'``
+(``unillm.launch(..., policy="cache_aware")`` adds it; SGLang takes the same). The engine sends
+``(topic, 8-byte big-endian sequence number, msgpack KVEventBatch)``. An engine caches blocks
+before anyone subscribes (a launch's warm-up request, other clients), and a block already cached
+is never reported again, so on start each subscription asks the engine's replay endpoint for every
+batch it still buffers (vLLM and SGLang keep the last 10,000), then applies the live ones after
+them. A lost message (the publisher's high-water mark) is counted in ``gaps``: the index may then
+hold a block the engine evicted, as an approximate tree would. A batch that does not decode marks
+the replica's index unusable: the policy uses its prefix tree for that replica from then on, and a
+warning is logged once. Needs ``pyzmq`` and ``msgpack`` (``pip install 'unillm-sdk[kv-events]'``);
+asyncio only.
 """
 
 from __future__ import annotations
@@ -30,6 +36,9 @@ if TYPE_CHECKING:
     from unillm.fleet.prompt_tokens import PromptTokens
 
 log = logging.getLogger("unillm.fleet")
+#: Seconds the replay at the start waits for each message before going on without it.
+REPLAY_WAIT = 2.0
+END_SEQ = (-1).to_bytes(8, "big", signed=True)  # the replay's end marker
 
 
 @dataclass
@@ -40,6 +49,7 @@ class ReplicaEvents:
     index: BlockIndex
     in_flight: InFlight = field(default_factory=InFlight)  # sent, not yet answered
     batches: int = 0
+    replayed: int = 0  # of the batches, those asked for at the start
     gaps: int = 0
     next_seq: int | None = None
     broken: str | None = None  # why the index is no longer used
@@ -57,12 +67,14 @@ class KVEvents:
         endpoints: Each replica's ZMQ endpoint (the engine's ``--kv-events-config`` endpoint), in
             the fleet's order.
         tokens: Turns a request into the token ids the engines see.
+        replay: Each replica's replay endpoint (``replay_endpoint``), in the same order; empty:
+            what was published before :meth:`start` is not asked for.
 
     Raises:
         InvalidOptions: ``pyzmq`` or ``msgpack`` is missing, or an endpoint is empty.
     """
 
-    def __init__(self, endpoints: Sequence[str], tokens: PromptTokens) -> None:
+    def __init__(self, endpoints: Sequence[str], tokens: PromptTokens, replay: Sequence[str] = ()) -> None:
         try:
             import msgpack  # noqa: F401
             import zmq  # noqa: F401
@@ -74,7 +86,12 @@ class KVEvents:
             raise InvalidOptions(
                 f"KV-cache events need one ZMQ endpoint per replica, got {list(endpoints)!r}"
             )
+        if replay and len(replay) != len(endpoints):
+            raise InvalidOptions(
+                f"{len(replay)} replay endpoints for {len(endpoints)} replicas: give one each"
+            )
         self.replicas = [ReplicaEvents(e, BlockIndex()) for e in endpoints]
+        self._replay: list[str | None] = [*replay] or [None] * len(endpoints)
         self._tokens = tokens
         self._context: Any = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -91,11 +108,11 @@ class KVEvents:
         import zmq.asyncio
 
         self._context = zmq.asyncio.Context()
-        for replica in self.replicas:
+        for replica, replay in zip(self.replicas, self._replay, strict=True):
             socket = self._context.socket(zmq.SUB)
             socket.setsockopt(zmq.SUBSCRIBE, b"")
             socket.connect(replica.endpoint)
-            self._tasks.append(asyncio.get_running_loop().create_task(self._listen(replica, socket)))
+            self._tasks.append(asyncio.get_running_loop().create_task(self._listen(replica, socket, replay)))
 
     async def aclose(self) -> None:
         """Stop listening and close the sockets."""
@@ -108,9 +125,33 @@ class KVEvents:
             self._context.destroy(linger=0)
             self._context = None
 
-    async def _listen(self, replica: ReplicaEvents, socket: Any) -> None:
+    async def _listen(self, replica: ReplicaEvents, socket: Any, replay: str | None) -> None:
+        if replay is not None:  # the live messages queue meanwhile: the SUB is connected
+            await self._ask_replay(replica, replay)
         while replica.usable:
             receive(replica, await socket.recv_multipart())
+
+    async def _ask_replay(self, replica: ReplicaEvents, endpoint: str) -> None:
+        """Apply every batch the engine still buffers (from sequence 0), until its end marker or
+        :data:`REPLAY_WAIT` seconds without a message."""
+        import zmq
+
+        dealer = self._context.socket(zmq.DEALER)
+        dealer.connect(endpoint)
+        try:
+            await dealer.send_multipart([b"", (0).to_bytes(8, "big")])
+            while replica.usable:
+                frames = await asyncio.wait_for(dealer.recv_multipart(), REPLAY_WAIT)
+                if len(frames) >= 3 and frames[2] == END_SEQ:
+                    return
+                receive(replica, frames[1:])
+                replica.replayed += 1
+        except asyncio.TimeoutError:
+            log.warning(
+                "no replay of KV-cache events from %s in %ss: earlier blocks unknown", endpoint, REPLAY_WAIT
+            )
+        finally:
+            dealer.close(0)
 
     # -- what the picker asks (unillm.fleet.picker.CacheState) ------------------------------
     def tokens(self, request: Request) -> list[int] | None:
@@ -139,12 +180,14 @@ class KVEvents:
         self.replicas[i].in_flight.remove(tokens, lora, size)
 
     def status(self) -> list[dict[str, Any]]:
-        """Per replica: endpoint, usable, batches, blocks held, sequence gaps, why not usable."""
+        """Per replica: endpoint, usable, batches (replayed ones too), blocks held, sequence gaps,
+        why not usable."""
         return [
             {
                 "endpoint": r.endpoint,
                 "usable": r.usable,
                 "batches": r.batches,
+                "replayed": r.replayed,
                 "blocks": len(r.index),
                 "gaps": r.gaps,
                 "broken": r.broken,
@@ -166,6 +209,8 @@ def receive(replica: ReplicaEvents, frames: Sequence[bytes]) -> None:
         if len(frames) != 3 or len(frames[1]) != 8:
             raise MalformedEvents(f"expected (topic, 8-byte sequence, payload), got {len(frames)} frames")
         seq = int.from_bytes(frames[1], "big")
+        if replica.next_seq is not None and seq < replica.next_seq:
+            return  # replayed already
         replica.index.apply(msgpack.unpackb(frames[2], raw=False, strict_map_key=False))
     except Exception as e:  # malformed: the engine and unillm disagree on the format
         replica.broken = f"{type(e).__name__}: {str(e)[:200]}"

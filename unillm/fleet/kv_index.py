@@ -10,8 +10,10 @@ the engine holds. The engine's hash function is never reproduced: its hashes onl
     index.apply(unpacked_batch)                   # [ts, [event, ...], dp_rank], msgpack-decoded
     index.match([1, 5, 9, ...])                   # tokens of the prompt's head cached, whole blocks
 
-Pure logic: no I/O, no clock. A malformed event raises :class:`MalformedEvents` (the subscriber
-then stops trusting the index, and the policy falls back to its prefix tree).
+SGLang publishes the same format, one event per page, the last page of a sequence possibly
+partial: the largest block size seen is the engine's, and smaller (partial) blocks are not
+indexed. Pure logic: no I/O, no clock. A malformed event raises :class:`MalformedEvents` (the
+subscriber then stops trusting the index, and the policy falls back to its prefix tree).
 """
 
 from __future__ import annotations
@@ -93,10 +95,13 @@ class BlockIndex:
         )
         if not isinstance(size, int) or isinstance(size, bool) or size < 1:
             raise MalformedEvents(f"BlockStored.block_size is {size!r}")
-        if self.block_size is None:
+        if self.block_size is None or size > self.block_size:  # the first whole block sets it
+            if self.block_size is not None:  # what came before were partial pages
+                self._child.clear()
+                self._key.clear()
             self.block_size = size
-        elif size != self.block_size:
-            raise MalformedEvents(f"block size changed from {self.block_size} to {size}")
+        elif size < self.block_size:  # a partial last page (SGLang): no whole block to match
+            return
         extras = event.get("extra_keys") or [None] * len(hashes)
         lora = event.get("lora_name")
         parent = event.get("parent_block_hash")

@@ -128,7 +128,11 @@ class FleetLaunch(Stoppable):
         envs = [{**spec.env, **extra} for extra in replica_env] or [spec.env] * count
         cores = _replica_cores(spec, count, replica_cpus)
         self.kv_endpoints, self.kv_events_note, self._prompt_tokens = self._kv_events_plan(spec, ports)
-        kv = [[*spec.extra_args, *(self.adapter.kv_events_args(e) or [])] for e in self.kv_endpoints]
+        self.kv_replay_endpoints = [e.replace(".sock", "-replay.sock") for e in self.kv_endpoints]
+        kv = [
+            [*spec.extra_args, *(self.adapter.kv_events_args(e, r) or [])]
+            for e, r in zip(self.kv_endpoints, self.kv_replay_endpoints, strict=True)
+        ]
         self.engines: list[Launch] = [
             Launch(
                 self.adapter,
@@ -157,7 +161,7 @@ class FleetLaunch(Stoppable):
         if any(a.startswith("--kv-events-config") for a in spec.extra_args):
             return [], "the engines' own --kv-events-config is kept: routing by the prefix tree", None
         endpoints = [f"ipc://{tempfile.gettempdir()}/unillm-kv-{os.getpid()}-{port}.sock" for port in ports]
-        if self.adapter.kv_events_args(endpoints[0]) is None:
+        if self.adapter.kv_events_args(endpoints[0], endpoints[0]) is None:
             return (
                 [],
                 f"{self.adapter.name} publishes no KV-cache events unillm reads: routing by the prefix tree",
@@ -257,7 +261,7 @@ class FleetLaunch(Stoppable):
             return None
         from unillm.fleet.kv_events import KVEvents
 
-        events = KVEvents(self.kv_endpoints, self._prompt_tokens)
+        events = KVEvents(self.kv_endpoints, self._prompt_tokens, self.kv_replay_endpoints)
         await events.start()
         return events
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import cpu_env
 import pytest
-from sglang_fixtures import SGLangServer
+from sglang_fixtures import SGLangServer, kv_events_endpoint
+from unillm_sglang import SGLangAdapter
 
 import unillm
 from unillm.testing.tiny_model import TinyModel
@@ -29,8 +30,11 @@ def sglang_workdir(workdir: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def sglang_server(tiny: TinyModel, sglang_workdir: Path) -> Iterator[SGLangServer]:
-    """SGLang on the CPU with the tiny model (served as "tiny"), an API key, float32."""
+    """SGLang on the CPU with the tiny model (served as "tiny"), an API key, float32, publishing
+    its KV-cache events (``kv_events_endpoint()``)."""
     settings = cpu_env.launch_settings(tiny.path, sglang_workdir)
+    events = SGLangAdapter().kv_events_args(*kv_events_endpoint()) or []
+    settings["extra_args"] = [*settings.get("extra_args", ()), *events]
     yield from SGLangServer.serving("sglang", sglang_workdir / "sglang.log", **settings)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +12,15 @@ from unillm_sglang.adapter import ApiChoice
 import unillm
 from unillm.adapter.base import Adapter
 from unillm.testing.engines import RunningEngine
+
+
+def kv_events_endpoint() -> tuple[str, str]:
+    """Where the session's SGLang server publishes its KV-cache events, and replays them (short:
+    an ipc path is limited to ~100 characters)."""
+    return (
+        f"ipc:///tmp/unillm-sglang-kv-{os.getpid()}.sock",
+        f"ipc:///tmp/unillm-sglang-kv-{os.getpid()}-replay.sock",
+    )
 
 
 @dataclass(frozen=True)

@@ -551,6 +551,12 @@ class SGLangAdapter(OpenAIEmbeddings, TokenizeEndpoint, OpenAICompatAdapter):
         """SGLang on a CPU: **experimental** (runs from the test suite's ``sglang-cpu`` env)."""
         return cpu_recipe(spec, workdir)
 
+    def kv_events_args(self, endpoint: str, replay_endpoint: str) -> list[str] | None:
+        """``--kv-events-config``: SGLang's ZMQ publisher (vLLM's event format), bound to
+        ``endpoint``, with its replay."""
+        config = {"publisher": "zmq", "endpoint": endpoint, "replay_endpoint": replay_endpoint}
+        return ["--kv-events-config", json.dumps(config)]
+
 
 # SGLang stores LoRA weights per fused projection (lora/utils.py get_normalized_target_modules).
 _FUSED = {

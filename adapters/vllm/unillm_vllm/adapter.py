@@ -373,9 +373,14 @@ class VLLMAdapter(RuntimeLoraEndpoints, OpenAIEmbeddings, TokenizeEndpoint, Open
     def launch_hints(self) -> Mapping[str, str]:
         return launch.LAUNCH_HINTS
 
-    def kv_events_args(self, endpoint: str) -> list[str] | None:
-        """``--kv-events-config``: vLLM's ZMQ publisher, bound to ``endpoint``."""
-        config = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": endpoint}
+    def kv_events_args(self, endpoint: str, replay_endpoint: str) -> list[str] | None:
+        """``--kv-events-config``: vLLM's ZMQ publisher, bound to ``endpoint``, with its replay."""
+        config = {
+            "enable_kv_cache_events": True,
+            "publisher": "zmq",
+            "endpoint": endpoint,
+            "replay_endpoint": replay_endpoint,
+        }
         return ["--kv-events-config", json.dumps(config)]
 
     def command(self, spec: LaunchSpec) -> LaunchCommand:
