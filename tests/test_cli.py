@@ -292,3 +292,10 @@ def test_dry_run_says_which_cores_the_engine_runs_on(capsys: pytest.CaptureFixtu
     for bad in ("a", "3-1", "0,,1"):
         assert main(dry_run("--cpus", bad)) == 2
     assert "give core numbers and ranges" in capsys.readouterr().err
+
+
+def test_a_cache_aware_fleet_says_why_it_routes_by_its_tree(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(dry_run("--replicas", "2", "--policy", "cache_aware")) == 0
+    captured = capsys.readouterr()
+    assert "cache_aware: KV-cache events not used (no tokenizer.json in M" in captured.err
+    assert "--kv-events-config" not in captured.out

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING
 
 from unillm.cli.launch_settings import SCALAR_FLAGS, fleet_settings, node_ranks, spec_settings
@@ -174,7 +175,9 @@ def run(args: argparse.Namespace) -> int:
         for rank in ranks:
             if rank is not None:
                 settings["nodes"] = settings["nodes"].model_copy(update={"rank": rank})
-            commands = _commands(launch(args.engine, **fleet, **settings))
+            run = launch(args.engine, **fleet, **settings)
+            _say_routing_note(run)
+            commands = _commands(run)
             for label, command in commands:
                 labelled = len(commands) > 1 or len(ranks) > 1
                 node = f", node {rank}" if rank is not None else ""
@@ -182,7 +185,16 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if ranks != [None] and len(ranks) != 1:
         raise InvalidOptions("--nodes needs --node-rank R on each machine (or --dry-run to see all)")
-    return serve(launch(args.engine, **fleet, **settings))
+    run = launch(args.engine, **fleet, **settings)
+    _say_routing_note(run)
+    return serve(run)
+
+
+def _say_routing_note(run: object) -> None:
+    """Why a client-side ``cache_aware`` fleet routes by its prefix tree, not the engines' events."""
+    note = getattr(run, "kv_events_note", None)
+    if note:
+        print(f"[unillm] cache_aware: {note}", file=sys.stderr)
 
 
 def _launch_config(args: argparse.Namespace) -> int:
@@ -208,6 +220,7 @@ def _launch_config(args: argparse.Namespace) -> int:
             f"{args.config} connects to engines already running (base_url) or routes between "
             "routes ([router]): unillm launch needs a [launch] table"
         )
+    _say_routing_note(run)
     if args.dry_run:
         for label, command in _commands(run):
             print_command(command, label)

@@ -100,19 +100,26 @@ class KVEvents:
         return len(self.replicas)
 
     async def start(self) -> None:
-        """Subscribe to every replica's events (connecting takes milliseconds; what is published
-        before then is missed). Idempotent."""
+        """Subscribe to every replica's events and, with replay endpoints, apply what each engine
+        published before (returns once the replays are in: the index is current). Idempotent."""
         if self._context is not None:
             return
         import zmq
         import zmq.asyncio
 
         self._context = zmq.asyncio.Context()
-        for replica, replay in zip(self.replicas, self._replay, strict=True):
+        sockets = []
+        for replica in self.replicas:  # connected first: live messages queue during the replays
             socket = self._context.socket(zmq.SUB)
             socket.setsockopt(zmq.SUBSCRIBE, b"")
             socket.connect(replica.endpoint)
-            self._tasks.append(asyncio.get_running_loop().create_task(self._listen(replica, socket, replay)))
+            sockets.append(socket)
+        asked = [self._ask_replay(r, e) for r, e in zip(self.replicas, self._replay, strict=True) if e]
+        await asyncio.gather(*asked)
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._listen(r, s)) for r, s in zip(self.replicas, sockets, strict=True)
+        ]
 
     async def aclose(self) -> None:
         """Stop listening and close the sockets."""
@@ -125,9 +132,7 @@ class KVEvents:
             self._context.destroy(linger=0)
             self._context = None
 
-    async def _listen(self, replica: ReplicaEvents, socket: Any, replay: str | None) -> None:
-        if replay is not None:  # the live messages queue meanwhile: the SUB is connected
-            await self._ask_replay(replica, replay)
+    async def _listen(self, replica: ReplicaEvents, socket: Any) -> None:
         while replica.usable:
             receive(replica, await socket.recv_multipart())
 

@@ -9,7 +9,7 @@ seconds), so the logic is testable without sleeping::
     i = picker.pick(key, exclude=(), now=now, prompt=prompt)   # None: no replica may take one now
     picker.begin(i, now, prompt)
     picker.answered(i) / picker.overloaded(i, retry_after, now) / picker.failed(i, why, now)
-    picker.end(i)                                 # when the answer (or the stream) is over
+    picker.end(i, prompt)                         # when the answer (or the stream) is over
 
 Policies: ``round_robin``; ``least_load`` (fewest requests in flight plus the engine's waiting
 queue when known); ``prefix`` (consistent hashing with bounded load over the first
