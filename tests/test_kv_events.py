@@ -311,3 +311,15 @@ async def test_a_late_subscription_replays_what_was_published_before_it(
         context.term()
     with pytest.raises(InvalidOptions, match="replay endpoints"):
         KVEvents(["ipc://a", "ipc://b"], lambda r: None, ["ipc://r"])  # type: ignore[arg-type]
+
+
+def test_a_tokenizer_or_template_that_fails_is_a_typed_error_or_the_trees_turn(
+    tiny: TinyModel, tmp_path: Path
+) -> None:
+    (tmp_path / "tokenizer.json").write_text("{not json")
+    with pytest.raises(InvalidOptions, match="cannot read"):
+        PromptTokens.from_folder(tmp_path, None)
+    refusing = PromptTokens.from_folder(tiny.path, "{{ raise_exception('no system role') }}")
+    chat = make_request(None, [{"role": "system", "content": "x"}], None, {}, stream=False)
+    assert refusing(chat) is None  # the request goes by the prefix tree
+    assert refusing(request("plain text")) is not None

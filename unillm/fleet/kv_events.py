@@ -115,7 +115,12 @@ class KVEvents:
             socket.connect(replica.endpoint)
             sockets.append(socket)
         asked = [self._ask_replay(r, e) for r, e in zip(self.replicas, self._replay, strict=True) if e]
-        await asyncio.gather(*asked)
+        try:
+            await asyncio.gather(*asked)
+        except BaseException:  # cancelled mid-replay: nothing half-started stays behind
+            self._context.destroy(linger=0)
+            self._context = None
+            raise
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._listen(r, s)) for r, s in zip(self.replicas, sockets, strict=True)
@@ -168,8 +173,10 @@ class KVEvents:
         flight; None when its events are not usable."""
         replica = self.replicas[i]
         size = replica.index.block_size
-        if not replica.usable or size is None:
-            return None if not replica.usable else 0
+        if not replica.usable:
+            return None
+        if size is None:  # no block reported yet: nothing cached
+            return 0
         return max(replica.index.match(tokens, lora), replica.in_flight.match(tokens, lora, size))
 
     def sent(self, i: int, tokens: Sequence[int], lora: str | None) -> int | None:

@@ -119,7 +119,13 @@ class PromptTokens:
         except (OSError, ValueError):
             config = {}
         special = _special_tokens(config if isinstance(config, dict) else {})
-        return cls(Tokenizer.from_file(str(path / "tokenizer.json")), template, special)
+        try:
+            return cls(Tokenizer.from_file(str(path / "tokenizer.json")), template, special)
+        except Exception as e:  # a tokenizer file or chat template these libraries cannot read
+            raise InvalidOptions(
+                f"cannot read {path}'s tokenizer or chat template ({type(e).__name__}: {str(e)[:200]}): "
+                "KV-cache events cannot be matched to prompts"
+            ) from None
 
     def __call__(self, request: Request) -> list[int] | None:
         """The prompt's token ids, or None when they cannot be known here.
@@ -127,16 +133,18 @@ class PromptTokens:
         Args:
             request: A generation request (a prompt, or messages without tools or images).
         """
-        if request.prompt is not None:
-            return list(self._tokenizer.encode(request.prompt[: self.max_chars], add_special_tokens=True).ids)
-        messages = _text_only(request.messages or ())
-        if self._template is None or messages is None or request.tools:
-            return None
         try:
-            text = self._template.render(messages=messages, add_generation_prompt=True, **self._special)
+            if request.prompt is not None:
+                text, special = request.prompt, True
+            else:
+                messages = _text_only(request.messages or ())
+                if self._template is None or messages is None or request.tools:
+                    return None
+                text = self._template.render(messages=messages, add_generation_prompt=True, **self._special)
+                special = False  # the template wrote them
+            return list(self._tokenizer.encode(text[: self.max_chars], add_special_tokens=special).ids)
         except Exception:  # the template refused these messages (raise_exception) or broke
             return None
-        return list(self._tokenizer.encode(text[: self.max_chars], add_special_tokens=False).ids)
 
 
 __all__ = ["PromptTokens"]
