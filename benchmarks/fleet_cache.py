@@ -151,7 +151,8 @@ def kv_events_seen(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         return {}
     return {
         "published": any(s["batches"] for s in status),
-        "batches": sum(s["batches"] for s in status),
+        "batches": sum(s["batches"] for s in status),  # each run's subscription: replayed, then live
+        "replayed": sum(s.get("replayed", 0) for s in status),
         "gaps": sum(s["gaps"] for s in status),
         "unusable": [s["broken"] for s in status if not s["usable"]],
     }
