@@ -323,3 +323,9 @@ def test_a_tokenizer_or_template_that_fails_is_a_typed_error_or_the_trees_turn(
     chat = make_request(None, [{"role": "system", "content": "x"}], None, {}, stream=False)
     assert refusing(chat) is None  # the request goes by the prefix tree
     assert refusing(request("plain text")) is not None
+
+
+def test_events_are_read_on_asyncio_only() -> None:
+    events = KVEvents(["ipc://a"], lambda r: None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidOptions, match="asyncio"):
+        events.start().send(None)  # driven by hand, with no asyncio loop running (as under trio)

@@ -71,7 +71,8 @@ class KVEvents:
             what was published before :meth:`start` is not asked for.
 
     Raises:
-        InvalidOptions: ``pyzmq`` or ``msgpack`` is missing, or an endpoint is empty.
+        InvalidOptions: ``pyzmq`` or ``msgpack`` is missing, or an endpoint is empty; at
+            :meth:`start`, not on asyncio.
     """
 
     def __init__(self, endpoints: Sequence[str], tokens: PromptTokens, replay: Sequence[str] = ()) -> None:
@@ -104,6 +105,12 @@ class KVEvents:
         published before (returns once the replays are in: the index is current). Idempotent."""
         if self._context is not None:
             return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # trio: pyzmq's sockets await on asyncio only
+            raise InvalidOptions(
+                "KV-cache events are read on asyncio only (run the fleet under asyncio)"
+            ) from None
         import zmq
         import zmq.asyncio
 
@@ -121,7 +128,6 @@ class KVEvents:
             self._context.destroy(linger=0)
             self._context = None
             raise
-        loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._listen(r, s)) for r, s in zip(self.replicas, sockets, strict=True)
         ]

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
+import sniffio
 
 from unillm.adapter.base import Adapter
 from unillm.adapter.launch_spec import Disaggregation, LaunchCommand, LaunchSpec, PDRole, TransferBackend
@@ -258,6 +259,9 @@ class FleetLaunch(Stoppable):
     async def _kv_events(self) -> KVEvents | None:
         """The engines' KV-cache events, subscribed (None when the plan has no endpoints)."""
         if not self.kv_endpoints or self._prompt_tokens is None:
+            return None
+        if sniffio.current_async_library() != "asyncio":
+            self.kv_events_note = "KV-cache events are read on asyncio only: routing by the prefix tree"
             return None
         from unillm.fleet.kv_events import KVEvents
 
