@@ -130,10 +130,7 @@ class FleetLaunch(Stoppable):
         cores = _replica_cores(spec, count, replica_cpus)
         self.kv_endpoints, self.kv_events_note, self._prompt_tokens = self._kv_events_plan(spec, ports)
         self.kv_replay_endpoints = [e.replace(".sock", "-replay.sock") for e in self.kv_endpoints]
-        kv = [
-            [*spec.extra_args, *(self.adapter.kv_events_args(e, r) or [])]
-            for e, r in zip(self.kv_endpoints, self.kv_replay_endpoints, strict=True)
-        ]
+        engine_args = self._engine_args(spec, count)
         self.engines: list[Launch] = [
             Launch(
                 self.adapter,
@@ -144,12 +141,16 @@ class FleetLaunch(Stoppable):
                 client=replace(client, reserve=None) if router is not None else client,
                 log_path=self.log_dir / f"unillm-{self.adapter.name}-{port}.log",
             )
-            for port, role, env, cpus, args in zip(
-                ports, self.roles, envs, cores, kv or [spec.extra_args] * count, strict=True
-            )
+            for port, role, env, cpus, args in zip(ports, self.roles, envs, cores, engine_args, strict=True)
         ]
         self.router: Launch | None = self._router_launch(router_python) if self.tool else None
         self._fleet: Fleet | None = None
+
+    def _engine_args(self, spec: LaunchSpec, count: int) -> list[list[str]]:
+        """Each engine's ``extra_args``: the spec's, then its KV-cache events flags when planned."""
+        pairs = zip(self.kv_endpoints, self.kv_replay_endpoints, strict=True)
+        flags = [self.adapter.kv_events_args(e, r) or [] for e, r in pairs] or [[]] * count
+        return [[*spec.extra_args, *f] for f in flags]
 
     def _kv_events_plan(
         self, spec: LaunchSpec, ports: Sequence[int]
