@@ -92,6 +92,7 @@ def workload(args: argparse.Namespace, tokenizer: str | None, *, session_key: bo
         system_prompts=args.system_prompts,
         session_key=session_key,
         tokenizer=tokenizer,
+        think_time_s=args.think_time,
         seed=args.seed,
     )
 
@@ -379,6 +380,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--system-len", type=int, default=256)
     parser.add_argument("--system-prompts", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=8, help="sessions in flight at once")
+    parser.add_argument(
+        "--think-time",
+        type=float,
+        default=0.0,
+        help="mean seconds between a turn's answer and the next turn (uniform 0..2x; an agent's tool "
+        "calls, a user typing; default 0: a closed loop). Results go to fleet_cache_think_<s>.json",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--policies",
@@ -476,6 +484,8 @@ def main(argv: list[str] | None = None) -> int:
         path = (
             RESULT if args.replicas == 2 else RESULT.with_name(f"fleet_cache_{args.replicas}_replicas.json")
         )
+        if args.think_time:
+            path = path.with_name(f"{path.stem}_think_{args.think_time:g}.json")
         path.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out, separators=(",", ":")))
     return 0
