@@ -16,8 +16,8 @@ first ``prefix_chars`` characters of the prompt or messages, so a shared prefix 
 prefix cache), ``session`` (``session="user-42"`` on a request; without a key, least load) and
 ``cache_aware`` (the replica holding the longest head of the prompt, unless it is too loaded:
 :class:`~unillm.fleet.picker.CacheAware`; what each holds comes from its engine's KV-cache events
-with ``kv_events=`` (:class:`~unillm.fleet.kv_events.KVEvents`: vLLM publishes them), else from a
-bounded prefix tree per replica of what was sent to it).
+with ``kv_events=`` (:class:`~unillm.fleet.kv_events.KVEvents`: vLLM and SGLang publish them),
+else from a bounded prefix tree per replica of what was sent to it).
 A ``session=`` key pins its requests under every policy.
 
 Failover: a request that fails before the engine answered (connection refused or reset, a
