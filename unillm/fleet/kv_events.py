@@ -14,7 +14,8 @@ before anyone subscribes (a launch's warm-up request, other clients), and a bloc
 is never reported again, so on start each subscription asks the engine's replay endpoint for every
 batch it still buffers (vLLM and SGLang keep the last 10,000), then applies the live ones after
 them. A lost message (the publisher's high-water mark) is counted in ``gaps``: the index may then
-hold a block the engine evicted, as an approximate tree would. A batch that does not decode marks
+hold a block the engine evicted, as an approximate tree would. A sequence that begins anew is an
+engine restarted behind the endpoint: its index is emptied (``restarts``). A batch that does not decode marks
 the replica's index unusable: the policy uses its prefix tree for that replica from then on, and a
 warning is logged once. Needs ``pyzmq`` and ``msgpack`` (``pip install 'unillm-sdk[kv-events]'``);
 asyncio only.
@@ -52,6 +53,8 @@ class ReplicaEvents:
     replayed: int = 0  # of the batches, those asked for at the start
     gaps: int = 0
     next_seq: int | None = None
+    replay_overlap: bool = False  # live messages may repeat replayed ones (until a newer one)
+    restarts: int = 0  # the engine's sequence began anew: its cache did too
     broken: str | None = None  # why the index is no longer used
 
     @property
@@ -162,6 +165,7 @@ class KVEvents:
                     return
                 receive(replica, frames[1:])
                 replica.replayed += 1
+                replica.replay_overlap = True
         except asyncio.TimeoutError:
             log.warning(
                 "no replay of KV-cache events from %s in %ss: earlier blocks unknown", endpoint, REPLAY_WAIT
@@ -199,7 +203,7 @@ class KVEvents:
 
     def status(self) -> list[dict[str, Any]]:
         """Per replica: endpoint, usable, batches (replayed ones too), blocks held, sequence gaps,
-        why not usable."""
+        restarts seen, why not usable."""
         return [
             {
                 "endpoint": r.endpoint,
@@ -208,6 +212,7 @@ class KVEvents:
                 "replayed": r.replayed,
                 "blocks": len(r.index),
                 "gaps": r.gaps,
+                "restarts": r.restarts,
                 "broken": r.broken,
             }
             for r in self.replicas
@@ -228,7 +233,12 @@ def receive(replica: ReplicaEvents, frames: Sequence[bytes]) -> None:
             raise MalformedEvents(f"expected (topic, 8-byte sequence, payload), got {len(frames)} frames")
         seq = int.from_bytes(frames[1], "big")
         if replica.next_seq is not None and seq < replica.next_seq:
-            return  # replayed already
+            if replica.replay_overlap:
+                return  # replayed already
+            replica.index.apply([0.0, [{"type": "AllBlocksCleared"}]])  # the engine restarted: seq anew
+            replica.restarts += 1
+            replica.next_seq = None
+        replica.replay_overlap = False
         replica.index.apply(msgpack.unpackb(frames[2], raw=False, strict_map_key=False))
     except Exception as e:  # malformed: the engine and unillm disagree on the format
         replica.broken = f"{type(e).__name__}: {str(e)[:200]}"
