@@ -83,6 +83,10 @@ def test_blocks_of_an_adapter_or_with_extra_keys_match_only_their_own_requests()
     assert index.match(PROMPT) == 0  # neither is the base model's plain text
     assert index.match(PROMPT, lora="sql") == 4
     assert index.match(PROMPT[4:]) == 0  # an image's block is not the text's
+    index.apply(batch(stored([b"u1"], None, PROMPT[8:12])))
+    index.apply(batch(stored([b"s1"], None, PROMPT[8:12], cache_salt="tenant-a")))  # SGLang's salt
+    index.apply(batch(removed([b"s1"])))  # the salted block goes; the unsalted one stays
+    assert index.match(PROMPT[8:]) == 4 and len(index) == 3
 
 
 def test_other_kv_cache_groups_are_ignored_and_malformed_batches_raise() -> None:
@@ -95,6 +99,8 @@ def test_other_kv_cache_groups_are_ignored_and_malformed_batches_raise() -> None
         batch({"type": "BlockStored", "block_hashes": "h", "token_ids": [], "block_size": 4}),
         batch(stored([b"x"], None, PROMPT[:4], size=0)),
         batch("an event"),  # type: ignore[arg-type]
+        batch(stored([[1, 2]], None, PROMPT[:4])),  # a hash that is a list: unhashable
+        batch(stored([b"e1"], None, PROMPT[:4], extra_keys={"not": "a list"})),
     ):
         with pytest.raises(MalformedEvents):
             index.apply(bad)

@@ -2,9 +2,9 @@
 
 vLLM publishes every block it caches or evicts (``--kv-events-config``; :mod:`unillm.fleet.kv_events`
 subscribes). A stored block carries its hash, its parent block's hash and its token ids, so the
-index keys each block by (parent hash, token ids, LoRA, extra keys): a prompt's token ids, cut into
-blocks of the engine's block size, walk that chain from the root, and the head that walks is what
-the engine holds. The engine's hash function is never reproduced: its hashes only link the chain.
+index keys each block by (parent hash, token ids, LoRA, extra keys and cache salt): a prompt's token
+ids, cut into blocks of the engine's block size, walk that chain from the root, and the head that
+walks is what the engine holds (unillm sends no salt, images aside: such blocks never match). The engine's hash function is never reproduced: its hashes only link the chain.
 
     index = BlockIndex()
     index.apply(unpacked_batch)                   # [ts, [event, ...], dp_rank], msgpack-decoded
@@ -67,25 +67,32 @@ class BlockIndex:
                 with ``type`` naming its kind.
 
         Raises:
-            MalformedEvents: Not that shape, a field of the wrong type, or a block size that changes.
+            MalformedEvents: Not that shape, or a field of the wrong type (the events before it in
+                the batch are applied).
         """
         if not isinstance(batch, list | tuple) or len(batch) < 2 or not isinstance(batch[1], list):
             raise MalformedEvents(f"an event batch is [ts, events, ...], got {type(batch).__name__}")
         for event in batch[1]:
             if not isinstance(event, Mapping):
                 raise MalformedEvents(f"an event is a map, got {type(event).__name__}")
-            if event.get("group_idx") not in (None, 0):
-                continue
-            kind = event.get("type")
-            if kind == "BlockStored":
-                self._stored(event)
-            elif kind == "BlockRemoved":
-                for h in _list(event, "block_hashes"):
-                    self._forget(h)
-            elif kind == "AllBlocksCleared":
-                self._child.clear()
-                self._key.clear()
-            # other kinds (a newer engine's) carry no block of the first group's
+            try:
+                self._event(event)
+            except (TypeError, KeyError, IndexError) as e:  # an unhashable hash, odd extra keys
+                raise MalformedEvents(f"{event.get('type')}: {type(e).__name__}: {str(e)[:200]}") from None
+
+    def _event(self, event: Mapping[str, Any]) -> None:
+        if event.get("group_idx") not in (None, 0):
+            return
+        kind = event.get("type")
+        if kind == "BlockStored":
+            self._stored(event)
+        elif kind == "BlockRemoved":
+            for h in _list(event, "block_hashes"):
+                self._forget(h)
+        elif kind == "AllBlocksCleared":
+            self._child.clear()
+            self._key.clear()
+        # other kinds (a newer engine's) carry no block of the first group's
 
     def _stored(self, event: Mapping[str, Any]) -> None:
         hashes, tokens, size = (
@@ -103,7 +110,7 @@ class BlockIndex:
         elif size < self.block_size:  # a partial last page (SGLang): no whole block to match
             return
         extras = event.get("extra_keys") or [None] * len(hashes)
-        lora = event.get("lora_name")
+        lora, salt = event.get("lora_name"), event.get("cache_salt")
         parent = event.get("parent_block_hash")
         for j, h in enumerate(hashes):
             block = tuple(tokens[j * size : (j + 1) * size])
@@ -113,6 +120,8 @@ class BlockIndex:
             if lora is not None and isinstance(extra, list) and extra[:1] == [lora]:
                 extra = extra[1:]  # the adapter's name leads its blocks' extra keys
             extra = _hashable(extra) or None
+            if salt is not None:  # SGLang names a request's cache salt apart (vLLM: in extra_keys)
+                extra = (extra, ("cache_salt", salt))
             key: _Key = (parent, block, lora, extra)
             self._forget(self._child.get(key))
             self._child[key] = h

@@ -129,7 +129,7 @@ class FleetLaunch(Stoppable):
         envs = [{**spec.env, **extra} for extra in replica_env] or [spec.env] * count
         cores = _replica_cores(spec, count, replica_cpus)
         self.kv_endpoints, self.kv_events_note, self._prompt_tokens = self._kv_events_plan(spec, ports)
-        self.kv_replay_endpoints = [e.replace(".sock", "-replay.sock") for e in self.kv_endpoints]
+        self.kv_replay_endpoints = [e.removesuffix(".sock") + "-replay.sock" for e in self.kv_endpoints]
         engine_args = self._engine_args(spec, count)
         self.engines: list[Launch] = [
             Launch(
