@@ -2,9 +2,11 @@
 
 vLLM publishes every block it caches or evicts (``--kv-events-config``; :mod:`unillm.fleet.kv_events`
 subscribes). A stored block carries its hash, its parent block's hash and its token ids, so the
-index keys each block by (parent hash, token ids, LoRA, extra keys and cache salt): a prompt's token
+index keys each block by (parent hash, token ids, LoRA, extra keys, cache salt): a prompt's token
 ids, cut into blocks of the engine's block size, walk that chain from the root, and the head that
-walks is what the engine holds (unillm sends no salt, images aside: such blocks never match). The engine's hash function is never reproduced: its hashes only link the chain.
+walks is what the engine holds. unillm's requests carry no salt and, text-only, no extra keys, so
+blocks that have them never match. The engine's hash function is never reproduced: its hashes only
+link the chain.
 
     index = BlockIndex()
     index.apply(unpacked_batch)                   # [ts, [event, ...], dp_rank], msgpack-decoded
