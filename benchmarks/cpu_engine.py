@@ -38,6 +38,8 @@ CACHE = Path(os.environ.get("UNILLM_CACHE", Path.home() / ".cache" / "unillm"))
 VLLM_PYTHON = CACHE / "envs" / "vllm" / "bin" / "python"
 #: :func:`wide_model`'s sizes: 8 layers of width 1024, about 120M parameters (490 MB in float32).
 WIDE = LlamaShape(VOCAB_SIZE, MAX_POSITION, 1024, 4096, 8, 16, 4, 64)
+#: :func:`wide_model`'s sizes with ``deep=True``: three times the layers (about 30 ms a decode step).
+DEEP = WIDE._replace(layers=24)
 
 
 @dataclass(frozen=True)
@@ -60,10 +62,11 @@ async def vllm_target(
     served_name: str = "tiny",
     prefix_caching: bool | None = None,
     wide: bool = False,
+    deep: bool = False,
 ) -> AsyncIterator[Engine]:
     """Yield a running vLLM-CPU engine: the one at ``url``, or one launched for the benchmark
     (``prefix_caching``: the engine's default when None; ``wide``: :func:`wide_model`, not the
-    tiny model)."""
+    tiny model; ``deep``: :func:`wide_model` with three times its layers)."""
     if url is not None:
         if model_path is None:
             raise SystemExit("--url needs --model-path (the served model's folder, for its tokenizer)")
@@ -72,7 +75,7 @@ async def vllm_target(
     import unillm
     from unillm.testing.engines import cpu_launch_settings
 
-    tiny = wide_model() if wide else build_tiny_model()
+    tiny = wide_model(deep) if wide or deep else build_tiny_model()
     with tempfile.TemporaryDirectory(prefix="unillm-bench-") as d:
         settings = cpu_launch_settings(
             "vllm", tiny, Path(d), max_num_seqs=max_num_seqs, api_key=None, served_name=served_name
@@ -85,18 +88,21 @@ async def vllm_target(
             yield Engine(run.base_url, str(tiny.path), served_name, run.command().render())
 
 
-def wide_model() -> TinyModel:
-    """The tiny model's tokenizer on a wider random Llama (:data:`WIDE`), built once and cached.
+def wide_model(deep: bool = False) -> TinyModel:
+    """The tiny model's tokenizer on a wider random Llama (:data:`WIDE`, or :data:`DEEP` when
+    ``deep``), built once and cached.
 
     A decode step of the tiny model costs well under a millisecond, so on two cores a harness's
     own CPU moves what it measures; this model's costs 10-15 ms for one stream (21 ms for 8 on one
     core), the pace of a real model on a GPU, and the engine, not the harness, sets the figures.
     """
 
+    shape = DEEP if deep else WIDE
+
     def write(tmp: Path, final: Path) -> None:
         (tmp / "model").mkdir()
-        write_llama(tmp / "model", WIDE, write_tokenizer(tmp / "model"), seed=MODEL_SEED)
-        dump_json(tmp / MANIFEST, {"shape": WIDE._asdict()})
+        write_llama(tmp / "model", shape, write_tokenizer(tmp / "model"), seed=MODEL_SEED)
+        dump_json(tmp / MANIFEST, {"shape": shape._asdict()})
 
-    folder = publish(CACHE / "models" / "wide-llama-v1", write)
-    return TinyModel(folder / "model", {}, WIDE.vocab_size, WIDE.max_position)
+    folder = publish(CACHE / "models" / ("deep-llama-v1" if deep else "wide-llama-v1"), write)
+    return TinyModel(folder / "model", {}, shape.vocab_size, shape.max_position)

@@ -34,9 +34,12 @@ loopback server, another process, 64 chunks per answer, no gap); the request rat
 the completed requests per second it reports (median of ``--overhead-rounds``). The harness
 whose rate is highest adds the least between the engine and the measurement.
 
-AIPerf runs at ``--concurrency`` with a request rate of 1,000/s beside it (``AIPERF_TICKS``): with a
-concurrency alone its timing manager spins a core while every slot is taken, which starved the
-engine (AIPerf then read 5.6 times the TTFT of the other two).
+AIPerf runs at ``--concurrency`` with a request rate beside it (``--aiperf-request-rate``, by
+default 500/s): with a concurrency alone its timing manager spins a core while every slot is taken,
+which starved the engine (AIPerf then read 5.6 times the TTFT of the other two). The rate is a
+trade: AIPerf issues at most one request per tick, so slots freed on the same engine step refill
+one tick apart (1,000/s: its ticks cost ~1.5 CPU seconds a run beside the engine; 200/s: 3% fewer
+requests in flight; 20,000/s: it spins again).
 
 Placement: every harness gets the same CPU (``--client-cpus``) and niceness, as in
 benchmarks/vs_vllm_bench.py (whose runners this reuses). AIPerf runs from its own venv
@@ -55,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import statistics
@@ -109,13 +113,17 @@ DEFINITIONS = {
     "inter_chunk_latency percentiles: a t-digest estimate (AIPerf 0.13)",
     "duration": "output throughput's denominator: unillm and vLLM from before the first request to "
     "after the last answer; AIPerf from the first request sent to the last response",
+    "refill": "unillm and vLLM start the next request the moment a slot frees (slots freed on one "
+    "engine step refill together); AIPerf issues one request per tick of its request rate, so they "
+    "refill one tick apart: smaller prefill batches (a lower TTFT), more decode steps shared with a "
+    "prefill (a higher TPOT) and fewer requests in flight (in_flight)",
 }
-#: AIPerf's request rate beside ``--concurrency``. With a concurrency alone, AIPerf 0.13's timing
-#: manager spins while every slot is taken (``yield_to_event_loop`` in a loop, request_rate.py):
-#: one core burnt, which on two cores starves the engine. A rate far above any the engine sustains
-#: keeps the concurrency the limit and lets the manager sleep between ticks (a freed slot waits
-#: at most 1 ms for the next).
-AIPERF_TICKS = 1000
+#: AIPerf's default request rate beside ``--concurrency``. With a concurrency alone, AIPerf 0.13's
+#: timing manager spins while every slot is taken (``yield_to_event_loop`` in a loop,
+#: request_rate.py): one core burnt, which on two cores starves the engine. A rate far above any
+#: the engine sustains keeps the concurrency the limit and lets the manager sleep between ticks; it
+#: issues one request per tick, so a freed slot waits up to 2 ms, and 8 freed at once 16 ms.
+AIPERF_TICKS = 500
 Round = dict[str, float | None]
 
 
@@ -141,7 +149,9 @@ def aiperf_bench(
     cmd += ["--osl", str(args.output_len), "--output-tokens-stddev", "0", "--use-server-token-count"]
     cmd += ["--extra-inputs", "ignore_eos:true", "--extra-inputs", "temperature:0"]
     cmd += ["--concurrency", str(concurrency), "--request-count", str(count)]
-    cmd += ["--request-rate", str(AIPERF_TICKS), "--arrival-pattern", "constant"]
+    open_loop = not math.isinf(args.request_rate)  # else the rate only paces its ticks
+    rate = args.request_rate if open_loop else args.aiperf_request_rate
+    cmd += ["--request-rate", f"{rate:g}", "--arrival-pattern", "constant"]
     cmd += ["--warmup-request-count", str(warmups), "--random-seed", str(seed)]
     cmd += ["--artifact-dir", str(out), "--ui-type", "none", "--no-server-metrics"]
     done = run_client(cmd, args)
@@ -240,6 +250,7 @@ async def agreement(args: argparse.Namespace) -> tuple[dict[str, list[Round]], s
         max_num_seqs=args.max_num_seqs,
         prefix_caching=False,
         wide=args.model == "wide",
+        deep=args.model == "deep",
     ) as engine:
         rounds = await anyio.to_thread.run_sync(interleaved, args, engine, "engine")
         return rounds, engine.command
@@ -252,13 +263,14 @@ def paced(args: argparse.Namespace, model_path: str) -> dict[str, Any]:
     first, gap = args.paced_first_ms, args.paced_gap_ms
     server = Server(gap * 1000, first_us=first * 1000)
     fast = Engine(server.base_url, model_path, "tiny", "(paced look-alike)")
-    saved = (args.num_prompts, args.input_len, args.output_len)
+    saved = (args.num_prompts, args.input_len, args.output_len, args.request_rate)
     args.num_prompts, args.input_len, args.output_len = args.paced_prompts, 16, 64
+    args.request_rate = math.inf  # a closed loop: the truth is known for it
     try:
         rounds = interleaved(args, fast, "paced")
     finally:
         server.stop()
-        args.num_prompts, args.input_len, args.output_len = saved
+        args.num_prompts, args.input_len, args.output_len, args.request_rate = saved
     summary = summarize(rounds)
     at_most = args.max_concurrency * 64 / ((first + 63 * gap) / 1000)
     truth = {"ttft_p50_ms": first, "itl_p50_ms": gap, "tpot_p50_ms": gap, "output_throughput": at_most}
@@ -389,6 +401,7 @@ def overhead(args: argparse.Namespace, model_path: str) -> dict[str, Any]:
     rates: dict[str, list[float]] = {tool: [] for tool in TOOLS}
     fast = Engine(server.base_url, model_path, "tiny", "(look-alike)")
     saved = (args.num_prompts, args.max_concurrency, args.warmups, args.input_len, args.output_len)
+    saved_rate, args.request_rate = args.request_rate, math.inf  # as fast as each can
     args.num_prompts, args.max_concurrency, args.warmups = (
         args.overhead_requests,
         args.overhead_concurrency,
@@ -407,6 +420,7 @@ def overhead(args: argparse.Namespace, model_path: str) -> dict[str, Any]:
     finally:
         server.stop()
         args.num_prompts, args.max_concurrency, args.warmups, args.input_len, args.output_len = saved
+        args.request_rate = saved_rate
     medians = {tool: statistics.median(v) for tool, v in rates.items()}
     return {
         "requests": args.overhead_requests,
@@ -422,10 +436,17 @@ def parse_args() -> argparse.Namespace:
     p = harness_parser(__doc__ or "", rounds=3, num_prompts=96)
     p.add_argument(
         "--model",
-        choices=("wide", "tiny"),
+        choices=("wide", "deep", "tiny"),
         default="wide",
         help="the engine's model: wide (cpu_engine.wide_model, ~10 ms a decode step: the engine sets "
-        "the pace) or tiny (sub-millisecond steps: on two cores each harness's CPU moves the engine)",
+        "the pace), deep (three times its layers, ~30 ms) or tiny (sub-millisecond steps: on two "
+        "cores each harness's CPU moves the engine)",
+    )
+    p.add_argument(
+        "--aiperf-request-rate",
+        type=float,
+        default=AIPERF_TICKS,
+        help="AIPerf's request rate beside its concurrency (a freed slot waits up to 1/rate s)",
     )
     p.add_argument("--overhead-requests", type=int, default=400)
     p.add_argument("--overhead-concurrency", type=int, default=32)
@@ -456,7 +477,8 @@ def header(args: argparse.Namespace) -> dict[str, Any]:
         }
         | {"warmups": args.warmups, "rounds": args.rounds, "api": "completions", "ignore_eos": True}
         | {"temperature": 0, "prefix_caching": False, "client_cpus": args.client_cpus}
-        | {"model": args.model, "aiperf_request_rate": AIPERF_TICKS},
+        | {"model": args.model, "request_rate": None if math.isinf(args.request_rate) else args.request_rate}
+        | {"aiperf_request_rate": args.aiperf_request_rate},
         "cores": os.cpu_count(),
         "load_average_1m_start": os.getloadavg()[0],
         "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -137,14 +138,22 @@ def bench_serve_command(
     ]
 
 
+def rate_flags(args: argparse.Namespace, *fixed: str) -> list[str]:
+    """A harness's flags for ``--request-rate``: the rate, and ``fixed`` (its flags for fixed
+    intervals) when the rate is finite."""
+    rate = getattr(args, "request_rate", math.inf)
+    return ["--request-rate", "inf"] if math.isinf(rate) else ["--request-rate", f"{rate:g}", *fixed]
+
+
 def vllm_bench(args: argparse.Namespace, engine: Any, out: Path, seed: int) -> dict[str, Any]:
     cmd = bench_serve_command(
         engine.url, engine.served_name, engine.model_path, input_len=args.input_len,
         output_len=args.output_len, num_prompts=args.num_prompts, concurrency=args.max_concurrency,
         warmups=args.warmups, out=out,
         extra=(
-            "--served-model-name", engine.served_name, "--request-rate", "inf", "--ignore-eos",
+            "--served-model-name", engine.served_name, "--ignore-eos",
             "--temperature", "0", "--seed", str(seed), "--metric-percentiles", "50,90,99",
+            *rate_flags(args, "--burstiness", "inf"),
         ),
     )  # fmt: skip
     done = run_client(cmd, args)
@@ -174,6 +183,7 @@ def unillm_bench(args: argparse.Namespace, engine: Any, out: Path, seed: int) ->
         str(args.num_prompts),
         "--max-concurrency",
         str(args.max_concurrency),
+        *rate_flags(args, "--arrival", "fixed"),
         "--ignore-eos",
         "--temperature",
         "0",
@@ -294,6 +304,13 @@ def harness_parser(doc: str, *, rounds: int, num_prompts: int) -> argparse.Argum
     p.add_argument("--input-len", type=int, default=64)
     p.add_argument("--output-len", type=int, default=64)
     p.add_argument("--max-concurrency", type=int, default=8)
+    p.add_argument(
+        "--request-rate",
+        type=float,
+        default=math.inf,
+        help="requests/s at fixed intervals, the same schedule in every harness (vllm bench serve: "
+        "--burstiness inf); default inf: a closed loop at --max-concurrency",
+    )
     p.add_argument("--max-num-seqs", type=int, default=64)
     p.add_argument("--warmups", type=int, default=4)
     p.add_argument(

@@ -116,6 +116,35 @@ def test_vs_aiperf_measures_each_harness_rate_and_the_paced_truth_against_look_a
     assert "goals" in result
 
 
+@pytest.mark.skipif(
+    not (Path.home() / ".cache/unillm/envs/aiperf/bin/aiperf").exists()
+    or not (Path.home() / ".cache/unillm/envs/vllm/bin/python").exists(),
+    reason="needs AIPerf's and vLLM's envs under ~/.cache/unillm/envs",
+)
+def test_vs_aiperf_sends_every_harness_on_one_fixed_schedule_with_a_request_rate() -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    from client_overhead import Server  # type: ignore[import-not-found]  # benchmarks/ is no package
+
+    from unillm.testing.tiny_model import build_tiny_model
+
+    server = Server(2000, first_us=20_000)  # 20 ms, then 63 chunks 2 ms apart: 146 ms a request
+    try:
+        result = last_json_line(
+            "vs_aiperf.py",
+            *("--url", server.base_url, "--model-path", str(build_tiny_model().path), "--no-save"),
+            *("--skip-paced", "--skip-overhead", "--rounds", "1", "--num-prompts", "24"),
+            *("--input-len", "16", "--request-rate", "40", "--max-concurrency", "64", "--warmups", "1"),
+        )
+    finally:
+        server.stop()
+    assert cast(dict[str, Any], result["workload"])["request_rate"] == 40
+    for tool, figures in cast(dict[str, dict[str, float]], result["medians"]).items():
+        assert figures["completed"] == 24, (tool, figures)
+        # 24 requests 25 ms apart: ~2,000 tokens/s; all at once (the rate ignored) would be ~10,000
+        assert 1000 < figures["output_throughput"] < 3000, (tool, figures)
+        assert figures["in_flight"] < 10, (tool, figures)
+
+
 def test_fleet_cache_benchmark_replays_every_client_policy_against_look_alikes() -> None:
     result = last_json_line(
         "fleet_cache.py",
