@@ -38,8 +38,9 @@ AIPerf runs at ``--concurrency`` with a request rate beside it (``--aiperf-reque
 default 500/s): with a concurrency alone its timing manager spins a core while every slot is taken,
 which starved the engine (AIPerf then read 5.6 times the TTFT of the other two). The rate is a
 trade: AIPerf issues at most one request per tick, so slots freed on the same engine step refill
-one tick apart (1,000/s: its ticks cost ~1.5 CPU seconds a run beside the engine; 200/s: 3% fewer
-requests in flight; 20,000/s: it spins again).
+one tick apart (1,000/s: its ticks cost 0.8 CPU seconds more a run, and the engine's TPOT read
+4% higher beside them; 200/s: 3% fewer requests in flight; 20,000/s: it spins again). With
+``--request-rate`` every harness sends on one fixed schedule instead (an open loop).
 
 Placement: every harness gets the same CPU (``--client-cpus``) and niceness, as in
 benchmarks/vs_vllm_bench.py (whose runners this reuses). AIPerf runs from its own venv

@@ -141,7 +141,7 @@ def bench_serve_command(
 def rate_flags(args: argparse.Namespace, *fixed: str) -> list[str]:
     """A harness's flags for ``--request-rate``: the rate, and ``fixed`` (its flags for fixed
     intervals) when the rate is finite."""
-    rate = getattr(args, "request_rate", math.inf)
+    rate = args.request_rate
     return ["--request-rate", "inf"] if math.isinf(rate) else ["--request-rate", f"{rate:g}", *fixed]
 
 
