@@ -58,6 +58,7 @@ comparison: ratio, ``within`` ±3%, per-round ratios), ``all_within``, ``goals``
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -214,13 +215,21 @@ def aiperf_in_flight(records: Path) -> float | None:
     )
 
 
-def interleaved(args: argparse.Namespace, engine: Engine, label: str) -> dict[str, list[Round]]:
-    """Every tool's rounds against ``engine``, the order rotating each round; each round also
-    records the tool's CPU seconds (its process tree's user + system time) and the load before."""
+def interleaved(
+    args: argparse.Namespace, engine: Engine, label: str, *, warm: int = 0
+) -> dict[str, list[Round]]:
+    """Every tool's rounds against ``engine``, the order rotating each round, after ``warm``
+    rounds whose figures are dropped (a fresh engine's first batches run slow for whichever tool
+    comes first); each round also records the tool's CPU seconds (its process tree's user + system
+    time) and the load before."""
     rounds: dict[str, list[Round]] = {tool: [] for tool in TOOLS}
     with tempfile.TemporaryDirectory(prefix=f"vs-aiperf-{label}-") as d:
-        for i in range(args.rounds):
+        for i in range(-warm, args.rounds):
             for tool in TOOLS[i % 3 :] + TOOLS[: i % 3]:
+                if i < 0:
+                    one_round(args, engine, tool, Path(d), i)
+                    print(f"[vs-aiperf] {label} warm-up round {i + warm + 1}/{warm} {tool}", file=sys.stderr)
+                    continue
                 started, load, cpu = time.perf_counter(), os.getloadavg()[0], children_cpu_s()
                 figures = one_round(args, engine, tool, Path(d), i)
                 figures |= {
@@ -253,7 +262,9 @@ async def agreement(args: argparse.Namespace) -> tuple[dict[str, list[Round]], s
         wide=args.model == "wide",
         deep=args.model == "deep",
     ) as engine:
-        rounds = await anyio.to_thread.run_sync(interleaved, args, engine, "engine")
+        rounds = await anyio.to_thread.run_sync(
+            functools.partial(interleaved, args, engine, "engine", warm=args.warmup_rounds)
+        )
         return rounds, engine.command
 
 
@@ -449,6 +460,12 @@ def parse_args() -> argparse.Namespace:
         default=AIPERF_TICKS,
         help="AIPerf's request rate beside its concurrency (a freed slot waits up to 1/rate s)",
     )
+    p.add_argument(
+        "--warmup-rounds",
+        type=int,
+        default=1,
+        help="rounds on the engine whose figures are dropped, before --rounds (each tool once)",
+    )
     p.add_argument("--overhead-requests", type=int, default=400)
     p.add_argument("--overhead-concurrency", type=int, default=32)
     p.add_argument("--overhead-rounds", type=int, default=3)
@@ -476,7 +493,8 @@ def header(args: argparse.Namespace) -> dict[str, Any]:
         "workload": {
             k: getattr(args, k) for k in ("input_len", "output_len", "num_prompts", "max_concurrency")
         }
-        | {"warmups": args.warmups, "rounds": args.rounds, "api": "completions", "ignore_eos": True}
+        | {"warmups": args.warmups, "rounds": args.rounds, "warmup_rounds": args.warmup_rounds}
+        | {"api": "completions", "ignore_eos": True}
         | {"temperature": 0, "prefix_caching": False, "client_cpus": args.client_cpus}
         | {"model": args.model, "request_rate": None if math.isinf(args.request_rate) else args.request_rate}
         | {"aiperf_request_rate": args.aiperf_request_rate},

@@ -132,7 +132,16 @@ def test_vs_aiperf_sends_every_harness_on_one_fixed_schedule_with_a_request_rate
         result = last_json_line(
             "vs_aiperf.py",
             *("--url", server.base_url, "--model-path", str(build_tiny_model().path), "--no-save"),
-            *("--skip-paced", "--skip-overhead", "--rounds", "1", "--num-prompts", "24"),
+            *(
+                "--skip-paced",
+                "--skip-overhead",
+                "--rounds",
+                "1",
+                "--warmup-rounds",
+                "0",
+                "--num-prompts",
+                "24",
+            ),
             *("--input-len", "16", "--request-rate", "40", "--max-concurrency", "64", "--warmups", "1"),
         )
     finally:
