@@ -226,8 +226,8 @@ def interleaved(
     with tempfile.TemporaryDirectory(prefix=f"vs-aiperf-{label}-") as d:
         for i in range(-warm, args.rounds):
             for tool in TOOLS[i % 3 :] + TOOLS[: i % 3]:
-                if i < 0:
-                    one_round(args, engine, tool, Path(d), i)
+                if i < 0:  # seeds past the measured rounds' (AIPerf takes no negative seed)
+                    one_round(args, engine, tool, Path(d), args.rounds - i - 1)
                     print(f"[vs-aiperf] {label} warm-up round {i + warm + 1}/{warm} {tool}", file=sys.stderr)
                     continue
                 started, load, cpu = time.perf_counter(), os.getloadavg()[0], children_cpu_s()
