@@ -39,8 +39,8 @@ def stored(hashes: list[Any], parent: Any, tokens: list[int], size: int = 4, **e
     }
 
 
-def removed(hashes: list[Any]) -> dict[str, Any]:
-    return {"type": "BlockRemoved", "block_hashes": hashes, "medium": "GPU"}
+def removed(hashes: list[Any], medium: str | None = "GPU") -> dict[str, Any]:
+    return {"type": "BlockRemoved", "block_hashes": hashes, "medium": medium}
 
 
 def batch(*events: dict[str, Any]) -> list[Any]:
@@ -73,6 +73,20 @@ def test_a_removed_block_ends_the_match_there_and_clearing_empties_the_index() -
     index.apply(batch(stored([b"h2b"], b"h1", PROMPT[4:8])))  # recomputed under a new hash
     assert index.match(PROMPT) == 8  # h1, h2b; h3's parent was the old h2
     index.apply(batch({"type": "AllBlocksCleared"}))
+    assert index.match(PROMPT) == 0 and len(index) == 0
+
+
+def test_a_block_is_held_while_any_tier_of_the_replica_holds_it() -> None:
+    index = BlockIndex()
+    index.apply(batch(stored([b"h1", b"h2"], None, PROMPT[:8])))
+    index.apply(batch(stored([b"h1", b"h2"], None, PROMPT[:8], medium="CPU")))  # offloaded copies
+    index.apply(batch(removed([b"h1", b"h2"])))  # evicted from the GPU: the CPU copies remain
+    assert index.match(PROMPT) == 8
+    index.apply(batch(removed([b"h2"], medium="CPU")))
+    assert index.match(PROMPT) == 4
+    index.apply(batch(removed([b"h1"], medium=None)))  # no medium: gone from every tier
+    assert index.match(PROMPT) == 0 and len(index) == 0
+    index.apply(batch(stored([b"r1"], None, PROMPT[:4], locality="REMOTE")))  # another machine's
     assert index.match(PROMPT) == 0 and len(index) == 0
 
 

@@ -12,6 +12,11 @@ link the chain.
     index.apply(unpacked_batch)                   # [ts, [event, ...], dp_rank], msgpack-decoded
     index.match([1, 5, 9, ...])                   # tokens of the prompt's head cached, whole blocks
 
+A block may be held in several tiers at once (``medium``: GPU, CPU or storage with KV offloading
+or SGLang's HiCache; ``ownership``: which offloading tier): it is held while any tier of this
+replica holds it, so its eviction from one tier does not hide a copy in another. Blocks whose
+``locality`` is ``REMOTE`` are another machine's and are not indexed.
+
 SGLang publishes the same format, one event per page, the last page of a sequence possibly
 partial: the largest block size seen is the engine's, and smaller (partial) blocks are not
 indexed. Pure logic: no I/O, no clock. A malformed event raises :class:`MalformedEvents` (the
@@ -25,6 +30,7 @@ from typing import Any
 
 Hash = bytes | int | str
 _Key = tuple[Hash | None, tuple[int, ...], str | None, Any]
+_Tier = tuple[Any, Any]  # (medium, ownership)
 
 
 class MalformedEvents(ValueError):
@@ -36,6 +42,11 @@ def _hashable(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return tuple(_hashable(v) for v in value)
     return value
+
+
+def _tier(event: Mapping[str, Any]) -> _Tier:
+    """Where an event's blocks are held on the replica: its medium and offloading tier."""
+    return (_hashable(event.get("medium")), _hashable(event.get("ownership")))
 
 
 def _list(event: Mapping[str, Any], field: str) -> list[Any]:
@@ -57,6 +68,7 @@ class BlockIndex:
         self.block_size: int | None = None
         self._child: dict[_Key, Hash] = {}
         self._key: dict[Hash, _Key] = {}
+        self._tiers: dict[Hash, set[_Tier]] = {}  # where each block is held
 
     def __len__(self) -> int:
         return len(self._key)
@@ -83,18 +95,28 @@ class BlockIndex:
                 raise MalformedEvents(f"{event.get('type')}: {type(e).__name__}: {str(e)[:200]}") from None
 
     def _event(self, event: Mapping[str, Any]) -> None:
-        if event.get("group_idx") not in (None, 0):
+        if event.get("group_idx") not in (None, 0) or event.get("locality") == "REMOTE":
             return
         kind = event.get("type")
         if kind == "BlockStored":
             self._stored(event)
         elif kind == "BlockRemoved":
+            medium = event.get("medium")
             for h in _list(event, "block_hashes"):
+                tiers = self._tiers.get(h)
+                if medium is not None and tiers:  # no medium: gone from every tier
+                    tiers.discard(_tier(event))
+                    if tiers:
+                        continue  # still held in another tier
                 self._forget(h)
         elif kind == "AllBlocksCleared":
-            self._child.clear()
-            self._key.clear()
+            self._clear()
         # other kinds (a newer engine's) carry no block of the first group's
+
+    def _clear(self) -> None:
+        self._child.clear()
+        self._key.clear()
+        self._tiers.clear()
 
     def _stored(self, event: Mapping[str, Any]) -> None:
         hashes, tokens, size = (
@@ -106,8 +128,7 @@ class BlockIndex:
             raise MalformedEvents(f"BlockStored.block_size is {size!r}")
         if self.block_size is None or size > self.block_size:  # the first whole block sets it
             if self.block_size is not None:  # what came before were partial pages
-                self._child.clear()
-                self._key.clear()
+                self._clear()
             self.block_size = size
         elif size < self.block_size:  # a partial last page (SGLang): no whole block to match
             return
@@ -125,13 +146,18 @@ class BlockIndex:
             if salt is not None:  # SGLang names a request's cache salt apart (vLLM: in extra_keys)
                 extra = (extra, ("cache_salt", salt))
             key: _Key = (parent, block, lora, extra)
-            self._forget(self._child.get(key))
-            self._child[key] = h
-            self._key[h] = key
+            if self._child.get(key) != h:
+                self._forget(self._child.get(key))
+                self._child[key] = h
+                self._key[h] = key
+            self._tiers.setdefault(h, set()).add(_tier(event))
             parent = h
 
     def _forget(self, h: Hash | None) -> None:
-        key = self._key.pop(h, None) if h is not None else None
+        if h is None:
+            return
+        self._tiers.pop(h, None)
+        key = self._key.pop(h, None)
         if key is not None and self._child.get(key) == h:
             del self._child[key]
 
